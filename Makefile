@@ -1,0 +1,56 @@
+# samzapy's everyday commands. `make run` and `make test` work on a fresh clone: they create
+# the virtualenv (.venv) with the newest Python >= 3.11 found, and install the project into it.
+
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The interpreter the virtualenv is made from: PYTHON=... overrides the search.
+PYTHON ?= $(shell for c in python3.13 python3.12 $$HOME/.pyenv/versions/3.13*/bin/python3 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.11 python3; do \
+	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
+
+.PHONY: help venv run test lint typecheck check unit bench clean
+
+help:
+	@echo "make run        run the quick-start job on the file system (no broker needed)"
+	@echo "make test       lint, type-check, import layers, then the whole test suite"
+	@echo "make bench      run-loop throughput benchmark (figures with their references)"
+	@echo "make clean      remove the quick-start's output and state"
+
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON)" || { echo "no Python >= 3.11 found: set PYTHON=/path/to/python3" >&2; exit 2; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(VENV)/.installed
+
+run: $(VENV)/.installed
+	rm -rf output/quickstart state/quickstart
+	$(VENV)/bin/samzapy run configs/quickstart.yaml --log-format console
+	@echo
+	@echo "page-view counts per member: output/quickstart/page-view-counts/<partition>.jsonl"
+	@echo "rejected messages:          output/quickstart/dead-letters/0.jsonl"
+	@echo "checkpoints:                state/quickstart/checkpoints/"
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check samzapy tests bench examples
+	$(VENV)/bin/ruff format --check samzapy tests bench examples
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+check: lint typecheck
+
+test: check
+	$(PY) -m pytest -q
+
+unit: $(VENV)/.installed
+	$(PY) -m pytest -q tests/unit tests/contract
+
+bench: $(VENV)/.installed
+	$(PY) bench/bench_container.py
+
+clean:
+	rm -rf output state

@@ -1,0 +1,1 @@
+"""Example task packages for samzapy."""

@@ -1,0 +1,1 @@
+"""Page views per member: the quick-start job (seed 003's story)."""

@@ -1,0 +1,122 @@
+"""Count page views per member, and a wrapper that sends bad messages to a dead-letter stream.
+
+``PageViewCounter`` keeps a count per member for its partition (state is isolated per
+partition, so a member's views all land in one task when the input is partitioned by member).
+It emits the counts when its input ends, and, when ``task.window.ms`` is set, every window.
+
+``DeadLetters`` wraps any StreamTask with shared try/except logic: the container needs no
+special support for it (seed 000, last section). ``SafePageViewCounter`` is the two together,
+the task the quick-start job runs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from samzapy import (
+    EndOfStreamListenerTask,
+    IncomingMessageEnvelope,
+    InitableTask,
+    MessageCollector,
+    OutgoingMessageEnvelope,
+    StreamTask,
+    SystemStream,
+    TaskContext,
+    TaskCoordinator,
+    WindowableTask,
+)
+
+
+class PageViewCounter(InitableTask, StreamTask, WindowableTask, EndOfStreamListenerTask):
+    """Counts views per member; emits ``{"member_id", "views"}`` per member."""
+
+    def init(self, context: TaskContext) -> None:
+        system, stream = str(context.config.get("app.output", "output.page-view-counts")).split(".", 1)
+        self.output = SystemStream(system, stream)
+        self.counts: Counter[str] = Counter()
+        self.changed: set[str] = set()
+
+    def process(
+        self,
+        envelope: IncomingMessageEnvelope,
+        collector: MessageCollector,
+        coordinator: TaskCoordinator,
+    ) -> None:
+        view = envelope.message
+        member = view["member_id"]
+        if not isinstance(member, str) or not member:
+            raise ValueError(f"member_id must be a non-empty string, got {member!r}")
+        self.counts[member] += 1
+        self.changed.add(member)
+
+    def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        self._emit(collector, sorted(self.changed))
+
+    def on_end_of_stream(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        self._emit(collector, sorted(self.changed))
+
+    def _emit(self, collector: MessageCollector, members: list[str]) -> None:
+        for member in members:
+            collector.send(
+                OutgoingMessageEnvelope(
+                    self.output, {"member_id": member, "views": self.counts[member]}, key=member
+                )
+            )
+        self.changed.clear()
+
+
+class DeadLetters(InitableTask, StreamTask, WindowableTask, EndOfStreamListenerTask):
+    """Runs ``wrapped``; a message it fails on goes to ``app.dead.letters`` instead of
+    stopping the job. Every other call passes straight through."""
+
+    wrapped_class: type[Any] = StreamTask
+
+    def __init__(self) -> None:
+        self.wrapped = self.wrapped_class()
+        self.dead_letters: SystemStream | None = None
+
+    def init(self, context: TaskContext) -> None:
+        target = context.config.get("app.dead.letters")
+        if target:
+            system, stream = str(target).split(".", 1)
+            self.dead_letters = SystemStream(system, stream)
+        if isinstance(self.wrapped, InitableTask):
+            self.wrapped.init(context)
+
+    def process(
+        self,
+        envelope: IncomingMessageEnvelope,
+        collector: MessageCollector,
+        coordinator: TaskCoordinator,
+    ) -> None:
+        try:
+            self.wrapped.process(envelope, collector, coordinator)
+        except Exception as exc:
+            if self.dead_letters is None:
+                raise
+            collector.send(
+                OutgoingMessageEnvelope(
+                    self.dead_letters,
+                    {
+                        "source": str(envelope.system_stream_partition),
+                        "offset": envelope.offset,
+                        "error": repr(exc),
+                        "message": envelope.message,
+                    },
+                )
+            )
+
+    def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        if isinstance(self.wrapped, WindowableTask):
+            self.wrapped.window(collector, coordinator)
+
+    def on_end_of_stream(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        if isinstance(self.wrapped, EndOfStreamListenerTask):
+            self.wrapped.on_end_of_stream(collector, coordinator)
+
+
+class SafePageViewCounter(DeadLetters):
+    """The quick-start task: PageViewCounter with bad messages sent to dead letters."""
+
+    wrapped_class = PageViewCounter

@@ -1,0 +1,6 @@
+"""``python -m samzapy``: the ``samzapy`` command."""
+
+from samzapy.cli.main import run
+
+if __name__ == "__main__":
+    run()

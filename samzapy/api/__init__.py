@@ -1,0 +1,50 @@
+"""What job authors import: task interfaces, envelopes, names, collector, coordinator, errors."""
+
+from samzapy.api.context import MessageCollector, RequestScope, TaskContext, TaskCoordinator
+from samzapy.api.envelope import KV, IncomingMessageEnvelope, OutgoingMessageEnvelope
+from samzapy.api.errors import (
+    CheckpointError,
+    ConfigError,
+    SamzapyError,
+    SerdeError,
+    StoreError,
+    SystemError_,
+    TaskCallbackTimeoutError,
+    TaskError,
+)
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.api.task import (
+    AsyncStreamTask,
+    ClosableTask,
+    EndOfStreamListenerTask,
+    InitableTask,
+    StreamTask,
+    WindowableTask,
+)
+
+__all__ = [
+    "KV",
+    "AsyncStreamTask",
+    "CheckpointError",
+    "ClosableTask",
+    "ConfigError",
+    "EndOfStreamListenerTask",
+    "IncomingMessageEnvelope",
+    "InitableTask",
+    "MessageCollector",
+    "OutgoingMessageEnvelope",
+    "RequestScope",
+    "SamzapyError",
+    "SerdeError",
+    "StoreError",
+    "StreamTask",
+    "SystemError_",
+    "SystemStream",
+    "SystemStreamPartition",
+    "TaskCallbackTimeoutError",
+    "TaskContext",
+    "TaskCoordinator",
+    "TaskError",
+    "TaskName",
+    "WindowableTask",
+]

@@ -1,0 +1,53 @@
+"""What a task talks to: MessageCollector, TaskCoordinator (RequestScope) and TaskContext."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Set
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from samzapy.api.envelope import OutgoingMessageEnvelope
+    from samzapy.api.system import SystemStreamPartition, TaskName
+
+
+class RequestScope(enum.Enum):
+    """Which tasks a commit or shutdown request applies to."""
+
+    CURRENT_TASK = "current_task"
+    ALL_TASKS_IN_CONTAINER = "all_tasks_in_container"
+
+
+class MessageCollector(Protocol):
+    """Sends messages to output streams. Thread-safe: may be called from any thread."""
+
+    def send(self, envelope: OutgoingMessageEnvelope) -> None: ...
+
+
+class TaskCoordinator(Protocol):
+    """Lets a task ask for a commit or a shutdown; both take effect once the current call ends."""
+
+    def commit(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None: ...
+
+    def shutdown(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None: ...
+
+
+class TaskContext(Protocol):
+    """Given to ``InitableTask.init``: the task's name, its partitions, config, stores, metrics."""
+
+    @property
+    def task_name(self) -> TaskName: ...
+
+    @property
+    def config(self) -> Mapping[str, Any]: ...
+
+    @property
+    def system_stream_partitions(self) -> Set[SystemStreamPartition]: ...
+
+    @property
+    def metrics(self) -> Any: ...
+
+    def get_store(self, name: str) -> Any: ...
+
+
+__all__ = ["MessageCollector", "RequestScope", "TaskContext", "TaskCoordinator"]

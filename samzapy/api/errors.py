@@ -1,0 +1,76 @@
+"""The error hierarchy: every error samzapy raises on purpose derives from SamzapyError."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from samzapy.api.system import SystemStreamPartition, TaskName
+
+
+class SamzapyError(Exception):
+    """Root of samzapy's own errors."""
+
+
+class ConfigError(SamzapyError):
+    """A configuration key is missing, unknown or ill-typed; the message names the key.
+
+    When validation finds several problems, ``problems`` holds one message each and the
+    error's own message lists them all.
+    """
+
+    def __init__(
+        self, message: str, *, key: str | None = None, problems: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.key = key
+        self.problems = problems or (message,)
+
+
+class TaskError(SamzapyError):
+    """User code failed. The original exception is in ``__cause__``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        task_name: TaskName | None = None,
+        ssp: SystemStreamPartition | None = None,
+        offset: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.task_name = task_name
+        self.ssp = ssp
+        self.offset = offset
+
+
+class TaskCallbackTimeoutError(TaskError):
+    """An awaitable returned by process_async did not complete within task.callback.timeout.ms."""
+
+
+class SystemError_(SamzapyError):  # noqa: N801 - "SystemError" is a builtin
+    """A system (consumer, producer or admin) failed."""
+
+
+class SerdeError(SystemError_):
+    """A message could not be serialized or deserialized."""
+
+
+class CheckpointError(SamzapyError):
+    """Reading or writing a checkpoint failed."""
+
+
+class StoreError(SamzapyError):
+    """A key-value store was misused or failed."""
+
+
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "SamzapyError",
+    "SerdeError",
+    "StoreError",
+    "SystemError_",
+    "TaskCallbackTimeoutError",
+    "TaskError",
+]

@@ -1,0 +1,83 @@
+"""The task interfaces a job author mixes into a task class.
+
+A task class is instantiated once per task (one per input partition). Each interface is a
+marker class with the method the container calls; ``init``, ``window``, ``close`` and
+``on_end_of_stream`` may be plain functions or coroutine functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from samzapy.api.context import MessageCollector, TaskContext, TaskCoordinator
+    from samzapy.api.envelope import IncomingMessageEnvelope
+
+
+class StreamTask:
+    """A synchronous task: ``process`` returns when the message is fully processed."""
+
+    def process(
+        self,
+        envelope: IncomingMessageEnvelope,
+        collector: MessageCollector,
+        coordinator: TaskCoordinator,
+    ) -> None:
+        raise NotImplementedError
+
+
+class AsyncStreamTask:
+    """An asynchronous task: ``process_async`` returns an awaitable that completes when the
+    message is fully processed (a coroutine, an ``asyncio.Future`` or a
+    ``concurrent.futures.Future`` completed from any thread)."""
+
+    def process_async(
+        self,
+        envelope: IncomingMessageEnvelope,
+        collector: MessageCollector,
+        coordinator: TaskCoordinator,
+    ) -> Awaitable[Any] | Any:
+        raise NotImplementedError
+
+
+class InitableTask:
+    """Called once before the first message, with the task's context."""
+
+    def init(self, context: TaskContext) -> Awaitable[None] | None:
+        raise NotImplementedError
+
+
+class WindowableTask:
+    """Called every ``task.window.ms`` when nothing of the task is in flight."""
+
+    def window(
+        self, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> Awaitable[None] | None:
+        raise NotImplementedError
+
+
+class ClosableTask:
+    """Called once when the container shuts the task down."""
+
+    def close(self) -> Awaitable[None] | None:
+        raise NotImplementedError
+
+
+class EndOfStreamListenerTask:
+    """Called once when every input partition of the task has reached end-of-stream."""
+
+    def on_end_of_stream(
+        self, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> Awaitable[None] | None:
+        raise NotImplementedError
+
+
+__all__ = [
+    "AsyncStreamTask",
+    "ClosableTask",
+    "EndOfStreamListenerTask",
+    "InitableTask",
+    "StreamTask",
+    "WindowableTask",
+]

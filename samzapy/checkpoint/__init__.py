@@ -1,0 +1,1 @@
+"""Checkpoints: the port, offset bookkeeping, and the memory and file managers."""

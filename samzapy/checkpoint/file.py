@@ -1,0 +1,217 @@
+"""The file checkpoint manager: one JSON document per task in a directory, written atomically.
+
+A task's file is its name made file-safe and reversible (space becomes ``_``; ``_``, ``%``
+and any other character outside ``A-Z a-z 0-9 . -`` become ``%XX`` UTF-8 escapes; a leading
+``.`` too), so ``Partition 0`` is ``Partition_0.json``. The document is::
+
+    {"version": 1, "task": "Partition 0",
+     "offsets": [{"system": "kafka", "stream": "in", "partition": 0, "offset": "42"}],
+     "extra": {}}
+
+Writing one (each step keeps the previous checkpoint intact if the process dies):
+
+1. write the document to a temporary file in the same directory, flush and fsync it;
+2. ``os.replace`` it over the task's file;
+3. fsync the directory so the rename itself is durable.
+
+The steps run in a worker thread so the event loop is not stalled by fsync. The document
+codec is shared with the memory manager, so both accept and return exactly the same things.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import string
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from samzapy.api.errors import CheckpointError
+from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
+
+DOCUMENT_VERSION = 1
+_SAFE_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-.")
+
+
+def task_file_name(task_name: str) -> str:
+    """The file name of a task's checkpoint (reversible, see ``task_name_from_file``)."""
+    if not task_name:
+        raise CheckpointError("cannot store the checkpoint of a task with an empty name")
+    parts: list[str] = []
+    for position, char in enumerate(task_name):
+        if char == " ":
+            parts.append("_")
+        elif char in _SAFE_CHARACTERS and not (position == 0 and char == "."):
+            parts.append(char)
+        else:
+            parts.append("".join(f"%{byte:02X}" for byte in char.encode("utf-8")))
+    return "".join(parts) + ".json"
+
+
+def task_name_from_file(file_name: str) -> TaskName:
+    """The task name a checkpoint file name stands for."""
+    stem = file_name.removesuffix(".json")
+    return TaskName(unquote(stem.replace("_", " "), errors="strict"))
+
+
+def encode_checkpoint(task_name: str, checkpoint: Checkpoint) -> bytes:
+    """The JSON document of a task's checkpoint; CheckpointError if it cannot be stored."""
+    offsets: list[dict[str, Any]] = []
+    for ssp, offset in checkpoint.offsets.items():
+        if not isinstance(ssp, SystemStreamPartition):
+            raise CheckpointError(
+                f"checkpoint of task {task_name!r}: offsets must be keyed by "
+                f"SystemStreamPartition, got {ssp!r}"
+            )
+        if not isinstance(offset, str):
+            raise CheckpointError(
+                f"checkpoint of task {task_name!r}: the offset of {ssp} must be a str, "
+                f"got {offset!r} ({type(offset).__name__})"
+            )
+        offsets.append(
+            {
+                "system": ssp.system,
+                "stream": ssp.stream,
+                "partition": ssp.partition,
+                "offset": offset,
+            }
+        )
+    offsets.sort(key=lambda entry: (entry["system"], entry["stream"], entry["partition"]))
+    document = {
+        "version": DOCUMENT_VERSION,
+        "task": str(task_name),
+        "offsets": offsets,
+        "extra": dict(checkpoint.extra),
+    }
+    try:
+        return json.dumps(document, indent=2, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(
+            f"checkpoint of task {task_name!r}: extra must be JSON-serializable: {exc}"
+        ) from exc
+
+
+def decode_checkpoint(data: bytes, source: str) -> tuple[TaskName, Checkpoint]:
+    """The task name and checkpoint of a document; CheckpointError naming ``source``."""
+    try:
+        document = json.loads(data)
+        if not isinstance(document, dict):
+            raise ValueError(f"expected a JSON object, got {type(document).__name__}")
+        version = document.get("version")
+        if version != DOCUMENT_VERSION:
+            raise ValueError(f"unsupported version {version!r}, expected {DOCUMENT_VERSION}")
+        task = document["task"]
+        entries = document["offsets"]
+        extra = document.get("extra", {})
+        if not isinstance(task, str) or not isinstance(entries, list):
+            raise ValueError("'task' must be a string and 'offsets' a list")
+        if not isinstance(extra, dict):
+            raise ValueError(f"'extra' must be an object, got {type(extra).__name__}")
+        offsets: dict[SystemStreamPartition, str] = {}
+        for entry in entries:
+            system, stream = entry["system"], entry["stream"]
+            partition, offset = entry["partition"], entry["offset"]
+            if (
+                not isinstance(system, str)
+                or not isinstance(stream, str)
+                or type(partition) is not int
+                or not isinstance(offset, str)
+            ):
+                raise ValueError(f"malformed offset entry {entry!r}")
+            offsets[SystemStreamPartition(system, stream, partition)] = offset
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"corrupt checkpoint {source}: {exc}") from exc
+    return TaskName(task), Checkpoint(offsets=offsets, extra=extra)
+
+
+def _fsync_directory(directory: Path) -> None:
+    if os.name == "nt":  # Windows cannot open a directory; NTFS journals its metadata
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    directory = path.parent
+    try:
+        # 1. Temporary file in the same directory (a dot name: never a task's file).
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            # 2. Atomic replacement of the previous checkpoint.
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        # 3. The rename is durable once the directory is.
+        _fsync_directory(directory)
+    except OSError as exc:
+        raise CheckpointError(f"cannot write checkpoint {path}: {exc}") from exc
+
+
+class FileCheckpointManager(CheckpointManager):
+    """Keeps each task's latest checkpoint in ``<directory>/<task file name>``."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self._locks: dict[TaskName, asyncio.Lock] = {}
+
+    def path_for(self, task_name: TaskName) -> Path:
+        """The file holding ``task_name``'s checkpoint."""
+        return self.directory / task_file_name(task_name)
+
+    async def start(self) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot create checkpoint directory {self.directory}: {exc}"
+            ) from exc
+
+    async def read_last(self, task_name: TaskName) -> Checkpoint | None:
+        path = self.path_for(task_name)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from exc
+        stored_task, checkpoint = decode_checkpoint(data, str(path))
+        if stored_task != task_name:
+            raise CheckpointError(
+                f"corrupt checkpoint {path}: it holds task {stored_task!r}, "
+                f"expected {str(task_name)!r}"
+            )
+        return checkpoint
+
+    async def write(self, task_name: TaskName, checkpoint: Checkpoint) -> None:
+        data = encode_checkpoint(task_name, checkpoint)
+        path = self.path_for(task_name)
+        # One write per task at a time, so the last write is the one left on disk.
+        lock = self._locks.get(task_name)
+        if lock is None:
+            lock = self._locks[task_name] = asyncio.Lock()
+        async with lock:
+            await asyncio.to_thread(_write_atomically, path, data)
+
+
+__all__ = [
+    "DOCUMENT_VERSION",
+    "FileCheckpointManager",
+    "decode_checkpoint",
+    "encode_checkpoint",
+    "task_file_name",
+    "task_name_from_file",
+]

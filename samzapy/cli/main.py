@@ -1,0 +1,243 @@
+"""The ``samzapy`` command: arguments, logging set-up, the event loop, signals and exit codes.
+
+``samzapy run JOB_YAML`` runs one container until the job finishes, is stopped by SIGTERM or
+SIGINT, or fails; ``samzapy validate JOB_YAML`` prints the resolved configuration or its
+problems. Exit codes: 0 finished or stopped cleanly, 1 job failure, 2 configuration or usage
+error.
+
+A run goes:
+
+1. configure logging (JSON lines on stdout by default);
+2. load and resolve the configuration (problems are logged as ``config_invalid``, exit 2);
+3. bind ``job`` and ``container`` to every later log event;
+4. run the container on uvloop (or asyncio when ``job.loop`` says so or uvloop is missing),
+   with SIGTERM and SIGINT asking it to stop gracefully; a second signal forces the exit;
+5. log the outcome once and return its exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+import yaml
+from structlog.typing import FilteringBoundLogger
+
+from samzapy import __version__
+from samzapy.api.errors import ConfigError, SamzapyError
+from samzapy.cli.logging import FORMATS, LEVELS, configure_logging
+from samzapy.config import load_config, resolve
+
+if TYPE_CHECKING:
+    from samzapy.config import ResolvedConfig
+
+EXIT_OK = 0
+EXIT_JOB_FAILED = 1
+EXIT_CONFIG = 2
+
+_STOP_SIGNALS = ("SIGTERM", "SIGINT")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``) and return its exit code."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage errors, --help and --version
+        return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
+    if args.command == "validate":
+        return _validate(args.job_yaml, args.overrides)
+    return _run(args.job_yaml, args.overrides, args.log_format, args.log_level)
+
+
+def run() -> None:
+    """Console-script style entry point: exit the process with ``main()``'s code."""
+    sys.exit(main())
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="samzapy", description="Run Samza stream-processing jobs on asyncio."
+    )
+    parser.add_argument("--version", action="version", version=f"samzapy {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run_cmd = commands.add_parser("run", help="run a job's container until it finishes or stops")
+    validate_cmd = commands.add_parser(
+        "validate", help="print the resolved configuration of a job, or its problems"
+    )
+    for cmd in (run_cmd, validate_cmd):
+        cmd.add_argument("job_yaml", metavar="JOB_YAML", help="the job's YAML configuration")
+        cmd.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            type=_override,
+            metavar="KEY=VALUE",
+            help="override one configuration key (repeatable)",
+        )
+    run_cmd.add_argument("--log-format", choices=FORMATS, default="json")
+    run_cmd.add_argument("--log-level", choices=LEVELS, default="info")
+    return parser
+
+
+def _override(text: str) -> str:
+    key, sep, _ = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return text
+
+
+def _load(job_yaml: str, overrides: Sequence[str]) -> ResolvedConfig:
+    """The resolved configuration; every failure, a missing file included, is a ConfigError."""
+    path = Path(job_yaml)
+    if not path.is_file():
+        raise ConfigError(f"job file {job_yaml!r} does not exist or is not a file")
+    try:
+        return resolve(load_config(path, overrides=overrides))
+    except OSError as exc:
+        raise ConfigError(f"job file {job_yaml!r} cannot be read: {exc}") from exc
+
+
+def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
+    configure_logging("console", "warning", stream=sys.stderr)  # keep stdout pure YAML
+    try:
+        resolved = _load(job_yaml, overrides)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_CONFIG
+    yaml.safe_dump(_plain(resolved.to_dict()), sys.stdout, sort_keys=True, allow_unicode=True)
+    return EXIT_OK
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with only the types safe_dump can write (tuples -> lists, others -> str)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: str) -> int:
+    configure_logging(log_format, log_level)
+    log: FilteringBoundLogger = structlog.get_logger("samzapy.cli")
+    try:
+        resolved = _load(job_yaml, overrides)
+    except ConfigError as exc:
+        log.error("config_invalid", path=job_yaml, problems=list(exc.problems), exit_code=2)
+        return EXIT_CONFIG
+    with structlog.contextvars.bound_contextvars(
+        job=resolved.job.name, container=resolved.job.container_id
+    ):
+        return _run_resolved(resolved, log)
+
+
+def _run_resolved(resolved: ResolvedConfig, log: FilteringBoundLogger) -> int:
+    loop_factory, loop_name = _loop_factory(resolved.job.loop, log)
+    log.info("event_loop_chosen", loop=loop_name, configured=resolved.job.loop)
+    stopper = _SignalStopper(log)
+    try:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(_run_container(resolved, stopper))
+    except ConfigError as exc:
+        log.error("config_invalid", problems=list(exc.problems), exit_code=EXIT_CONFIG)
+        return EXIT_CONFIG
+    except SamzapyError as exc:
+        log.error(
+            "job_failed", error=str(exc), error_type=type(exc).__name__, exit_code=EXIT_JOB_FAILED
+        )
+        return EXIT_JOB_FAILED
+    except KeyboardInterrupt:  # SIGINT before the signal handlers were installed
+        log.warning("job_interrupted", exit_code=EXIT_JOB_FAILED)
+        return EXIT_JOB_FAILED
+    except Exception:
+        log.exception("job_failed", error_type="unexpected", exit_code=EXIT_JOB_FAILED)
+        return EXIT_JOB_FAILED
+    # The container logged job_finished with its counts; this is the process's last line.
+    log.info("container_exited", stopped_by=stopper.signal_name, exit_code=EXIT_OK)
+    return EXIT_OK
+
+
+def _loop_factory(
+    configured: str, log: FilteringBoundLogger
+) -> tuple[Callable[[], asyncio.AbstractEventLoop], str]:
+    if configured == "asyncio":
+        return asyncio.new_event_loop, "asyncio"
+    try:
+        import uvloop
+    except ImportError:
+        log.warning("uvloop_unavailable", fallback="asyncio")
+        return asyncio.new_event_loop, "asyncio"
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory, "uvloop"
+
+
+class _Stoppable(Protocol):
+    def request_stop(self, reason: str) -> None: ...
+
+
+class _SignalStopper:
+    """The first SIGTERM/SIGINT asks the container to stop; a second one exits at once."""
+
+    def __init__(self, log: FilteringBoundLogger) -> None:
+        self._log = log
+        self.signal_name: str | None = None
+        self._installed: list[signal.Signals] = []
+
+    def install(self, loop: asyncio.AbstractEventLoop, container: _Stoppable) -> None:
+        for name in _STOP_SIGNALS:
+            sig = getattr(signal, name, None)
+            if sig is None:
+                continue
+            try:
+                loop.add_signal_handler(sig, self._on_signal, name, container)
+            except (NotImplementedError, RuntimeError, ValueError):
+                continue  # not supported here (Windows, or not the main thread)
+            self._installed.append(sig)
+
+    def uninstall(self, loop: asyncio.AbstractEventLoop) -> None:
+        for sig in self._installed:
+            loop.remove_signal_handler(sig)
+        self._installed.clear()
+
+    def _on_signal(self, name: str, container: _Stoppable) -> None:
+        if self.signal_name is None:
+            self.signal_name = name
+            self._log.info("signal_received", signal=name, action="graceful_stop")
+            container.request_stop(name)
+            return
+        # The graceful stop is stuck or the operator is impatient: leave without cleanup.
+        self._log.error(
+            "shutdown_forced", signal=name, first_signal=self.signal_name, exit_code=EXIT_JOB_FAILED
+        )
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(EXIT_JOB_FAILED)
+
+
+async def _run_container(resolved: ResolvedConfig, stopper: _SignalStopper) -> None:
+    # Imported here so that `samzapy validate` and `--version` never load the container.
+    from samzapy.container import SamzaContainer
+
+    container = SamzaContainer(resolved)
+    loop = asyncio.get_running_loop()
+    stopper.install(loop, container)
+    try:
+        await container.run()
+    finally:
+        stopper.uninstall(loop)
+
+
+__all__ = ["EXIT_CONFIG", "EXIT_JOB_FAILED", "EXIT_OK", "main", "run"]

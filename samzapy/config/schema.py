@@ -1,0 +1,272 @@
+"""The known configuration keys: their patterns, kinds, defaults and how a value is typed.
+
+A pattern is a dotted key in which ``<name>`` or ``<id>`` stands for one dotted segment (a
+system, stream, serde or store name: no dots). A pattern ending in ``.*`` is an open prefix:
+anything under it is accepted as given. A key with a ``factory`` is valid only for systems whose
+``samza.factory`` is that short name. A string default may hold ``<name>``, ``<id>`` or
+``<job.name>``, filled in when defaults are applied.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Kind(enum.Enum):
+    """How a key's value is typed."""
+
+    INT = "int"
+    BOOL = "bool"
+    STR = "str"
+    STR_LIST = "list-of-str"
+    ENUM = "enum"
+    ANY = "any"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    """One known key (or open prefix) of samzapy's namespaces."""
+
+    pattern: str
+    kind: Kind
+    default: Any
+    doc: str
+    choices: tuple[str, ...] | None = None
+    minimum: int | None = None
+    required: bool = False
+    factory: str | None = None
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "regex", _compile(self.pattern))
+
+    @property
+    def is_open(self) -> bool:
+        """Whether this is an open prefix under which any key is accepted."""
+        return self.pattern.endswith(".*")
+
+    @property
+    def expected(self) -> str:
+        """What a valid value looks like, for messages: ``an integer >= 1``."""
+        if self.kind is Kind.INT:
+            return "an integer" if self.minimum is None else f"an integer >= {self.minimum}"
+        if self.kind is Kind.BOOL:
+            return "a boolean (true or false)"
+        if self.kind is Kind.STR:
+            return "a string"
+        if self.kind is Kind.STR_LIST:
+            return "a list of strings or a comma-separated string"
+        if self.kind is Kind.ENUM:
+            return "one of " + ", ".join(self.choices or ())
+        return "any value"
+
+    def coerce(self, value: Any) -> Any:
+        """``value`` converted to this key's type; ValueError when it does not fit."""
+        if self.kind is Kind.INT:
+            number = _to_int(value)
+            if number is None or (self.minimum is not None and number < self.minimum):
+                raise ValueError(self.expected)
+            return number
+        if self.kind is Kind.BOOL:
+            return _to_bool(value)
+        if self.kind is Kind.STR:
+            return _to_str(value)
+        if self.kind is Kind.STR_LIST:
+            return _to_str_list(value)
+        if self.kind is Kind.ENUM:
+            choice = _to_str(value).strip().lower()
+            if choice not in (self.choices or ()):
+                raise ValueError(self.expected)
+            return choice
+        return value
+
+    def fill(self, **names: str) -> str:
+        """The pattern with its placeholders replaced: ``fill(name="kafka")``."""
+        key = self.pattern
+        for placeholder, value in names.items():
+            key = key.replace(f"<{placeholder}>", value)
+        return key
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    parts: list[str] = []
+    for segment in pattern.split("."):
+        if segment == "*":
+            parts.append(r".+")
+        elif segment.startswith("<") and segment.endswith(">"):
+            parts.append(rf"(?P<{segment[1:-1]}>[^.]+)")
+        else:
+            parts.append(re.escape(segment))
+    return re.compile(r"\.".join(parts))
+
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def _to_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _INT_TEXT.fullmatch(value.strip()):
+        return int(value.strip())
+    return None
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in ("true", "false"):
+            return lowered == "true"
+    raise ValueError("a boolean (true or false)")
+
+
+def _to_str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise ValueError("a string")
+
+
+def _to_str_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    if isinstance(value, list | tuple):
+        return [_to_str(item).strip() for item in value]
+    raise ValueError("a list of strings or a comma-separated string")
+
+
+#: samzapy's own top-level namespaces; keys elsewhere are the job's own and pass untouched.
+NAMESPACES = frozenset({"job", "task", "systems", "streams", "serializers", "metrics", "stores"})
+
+#: Short system factory names and the serde names that need no registration.
+SYSTEM_FACTORIES = ("memory", "file", "kafka")
+BUILTIN_SERDES = ("string", "json", "bytes", "integer", "long", "none")
+REPORTERS = ("log", "prometheus")
+OFFSET_DEFAULTS = ("oldest", "upcoming")
+
+_I, _B, _S, _L, _E, _A = Kind.INT, Kind.BOOL, Kind.STR, Kind.STR_LIST, Kind.ENUM, Kind.ANY
+
+KNOWN_KEYS: tuple[ConfigKey, ...] = (
+    # job
+    ConfigKey("job.name", _S, None, "The job's name (state directories, metrics).", required=True),
+    ConfigKey("job.id", _S, "1", "Distinguishes runs of the same job."),
+    ConfigKey("job.loop", _E, "uvloop", "The event loop.", choices=("uvloop", "asyncio")),
+    ConfigKey("job.container.thread.pool.size", _I, 0, "Threads for blocking work.", minimum=0),
+    ConfigKey("job.container.id", _S, "0", "This container's id."),
+    ConfigKey("job.logged.store.base.dir", _S, "./state", "Where local stores live."),
+    # task
+    ConfigKey("task.class", _S, None, "The task: 'module:Class' or 'dotted.Class'.", required=True),
+    ConfigKey("task.inputs", _L, None, "Input streams, 'system.stream'.", required=True),
+    ConfigKey("task.broadcast.inputs", _L, (), "'system.stream#N' or '#[A-B]' for all tasks."),
+    ConfigKey("task.max.concurrency", _I, 1, "Messages in flight per task.", minimum=1),
+    ConfigKey("task.commit.ms", _I, 60000, "Commit interval; <= 0 disables.", minimum=-1),
+    ConfigKey("task.window.ms", _I, -1, "Window interval; -1 is off.", minimum=-1),
+    ConfigKey("task.callback.timeout.ms", _I, -1, "process_async timeout; -1 off.", minimum=-1),
+    ConfigKey("task.shutdown.ms", _I, 30000, "Graceful shutdown deadline.", minimum=0),
+    ConfigKey("task.drop.deserialization.errors", _B, False, "Skip undecodable messages."),
+    ConfigKey("task.drop.producer.errors", _B, False, "Ignore failed sends."),
+    ConfigKey("task.checkpoint.factory", _S, None, "Checkpoint manager; unset is off."),
+    ConfigKey(
+        "task.checkpoint.dir", _S, "./state/<job.name>/checkpoints", "File checkpoints' dir."
+    ),
+    ConfigKey("task.progress.interval.ms", _I, 10000, "Progress log interval.", minimum=-1),
+    ConfigKey("task.poll.timeout.ms", _I, 100, "Longest wait of one poll.", minimum=1),
+    # systems, any factory
+    ConfigKey("systems.<name>.samza.factory", _S, None, "memory, file, kafka or module:Class."),
+    ConfigKey("systems.<name>.samza.key.serde", _S, None, "Default key serde."),
+    ConfigKey("systems.<name>.samza.msg.serde", _S, None, "Default message serde."),
+    ConfigKey("systems.<name>.samza.fetch.threshold", _I, 50000, "Buffered msgs.", minimum=1),
+    ConfigKey(
+        "systems.<name>.default.stream.samza.offset.default",
+        _E,
+        None,
+        "Where streams without a checkpoint start.",
+        choices=OFFSET_DEFAULTS,
+    ),
+    ConfigKey("systems.<name>.default.stream.samza.reset.offset", _B, None, "Ignore checkpoints."),
+    # systems, per factory
+    ConfigKey("systems.<name>.namespace", _S, "<name>", "Memory namespace.", factory="memory"),
+    ConfigKey("systems.<name>.path", _S, None, "Directory.", required=True, factory="file"),
+    ConfigKey("systems.<name>.follow", _B, False, "Wait for more lines.", factory="file"),
+    ConfigKey(
+        "systems.<name>.poll.interval.ms", _I, 200, "Poll period.", minimum=1, factory="file"
+    ),
+    ConfigKey("systems.<name>.bootstrap.servers", _A, None, "Brokers.", factory="kafka"),
+    ConfigKey("systems.<name>.consumer.*", _A, None, "Kafka consumer options.", factory="kafka"),
+    ConfigKey("systems.<name>.producer.*", _A, None, "Kafka producer options.", factory="kafka"),
+    # streams
+    ConfigKey("streams.<id>.samza.system", _S, None, "The stream's system."),
+    ConfigKey("streams.<id>.samza.physical.name", _S, "<id>", "The name on the system."),
+    ConfigKey("streams.<id>.samza.key.serde", _S, None, "Key serde."),
+    ConfigKey("streams.<id>.samza.msg.serde", _S, None, "Message serde."),
+    ConfigKey(
+        "streams.<id>.samza.offset.default",
+        _E,
+        None,
+        "Where to start without a checkpoint.",
+        choices=OFFSET_DEFAULTS,
+    ),
+    ConfigKey("streams.<id>.samza.reset.offset", _B, False, "Ignore checkpoints."),
+    ConfigKey("streams.<id>.partitions", _I, None, "Partitions on creation.", minimum=1),
+    ConfigKey("streams.<id>.samza.intermediate", _B, False, "Written and read by the job."),
+    ConfigKey("streams.<id>.samza.framed", _B, False, "Carries control messages."),
+    ConfigKey("streams.<id>.samza.upstream.inputs", _L, (), "Inputs feeding it."),
+    ConfigKey("streams.<id>.samza.watermark.lateness.ms", _I, None, "Lateness.", minimum=0),
+    # serializers
+    ConfigKey("serializers.registry.<name>.class", _S, None, "A serde class, module:Class."),
+    # metrics
+    ConfigKey("metrics.reporters", _L, (), "log, prometheus or module:Class."),
+    ConfigKey("metrics.reporter.interval.ms", _I, 60000, "Report interval.", minimum=1),
+    ConfigKey("metrics.prometheus.port", _I, 9090, "Prometheus port.", minimum=0),
+    ConfigKey("metrics.prometheus.host", _S, "127.0.0.1", "Prometheus address."),
+    # stores (reserved)
+    ConfigKey("stores.<name>.factory", _S, None, "Store factory."),
+    ConfigKey("stores.<name>.key.serde", _S, None, "Key serde."),
+    ConfigKey("stores.<name>.msg.serde", _S, None, "Value serde."),
+    ConfigKey("stores.<name>.changelog", _S, None, "Changelog, 'system.stream'."),
+    ConfigKey("stores.<name>.rocksdb.*", _A, None, "RocksDB options."),
+)
+
+
+def _by_namespace() -> Mapping[str, tuple[ConfigKey, ...]]:
+    table: dict[str, list[ConfigKey]] = {}
+    for spec in KNOWN_KEYS:
+        table.setdefault(spec.pattern.split(".", 1)[0], []).append(spec)
+    # exact patterns before open prefixes, so a typed key wins over a prefix
+    return {ns: tuple(sorted(specs, key=lambda s: s.is_open)) for ns, specs in table.items()}
+
+
+_KEYS_BY_NAMESPACE = _by_namespace()
+
+
+def lookup(key: str) -> tuple[ConfigKey, ...]:
+    """Every known key or open prefix whose pattern matches ``key``, exact patterns first."""
+    specs = _KEYS_BY_NAMESPACE.get(key.split(".", 1)[0], ())
+    return tuple(spec for spec in specs if spec.regex.fullmatch(key))
+
+
+def keys_in(namespace: str) -> tuple[ConfigKey, ...]:
+    """The known keys of one namespace (``"systems"``), exact patterns first."""
+    return _KEYS_BY_NAMESPACE.get(namespace, ())
+
+
+__all__ = [
+    "BUILTIN_SERDES",
+    "KNOWN_KEYS",
+    "NAMESPACES",
+    "OFFSET_DEFAULTS",
+    "REPORTERS",
+    "SYSTEM_FACTORIES",
+    "ConfigKey",
+    "Kind",
+    "keys_in",
+    "lookup",
+]

@@ -1,0 +1,289 @@
+"""Frozen, typed views of a validated configuration: what the rest of samzapy reads.
+
+``resolve`` validates a Config (raising one ConfigError that lists every problem) and builds
+the views from the effective values, defaults filled in. Views are built once at start-up;
+nothing here is meant for a per-message path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from samzapy.api.system import SystemStream
+from samzapy.config.loader import Config
+from samzapy.config.validate import check, parse_broadcast, parse_system_stream
+
+
+@dataclass(frozen=True, slots=True)
+class JobConfig:
+    """``job.*``: the job's identity and process-wide settings."""
+
+    name: str
+    id: str
+    loop: str
+    container_thread_pool_size: int
+    container_id: str
+    logged_store_base_dir: str
+
+
+@dataclass(frozen=True, slots=True)
+class BroadcastInput:
+    """A ``task.broadcast.inputs`` stream and the partitions every task reads."""
+
+    system_stream: SystemStream
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskConfig:
+    """``task.*``: the task class, its inputs and the run loop's timings (milliseconds)."""
+
+    task_class: str
+    inputs: tuple[SystemStream, ...]
+    broadcast_inputs: tuple[BroadcastInput, ...]
+    max_concurrency: int
+    commit_ms: int
+    window_ms: int
+    callback_timeout_ms: int
+    shutdown_ms: int
+    drop_deserialization_errors: bool
+    drop_producer_errors: bool
+    checkpoint_factory: str | None
+    checkpoint_dir: str
+    progress_interval_ms: int
+    poll_timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class SystemConfig:
+    """``systems.<name>.*``. ``params`` holds every key under ``systems.<name>.``, prefix
+    stripped, typed and with the factory's defaults filled in (``path``, ``follow``, ...)."""
+
+    name: str
+    factory: str
+    key_serde: str | None
+    msg_serde: str | None
+    fetch_threshold: int
+    offset_default: str | None
+    reset_offset: bool | None
+    params: Config
+
+
+@dataclass(frozen=True, slots=True)
+class StreamConfig:
+    """``streams.<id>.*``. Serdes, ``offset_default`` and ``reset_offset`` left unset on the
+    stream are taken from its system (``samza.*.serde``, ``default.stream.samza.*``)."""
+
+    stream_id: str
+    system: str | None
+    physical_name: str
+    key_serde: str | None
+    msg_serde: str | None
+    offset_default: str | None
+    reset_offset: bool
+    partitions: int | None
+    intermediate: bool
+    framed: bool
+    upstream_inputs: tuple[SystemStream, ...]
+    watermark_lateness_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    """``metrics.*``: reporter names and their settings."""
+
+    reporters: tuple[str, ...]
+    reporter_interval_ms: int
+    prometheus_port: int
+    prometheus_host: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedConfig:
+    """A validated configuration: the raw keys and the typed views built from them."""
+
+    raw: Config
+    job: JobConfig
+    task: TaskConfig
+    systems: Mapping[str, SystemConfig]
+    streams: Mapping[str, StreamConfig]
+    serializers: Mapping[str, str]
+    metrics: MetricsConfig
+
+    def stream(self, system_stream: SystemStream) -> StreamConfig:
+        """The settings of ``system_stream``: the ``streams.<id>`` entry whose physical name
+        matches and whose ``samza.system`` matches (an entry without one matches any system),
+        else defaults with ``stream_id`` = the stream's name."""
+        fallback: StreamConfig | None = None
+        for entry in self.streams.values():
+            if entry.physical_name != system_stream.stream:
+                continue
+            if entry.system == system_stream.system:
+                return entry
+            if entry.system is None and fallback is None:
+                fallback = entry
+        system = self.systems.get(system_stream.system)
+        if fallback is not None:
+            explicit = self.raw.get(f"streams.{fallback.stream_id}.samza.reset.offset") is not None
+            return _inherit(
+                dataclasses.replace(fallback, system=system_stream.system), system, explicit
+            )
+        default = StreamConfig(
+            stream_id=system_stream.stream,
+            system=system_stream.system,
+            physical_name=system_stream.stream,
+            key_serde=None,
+            msg_serde=None,
+            offset_default=None,
+            reset_offset=False,
+            partitions=None,
+            intermediate=False,
+            framed=False,
+            upstream_inputs=(),
+            watermark_lateness_ms=None,
+        )
+        return _inherit(default, system, explicit_reset=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The effective flat configuration, defaults filled in, keys sorted."""
+        return check(self.raw).values
+
+
+def resolve(config: Config) -> ResolvedConfig:
+    """Validate ``config`` (raising one ConfigError listing every problem) and build the views."""
+    checked = check(config)
+    v = checked.values
+    systems = {name: _system(name, v, config) for name in checked.systems}
+    streams: dict[str, StreamConfig] = {}
+    for stream_id in checked.streams:
+        entry = _stream(stream_id, v)
+        explicit = config.get(f"streams.{stream_id}.samza.reset.offset") is not None
+        if entry.system is not None:
+            entry = _inherit(entry, systems.get(entry.system), explicit)
+        streams[stream_id] = entry
+    return ResolvedConfig(
+        raw=config,
+        job=JobConfig(
+            name=v["job.name"],
+            id=v["job.id"],
+            loop=v["job.loop"],
+            container_thread_pool_size=v["job.container.thread.pool.size"],
+            container_id=v["job.container.id"],
+            logged_store_base_dir=v["job.logged.store.base.dir"],
+        ),
+        task=_task(v),
+        systems=MappingProxyType(systems),
+        streams=MappingProxyType(streams),
+        serializers=MappingProxyType(
+            {n: v[f"serializers.registry.{n}.class"] for n in checked.serializers}
+        ),
+        metrics=MetricsConfig(
+            reporters=tuple(v["metrics.reporters"]),
+            reporter_interval_ms=v["metrics.reporter.interval.ms"],
+            prometheus_port=v["metrics.prometheus.port"],
+            prometheus_host=v["metrics.prometheus.host"],
+        ),
+    )
+
+
+def _task(v: Mapping[str, Any]) -> TaskConfig:
+    inputs = dict.fromkeys(_system_streams(v["task.inputs"]))
+    broadcast: dict[SystemStream, set[int]] = {}
+    for item in v["task.broadcast.inputs"]:
+        parsed = parse_broadcast(item)
+        assert parsed is not None  # validated
+        broadcast.setdefault(parsed[0], set()).update(parsed[1])
+    return TaskConfig(
+        task_class=v["task.class"],
+        inputs=tuple(inputs),
+        broadcast_inputs=tuple(BroadcastInput(ss, tuple(sorted(p))) for ss, p in broadcast.items()),
+        max_concurrency=v["task.max.concurrency"],
+        commit_ms=v["task.commit.ms"],
+        window_ms=v["task.window.ms"],
+        callback_timeout_ms=v["task.callback.timeout.ms"],
+        shutdown_ms=v["task.shutdown.ms"],
+        drop_deserialization_errors=v["task.drop.deserialization.errors"],
+        drop_producer_errors=v["task.drop.producer.errors"],
+        checkpoint_factory=v.get("task.checkpoint.factory") or None,
+        checkpoint_dir=v["task.checkpoint.dir"],
+        progress_interval_ms=v["task.progress.interval.ms"],
+        poll_timeout_ms=v["task.poll.timeout.ms"],
+    )
+
+
+def _system(name: str, v: Mapping[str, Any], config: Config) -> SystemConfig:
+    prefix = f"systems.{name}."
+    return SystemConfig(
+        name=name,
+        factory=v[prefix + "samza.factory"],
+        key_serde=v.get(prefix + "samza.key.serde"),
+        msg_serde=v.get(prefix + "samza.msg.serde"),
+        fetch_threshold=v[prefix + "samza.fetch.threshold"],
+        offset_default=v.get(prefix + "default.stream.samza.offset.default"),
+        reset_offset=v.get(prefix + "default.stream.samza.reset.offset"),
+        params=Config(
+            {k[len(prefix) :]: x for k, x in v.items() if k.startswith(prefix)},
+            source=config.source,
+        ),
+    )
+
+
+def _stream(stream_id: str, v: Mapping[str, Any]) -> StreamConfig:
+    prefix = f"streams.{stream_id}."
+    return StreamConfig(
+        stream_id=stream_id,
+        system=v.get(prefix + "samza.system"),
+        physical_name=v[prefix + "samza.physical.name"],
+        key_serde=v.get(prefix + "samza.key.serde"),
+        msg_serde=v.get(prefix + "samza.msg.serde"),
+        offset_default=v.get(prefix + "samza.offset.default"),
+        reset_offset=v[prefix + "samza.reset.offset"],
+        partitions=v.get(prefix + "partitions"),
+        intermediate=v[prefix + "samza.intermediate"],
+        framed=v[prefix + "samza.framed"],
+        upstream_inputs=_system_streams(v[prefix + "samza.upstream.inputs"]),
+        watermark_lateness_ms=v.get(prefix + "samza.watermark.lateness.ms"),
+    )
+
+
+def _system_streams(items: list[str]) -> tuple[SystemStream, ...]:
+    out: list[SystemStream] = []
+    for item in items:
+        parsed = parse_system_stream(item)
+        assert parsed is not None  # validated
+        out.append(parsed)
+    return tuple(out)
+
+
+def _inherit(
+    entry: StreamConfig, system: SystemConfig | None, explicit_reset: bool
+) -> StreamConfig:
+    """``entry`` with the settings it leaves unset taken from its system's defaults."""
+    if system is None:
+        return entry
+    reset = entry.reset_offset
+    if not explicit_reset and system.reset_offset is not None:
+        reset = system.reset_offset
+    return dataclasses.replace(
+        entry,
+        key_serde=entry.key_serde or system.key_serde,
+        msg_serde=entry.msg_serde or system.msg_serde,
+        offset_default=entry.offset_default or system.offset_default,
+        reset_offset=reset,
+    )
+
+
+__all__ = [
+    "BroadcastInput",
+    "JobConfig",
+    "MetricsConfig",
+    "ResolvedConfig",
+    "StreamConfig",
+    "SystemConfig",
+    "TaskConfig",
+    "resolve",
+]

@@ -1,0 +1,35 @@
+"""The container's clock: window, commit, progress and callback-timeout timers read it.
+
+The default clock is the event loop's monotonic time. Tests use
+``samzapy.testing.ManualClock`` to drive the timers without waiting in real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """Monotonic time in seconds, and a way to wait for a point in it."""
+
+    def now(self) -> float: ...
+
+    async def sleep_until(self, deadline: float) -> None: ...
+
+
+class LoopClock:
+    """The running event loop's monotonic clock."""
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def sleep_until(self, deadline: float) -> None:
+        delay = deadline - self.now()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        else:
+            await asyncio.sleep(0)
+
+
+__all__ = ["Clock", "LoopClock"]

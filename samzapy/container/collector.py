@@ -1,0 +1,191 @@
+"""Output side of the container: the task's MessageCollector and the router behind it.
+
+The router picks each message's partition (explicit, else by ``partition_key``, else by key,
+with Kafka's murmur2 partitioner, so a key lands on the same partition whichever engine
+routed it), serializes key and message, and hands them to the system's producer. The first
+message to a stream looks its partition count up (creating the stream when it is missing);
+messages sent meanwhile wait in order behind it. ``flush`` returns once everything sent so
+far is durable, which is what a commit needs before it writes a checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+
+from samzapy.api.envelope import OutgoingMessageEnvelope
+from samzapy.api.errors import SamzapyError, SystemError_
+from samzapy.api.system import SystemStream
+from samzapy.system.partitioner import partition_for
+from samzapy.system.ports import SystemAdmin, SystemProducer
+from samzapy.system.serde import Serde
+
+log = structlog.get_logger("samzapy.collector")
+
+
+def key_bytes(key: Any, serde: Serde | None) -> bytes:
+    """The bytes a key is partitioned by: its serialized form, or UTF-8 text without a serde."""
+    if serde is not None:
+        return serde.to_bytes(key)
+    if isinstance(key, bytes):
+        return key
+    if isinstance(key, str):
+        return key.encode()
+    return str(key).encode()
+
+
+class _Route:
+    __slots__ = ("backlog", "key_serde", "msg_serde", "partitions", "producer", "stream")
+
+    def __init__(
+        self,
+        stream: SystemStream,
+        producer: SystemProducer,
+        key_serde: Serde | None,
+        msg_serde: Serde | None,
+    ) -> None:
+        self.stream = stream
+        self.producer = producer
+        self.key_serde = key_serde
+        self.msg_serde = msg_serde
+        self.partitions = 0
+        #: Messages waiting for the partition count; None once the route is ready.
+        self.backlog: list[OutgoingMessageEnvelope] | None = []
+
+
+class OutputRouter:
+    """Sends outgoing envelopes to the producers of their systems."""
+
+    def __init__(
+        self,
+        producers: Mapping[str, SystemProducer],
+        admins: Mapping[str, SystemAdmin],
+        serdes_for: Callable[[SystemStream], tuple[Serde | None, Serde | None]],
+        partitions_for_new: Callable[[SystemStream], int],
+        on_error: Callable[[BaseException], None],
+    ) -> None:
+        self._producers = producers
+        self._admins = admins
+        self._serdes_for = serdes_for
+        self._partitions_for_new = partitions_for_new
+        self._on_error = on_error
+        self._routes: dict[SystemStream, _Route] = {}
+        self._resolving: set[asyncio.Task[None]] = set()
+        self._error: BaseException | None = None
+        self._dirty: set[SystemProducer] = set()
+        self.sent = 0
+
+    def send(self, envelope: OutgoingMessageEnvelope) -> None:
+        route = self._routes.get(envelope.system_stream)
+        if route is None:
+            route = self._open_route(envelope.system_stream)
+        if route.backlog is not None:
+            route.backlog.append(envelope)
+            return
+        self._send(route, envelope)
+
+    def send_from_thread(self, envelope: OutgoingMessageEnvelope) -> None:
+        """A send made on another thread, now on the loop: its error fails the container."""
+        try:
+            self.send(envelope)
+        except Exception as exc:
+            self._on_error(exc)
+
+    def _send(self, route: _Route, envelope: OutgoingMessageEnvelope) -> None:
+        partition = envelope.partition
+        key = envelope.key
+        if partition is None:
+            pkey = envelope.partition_key if envelope.partition_key is not None else key
+            if pkey is not None and route.partitions > 1:
+                partition = partition_for(key_bytes(pkey, route.key_serde), route.partitions)
+            elif pkey is not None:
+                partition = 0
+        elif not 0 <= partition < route.partitions:
+            raise SystemError_(
+                f"partition {partition} is out of range for {route.stream}, "
+                f"which has {route.partitions} partitions"
+            )
+        if key is not None and route.key_serde is not None:
+            key = route.key_serde.to_bytes(key)
+        message = envelope.message
+        if route.msg_serde is not None and message is not None:
+            message = route.msg_serde.to_bytes(message)
+        route.producer.send(route.stream, partition, key, message)
+        self._dirty.add(route.producer)
+        self.sent += 1
+
+    def _open_route(self, stream: SystemStream) -> _Route:
+        producer = self._producers.get(stream.system)
+        if producer is None:
+            raise SystemError_(
+                f"cannot send to {stream}: no system named {stream.system!r} is configured "
+                f"(expected systems.{stream.system}.samza.factory)"
+            )
+        key_serde, msg_serde = self._serdes_for(stream)
+        route = _Route(stream, producer, key_serde, msg_serde)
+        self._routes[stream] = route
+        task = asyncio.get_running_loop().create_task(self._resolve(route))
+        self._resolving.add(task)
+        task.add_done_callback(self._resolving.discard)
+        return route
+
+    async def _resolve(self, route: _Route) -> None:
+        admin = self._admins[route.stream.system]
+        try:
+            counts = await admin.partition_counts([route.stream.stream])
+            count = counts.get(route.stream.stream)
+            if count is None:
+                count = self._partitions_for_new(route.stream)
+                await admin.create_stream(route.stream.stream, count)
+                log.info("stream_created", stream=str(route.stream), partitions=count)
+            route.partitions = count
+            backlog, route.backlog = route.backlog or [], None
+            for envelope in backlog:
+                self._send(route, envelope)
+        except BaseException as exc:
+            error = exc if isinstance(exc, SamzapyError) else SystemError_(
+                f"cannot send to {route.stream}: {exc}"
+            )
+            if error is not exc:
+                error.__cause__ = exc
+            self._error = error
+            self._on_error(error)
+            if not isinstance(exc, Exception):
+                raise
+
+    async def flush(self) -> None:
+        """Return once every message sent so far is durable; raise the first send error."""
+        # Wait on the unfinished lookups only: awaiting finished ones does not yield to the
+        # loop, so the callbacks that forget them would never run.
+        while pending := [t for t in self._resolving if not t.done()]:
+            await asyncio.wait(pending)
+        if self._error is not None:
+            raise self._error
+        dirty, self._dirty = self._dirty, set()
+        for producer in dirty:
+            await producer.flush()
+
+
+class TaskCollector:
+    """A task's MessageCollector. Thread-safe: a send from another thread is handed to the
+    event loop, ahead of the completion of the call that made it."""
+
+    __slots__ = ("_loop", "_loop_thread", "_router")
+
+    def __init__(self, router: OutputRouter, loop: asyncio.AbstractEventLoop) -> None:
+        self._router = router
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+
+    def send(self, envelope: OutgoingMessageEnvelope) -> None:
+        if threading.get_ident() == self._loop_thread:
+            self._router.send(envelope)
+        else:
+            self._loop.call_soon_threadsafe(self._router.send_from_thread, envelope)
+
+
+__all__ = ["OutputRouter", "TaskCollector", "key_bytes"]

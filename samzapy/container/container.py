@@ -1,0 +1,423 @@
+"""SamzaContainer: builds a job's tasks from its config, runs them, and shuts them down.
+
+Start-up (seed 003's TaskRunner steps, in order):
+
+1. load the task class and build the systems (admins, consumers, producers) and serdes;
+2. ask the admins for the inputs' partition counts and group them into tasks;
+3. read each task's last checkpoint and register every input partition with its consumer
+   at the offset after it (or at the stream's offset default);
+4. instantiate the task once per task name and call ``init``;
+5. start the producers, the consumers and the run loop (timers start with it).
+
+Shutdown, after the run loop returns: close the tasks, flush the producers, commit every
+task, then stop consumers, producers and the checkpoint manager. After a failure nothing is
+committed: the tasks are closed (errors logged) and the failure is raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from samzapy.api.errors import ConfigError, SamzapyError, SystemError_
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.checkpoint.offsets import OffsetTracker
+from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
+from samzapy.checkpoint.registry import checkpoint_manager_for
+from samzapy.config import ResolvedConfig
+from samzapy.container.clock import Clock, LoopClock
+from samzapy.container.collector import OutputRouter, TaskCollector
+from samzapy.container.consumers import InputQueue, InputSerdes, SystemConsumers
+from samzapy.container.context import TaskContextImpl
+from samzapy.container.grouper import TaskModel, group_by_partition
+from samzapy.container.run_loop import RunLoop
+from samzapy.container.task_instance import TaskInstance
+from samzapy.metrics import MetricsRegistry
+from samzapy.system.ports import SystemAdmin, SystemConsumer, SystemFactory, SystemProducer
+from samzapy.system.registry import system_factory_class
+from samzapy.system.serde import Serde, SerdeRegistry
+
+log = structlog.get_logger("samzapy.container")
+
+
+def load_task_class(path: str) -> type[Any]:
+    """Import ``module:Class`` or ``dotted.module.Class``; errors name ``task.class``."""
+    module_name, sep, attr = path.partition(":")
+    if not sep:
+        module_name, _, attr = path.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+        obj = module
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(
+            f"task.class: cannot import {path!r} ({exc}); expected 'module:Class' or "
+            "'package.module.Class' importable from the job's Python path",
+            key="task.class",
+        ) from exc
+    if not isinstance(obj, type):
+        raise ConfigError(f"task.class: {path!r} is not a class", key="task.class")
+    return obj
+
+
+class SamzaContainer:
+    """Runs every task of one job in this process."""
+
+    def __init__(
+        self,
+        config: ResolvedConfig,
+        *,
+        task_factory: Callable[[], Any] | None = None,
+        clock: Clock | None = None,
+        metrics: MetricsRegistry | None = None,
+    ) -> None:
+        self.config = config
+        self._task_factory = task_factory
+        self.clock: Clock = clock or LoopClock()
+        self.metrics = metrics or MetricsRegistry()
+        self._stop_reason: str | None = None
+        self.run_loop: RunLoop | None = None
+        self._serdes = SerdeRegistry(config.serializers)
+        self._factories: dict[str, SystemFactory] = {}
+        self._admins: dict[str, SystemAdmin] = {}
+        self._consumers: dict[str, SystemConsumer] = {}
+        self._producers: dict[str, SystemProducer] = {}
+        self._checkpoints: CheckpointManager | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self.tasks: list[TaskInstance] = []
+
+    @property
+    def checkpoint_namespace(self) -> str:
+        """Where the memory checkpoint manager keeps this job's checkpoints."""
+        return f"{self.config.job.name}-{self.config.job.id}"
+
+    def request_stop(self, reason: str) -> None:
+        """Graceful stop: stop consuming, finish in-flight work, close, commit."""
+        self._stop_reason = reason
+        if self.run_loop is not None:
+            self.run_loop.request_stop(reason)
+
+    async def run(self) -> None:
+        """Run the job until it ends or is stopped; raise SamzapyError if it failed."""
+        started = time.monotonic()
+        try:
+            await self._start()
+            assert self.run_loop is not None
+            if self._stop_reason is not None:
+                self.run_loop.request_stop(self._stop_reason)
+            await self.run_loop.run()
+            await self._finish()
+        except BaseException:
+            await self._close_tasks_after_failure()
+            raise
+        finally:
+            await self._stop_systems()
+        elapsed = time.monotonic() - started
+        processed = self.run_loop.processed
+        log.info(
+            "job_finished",
+            reason=self.run_loop.stop_reason,
+            processed=processed,
+            elapsed_s=round(elapsed, 3),
+            rate=round(processed / elapsed, 1) if elapsed > 0 else None,
+            commits=self.run_loop.commit_count,
+        )
+
+    # -- start-up -------------------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        cfg = self.config
+        task_factory = self._task_factory or load_task_class(cfg.task.task_class)
+        # 1. Systems and serdes.
+        input_streams = list(dict.fromkeys(cfg.task.inputs))
+        broadcast = [(b.system_stream, b.partitions) for b in cfg.task.broadcast_inputs]
+        input_systems = sorted(
+            {ss.system for ss in input_streams} | {ss.system for ss, _ in broadcast}
+        )
+        for name, scfg in cfg.systems.items():
+            factory_cls = system_factory_class(scfg.factory, key=f"systems.{name}.samza.factory")
+            factory = factory_cls(name, scfg.params)
+            self._factories[name] = factory
+            self._admins[name] = factory.get_admin()
+            self._producers[name] = factory.get_producer()
+            if name in input_systems:
+                self._consumers[name] = factory.get_consumer()
+        for admin in self._admins.values():
+            await admin.start()
+        # 2. Partition counts and the job model.
+        counts = await self._partition_counts([*input_streams, *(ss for ss, _ in broadcast)])
+        models = group_by_partition(
+            {ss: counts[ss] for ss in input_streams},
+            broadcast,
+        )
+        # 3. Checkpoints and starting offsets.
+        checkpoints = await self._read_checkpoints(models)
+        loop = asyncio.get_running_loop()
+        if cfg.job.container_thread_pool_size > 1:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                cfg.job.container_thread_pool_size, thread_name_prefix="samzapy-task"
+            )
+        router = OutputRouter(
+            self._producers,
+            self._admins,
+            self._output_serdes,
+            lambda ss: cfg.stream(ss).partitions or 1,
+            on_error=lambda exc: self.run_loop.fail(exc) if self.run_loop else None,
+        )
+        queues_by_ssp: dict[SystemStreamPartition, list[InputQueue]] = defaultdict(list)
+        capacity = self._queue_capacities(models)
+        consumers = SystemConsumers(
+            self._consumers,
+            queues_by_ssp,
+            {ssp: self._input_serdes(ssp) for m in models for ssp in m.ssps},
+            compare_offsets={n: a.compare_offsets for n, a in self._admins.items()},
+            poll_timeout=cfg.task.poll_timeout_ms / 1000,
+            drop_deserialization_errors=cfg.task.drop_deserialization_errors,
+            on_dropped=lambda ssp: self.metrics.counter("container", "deserialization-errors").inc(),
+        )
+        self.run_loop = run_loop = RunLoop(
+            consumers=consumers,
+            input_systems=[s for s in input_systems if s in self._consumers],
+            router=router,
+            checkpoints=self._checkpoints,
+            clock=self.clock,
+            window_ms=cfg.task.window_ms,
+            commit_ms=cfg.task.commit_ms,
+            callback_timeout_ms=cfg.task.callback_timeout_ms,
+            shutdown_ms=cfg.task.shutdown_ms,
+            progress_interval_ms=cfg.task.progress_interval_ms,
+        )
+        starts: dict[SystemStreamPartition, dict[TaskName, str | None]] = defaultdict(dict)
+        # 4. One task instance per task name.
+        for model in models:
+            checkpoint = checkpoints.get(model.name)
+            trackers: dict[SystemStreamPartition, OffsetTracker] = {}
+            queues = []
+            for ssp in model.ssps:
+                last = None if checkpoint is None or self._reset(ssp) else checkpoint.offsets.get(ssp)
+                trackers[ssp] = OffsetTracker(last)
+                starts[ssp][model.name] = (
+                    None if last is None else self._admins[ssp.system].offset_after(last)
+                )
+                q = InputQueue(ssp, capacity[ssp.system])
+                queues.append(q)
+                queues_by_ssp[ssp].append(q)
+            instance = TaskInstance(
+                name=model.name,
+                task=task_factory(),
+                queues=queues,
+                trackers=trackers,
+                collector=TaskCollector(router, loop),
+                run_loop=run_loop,
+                max_concurrency=cfg.task.max_concurrency,
+                executor=self._executor,
+            )
+            if checkpoint is not None:
+                run_loop.remember_checkpoint(instance, checkpoint)
+            self.tasks.append(instance)
+        run_loop.tasks = self.tasks
+        self._register_consumers(starts, queues_by_ssp)
+        self._register_metrics()
+        log.info(
+            "container_started",
+            inputs=[str(ss) for ss in input_streams],
+            broadcast_inputs=[f"{ss}#{list(p)}" for ss, p in broadcast],
+            tasks=len(self.tasks),
+            task_class=cfg.task.task_class if self._task_factory is None else repr(task_factory),
+            max_concurrency=cfg.task.max_concurrency,
+            thread_pool_size=cfg.job.container_thread_pool_size,
+            checkpoints=cfg.task.checkpoint_factory,
+        )
+        # 5. Producers, init, consumers.
+        for producer in self._producers.values():
+            await producer.start()
+        for instance, model in zip(self.tasks, models, strict=True):
+            await instance.init(self._context(model))
+        for consumer in self._consumers.values():
+            await consumer.start()
+
+    async def _partition_counts(self, streams: list[SystemStream]) -> dict[SystemStream, int]:
+        by_system: dict[str, list[str]] = defaultdict(list)
+        for ss in streams:
+            by_system[ss.system].append(ss.stream)
+        counts: dict[SystemStream, int] = {}
+        for system, names in by_system.items():
+            found = await self._admins[system].partition_counts(names)
+            for name in names:
+                if name not in found:
+                    raise SystemError_(
+                        f"input stream {system}.{name} does not exist on system {system!r} "
+                        "(check task.inputs and the system's settings)"
+                    )
+                counts[SystemStream(system, name)] = found[name]
+        return counts
+
+    async def _read_checkpoints(self, models: list[TaskModel]) -> dict[TaskName, Checkpoint]:
+        cfg = self.config
+        if cfg.task.checkpoint_factory is None:
+            log.warning(
+                "checkpoints_disabled",
+                reason="task.checkpoint.factory is not set; a restart will not resume",
+            )
+            return {}
+        self._checkpoints = checkpoint_manager_for(
+            cfg.task.checkpoint_factory,
+            job_name=cfg.job.name,
+            job_id=cfg.job.id,
+            checkpoint_dir=cfg.task.checkpoint_dir,
+            namespace=self.checkpoint_namespace,
+        )
+        for model in models:
+            self._checkpoints.register(model.name)
+        await self._checkpoints.start()
+        found = {}
+        for model in models:
+            checkpoint = await self._checkpoints.read_last(model.name)
+            if checkpoint is not None:
+                found[model.name] = checkpoint
+                log.info(
+                    "checkpoint_read",
+                    task=model.name,
+                    offsets={str(ssp): o for ssp, o in checkpoint.offsets.items()},
+                )
+        return found
+
+    def _reset(self, ssp: SystemStreamPartition) -> bool:
+        stream = self.config.stream(ssp.system_stream)
+        system = self.config.systems[ssp.system]
+        return bool(stream.reset_offset or system.reset_offset)
+
+    def _offset_default(self, ssp: SystemStreamPartition) -> str:
+        stream = self.config.stream(ssp.system_stream)
+        system = self.config.systems[ssp.system]
+        return (
+            stream.offset_default
+            or system.offset_default
+            or self._factories[ssp.system].default_offset
+        )
+
+    def _queue_capacities(self, models: list[TaskModel]) -> dict[str, int]:
+        per_system: dict[str, int] = defaultdict(int)
+        for model in models:
+            for ssp in model.ssps:
+                per_system[ssp.system] += 1
+        return {
+            name: max(1, self.config.systems[name].fetch_threshold // n)
+            for name, n in per_system.items()
+        }
+
+    def _register_consumers(
+        self,
+        starts: dict[SystemStreamPartition, dict[TaskName, str | None]],
+        queues_by_ssp: dict[SystemStreamPartition, list[InputQueue]],
+    ) -> None:
+        for ssp, by_task in starts.items():
+            admin = self._admins[ssp.system]
+            known = [o for o in by_task.values() if o is not None]
+            start = None
+            if known:
+                start = known[0]
+                for o in known[1:]:
+                    if admin.compare_offsets(o, start) < 0:
+                        start = o
+            if len(by_task) > 1 and start is not None:
+                for q, offset in zip(queues_by_ssp[ssp], by_task.values(), strict=True):
+                    if offset is not None and admin.compare_offsets(offset, start) > 0:
+                        q.start_offset = offset
+            self._consumers[ssp.system].register(ssp, start, self._offset_default(ssp))
+
+    def _serde(self, name: str | None) -> Serde | None:
+        if name is None or name == "none":
+            return None
+        return self._serdes.get(name)
+
+    def _input_serdes(self, ssp: SystemStreamPartition) -> InputSerdes:
+        key, msg = self._serde_names(ssp.system_stream)
+        return InputSerdes(self._serde(key), self._serde(msg))
+
+    def _output_serdes(self, ss: SystemStream) -> tuple[Serde | None, Serde | None]:
+        if ss.system not in self._factories:
+            return None, None
+        key, msg = self._serde_names(ss)
+        return self._serde(key), self._serde(msg)
+
+    def _serde_names(self, ss: SystemStream) -> tuple[str | None, str | None]:
+        stream = self.config.stream(ss)
+        system = self.config.systems[ss.system]
+        factory = self._factories[ss.system]
+        key = stream.key_serde or system.key_serde or factory.default_key_serde
+        msg = stream.msg_serde or system.msg_serde or factory.default_msg_serde
+        return key, msg
+
+    def _context(self, model: TaskModel) -> TaskContextImpl:
+        return TaskContextImpl(
+            task_name=model.name,
+            config=self.config.raw,
+            system_stream_partitions=frozenset(model.ssps),
+            metrics=self.metrics,
+        )
+
+    def _register_metrics(self) -> None:
+        registry = self.metrics
+        assert self.run_loop is not None
+        run_loop = self.run_loop
+        registry.gauge("container", "messages-processed", lambda: run_loop.processed)
+        registry.gauge("container", "commits", lambda: run_loop.commit_count)
+        for task in self.tasks:
+            group = f"task.{task.name}"
+            registry.gauge(group, "messages-processed", lambda t=task: t.processed)
+            registry.gauge(group, "in-flight", lambda t=task: t.inflight)
+            registry.gauge(group, "windows", lambda t=task: t.windows)
+            registry.gauge(group, "commits", lambda t=task: t.commits)
+            registry.gauge(
+                group,
+                "process-mean-ms",
+                lambda t=task: round(t.latency_ns / t.processed / 1e6, 4) if t.processed else 0.0,
+            )
+            registry.gauge(
+                group, "process-max-ms", lambda t=task: round(t.latency_max_ns / 1e6, 4)
+            )
+
+    # -- shutdown -------------------------------------------------------------------------------
+
+    async def _finish(self) -> None:
+        """A clean end: close the tasks, flush and commit every task."""
+        assert self.run_loop is not None
+        for task in self.tasks:
+            await task.close()
+        for task in self.tasks:
+            await self.run_loop.commit(task)
+
+    async def _close_tasks_after_failure(self) -> None:
+        for task in self.tasks:
+            try:
+                await task.close()
+            except SamzapyError as exc:
+                log.warning("task_close_failed", task=task.name, error=str(exc))
+
+    async def _stop_systems(self) -> None:
+        for what, parts in (
+            ("consumer", self._consumers),
+            ("producer", self._producers),
+            ("admin", self._admins),
+        ):
+            for name, part in parts.items():
+                try:
+                    await part.stop()
+                except Exception as exc:
+                    log.warning("system_stop_failed", system=name, part=what, error=repr(exc))
+        if self._checkpoints is not None:
+            await self._checkpoints.stop()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+__all__ = ["SamzaContainer", "load_task_class"]

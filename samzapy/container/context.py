@@ -1,0 +1,57 @@
+"""TaskContextImpl: what ``InitableTask.init`` receives."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+from typing import Any
+
+from samzapy.api.errors import StoreError
+from samzapy.api.system import SystemStreamPartition, TaskName
+
+
+class TaskContextImpl:
+    """A task's name, input partitions, the job's config, metrics and stores."""
+
+    def __init__(
+        self,
+        *,
+        task_name: TaskName,
+        config: Mapping[str, Any],
+        system_stream_partitions: Set[SystemStreamPartition],
+        metrics: Any,
+        stores: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._task_name = task_name
+        self._config = config
+        self._ssps = system_stream_partitions
+        self._metrics = metrics
+        self._stores = dict(stores or {})
+
+    @property
+    def task_name(self) -> TaskName:
+        return self._task_name
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        return self._config
+
+    @property
+    def system_stream_partitions(self) -> Set[SystemStreamPartition]:
+        return self._ssps
+
+    @property
+    def metrics(self) -> Any:
+        return self._metrics
+
+    def get_store(self, name: str) -> Any:
+        try:
+            return self._stores[name]
+        except KeyError:
+            declared = ", ".join(sorted(self._stores)) or "none"
+            raise StoreError(
+                f"task {self._task_name!r} asked for store {name!r}, which is not declared "
+                f"(expected stores.{name}.factory in the job config; declared: {declared})"
+            ) from None
+
+
+__all__ = ["TaskContextImpl"]

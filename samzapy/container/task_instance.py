@@ -1,0 +1,434 @@
+"""One task instance: its input queues, its in-flight work and its exclusive actions.
+
+A task instance runs as one coroutine ("slot") per permitted concurrent call: one for sync
+tasks and ``task.max.concurrency`` for async tasks. A slot takes the next message (round-robin
+over the task's input partitions), invokes the task and awaits the result inline, so no
+asyncio task is created per message; the slot is the permit, released when the awaitable
+completes. Because a slot takes and invokes in one synchronous step, invocations happen in
+offset order per partition.
+
+Window, commit and end-of-stream are *barriers*: once one is due, no slot starts a new call;
+the slot that sees the task idle (nothing in flight) runs the barrier, then all slots resume.
+So process, window and commit never overlap, and a checkpoint covers only completed work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import time
+import types
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from samzapy.api.context import RequestScope
+from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.errors import TaskError
+from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.api.task import (
+    AsyncStreamTask,
+    ClosableTask,
+    EndOfStreamListenerTask,
+    InitableTask,
+    StreamTask,
+    WindowableTask,
+)
+from samzapy.checkpoint.offsets import OffsetTracker
+from samzapy.container.consumers import InputQueue
+
+if TYPE_CHECKING:
+    from samzapy.api.context import MessageCollector
+    from samzapy.container.run_loop import RunLoop
+
+log = structlog.get_logger("samzapy.task")
+
+#: How many messages a sync task processes before it yields to the other tasks.
+SYNC_TURN = 32
+
+
+class TaskCoordinatorImpl:
+    """A task's TaskCoordinator: requests take effect once the current call ends."""
+
+    __slots__ = ("_instance",)
+
+    def __init__(self, instance: TaskInstance) -> None:
+        self._instance = instance
+
+    def commit(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
+        self._instance.run_loop.request_commit(self._instance, scope)
+
+    def shutdown(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
+        self._instance.run_loop.request_shutdown(self._instance, scope)
+
+
+class TaskInstance:
+    """Runs one task under Samza's guarantees."""
+
+    def __init__(
+        self,
+        *,
+        name: TaskName,
+        task: Any,
+        queues: Sequence[InputQueue],
+        trackers: dict[SystemStreamPartition, OffsetTracker],
+        collector: MessageCollector,
+        run_loop: RunLoop,
+        max_concurrency: int,
+        executor: concurrent.futures.Executor | None,
+        time_calls: bool = True,
+    ) -> None:
+        self.name = name
+        self.task = task
+        self.queues = list(queues)
+        self.trackers = trackers
+        self.collector = collector
+        self.coordinator = TaskCoordinatorImpl(self)
+        self.run_loop = run_loop
+        self.is_async = isinstance(task, AsyncStreamTask)
+        if not self.is_async and not isinstance(task, StreamTask):
+            raise TypeError(
+                f"task class {type(task).__qualname__} must subclass StreamTask or AsyncStreamTask"
+            )
+        self.is_windowable = isinstance(task, WindowableTask)
+        self.max_concurrency = max_concurrency if self.is_async else 1
+        self.executor = None if self.is_async else executor
+        self._active = [q for q in self.queues]
+        self._rr = 0
+        self._waiter: asyncio.Future[None] | None = None
+        self.inflight = 0
+        self.processed = 0
+        self.windows = 0
+        self.commits = 0
+        self.latency_ns = 0
+        self.latency_max_ns = 0
+        self._time_calls = time_calls
+        # Flags. ``attention`` is True whenever any of the others is: slots test only it.
+        self.attention = False
+        self.window_due = False
+        self.commit_due = False
+        self.end_pending = False
+        self.stopping = False
+        self.shutdown_requested = False
+        self.finished = False
+        self._in_barrier = False
+        self.initialized = False
+        self.closed = False
+        for q in self.queues:
+            q.waker = self.wake
+
+    # -- signals from the run loop -------------------------------------------------------
+
+    def wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def request_window(self) -> None:
+        if self.is_windowable and not self.finished:
+            self.window_due = True
+            self.attention = True
+            self.wake()
+
+    def request_commit(self) -> None:
+        if not self.finished:
+            self.commit_due = True
+            self.attention = True
+            self.wake()
+
+    def stop(self) -> None:
+        """Start no new call; slots return once their current call completes."""
+        self.stopping = True
+        self.attention = True
+        self.wake()
+
+    def slots(self) -> list[Callable[[], Awaitable[None]]]:
+        """The coroutine functions to run for this task, one per permit."""
+        if self.is_async:
+            return [self._async_slot] * self.max_concurrency
+        if self.executor is not None:
+            return [self._pool_slot]
+        return [self._inline_slot]
+
+    # -- lifecycle calls ----------------------------------------------------------------------
+
+    async def init(self, context: Any) -> None:
+        self.initialized = True
+        if isinstance(self.task, InitableTask):
+            await self._call_hook("init", self.task.init, context)
+
+    async def close(self) -> None:
+        """Call ``close`` once, if ``init`` was reached."""
+        if self.closed or not self.initialized:
+            return
+        self.closed = True
+        if isinstance(self.task, ClosableTask):
+            await self._call_hook("close", self.task.close)
+
+    async def _call_hook(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            raise TaskError(f"{what}() of task {self.name!r} failed: {exc!r}", task_name=self.name) from exc
+
+    async def _call_in_executor(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            result = await loop.run_in_executor(self.executor, fn, *args)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            raise TaskError(f"{what}() of task {self.name!r} failed: {exc!r}", task_name=self.name) from exc
+
+    # -- choosing -------------------------------------------------------------------------------
+
+    def _choose(self) -> IncomingMessageEnvelope | None:
+        """The next envelope, round-robin over the task's partitions that have one."""
+        active = self._active
+        n = len(active)
+        for i in range(n):
+            idx = (self._rr + i) % n
+            q = active[idx]
+            if q.queue:
+                self._rr = idx + 1
+                env = q.queue.popleft()
+                if len(q.queue) == q.low_mark:
+                    self.run_loop.consumers.space_freed()
+                return env
+        return None
+
+    def _input_ended(self, env: IncomingMessageEnvelope) -> None:
+        ssp = env.system_stream_partition
+        for q in self._active:
+            if q.ssp == ssp:
+                q.ended = True
+                self._active.remove(q)
+                break
+        log.info("partition_ended", task=self.name, ssp=str(ssp))
+        if not self._active:
+            self.end_pending = True
+            self.attention = True
+
+    async def _wait(self) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+        await waiter
+
+    # -- barriers ---------------------------------------------------------------------------------
+
+    async def _barrier(self) -> bool:
+        """Run whatever is due while nothing is in flight. Returns False when the slot should exit."""
+        if self.stopping or self.finished:
+            return False
+        if self.inflight or self._in_barrier:
+            await self._wait()
+            return True
+        self._in_barrier = True
+        try:
+            if self.end_pending:
+                await self._end_of_stream()
+                return False
+            if self.window_due:
+                self.window_due = False
+                await self._window()
+            if self.commit_due:
+                self.commit_due = False
+                await self.run_loop.commit(self)
+                self.commits += 1
+        finally:
+            self._in_barrier = False
+            self.attention = (
+                self.window_due or self.commit_due or self.end_pending or self.stopping
+                or self.finished
+            )
+            self.wake()
+        return True
+
+    async def _window(self) -> None:
+        assert isinstance(self.task, WindowableTask)
+        if self.executor is not None:
+            await self._call_in_executor("window", self.task.window, self.collector, self.coordinator)
+        else:
+            await self._call_hook("window", self.task.window, self.collector, self.coordinator)
+        self.windows += 1
+
+    async def _end_of_stream(self) -> None:
+        """Every input partition ended and nothing is in flight: tell the task, commit, finish."""
+        if isinstance(self.task, EndOfStreamListenerTask):
+            await self._call_hook(
+                "on_end_of_stream", self.task.on_end_of_stream, self.collector, self.coordinator
+            )
+        self.end_pending = False
+        await self.run_loop.commit(self)
+        self.commits += 1
+        self.finished = True
+        self.attention = True
+        log.info("task_ended", task=self.name, processed=self.processed)
+        self.run_loop.task_finished(self)
+
+    # -- slots --------------------------------------------------------------------------------------
+
+    def _failed(self, exc: BaseException, env: IncomingMessageEnvelope, what: str) -> TaskError:
+        ssp = env.system_stream_partition
+        error = TaskError(
+            f"{what} of task {self.name!r} failed on {ssp} at offset {env.offset}: {exc!r}",
+            task_name=self.name,
+            ssp=ssp,
+            offset=env.offset,
+        )
+        error.__cause__ = exc
+        return error
+
+    async def _inline_slot(self) -> None:
+        """A sync task on the loop thread: process up to SYNC_TURN messages, then yield."""
+        process = self.task.process
+        collector, coordinator = self.collector, self.coordinator
+        trackers = self.trackers
+        timed = self._time_calls
+        clock = time.perf_counter_ns
+        while True:
+            if self.attention and not await self._barrier():
+                return
+            if self.attention:
+                continue
+            env = None
+            n = 0
+            while n < SYNC_TURN:
+                env = self._choose()
+                if env is None:
+                    break
+                if env.is_end_of_stream:
+                    self._input_ended(env)
+                    break
+                try:
+                    if timed:
+                        t0 = clock()
+                        process(env, collector, coordinator)
+                        dt = clock() - t0
+                        self.latency_ns += dt
+                        if dt > self.latency_max_ns:
+                            self.latency_max_ns = dt
+                    else:
+                        process(env, collector, coordinator)
+                except Exception as exc:
+                    self.processed += n
+                    self.run_loop.fail(self._failed(exc, env, "process()"))
+                    return
+                trackers[env.system_stream_partition].last_processed = env.offset
+                n += 1
+                if self.attention:
+                    break
+            self.processed += n
+            if env is None:
+                await self._wait()
+            elif not self.attention:
+                await asyncio.sleep(0)
+
+    async def _pool_slot(self) -> None:
+        """A sync task on the thread pool: one call at a time for this task."""
+        loop = asyncio.get_running_loop()
+        process = self.task.process
+        collector, coordinator = self.collector, self.coordinator
+        clock = time.perf_counter_ns
+        while True:
+            if self.attention and not await self._barrier():
+                return
+            if self.attention:
+                continue
+            env = self._choose()
+            if env is None:
+                await self._wait()
+                continue
+            if env.is_end_of_stream:
+                self._input_ended(env)
+                continue
+            self.inflight = 1
+            t0 = clock()
+            try:
+                await loop.run_in_executor(self.executor, process, env, collector, coordinator)
+            except Exception as exc:
+                self.run_loop.fail(self._failed(exc, env, "process()"))
+                return
+            finally:
+                self.inflight = 0
+            self._record(clock() - t0)
+            self.trackers[env.system_stream_partition].last_processed = env.offset
+
+    def _record(self, dt: int) -> None:
+        self.processed += 1
+        self.latency_ns += dt
+        if dt > self.latency_max_ns:
+            self.latency_max_ns = dt
+
+    async def _async_slot(self) -> None:
+        """One permit of an async task: invoke in order, await inline, complete."""
+        process_async = self.task.process_async
+        collector, coordinator = self.collector, self.coordinator
+        trackers = self.trackers
+        clock = time.perf_counter_ns
+        track_start = self.run_loop.callback_timeout_s is not None
+        while True:
+            if self.attention and not await self._barrier():
+                return
+            if self.attention:
+                continue
+            env = self._choose()
+            if env is None:
+                await self._wait()
+                continue
+            if env.is_end_of_stream:
+                self._input_ended(env)
+                continue
+            tracker = trackers[env.system_stream_partition]
+            entry = tracker.invoked(env.offset)
+            if track_start:
+                entry.started = self.run_loop.clock.now()
+            entry.envelope = env
+            self.inflight += 1
+            t0 = clock()
+            try:
+                result = process_async(env, collector, coordinator)
+                if type(result) is types.CoroutineType or isinstance(result, asyncio.Future):
+                    await result
+                elif isinstance(result, concurrent.futures.Future):
+                    if result.done():
+                        result.result()
+                    else:
+                        await asyncio.wrap_future(result)
+                elif inspect.isawaitable(result):
+                    await result
+                else:
+                    raise TypeError(
+                        f"process_async must return an awaitable, got {type(result).__name__}"
+                    )
+            except Exception as exc:
+                self.inflight -= 1
+                self.run_loop.fail(self._failed(exc, env, "process_async()"))
+                return
+            self.inflight -= 1
+            tracker.completed(entry)
+            self._record(clock() - t0)
+            if self.inflight == 0 and self.attention:
+                self.wake()
+
+    def oldest_in_flight(self) -> tuple[float, IncomingMessageEnvelope] | None:
+        """The start time and envelope of the longest-running call (for callback timeouts)."""
+        oldest: tuple[float, IncomingMessageEnvelope] | None = None
+        for tracker in self.trackers.values():
+            for entry in tracker.pending():
+                if not entry.done:
+                    started = entry.started
+                    if oldest is None or started < oldest[0]:
+                        oldest = (started, entry.envelope)
+                    break
+        return oldest
+
+
+__all__ = ["SYNC_TURN", "TaskCoordinatorImpl", "TaskInstance"]

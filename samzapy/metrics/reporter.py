@@ -1,0 +1,154 @@
+"""Metrics reporters: what publishes a registry's snapshots, and how config names pick one.
+
+A reporter is started once with the container's registry and stopped once at shutdown. The
+shipped ``LogReporter`` logs one ``metrics_reported`` event per interval and a last one when it
+stops, so the final counts of a job always reach the log. Other reporters are named in config
+as ``module:Class`` and built with no arguments.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import importlib
+from collections.abc import Awaitable, Callable
+
+import structlog
+from structlog.typing import FilteringBoundLogger
+
+from samzapy.api.errors import ConfigError
+from samzapy.metrics.registry import MetricsRegistry
+
+_REPORTERS_KEY = "metrics.reporters"
+
+
+class MetricsReporter(abc.ABC):
+    """Publishes the metrics of one registry from ``start`` until ``stop``."""
+
+    @abc.abstractmethod
+    async def start(self, registry: MetricsRegistry) -> None:
+        """Begin reporting ``registry``; return promptly (run periodic work in a task)."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Stop reporting, after publishing the final values. Called once, after ``start``."""
+
+
+class LogReporter(MetricsReporter):
+    """Logs the registry's snapshot as a ``metrics_reported`` event every ``interval_ms``.
+
+    The snapshot is the event's ``metrics`` value (group -> name -> value), so a JSON log line
+    carries it as structured data. ``sleep`` is injectable so tests can drive the interval.
+    """
+
+    def __init__(
+        self,
+        interval_ms: int,
+        logger: FilteringBoundLogger | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if interval_ms <= 0:
+            raise ConfigError(
+                f"metrics reporter interval must be a positive number of ms, got {interval_ms!r}"
+            )
+        self.interval_ms = interval_ms
+        self._logger: FilteringBoundLogger = logger or structlog.get_logger()
+        self._sleep = sleep
+        self._registry: MetricsRegistry | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, registry: MetricsRegistry) -> None:
+        if self._registry is not None:
+            raise RuntimeError("LogReporter.start() called twice")
+        self._registry = registry
+        self._task = asyncio.create_task(self._run(), name="samzapy-log-reporter")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        # wait() rather than awaiting the task: a cancellation of stop() itself must propagate.
+        await asyncio.wait([task])
+        if not task.cancelled() and task.exception() is not None:
+            self._logger.error("metrics_reporter_failed", exc_info=task.exception())
+        self.report()
+
+    def report(self) -> None:
+        """Log the current snapshot now. A failing gauge function is logged, not raised."""
+        if self._registry is None:
+            return
+        try:
+            snapshot = self._registry.snapshot()
+        except Exception:
+            self._logger.exception("metrics_report_failed")
+            return
+        self._logger.info("metrics_reported", metrics=snapshot)
+
+    async def _run(self) -> None:
+        interval_s = self.interval_ms / 1000
+        while True:
+            await self._sleep(interval_s)
+            self.report()
+
+
+def reporter_for(name: str, *, interval_ms: int, host: str, port: int) -> MetricsReporter:
+    """The reporter that the ``metrics.reporters`` entry ``name`` designates.
+
+    ``log`` is the ``LogReporter``; ``prometheus`` (served on ``host``:``port``) is reserved and
+    not available yet; ``module:Class`` imports ``Class`` from ``module`` and calls it with no
+    arguments. Any failure is a ``ConfigError`` naming ``metrics.reporters``.
+    """
+    if name == "log":
+        return LogReporter(interval_ms)
+    if name == "prometheus":
+        raise ConfigError(
+            f"{_REPORTERS_KEY}: 'prometheus' is not available yet (would serve on {host}:{port}); "
+            "use 'log' or a 'module:Class' reporter",
+            key=_REPORTERS_KEY,
+        )
+    module_name, sep, class_name = name.partition(":")
+    if not sep or not module_name or not class_name:
+        raise ConfigError(
+            f"{_REPORTERS_KEY}: unknown reporter {name!r}; expected 'log', 'prometheus' or "
+            "'module:Class'",
+            key=_REPORTERS_KEY,
+        )
+    return _import_reporter(name, module_name, class_name)
+
+
+def _import_reporter(name: str, module_name: str, class_name: str) -> MetricsReporter:
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigError(
+            f"{_REPORTERS_KEY}: cannot import module {module_name!r} of reporter {name!r}: {exc}",
+            key=_REPORTERS_KEY,
+        ) from exc
+    try:
+        factory = getattr(module, class_name)
+    except AttributeError as exc:
+        raise ConfigError(
+            f"{_REPORTERS_KEY}: module {module_name!r} has no attribute {class_name!r} "
+            f"(reporter {name!r})",
+            key=_REPORTERS_KEY,
+        ) from exc
+    try:
+        reporter = factory()
+    except Exception as exc:
+        raise ConfigError(
+            f"{_REPORTERS_KEY}: creating reporter {name!r} with no arguments failed: "
+            f"{type(exc).__name__}: {exc}",
+            key=_REPORTERS_KEY,
+        ) from exc
+    if not isinstance(reporter, MetricsReporter):
+        raise ConfigError(
+            f"{_REPORTERS_KEY}: {name!r} must build a samzapy.metrics.MetricsReporter, "
+            f"got {type(reporter).__name__}",
+            key=_REPORTERS_KEY,
+        )
+    return reporter
+
+
+__all__ = ["LogReporter", "MetricsReporter", "reporter_for"]

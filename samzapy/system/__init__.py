@@ -1,0 +1,1 @@
+"""System ports, serdes, the partitioner and the embedded systems (memory, file)."""

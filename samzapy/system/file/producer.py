@@ -1,0 +1,145 @@
+"""The file system's producer: appends each message as one line to its partition file.
+
+A message must be bytes (the container serializes with the stream's serde, ``json`` by
+default) without a newline; keys are not stored. The first message to a stream that has no
+partition files creates the directory and the files 0..partition, so the stream never has a
+gap; a partition beyond an existing stream's count is an error. Files stay open and buffered;
+``flush`` writes the buffers and fsyncs every file written since the last flush (the fsyncs
+run in a worker thread so the event loop keeps going).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from samzapy.api.errors import SerdeError, SystemError_
+from samzapy.api.system import SystemStream
+from samzapy.system.file.layout import (
+    create_partition_files,
+    fsync_directory,
+    partition_count,
+    partition_path,
+)
+from samzapy.system.ports import SystemProducer
+
+_BUFFER_SIZE = 64 * 1024
+
+
+def _fsync_all(files: Iterable[tuple[int, Path]], directories: Iterable[Path]) -> None:
+    for fd, path in files:
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise SystemError_(f"cannot fsync file system partition {path}: {exc}") from exc
+    for directory in directories:
+        try:
+            fsync_directory(directory)
+        except OSError as exc:
+            raise SystemError_(f"cannot fsync directory {directory}: {exc}") from exc
+
+
+class FileSystemProducer(SystemProducer):
+    """Appends lines to partition files under one root directory."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._files: dict[tuple[str, int], BinaryIO] = {}
+        self._paths: dict[tuple[str, int], Path] = {}
+        self._dirty: set[tuple[str, int]] = set()
+        self._new_entries: set[Path] = set()  # directories to fsync at the next flush
+
+    def send(
+        self,
+        system_stream: SystemStream,
+        partition: int | None,
+        key: Any,
+        message: Any,
+    ) -> None:
+        target = (system_stream.stream, 0 if partition is None else partition)
+        file = self._files.get(target)
+        if file is None:
+            file = self._open(*target)
+        if type(message) is not bytes:
+            message = self._as_bytes(system_stream, message)
+        if b"\n" in message:
+            raise SerdeError(
+                f"cannot write to file system stream {system_stream}: a message must not "
+                f"contain a newline (one message per line), got {message[:60]!r}"
+            )
+        try:
+            file.write(message + b"\n")
+        except (OSError, ValueError) as exc:
+            raise SystemError_(
+                f"cannot write to file system stream {system_stream} ({self._paths[target]}): {exc}"
+            ) from exc
+        self._dirty.add(target)
+
+    @staticmethod
+    def _as_bytes(system_stream: SystemStream, message: Any) -> bytes:
+        if isinstance(message, bytearray | memoryview):
+            return bytes(message)
+        raise SerdeError(
+            f"cannot write to file system stream {system_stream}: messages must be bytes, "
+            f"got {type(message).__name__}; configure a serde for the stream (the file "
+            "system's default is json)"
+        )
+
+    def _open(self, stream: str, partition: int) -> BinaryIO:
+        if type(partition) is not int or partition < 0:
+            raise SystemError_(
+                f"cannot write to file system stream {stream!r}: partition must be an "
+                f"int >= 0, got {partition!r}"
+            )
+        count = partition_count(self._root, stream)
+        if count is None:
+            self._new_entries.update(create_partition_files(self._root, stream, partition + 1))
+        elif partition >= count:
+            raise SystemError_(
+                f"partition {partition} is out of range for file system stream {stream!r} "
+                f"under {self._root}: it has partitions 0..{count - 1}"
+            )
+        path = partition_path(self._root, stream, partition)
+        try:
+            file: BinaryIO = open(path, "ab", buffering=_BUFFER_SIZE)  # noqa: SIM115 - kept open
+        except OSError as exc:
+            raise SystemError_(
+                f"cannot open partition {partition} of file system stream {stream!r} "
+                f"({path}) for appending: {exc}"
+            ) from exc
+        self._files[(stream, partition)] = file
+        self._paths[(stream, partition)] = path
+        return file
+
+    async def flush(self) -> None:
+        # 1. Move buffered lines into the OS (cheap, on the loop: send may run meanwhile).
+        synced: list[tuple[int, Path]] = []
+        for target in self._dirty:
+            path = self._paths[target]
+            file = self._files[target]
+            try:
+                file.flush()
+            except OSError as exc:
+                raise SystemError_(f"cannot write file system partition {path}: {exc}") from exc
+            synced.append((file.fileno(), path))
+        self._dirty.clear()
+        directories = list(self._new_entries)
+        self._new_entries.clear()
+        # 2. Make them durable off the loop.
+        if synced or directories:
+            await asyncio.to_thread(_fsync_all, synced, directories)
+
+    async def stop(self) -> None:
+        try:
+            await self.flush()
+        finally:
+            for file in self._files.values():
+                file.close()
+            self._files.clear()
+            self._paths.clear()
+
+
+__all__ = ["FileSystemProducer"]

@@ -1,0 +1,102 @@
+"""The in-memory system: its factory, and the admin and producer over an InMemoryBroker.
+
+Configuration (``systems.<name>.`` stripped): ``namespace`` picks the broker namespace and
+defaults to the system's name, so two systems (or a job and its test) share streams by
+naming the same namespace. Messages are objects: the default serdes are ``none`` and streams
+without a checkpoint start at the oldest record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from samzapy.api.errors import ConfigError
+from samzapy.api.system import SystemStream
+from samzapy.system.inmemory.broker import InMemoryBroker
+from samzapy.system.inmemory.consumer import InMemorySystemConsumer
+from samzapy.system.ports import (
+    OffsetDefault,
+    SystemAdmin,
+    SystemConsumer,
+    SystemFactory,
+    SystemProducer,
+)
+
+
+class InMemorySystemAdmin(SystemAdmin):
+    """Partition counts and stream creation on a broker namespace."""
+
+    def __init__(self, broker: InMemoryBroker) -> None:
+        self._broker = broker
+
+    async def partition_counts(self, streams: Iterable[str]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for stream in streams:
+            count = self._broker.partition_count(stream)
+            if count is not None:
+                counts[stream] = count
+        return counts
+
+    async def create_stream(self, stream: str, partitions: int) -> None:
+        # Like a Kafka admin, an existing stream is left as it is, whatever its count.
+        if self._broker.partition_count(stream) is None:
+            self._broker.create_stream(stream, partitions)
+
+
+class InMemorySystemProducer(SystemProducer):
+    """Appends each message to the broker at once; ``flush`` has nothing left to do."""
+
+    def __init__(self, broker: InMemoryBroker) -> None:
+        self._append = broker.append
+
+    def send(
+        self,
+        system_stream: SystemStream,
+        partition: int | None,
+        key: Any,
+        message: Any,
+    ) -> None:
+        self._append(system_stream.stream, 0 if partition is None else partition, key, message)
+
+    async def flush(self) -> None:
+        return None
+
+
+class InMemorySystemFactory(SystemFactory):
+    """Builds the memory system's parts over the broker of its namespace."""
+
+    default_msg_serde = "none"
+    default_key_serde = "none"
+    default_offset = OffsetDefault.OLDEST
+
+    def __init__(self, system_name: str, config: Mapping[str, Any]) -> None:
+        super().__init__(system_name, config)
+        namespace = config.get("namespace", system_name)
+        if not isinstance(namespace, str) or not namespace:
+            raise ConfigError(
+                f"systems.{system_name}.namespace must be a non-empty string, got {namespace!r}",
+                key=f"systems.{system_name}.namespace",
+            )
+        self.namespace = namespace
+
+    @property
+    def broker(self) -> InMemoryBroker:
+        """The broker namespace this system reads and writes."""
+        return InMemoryBroker.for_namespace(self.namespace)
+
+    def get_admin(self) -> SystemAdmin:
+        return InMemorySystemAdmin(self.broker)
+
+    def get_consumer(self) -> SystemConsumer:
+        return InMemorySystemConsumer(self.broker)
+
+    def get_producer(self) -> SystemProducer:
+        return InMemorySystemProducer(self.broker)
+
+
+__all__ = [
+    "InMemorySystemAdmin",
+    "InMemorySystemFactory",
+    "InMemorySystemProducer",
+]

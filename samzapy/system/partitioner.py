@@ -1,0 +1,66 @@
+"""Kafka's default key partitioner: a key lands on the same partition whether Kafka's Java
+client, Spark or samzapy routed it.
+
+The hash is MurmurHash2 (32-bit) as Kafka's clients compute it: seed ``0x9747b28c``, the
+input read as little-endian 4-byte words, the last 1-3 bytes folded in, and the result read
+as a signed 32-bit integer, as Java sees it. The partition is that hash with its sign bit
+cleared, modulo the partition count.
+
+The functions run once per keyed output message, so the word loop works on ints unpacked in
+one ``struct`` call and masks to 32 bits only where the multiplication can overflow.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from samzapy.api.errors import SystemError_
+
+_SEED = 0x9747B28C
+_M = 0x5BD1E995
+_MASK32 = 0xFFFFFFFF
+
+# Precompiled unpackers for keys up to 255 bytes; longer keys compile one per call.
+_WORD_UNPACKERS = tuple(struct.Struct(f"<{n}I").unpack_from for n in range(64))
+
+
+def _murmur2_unsigned(data: bytes | bytearray | memoryview) -> int:
+    """MurmurHash2 of ``data`` as an unsigned 32-bit int."""
+    length = len(data)
+    h = _SEED ^ length
+    words = length >> 2
+    if words:
+        unpack = _WORD_UNPACKERS[words] if words < 64 else struct.Struct(f"<{words}I").unpack_from
+        m = _M
+        mask = _MASK32
+        for k in unpack(data):
+            k = (k * m) & mask
+            k ^= k >> 24
+            h = ((h * m) & mask) ^ ((k * m) & mask)
+    rest = length & 3
+    if rest:
+        i = length - rest
+        if rest == 3:
+            h ^= data[i + 2] << 16
+        if rest >= 2:
+            h ^= data[i + 1] << 8
+        h = ((h ^ data[i]) * _M) & _MASK32
+    h ^= h >> 13
+    h = (h * _M) & _MASK32
+    return h ^ (h >> 15)
+
+
+def murmur2(data: bytes | bytearray | memoryview) -> int:
+    """Kafka's ``Utils.murmur2``: the hash as a signed 32-bit int, as Java returns it."""
+    h = _murmur2_unsigned(data)
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def partition_for(key_bytes: bytes | bytearray | memoryview, num_partitions: int) -> int:
+    """The partition Kafka's default partitioner picks for a serialized key."""
+    if num_partitions < 1:
+        raise SystemError_(f"cannot partition a key over {num_partitions} partitions: need >= 1")
+    return (_murmur2_unsigned(key_bytes) & 0x7FFFFFFF) % num_partitions
+
+
+__all__ = ["murmur2", "partition_for"]

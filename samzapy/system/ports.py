@@ -1,0 +1,147 @@
+"""The system ports: SystemAdmin, SystemConsumer, SystemProducer and the SystemFactory.
+
+The container's promises to a consumer (each one is a contract test):
+
+1. ``register`` is called for every partition before ``start``, and never after it.
+2. ``poll`` is only called between ``start`` and ``stop``, from the event loop, one call at a
+   time, with a subset of the registered partitions (those whose buffer has room).
+3. ``stop`` is called once; nothing is called after it.
+4. Any exception raised by a consumer halts the container.
+
+A consumer's promises to the container:
+
+1. Envelopes of one partition are returned in offset order, starting at the registered offset.
+2. A bounded partition ends with one end-of-stream envelope, after its last message.
+3. ``poll`` returns at most ``max_messages`` envelopes per partition, and returns an empty
+   mapping after ``timeout`` seconds when nothing is available.
+4. Message keys and bodies are raw (bytes, or objects on the memory system); the container
+   applies the serdes.
+
+A producer receives serialized messages with their partition chosen by the container (``None``
+lets the producer choose) and makes them durable by the end of ``flush``. Errors of a ``send``
+may surface at the next ``flush``; either way they halt the container.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.system import SystemStream, SystemStreamPartition
+
+
+class OffsetDefault:
+    """Where a partition without a checkpoint starts."""
+
+    OLDEST = "oldest"
+    UPCOMING = "upcoming"
+
+
+class SystemAdmin(abc.ABC):
+    """Stream metadata: partition counts, offsets, stream creation."""
+
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        """Connect, if the system needs to."""
+
+    async def stop(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+    @abc.abstractmethod
+    async def partition_counts(self, streams: Iterable[str]) -> dict[str, int]:
+        """Partition count of each existing stream; a missing stream is left out."""
+
+    @abc.abstractmethod
+    async def create_stream(self, stream: str, partitions: int) -> None:
+        """Create the stream if it does not exist."""
+
+    def offset_after(self, offset: str) -> str:
+        """The offset that follows ``offset`` (a checkpoint holds the last processed one)."""
+        return str(int(offset) + 1)
+
+    def compare_offsets(self, a: str, b: str) -> int:
+        """Negative, zero or positive as ``a`` is before, at or after ``b``."""
+        ia, ib = int(a), int(b)
+        return (ia > ib) - (ia < ib)
+
+
+class SystemConsumer(abc.ABC):
+    """Reads partitions of a system. See the module docstring for the contract."""
+
+    @abc.abstractmethod
+    def register(self, ssp: SystemStreamPartition, offset: str | None, default: str) -> None:
+        """Read ``ssp`` from ``offset`` (the next offset to read) or, when it is None, from
+        the ``default`` position (an OffsetDefault)."""
+
+    @abc.abstractmethod
+    async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    async def stop(self) -> None: ...
+
+    @abc.abstractmethod
+    async def poll(
+        self,
+        ssps: Sequence[SystemStreamPartition],
+        max_messages: int,
+        timeout: float,
+    ) -> Mapping[SystemStreamPartition, list[IncomingMessageEnvelope]]:
+        """Envelopes available for ``ssps``, waiting up to ``timeout`` seconds for any."""
+
+
+class SystemProducer(abc.ABC):
+    """Writes to streams of a system."""
+
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        """Connect, if the system needs to."""
+
+    async def stop(self) -> None:  # noqa: B027 - optional hook
+        """Flush what is left and release resources."""
+
+    @abc.abstractmethod
+    def send(
+        self,
+        system_stream: SystemStream,
+        partition: int | None,
+        key: Any,
+        message: Any,
+    ) -> None:
+        """Queue one serialized message; must not block the event loop."""
+
+    @abc.abstractmethod
+    async def flush(self) -> None:
+        """Return once every message sent so far is durable; raise if any failed."""
+
+
+class SystemFactory(abc.ABC):
+    """Builds the parts of one configured system. ``config`` is the job's flat config."""
+
+    #: The serde used for message bodies when the job configures none ("none": raw objects).
+    default_msg_serde: str = "none"
+    #: The serde used for keys when the job configures none.
+    default_key_serde: str = "none"
+    #: Where streams of this system start without a checkpoint.
+    default_offset: str = OffsetDefault.UPCOMING
+
+    def __init__(self, system_name: str, config: Mapping[str, Any]) -> None:
+        self.system_name = system_name
+        self.config = config
+
+    @abc.abstractmethod
+    def get_admin(self) -> SystemAdmin: ...
+
+    @abc.abstractmethod
+    def get_consumer(self) -> SystemConsumer: ...
+
+    @abc.abstractmethod
+    def get_producer(self) -> SystemProducer: ...
+
+
+__all__ = [
+    "OffsetDefault",
+    "SystemAdmin",
+    "SystemConsumer",
+    "SystemFactory",
+    "SystemProducer",
+]

@@ -1,0 +1,236 @@
+"""Serdes: turning keys and messages into bytes and back, and the registry that names them.
+
+Built-in serdes, by the names a job's config uses (``serializers.registry.<name>.class`` adds
+more, or replaces a built-in):
+
+- ``string``: ``str`` <-> UTF-8 bytes.
+- ``json``: any JSON value <-> compact UTF-8 JSON (no spaces, no NaN, non-ASCII kept as is).
+- ``bytes``: bytes-like <-> ``bytes`` unchanged.
+- ``integer``: ``int`` <-> 4 bytes big-endian signed (Samza's IntegerSerde).
+- ``long``: ``int`` <-> 8 bytes big-endian signed (Samza's LongSerde).
+- ``none``: objects pass through untouched (the memory system carries objects, not bytes).
+
+``to_bytes`` and ``from_bytes`` run once per message, so each is a single call on the fast
+path; input of the wrong type raises SerdeError naming the serde, what it expects and what
+it got.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from samzapy.api.errors import ConfigError, SerdeError
+
+
+@runtime_checkable
+class Serde(Protocol):
+    """Serializes one kind of object to bytes and back."""
+
+    def to_bytes(self, obj: Any) -> bytes: ...
+
+    def from_bytes(self, data: bytes) -> Any: ...
+
+
+def _describe(obj: Any) -> str:
+    text = repr(obj)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"{text} ({type(obj).__name__})"
+
+
+class StringSerde:
+    """``str`` <-> UTF-8 bytes."""
+
+    def to_bytes(self, obj: Any) -> bytes:
+        try:
+            return obj.encode("utf-8")  # type: ignore[no-any-return]
+        except AttributeError:
+            raise SerdeError(f"string serde expects a str, got {_describe(obj)}") from None
+        except UnicodeEncodeError as exc:
+            raise SerdeError(f"string serde cannot encode {_describe(obj)}: {exc}") from exc
+
+    def from_bytes(self, data: bytes) -> Any:
+        try:
+            return str(data, "utf-8")
+        except UnicodeDecodeError as exc:
+            raise SerdeError(f"string serde expects UTF-8 bytes, got {_describe(data)}") from exc
+        except TypeError:
+            raise SerdeError(f"string serde expects bytes, got {_describe(data)}") from None
+
+
+class JsonSerde:
+    """Any JSON value <-> compact UTF-8 JSON; ``from_bytes`` also accepts ``str``."""
+
+    def __init__(self) -> None:
+        self._encode: Callable[[Any], str] = json.JSONEncoder(
+            separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode
+        self._decode: Callable[[str | bytes | bytearray], Any] = json.loads
+
+    def to_bytes(self, obj: Any) -> bytes:
+        try:
+            return self._encode(obj).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise SerdeError(f"json serde cannot encode {_describe(obj)}: {exc}") from exc
+        except UnicodeEncodeError as exc:  # lone surrogates in a str
+            raise SerdeError(f"json serde cannot encode {_describe(obj)}: {exc}") from exc
+
+    def from_bytes(self, data: bytes | bytearray | str) -> Any:
+        try:
+            return self._decode(data)
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            raise SerdeError(f"json serde cannot decode {_describe(data)}: {exc}") from exc
+        except TypeError:
+            if isinstance(data, memoryview):
+                return self.from_bytes(data.tobytes())
+            raise SerdeError(f"json serde expects bytes or str, got {_describe(data)}") from None
+
+
+class BytesSerde:
+    """Bytes-like objects <-> ``bytes``, unchanged."""
+
+    def to_bytes(self, obj: Any) -> bytes:
+        if type(obj) is bytes:
+            return obj
+        if isinstance(obj, bytes | bytearray | memoryview):
+            return bytes(obj)
+        raise SerdeError(
+            f"bytes serde expects bytes, bytearray or memoryview, got {_describe(obj)}"
+        )
+
+    def from_bytes(self, data: bytes) -> Any:
+        return data
+
+
+class _StructSerde:
+    """A fixed-width big-endian signed integer."""
+
+    _name = ""
+    _struct = struct.Struct(">i")
+
+    def __init__(self) -> None:
+        self._pack = self._struct.pack
+        self._unpack = self._struct.unpack
+        bits = self._struct.size * 8
+        self._range = f"[-2**{bits - 1}, 2**{bits - 1})"
+
+    def to_bytes(self, obj: Any) -> bytes:
+        try:
+            return self._pack(obj)
+        except struct.error:
+            raise SerdeError(
+                f"{self._name} serde expects an int in {self._range}, got {_describe(obj)}"
+            ) from None
+
+    def from_bytes(self, data: bytes) -> Any:
+        try:
+            return self._unpack(data)[0]
+        except (struct.error, TypeError):
+            raise SerdeError(
+                f"{self._name} serde expects exactly {self._struct.size} bytes, "
+                f"got {_describe(data)}"
+            ) from None
+
+
+class IntegerSerde(_StructSerde):
+    """``int`` <-> 4 bytes big-endian signed."""
+
+    _name = "integer"
+    _struct = struct.Struct(">i")
+
+
+class LongSerde(_StructSerde):
+    """``int`` <-> 8 bytes big-endian signed."""
+
+    _name = "long"
+    _struct = struct.Struct(">q")
+
+
+class NoneSerde:
+    """Pass-through: objects stay objects (for systems that carry objects, like memory)."""
+
+    def to_bytes(self, obj: Any) -> Any:
+        return obj
+
+    def from_bytes(self, data: Any) -> Any:
+        return data
+
+
+BUILTIN_SERDES: Mapping[str, Callable[[], Serde]] = {
+    "string": StringSerde,
+    "json": JsonSerde,
+    "bytes": BytesSerde,
+    "integer": IntegerSerde,
+    "long": LongSerde,
+    "none": NoneSerde,
+}
+
+
+class SerdeRegistry:
+    """Resolves serde names to (cached) instances: job-defined classes first, then built-ins.
+
+    ``custom`` maps a serde name to a ``module:Class`` (or dotted) path, as configured with
+    ``serializers.registry.<name>.class``; the class is instantiated with no arguments.
+    """
+
+    def __init__(self, custom: Mapping[str, str] | None = None) -> None:
+        self._custom = dict(custom or {})
+        self._instances: dict[str, Serde] = {}
+
+    def get(self, name: str | None) -> Serde:
+        """The serde called ``name``; None means the pass-through ``none`` serde."""
+        if name is None:
+            name = "none"
+        serde = self._instances.get(name)
+        if serde is None:
+            serde = self._create(name)
+            self._instances[name] = serde
+        return serde
+
+    def _create(self, name: str) -> Serde:
+        key = f"serializers.registry.{name}.class"
+        path = self._custom.get(name)
+        if path is None:
+            builtin = BUILTIN_SERDES.get(name)
+            if builtin is None:
+                known = ", ".join(sorted({*BUILTIN_SERDES, *self._custom}))
+                raise ConfigError(
+                    f"unknown serde {name!r}: set {key} to a 'module:Class' path, "
+                    f"or use one of: {known}",
+                    key=key,
+                )
+            return builtin()
+        # Imported here: the registry module pulls in the system factories.
+        from samzapy.system.registry import load_class
+
+        cls = load_class(path, key=key)
+        try:
+            serde = cls()
+        except Exception as exc:
+            raise ConfigError(
+                f"{key}: cannot instantiate {path!r} with no arguments: {exc}", key=key
+            ) from exc
+        if not callable(getattr(serde, "to_bytes", None)) or not callable(
+            getattr(serde, "from_bytes", None)
+        ):
+            raise ConfigError(
+                f"{key}: {path!r} is not a serde: expected to_bytes and from_bytes methods",
+                key=key,
+            )
+        return serde  # type: ignore[no-any-return]
+
+
+__all__ = [
+    "BUILTIN_SERDES",
+    "BytesSerde",
+    "IntegerSerde",
+    "JsonSerde",
+    "LongSerde",
+    "NoneSerde",
+    "Serde",
+    "SerdeRegistry",
+    "StringSerde",
+]

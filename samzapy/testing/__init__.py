@@ -1,0 +1,6 @@
+"""The public test kit: TestRunner over the in-memory system, and a clock tests move by hand."""
+
+from samzapy.testing.clock import ManualClock
+from samzapy.testing.runner import TestResult, TestRunner
+
+__all__ = ["ManualClock", "TestResult", "TestRunner"]

@@ -1,0 +1,43 @@
+"""Task classes the CLI tests run through the real `samzapy` command."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream
+
+OUT = SystemStream("files", "out")
+
+
+class Copy(StreamTask):
+    """Copies each message to files.out, on the same partition."""
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        collector.send(
+            OutgoingMessageEnvelope(
+                OUT, envelope.message, partition=envelope.system_stream_partition.partition
+            )
+        )
+
+
+class FailOnBad(StreamTask):
+    """Copies messages and fails on one whose "bad" field is true."""
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        if envelope.message.get("bad"):
+            raise ValueError(f"bad message {envelope.message}")
+        collector.send(OutgoingMessageEnvelope(OUT, envelope.message))
+
+
+class CountSignals(StreamTask):
+    """Copies messages; touches a file once it has processed SAMZAPY_TEST_READY_AFTER."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        collector.send(OutgoingMessageEnvelope(OUT, envelope.message))
+        self.count += 1
+        if self.count == int(os.environ.get("SAMZAPY_TEST_READY_AFTER", "1")):
+            open(os.environ["SAMZAPY_TEST_READY_FILE"], "w").close()

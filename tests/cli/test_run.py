@@ -1,0 +1,184 @@
+"""`samzapy run`: the quick-start, exit codes, signals and restarts, through the real command."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def samzapy(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 120):
+    return subprocess.run(
+        [sys.executable, "-m", "samzapy", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(HERE), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def events(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def write_partitions(root: Path, stream: str, partitions: dict[int, list[dict]]) -> None:
+    d = root / stream
+    d.mkdir(parents=True, exist_ok=True)
+    for p, msgs in partitions.items():
+        (d / f"{p}.jsonl").write_text("".join(json.dumps(m) + "\n" for m in msgs))
+
+
+def job_yaml(tmp_path: Path, task: str, **extra: object) -> Path:
+    cfg = {
+        "job.name": "clitest",
+        "task.class": f"jobs:{task}",
+        "task.inputs": ["files.in"],
+        "task.checkpoint.factory": "file",
+        "task.checkpoint.dir": str(tmp_path / "checkpoints"),
+        "systems.files.samza.factory": "file",
+        "systems.files.path": str(tmp_path / "data"),
+        **extra,
+    }
+    path = tmp_path / "job.yaml"
+    path.write_text(json.dumps(cfg))  # JSON is YAML
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_quickstart_runs_and_counts_exactly(tmp_path: Path) -> None:
+    env = {
+        "SAMZAPY_STATE_DIR": str(tmp_path / "state"),
+        "SAMZAPY_OUTPUT_DIR": str(tmp_path / "out"),
+    }
+    proc = samzapy("run", "configs/quickstart.yaml", env=env)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    expected: Counter[str] = Counter()
+    bad = 0
+    for f in sorted((ROOT / "examples/pageviews/data/page-views").glob("*.jsonl")):
+        for view in read_jsonl(f):
+            if "member_id" in view:
+                expected[view["member_id"]] += 1
+            else:
+                bad += 1
+    got: dict[str, int] = {}
+    out = tmp_path / "out" / "quickstart"
+    for f in sorted((out / "page-view-counts").glob("*.jsonl")):
+        for row in read_jsonl(f):
+            got[row["member_id"]] = row["views"]
+    assert got == dict(expected)
+    assert len(read_jsonl(out / "dead-letters" / "0.jsonl")) == bad == 2
+    finished = [e for e in events(proc.stdout) if e["event"] == "job_finished"]
+    assert finished and finished[0]["processed"] == sum(expected.values()) + bad
+    started = [e for e in events(proc.stdout) if e["event"] == "container_started"][0]
+    assert started["job"] == "quickstart" and started["tasks"] == 3
+
+
+def test_finished_job_restarted_processes_nothing_twice(tmp_path: Path) -> None:
+    write_partitions(
+        tmp_path / "data",
+        "in",
+        {0: [{"n": i} for i in range(50)], 1: [{"n": i} for i in range(30)]},
+    )
+    job = job_yaml(tmp_path, "Copy", **{"streams.out.partitions": 2})
+    assert samzapy("run", str(job)).returncode == 0
+    first = {p: read_jsonl(tmp_path / "data" / "out" / f"{p}.jsonl") for p in (0, 1)}
+    assert [len(first[0]), len(first[1])] == [50, 30]
+    # More input arrives; the restart resumes after the checkpoint.
+    with open(tmp_path / "data" / "in" / "0.jsonl", "a") as f:
+        f.write(json.dumps({"n": 50}) + "\n")
+    assert samzapy("run", str(job)).returncode == 0
+    second = {p: read_jsonl(tmp_path / "data" / "out" / f"{p}.jsonl") for p in (0, 1)}
+    assert second[0] == first[0] + [{"n": 50}]
+    assert second[1] == first[1]
+
+
+def test_failing_task_exits_1_logs_once_and_commits_nothing_past_it(tmp_path: Path) -> None:
+    msgs = [{"n": i} for i in range(20)]
+    msgs[12]["bad"] = True
+    write_partitions(tmp_path / "data", "in", {0: msgs})
+    job = job_yaml(tmp_path, "FailOnBad", **{"task.commit.ms": 1})
+    proc = samzapy("run", str(job))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    failed = [e for e in events(proc.stdout) if e["event"] == "task_failed"]
+    assert len(failed) == 1
+    assert failed[0]["task"] == "Partition 0"
+    assert failed[0]["ssp"] == "files.in#0" and failed[0]["offset"] == "12"
+    cp = tmp_path / "checkpoints"
+    offsets = [o["offset"] for f in cp.glob("*.json") for o in json.loads(f.read_text())["offsets"]]
+    assert all(int(o) <= 11 for o in offsets)
+
+
+def test_bad_config_exits_2_and_names_the_key(tmp_path: Path) -> None:
+    job = job_yaml(tmp_path, "Copy", **{"task.max.concurrency": "lots"})
+    proc = samzapy("run", str(job))
+    assert proc.returncode == 2
+    assert "task.max.concurrency" in proc.stdout + proc.stderr
+    assert "lots" in proc.stdout + proc.stderr
+
+
+def test_unimportable_task_class_exits_2(tmp_path: Path) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}]})
+    job = job_yaml(tmp_path, "NoSuchTask")
+    proc = samzapy("run", str(job))
+    assert proc.returncode == 2
+    assert "task.class" in proc.stdout + proc.stderr
+
+
+def test_missing_input_stream_exits_1_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    job = job_yaml(tmp_path, "Copy")
+    proc = samzapy("run", str(job))
+    assert proc.returncode == 1
+    assert "files.in does not exist" in proc.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_cleanly_commits_and_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(100)]})
+    ready = tmp_path / "ready"
+    job = job_yaml(
+        tmp_path, "CountSignals", **{"systems.files.follow": True, "task.commit.ms": 600000}
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "samzapy", "run", str(job)],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(HERE),
+            "SAMZAPY_TEST_READY_AFTER": "100",
+            "SAMZAPY_TEST_READY_FILE": str(ready),
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "job never processed its input"
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + err
+    checkpoint = json.loads((tmp_path / "checkpoints").glob("*.json").__next__().read_text())
+    assert checkpoint["offsets"][0]["offset"] == "99"
+    assert len(read_jsonl(tmp_path / "data" / "out" / "0.jsonl")) == 100
+    assert any(e["event"] == "stop_requested" for e in events(out))

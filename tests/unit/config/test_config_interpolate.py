@@ -1,0 +1,91 @@
+"""${VAR} interpolation of file values from the environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from samzapy.api.errors import ConfigError
+from samzapy.config import load_config
+
+
+def test_set_variable_is_substituted_inside_longer_strings() -> None:
+    config = load_config(text="app.dir: /data/${USER}/x\n", env={"USER": "ann"})
+    assert config["app.dir"] == "/data/ann/x"
+
+
+def test_several_references_in_one_value() -> None:
+    config = load_config(text="app.url: ${HOST}:${PORT}\n", env={"HOST": "h", "PORT": "1"})
+    assert config["app.url"] == "h:1"
+
+
+def test_default_is_used_when_unset_or_empty() -> None:
+    text = "app.a: ${A:-x}\napp.b: ${B:-y}\napp.c: ${C:-z}\n"
+    config = load_config(text=text, env={"B": "", "C": "set"})
+    assert (config["app.a"], config["app.b"], config["app.c"]) == ("x", "y", "set")
+
+
+def test_missing_variable_without_default_names_key_and_variable() -> None:
+    with pytest.raises(
+        ConfigError, match=r"app\.dir refers to \$\{DATA_DIR\}.*DATA_DIR is not set"
+    ) as info:
+        load_config(text="app.dir: /x/${DATA_DIR}\n", env={})
+    assert info.value.key == "app.dir"
+
+
+def test_whole_value_reference_is_typed_as_a_yaml_scalar() -> None:
+    text = (
+        "metrics.prometheus.port: ${PORT:-9092}\n"
+        "task.drop.producer.errors: ${FLAG:-true}\n"
+        "app.ratio: ${RATIO}\n"
+        "app.name: ${NAME}\n"
+        "app.unset: ${GONE:-null}\n"
+    )
+    config = load_config(text=text, env={"RATIO": "0.5", "NAME": "007x"})
+    assert config["metrics.prometheus.port"] == 9092
+    assert config["task.drop.producer.errors"] is True
+    assert config["app.ratio"] == 0.5
+    assert config["app.name"] == "007x"
+    assert config["app.unset"] is None
+
+
+def test_reference_inside_a_longer_string_stays_text() -> None:
+    config = load_config(text="app.a: x${N}\napp.b: ${N}${N}\n", env={"N": "1"})
+    assert config["app.a"] == "x1"
+    assert config["app.b"] == "11"
+
+
+def test_text_that_only_looks_like_yaml_is_kept_as_is() -> None:
+    config = load_config(text="app.a: ${V}\n", env={"V": "a # not a comment"})
+    assert config["app.a"] == "a # not a comment"
+
+
+def test_double_dollar_escapes_a_literal_reference() -> None:
+    config = load_config(text="app.a: $${HOME}/x\napp.b: cost $5\n", env={})
+    assert config["app.a"] == "${HOME}/x"
+    assert config["app.b"] == "cost $5"
+
+
+def test_list_items_are_interpolated() -> None:
+    config = load_config(text="task.inputs:\n  - kafka.${T}\n  - ${N}\n", env={"T": "t", "N": "3"})
+    assert config["task.inputs"] == ["kafka.t", 3]
+
+
+def test_malformed_reference_is_an_error() -> None:
+    with pytest.raises(ConfigError, match=r"app\.a has a malformed reference '\$\{1X\}'"):
+        load_config(text="app.a: ${1X}\n", env={})
+
+
+def test_unterminated_reference_is_an_error() -> None:
+    with pytest.raises(ConfigError, match=r"app\.a has an unterminated '\$\{'"):
+        load_config(text="app.a: x${Y\n", env={})
+
+
+def test_environment_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAMZAPY_TEST_VAR", "from-env")
+    assert load_config(text="app.a: ${SAMZAPY_TEST_VAR}\n")["app.a"] == "from-env"
+
+
+def test_overrides_and_keys_are_not_interpolated() -> None:
+    config = load_config(text="app.${X}: 1\n", overrides=["app.b=${X}"], env={})
+    assert config["app.${X}"] == 1
+    assert config["app.b"] == "${X}"

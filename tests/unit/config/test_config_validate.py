@@ -1,0 +1,327 @@
+"""resolve's validation: types, unknown keys, required keys, references, factory-specific keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from samzapy.api.errors import ConfigError
+from samzapy.config import ResolvedConfig, load_config, resolve
+
+MINIMAL: dict[str, Any] = {
+    "job.name": "wc",
+    "task.class": "app.tasks:WordCount",
+    "task.inputs": ["mem.words"],
+    "systems.mem.samza.factory": "memory",
+}
+
+
+def resolved(text: str = "", *overrides: str, env: dict[str, str] | None = None) -> ResolvedConfig:
+    return resolve(load_config(text=text, base=MINIMAL, overrides=overrides, env=env or {}))
+
+
+def problems(text: str = "", *overrides: str) -> tuple[str, ...]:
+    with pytest.raises(ConfigError) as info:
+        resolved(text, *overrides)
+    return info.value.problems
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("task.commit.ms", "'5s'", "task.commit.ms must be an integer >= -1, got '5s'"),
+        ("task.commit.ms", "-2", "task.commit.ms must be an integer >= -1, got -2"),
+        ("task.max.concurrency", "0", "task.max.concurrency must be an integer >= 1, got 0"),
+        ("task.max.concurrency", "true", "task.max.concurrency must be an integer >= 1, got True"),
+        ("task.max.concurrency", "2.5", "task.max.concurrency must be an integer >= 1, got 2.5"),
+        ("task.shutdown.ms", "-1", "task.shutdown.ms must be an integer >= 0, got -1"),
+        ("task.poll.timeout.ms", "0", "task.poll.timeout.ms must be an integer >= 1, got 0"),
+        (
+            "metrics.prometheus.port",
+            "x",
+            "metrics.prometheus.port must be an integer >= 0, got 'x'",
+        ),
+        (
+            "task.drop.producer.errors",
+            "'yes'",
+            "task.drop.producer.errors must be a boolean (true or false), got 'yes'",
+        ),
+        (
+            "task.drop.deserialization.errors",
+            "1",
+            "task.drop.deserialization.errors must be a boolean (true or false), got 1",
+        ),
+        ("job.loop", "tokio", "job.loop must be one of uvloop, asyncio, got 'tokio'"),
+        ("job.name", "[a, b]", r"job.name must be a string, got ['a', 'b']"),
+        ("job.id", "1.5", "job.id must be a string, got 1.5"),
+        (
+            "task.inputs",
+            "5",
+            "task.inputs must be a list of strings or a comma-separated string, got 5",
+        ),
+        (
+            "systems.mem.samza.fetch.threshold",
+            "0",
+            "systems.mem.samza.fetch.threshold must be an integer >= 1, got 0",
+        ),
+        (
+            "systems.mem.default.stream.samza.offset.default",
+            "newest",
+            "systems.mem.default.stream.samza.offset.default must be one of oldest, upcoming, "
+            "got 'newest'",
+        ),
+        ("streams.s.partitions", "0", "streams.s.partitions must be an integer >= 1, got 0"),
+        (
+            "streams.s.samza.watermark.lateness.ms",
+            "-5",
+            "streams.s.samza.watermark.lateness.ms must be an integer >= 0, got -5",
+        ),
+    ],
+)
+def test_ill_typed_value_names_key_expected_and_found(key: str, value: str, message: str) -> None:
+    assert problems(f"{key}: {value}\n") == (message,)
+
+
+def test_typed_values_accept_strings_of_the_right_shape() -> None:
+    config = resolved(
+        "task.commit.ms: '-1'\n"
+        "task.max.concurrency: ' 8 '\n"
+        "task.drop.producer.errors: 'TRUE'\n"
+        "task.drop.deserialization.errors: False\n"
+        "job.loop: AsyncIO\n"
+        "job.id: 7\n"
+        "task.inputs: 'mem.a, mem.b'\n"
+    )
+    assert config.task.commit_ms == -1
+    assert config.task.max_concurrency == 8
+    assert config.task.drop_producer_errors is True
+    assert config.task.drop_deserialization_errors is False
+    assert config.job.loop == "asyncio"
+    assert config.job.id == "7"
+    assert [str(ss) for ss in config.task.inputs] == ["mem.a", "mem.b"]
+
+
+def test_typo_suggests_the_nearest_known_key() -> None:
+    assert problems("task.max.concurency: 4\n") == (
+        "unknown key 'task.max.concurency'; did you mean 'task.max.concurrency'?",
+    )
+
+
+def test_suggestion_fills_placeholders_with_configured_names() -> None:
+    assert problems("systems.mem.samza.fetch.treshold: 5\n") == (
+        "unknown key 'systems.mem.samza.fetch.treshold'; "
+        "did you mean 'systems.mem.samza.fetch.threshold'?",
+    )
+    assert problems("streams.page-views.samza.physical.nmae: pv\n") == (
+        "unknown key 'streams.page-views.samza.physical.nmae'; "
+        "did you mean 'streams.page-views.samza.physical.name'?",
+    )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "job.colour",
+        "task.foo",
+        "systems.mem.foo",
+        "systems.mem",
+        "streams.s.foo",
+        "serializers.registry.x.klass",
+        "serializers.foo",
+        "metrics.foo",
+        "stores.s.foo",
+    ],
+)
+def test_unknown_key_in_each_namespace_is_an_error(key: str) -> None:
+    found = problems(f"{key}: 1\n")
+    assert len(found) == 1
+    assert found[0].startswith(f"unknown key '{key}'")
+
+
+def test_keys_outside_samzapy_namespaces_pass_untouched() -> None:
+    config = resolved("app.greeting: hi\napp.nested: {a: [1, {b: 2}]}\ntasks.typo: 3\n")
+    assert config.raw["app.greeting"] == "hi"
+    assert config.raw["app.nested.a"] == [1, {"b": 2}]
+    assert config.to_dict()["tasks.typo"] == 3
+
+
+def test_null_means_unset() -> None:
+    config = resolved("task.commit.ms: ~\ntask.checkpoint.factory:\n")
+    assert config.task.commit_ms == 60000
+    assert config.task.checkpoint_factory is None
+
+
+def test_job_name_is_required() -> None:
+    with pytest.raises(ConfigError, match=r"^job\.name is required$") as info:
+        resolve(load_config(text="", base={k: v for k, v in MINIMAL.items() if k != "job.name"}))
+    assert info.value.key == "job.name"
+
+
+def test_empty_config_lists_every_required_key() -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve(load_config(text=""))
+    assert info.value.problems == (
+        "job.name is required",
+        "task.class is required",
+        "task.inputs is required (a list of 'system.stream')",
+    )
+
+
+def test_task_inputs_must_not_be_empty() -> None:
+    assert problems("", "task.inputs=[]") == ("task.inputs must not be empty",)
+
+
+@pytest.mark.parametrize("value", ["app.tasks:WordCount", "app.tasks.WordCount", "m:Outer.Inner"])
+def test_task_class_shapes_that_are_accepted(value: str) -> None:
+    assert resolved(f"task.class: '{value}'\n").task.task_class == value
+
+
+@pytest.mark.parametrize("value", ["WordCount", "app:", "app tasks:X", "a:b:c"])
+def test_task_class_shape_is_checked(value: str) -> None:
+    assert problems(f"task.class: '{value}'\n") == (
+        f"task.class must be 'module:Class' or 'dotted.path.Class', got '{value}'",
+    )
+
+
+def test_input_without_a_dot_is_an_error() -> None:
+    assert problems("task.inputs: [words]\n") == (
+        "task.inputs items must be 'system.stream', got 'words'",
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("task.inputs", "[kafka.page.views]"),
+        ("task.broadcast.inputs", "[kafka.ctl#0]"),
+        ("streams.pv.samza.system", "kafka"),
+    ],
+)
+def test_referenced_system_must_be_defined(key: str, value: str) -> None:
+    assert problems(f"{key}: {value}\n") == (
+        f"{key} refers to system 'kafka', which is not defined (set systems.kafka.samza.factory)",
+    )
+
+
+def test_system_with_keys_but_no_factory_is_an_error() -> None:
+    assert problems("systems.other.samza.fetch.threshold: 10\n") == (
+        "systems.other.samza.factory is required: system 'other' has no factory",
+    )
+
+
+def test_unknown_factory_short_name_is_an_error() -> None:
+    assert problems("systems.mem.samza.factory: memroy\n") == (
+        "systems.mem.samza.factory must be memory, file, kafka or a 'module:Class' path, "
+        "got 'memroy'",
+    )
+
+
+def test_unknown_serde_is_an_error_and_a_registered_one_is_not() -> None:
+    assert problems("systems.mem.samza.msg.serde: avro\n") == (
+        "systems.mem.samza.msg.serde names serde 'avro', which is neither built in "
+        "(string, json, bytes, integer, long, none) nor registered "
+        "(serializers.registry.avro.class)",
+    )
+    config = resolved(
+        "systems.mem.samza.msg.serde: avro\n"
+        "streams.s.samza.key.serde: string\n"
+        "serializers.registry.avro.class: my.serdes:AvroSerde\n"
+    )
+    assert config.serializers == {"avro": "my.serdes:AvroSerde"}
+
+
+def test_store_serdes_are_checked_too() -> None:
+    assert problems("stores.counts.msg.serde: avro\n")[0].startswith(
+        "stores.counts.msg.serde names serde 'avro'"
+    )
+
+
+def test_serializer_class_shape_is_checked() -> None:
+    assert problems("serializers.registry.avro.class: Avro\n") == (
+        "serializers.registry.avro.class must be a 'module:Class' path, got 'Avro'",
+    )
+
+
+def test_reporters_must_be_known_or_class_paths() -> None:
+    config = resolved("metrics.reporters: [log, prometheus, my.mod:Reporter]\n")
+    assert config.metrics.reporters == ("log", "prometheus", "my.mod:Reporter")
+    assert problems("metrics.reporters: log, statsd\n") == (
+        "metrics.reporters items must be log, prometheus or a 'module:Class' path, got 'statsd'",
+    )
+
+
+def test_broadcast_input_shape_is_checked() -> None:
+    for item in ("mem.s", "mem.s#x", "mem.s#[3-1]", "s#1"):
+        assert problems(f"task.broadcast.inputs: ['{item}']\n") == (
+            "task.broadcast.inputs items must be 'system.stream#N' or 'system.stream#[A-B]' "
+            f"with A <= B, got '{item}'",
+        )
+
+
+def test_file_system_requires_a_path() -> None:
+    assert problems("systems.f.samza.factory: file\n") == (
+        "systems.f.path is required for a file system",
+    )
+
+
+def test_path_key_on_a_memory_system_is_unknown() -> None:
+    assert problems("systems.mem.path: /tmp/x\n") == (
+        "unknown key 'systems.mem.path': it is valid only for systems whose samza.factory is "
+        "'file', and system 'mem' uses 'memory'",
+    )
+
+
+def test_kafka_keys_and_open_prefixes_are_accepted() -> None:
+    config = resolved(
+        "systems.k.samza.factory: kafka\n"
+        "systems.k.bootstrap.servers: b1:9092,b2:9092\n"
+        "systems.k.consumer.auto.offset.reset: earliest\n"
+        "systems.k.producer.acks: all\n"
+        "stores.counts.rocksdb.block.cache.size: 100\n"
+    )
+    params = config.systems["k"].params
+    assert params["bootstrap.servers"] == "b1:9092,b2:9092"
+    assert params["consumer.auto.offset.reset"] == "earliest"
+    assert params["producer.acks"] == "all"
+
+
+def test_kafka_keys_are_unknown_on_a_file_system() -> None:
+    found = problems("systems.f.samza.factory: file\nsystems.f.path: /x\nsystems.f.consumer.a: 1\n")
+    assert found == (
+        "unknown key 'systems.f.consumer.a': it is valid only for systems whose "
+        "samza.factory is 'kafka', and system 'f' uses 'file'",
+    )
+
+
+def test_module_class_factory_allows_any_key_and_still_types_known_ones() -> None:
+    text = "systems.x.samza.factory: my.systems:Factory\nsystems.x.anything.goes: [1]\n"
+    config = resolved(text)
+    assert config.systems["x"].params["anything.goes"] == [1]
+    assert problems(text + "systems.x.samza.fetch.threshold: lots\n") == (
+        "systems.x.samza.fetch.threshold must be an integer >= 1, got 'lots'",
+    )
+
+
+def test_every_problem_is_collected_into_one_error(tmp_path: Any) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "job.name: wc\n"
+        "task.class: Bad\n"
+        "task.inputs: [kafka.a]\n"
+        "task.commit.ms: 5s\n"
+        "task.max.concurency: 2\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        resolve(load_config(path))
+    assert info.value.problems == (
+        "task.commit.ms must be an integer >= -1, got '5s'",
+        "unknown key 'task.max.concurency'; did you mean 'task.max.concurrency'?",
+        "task.class must be 'module:Class' or 'dotted.path.Class', got 'Bad'",
+        "task.inputs refers to system 'kafka', which is not defined "
+        "(set systems.kafka.samza.factory)",
+    )
+    assert info.value.key == "task.commit.ms"
+    lines = str(info.value).splitlines()
+    assert lines[0] == f"{path}: 4 configuration problems:"
+    assert lines[1:] == [f"  {p}" for p in info.value.problems]

@@ -1,0 +1,660 @@
+"""The run loop's guarantees (issue: core container, points 1-8), through the public API."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import random
+import threading
+import time
+from collections import defaultdict
+from typing import Any, ClassVar
+
+import pytest
+from structlog.testing import capture_logs
+
+from samzapy import (
+    KV,
+    AsyncStreamTask,
+    ClosableTask,
+    EndOfStreamListenerTask,
+    IncomingMessageEnvelope,
+    InitableTask,
+    OutgoingMessageEnvelope,
+    RequestScope,
+    StreamTask,
+    SystemStream,
+    SystemStreamPartition,
+    TaskCallbackTimeoutError,
+    TaskError,
+    TaskName,
+    WindowableTask,
+)
+from samzapy.testing import ManualClock, TestRunner
+
+OUT = SystemStream("memory", "out")
+
+
+def ssp(stream: str, partition: int) -> SystemStreamPartition:
+    return SystemStreamPartition("memory", stream, partition)
+
+
+class Recorder:
+    """Shared, thread-safe event log for one test (tasks are instantiated by the container)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.events: list[tuple[Any, ...]] = []
+
+    def add(self, *event: Any) -> None:
+        with self.lock:
+            self.events.append(event)
+
+    def of(self, kind: str) -> list[tuple[Any, ...]]:
+        return [e for e in self.events if e[0] == kind]
+
+
+# -- 1. round-robin choice and bounded memory ---------------------------------------------------
+
+
+def test_round_robin_across_partitions_no_partition_starves() -> None:
+    order: list[int] = []
+
+    class Task(StreamTask):
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            order.append(envelope.system_stream_partition.partition)
+
+    msgs = {p: list(range(500)) for p in range(3)}
+    TestRunner(Task).add_input("in", msgs).run()
+    assert len(order) == 1500
+    # Every partition is served long before any other could run dry.
+    first = {p: order.index(p) for p in range(3)}
+    assert max(first.values()) < 100, first
+    # No partition gets a long uninterrupted run while others wait.
+    longest, run = 1, 1
+    for a, b in zip(order, order[1:], strict=False):
+        run = run + 1 if a == b else 1
+        longest = max(longest, run)
+    assert longest <= 64, longest
+
+
+def test_round_robin_within_a_task_over_its_partitions() -> None:
+    order: list[str] = []
+
+    class Task(StreamTask):
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            order.append(envelope.system_stream_partition.stream)
+
+    TestRunner(Task).add_input("a", list(range(50))).add_input("b", list(range(50))).run()
+    # One task reads both streams: it alternates between them message by message.
+    assert order[:10] == ["a", "b"] * 5 or order[:10] == ["b", "a"] * 5
+
+
+def test_memory_stays_bounded_when_task_is_slower_than_input() -> None:
+    seen_max: list[int] = [0]
+    holder: dict[str, Any] = {}
+
+    class Slow(AsyncStreamTask):
+        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            container = holder["runner"].container
+            if container is not None:
+                buffered = sum(len(q.queue) for t in container.tasks for q in t.queues)
+                seen_max[0] = max(seen_max[0], buffered)
+            await asyncio.sleep(0)
+
+    runner = TestRunner(Slow, {"systems.memory.samza.fetch.threshold": 20})
+    holder["runner"] = runner
+    runner.add_input("in", {p: list(range(2000)) for p in range(2)}).run()
+    # 20 messages per system, 10 per partition queue, plus the end-of-stream marker each.
+    assert 0 < seen_max[0] <= 22
+
+
+# -- 2. tasks and partitions --------------------------------------------------------------------
+
+
+def test_one_task_per_partition_count_is_max_over_inputs() -> None:
+    seen: dict[str, set[SystemStreamPartition]] = defaultdict(set)
+    names: set[str] = set()
+
+    class Task(InitableTask, StreamTask):
+        def init(self, context):  # type: ignore[no-untyped-def]
+            self.name = context.task_name
+            names.add(str(context.task_name))
+            assert context.system_stream_partitions == {
+                s
+                for s in (ssp("a", int(self.name.split()[1])), ssp("b", int(self.name.split()[1])))
+                if not (s.stream == "a" and s.partition >= 3)
+            }
+
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            seen[self.name].add(envelope.system_stream_partition)
+
+    runner = TestRunner(Task)
+    runner.add_input("a", {p: [p] for p in range(3)})
+    runner.add_input("b", {p: [p] for p in range(5)})
+    result = runner.run()
+    assert names == {f"Partition {k}" for k in range(5)}
+    for k in range(5):
+        expected = {ssp("b", k)} | ({ssp("a", k)} if k < 3 else set())
+        assert seen[f"Partition {k}"] == expected
+    assert set(result.checkpoints) == {TaskName.for_partition(k) for k in range(5)}
+
+
+def test_broadcast_inputs_reach_every_task() -> None:
+    got: dict[str, list[Any]] = defaultdict(list)
+
+    class Task(InitableTask, StreamTask):
+        def init(self, context):  # type: ignore[no-untyped-def]
+            self.name = str(context.task_name)
+
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            if envelope.system_stream_partition.stream == "side":
+                got[self.name].append(envelope.message)
+
+    runner = TestRunner(Task, {"task.broadcast.inputs": ["memory.side#0"]})
+    runner.add_input("in", {p: [p] for p in range(3)})
+    runner.add_input("side", ["x", "y"])
+    runner.run()
+    assert dict(got) == {f"Partition {k}": ["x", "y"] for k in range(3)}
+
+
+# -- 3. sync tasks: loop thread by default, a pool above 1 --------------------------------------
+
+
+def test_sync_task_runs_on_loop_thread_by_default() -> None:
+    threads: set[int] = set()
+    loop_threads: set[int] = set()
+
+    class Task(InitableTask, StreamTask):
+        def init(self, context):  # type: ignore[no-untyped-def]
+            loop_threads.add(threading.get_ident())
+
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            threads.add(threading.get_ident())
+
+    TestRunner(Task).add_input("in", {p: list(range(20)) for p in range(4)}).run()
+    assert threads == loop_threads
+
+
+def test_thread_pool_runs_tasks_in_parallel_never_one_task_twice() -> None:
+    rec = Recorder()
+    active: dict[str, int] = defaultdict(int)
+    overall = [0, 0]  # current, max
+
+    class Task(InitableTask, WindowableTask, StreamTask):
+        def init(self, context):  # type: ignore[no-untyped-def]
+            self.name = str(context.task_name)
+
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            with rec.lock:
+                active[self.name] += 1
+                overall[0] += 1
+                overall[1] = max(overall[1], overall[0])
+                if active[self.name] > 1:
+                    rec.events.append(("overlap", self.name))
+                rec.events.append(("thread", threading.get_ident()))
+            time.sleep(0.002)
+            with rec.lock:
+                active[self.name] -= 1
+                overall[0] -= 1
+
+        def window(self, collector, coordinator):  # type: ignore[no-untyped-def]
+            rec.add("window_thread", threading.get_ident())
+
+    TestRunner(Task, {"job.container.thread.pool.size": 4}).add_input(
+        "in", {p: list(range(15)) for p in range(4)}
+    ).run()
+    assert rec.of("overlap") == []
+    assert overall[1] > 1, "tasks never ran in parallel"
+    assert threading.get_ident() not in {e[1] for e in rec.of("thread")}
+
+
+# -- 4. task.max.concurrency ---------------------------------------------------------------------
+
+
+def _concurrency_task(rec: Recorder, delays: dict[int, float] | None = None) -> type:
+    class Task(InitableTask, AsyncStreamTask):
+        inflight: ClassVar[dict[str, int]] = defaultdict(int)
+
+        def init(self, context):  # type: ignore[no-untyped-def]
+            self.name = str(context.task_name)
+
+        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            Task.inflight[self.name] += 1
+            rec.add("invoke", self.name, int(envelope.offset), Task.inflight[self.name])
+            delay = (delays or {}).get(int(envelope.offset), random.random() * 0.003)
+            await asyncio.sleep(delay)
+            Task.inflight[self.name] -= 1
+            rec.add("complete", self.name, int(envelope.offset))
+
+    return Task
+
+
+def test_concurrency_one_completion_happens_before_next_invocation() -> None:
+    rec = Recorder()
+    TestRunner(_concurrency_task(rec)).add_input("in", {p: list(range(30)) for p in range(2)}).run()
+    assert max(e[3] for e in rec.of("invoke")) == 1
+    for name in ("Partition 0", "Partition 1"):
+        evs = [e for e in rec.events if e[1] == name]
+        # strictly alternating invoke(n), complete(n), invoke(n+1), ...
+        assert [(e[0], e[2]) for e in evs] == [
+            (kind, n) for n in range(30) for kind in ("invoke", "complete")
+        ]
+
+
+def test_concurrency_bounds_in_flight_invokes_in_order_completes_out_of_order() -> None:
+    rec = Recorder()
+    random.seed(7)
+    task = _concurrency_task(rec)
+    TestRunner(task, {"task.max.concurrency": 4}).add_input(
+        "in", {p: list(range(200)) for p in range(2)}
+    ).run()
+    inflight = [e[3] for e in rec.of("invoke")]
+    assert max(inflight) == 4
+    for name in ("Partition 0", "Partition 1"):
+        invoked = [e[2] for e in rec.of("invoke") if e[1] == name]
+        completed = [e[2] for e in rec.of("complete") if e[1] == name]
+        assert invoked == list(range(200))
+        assert sorted(completed) == list(range(200))
+        assert completed != invoked, "completions should go out of order with random delays"
+
+
+@pytest.mark.parametrize("kind", ["asyncio_future", "concurrent_future", "done_future"])
+def test_process_async_accepts_futures(kind: str) -> None:
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+
+    class Task(AsyncStreamTask):
+        def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            if kind == "concurrent_future":
+
+                def work() -> None:
+                    time.sleep(0.001)
+                    collector.send(OutgoingMessageEnvelope(OUT, envelope.message * 10))
+
+                return pool.submit(work)
+            fut = asyncio.get_running_loop().create_future()
+            collector.send(OutgoingMessageEnvelope(OUT, envelope.message * 10))
+            if kind == "done_future":
+                fut.set_result(None)
+            else:
+                asyncio.get_running_loop().call_later(0.001, fut.set_result, None)
+            return fut
+
+    result = (
+        TestRunner(Task, {"task.max.concurrency": 1})
+        .add_input("in", [1, 2, 3])
+        .add_output("out")
+        .run()
+    )
+    pool.shutdown()
+    assert result.outputs("out") == {0: [10, 20, 30]}
+    assert result.checkpoints[TaskName("Partition 0")] == {ssp("in", 0): "2"}
+
+
+def test_process_async_must_return_an_awaitable() -> None:
+    class Task(AsyncStreamTask):
+        def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            return None
+
+    with pytest.raises(TaskError, match="must return an awaitable, got NoneType"):
+        TestRunner(Task).add_input("in", [1]).run()
+
+
+# -- 5. window and commit: exclusive, never at start-up ----------------------------------------
+
+
+class _Gate:
+    """An asyncio.Event created lazily on the running loop."""
+
+    def __init__(self) -> None:
+        self.event: asyncio.Event | None = None
+
+    def get(self) -> asyncio.Event:
+        if self.event is None:
+            self.event = asyncio.Event()
+        return self.event
+
+
+async def _settle(rounds: int = 50) -> None:
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+async def test_window_runs_only_with_nothing_in_flight_and_blocks_new_calls() -> None:
+    rec = Recorder()
+    clock = ManualClock()
+    release = _Gate()
+    window_running = [False]
+
+    class Task(WindowableTask, AsyncStreamTask):
+        inflight = 0
+
+        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            if window_running[0]:
+                rec.add("process_during_window")
+            Task.inflight += 1
+            rec.add("invoke", int(envelope.offset))
+            if int(envelope.offset) < 3:
+                await release.get().wait()
+            Task.inflight -= 1
+
+        async def window(self, collector, coordinator):  # type: ignore[no-untyped-def]
+            window_running[0] = True
+            rec.add("window", Task.inflight)
+            await asyncio.sleep(0.01)
+            window_running[0] = False
+
+    runner = TestRunner(
+        Task, {"task.max.concurrency": 3, "task.window.ms": 1000}, clock=clock
+    ).add_input("in", list(range(6)))
+    job = asyncio.ensure_future(runner.run_async(timeout=10))
+    await _settle()
+    assert [e[1] for e in rec.of("invoke")] == [0, 1, 2]
+    assert rec.of("window") == [], "window must not fire at start-up"
+    await clock.advance_and_settle(1.0)
+    # The window is due but three calls are in flight: it waits, and blocks new calls.
+    assert rec.of("window") == []
+    assert [e[1] for e in rec.of("invoke")] == [0, 1, 2]
+    release.get().set()
+    await asyncio.wait_for(job, 10)
+    assert rec.of("window") == [("window", 0)]
+    assert rec.of("process_during_window") == []
+    # The window ran before offsets 3..5 were invoked.
+    kinds = [e[0] if e[0] == "window" else e[1] for e in rec.events]
+    assert kinds.index("window") < kinds.index(3)
+
+
+async def test_commit_waits_for_in_flight_and_covers_only_contiguous_completed() -> None:
+    clock = ManualClock()
+    gates: dict[int, asyncio.Event] = {}
+    done: list[int] = []
+
+    class Task(AsyncStreamTask):
+        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            n = int(envelope.offset)
+            if n == 2:
+                gates[n] = asyncio.Event()
+                await gates[n].wait()
+            done.append(n)
+            if n == 5:
+                coordinator.commit(RequestScope.CURRENT_TASK)
+
+    runner = TestRunner(
+        Task, {"task.max.concurrency": 4, "task.commit.ms": 1000}, clock=clock
+    ).add_input("in", list(range(8)))
+    job = asyncio.ensure_future(runner.run_async(timeout=10))
+    await _settle()
+    # 0, 1, 3, 4, 5 completed; 2 is held. The commit asked for at 5 must wait for 2.
+    assert sorted(done) == [0, 1, 3, 4, 5]
+    from samzapy.checkpoint.memory import InMemoryCheckpointManager
+
+    ns = runner.container.checkpoint_namespace  # type: ignore[union-attr]
+    assert InMemoryCheckpointManager.checkpoints_for(ns) == {}
+    gates[2].set()
+    result = await asyncio.wait_for(job, 10)
+    history = InMemoryCheckpointManager.history_for(ns)
+    written = [dict(cp.offsets)[ssp("in", 0)] for _, cp in history]
+    # The commit taken with 2 now complete covers 0..5 (nothing in flight then), and the
+    # final one covers everything; no checkpoint ever named an offset past an unfinished one.
+    assert written[0] == "5"
+    assert written[-1] == "7"
+    assert result.checkpoints[TaskName("Partition 0")] == {ssp("in", 0): "7"}
+
+
+async def test_periodic_commit_fires_on_timer_not_at_start_up() -> None:
+    clock = ManualClock()
+    from samzapy.checkpoint.memory import InMemoryCheckpointManager
+
+    hold = _Gate()
+
+    class Task(AsyncStreamTask):
+        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            if int(envelope.offset) == 3:
+                await hold.get().wait()
+
+    runner = TestRunner(Task, {"task.commit.ms": 500}, clock=clock).add_input("in", list(range(5)))
+    job = asyncio.ensure_future(runner.run_async(timeout=10))
+    await _settle()
+    ns = runner.container.checkpoint_namespace  # type: ignore[union-attr]
+    assert InMemoryCheckpointManager.history_for(ns) == []
+    hold.get().set()
+    await _settle(3)
+    await clock.advance_and_settle(0.5)
+    await asyncio.wait_for(job, 10)
+    offsets = [
+        dict(cp.offsets)[ssp("in", 0)] for _, cp in InMemoryCheckpointManager.history_for(ns)
+    ]
+    assert offsets[-1] == "4"
+
+
+# -- 6. restart resumes after the last checkpoint -----------------------------------------------
+
+
+def test_restart_resumes_at_the_next_offset() -> None:
+    seen: list[int] = []
+
+    class StopAtFour(StreamTask):
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            seen.append(envelope.message)
+            if envelope.message == 4:
+                coordinator.commit(RequestScope.CURRENT_TASK)
+                coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+    first = TestRunner(StopAtFour).add_input("in", list(range(10)))
+    result = first.run()
+    assert seen == [0, 1, 2, 3, 4]
+    assert result.checkpoints[TaskName("Partition 0")] == {ssp("in", 0): "4"}
+
+    seen.clear()
+
+    class Rest(StreamTask):
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            seen.append(envelope.message)
+
+    TestRunner(Rest, namespace=first.namespace).add_input("in", list(range(10))).run()
+    assert seen == [5, 6, 7, 8, 9]
+
+
+# -- 7. failures and callback timeouts ----------------------------------------------------------
+
+
+async def test_callback_timeout_fails_the_container_naming_task_partition_offset() -> None:
+    clock = ManualClock()
+
+    class Hang(AsyncStreamTask):
+        def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            fut = asyncio.get_running_loop().create_future()
+            if int(envelope.offset) < 2:
+                fut.set_result(None)
+            return fut
+
+    runner = TestRunner(Hang, {"task.callback.timeout.ms": 200}, clock=clock)
+    runner.add_input("in", list(range(5)))
+    job = asyncio.ensure_future(runner.run_async(timeout=10))
+    await _settle()
+    assert not job.done()
+    await clock.advance_and_settle(0.1)
+    assert not job.done()
+    await clock.advance_and_settle(0.2)
+    with pytest.raises(TaskCallbackTimeoutError, match=r"'Partition 0' on memory.in#0 at offset 2"):
+        await asyncio.wait_for(job, 5)
+
+
+def test_callback_timeout_is_off_by_default() -> None:
+    class Slowish(AsyncStreamTask):
+        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            await asyncio.sleep(0.05)
+
+    TestRunner(Slowish).add_input("in", [1, 2]).run()
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_failure_stops_container_and_checkpoints_nothing_after_failed_message(
+    concurrency: int,
+) -> None:
+    class Boom(AsyncStreamTask):
+        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            n = int(envelope.offset)
+            if n == 6:
+                await asyncio.sleep(0.01)
+                raise ValueError("bad message 6")
+            collector.send(OutgoingMessageEnvelope(OUT, n))
+            coordinator.commit()
+
+    runner = TestRunner(Boom, {"task.max.concurrency": concurrency})
+    runner.add_input("in", list(range(20))).add_output("out")
+    with capture_logs() as logs, pytest.raises(TaskError) as err:
+        runner.run()
+    assert isinstance(err.value.__cause__, ValueError)
+    assert err.value.offset == "6"
+    assert err.value.ssp == ssp("in", 0)
+    assert err.value.task_name == "Partition 0"
+    failures = [e for e in logs if e["event"] == "task_failed"]
+    assert len(failures) == 1
+    assert failures[0]["task"] == "Partition 0" and failures[0]["offset"] == "6"
+    from samzapy.checkpoint.memory import InMemoryCheckpointManager
+
+    history = InMemoryCheckpointManager.history_for(runner.container.checkpoint_namespace)  # type: ignore[union-attr]
+    assert history, "commits before the failure should have been written"
+    assert all(int(dict(cp.offsets)[ssp("in", 0)]) <= 5 for _, cp in history)
+
+
+def test_sync_failure_raises_task_error_with_cause() -> None:
+    class Boom(StreamTask):
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            if envelope.message == "bad":
+                raise KeyError("nope")
+
+    with pytest.raises(
+        TaskError, match=r"process\(\) of task 'Partition 0' failed on memory.in#0 at offset 1"
+    ) as err:
+        TestRunner(Boom).add_input("in", ["ok", "bad", "ok"]).run()
+    assert isinstance(err.value.__cause__, KeyError)
+
+
+def test_failure_in_window_and_init_fail_the_container() -> None:
+    class BadInit(InitableTask, StreamTask):
+        def init(self, context):  # type: ignore[no-untyped-def]
+            raise RuntimeError("no config")
+
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            pass
+
+    with pytest.raises(TaskError, match=r"init\(\) of task 'Partition 0' failed"):
+        TestRunner(BadInit).add_input("in", [1]).run()
+
+
+# -- 8. end-of-stream, close, shutdown ----------------------------------------------------------
+
+
+def test_end_of_stream_then_close_then_commit_and_finish() -> None:
+    rec = Recorder()
+
+    class Task(InitableTask, EndOfStreamListenerTask, ClosableTask, AsyncStreamTask):
+        def init(self, context):  # type: ignore[no-untyped-def]
+            self.name = str(context.task_name)
+            self.count = 0
+
+        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            await asyncio.sleep(0.001)
+            self.count += 1
+
+        async def on_end_of_stream(self, collector, coordinator):  # type: ignore[no-untyped-def]
+            rec.add("eos", self.name, self.count)
+            collector.send(OutgoingMessageEnvelope(OUT, [self.name, self.count]))
+
+        def close(self):  # type: ignore[no-untyped-def]
+            rec.add("close", self.name)
+
+    runner = (
+        TestRunner(Task, {"task.max.concurrency": 8})
+        .add_input("in", {0: list(range(40)), 1: list(range(25))})
+        .add_output("out")
+    )
+    result = runner.run()
+    assert sorted(rec.of("eos")) == [("eos", "Partition 0", 40), ("eos", "Partition 1", 25)]
+    assert sorted(rec.of("close")) == [("close", "Partition 0"), ("close", "Partition 1")]
+    assert all(e[0] == "eos" for e in rec.events[:2])
+    assert sorted(map(tuple, result.outputs("out")[0])) == [
+        ("Partition 0", 40),
+        ("Partition 1", 25),
+    ]
+    assert result.checkpoints == {
+        TaskName("Partition 0"): {ssp("in", 0): "39"},
+        TaskName("Partition 1"): {ssp("in", 1): "24"},
+    }
+
+
+def test_shutdown_current_task_waits_for_every_task() -> None:
+    processed: dict[str, int] = defaultdict(int)
+
+    class Task(InitableTask, StreamTask):
+        def init(self, context):  # type: ignore[no-untyped-def]
+            self.name = str(context.task_name)
+
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            processed[self.name] += 1
+            if self.name == "Partition 0" and envelope.message == 0:
+                coordinator.shutdown(RequestScope.CURRENT_TASK)
+            if self.name == "Partition 1" and envelope.message == 500:
+                coordinator.shutdown(RequestScope.CURRENT_TASK)
+
+    TestRunner(Task).add_input("in", {0: list(range(5000)), 1: list(range(5000))}).run()
+    # Partition 0 asked first but kept going until Partition 1 asked too.
+    assert processed["Partition 1"] >= 501
+    assert processed["Partition 0"] > 1
+    assert processed["Partition 1"] < 5000
+
+
+def test_shutdown_all_tasks_stops_the_container_and_commits() -> None:
+    class Task(StreamTask):
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            collector.send(OutgoingMessageEnvelope(OUT, envelope.message))
+            if envelope.message == 9:
+                coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+    result = TestRunner(Task).add_input("in", list(range(1000))).add_output("out").run()
+    assert result.outputs("out")[0] == list(range(10))
+    assert result.checkpoints[TaskName("Partition 0")] == {ssp("in", 0): "9"}
+
+
+def test_keyed_inputs_and_outputs_partitioned_by_key() -> None:
+    class Task(StreamTask):
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            collector.send(OutgoingMessageEnvelope(OUT, envelope.message, key=envelope.key))
+
+    words = [KV(w, i) for i, w in enumerate(["apple", "pear", "fig", "apple", "kiwi", "fig"])]
+    result = TestRunner(Task).add_input("in", words).add_output("out", partitions=4).run()
+    by_key: dict[str, set[int]] = defaultdict(set)
+    for p, kvs in result.keyed_outputs("out").items():
+        for kv in kvs:
+            by_key[kv.key].add(p)
+    from samzapy.system.partitioner import partition_for
+
+    assert {k: ps for k, ps in by_key.items()} == {
+        w: {partition_for(w.encode(), 4)} for w in ("apple", "pear", "fig", "kiwi")
+    }
+
+
+def test_envelope_fields() -> None:
+    got: list[IncomingMessageEnvelope] = []
+
+    class Task(StreamTask):
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            got.append(envelope)
+
+    TestRunner(Task).add_input("in", [KV("k", {"a": 1})]).run()
+    (env,) = got
+    assert env.system_stream_partition == ssp("in", 0)
+    assert env.offset == "0" and env.key == "k" and env.message == {"a": 1}
+
+
+def test_output_stream_created_on_first_send_with_configured_partitions() -> None:
+    class Task(StreamTask):
+        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+            p = envelope.system_stream_partition.partition
+            collector.send(OutgoingMessageEnvelope(SystemStream("memory", "fresh"), envelope.message, partition=p))
+
+    runner = TestRunner(Task, {"streams.fresh.partitions": 2})
+    result = runner.add_input("in", {0: list(range(50)), 1: list(range(30))}).run(timeout=10)
+    assert result.outputs("fresh") == {0: list(range(50)), 1: list(range(30))}
