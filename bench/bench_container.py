@@ -125,14 +125,24 @@ async def main(args: argparse.Namespace) -> None:
     sync = await run_job(PassThrough, n, {})
     row("sync pass-through", sync, "plain loop, same calls", ref, "goal >= 200,000 msg/s")
     immediate = await run_job(ImmediateAsync, n, {"task.max.concurrency": 64})
-    row("async, concurrency 64, completes at once", immediate, "sync pass-through", sync,
-        "goal >= 100,000 msg/s")
+    row(
+        "async, concurrency 64, completes at once",
+        immediate,
+        "sync pass-through",
+        sync,
+        "goal >= 100,000 msg/s",
+    )
     for c in (1, 8, 64):
         bare = await bare_sleep_loop(PARTITIONS * c, args.seconds)
         per_partition = max(1, int(bare * args.seconds / PARTITIONS))
         rate = await run_job(Sleeping, per_partition, {"task.max.concurrency": c})
-        row(f"async sleep 5 ms, concurrency {c}", rate, f"bare loop, {PARTITIONS * c} coroutines",
-            bare, "goal ratio >= 0.90")
+        row(
+            f"async sleep 5 ms, concurrency {c}",
+            rate,
+            f"bare loop, {PARTITIONS * c} coroutines",
+            bare,
+            "goal ratio >= 0.90",
+        )
 
 
 if __name__ == "__main__":

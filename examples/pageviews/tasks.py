@@ -32,7 +32,9 @@ class PageViewCounter(InitableTask, StreamTask, WindowableTask, EndOfStreamListe
     """Counts views per member; emits ``{"member_id", "views"}`` per member."""
 
     def init(self, context: TaskContext) -> None:
-        system, stream = str(context.config.get("app.output", "output.page-view-counts")).split(".", 1)
+        system, stream = str(context.config.get("app.output", "output.page-view-counts")).split(
+            ".", 1
+        )
         self.output = SystemStream(system, stream)
         self.counts: Counter[str] = Counter()
         self.changed: set[str] = set()

@@ -8,7 +8,7 @@ from samzapy.api.errors import (
     SamzapyError,
     SerdeError,
     StoreError,
-    SystemError_,
+    StreamSystemError,
     TaskCallbackTimeoutError,
     TaskError,
 )
@@ -38,7 +38,7 @@ __all__ = [
     "SerdeError",
     "StoreError",
     "StreamTask",
-    "SystemError_",
+    "StreamSystemError",
     "SystemStream",
     "SystemStreamPartition",
     "TaskCallbackTimeoutError",

@@ -48,11 +48,11 @@ class TaskCallbackTimeoutError(TaskError):
     """An awaitable returned by process_async did not complete within task.callback.timeout.ms."""
 
 
-class SystemError_(SamzapyError):  # noqa: N801 - "SystemError" is a builtin
+class StreamSystemError(SamzapyError):
     """A system (consumer, producer or admin) failed."""
 
 
-class SerdeError(SystemError_):
+class SerdeError(StreamSystemError):
     """A message could not be serialized or deserialized."""
 
 
@@ -70,7 +70,7 @@ __all__ = [
     "SamzapyError",
     "SerdeError",
     "StoreError",
-    "SystemError_",
+    "StreamSystemError",
     "TaskCallbackTimeoutError",
     "TaskError",
 ]

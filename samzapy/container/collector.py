@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from samzapy.api.envelope import OutgoingMessageEnvelope
-from samzapy.api.errors import SamzapyError, SystemError_
+from samzapy.api.errors import SamzapyError, StreamSystemError
 from samzapy.api.system import SystemStream
 from samzapy.system.partitioner import partition_for
 from samzapy.system.ports import SystemAdmin, SystemProducer
@@ -105,7 +105,7 @@ class OutputRouter:
             elif pkey is not None:
                 partition = 0
         elif not 0 <= partition < route.partitions:
-            raise SystemError_(
+            raise StreamSystemError(
                 f"partition {partition} is out of range for {route.stream}, "
                 f"which has {route.partitions} partitions"
             )
@@ -121,7 +121,7 @@ class OutputRouter:
     def _open_route(self, stream: SystemStream) -> _Route:
         producer = self._producers.get(stream.system)
         if producer is None:
-            raise SystemError_(
+            raise StreamSystemError(
                 f"cannot send to {stream}: no system named {stream.system!r} is configured "
                 f"(expected systems.{stream.system}.samza.factory)"
             )
@@ -147,8 +147,10 @@ class OutputRouter:
             for envelope in backlog:
                 self._send(route, envelope)
         except BaseException as exc:
-            error = exc if isinstance(exc, SamzapyError) else SystemError_(
-                f"cannot send to {route.stream}: {exc}"
+            error = (
+                exc
+                if isinstance(exc, SamzapyError)
+                else StreamSystemError(f"cannot send to {route.stream}: {exc}")
             )
             if error is not exc:
                 error.__cause__ = exc

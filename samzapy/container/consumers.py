@@ -126,7 +126,9 @@ class SystemConsumers:
                 if envelopes:
                     self._deliver(ssp, envelopes)
 
-    def _deliver(self, ssp: SystemStreamPartition, envelopes: list[IncomingMessageEnvelope]) -> None:
+    def _deliver(
+        self, ssp: SystemStreamPartition, envelopes: list[IncomingMessageEnvelope]
+    ) -> None:
         if envelopes[-1].is_end_of_stream:
             self._ended.add(ssp)
         serdes = self._serdes.get(ssp)

@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from samzapy.api.errors import ConfigError, SamzapyError, SystemError_
+from samzapy.api.errors import ConfigError, SamzapyError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
@@ -39,7 +39,7 @@ from samzapy.container.context import TaskContextImpl
 from samzapy.container.grouper import TaskModel, group_by_partition
 from samzapy.container.run_loop import RunLoop
 from samzapy.container.task_instance import TaskInstance
-from samzapy.metrics import MetricsRegistry
+from samzapy.metrics import MetricsRegistry, MetricsReporter, reporter_for
 from samzapy.system.ports import SystemAdmin, SystemConsumer, SystemFactory, SystemProducer
 from samzapy.system.registry import system_factory_class
 from samzapy.system.serde import Serde, SerdeRegistry
@@ -92,6 +92,7 @@ class SamzaContainer:
         self._producers: dict[str, SystemProducer] = {}
         self._checkpoints: CheckpointManager | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._reporters: list[MetricsReporter] = []
         self.tasks: list[TaskInstance] = []
 
     @property
@@ -181,7 +182,9 @@ class SamzaContainer:
             compare_offsets={n: a.compare_offsets for n, a in self._admins.items()},
             poll_timeout=cfg.task.poll_timeout_ms / 1000,
             drop_deserialization_errors=cfg.task.drop_deserialization_errors,
-            on_dropped=lambda ssp: self.metrics.counter("container", "deserialization-errors").inc(),
+            on_dropped=lambda ssp: self.metrics.counter(
+                "container", "deserialization-errors"
+            ).inc(),
         )
         self.run_loop = run_loop = RunLoop(
             consumers=consumers,
@@ -202,7 +205,9 @@ class SamzaContainer:
             trackers: dict[SystemStreamPartition, OffsetTracker] = {}
             queues = []
             for ssp in model.ssps:
-                last = None if checkpoint is None or self._reset(ssp) else checkpoint.offsets.get(ssp)
+                last = (
+                    None if checkpoint is None or self._reset(ssp) else checkpoint.offsets.get(ssp)
+                )
                 trackers[ssp] = OffsetTracker(last)
                 starts[ssp][model.name] = (
                     None if last is None else self._admins[ssp.system].offset_after(last)
@@ -236,7 +241,17 @@ class SamzaContainer:
             thread_pool_size=cfg.job.container_thread_pool_size,
             checkpoints=cfg.task.checkpoint_factory,
         )
-        # 5. Producers, init, consumers.
+        # 5. Metrics reporters, producers, init, consumers.
+        metrics_cfg = cfg.metrics
+        for name in metrics_cfg.reporters:
+            reporter = reporter_for(
+                name,
+                interval_ms=metrics_cfg.reporter_interval_ms,
+                host=metrics_cfg.prometheus_host,
+                port=metrics_cfg.prometheus_port,
+            )
+            await reporter.start(self.metrics)
+            self._reporters.append(reporter)
         for producer in self._producers.values():
             await producer.start()
         for instance, model in zip(self.tasks, models, strict=True):
@@ -253,7 +268,7 @@ class SamzaContainer:
             found = await self._admins[system].partition_counts(names)
             for name in names:
                 if name not in found:
-                    raise SystemError_(
+                    raise StreamSystemError(
                         f"input stream {system}.{name} does not exist on system {system!r} "
                         "(check task.inputs and the system's settings)"
                     )
@@ -372,19 +387,7 @@ class SamzaContainer:
         registry.gauge("container", "messages-processed", lambda: run_loop.processed)
         registry.gauge("container", "commits", lambda: run_loop.commit_count)
         for task in self.tasks:
-            group = f"task.{task.name}"
-            registry.gauge(group, "messages-processed", lambda t=task: t.processed)
-            registry.gauge(group, "in-flight", lambda t=task: t.inflight)
-            registry.gauge(group, "windows", lambda t=task: t.windows)
-            registry.gauge(group, "commits", lambda t=task: t.commits)
-            registry.gauge(
-                group,
-                "process-mean-ms",
-                lambda t=task: round(t.latency_ns / t.processed / 1e6, 4) if t.processed else 0.0,
-            )
-            registry.gauge(
-                group, "process-max-ms", lambda t=task: round(t.latency_max_ns / 1e6, 4)
-            )
+            _register_task_metrics(registry, task)
 
     # -- shutdown -------------------------------------------------------------------------------
 
@@ -416,8 +419,25 @@ class SamzaContainer:
                     log.warning("system_stop_failed", system=name, part=what, error=repr(exc))
         if self._checkpoints is not None:
             await self._checkpoints.stop()
+        for reporter in self._reporters:
+            await reporter.stop()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _register_task_metrics(registry: MetricsRegistry, task: TaskInstance) -> None:
+    """Gauges read from the task's own counters at snapshot time (nothing on the hot path)."""
+    group = f"task.{task.name}"
+
+    def mean_ms() -> float:
+        return round(task.latency_ns / task.processed / 1e6, 4) if task.processed else 0.0
+
+    registry.gauge(group, "messages-processed", lambda: task.processed)
+    registry.gauge(group, "in-flight", lambda: task.inflight)
+    registry.gauge(group, "windows", lambda: task.windows)
+    registry.gauge(group, "commits", lambda: task.commits)
+    registry.gauge(group, "process-mean-ms", mean_ms)
+    registry.gauge(group, "process-max-ms", lambda: round(task.latency_max_ns / 1e6, 4))
 
 
 __all__ = ["SamzaContainer", "load_task_class"]

@@ -16,7 +16,7 @@ import asyncio
 import math
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -289,7 +289,7 @@ def _next_after(deadline: float, period: float, now: float) -> float:
     return deadline
 
 
-async def _cancel(tasks: Sequence[asyncio.Future[object]] | Sequence[asyncio.Task[None]]) -> None:
+async def _cancel(tasks: Sequence[asyncio.Future[Any]]) -> None:
     for t in tasks:
         t.cancel()
     if tasks:

@@ -19,7 +19,7 @@ import concurrent.futures
 import inspect
 import time
 import types
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -119,7 +119,7 @@ class TaskInstance:
         for q in self.queues:
             q.waker = self.wake
 
-    # -- signals from the run loop -------------------------------------------------------
+    # -- signals from the run loop -------------------------------------------------------------
 
     def wake(self) -> None:
         waiter = self._waiter
@@ -146,7 +146,7 @@ class TaskInstance:
         self.attention = True
         self.wake()
 
-    def slots(self) -> list[Callable[[], Awaitable[None]]]:
+    def slots(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
         """The coroutine functions to run for this task, one per permit."""
         if self.is_async:
             return [self._async_slot] * self.max_concurrency
@@ -154,7 +154,7 @@ class TaskInstance:
             return [self._pool_slot]
         return [self._inline_slot]
 
-    # -- lifecycle calls ----------------------------------------------------------------------
+    # -- lifecycle calls -----------------------------------------------------------------------
 
     async def init(self, context: Any) -> None:
         self.initialized = True
@@ -175,7 +175,9 @@ class TaskInstance:
             if inspect.isawaitable(result):
                 await result
         except Exception as exc:
-            raise TaskError(f"{what}() of task {self.name!r} failed: {exc!r}", task_name=self.name) from exc
+            raise TaskError(
+                f"{what}() of task {self.name!r} failed: {exc!r}", task_name=self.name
+            ) from exc
 
     async def _call_in_executor(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
         loop = asyncio.get_running_loop()
@@ -184,9 +186,11 @@ class TaskInstance:
             if inspect.isawaitable(result):
                 await result
         except Exception as exc:
-            raise TaskError(f"{what}() of task {self.name!r} failed: {exc!r}", task_name=self.name) from exc
+            raise TaskError(
+                f"{what}() of task {self.name!r} failed: {exc!r}", task_name=self.name
+            ) from exc
 
-    # -- choosing -------------------------------------------------------------------------------
+    # -- choosing ------------------------------------------------------------------------------
 
     def _choose(self) -> IncomingMessageEnvelope | None:
         """The next envelope, round-robin over the task's partitions that have one."""
@@ -221,10 +225,10 @@ class TaskInstance:
             waiter = self._waiter = asyncio.get_running_loop().create_future()
         await waiter
 
-    # -- barriers ---------------------------------------------------------------------------------
+    # -- barriers ------------------------------------------------------------------------------
 
     async def _barrier(self) -> bool:
-        """Run whatever is due while nothing is in flight. Returns False when the slot should exit."""
+        """Run what is due while nothing is in flight; False tells the slot to exit."""
         if self.stopping or self.finished:
             return False
         if self.inflight or self._in_barrier:
@@ -245,7 +249,10 @@ class TaskInstance:
         finally:
             self._in_barrier = False
             self.attention = (
-                self.window_due or self.commit_due or self.end_pending or self.stopping
+                self.window_due
+                or self.commit_due
+                or self.end_pending
+                or self.stopping
                 or self.finished
             )
             self.wake()
@@ -254,7 +261,9 @@ class TaskInstance:
     async def _window(self) -> None:
         assert isinstance(self.task, WindowableTask)
         if self.executor is not None:
-            await self._call_in_executor("window", self.task.window, self.collector, self.coordinator)
+            await self._call_in_executor(
+                "window", self.task.window, self.collector, self.coordinator
+            )
         else:
             await self._call_hook("window", self.task.window, self.collector, self.coordinator)
         self.windows += 1
@@ -273,7 +282,7 @@ class TaskInstance:
         log.info("task_ended", task=self.name, processed=self.processed)
         self.run_loop.task_finished(self)
 
-    # -- slots --------------------------------------------------------------------------------------
+    # -- slots ---------------------------------------------------------------------------------
 
     def _failed(self, exc: BaseException, env: IncomingMessageEnvelope, what: str) -> TaskError:
         ssp = env.system_stream_partition

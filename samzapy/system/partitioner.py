@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 
-from samzapy.api.errors import SystemError_
+from samzapy.api.errors import StreamSystemError
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -59,7 +59,9 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
 def partition_for(key_bytes: bytes | bytearray | memoryview, num_partitions: int) -> int:
     """The partition Kafka's default partitioner picks for a serialized key."""
     if num_partitions < 1:
-        raise SystemError_(f"cannot partition a key over {num_partitions} partitions: need >= 1")
+        raise StreamSystemError(
+            f"cannot partition a key over {num_partitions} partitions: need >= 1"
+        )
     return (_murmur2_unsigned(key_bytes) & 0x7FFFFFFF) % num_partitions
 
 

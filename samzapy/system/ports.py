@@ -85,7 +85,7 @@ class SystemConsumer(abc.ABC):
         self,
         ssps: Sequence[SystemStreamPartition],
         max_messages: int,
-        timeout: float,
+        timeout: float,  # noqa: ASYNC109 - a poll deadline is part of the port
     ) -> Mapping[SystemStreamPartition, list[IncomingMessageEnvelope]]:
         """Envelopes available for ``ssps``, waiting up to ``timeout`` seconds for any."""
 

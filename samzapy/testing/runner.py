@@ -93,7 +93,9 @@ class TestRunner:
         self.container: SamzaContainer | None = None
         self.broker = InMemoryBroker.for_namespace(self.namespace)
 
-    def add_input(self, stream: str, messages: Sequence[Any] | Mapping[int, Sequence[Any]]) -> TestRunner:
+    def add_input(
+        self, stream: str, messages: Sequence[Any] | Mapping[int, Sequence[Any]]
+    ) -> TestRunner:
         """Messages for ``stream``: a list (partition 0) or {partition: [messages]}; an item
         that is a ``KV`` gives the message a key."""
         by_partition = dict(messages) if isinstance(messages, Mapping) else {0: messages}
@@ -115,10 +117,12 @@ class TestRunner:
         except RuntimeError:
             pass
         else:
-            raise RuntimeError("TestRunner.run() inside a running event loop: use await run_async()")
+            raise RuntimeError(
+                "TestRunner.run() inside a running event loop: use await run_async()"
+            )
         return asyncio.run(self.run_async(timeout=timeout))
 
-    async def run_async(self, timeout: float = 30.0) -> TestResult:
+    async def run_async(self, timeout: float = 30.0) -> TestResult:  # noqa: ASYNC109
         """``run`` for code already inside an event loop."""
         if not self._inputs:
             raise ValueError("TestRunner needs at least one input: call add_input() first")

@@ -83,7 +83,7 @@ def test_quickstart_runs_and_counts_exactly(tmp_path: Path) -> None:
     assert len(read_jsonl(out / "dead-letters" / "0.jsonl")) == bad == 2
     finished = [e for e in events(proc.stdout) if e["event"] == "job_finished"]
     assert finished and finished[0]["processed"] == sum(expected.values()) + bad
-    started = [e for e in events(proc.stdout) if e["event"] == "container_started"][0]
+    started = next(e for e in events(proc.stdout) if e["event"] == "container_started")
     assert started["job"] == "quickstart" and started["tasks"] == 3
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from samzapy.api.envelope import IncomingMessageEnvelope
-from samzapy.api.errors import SystemError_
+from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.file.factory import FileSystemFactory
 from samzapy.system.inmemory.broker import InMemoryBroker
@@ -348,6 +348,6 @@ class TestSystemContract:
         await harness.create_stream("out", 2)
         producer = harness.factory(bounded=True).get_producer()
         await producer.start()
-        with pytest.raises(SystemError_, match=r"partition 2 .*out"):
+        with pytest.raises(StreamSystemError, match=r"partition 2 .*out"):
             producer.send(SystemStream(SYSTEM, "out"), 2, None, b"x")
             await producer.flush()

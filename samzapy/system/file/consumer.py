@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from samzapy.api.envelope import IncomingMessageEnvelope
-from samzapy.api.errors import SystemError_
+from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.file.layout import partition_path
 from samzapy.system.ports import OffsetDefault, SystemConsumer
@@ -68,11 +68,11 @@ class _PartitionReader:
         except FileNotFoundError:
             if self.follow:
                 return False
-            raise SystemError_(
+            raise StreamSystemError(
                 f"cannot read {self.ssp}: partition file {self.path} does not exist"
             ) from None
         except OSError as exc:
-            raise SystemError_(f"cannot read {self.ssp} from {self.path}: {exc}") from exc
+            raise StreamSystemError(f"cannot read {self.ssp} from {self.path}: {exc}") from exc
         return True
 
     def skip_to_end(self) -> None:
@@ -138,7 +138,7 @@ class _PartitionReader:
         try:
             data = self.file.read(CHUNK_SIZE)
         except OSError as exc:
-            raise SystemError_(f"cannot read {self.ssp} from {self.path}: {exc}") from exc
+            raise StreamSystemError(f"cannot read {self.ssp} from {self.path}: {exc}") from exc
         tail = self.tail
         if not data:
             if self.follow:
@@ -199,11 +199,11 @@ class FileSystemConsumer(SystemConsumer):
 
     def register(self, ssp: SystemStreamPartition, offset: str | None, default: str) -> None:
         if self._started:
-            raise SystemError_(f"cannot register {ssp}: the file consumer has already started")
+            raise StreamSystemError(f"cannot register {ssp}: the file consumer has already started")
         if offset is not None:
             _parse_offset(ssp, offset)
         elif default not in (OffsetDefault.OLDEST, OffsetDefault.UPCOMING):
-            raise SystemError_(
+            raise StreamSystemError(
                 f"cannot register {ssp}: default offset must be 'oldest' or 'upcoming', "
                 f"got {default!r}"
             )
@@ -241,7 +241,7 @@ class FileSystemConsumer(SystemConsumer):
         timeout: float,  # noqa: ASYNC109 - the port's signature
     ) -> Mapping[SystemStreamPartition, list[IncomingMessageEnvelope]]:
         if max_messages < 1:
-            raise SystemError_(f"poll needs max_messages >= 1, got {max_messages}")
+            raise StreamSystemError(f"poll needs max_messages >= 1, got {max_messages}")
         result = self._collect(ssps, max_messages)
         if result or timeout <= 0:
             return result
@@ -265,7 +265,7 @@ class FileSystemConsumer(SystemConsumer):
             try:
                 reader = readers[ssp]
             except KeyError:
-                raise SystemError_(
+                raise StreamSystemError(
                     f"cannot poll {ssp}: it was not registered with the file consumer before start"
                 ) from None
             if reader.eos_sent:
@@ -282,7 +282,7 @@ def _parse_offset(ssp: SystemStreamPartition, offset: str) -> int:
     except (TypeError, ValueError):
         line = -1
     if line < 0:
-        raise SystemError_(
+        raise StreamSystemError(
             f"cannot read {ssp} from offset {offset!r}: file offsets are line numbers >= 0"
         )
     return line

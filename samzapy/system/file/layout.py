@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from samzapy.api.errors import SystemError_
+from samzapy.api.errors import StreamSystemError
 
 PARTITION_SUFFIX = ".jsonl"
 _PARTITION_FILE = re.compile(r"(0|[1-9][0-9]*)\.jsonl")
@@ -28,7 +28,7 @@ def stream_dir(root: Path, stream: str) -> Path:
         or (os.altsep is not None and os.altsep in stream)
         or "\0" in stream
     ):
-        raise SystemError_(
+        raise StreamSystemError(
             f"file system stream name {stream!r} is not usable as a directory name: "
             "expected a non-empty name without path separators"
         )
@@ -43,7 +43,7 @@ def partition_path(root: Path, stream: str, partition: int) -> Path:
 def partition_count(root: Path, stream: str) -> int | None:
     """How many partition files ``stream`` has, or None when it has none (or no directory).
 
-    Raises SystemError_ when the files are not numbered 0..N-1 without a gap.
+    Raises StreamSystemError when the files are not numbered 0..N-1 without a gap.
     """
     directory = stream_dir(root, stream)
     try:
@@ -51,12 +51,14 @@ def partition_count(root: Path, stream: str) -> int | None:
     except FileNotFoundError:
         return None
     except NotADirectoryError:
-        raise SystemError_(
+        raise StreamSystemError(
             f"file system stream {stream!r}: {directory} is a file, expected a directory "
             f"of <partition>{PARTITION_SUFFIX} files"
         ) from None
     except OSError as exc:
-        raise SystemError_(f"cannot list file system stream directory {directory}: {exc}") from exc
+        raise StreamSystemError(
+            f"cannot list file system stream directory {directory}: {exc}"
+        ) from exc
     partitions = sorted(
         int(match.group(1)) for name in names if (match := _PARTITION_FILE.fullmatch(name))
     )
@@ -67,7 +69,7 @@ def partition_count(root: Path, stream: str) -> int | None:
         missing = sorted(set(range(count)) - set(partitions))
         shown = ", ".join(f"{p}{PARTITION_SUFFIX}" for p in missing[:5])
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        raise SystemError_(
+        raise StreamSystemError(
             f"file system stream directory {directory} has a gap in its partition files: "
             f"expected 0{PARTITION_SUFFIX}..{count - 1}{PARTITION_SUFFIX}, "
             f"missing {shown}{more}"
@@ -82,7 +84,7 @@ def create_partition_files(root: Path, stream: str, partitions: int) -> list[Pat
     caller that needs durability can fsync them.
     """
     if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-        raise SystemError_(
+        raise StreamSystemError(
             f"file system stream {stream!r} needs a partition count >= 1, got {partitions!r}"
         )
     directory = stream_dir(root, stream)
@@ -101,7 +103,7 @@ def create_partition_files(root: Path, stream: str, partitions: int) -> list[Pat
                 if directory not in changed:
                     changed.append(directory)
     except OSError as exc:
-        raise SystemError_(
+        raise StreamSystemError(
             f"cannot create file system stream {stream!r} with {partitions} partitions "
             f"in {directory}: {exc}"
         ) from exc

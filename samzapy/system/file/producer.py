@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from samzapy.api.errors import SerdeError, SystemError_
+from samzapy.api.errors import SerdeError, StreamSystemError
 from samzapy.api.system import SystemStream
 from samzapy.system.file.layout import (
     create_partition_files,
@@ -34,12 +34,12 @@ def _fsync_all(files: Iterable[tuple[int, Path]], directories: Iterable[Path]) -
         try:
             os.fsync(fd)
         except OSError as exc:
-            raise SystemError_(f"cannot fsync file system partition {path}: {exc}") from exc
+            raise StreamSystemError(f"cannot fsync file system partition {path}: {exc}") from exc
     for directory in directories:
         try:
             fsync_directory(directory)
         except OSError as exc:
-            raise SystemError_(f"cannot fsync directory {directory}: {exc}") from exc
+            raise StreamSystemError(f"cannot fsync directory {directory}: {exc}") from exc
 
 
 class FileSystemProducer(SystemProducer):
@@ -73,7 +73,7 @@ class FileSystemProducer(SystemProducer):
         try:
             file.write(message + b"\n")
         except (OSError, ValueError) as exc:
-            raise SystemError_(
+            raise StreamSystemError(
                 f"cannot write to file system stream {system_stream} ({self._paths[target]}): {exc}"
             ) from exc
         self._dirty.add(target)
@@ -90,7 +90,7 @@ class FileSystemProducer(SystemProducer):
 
     def _open(self, stream: str, partition: int) -> BinaryIO:
         if type(partition) is not int or partition < 0:
-            raise SystemError_(
+            raise StreamSystemError(
                 f"cannot write to file system stream {stream!r}: partition must be an "
                 f"int >= 0, got {partition!r}"
             )
@@ -98,7 +98,7 @@ class FileSystemProducer(SystemProducer):
         if count is None:
             self._new_entries.update(create_partition_files(self._root, stream, partition + 1))
         elif partition >= count:
-            raise SystemError_(
+            raise StreamSystemError(
                 f"partition {partition} is out of range for file system stream {stream!r} "
                 f"under {self._root}: it has partitions 0..{count - 1}"
             )
@@ -106,7 +106,7 @@ class FileSystemProducer(SystemProducer):
         try:
             file: BinaryIO = open(path, "ab", buffering=_BUFFER_SIZE)  # noqa: SIM115 - kept open
         except OSError as exc:
-            raise SystemError_(
+            raise StreamSystemError(
                 f"cannot open partition {partition} of file system stream {stream!r} "
                 f"({path}) for appending: {exc}"
             ) from exc
@@ -123,7 +123,9 @@ class FileSystemProducer(SystemProducer):
             try:
                 file.flush()
             except OSError as exc:
-                raise SystemError_(f"cannot write file system partition {path}: {exc}") from exc
+                raise StreamSystemError(
+                    f"cannot write file system partition {path}: {exc}"
+                ) from exc
             synced.append((file.fileno(), path))
         self._dirty.clear()
         directories = list(self._new_entries)

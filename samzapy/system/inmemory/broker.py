@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 from typing import Any, ClassVar
 
-from samzapy.api.errors import SystemError_
+from samzapy.api.errors import StreamSystemError
 
 #: One record of a partition: key, message, timestamp (ms since the epoch or None).
 Record = tuple[Any, Any, int | None]
@@ -61,14 +61,14 @@ class InMemoryBroker:
     def create_stream(self, stream: str, partitions: int) -> None:
         """Create ``stream``; creating it again with the same partition count does nothing."""
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-            raise SystemError_(
+            raise StreamSystemError(
                 f"stream {stream!r} in memory namespace {self.namespace!r} needs a partition "
                 f"count >= 1, got {partitions!r}"
             )
         existing = self._streams.get(stream)
         if existing is not None:
             if len(existing) != partitions:
-                raise SystemError_(
+                raise StreamSystemError(
                     f"stream {stream!r} in memory namespace {self.namespace!r} already exists "
                     f"with {len(existing)} partitions, cannot create it with {partitions}"
                 )
@@ -88,12 +88,12 @@ class InMemoryBroker:
         """The partition object (consumers read its list directly)."""
         partitions = self._streams.get(stream)
         if partitions is None:
-            raise SystemError_(
+            raise StreamSystemError(
                 f"stream {stream!r} does not exist in memory namespace {self.namespace!r}; "
                 f"existing streams: {self.streams()}"
             )
         if type(partition) is not int or not 0 <= partition < len(partitions):
-            raise SystemError_(
+            raise StreamSystemError(
                 f"partition {partition!r} is out of range for stream {stream!r} in memory "
                 f"namespace {self.namespace!r}: it has partitions 0..{len(partitions) - 1}"
             )
@@ -112,7 +112,7 @@ class InMemoryBroker:
         """Append one record and return its offset; wakes waiting consumers."""
         part = self.partition(stream, partition)
         if part.ended:
-            raise SystemError_(
+            raise StreamSystemError(
                 f"partition {partition} of stream {stream!r} in memory namespace "
                 f"{self.namespace!r} has ended; cannot append to it"
             )

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 
 from samzapy.api.envelope import IncomingMessageEnvelope
-from samzapy.api.errors import SystemError_
+from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.inmemory.broker import InMemoryBroker, InMemoryPartition
 from samzapy.system.ports import OffsetDefault, SystemConsumer
@@ -24,7 +24,7 @@ def _parse_offset(ssp: SystemStreamPartition, offset: str) -> int:
     except (TypeError, ValueError):
         position = -1
     if position < 0:
-        raise SystemError_(
+        raise StreamSystemError(
             f"cannot read {ssp} from offset {offset!r}: memory offsets are integers >= 0"
         )
     return position
@@ -55,11 +55,13 @@ class InMemorySystemConsumer(SystemConsumer):
 
     def register(self, ssp: SystemStreamPartition, offset: str | None, default: str) -> None:
         if self._started:
-            raise SystemError_(f"cannot register {ssp}: the memory consumer has already started")
+            raise StreamSystemError(
+                f"cannot register {ssp}: the memory consumer has already started"
+            )
         if offset is not None:
             _parse_offset(ssp, offset)
         elif default not in (OffsetDefault.OLDEST, OffsetDefault.UPCOMING):
-            raise SystemError_(
+            raise StreamSystemError(
                 f"cannot register {ssp}: default offset must be 'oldest' or 'upcoming', "
                 f"got {default!r}"
             )
@@ -88,7 +90,7 @@ class InMemorySystemConsumer(SystemConsumer):
         timeout: float,  # noqa: ASYNC109 - the port's signature
     ) -> Mapping[SystemStreamPartition, list[IncomingMessageEnvelope]]:
         if max_messages < 1:
-            raise SystemError_(f"poll needs max_messages >= 1, got {max_messages}")
+            raise StreamSystemError(f"poll needs max_messages >= 1, got {max_messages}")
         result = self._collect(ssps, max_messages)
         if result or timeout <= 0:
             return result
@@ -118,7 +120,7 @@ class InMemorySystemConsumer(SystemConsumer):
             try:
                 cursor = cursors[ssp]
             except KeyError:
-                raise SystemError_(
+                raise StreamSystemError(
                     f"cannot poll {ssp}: it was not registered with the memory consumer "
                     "before start"
                 ) from None

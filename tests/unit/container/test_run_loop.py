@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import random
 import threading
 import time
@@ -61,7 +62,7 @@ def test_round_robin_across_partitions_no_partition_starves() -> None:
     order: list[int] = []
 
     class Task(StreamTask):
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             order.append(envelope.system_stream_partition.partition)
 
     msgs = {p: list(range(500)) for p in range(3)}
@@ -72,7 +73,7 @@ def test_round_robin_across_partitions_no_partition_starves() -> None:
     assert max(first.values()) < 100, first
     # No partition gets a long uninterrupted run while others wait.
     longest, run = 1, 1
-    for a, b in zip(order, order[1:], strict=False):
+    for a, b in itertools.pairwise(order):
         run = run + 1 if a == b else 1
         longest = max(longest, run)
     assert longest <= 64, longest
@@ -82,7 +83,7 @@ def test_round_robin_within_a_task_over_its_partitions() -> None:
     order: list[str] = []
 
     class Task(StreamTask):
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             order.append(envelope.system_stream_partition.stream)
 
     TestRunner(Task).add_input("a", list(range(50))).add_input("b", list(range(50))).run()
@@ -95,7 +96,7 @@ def test_memory_stays_bounded_when_task_is_slower_than_input() -> None:
     holder: dict[str, Any] = {}
 
     class Slow(AsyncStreamTask):
-        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        async def process_async(self, envelope, collector, coordinator):
             container = holder["runner"].container
             if container is not None:
                 buffered = sum(len(q.queue) for t in container.tasks for q in t.queues)
@@ -117,7 +118,7 @@ def test_one_task_per_partition_count_is_max_over_inputs() -> None:
     names: set[str] = set()
 
     class Task(InitableTask, StreamTask):
-        def init(self, context):  # type: ignore[no-untyped-def]
+        def init(self, context):
             self.name = context.task_name
             names.add(str(context.task_name))
             assert context.system_stream_partitions == {
@@ -126,7 +127,7 @@ def test_one_task_per_partition_count_is_max_over_inputs() -> None:
                 if not (s.stream == "a" and s.partition >= 3)
             }
 
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             seen[self.name].add(envelope.system_stream_partition)
 
     runner = TestRunner(Task)
@@ -144,10 +145,10 @@ def test_broadcast_inputs_reach_every_task() -> None:
     got: dict[str, list[Any]] = defaultdict(list)
 
     class Task(InitableTask, StreamTask):
-        def init(self, context):  # type: ignore[no-untyped-def]
+        def init(self, context):
             self.name = str(context.task_name)
 
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             if envelope.system_stream_partition.stream == "side":
                 got[self.name].append(envelope.message)
 
@@ -166,10 +167,10 @@ def test_sync_task_runs_on_loop_thread_by_default() -> None:
     loop_threads: set[int] = set()
 
     class Task(InitableTask, StreamTask):
-        def init(self, context):  # type: ignore[no-untyped-def]
+        def init(self, context):
             loop_threads.add(threading.get_ident())
 
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             threads.add(threading.get_ident())
 
     TestRunner(Task).add_input("in", {p: list(range(20)) for p in range(4)}).run()
@@ -182,10 +183,10 @@ def test_thread_pool_runs_tasks_in_parallel_never_one_task_twice() -> None:
     overall = [0, 0]  # current, max
 
     class Task(InitableTask, WindowableTask, StreamTask):
-        def init(self, context):  # type: ignore[no-untyped-def]
+        def init(self, context):
             self.name = str(context.task_name)
 
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             with rec.lock:
                 active[self.name] += 1
                 overall[0] += 1
@@ -198,7 +199,7 @@ def test_thread_pool_runs_tasks_in_parallel_never_one_task_twice() -> None:
                 active[self.name] -= 1
                 overall[0] -= 1
 
-        def window(self, collector, coordinator):  # type: ignore[no-untyped-def]
+        def window(self, collector, coordinator):
             rec.add("window_thread", threading.get_ident())
 
     TestRunner(Task, {"job.container.thread.pool.size": 4}).add_input(
@@ -216,10 +217,10 @@ def _concurrency_task(rec: Recorder, delays: dict[int, float] | None = None) -> 
     class Task(InitableTask, AsyncStreamTask):
         inflight: ClassVar[dict[str, int]] = defaultdict(int)
 
-        def init(self, context):  # type: ignore[no-untyped-def]
+        def init(self, context):
             self.name = str(context.task_name)
 
-        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        async def process_async(self, envelope, collector, coordinator):
             Task.inflight[self.name] += 1
             rec.add("invoke", self.name, int(envelope.offset), Task.inflight[self.name])
             delay = (delays or {}).get(int(envelope.offset), random.random() * 0.003)
@@ -264,7 +265,7 @@ def test_process_async_accepts_futures(kind: str) -> None:
     pool = concurrent.futures.ThreadPoolExecutor(2)
 
     class Task(AsyncStreamTask):
-        def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process_async(self, envelope, collector, coordinator):
             if kind == "concurrent_future":
 
                 def work() -> None:
@@ -293,7 +294,7 @@ def test_process_async_accepts_futures(kind: str) -> None:
 
 def test_process_async_must_return_an_awaitable() -> None:
     class Task(AsyncStreamTask):
-        def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process_async(self, envelope, collector, coordinator):
             return None
 
     with pytest.raises(TaskError, match="must return an awaitable, got NoneType"):
@@ -329,7 +330,7 @@ async def test_window_runs_only_with_nothing_in_flight_and_blocks_new_calls() ->
     class Task(WindowableTask, AsyncStreamTask):
         inflight = 0
 
-        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        async def process_async(self, envelope, collector, coordinator):
             if window_running[0]:
                 rec.add("process_during_window")
             Task.inflight += 1
@@ -338,7 +339,7 @@ async def test_window_runs_only_with_nothing_in_flight_and_blocks_new_calls() ->
                 await release.get().wait()
             Task.inflight -= 1
 
-        async def window(self, collector, coordinator):  # type: ignore[no-untyped-def]
+        async def window(self, collector, coordinator):
             window_running[0] = True
             rec.add("window", Task.inflight)
             await asyncio.sleep(0.01)
@@ -370,7 +371,7 @@ async def test_commit_waits_for_in_flight_and_covers_only_contiguous_completed()
     done: list[int] = []
 
     class Task(AsyncStreamTask):
-        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        async def process_async(self, envelope, collector, coordinator):
             n = int(envelope.offset)
             if n == 2:
                 gates[n] = asyncio.Event()
@@ -388,7 +389,7 @@ async def test_commit_waits_for_in_flight_and_covers_only_contiguous_completed()
     assert sorted(done) == [0, 1, 3, 4, 5]
     from samzapy.checkpoint.memory import InMemoryCheckpointManager
 
-    ns = runner.container.checkpoint_namespace  # type: ignore[union-attr]
+    ns = runner.container.checkpoint_namespace
     assert InMemoryCheckpointManager.checkpoints_for(ns) == {}
     gates[2].set()
     result = await asyncio.wait_for(job, 10)
@@ -408,14 +409,14 @@ async def test_periodic_commit_fires_on_timer_not_at_start_up() -> None:
     hold = _Gate()
 
     class Task(AsyncStreamTask):
-        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        async def process_async(self, envelope, collector, coordinator):
             if int(envelope.offset) == 3:
                 await hold.get().wait()
 
     runner = TestRunner(Task, {"task.commit.ms": 500}, clock=clock).add_input("in", list(range(5)))
     job = asyncio.ensure_future(runner.run_async(timeout=10))
     await _settle()
-    ns = runner.container.checkpoint_namespace  # type: ignore[union-attr]
+    ns = runner.container.checkpoint_namespace
     assert InMemoryCheckpointManager.history_for(ns) == []
     hold.get().set()
     await _settle(3)
@@ -434,7 +435,7 @@ def test_restart_resumes_at_the_next_offset() -> None:
     seen: list[int] = []
 
     class StopAtFour(StreamTask):
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             seen.append(envelope.message)
             if envelope.message == 4:
                 coordinator.commit(RequestScope.CURRENT_TASK)
@@ -448,7 +449,7 @@ def test_restart_resumes_at_the_next_offset() -> None:
     seen.clear()
 
     class Rest(StreamTask):
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             seen.append(envelope.message)
 
     TestRunner(Rest, namespace=first.namespace).add_input("in", list(range(10))).run()
@@ -462,7 +463,7 @@ async def test_callback_timeout_fails_the_container_naming_task_partition_offset
     clock = ManualClock()
 
     class Hang(AsyncStreamTask):
-        def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process_async(self, envelope, collector, coordinator):
             fut = asyncio.get_running_loop().create_future()
             if int(envelope.offset) < 2:
                 fut.set_result(None)
@@ -482,7 +483,7 @@ async def test_callback_timeout_fails_the_container_naming_task_partition_offset
 
 def test_callback_timeout_is_off_by_default() -> None:
     class Slowish(AsyncStreamTask):
-        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        async def process_async(self, envelope, collector, coordinator):
             await asyncio.sleep(0.05)
 
     TestRunner(Slowish).add_input("in", [1, 2]).run()
@@ -493,7 +494,7 @@ def test_failure_stops_container_and_checkpoints_nothing_after_failed_message(
     concurrency: int,
 ) -> None:
     class Boom(AsyncStreamTask):
-        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        async def process_async(self, envelope, collector, coordinator):
             n = int(envelope.offset)
             if n == 6:
                 await asyncio.sleep(0.01)
@@ -514,14 +515,14 @@ def test_failure_stops_container_and_checkpoints_nothing_after_failed_message(
     assert failures[0]["task"] == "Partition 0" and failures[0]["offset"] == "6"
     from samzapy.checkpoint.memory import InMemoryCheckpointManager
 
-    history = InMemoryCheckpointManager.history_for(runner.container.checkpoint_namespace)  # type: ignore[union-attr]
+    history = InMemoryCheckpointManager.history_for(runner.container.checkpoint_namespace)
     assert history, "commits before the failure should have been written"
     assert all(int(dict(cp.offsets)[ssp("in", 0)]) <= 5 for _, cp in history)
 
 
 def test_sync_failure_raises_task_error_with_cause() -> None:
     class Boom(StreamTask):
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             if envelope.message == "bad":
                 raise KeyError("nope")
 
@@ -534,10 +535,10 @@ def test_sync_failure_raises_task_error_with_cause() -> None:
 
 def test_failure_in_window_and_init_fail_the_container() -> None:
     class BadInit(InitableTask, StreamTask):
-        def init(self, context):  # type: ignore[no-untyped-def]
+        def init(self, context):
             raise RuntimeError("no config")
 
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             pass
 
     with pytest.raises(TaskError, match=r"init\(\) of task 'Partition 0' failed"):
@@ -551,19 +552,19 @@ def test_end_of_stream_then_close_then_commit_and_finish() -> None:
     rec = Recorder()
 
     class Task(InitableTask, EndOfStreamListenerTask, ClosableTask, AsyncStreamTask):
-        def init(self, context):  # type: ignore[no-untyped-def]
+        def init(self, context):
             self.name = str(context.task_name)
             self.count = 0
 
-        async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        async def process_async(self, envelope, collector, coordinator):
             await asyncio.sleep(0.001)
             self.count += 1
 
-        async def on_end_of_stream(self, collector, coordinator):  # type: ignore[no-untyped-def]
+        async def on_end_of_stream(self, collector, coordinator):
             rec.add("eos", self.name, self.count)
             collector.send(OutgoingMessageEnvelope(OUT, [self.name, self.count]))
 
-        def close(self):  # type: ignore[no-untyped-def]
+        def close(self):
             rec.add("close", self.name)
 
     runner = (
@@ -589,10 +590,10 @@ def test_shutdown_current_task_waits_for_every_task() -> None:
     processed: dict[str, int] = defaultdict(int)
 
     class Task(InitableTask, StreamTask):
-        def init(self, context):  # type: ignore[no-untyped-def]
+        def init(self, context):
             self.name = str(context.task_name)
 
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             processed[self.name] += 1
             if self.name == "Partition 0" and envelope.message == 0:
                 coordinator.shutdown(RequestScope.CURRENT_TASK)
@@ -608,7 +609,7 @@ def test_shutdown_current_task_waits_for_every_task() -> None:
 
 def test_shutdown_all_tasks_stops_the_container_and_commits() -> None:
     class Task(StreamTask):
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             collector.send(OutgoingMessageEnvelope(OUT, envelope.message))
             if envelope.message == 9:
                 coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
@@ -620,7 +621,7 @@ def test_shutdown_all_tasks_stops_the_container_and_commits() -> None:
 
 def test_keyed_inputs_and_outputs_partitioned_by_key() -> None:
     class Task(StreamTask):
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             collector.send(OutgoingMessageEnvelope(OUT, envelope.message, key=envelope.key))
 
     words = [KV(w, i) for i, w in enumerate(["apple", "pear", "fig", "apple", "kiwi", "fig"])]
@@ -640,7 +641,7 @@ def test_envelope_fields() -> None:
     got: list[IncomingMessageEnvelope] = []
 
     class Task(StreamTask):
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             got.append(envelope)
 
     TestRunner(Task).add_input("in", [KV("k", {"a": 1})]).run()
@@ -651,9 +652,13 @@ def test_envelope_fields() -> None:
 
 def test_output_stream_created_on_first_send_with_configured_partitions() -> None:
     class Task(StreamTask):
-        def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        def process(self, envelope, collector, coordinator):
             p = envelope.system_stream_partition.partition
-            collector.send(OutgoingMessageEnvelope(SystemStream("memory", "fresh"), envelope.message, partition=p))
+            collector.send(
+                OutgoingMessageEnvelope(
+                    SystemStream("memory", "fresh"), envelope.message, partition=p
+                )
+            )
 
     runner = TestRunner(Task, {"streams.fresh.partitions": 2})
     result = runner.add_input("in", {0: list(range(50)), 1: list(range(30))}).run(timeout=10)

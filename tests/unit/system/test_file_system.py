@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from samzapy.api.envelope import IncomingMessageEnvelope
-from samzapy.api.errors import ConfigError, SerdeError, SystemError_
+from samzapy.api.errors import ConfigError, SerdeError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.file import FileSystemFactory
 from samzapy.system.file.consumer import CHUNK_SIZE
@@ -72,7 +72,8 @@ class TestLayout:
         for name in ("0.jsonl", "2.jsonl", "3.jsonl"):
             write(tmp_path / "in" / name, b"")
         with pytest.raises(
-            SystemError_, match=r"in has a gap .*expected 0\.jsonl\.\.3\.jsonl, missing 1\.jsonl"
+            StreamSystemError,
+            match=r"in has a gap .*expected 0\.jsonl\.\.3\.jsonl, missing 1\.jsonl",
         ):
             partition_count(tmp_path, "in")
 
@@ -96,12 +97,12 @@ class TestLayout:
     async def test_stream_names_must_be_one_path_component(
         self, tmp_path: Path, stream: str
     ) -> None:
-        with pytest.raises(SystemError_, match="is not usable as a directory name"):
+        with pytest.raises(StreamSystemError, match="is not usable as a directory name"):
             await factory(tmp_path).get_admin().partition_counts([stream])
 
     async def test_a_file_in_place_of_the_stream_directory(self, tmp_path: Path) -> None:
         write(tmp_path / "in", b"")
-        with pytest.raises(SystemError_, match="is a file, expected a directory"):
+        with pytest.raises(StreamSystemError, match="is a file, expected a directory"):
             await factory(tmp_path).get_admin().partition_counts(["in"])
 
 
@@ -121,7 +122,7 @@ class TestBoundedConsumer:
         consumer = factory(tmp_path).get_consumer()
         consumer.register(SSP, None, OffsetDefault.OLDEST)
         with pytest.raises(
-            SystemError_, match=r"files\.in#0: partition file .*0\.jsonl does not exist"
+            StreamSystemError, match=r"files\.in#0: partition file .*0\.jsonl does not exist"
         ):
             await consumer.start()
 
@@ -162,7 +163,7 @@ class TestBoundedConsumer:
     @pytest.mark.parametrize("offset", ["-1", "x"])
     async def test_bad_offsets(self, tmp_path: Path, offset: str) -> None:
         consumer = factory(tmp_path).get_consumer()
-        with pytest.raises(SystemError_, match="file offsets are line numbers >= 0"):
+        with pytest.raises(StreamSystemError, match="file offsets are line numbers >= 0"):
             consumer.register(SSP, offset, OffsetDefault.OLDEST)
 
 
@@ -223,7 +224,7 @@ class TestProducer:
     async def test_partition_beyond_an_existing_stream(self, tmp_path: Path) -> None:
         await factory(tmp_path).get_admin().create_stream("out", 2)
         producer = factory(tmp_path).get_producer()
-        with pytest.raises(SystemError_, match=r"partition 2 is out of range .*'out'.*0\.\.1"):
+        with pytest.raises(StreamSystemError, match=r"partition 2 is out of range .*'out'.*0\.\.1"):
             producer.send(SystemStream("files", "out"), 2, None, b"x")
 
     async def test_newline_in_a_message(self, tmp_path: Path) -> None:

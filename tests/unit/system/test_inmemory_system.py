@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from samzapy.api.errors import ConfigError, SystemError_
+from samzapy.api.errors import ConfigError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.inmemory import InMemoryBroker, InMemorySystemFactory
 from samzapy.system.ports import OffsetDefault
@@ -55,38 +55,40 @@ class TestBroker:
     def test_create_stream_with_another_count_is_an_error(self, broker: InMemoryBroker) -> None:
         broker.create_stream("s", 3)
         with pytest.raises(
-            SystemError_, match="already exists with 3 partitions, cannot create it with 4"
+            StreamSystemError, match="already exists with 3 partitions, cannot create it with 4"
         ):
             broker.create_stream("s", 4)
 
     @pytest.mark.parametrize("count", [0, -1, True, "2"])
     def test_partition_count_must_be_positive(self, broker: InMemoryBroker, count: object) -> None:
-        with pytest.raises(SystemError_, match="needs a partition count >= 1"):
+        with pytest.raises(StreamSystemError, match="needs a partition count >= 1"):
             broker.create_stream("s", count)  # type: ignore[arg-type]
 
     def test_append_to_a_missing_stream_names_it(self, broker: InMemoryBroker) -> None:
         broker.create_stream("other", 1)
-        with pytest.raises(SystemError_, match=r"stream 'nope' does not exist .*\['other'\]"):
+        with pytest.raises(StreamSystemError, match=r"stream 'nope' does not exist .*\['other'\]"):
             broker.append("nope", 0, None, "x")
 
     @pytest.mark.parametrize("partition", [2, -1])
     def test_append_out_of_range(self, broker: InMemoryBroker, partition: int) -> None:
         broker.create_stream("s", 2)
-        with pytest.raises(SystemError_, match=rf"partition {partition} is out of range .*0\.\.1"):
+        with pytest.raises(
+            StreamSystemError, match=rf"partition {partition} is out of range .*0\.\.1"
+        ):
             broker.append("s", partition, None, "x")
 
     def test_append_after_end_is_an_error(self, broker: InMemoryBroker) -> None:
         broker.create_stream("s", 2)
         broker.end_partition("s", 0)
         broker.append("s", 1, None, "still open")
-        with pytest.raises(SystemError_, match=r"partition 0 of stream 's' .* has ended"):
+        with pytest.raises(StreamSystemError, match=r"partition 0 of stream 's' .* has ended"):
             broker.append("s", 0, None, "x")
 
     def test_end_stream_ends_every_partition(self, broker: InMemoryBroker) -> None:
         broker.create_stream("s", 2)
         broker.end_stream("s")
         assert broker.partition("s", 0).ended and broker.partition("s", 1).ended
-        with pytest.raises(SystemError_, match="does not exist"):
+        with pytest.raises(StreamSystemError, match="does not exist"):
             broker.end_stream("missing")
 
 
@@ -108,21 +110,25 @@ class TestMemorySystem:
 
     async def test_producer_to_a_missing_stream_is_an_error(self, namespace: str) -> None:
         producer = InMemorySystemFactory(namespace, {}).get_producer()
-        with pytest.raises(SystemError_, match="stream 'out' does not exist"):
+        with pytest.raises(StreamSystemError, match="stream 'out' does not exist"):
             producer.send(SystemStream(namespace, "out"), None, None, "x")
 
     async def test_consumer_rejects_bad_offsets(self, namespace: str) -> None:
         consumer = InMemorySystemFactory(namespace, {}).get_consumer()
         ssp = SystemStreamPartition(namespace, "s", 0)
-        with pytest.raises(SystemError_, match="offset 'abc': memory offsets are integers >= 0"):
+        with pytest.raises(
+            StreamSystemError, match="offset 'abc': memory offsets are integers >= 0"
+        ):
             consumer.register(ssp, "abc", OffsetDefault.OLDEST)
-        with pytest.raises(SystemError_, match="default offset must be 'oldest' or 'upcoming'"):
+        with pytest.raises(
+            StreamSystemError, match="default offset must be 'oldest' or 'upcoming'"
+        ):
             consumer.register(ssp, None, "newest")
 
     async def test_consumer_start_needs_the_stream(self, namespace: str) -> None:
         consumer = InMemorySystemFactory(namespace, {}).get_consumer()
         consumer.register(SystemStreamPartition(namespace, "s", 0), None, OffsetDefault.OLDEST)
-        with pytest.raises(SystemError_, match="stream 's' does not exist"):
+        with pytest.raises(StreamSystemError, match="stream 's' does not exist"):
             await consumer.start()
 
     async def test_consumer_lifecycle_errors(self, broker: InMemoryBroker, namespace: str) -> None:
@@ -130,11 +136,11 @@ class TestMemorySystem:
         consumer = InMemorySystemFactory(namespace, {}).get_consumer()
         consumer.register(SystemStreamPartition(namespace, "s", 0), None, OffsetDefault.OLDEST)
         await consumer.start()
-        with pytest.raises(SystemError_, match="already started"):
+        with pytest.raises(StreamSystemError, match="already started"):
             consumer.register(SystemStreamPartition(namespace, "s", 1), None, "oldest")
-        with pytest.raises(SystemError_, match=r"cannot poll .*s#1: it was not registered"):
+        with pytest.raises(StreamSystemError, match=r"cannot poll .*s#1: it was not registered"):
             await consumer.poll([SystemStreamPartition(namespace, "s", 1)], 10, 0)
-        with pytest.raises(SystemError_, match="max_messages >= 1"):
+        with pytest.raises(StreamSystemError, match="max_messages >= 1"):
             await consumer.poll([SystemStreamPartition(namespace, "s", 0)], 0, 0)
 
     async def test_end_wakes_a_waiting_poll(self, broker: InMemoryBroker, namespace: str) -> None:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from samzapy.api.errors import SystemError_
+from samzapy.api.errors import StreamSystemError
 from samzapy.system.partitioner import murmur2, partition_for
 
 # org.apache.kafka.common.utils.UtilsTest.testMurmur2 (apache/kafka).
@@ -73,5 +73,5 @@ def test_partition_is_the_positive_hash_modulo_the_count() -> None:
 
 
 def test_partition_count_must_be_positive() -> None:
-    with pytest.raises(SystemError_, match="cannot partition a key over 0 partitions"):
+    with pytest.raises(StreamSystemError, match="cannot partition a key over 0 partitions"):
         partition_for(b"k", 0)

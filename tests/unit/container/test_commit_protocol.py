@@ -1,0 +1,221 @@
+"""The commit protocol and the remaining run-loop rules, with plug-in systems and managers.
+
+The classes here are loaded by the container from their ``module:Class`` names, the way a
+user's own system or checkpoint manager would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from structlog.testing import capture_logs
+
+from samzapy import (
+    OutgoingMessageEnvelope,
+    SerdeError,
+    StreamTask,
+    SystemStream,
+    TaskName,
+    WindowableTask,
+)
+from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
+from samzapy.config import load_config, resolve
+from samzapy.container import SamzaContainer
+from samzapy.system.ports import SystemAdmin, SystemConsumer, SystemFactory, SystemProducer
+from samzapy.testing import ManualClock, TestRunner
+
+LOG: list[tuple[str, Any]] = []
+
+
+class RecordingProducer(SystemProducer):
+    def __init__(self) -> None:
+        self.unflushed = 0
+
+    def send(
+        self, system_stream: SystemStream, partition: int | None, key: Any, message: Any
+    ) -> None:
+        self.unflushed += 1
+        LOG.append(("send", message))
+
+    async def flush(self) -> None:
+        await asyncio.sleep(0)
+        LOG.append(("flush", self.unflushed))
+        self.unflushed = 0
+
+
+class RecordingAdmin(SystemAdmin):
+    async def partition_counts(self, streams: Iterable[str]) -> dict[str, int]:
+        return {s: 1 for s in streams}
+
+    async def create_stream(self, stream: str, partitions: int) -> None:
+        return None
+
+
+class RecordingFactory(SystemFactory):
+    def get_admin(self) -> SystemAdmin:
+        return RecordingAdmin()
+
+    def get_consumer(self) -> SystemConsumer:
+        raise AssertionError("not an input system")
+
+    def get_producer(self) -> SystemProducer:
+        return RecordingProducer()
+
+
+class RecordingCheckpoints(CheckpointManager):
+    def __init__(self, **kwargs: str) -> None:
+        self.kwargs = kwargs
+
+    async def read_last(self, task_name: TaskName) -> Checkpoint | None:
+        return None
+
+    async def write(self, task_name: TaskName, checkpoint: Checkpoint) -> None:
+        LOG.append(("checkpoint", dict(checkpoint.offsets)))
+
+
+class Forward(StreamTask):
+    def process(self, envelope, collector, coordinator):
+        collector.send(OutgoingMessageEnvelope(SystemStream("rec", "out"), envelope.message))
+        if envelope.message % 3 == 2:
+            coordinator.commit()
+
+
+def test_commit_flushes_producers_before_writing_the_checkpoint() -> None:
+    LOG.clear()
+    runner = TestRunner(
+        Forward,
+        {
+            "systems.rec.samza.factory": f"{__name__}:RecordingFactory",
+            "task.checkpoint.factory": f"{__name__}:RecordingCheckpoints",
+        },
+    )
+    runner.add_input("in", list(range(9))).run()
+    checkpoints = [i for i, e in enumerate(LOG) if e[0] == "checkpoint"]
+    assert len(checkpoints) >= 3
+    for i in checkpoints:
+        covered = int(next(iter(LOG[i][1].values())))
+        sends_before = [e for e in LOG[:i] if e[0] == "send"]
+        # Every output of a covered message was sent and then flushed before the checkpoint.
+        assert len(sends_before) >= covered + 1
+        last_send = max(j for j, e in enumerate(LOG[:i]) if e[0] == "send")
+        assert any(e[0] == "flush" for e in LOG[last_send:i]), LOG
+
+
+def test_window_of_a_pooled_sync_task_runs_on_the_pool() -> None:
+    threads: list[int] = []
+
+    class Task(WindowableTask, StreamTask):
+        def process(self, envelope, collector, coordinator):
+            import time
+
+            time.sleep(0.002)
+
+        def window(self, collector, coordinator):
+            threads.append(threading.get_ident())
+
+    TestRunner(Task, {"job.container.thread.pool.size": 2, "task.window.ms": 5}).add_input(
+        "in", {p: list(range(20)) for p in range(2)}
+    ).run()
+    assert threads, "window never ran"
+    assert threading.get_ident() not in threads
+
+
+async def test_progress_is_logged_at_the_configured_interval() -> None:
+    clock = ManualClock()
+
+    class Task(StreamTask):
+        def process(self, envelope, collector, coordinator):
+            pass
+
+    runner = TestRunner(Task, {"task.progress.interval.ms": 1000}, clock=clock)
+    runner.add_input("in", list(range(10)))
+    with capture_logs() as logs:
+        job = asyncio.ensure_future(runner.run_async(timeout=5))
+        for _ in range(50):
+            await asyncio.sleep(0)
+            if job.done():
+                break
+        await job
+    # The job ended before a second passed on its clock: no progress line, but a summary.
+    assert [e for e in logs if e["event"] == "progress"] == []
+    (summary,) = [e for e in logs if e["event"] == "job_finished"]
+    assert summary["processed"] == 10
+
+
+async def test_progress_line_reports_processed_and_rate() -> None:
+    clock = ManualClock()
+    reached, release = asyncio.Event(), asyncio.Event()
+
+    from samzapy import AsyncStreamTask
+
+    class Task(AsyncStreamTask):
+        async def process_async(self, envelope, collector, coordinator):
+            if envelope.message == 5:
+                reached.set()
+                await release.wait()
+
+    runner = TestRunner(Task, {"task.progress.interval.ms": 1000}, clock=clock)
+    runner.add_input("in", list(range(10)))
+    with capture_logs() as logs:
+        job = asyncio.ensure_future(runner.run_async(timeout=5))
+        await reached.wait()
+        await clock.advance_and_settle(1.0)
+        release.set()
+        await job
+    (progress,) = [e for e in logs if e["event"] == "progress"]
+    assert progress["processed"] == 5
+    assert progress["in_flight"] == 1
+    assert progress["rate"] > 0
+
+
+def _file_job(tmp_path: Path, lines: Sequence[str], **extra: Any) -> Any:
+    d = tmp_path / "data" / "in"
+    d.mkdir(parents=True)
+    (d / "0.jsonl").write_text("".join(line + "\n" for line in lines))
+    cfg: Mapping[str, Any] = {
+        "job.name": "deser",
+        "task.class": "x:Y",
+        "task.inputs": ["files.in"],
+        "systems.files.samza.factory": "file",
+        "systems.files.path": str(tmp_path / "data"),
+        **extra,
+    }
+    return resolve(load_config(text=json.dumps(cfg)))
+
+
+class Collect(StreamTask):
+    seen: ClassVar[list[Any]] = []
+
+    def process(self, envelope, collector, coordinator):
+        Collect.seen.append((envelope.offset, envelope.message))
+
+
+async def test_undeserializable_message_fails_naming_partition_and_offset(tmp_path: Path) -> None:
+    Collect.seen = []
+    config = _file_job(tmp_path, ['{"a": 1}', "{not json", '{"a": 3}'])
+    with pytest.raises(SerdeError, match=r"offset 1 of files.in#0"):
+        await SamzaContainer(config, task_factory=Collect).run()
+    assert ("2", {"a": 3}) not in Collect.seen
+
+
+async def test_drop_deserialization_errors_counts_and_logs_once(tmp_path: Path) -> None:
+    Collect.seen = []
+    config = _file_job(
+        tmp_path,
+        ['{"a": 1}', "{bad", "{worse", '{"a": 4}'],
+        **{"task.drop.deserialization.errors": True},
+    )
+    container = SamzaContainer(config, task_factory=Collect)
+    with capture_logs() as logs:
+        await container.run()
+    assert Collect.seen == [("0", {"a": 1}), ("3", {"a": 4})]
+    dropped = [e for e in logs if e["event"] == "message_dropped"]
+    assert len(dropped) == 1 and dropped[0]["ssp"] == "files.in#0" and dropped[0]["offset"] == "1"
+    snapshot = container.metrics.snapshot()
+    assert snapshot["container"]["deserialization-errors"] == 2
