@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from samzapy import AsyncStreamTask, OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzapy.cli.logging import configure_logging
 from samzapy.testing import TestRunner
 
 PARTITIONS = 8
@@ -151,6 +152,7 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     ns = parser.parse_args()
+    configure_logging("console", "warning")
     if ns.loop == "uvloop":
         import uvloop
 

@@ -34,6 +34,7 @@ from samzapy import __version__
 from samzapy.api.errors import ConfigError, SamzapyError
 from samzapy.cli.logging import FORMATS, LEVELS, configure_logging
 from samzapy.config import load_config, resolve
+from samzapy.container.event_loop import loop_factory
 
 if TYPE_CHECKING:
     from samzapy.config import ResolvedConfig
@@ -132,6 +133,9 @@ def _plain(value: Any) -> Any:
 
 def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: str) -> int:
     configure_logging(log_format, log_level)
+    # Like `python -m`, find task classes relative to the directory the job is started from.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     log: FilteringBoundLogger = structlog.get_logger("samzapy.cli")
     try:
         resolved = _load(job_yaml, overrides)
@@ -173,15 +177,10 @@ def _run_resolved(resolved: ResolvedConfig, log: FilteringBoundLogger) -> int:
 def _loop_factory(
     configured: str, log: FilteringBoundLogger
 ) -> tuple[Callable[[], asyncio.AbstractEventLoop], str]:
-    if configured == "asyncio":
-        return asyncio.new_event_loop, "asyncio"
-    try:
-        import uvloop
-    except ImportError:
-        log.warning("uvloop_unavailable", fallback="asyncio")
-        return asyncio.new_event_loop, "asyncio"
-    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
-    return factory, "uvloop"
+    factory, name = loop_factory(configured)
+    if name != configured:
+        log.warning("uvloop_unavailable", fallback=name)
+    return factory, name
 
 
 class _Stoppable(Protocol):

@@ -196,6 +196,15 @@ class TaskInstance:
         """The next envelope, round-robin over the task's partitions that have one."""
         active = self._active
         n = len(active)
+        if n == 1:
+            q = active[0]
+            queue = q.queue
+            if not queue:
+                return None
+            env = queue.popleft()
+            if len(queue) == q.low_mark:
+                self.run_loop.consumers.space_freed()
+            return env
         for i in range(n):
             idx = (self._rr + i) % n
             q = active[idx]
@@ -423,7 +432,11 @@ class TaskInstance:
                 return
             self.inflight -= 1
             tracker.completed(entry)
-            self._record(clock() - t0)
+            dt = clock() - t0
+            self.processed += 1
+            self.latency_ns += dt
+            if dt > self.latency_max_ns:
+                self.latency_max_ns = dt
             if self.inflight == 0 and self.attention:
                 self.wake()
 

@@ -27,6 +27,7 @@ from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.config import load_config, resolve
 from samzapy.container import Clock, SamzaContainer
+from samzapy.container.event_loop import loop_factory
 from samzapy.metrics import MetricsRegistry
 from samzapy.system.inmemory import InMemoryBroker
 
@@ -110,8 +111,8 @@ class TestRunner:
         return self
 
     def run(self, timeout: float = 30.0) -> TestResult:
-        """Run until the job finishes; raise the task's error (TaskError, the task's own
-        exception as its cause) or TimeoutError."""
+        """Run until the job finishes, on uvloop unless ``job.loop`` is ``asyncio``; raise the
+        task's error (TaskError, the task's own exception as its cause) or TimeoutError."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -120,7 +121,9 @@ class TestRunner:
             raise RuntimeError(
                 "TestRunner.run() inside a running event loop: use await run_async()"
             )
-        return asyncio.run(self.run_async(timeout=timeout))
+        factory, _ = loop_factory(resolve(self._resolve_config()).job.loop)
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(self.run_async(timeout=timeout))
 
     async def run_async(self, timeout: float = 30.0) -> TestResult:  # noqa: ASYNC109
         """``run`` for code already inside an event loop."""

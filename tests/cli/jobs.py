@@ -41,3 +41,13 @@ class CountSignals(StreamTask):
         self.count += 1
         if self.count == int(os.environ.get("SAMZAPY_TEST_READY_AFTER", "1")):
             open(os.environ["SAMZAPY_TEST_READY_FILE"], "w").close()
+
+
+class LoopName(StreamTask):
+    """Writes the module of the event loop it runs on."""
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        import asyncio
+
+        loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
+        collector.send(OutgoingMessageEnvelope(OUT, {"loop": loop}))

@@ -182,3 +182,35 @@ def test_signal_stops_cleanly_commits_and_exits_0(tmp_path: Path, sig: signal.Si
     assert checkpoint["offsets"][0]["offset"] == "99"
     assert len(read_jsonl(tmp_path / "data" / "out" / "0.jsonl")) == 100
     assert any(e["event"] == "stop_requested" for e in events(out))
+
+
+@pytest.mark.parametrize(("configured", "expected"), [(None, "uvloop"), ("asyncio", "asyncio")])
+def test_job_runs_on_uvloop_unless_configured_otherwise(
+    tmp_path: Path, configured: str | None, expected: str
+) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}]})
+    extra = {"job.loop": configured} if configured else {}
+    proc = samzapy("run", str(job_yaml(tmp_path, "LoopName", **extra)))
+    assert proc.returncode == 0, proc.stdout
+    assert read_jsonl(tmp_path / "data" / "out" / "0.jsonl") == [{"loop": expected}]
+    chosen = [e for e in events(proc.stdout) if e["event"] == "event_loop_chosen"]
+    assert chosen[0]["loop"] == expected
+
+
+def test_console_script_finds_task_classes_from_the_working_directory(tmp_path: Path) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}, {"n": 2}]})
+    (tmp_path / "mytasks.py").write_text((HERE / "jobs.py").read_text())
+    job = job_yaml(tmp_path, "Copy")
+    job.write_text(job.read_text().replace("jobs:Copy", "mytasks:Copy"))
+    script = Path(sys.executable).parent / "samzapy"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [str(script), "run", str(job)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert read_jsonl(tmp_path / "data" / "out" / "0.jsonl") == [{"n": 1}, {"n": 2}]
