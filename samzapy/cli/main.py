@@ -116,7 +116,12 @@ def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_CONFIG
-    yaml.safe_dump(_plain(resolved.to_dict()), sys.stdout, sort_keys=True, allow_unicode=True)
+    text = yaml.safe_dump(_plain(resolved.to_dict()), sort_keys=True, allow_unicode=True)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `samzapy validate job.yaml | head` closed the pipe early
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
 
 
