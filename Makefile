@@ -1,11 +1,11 @@
 # samzapy's everyday commands. `make run` and `make test` work on a fresh clone: they create
-# the virtualenv (.venv) with the newest Python >= 3.11 found, and install the project into it.
+# the virtualenv (.venv) with Python 3.12 when found (else 3.13, 3.11), and install the project.
 
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # The interpreter the virtualenv is made from: PYTHON=... overrides the search.
-PYTHON ?= $(shell for c in python3.13 python3.12 $$HOME/.pyenv/versions/3.13*/bin/python3 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.11 python3; do \
+PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3.11 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
 
 .PHONY: help venv run test lint typecheck check unit bench clean

@@ -224,6 +224,7 @@ class SamzaContainer:
                 run_loop=run_loop,
                 max_concurrency=cfg.task.max_concurrency,
                 executor=self._executor,
+                latency=self.metrics.timer(f"task.{model.name}", "process-latency"),
             )
             if checkpoint is not None:
                 run_loop.remember_checkpoint(instance, checkpoint)
@@ -426,18 +427,13 @@ class SamzaContainer:
 
 
 def _register_task_metrics(registry: MetricsRegistry, task: TaskInstance) -> None:
-    """Gauges read from the task's own counters at snapshot time (nothing on the hot path)."""
+    """Gauges read from the task's own counters at snapshot time (nothing on the hot path);
+    the process-latency timer is updated by the task itself."""
     group = f"task.{task.name}"
-
-    def mean_ms() -> float:
-        return round(task.latency_ns / task.processed / 1e6, 4) if task.processed else 0.0
-
     registry.gauge(group, "messages-processed", lambda: task.processed)
     registry.gauge(group, "in-flight", lambda: task.inflight)
     registry.gauge(group, "windows", lambda: task.windows)
     registry.gauge(group, "commits", lambda: task.commits)
-    registry.gauge(group, "process-mean-ms", mean_ms)
-    registry.gauge(group, "process-max-ms", lambda: round(task.latency_max_ns / 1e6, 4))
 
 
 __all__ = ["SamzaContainer", "load_task_class"]

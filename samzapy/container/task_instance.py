@@ -38,6 +38,7 @@ from samzapy.api.task import (
 )
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.consumers import InputQueue
+from samzapy.metrics.registry import Timer
 
 if TYPE_CHECKING:
     from samzapy.api.context import MessageCollector
@@ -78,7 +79,7 @@ class TaskInstance:
         run_loop: RunLoop,
         max_concurrency: int,
         executor: concurrent.futures.Executor | None,
-        time_calls: bool = True,
+        latency: Timer | None = None,
     ) -> None:
         self.name = name
         self.task = task
@@ -102,9 +103,8 @@ class TaskInstance:
         self.processed = 0
         self.windows = 0
         self.commits = 0
-        self.latency_ns = 0
-        self.latency_max_ns = 0
-        self._time_calls = time_calls
+        #: Process latency: the time from invocation to completion of each message.
+        self.latency = latency if latency is not None else Timer()
         # Flags. ``attention`` is True whenever any of the others is: slots test only it.
         self.attention = False
         self.window_due = False
@@ -309,7 +309,7 @@ class TaskInstance:
         process = self.task.process
         collector, coordinator = self.collector, self.coordinator
         trackers = self.trackers
-        timed = self._time_calls
+        record = self.latency.update_ns
         clock = time.perf_counter_ns
         while True:
             if self.attention and not await self._barrier():
@@ -326,15 +326,9 @@ class TaskInstance:
                     self._input_ended(env)
                     break
                 try:
-                    if timed:
-                        t0 = clock()
-                        process(env, collector, coordinator)
-                        dt = clock() - t0
-                        self.latency_ns += dt
-                        if dt > self.latency_max_ns:
-                            self.latency_max_ns = dt
-                    else:
-                        process(env, collector, coordinator)
+                    t0 = clock()
+                    process(env, collector, coordinator)
+                    record(clock() - t0)
                 except Exception as exc:
                     self.processed += n
                     self.run_loop.fail(self._failed(exc, env, "process()"))
@@ -376,20 +370,16 @@ class TaskInstance:
                 return
             finally:
                 self.inflight = 0
-            self._record(clock() - t0)
+            self.latency.update_ns(clock() - t0)
+            self.processed += 1
             self.trackers[env.system_stream_partition].last_processed = env.offset
-
-    def _record(self, dt: int) -> None:
-        self.processed += 1
-        self.latency_ns += dt
-        if dt > self.latency_max_ns:
-            self.latency_max_ns = dt
 
     async def _async_slot(self) -> None:
         """One permit of an async task: invoke in order, await inline, complete."""
         process_async = self.task.process_async
         collector, coordinator = self.collector, self.coordinator
         trackers = self.trackers
+        record = self.latency.update_ns
         clock = time.perf_counter_ns
         track_start = self.run_loop.callback_timeout_s is not None
         while True:
@@ -408,7 +398,7 @@ class TaskInstance:
             entry = tracker.invoked(env.offset)
             if track_start:
                 entry.started = self.run_loop.clock.now()
-            entry.envelope = env
+                entry.envelope = env
             self.inflight += 1
             t0 = clock()
             try:
@@ -432,11 +422,8 @@ class TaskInstance:
                 return
             self.inflight -= 1
             tracker.completed(entry)
-            dt = clock() - t0
+            record(clock() - t0)
             self.processed += 1
-            self.latency_ns += dt
-            if dt > self.latency_max_ns:
-                self.latency_max_ns = dt
             if self.inflight == 0 and self.attention:
                 self.wake()
 

@@ -663,3 +663,21 @@ def test_output_stream_created_on_first_send_with_configured_partitions() -> Non
     runner = TestRunner(Task, {"streams.fresh.partitions": 2})
     result = runner.add_input("in", {0: list(range(50)), 1: list(range(30))}).run(timeout=10)
     assert result.outputs("fresh") == {0: list(range(50)), 1: list(range(30))}
+
+
+def test_metrics_per_task_and_per_container() -> None:
+    class Task(WindowableTask, StreamTask):
+        def process(self, envelope, collector, coordinator):
+            pass
+
+        def window(self, collector, coordinator):
+            pass
+
+    result = TestRunner(Task).add_input("in", {0: list(range(10)), 1: list(range(5))}).run()
+    snap = result.metrics.snapshot()
+    assert snap["container"]["messages-processed"] == 15
+    assert snap["task.Partition 0"]["messages-processed"] == 10
+    assert snap["task.Partition 1"]["process-latency"]["count"] == 5
+    assert snap["task.Partition 0"]["in-flight"] == 0
+    assert snap["task.Partition 0"]["commits"] >= 1
+    assert snap["task.Partition 0"]["windows"] == 0

@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# Installs and runs the real Apache Kafka broker that samzapy's integration tests and CI talk to:
+# one KRaft node that is both broker and controller, on 127.0.0.1, from jars fetched off Maven Central.
+#
+#   scripts/kafka.sh fetch    download the broker's jars into the cache (quick when already there)
+#   scripts/kafka.sh up       fetch if needed, format the data dir once, start, wait until it answers
+#   scripts/kafka.sh down     SIGTERM, wait up to 30 s, then SIGKILL
+#   scripts/kafka.sh status   exit 0 when a broker answers on the port, 1 otherwise
+#
+# Environment (all optional):
+#   KAFKA_PORT             client listener port (9092)
+#   KAFKA_CONTROLLER_PORT  KRaft controller listener port (KAFKA_PORT + 1)
+#   SAMZAPY_KAFKA_DIR      data dir: server.properties, logs/, broker.log, broker.pid (<repo>/.kafka)
+#   SAMZAPY_CACHE          jar cache; jars go to $SAMZAPY_CACHE/kafka-<version>/lib (~/.cache/samzapy)
+#   KAFKA_VERSION          Kafka version to fetch (default: <kafka.version> in kafka/pom.xml)
+#   KAFKA_HEAP_OPTS        JVM heap flags (-Xmx512m -Xms256m)
+#   KAFKA_OPTS             extra JVM flags
+#   KAFKA_LOG_LEVEL        broker log level: trace, debug, info, warn, error (info)
+#   KAFKA_START_TIMEOUT    seconds `up` waits for the broker to answer (60)
+#
+# Topics are never created on first use (auto.create.topics.enable=false): a test must create the
+# topics it uses, as a production job's operator would.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+POM="$ROOT/kafka/pom.xml"
+
+die() {
+    echo "kafka.sh: $*" >&2
+    exit 1
+}
+say() { echo "kafka.sh: $*"; }
+
+pom_version() {
+    sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM" | head -n 1
+}
+
+KAFKA_VERSION="${KAFKA_VERSION:-$(pom_version)}"
+[[ -n "$KAFKA_VERSION" ]] || die "no <kafka.version> found in $POM"
+CACHE="${SAMZAPY_CACHE:-$HOME/.cache/samzapy}"
+LIB="$CACHE/kafka-$KAFKA_VERSION/lib"
+KAFKA_PORT="${KAFKA_PORT:-9092}"
+KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
+DATA="${SAMZAPY_KAFKA_DIR:-$ROOT/.kafka}"
+[[ "$DATA" == /* ]] || DATA="$PWD/$DATA" # server.properties needs an absolute path
+PID_FILE="$DATA/broker.pid"
+LOG_FILE="$DATA/broker.log"
+PROPS="$DATA/server.properties"
+JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+
+# --- fetch -------------------------------------------------------------------------------------
+
+# The jars land in a temporary directory first, and a marker is written last, so an interrupted
+# download is never mistaken for a complete one and two concurrent fetches do not mix their files.
+fetch() {
+    if [[ -f "$LIB/.complete" ]]; then
+        return 0
+    fi
+    command -v mvn >/dev/null || die "mvn not found: install Apache Maven to fetch Kafka $KAFKA_VERSION"
+    local tmp="$LIB.tmp.$$"
+    rm -rf "$tmp"
+    say "fetching Kafka $KAFKA_VERSION from Maven Central into $LIB"
+    mkdir -p "$(dirname "$LIB")"
+    local mvn_log="$LIB.fetch.log"
+    if ! mvn -q -B -f "$POM" dependency:copy-dependencies \
+        -Dkafka.version="$KAFKA_VERSION" -DoutputDirectory="$tmp" >"$mvn_log" 2>&1; then
+        cat "$mvn_log" >&2
+        rm -rf "$tmp"
+        die "Maven could not fetch Kafka $KAFKA_VERSION (its output is above and in $mvn_log)"
+    fi
+    rm -f "$mvn_log"
+    [[ -f "$tmp/kafka_2.13-$KAFKA_VERSION.jar" ]] ||
+        die "Maven finished but $tmp/kafka_2.13-$KAFKA_VERSION.jar is missing"
+    touch "$tmp/.complete"
+    if [[ -d "$LIB" ]]; then
+        rm -rf "$LIB" # an incomplete earlier attempt: no .complete marker
+    fi
+    mv -T "$tmp" "$LIB" 2>/dev/null || rm -rf "$tmp" # lost a race with another fetch: keep theirs
+    [[ -f "$LIB/.complete" ]] || die "fetch did not leave a complete $LIB"
+    say "Kafka $KAFKA_VERSION jars ready in $LIB ($(du -sh "$LIB" | cut -f1))"
+}
+
+# --- probes ------------------------------------------------------------------------------------
+
+# 0 when something accepts TCP connections on 127.0.0.1:$1.
+port_open() {
+    timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
+}
+
+# 0 when a Kafka broker on 127.0.0.1:$1 answers an ApiVersions v0 request (correlation id 42)
+# with error code 0. Plain bash, so no JVM start-up per probe and no Python needed.
+kafka_answers() {
+    local reply
+    reply="$(timeout 3 bash -c "
+        exec 3<>/dev/tcp/127.0.0.1/$1 || exit 1
+        printf '\x00\x00\x00\x0f\x00\x12\x00\x00\x00\x00\x00\x2a\x00\x05probe' >&3
+        head -c 10 <&3 | od -An -tx1 | tr -d ' \n'
+    " 2>/dev/null)" || return 1
+    # size (4 bytes) | correlation id = 42 | error code = 0
+    [[ "${reply:8:12}" == "0000002a0000" ]]
+}
+
+# Prints the pid in the pid file when it names a live Kafka broker; fails otherwise.
+broker_pid() {
+    local pid
+    [[ -f "$PID_FILE" ]] || return 1
+    pid="$(cat "$PID_FILE")"
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    # A pid is only ours if it still runs kafka.Kafka: pids are reused after a crash or reboot.
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka' || return 1
+    echo "$pid"
+}
+
+log_tail() {
+    if [[ -f "$LOG_FILE" ]]; then
+        echo "--- last 40 lines of $LOG_FILE ---" >&2
+        tail -n 40 "$LOG_FILE" >&2
+        echo "---" >&2
+    fi
+}
+
+# --- up ----------------------------------------------------------------------------------------
+
+write_properties() {
+    cat >"$PROPS" <<EOF
+# Written by scripts/kafka.sh up; rewritten on every start.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$DATA/logs
+
+# One node: every internal topic has one replica, and one partition keeps its creation quick.
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+
+# Tests create their topics; a typo must fail instead of creating a topic.
+auto.create.topics.enable=false
+group.initial.rebalance.delay.ms=0
+
+# Small and quick: 2 cores, 512 MB heap, short-lived data.
+num.network.threads=2
+num.io.threads=2
+log.segment.bytes=16777216
+log.cleaner.dedupe.buffer.size=16777216
+log.cleaner.backoff.ms=1000
+EOF
+}
+
+format_once() {
+    if [[ -f "$DATA/logs/meta.properties" ]]; then
+        return 0
+    fi
+    local cluster_id
+    cluster_id="$("$JAVA" -cp "$LIB/*" kafka.tools.StorageTool random-uuid 2>>"$LOG_FILE")" ||
+        { log_tail; die "kafka.tools.StorageTool random-uuid failed"; }
+    say "formatting $DATA/logs (cluster id $cluster_id)"
+    "$JAVA" -cp "$LIB/*" kafka.tools.StorageTool format --ignore-formatted \
+        -t "$cluster_id" -c "$PROPS" >>"$LOG_FILE" 2>&1 ||
+        { log_tail; die "kafka.tools.StorageTool format failed for $DATA/logs"; }
+}
+
+up() {
+    local pid port
+    if kafka_answers "$KAFKA_PORT"; then
+        say "a Kafka broker already answers on 127.0.0.1:$KAFKA_PORT"
+        return 0
+    fi
+    if pid="$(broker_pid)"; then
+        say "broker $pid (from $PID_FILE) is running but not answering yet; waiting for it"
+    else
+        rm -f "$PID_FILE"
+        for port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+            if port_open "$port"; then
+                die "port 127.0.0.1:$port is taken by something that is not a Kafka broker;" \
+                    "choose free ports with KAFKA_PORT / KAFKA_CONTROLLER_PORT"
+            fi
+        done
+        command -v "$JAVA" >/dev/null || die "java not found: install Java 17+ or set JAVA_HOME"
+        fetch
+        mkdir -p "$DATA"
+        write_properties
+        if [[ -f "$LOG_FILE" ]]; then
+            mv -f "$LOG_FILE" "$LOG_FILE.1"
+        fi
+        format_once
+        # setsid: the broker leaves the caller's process group, so a Ctrl-C aimed at the caller
+        # does not kill it; `down` stops it.
+        # shellcheck disable=SC2086 # heap and extra options are word lists
+        setsid "$JAVA" ${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m} -Djava.awt.headless=true \
+            -Dorg.slf4j.simpleLogger.defaultLogLevel="${KAFKA_LOG_LEVEL:-info}" \
+            -Dorg.slf4j.simpleLogger.showDateTime=true \
+            -Dorg.slf4j.simpleLogger.dateTimeFormat="yyyy-MM-dd HH:mm:ss.SSS" \
+            ${KAFKA_OPTS:-} -cp "$LIB/*" kafka.Kafka "$PROPS" \
+            >>"$LOG_FILE" 2>&1 </dev/null &
+        pid=$!
+        echo "$pid" >"$PID_FILE"
+        say "started Kafka $KAFKA_VERSION broker $pid on 127.0.0.1:$KAFKA_PORT (log: $LOG_FILE)"
+    fi
+
+    local deadline=$((SECONDS + ${KAFKA_START_TIMEOUT:-60}))
+    until kafka_answers "$KAFKA_PORT"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            rm -f "$PID_FILE"
+            log_tail
+            die "broker $pid exited before answering on 127.0.0.1:$KAFKA_PORT"
+        fi
+        if ((SECONDS >= deadline)); then
+            log_tail
+            stop_pid "$pid"
+            die "broker $pid did not answer on 127.0.0.1:$KAFKA_PORT within" \
+                "${KAFKA_START_TIMEOUT:-60} s; stopped it"
+        fi
+        sleep 0.2
+    done
+    say "broker answers on 127.0.0.1:$KAFKA_PORT"
+}
+
+# --- down --------------------------------------------------------------------------------------
+
+stop_pid() {
+    local pid=$1 deadline=$((SECONDS + 30))
+    kill -TERM "$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null; do
+        if ((SECONDS >= deadline)); then
+            say "broker $pid still running 30 s after SIGTERM; sending SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            break
+        fi
+        sleep 0.1
+    done
+    rm -f "$PID_FILE"
+}
+
+down() {
+    local pid
+    if ! pid="$(broker_pid)"; then
+        rm -f "$PID_FILE"
+        if kafka_answers "$KAFKA_PORT"; then
+            die "a broker answers on 127.0.0.1:$KAFKA_PORT but $DATA has no pid file for it;" \
+                "it was not started with this SAMZAPY_KAFKA_DIR, so it is left running"
+        fi
+        say "no broker running from $DATA"
+        return 0
+    fi
+    say "stopping broker $pid"
+    stop_pid "$pid"
+    say "broker $pid stopped"
+}
+
+# --- status ------------------------------------------------------------------------------------
+
+status() {
+    local pid
+    if pid="$(broker_pid)"; then
+        say "broker $pid running from $DATA (Kafka $KAFKA_VERSION)"
+    else
+        say "no broker process recorded in $DATA"
+    fi
+    if kafka_answers "$KAFKA_PORT"; then
+        say "a Kafka broker answers on 127.0.0.1:$KAFKA_PORT"
+        return 0
+    fi
+    say "no Kafka broker answers on 127.0.0.1:$KAFKA_PORT"
+    return 1
+}
+
+case "${1:-}" in
+fetch) fetch ;;
+up) up ;;
+down) down ;;
+status) status ;;
+*)
+    echo "usage: scripts/kafka.sh fetch|up|down|status" >&2
+    exit 2
+    ;;
+esac
