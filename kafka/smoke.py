@@ -128,7 +128,8 @@ async def read_assigned(bootstrap: str, plain: str, sent: dict[int, list[bytes]]
         assert records[0].offset == 5 and records[0].value == sent[1][5], records[0]
         ok("seek to an offset")
 
-        found = await consumer.offsets_for_times({tps[2]: 0, tps[4]: int(time.time() * 1000) + 60_000})
+        future_ms = int(time.time() * 1000) + 60_000
+        found = await consumer.offsets_for_times({tps[2]: 0, tps[4]: future_ms})
         assert found[tps[2]] is not None and found[tps[2]].offset == 0, found
         assert found[tps[4]] is None, found
         ok("offsets_for_times")

@@ -111,6 +111,14 @@ broker_pid() {
     echo "$pid"
 }
 
+# 0 while process $1 runs. An exited broker stays a zombie until init reaps it, which some
+# container inits do only every second or so: a zombie counts as stopped.
+alive() {
+    local state
+    state="$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null)" || return 1
+    [[ -n "$state" && "$state" != "Z" ]]
+}
+
 log_tail() {
     if [[ -f "$LOG_FILE" ]]; then
         echo "--- last 40 lines of $LOG_FILE ---" >&2
@@ -212,7 +220,7 @@ up() {
 
     local deadline=$((SECONDS + ${KAFKA_START_TIMEOUT:-60}))
     until kafka_answers "$KAFKA_PORT"; do
-        if ! kill -0 "$pid" 2>/dev/null; then
+        if ! alive "$pid"; then
             rm -f "$PID_FILE"
             log_tail
             die "broker $pid exited before answering on 127.0.0.1:$KAFKA_PORT"
@@ -233,7 +241,7 @@ up() {
 stop_pid() {
     local pid=$1 deadline=$((SECONDS + 30))
     kill -TERM "$pid" 2>/dev/null || true
-    while kill -0 "$pid" 2>/dev/null; do
+    while alive "$pid"; do
         if ((SECONDS >= deadline)); then
             say "broker $pid still running 30 s after SIGTERM; sending SIGKILL"
             kill -KILL "$pid" 2>/dev/null || true

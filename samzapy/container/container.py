@@ -306,19 +306,14 @@ class SamzaContainer:
                 )
         return found
 
+    # Stream views already carry their system's default.stream.* settings and serdes.
+
     def _reset(self, ssp: SystemStreamPartition) -> bool:
-        stream = self.config.stream(ssp.system_stream)
-        system = self.config.systems[ssp.system]
-        return bool(stream.reset_offset or system.reset_offset)
+        return self.config.stream(ssp.system_stream).reset_offset
 
     def _offset_default(self, ssp: SystemStreamPartition) -> str:
         stream = self.config.stream(ssp.system_stream)
-        system = self.config.systems[ssp.system]
-        return (
-            stream.offset_default
-            or system.offset_default
-            or self._factories[ssp.system].default_offset
-        )
+        return stream.offset_default or self._factories[ssp.system].default_offset
 
     def _queue_capacities(self, models: list[TaskModel]) -> dict[str, int]:
         per_system: dict[str, int] = defaultdict(int)
@@ -367,11 +362,11 @@ class SamzaContainer:
 
     def _serde_names(self, ss: SystemStream) -> tuple[str | None, str | None]:
         stream = self.config.stream(ss)
-        system = self.config.systems[ss.system]
         factory = self._factories[ss.system]
-        key = stream.key_serde or system.key_serde or factory.default_key_serde
-        msg = stream.msg_serde or system.msg_serde or factory.default_msg_serde
-        return key, msg
+        return (
+            stream.key_serde or factory.default_key_serde,
+            stream.msg_serde or factory.default_msg_serde,
+        )
 
     def _context(self, model: TaskModel) -> TaskContextImpl:
         return TaskContextImpl(

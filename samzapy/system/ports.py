@@ -115,7 +115,8 @@ class SystemProducer(abc.ABC):
 
 
 class SystemFactory(abc.ABC):
-    """Builds the parts of one configured system. ``config`` is the job's flat config."""
+    """Builds the parts of one configured system. ``config`` holds the system's own keys,
+    typed, with the ``systems.<name>.`` prefix removed (``{"path": ..., "follow": False}``)."""
 
     #: The serde used for message bodies when the job configures none ("none": raw objects).
     default_msg_serde: str = "none"

@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 
 from samzapy import (
     OutgoingMessageEnvelope,
+    RequestScope,
     SerdeError,
     StreamTask,
     SystemStream,
@@ -219,3 +220,25 @@ async def test_drop_deserialization_errors_counts_and_logs_once(tmp_path: Path) 
     assert len(dropped) == 1 and dropped[0]["ssp"] == "files.in#0" and dropped[0]["offset"] == "1"
     snapshot = container.metrics.snapshot()
     assert snapshot["container"]["deserialization-errors"] == 2
+
+
+def test_stream_reset_offset_false_wins_over_system_default(tmp_path: Path) -> None:
+    """A stream's explicit samza.reset.offset: false keeps its checkpoint even when the
+    system's default.stream.samza.reset.offset is true."""
+    seen: list[int] = []
+
+    class Task(StreamTask):
+        def process(self, envelope, collector, coordinator):
+            seen.append(envelope.message)
+            if envelope.message == 2:
+                coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+    config = {"systems.memory.default.stream.samza.reset.offset": True}
+    first = TestRunner(Task, config).add_input("in", [0, 1, 2, 3, 4])
+    first.run()
+    TestRunner(Task, config, namespace=first.namespace).add_input("in", []).run()
+    assert seen == [0, 1, 2, 0, 1, 2]  # reset: starts again from the oldest
+    seen.clear()
+    kept = {**config, "streams.in.samza.reset.offset": False}
+    TestRunner(Task, kept, namespace=first.namespace).add_input("in", []).run()
+    assert seen == [3, 4]
