@@ -85,8 +85,14 @@ async def produce(bootstrap: str, plain: str, compacted: str) -> dict[int, list[
         await (await producer.send_batch(batch, plain, partition=3))
         ok("send_batch")
 
-        for key, value in [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"b", None)]:
-            await producer.send_and_wait(compacted, value, key=key)
+        updates: list[tuple[bytes, bytes | None]] = [
+            (b"a", b"1"),
+            (b"b", b"1"),
+            (b"a", b"2"),
+            (b"b", None),
+        ]
+        for key, update in updates:
+            await producer.send_and_wait(compacted, update, key=key)
         ok("produce to compacted topic (with a tombstone)")
     finally:
         await producer.stop()

@@ -17,6 +17,7 @@
 #   KAFKA_OPTS             extra JVM flags
 #   KAFKA_LOG_LEVEL        broker log level: trace, debug, info, warn, error (info)
 #   KAFKA_START_TIMEOUT    seconds `up` waits for the broker to answer (60)
+#   KAFKA_OWNER_PID        when set, the broker is stopped once this process exits (test sessions)
 #
 # Topics are never created on first use (auto.create.topics.enable=false): a test must create the
 # topics it uses, as a production job's operator would.
@@ -61,7 +62,7 @@ fetch() {
     rm -rf "$tmp"
     say "fetching Kafka $KAFKA_VERSION from Maven Central into $LIB"
     mkdir -p "$(dirname "$LIB")"
-    local mvn_log="$LIB.fetch.log"
+    local mvn_log="$tmp.log"
     if ! mvn -q -B -f "$POM" dependency:copy-dependencies \
         -Dkafka.version="$KAFKA_VERSION" -DoutputDirectory="$tmp" >"$mvn_log" 2>&1; then
         cat "$mvn_log" >&2
@@ -72,8 +73,8 @@ fetch() {
     [[ -f "$tmp/kafka_2.13-$KAFKA_VERSION.jar" ]] ||
         die "Maven finished but $tmp/kafka_2.13-$KAFKA_VERSION.jar is missing"
     touch "$tmp/.complete"
-    if [[ -d "$LIB" ]]; then
-        rm -rf "$LIB" # an incomplete earlier attempt: no .complete marker
+    if [[ -d "$LIB" && ! -f "$LIB/.complete" ]]; then
+        rm -rf "$LIB" # an interrupted earlier attempt
     fi
     mv -T "$tmp" "$LIB" 2>/dev/null || rm -rf "$tmp" # lost a race with another fetch: keep theirs
     [[ -f "$LIB/.complete" ]] || die "fetch did not leave a complete $LIB"
@@ -216,6 +217,9 @@ up() {
         pid=$!
         echo "$pid" >"$PID_FILE"
         say "started Kafka $KAFKA_VERSION broker $pid on 127.0.0.1:$KAFKA_PORT (log: $LOG_FILE)"
+        if [[ -n "${KAFKA_OWNER_PID:-}" ]]; then
+            watch_owner "$KAFKA_OWNER_PID" "$pid"
+        fi
     fi
 
     local deadline=$((SECONDS + ${KAFKA_START_TIMEOUT:-60}))
@@ -234,6 +238,19 @@ up() {
         sleep 0.2
     done
     say "broker answers on 127.0.0.1:$KAFKA_PORT"
+}
+
+# A test session that is killed never runs `down`; so when KAFKA_OWNER_PID names the process that
+# owns the broker, a detached watcher runs `down` once that process is gone.
+watch_owner() {
+    local owner=$1 pid=$2
+    setsid bash -c '
+        while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done
+        if kill -0 "$2" 2>/dev/null; then
+            SAMZAPY_KAFKA_DIR="$3" KAFKA_PORT="$4" KAFKA_VERSION="$5" "$6" down
+        fi
+    ' watch-owner "$owner" "$pid" "$DATA" "$KAFKA_PORT" "$KAFKA_VERSION" "$ROOT/scripts/kafka.sh" \
+        </dev/null >>"$LOG_FILE" 2>&1 &
 }
 
 # --- down --------------------------------------------------------------------------------------

@@ -64,6 +64,8 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "KAFKA_PORT": str(port),
         "KAFKA_CONTROLLER_PORT": str(controller_port),
         "SAMZAPY_KAFKA_DIR": str(data_dir),
+        # Stops the broker even if this session is killed before its teardown runs.
+        "KAFKA_OWNER_PID": str(os.getpid()),
     }
     started = _run_script("up", env)
     if started.returncode != 0:
