@@ -1,1 +1,1 @@
-"""Checkpoints: the port, offset bookkeeping, and the memory and file managers."""
+"""Checkpoints: the port, offset bookkeeping, and the memory, file and stream managers."""

@@ -1,46 +1,62 @@
 """Building the checkpoint manager that ``task.checkpoint.factory`` names.
 
-Short names: ``memory`` (process-wide, by namespace), ``file`` (a directory), ``kafka`` (a
-checkpoint stream, loaded only when asked for). Anything else is the import path of a
-CheckpointManager subclass; it and the kafka manager are constructed with the keyword
-arguments ``job_name``, ``job_id``, ``checkpoint_dir`` and ``namespace``.
+Short names: ``memory`` (process-wide, by namespace), ``file`` (a directory), ``kafka`` (the
+job's checkpoint stream on the checkpoint system, Samza's default) and ``stream`` (the same
+manager over any system, e.g. the memory system in tests). Both stream names need the
+``system_factory`` of ``task.checkpoint.system``; the stream is
+``checkpoint_stream_name(job_name, job_id)``.
+
+Anything else is the import path of a CheckpointManager subclass, constructed with the keyword
+arguments ``job_name``, ``job_id``, ``checkpoint_dir`` and ``namespace``, plus
+``system_factory`` and ``replication_factor`` when its ``__init__`` names them.
 """
 
 from __future__ import annotations
 
-import importlib
+import inspect
 from typing import Any
 
 from samzapy.api.errors import ConfigError
 from samzapy.checkpoint.file import FileCheckpointManager
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.checkpoint.ports import CheckpointManager
+from samzapy.checkpoint.stream import StreamCheckpointManager, checkpoint_stream_name
+from samzapy.system.ports import SystemFactory
 from samzapy.system.registry import load_class
 
 FACTORY_KEY = "task.checkpoint.factory"
+SYSTEM_KEY = "task.checkpoint.system"
 
 
-def _kafka_manager_class() -> type:
-    try:
-        module = importlib.import_module("samzapy.checkpoint.kafka")
-    except ImportError as exc:
-        missing = getattr(exc, "name", None) or ""
-        if missing.startswith("samzapy"):
-            remedy = "this samzapy build does not include it yet"
-        else:
-            remedy = f"install its dependencies (pip install aiokafka); import failed: {exc}"
+def _stream_manager(
+    name: str,
+    *,
+    job_name: str,
+    job_id: str,
+    system_factory: SystemFactory | None,
+    replication_factor: int,
+) -> StreamCheckpointManager:
+    if system_factory is None:
+        wanted = "kafka system" if name == "kafka" else "system for the checkpoint stream"
         raise ConfigError(
-            f"{FACTORY_KEY}: the kafka checkpoint manager is not available: {remedy}",
-            key=FACTORY_KEY,
-        ) from exc
-    cls = getattr(module, "KafkaCheckpointManager", None)
-    if not isinstance(cls, type):
-        raise ConfigError(
-            f"{FACTORY_KEY}: the kafka checkpoint manager is not available: "
-            "samzapy.checkpoint.kafka has no KafkaCheckpointManager class",
-            key=FACTORY_KEY,
+            f"{FACTORY_KEY} is {name} but no {wanted} is configured; set {SYSTEM_KEY}",
+            key=SYSTEM_KEY,
         )
-    return cls
+    return StreamCheckpointManager(
+        system_factory, checkpoint_stream_name(job_name, job_id), replication_factor
+    )
+
+
+def _named_parameters(cls: type) -> set[str]:
+    try:
+        parameters = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):  # no introspectable signature
+        return set()
+    return {
+        p.name
+        for p in parameters
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
 
 
 def checkpoint_manager_for(
@@ -50,8 +66,14 @@ def checkpoint_manager_for(
     job_id: str,
     checkpoint_dir: str,
     namespace: str,
+    system_factory: SystemFactory | None = None,
+    replication_factor: int = -1,
 ) -> CheckpointManager:
-    """The checkpoint manager for the configured ``task.checkpoint.factory``."""
+    """The checkpoint manager for the configured ``task.checkpoint.factory``.
+
+    ``system_factory`` builds the checkpoint system's parts (``kafka`` and ``stream`` need
+    it); ``replication_factor`` is the checkpoint stream's, -1 for the system's default.
+    """
     name = factory.strip() if isinstance(factory, str) else factory
     if name == "memory":
         return InMemoryCheckpointManager(namespace)
@@ -62,16 +84,21 @@ def checkpoint_manager_for(
                 key=FACTORY_KEY,
             )
         return FileCheckpointManager(checkpoint_dir)
-    if name == "kafka":
-        cls = _kafka_manager_class()
-    elif isinstance(name, str) and (":" in name or "." in name):
-        cls = load_class(name, key=FACTORY_KEY)
-    else:
+    if name in ("kafka", "stream"):
+        return _stream_manager(
+            name,
+            job_name=job_name,
+            job_id=job_id,
+            system_factory=system_factory,
+            replication_factor=replication_factor,
+        )
+    if not (isinstance(name, str) and (":" in name or "." in name)):
         raise ConfigError(
             f"{FACTORY_KEY}: unknown checkpoint manager {factory!r}: expected memory, file, "
-            "kafka or a 'module:Class' import path",
+            "kafka, stream or a 'module:Class' import path",
             key=FACTORY_KEY,
         )
+    cls = load_class(name, key=FACTORY_KEY)
     if not issubclass(cls, CheckpointManager):
         raise ConfigError(
             f"{FACTORY_KEY}: {factory!r} is not a samzapy.checkpoint.ports.CheckpointManager "
@@ -84,6 +111,9 @@ def checkpoint_manager_for(
         "checkpoint_dir": checkpoint_dir,
         "namespace": namespace,
     }
+    accepted = _named_parameters(cls)
+    optional = {"system_factory": system_factory, "replication_factor": replication_factor}
+    arguments.update({key: value for key, value in optional.items() if key in accepted})
     try:
         return cls(**arguments)
     except TypeError as exc:
@@ -94,4 +124,4 @@ def checkpoint_manager_for(
         ) from exc
 
 
-__all__ = ["FACTORY_KEY", "checkpoint_manager_for"]
+__all__ = ["FACTORY_KEY", "SYSTEM_KEY", "checkpoint_manager_for"]

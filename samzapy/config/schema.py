@@ -177,6 +177,10 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "task.checkpoint.dir", _S, "./state/<job.name>/checkpoints", "File checkpoints' dir."
     ),
+    ConfigKey("task.checkpoint.system", _S, None, "System of the checkpoint stream."),
+    ConfigKey(
+        "task.checkpoint.replication.factor", _I, -1, "Checkpoint topic replicas.", minimum=-1
+    ),
     ConfigKey("task.progress.interval.ms", _I, 10000, "Progress log interval.", minimum=-1),
     ConfigKey("task.poll.timeout.ms", _I, 100, "Longest wait of one poll.", minimum=1),
     # systems, any factory
@@ -216,6 +220,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("streams.<id>.samza.reset.offset", _B, False, "Ignore checkpoints."),
     ConfigKey("streams.<id>.partitions", _I, None, "Partitions on creation.", minimum=1),
+    ConfigKey("streams.<id>.replication.factor", _I, None, "Replicas on creation.", minimum=-1),
     ConfigKey("streams.<id>.samza.intermediate", _B, False, "Written and read by the job."),
     ConfigKey("streams.<id>.samza.framed", _B, False, "Carries control messages."),
     ConfigKey("streams.<id>.samza.upstream.inputs", _L, (), "Inputs feeding it."),

@@ -54,6 +54,8 @@ class TaskConfig:
     drop_producer_errors: bool
     checkpoint_factory: str | None
     checkpoint_dir: str
+    checkpoint_system: str | None
+    checkpoint_replication_factor: int
     progress_interval_ms: int
     poll_timeout_ms: int
 
@@ -86,6 +88,7 @@ class StreamConfig:
     offset_default: str | None
     reset_offset: bool
     partitions: int | None
+    replication_factor: int | None
     intermediate: bool
     framed: bool
     upstream_inputs: tuple[SystemStream, ...]
@@ -141,6 +144,7 @@ class ResolvedConfig:
             offset_default=None,
             reset_offset=False,
             partitions=None,
+            replication_factor=None,
             intermediate=False,
             framed=False,
             upstream_inputs=(),
@@ -210,6 +214,8 @@ def _task(v: Mapping[str, Any]) -> TaskConfig:
         drop_producer_errors=v["task.drop.producer.errors"],
         checkpoint_factory=v.get("task.checkpoint.factory") or None,
         checkpoint_dir=v["task.checkpoint.dir"],
+        checkpoint_system=v.get("task.checkpoint.system"),
+        checkpoint_replication_factor=v["task.checkpoint.replication.factor"],
         progress_interval_ms=v["task.progress.interval.ms"],
         poll_timeout_ms=v["task.poll.timeout.ms"],
     )
@@ -243,6 +249,7 @@ def _stream(stream_id: str, v: Mapping[str, Any]) -> StreamConfig:
         offset_default=v.get(prefix + "samza.offset.default"),
         reset_offset=v[prefix + "samza.reset.offset"],
         partitions=v.get(prefix + "partitions"),
+        replication_factor=v.get(prefix + "replication.factor"),
         intermediate=v[prefix + "samza.intermediate"],
         framed=v[prefix + "samza.framed"],
         upstream_inputs=_system_streams(v[prefix + "samza.upstream.inputs"]),

@@ -67,11 +67,18 @@ class OutputRouter:
         serdes_for: Callable[[SystemStream], tuple[Serde | None, Serde | None]],
         partitions_for_new: Callable[[SystemStream], int],
         on_error: Callable[[BaseException], None],
+        *,
+        replication_for_new: Callable[[SystemStream], int | None] = lambda ss: None,
+        drop_errors: bool = False,
+        on_dropped: Callable[[int], None] = lambda n: None,
     ) -> None:
         self._producers = producers
         self._admins = admins
         self._serdes_for = serdes_for
         self._partitions_for_new = partitions_for_new
+        self._replication_for_new = replication_for_new
+        self._drop_errors = drop_errors
+        self._on_dropped = on_dropped
         self._on_error = on_error
         self._routes: dict[SystemStream, _Route] = {}
         self._resolving: set[asyncio.Task[None]] = set()
@@ -140,7 +147,11 @@ class OutputRouter:
             count = counts.get(route.stream.stream)
             if count is None:
                 count = self._partitions_for_new(route.stream)
-                await admin.create_stream(route.stream.stream, count)
+                await admin.create_stream(
+                    route.stream.stream,
+                    count,
+                    replication_factor=self._replication_for_new(route.stream),
+                )
                 log.info("stream_created", stream=str(route.stream), partitions=count)
             route.partitions = count
             backlog, route.backlog = route.backlog or [], None
@@ -169,7 +180,14 @@ class OutputRouter:
             raise self._error
         dirty, self._dirty = self._dirty, set()
         for producer in dirty:
-            await producer.flush()
+            try:
+                await producer.flush()
+            except StreamSystemError as exc:
+                if not self._drop_errors:
+                    raise
+                # task.drop.producer.errors: the checkpoint may move past what failed.
+                self._on_dropped(1)
+                log.warning("producer_errors_dropped", error=str(exc))
 
 
 class TaskCollector:

@@ -30,8 +30,12 @@ from samzapy.api.errors import ConfigError, SamzapyError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
-from samzapy.checkpoint.registry import checkpoint_manager_for
 from samzapy.config import ResolvedConfig
+from samzapy.container.checkpointing import (
+    check_partition_counts,
+    checkpoint_manager,
+    partition_counts_extra,
+)
 from samzapy.container.clock import Clock, LoopClock
 from samzapy.container.collector import OutputRouter, TaskCollector
 from samzapy.container.consumers import InputQueue, InputSerdes, SystemConsumers
@@ -161,6 +165,7 @@ class SamzaContainer:
         )
         # 3. Checkpoints and starting offsets.
         checkpoints = await self._read_checkpoints(models)
+        check_partition_counts(checkpoints, counts)
         loop = asyncio.get_running_loop()
         if cfg.job.container_thread_pool_size > 1:
             self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -171,6 +176,9 @@ class SamzaContainer:
             self._admins,
             self._output_serdes,
             lambda ss: cfg.stream(ss).partitions or 1,
+            replication_for_new=lambda ss: cfg.stream(ss).replication_factor,
+            drop_errors=cfg.task.drop_producer_errors,
+            on_dropped=lambda n: self.metrics.counter("container", "producer-errors").inc(n),
             on_error=lambda exc: self.run_loop.fail(exc) if self.run_loop else None,
         )
         queues_by_ssp: dict[SystemStreamPartition, list[InputQueue]] = defaultdict(list)
@@ -197,6 +205,7 @@ class SamzaContainer:
             callback_timeout_ms=cfg.task.callback_timeout_ms,
             shutdown_ms=cfg.task.shutdown_ms,
             progress_interval_ms=cfg.task.progress_interval_ms,
+            checkpoint_extra=partition_counts_extra(counts),
         )
         starts: dict[SystemStreamPartition, dict[TaskName, str | None]] = defaultdict(dict)
         # 4. One task instance per task name.
@@ -277,20 +286,15 @@ class SamzaContainer:
         return counts
 
     async def _read_checkpoints(self, models: list[TaskModel]) -> dict[TaskName, Checkpoint]:
-        cfg = self.config
-        if cfg.task.checkpoint_factory is None:
+        self._checkpoints = checkpoint_manager(
+            self.config, self._factories, self.checkpoint_namespace
+        )
+        if self._checkpoints is None:
             log.warning(
                 "checkpoints_disabled",
                 reason="task.checkpoint.factory is not set; a restart will not resume",
             )
             return {}
-        self._checkpoints = checkpoint_manager_for(
-            cfg.task.checkpoint_factory,
-            job_name=cfg.job.name,
-            job_id=cfg.job.id,
-            checkpoint_dir=cfg.task.checkpoint_dir,
-            namespace=self.checkpoint_namespace,
-        )
         for model in models:
             self._checkpoints.register(model.name)
         await self._checkpoints.start()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -49,6 +49,7 @@ class RunLoop:
         callback_timeout_ms: int,
         shutdown_ms: int,
         progress_interval_ms: int,
+        checkpoint_extra: Mapping[str, Any] | None = None,
     ) -> None:
         self.consumers = consumers
         self.input_systems = list(input_systems)
@@ -60,6 +61,7 @@ class RunLoop:
         self.callback_timeout_s = callback_timeout_ms / 1000 if callback_timeout_ms > 0 else None
         self.shutdown_s = shutdown_ms / 1000
         self.progress_s = progress_interval_ms / 1000 if progress_interval_ms > 0 else None
+        self.checkpoint_extra = dict(checkpoint_extra or {})
         self.tasks: list[TaskInstance] = []
         self.failure: SamzapyError | None = None
         self.stop_reason: str | None = None
@@ -137,7 +139,7 @@ class RunLoop:
             for ssp, tracker in task.trackers.items()
             if tracker.last_processed is not None
         }
-        checkpoint = Checkpoint(offsets)
+        checkpoint = Checkpoint(offsets, self.checkpoint_extra)
         if self._written.get(task.name) == checkpoint:
             return
         await self.checkpoints.write(task.name, checkpoint)

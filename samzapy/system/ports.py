@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from samzapy.api.envelope import IncomingMessageEnvelope
@@ -37,6 +38,15 @@ class OffsetDefault:
 
     OLDEST = "oldest"
     UPCOMING = "upcoming"
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetBounds:
+    """What a partition holds now: its oldest offset (None when it holds nothing) and the
+    offset its next message will get."""
+
+    oldest: str | None
+    upcoming: str
 
 
 class SystemAdmin(abc.ABC):
@@ -53,8 +63,24 @@ class SystemAdmin(abc.ABC):
         """Partition count of each existing stream; a missing stream is left out."""
 
     @abc.abstractmethod
-    async def create_stream(self, stream: str, partitions: int) -> None:
-        """Create the stream if it does not exist."""
+    async def create_stream(
+        self,
+        stream: str,
+        partitions: int,
+        *,
+        replication_factor: int | None = None,
+        config: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create the stream if it does not exist. ``replication_factor`` (None: the system's
+        default) and ``config`` (e.g. ``{"cleanup.policy": "compact"}``) are for systems that
+        have such settings; others ignore them."""
+
+    @abc.abstractmethod
+    async def offset_bounds(
+        self, ssps: Iterable[SystemStreamPartition]
+    ) -> dict[SystemStreamPartition, OffsetBounds]:
+        """The oldest and upcoming offsets of each partition of an existing stream (retention
+        checks, reading a stream to its end)."""
 
     def offset_after(self, offset: str) -> str:
         """The offset that follows ``offset`` (a checkpoint holds the last processed one)."""
@@ -140,6 +166,7 @@ class SystemFactory(abc.ABC):
 
 
 __all__ = [
+    "OffsetBounds",
     "OffsetDefault",
     "SystemAdmin",
     "SystemConsumer",

@@ -214,3 +214,15 @@ def test_console_script_finds_task_classes_from_the_working_directory(tmp_path: 
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert read_jsonl(tmp_path / "data" / "out" / "0.jsonl") == [{"n": 1}, {"n": 2}]
+
+
+def test_changed_partition_count_stops_the_job_naming_the_input(tmp_path: Path) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}], 1: [{"n": 2}]})
+    job = job_yaml(tmp_path, "Copy", **{"streams.out.partitions": 3})
+    assert samzapy("run", str(job)).returncode == 0
+    write_partitions(tmp_path / "data", "in", {2: [{"n": 3}]})
+    proc = samzapy("run", str(job))
+    assert proc.returncode == 1
+    (failed,) = [e for e in events(proc.stdout) if e["event"] == "job_failed"]
+    assert "input files.in had 2 partitions" in failed["error"]
+    assert "has 3 now" in failed["error"]

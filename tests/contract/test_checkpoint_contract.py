@@ -6,10 +6,9 @@ Managers are built through ``checkpoint_manager_for``, as the container builds t
 
 from __future__ import annotations
 
-import importlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,10 @@ from samzapy.checkpoint.file import FileCheckpointManager, task_file_name, task_
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.checkpoint.registry import checkpoint_manager_for
+from samzapy.checkpoint.stream import StreamCheckpointManager
+from samzapy.system.inmemory.broker import InMemoryBroker
+from samzapy.system.inmemory.factory import InMemorySystemFactory
+from samzapy.system.ports import SystemFactory
 
 TASK = TaskName.for_partition(0)
 OTHER_TASK = TaskName.for_partition(1)
@@ -33,20 +36,27 @@ def file_names(directory: Path) -> list[str]:
 
 
 class ManagerSource:
-    """Builds managers over one storage location (a directory or a memory namespace)."""
+    """Builds managers over one storage location (a directory, a memory namespace or a
+    checkpoint stream of a system)."""
 
-    def __init__(self, factory: str, tmp_path: Path) -> None:
+    def __init__(
+        self, factory: str, tmp_path: Path, system_factory: SystemFactory | None = None
+    ) -> None:
         self.factory = factory
         self.directory = tmp_path / "checkpoints"
         self.namespace = f"contract-{uuid.uuid4().hex}"
+        self.job_id = uuid.uuid4().hex  # a checkpoint stream of its own on a shared system
+        self.system_factory = system_factory
 
     async def open(self) -> CheckpointManager:
         manager = checkpoint_manager_for(
             self.factory,
             job_name="job",
-            job_id="1",
+            job_id=self.job_id,
             checkpoint_dir=str(self.directory),
             namespace=self.namespace,
+            system_factory=self.system_factory,
+            replication_factor=1,
         )
         manager.register(TASK)
         manager.register(OTHER_TASK)
@@ -54,11 +64,30 @@ class ManagerSource:
         return manager
 
 
-@pytest.fixture(params=["file", "memory"])
+def memory_stream_source(request: pytest.FixtureRequest, tmp_path: Path) -> ManagerSource:
+    """The stream manager over the memory system (its broker namespace is the source's)."""
+    source = ManagerSource("stream", tmp_path)
+    source.system_factory = InMemorySystemFactory("checkpoints", {"namespace": source.namespace})
+    return source
+
+
+#: How each parametrized source is built. A stream manager over another system plugs in
+#: here, e.g. Kafka: ``"kafka": lambda request, tmp_path: ManagerSource("kafka", tmp_path,
+#: KafkaSystemFactory("kafka", {"bootstrap.servers":
+#: request.getfixturevalue("kafka_bootstrap")}))``.
+SOURCES: dict[str, Callable[[pytest.FixtureRequest, Path], ManagerSource]] = {
+    "file": lambda request, tmp_path: ManagerSource("file", tmp_path),
+    "memory": lambda request, tmp_path: ManagerSource("memory", tmp_path),
+    "stream-memory": memory_stream_source,
+}
+
+
+@pytest.fixture(params=sorted(SOURCES))
 async def source(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ManagerSource]:
-    built = ManagerSource(request.param, tmp_path)
+    built = SOURCES[request.param](request, tmp_path)
     yield built
     InMemoryCheckpointManager.drop_namespace(built.namespace)
+    InMemoryBroker.drop_namespace(built.namespace)
 
 
 @pytest.fixture
@@ -103,6 +132,22 @@ class TestCheckpointContract:
         second = await source.open()
         assert await second.read_last(TASK) == Checkpoint(offsets={IN_0: "99"}, extra={"k": "v"})
         await second.stop()
+
+    async def test_a_new_manager_reads_the_latest_checkpoint_of_each_task(
+        self, source: ManagerSource
+    ) -> None:
+        first = await source.open()
+        await first.write(TASK, Checkpoint(offsets={IN_0: "1"}))
+        await first.write(OTHER_TASK, Checkpoint(offsets={IN_1: "5"}))
+        await first.write(TASK, Checkpoint(offsets={IN_0: "2"}, extra={"n": 2}))
+        await first.stop()
+        second = await source.open()
+        await second.write(OTHER_TASK, Checkpoint(offsets={IN_1: "6"}))
+        await second.stop()
+        third = await source.open()
+        assert await third.read_last(TASK) == Checkpoint(offsets={IN_0: "2"}, extra={"n": 2})
+        assert await third.read_last(OTHER_TASK) == Checkpoint(offsets={IN_1: "6"})
+        await third.stop()
 
     async def test_written_checkpoint_is_a_copy(self, manager: CheckpointManager) -> None:
         offsets = {IN_0: "1"}
@@ -275,11 +320,76 @@ class TestCheckpointRegistry:
         with pytest.raises(ConfigError, match="no checkpoint directory"):
             build("file", "")
 
-    def test_kafka_is_loaded_lazily(self) -> None:
-        try:
-            importlib.import_module("samzapy.checkpoint.kafka")
-        except ImportError:
-            with pytest.raises(ConfigError, match="kafka checkpoint manager is not available"):
-                build("kafka")
-        else:
-            pytest.skip("the kafka checkpoint manager exists")
+    @pytest.mark.parametrize("factory", ["kafka", "stream"])
+    def test_stream_managers_need_the_checkpoint_system(self, factory: str) -> None:
+        with pytest.raises(
+            ConfigError,
+            match=f"task.checkpoint.factory is {factory} but no .*system.* set "
+            "task.checkpoint.system",
+        ) as info:
+            build(factory)
+        assert info.value.key == "task.checkpoint.system"
+
+    @pytest.mark.parametrize("factory", ["kafka", "stream"])
+    def test_stream_managers_use_the_job_s_checkpoint_stream(self, factory: str) -> None:
+        system = InMemorySystemFactory("cp", {"namespace": "registry"})
+        manager = checkpoint_manager_for(
+            factory,
+            job_name="my job",
+            job_id="2",
+            checkpoint_dir="",
+            namespace="ns",
+            system_factory=system,
+            replication_factor=3,
+        )
+        assert isinstance(manager, StreamCheckpointManager)
+        assert manager.system_factory is system
+        assert manager.stream == "__samzapy_checkpoint_my_job_2"
+        assert manager.replication_factor == 3
+
+    def test_default_replication_factor_is_the_system_s(self) -> None:
+        system = InMemorySystemFactory("cp", {"namespace": "registry"})
+        manager = checkpoint_manager_for(
+            "stream",
+            job_name="j",
+            job_id="1",
+            checkpoint_dir="",
+            namespace="ns",
+            system_factory=system,
+        )
+        assert isinstance(manager, StreamCheckpointManager)
+        assert manager.replication_factor is None
+
+    def test_custom_class_gets_the_system_when_it_names_it(self) -> None:
+        system = InMemorySystemFactory("cp", {"namespace": "registry"})
+        manager = checkpoint_manager_for(
+            f"{__name__}:SystemAwareManager",
+            job_name="j",
+            job_id="1",
+            checkpoint_dir="/tmp/x",
+            namespace="ns",
+            system_factory=system,
+            replication_factor=2,
+        )
+        assert isinstance(manager, SystemAwareManager)
+        assert manager.args == (system, 2)
+
+
+class SystemAwareManager(CheckpointManager):
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        job_id: str,
+        checkpoint_dir: str,
+        namespace: str,
+        system_factory: SystemFactory | None,
+        replication_factor: int,
+    ) -> None:
+        self.args = (system_factory, replication_factor)
+
+    async def read_last(self, task_name: TaskName) -> Checkpoint | None:
+        return None
+
+    async def write(self, task_name: TaskName, checkpoint: Checkpoint) -> None:
+        return None

@@ -1,5 +1,8 @@
 """The in-memory system: its factory, and the admin and producer over an InMemoryBroker.
 
+A partition's offsets are its list indexes: the oldest is "0" once it holds a record (nothing
+is ever removed) and the upcoming one is its record count.
+
 Configuration (``systems.<name>.`` stripped): ``namespace`` picks the broker namespace and
 defaults to the system's name, so two systems (or a job and its test) share streams by
 naming the same namespace. Messages are objects: the default serdes are ``none`` and streams
@@ -12,10 +15,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from samzapy.api.errors import ConfigError
-from samzapy.api.system import SystemStream
+from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.inmemory.broker import InMemoryBroker
 from samzapy.system.inmemory.consumer import InMemorySystemConsumer
 from samzapy.system.ports import (
+    OffsetBounds,
     OffsetDefault,
     SystemAdmin,
     SystemConsumer,
@@ -38,10 +42,27 @@ class InMemorySystemAdmin(SystemAdmin):
                 counts[stream] = count
         return counts
 
-    async def create_stream(self, stream: str, partitions: int) -> None:
+    async def create_stream(
+        self,
+        stream: str,
+        partitions: int,
+        *,
+        replication_factor: int | None = None,
+        config: Mapping[str, str] | None = None,
+    ) -> None:
         # Like a Kafka admin, an existing stream is left as it is, whatever its count.
+        # Replication and topic configuration mean nothing in memory.
         if self._broker.partition_count(stream) is None:
             self._broker.create_stream(stream, partitions)
+
+    async def offset_bounds(
+        self, ssps: Iterable[SystemStreamPartition]
+    ) -> dict[SystemStreamPartition, OffsetBounds]:
+        bounds: dict[SystemStreamPartition, OffsetBounds] = {}
+        for ssp in ssps:
+            count = len(self._broker.partition(ssp.stream, ssp.partition).records)
+            bounds[ssp] = OffsetBounds("0" if count else None, str(count))
+        return bounds
 
 
 class InMemorySystemProducer(SystemProducer):

@@ -20,15 +20,23 @@ from samzapy import (
     OutgoingMessageEnvelope,
     RequestScope,
     SerdeError,
+    StreamSystemError,
     StreamTask,
     SystemStream,
+    SystemStreamPartition,
     TaskName,
     WindowableTask,
 )
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.config import load_config, resolve
 from samzapy.container import SamzaContainer
-from samzapy.system.ports import SystemAdmin, SystemConsumer, SystemFactory, SystemProducer
+from samzapy.system.ports import (
+    OffsetBounds,
+    SystemAdmin,
+    SystemConsumer,
+    SystemFactory,
+    SystemProducer,
+)
 from samzapy.testing import ManualClock, TestRunner
 
 LOG: list[tuple[str, Any]] = []
@@ -54,8 +62,18 @@ class RecordingAdmin(SystemAdmin):
     async def partition_counts(self, streams: Iterable[str]) -> dict[str, int]:
         return {s: 1 for s in streams}
 
-    async def create_stream(self, stream: str, partitions: int) -> None:
+    async def create_stream(
+        self,
+        stream: str,
+        partitions: int,
+        *,
+        replication_factor: int | None = None,
+        config: Mapping[str, str] | None = None,
+    ) -> None:
         return None
+
+    async def offset_bounds(self, ssps: Iterable[Any]) -> dict[Any, OffsetBounds]:
+        return {ssp: OffsetBounds(None, "0") for ssp in ssps}
 
 
 class RecordingFactory(SystemFactory):
@@ -242,3 +260,41 @@ def test_stream_reset_offset_false_wins_over_system_default(tmp_path: Path) -> N
     kept = {**config, "streams.in.samza.reset.offset": False}
     TestRunner(Task, kept, namespace=first.namespace).add_input("in", []).run()
     assert seen == [3, 4]
+
+
+class FailingProducer(RecordingProducer):
+    async def flush(self) -> None:
+        await asyncio.sleep(0)
+        LOG.append(("flush_failed", self.unflushed))
+        raise StreamSystemError("cannot deliver to rec.out partition 0: broker said no")
+
+
+class FailingFactory(RecordingFactory):
+    def get_producer(self) -> SystemProducer:
+        return FailingProducer()
+
+
+def _failing_runner(**extra: Any) -> TestRunner:
+    config = {
+        "systems.rec.samza.factory": f"{__name__}:FailingFactory",
+        "task.checkpoint.factory": f"{__name__}:RecordingCheckpoints",
+        **extra,
+    }
+    return TestRunner(Forward, config).add_input("in", list(range(9)))
+
+
+def test_failed_send_fails_the_container_before_any_checkpoint() -> None:
+    LOG.clear()
+    with pytest.raises(StreamSystemError, match="broker said no"):
+        _failing_runner().run()
+    assert [e for e in LOG if e[0] == "checkpoint"] == []
+
+
+def test_drop_producer_errors_keeps_going_and_counts() -> None:
+    LOG.clear()
+    result = _failing_runner(**{"task.drop.producer.errors": True}).run()
+    assert [e for e in LOG if e[0] == "checkpoint"][-1] == (
+        "checkpoint",
+        {SystemStreamPartition("memory", "in", 0): "8"},
+    )
+    assert result.metrics.snapshot()["container"]["producer-errors"] >= 1

@@ -1,0 +1,270 @@
+"""The stream checkpoint manager: each task's latest checkpoint as a keyed record of a stream.
+
+Samza's Kafka checkpoint manager, written against the system ports, so it runs over any
+system whose records keep their keys (Kafka; the memory system in tests). The job's
+checkpoint stream has one partition; a record's key is the task name in UTF-8 and its value
+the JSON document the file manager writes (``samzapy.checkpoint.file``); a record without a
+value is a tombstone that deletes the task's checkpoint. On Kafka the stream is compacted,
+so it keeps about one record per task.
+
+Starting (``start``):
+
+1. start the admin and create the stream if it is missing: one partition, the replication
+   factor, ``cleanup.policy=compact``; an existing stream must have exactly one partition;
+2. take the partition's upcoming offset: what was written before this moment is read;
+3. read from the oldest record with a consumer of its own until the record before the
+   upcoming offset (or end-of-stream), keeping the last record per task;
+4. start a producer of its own for the writes.
+
+``write`` sends one record and flushes the producer, so the checkpoint is durable when it
+returns. The manager's consumer and producer are separate from the job's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+
+import structlog
+
+from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.errors import CheckpointError, ConfigError, StreamSystemError
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.checkpoint.file import decode_checkpoint, encode_checkpoint
+from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
+from samzapy.system.ports import (
+    OffsetDefault,
+    SystemAdmin,
+    SystemConsumer,
+    SystemFactory,
+    SystemProducer,
+)
+
+log = structlog.get_logger("samzapy.checkpoint")
+
+#: Kafka's longest topic name.
+MAX_STREAM_NAME_LENGTH = 249
+#: The topic configuration the checkpoint stream is created with.
+STREAM_CONFIG = {"cleanup.policy": "compact"}
+REPLICATION_FACTOR_KEY = "task.checkpoint.replication.factor"
+_NOT_IN_TOPIC_NAMES = re.compile(r"[^a-zA-Z0-9._-]")
+_READ_BATCH = 1000
+_POLL_TIMEOUT_S = 1.0
+
+
+def checkpoint_stream_name(job_name: str, job_id: str) -> str:
+    """``__samzapy_checkpoint_<job>_<id>``, usable as a Kafka topic name.
+
+    Characters Kafka refuses in topic names become ``_``. A name longer than Kafka allows is
+    cut and ends with a hash of the whole name, so long names of different jobs stay apart.
+    """
+    name = _NOT_IN_TOPIC_NAMES.sub("_", f"__samzapy_checkpoint_{job_name}_{job_id}")
+    if len(name) <= MAX_STREAM_NAME_LENGTH:
+        return name
+    digest = hashlib.sha256(f"{job_name}\0{job_id}".encode()).hexdigest()[:16]
+    return f"{name[: MAX_STREAM_NAME_LENGTH - len(digest) - 1]}_{digest}"
+
+
+def _replication_factor(value: int | None) -> int | None:
+    if value is None or value == -1:
+        return None
+    if type(value) is not int or value < 1:
+        raise ConfigError(
+            f"{REPLICATION_FACTOR_KEY} must be -1 (the system's default) or an integer >= 1, "
+            f"got {value!r}",
+            key=REPLICATION_FACTOR_KEY,
+        )
+    return value
+
+
+class StreamCheckpointManager(CheckpointManager):
+    """Keeps each task's latest checkpoint in a one-partition stream of ``system_factory``."""
+
+    def __init__(
+        self,
+        system_factory: SystemFactory,
+        stream: str,
+        replication_factor: int | None = None,
+        *,
+        read_timeout: float = 60.0,
+    ) -> None:
+        """``replication_factor``: None or -1 for the system's default. ``read_timeout``: how
+        long reading the stream at start may go without receiving anything."""
+        self.system_factory = system_factory
+        self.stream = stream
+        self.replication_factor = _replication_factor(replication_factor)
+        self.read_timeout = read_timeout
+        self.ssp = SystemStreamPartition(system_factory.system_name, stream, 0)
+        self._documents: dict[TaskName, bytes] = {}
+        self._locks: dict[TaskName, asyncio.Lock] = {}
+        self._admin: SystemAdmin | None = None
+        self._producer: SystemProducer | None = None
+
+    # -- start ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        try:
+            records = await self._start()
+        except BaseException:
+            # Release what was opened; the error that stopped the start is the one to see.
+            with contextlib.suppress(Exception):
+                await self.stop()
+            raise
+        log.info(
+            "checkpoints_read",
+            stream=str(self.ssp),
+            tasks=len(self._documents),
+            records=records,
+        )
+
+    async def _start(self) -> int:
+        try:
+            admin = self._admin = self.system_factory.get_admin()
+            await admin.start()
+            # 1. The stream, with one partition.
+            await self._ensure_stream(admin)
+            # 2. Where reading stops: what exists now.
+            bounds = (await admin.offset_bounds([self.ssp]))[self.ssp]
+            # 3. The last record of each task.
+            records = 0
+            oldest = bounds.oldest
+            if oldest is not None and admin.compare_offsets(oldest, bounds.upcoming) < 0:
+                records = await self._read_to(admin, bounds.upcoming)
+            # 4. The producer for writes.
+            producer = self._producer = self.system_factory.get_producer()
+            await producer.start()
+        except StreamSystemError as exc:
+            raise CheckpointError(f"cannot read checkpoint stream {self.ssp}: {exc}") from exc
+        return records
+
+    async def _ensure_stream(self, admin: SystemAdmin) -> None:
+        stream = self.stream
+        count = (await admin.partition_counts([stream])).get(stream)
+        if count is None:
+            await admin.create_stream(
+                stream,
+                1,
+                replication_factor=self.replication_factor,
+                config=dict(STREAM_CONFIG),
+            )
+        elif count != 1:
+            raise CheckpointError(
+                f"checkpoint stream {self.system_factory.system_name}.{stream} has {count} "
+                "partitions, expected 1: a task's checkpoints must stay in one ordered "
+                "partition; delete the stream or point the job at another one"
+            )
+
+    async def _read_to(self, admin: SystemAdmin, upcoming: str) -> int:
+        """Read every record before ``upcoming``; returns how many were read."""
+        ssp = self.ssp
+        consumer: SystemConsumer = self.system_factory.get_consumer()
+        consumer.register(ssp, None, OffsetDefault.OLDEST)
+        await consumer.start()
+        try:
+            loop = asyncio.get_running_loop()
+            poll_timeout = min(_POLL_TIMEOUT_S, self.read_timeout)
+            records = 0
+            last_progress = loop.time()
+            while True:
+                batch = (await consumer.poll([ssp], _READ_BATCH, poll_timeout)).get(ssp)
+                if not batch:
+                    if loop.time() - last_progress >= self.read_timeout:
+                        raise CheckpointError(
+                            f"reading checkpoint stream {ssp} received nothing for "
+                            f"{self.read_timeout:g} s after {records} records; expected records "
+                            f"up to offset {upcoming} (exclusive)"
+                        )
+                    continue
+                last_progress = loop.time()
+                for envelope in batch:
+                    if envelope.is_end_of_stream:
+                        return records
+                    self._apply(envelope)
+                    records += 1
+                    if admin.compare_offsets(admin.offset_after(envelope.offset), upcoming) >= 0:
+                        return records
+        finally:
+            await consumer.stop()
+
+    def _apply(self, envelope: IncomingMessageEnvelope) -> None:
+        """Keep the record as its task's latest checkpoint, or delete it on a tombstone."""
+        source = f"record at offset {envelope.offset} of checkpoint stream {self.ssp}"
+        key = envelope.key
+        try:
+            if not isinstance(key, bytes | bytearray):
+                raise ValueError(f"expected the task name as UTF-8 bytes, got {key!r}")
+            task_name = TaskName(bytes(key).decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CheckpointError(f"corrupt checkpoint {source}: key: {exc}") from exc
+        value = envelope.message
+        if value is None:
+            self._documents.pop(task_name, None)
+            return
+        if not isinstance(value, bytes | bytearray):
+            raise CheckpointError(
+                f"corrupt checkpoint {source}: expected a JSON document as bytes, "
+                f"got {type(value).__name__}"
+            )
+        document = bytes(value)
+        stored_task, _ = decode_checkpoint(document, source)
+        if stored_task != task_name:
+            raise CheckpointError(
+                f"corrupt checkpoint {source}: its key is task {str(task_name)!r} but the "
+                f"document holds task {str(stored_task)!r}"
+            )
+        self._documents[task_name] = document
+
+    # -- reading and writing --------------------------------------------------------------
+
+    async def read_last(self, task_name: TaskName) -> Checkpoint | None:
+        document = self._documents.get(TaskName(task_name))
+        if document is None:
+            return None
+        return decode_checkpoint(document, f"checkpoint of task {str(task_name)!r}")[1]
+
+    async def write(self, task_name: TaskName, checkpoint: Checkpoint) -> None:
+        producer = self._producer
+        if producer is None:
+            raise CheckpointError(
+                f"cannot write the checkpoint of task {str(task_name)!r} to {self.ssp}: "
+                "the checkpoint manager has not started"
+            )
+        task = TaskName(task_name)
+        document = encode_checkpoint(task, checkpoint)
+        # One write per task at a time, so the last one written is the one kept.
+        lock = self._locks.get(task)
+        if lock is None:
+            lock = self._locks[task] = asyncio.Lock()
+        async with lock:
+            try:
+                producer.send(
+                    SystemStream(self.ssp.system, self.stream), 0, task.encode("utf-8"), document
+                )
+                await producer.flush()
+            except StreamSystemError as exc:
+                raise CheckpointError(
+                    f"cannot write the checkpoint of task {str(task)!r} to {self.ssp}: {exc}"
+                ) from exc
+            self._documents[task] = document
+
+    # -- stop -----------------------------------------------------------------------------
+
+    async def stop(self) -> None:
+        producer, self._producer = self._producer, None
+        admin, self._admin = self._admin, None
+        try:
+            if producer is not None:
+                await producer.stop()
+        finally:
+            if admin is not None:
+                await admin.stop()
+
+
+__all__ = [
+    "MAX_STREAM_NAME_LENGTH",
+    "STREAM_CONFIG",
+    "StreamCheckpointManager",
+    "checkpoint_stream_name",
+]

@@ -1,0 +1,166 @@
+"""One contract test class over every system admin (see samzapy/system/ports.py).
+
+The adapters plug in through the harnesses of ``test_system_contract``: adding a harness
+there runs these tests over it too. Offsets of a new stream start at 0 on every adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from test_system_contract import HARNESSES, SYSTEM, SystemHarness
+
+from samzapy.api.errors import StreamSystemError
+from samzapy.api.system import SystemStream, SystemStreamPartition
+from samzapy.system.file.factory import FileSystemFactory
+from samzapy.system.inmemory.factory import InMemorySystemFactory
+from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemAdmin
+
+EMPTY = OffsetBounds(None, "0")
+
+
+@pytest.fixture(params=sorted(HARNESSES))
+async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SystemHarness]:
+    built = HARNESSES[request.param](tmp_path)
+    yield built
+    await built.close()
+
+
+@pytest.fixture
+async def admin(harness: SystemHarness) -> AsyncIterator[SystemAdmin]:
+    started = harness.factory(bounded=False).get_admin()
+    await started.start()
+    yield started
+    await started.stop()
+
+
+def ssp(stream: str, partition: int) -> SystemStreamPartition:
+    return SystemStreamPartition(SYSTEM, stream, partition)
+
+
+class TestAdminContract:
+    async def test_an_empty_partition_has_no_oldest_offset(
+        self, harness: SystemHarness, admin: SystemAdmin
+    ) -> None:
+        await harness.create_stream("in", 2)
+        assert await admin.offset_bounds([ssp("in", 0), ssp("in", 1)]) == {
+            ssp("in", 0): EMPTY,
+            ssp("in", 1): EMPTY,
+        }
+
+    async def test_bounds_cover_what_was_written(
+        self, harness: SystemHarness, admin: SystemAdmin
+    ) -> None:
+        await harness.create_stream("in", 2)
+        await harness.write("in", 1, [b"a", b"b", b"c"])
+        assert await admin.offset_bounds([ssp("in", 0), ssp("in", 1)]) == {
+            ssp("in", 0): EMPTY,
+            ssp("in", 1): OffsetBounds("0", "3"),
+        }
+        await harness.write("in", 1, [b"d"])
+        assert await admin.offset_bounds([ssp("in", 1)]) == {ssp("in", 1): OffsetBounds("0", "4")}
+
+    async def test_bounds_cover_what_the_producer_flushed(
+        self, harness: SystemHarness, admin: SystemAdmin
+    ) -> None:
+        await harness.create_stream("out", 1)
+        producer = harness.factory(bounded=False).get_producer()
+        await producer.start()
+        producer.send(SystemStream(SYSTEM, "out"), 0, None, b"one")
+        producer.send(SystemStream(SYSTEM, "out"), 0, None, b"two")
+        await producer.flush()
+        await producer.stop()
+        assert await admin.offset_bounds([ssp("out", 0)]) == {ssp("out", 0): OffsetBounds("0", "2")}
+
+    async def test_the_upcoming_offset_is_the_next_message_s(
+        self, harness: SystemHarness, admin: SystemAdmin
+    ) -> None:
+        await harness.create_stream("in", 1)
+        await harness.write("in", 0, [b"old-0", b"old-1"])
+        upcoming = (await admin.offset_bounds([ssp("in", 0)]))[ssp("in", 0)].upcoming
+        consumer = harness.factory(bounded=False).get_consumer()
+        consumer.register(ssp("in", 0), upcoming, OffsetDefault.OLDEST)
+        await consumer.start()
+        await harness.write("in", 0, [b"new"])
+        batch = await consumer.poll([ssp("in", 0)], 10, 5.0)
+        await consumer.stop()
+        envelopes = batch[ssp("in", 0)]
+        assert [(e.offset, e.message) for e in envelopes] == [(upcoming, b"new")]
+
+    async def test_create_stream_takes_replication_and_topic_config(
+        self, harness: SystemHarness, admin: SystemAdmin
+    ) -> None:
+        await admin.create_stream(
+            "compacted", 1, replication_factor=1, config={"cleanup.policy": "compact"}
+        )
+        await admin.create_stream("default-replicas", 2, replication_factor=None, config=None)
+        assert await admin.partition_counts(["compacted", "default-replicas"]) == {
+            "compacted": 1,
+            "default-replicas": 2,
+        }
+        assert await admin.offset_bounds([ssp("compacted", 0)]) == {ssp("compacted", 0): EMPTY}
+
+
+class TestInMemoryAdminOffsets:
+    async def test_a_missing_stream_is_an_error_naming_it(self) -> None:
+        admin = InMemorySystemFactory(SYSTEM, {"namespace": "admin-missing"}).get_admin()
+        with pytest.raises(StreamSystemError, match="stream 'nope' does not exist"):
+            await admin.offset_bounds([ssp("nope", 0)])
+
+
+class TestFileAdminOffsets:
+    """File offsets are line numbers, counted the way the file consumer counts them."""
+
+    def factory(self, root: Path, *, follow: bool) -> FileSystemFactory:
+        return FileSystemFactory(SYSTEM, {"path": str(root), "follow": follow})
+
+    @pytest.mark.parametrize(
+        ("content", "bounded", "following"),
+        [
+            (b"", EMPTY, EMPTY),
+            (b"\n", OffsetBounds("0", "1"), OffsetBounds("0", "1")),
+            (b"a\n\nb\n", OffsetBounds("0", "3"), OffsetBounds("0", "3")),
+            (b"a\nparti", OffsetBounds("0", "2"), OffsetBounds("0", "1")),
+            (b"parti", OffsetBounds("0", "1"), EMPTY),
+        ],
+    )
+    async def test_a_last_line_without_newline_counts_only_in_bounded_mode(
+        self, tmp_path: Path, content: bytes, bounded: OffsetBounds, following: OffsetBounds
+    ) -> None:
+        (tmp_path / "in").mkdir()
+        (tmp_path / "in" / "0.jsonl").write_bytes(content)
+        for follow, expected in ((False, bounded), (True, following)):
+            admin = self.factory(tmp_path, follow=follow).get_admin()
+            assert await admin.offset_bounds([ssp("in", 0)]) == {ssp("in", 0): expected}
+
+    async def test_bounded_upcoming_is_where_the_consumer_ends(self, tmp_path: Path) -> None:
+        (tmp_path / "in").mkdir()
+        (tmp_path / "in" / "0.jsonl").write_bytes(b"a\n\nb\nc")
+        factory = self.factory(tmp_path, follow=False)
+        bounds = await factory.get_admin().offset_bounds([ssp("in", 0)])
+        consumer = factory.get_consumer()
+        consumer.register(ssp("in", 0), None, OffsetDefault.OLDEST)
+        await consumer.start()
+        envelopes = (await consumer.poll([ssp("in", 0)], 100, 1.0))[ssp("in", 0)]
+        await consumer.stop()
+        last = [e.offset for e in envelopes if not e.is_end_of_stream][-1]
+        assert bounds[ssp("in", 0)].upcoming == str(int(last) + 1) == "4"
+
+    async def test_counts_lines_across_chunks(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr("samzapy.system.file.factory.CHUNK_SIZE", 4)
+        (tmp_path / "in").mkdir()
+        (tmp_path / "in" / "0.jsonl").write_bytes(b"abc\nde\n\nfghij\nk")
+        admin = self.factory(tmp_path, follow=True).get_admin()
+        assert await admin.offset_bounds([ssp("in", 0)]) == {ssp("in", 0): OffsetBounds("0", "4")}
+
+    async def test_a_missing_partition_file_is_an_error_naming_it(self, tmp_path: Path) -> None:
+        admin = self.factory(tmp_path, follow=False).get_admin()
+        await admin.create_stream("in", 1)
+        with pytest.raises(
+            StreamSystemError, match=r"offsets of sys\.in#1: partition file .*in/1\.jsonl does not"
+        ):
+            await admin.offset_bounds([ssp("in", 0), ssp("in", 1)])

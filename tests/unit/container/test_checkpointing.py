@@ -1,0 +1,37 @@
+"""Partition counts recorded with checkpoints, and the checkpoint manager choice."""
+
+from __future__ import annotations
+
+import pytest
+
+from samzapy import StreamSystemError, SystemStream, SystemStreamPartition, TaskName
+from samzapy.checkpoint.ports import Checkpoint
+from samzapy.container.checkpointing import check_partition_counts, partition_counts_extra
+
+IN = SystemStream("kafka", "page-views")
+
+
+def checkpoint(counts: dict[SystemStream, int]) -> Checkpoint:
+    return Checkpoint(
+        {SystemStreamPartition("kafka", "page-views", 0): "5"}, partition_counts_extra(counts)
+    )
+
+
+def test_same_counts_pass() -> None:
+    check_partition_counts({TaskName("Partition 0"): checkpoint({IN: 8})}, {IN: 8})
+
+
+def test_changed_count_names_the_stream_both_counts_and_the_remedy() -> None:
+    with pytest.raises(
+        StreamSystemError,
+        match=r"input kafka.page-views had 8 partitions when task 'Partition 0' last checkpointed "
+        r"and has 12 now.*new stream",
+    ):
+        check_partition_counts({TaskName("Partition 0"): checkpoint({IN: 8})}, {IN: 12})
+
+
+def test_checkpoints_without_counts_and_new_inputs_pass() -> None:
+    old = Checkpoint({SystemStreamPartition("kafka", "page-views", 0): "5"})
+    other = SystemStream("kafka", "clicks")
+    check_partition_counts({TaskName("Partition 0"): old}, {IN: 3, other: 4})
+    check_partition_counts({TaskName("Partition 0"): checkpoint({IN: 3})}, {IN: 3, other: 4})
