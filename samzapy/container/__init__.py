@@ -1,4 +1,4 @@
-"""The container: SamzaContainer, the run loop, task instances, grouper, chooser and clock."""
+"""The container: SamzaContainer, the run loop, task instances, grouper, collector and clock."""
 
 from samzapy.container.clock import Clock, LoopClock
 from samzapy.container.container import SamzaContainer, load_task_class
