@@ -1,0 +1,25 @@
+"""Every job file shipped in configs/ validates, so the examples stay true to the code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from samzapy.config import load_config, resolve
+from samzapy.container import load_task_class
+
+CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
+
+
+def test_there_are_shipped_configs() -> None:
+    assert any(p.name == "quickstart.yaml" for p in CONFIGS)
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_shipped_config_validates_and_its_task_class_imports(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(path.parents[1]))
+    config = resolve(load_config(path))
+    assert load_task_class(config.task.task_class)
