@@ -1,0 +1,36 @@
+"""Task classes the Kafka job tests run, in-process and through the real `samzapy` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream
+
+
+class Tag(StreamTask):
+    """Writes {"p", "o", "v"} (input partition, offset, value) to the output topic named by
+    SAMZAPY_TEST_OUTPUT, on the input's partition, keyed like the input; sleeps
+    SAMZAPY_TEST_DELAY_MS per message when set (to keep a job busy during an outage)."""
+
+    def __init__(self) -> None:
+        self.out = SystemStream("kafka", os.environ.get("SAMZAPY_TEST_OUTPUT", "out"))
+        self.delay = float(os.environ.get("SAMZAPY_TEST_DELAY_MS", "0")) / 1000
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        if self.delay:
+            time.sleep(self.delay)
+        ssp = envelope.system_stream_partition
+        value = envelope.message
+        if isinstance(value, bytes):
+            value = value.decode()
+        collector.send(
+            OutgoingMessageEnvelope(
+                self.out,
+                json.dumps({"p": ssp.partition, "o": int(envelope.offset), "v": value}).encode(),
+                key=envelope.key,
+                partition=ssp.partition,
+            )
+        )

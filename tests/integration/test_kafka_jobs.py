@@ -1,0 +1,387 @@
+"""Jobs over a real Kafka broker: outputs, restarts, kill -9, broker outages, offset rules.
+
+Kafka inputs never end, so each job runs until the test has seen what it waits for and then
+stops it (SIGTERM for `samzapy run`, request_stop in-process), as an operator would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
+
+from samzapy import SerdeError
+from samzapy.checkpoint.stream import checkpoint_stream_name
+from samzapy.config import load_config, resolve
+from samzapy.container import SamzaContainer
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+from kafka_jobs import Tag  # noqa: E402
+
+
+def name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
+
+
+async def add_partitions(bootstrap: str, topic: str, total: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_partitions({topic: NewPartitions(total_count=total)})
+    finally:
+        await admin.close()
+
+
+async def produce(bootstrap: str, topic: str, items: list[tuple[int, bytes | None, bytes]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=10)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, v, key=k, partition=p) for p, k, v in items]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def read_all(bootstrap: str, topic: str) -> list[Any]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = consumer.partitions_for_topic(topic) or set()
+        if not partitions:
+            await consumer._client.force_metadata_update()
+            partitions = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        if not tps:
+            return []
+        consumer.assign(tps)
+        await consumer.seek_to_beginning()
+        ends = await consumer.end_offsets(tps)
+        records: list[Any] = []
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+            for batch in (await consumer.getmany(timeout_ms=500)).values():
+                records.extend(batch)
+        return records
+    finally:
+        await consumer.stop()
+
+
+def outputs(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    return [json.loads(r.value) for r in asyncio.run(read_all(bootstrap, topic))]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, proc: Any = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the job exited with {proc.returncode} while waiting for {what}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.25)
+
+
+def job_file(tmp_path: Path, bootstrap: str, source: str, **extra: Any) -> Path:
+    cfg = {
+        "job.name": "kafka-it",
+        "job.id": uuid.uuid4().hex[:8],
+        "task.class": "kafka_jobs:Tag",
+        "task.inputs": [f"kafka.{source}"],
+        "task.checkpoint.factory": "kafka",
+        "task.commit.ms": 500,
+        "systems.kafka.samza.factory": "kafka",
+        "systems.kafka.bootstrap.servers": bootstrap,
+        "systems.kafka.default.stream.samza.offset.default": "oldest",
+        **extra,
+    }
+    path = tmp_path / f"job-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+class Job:
+    """`samzapy run` in the background, its JSON log in a file."""
+
+    def __init__(self, job: Path, output: str, log: Path, delay_ms: float = 0) -> None:
+        self.log = log
+        self.handle = open(log, "a")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "samzapy", "run", str(job)],
+            cwd=ROOT,
+            env={
+                **os.environ,
+                "PYTHONPATH": str(HERE),
+                "SAMZAPY_TEST_OUTPUT": output,
+                "SAMZAPY_TEST_DELAY_MS": str(delay_ms),
+            },
+            stdout=self.handle,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout)
+        self.handle.close()
+        return code
+
+    def events(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log.read_text().splitlines():
+            if line.startswith("{"):
+                out.append(json.loads(line))
+        return out
+
+
+def test_job_output_then_restart_processes_nothing_twice(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    source, out = name("in"), name("out")
+    asyncio.run(create_topic(kafka_bootstrap, source, 4))
+    asyncio.run(create_topic(kafka_bootstrap, out, 4))
+    items = [(i % 4, f"k{i}".encode(), f"v{i}".encode()) for i in range(2000)]
+    asyncio.run(produce(kafka_bootstrap, source, items))
+    job = job_file(tmp_path, kafka_bootstrap, source)
+    first = Job(job, out, tmp_path / "first.log")
+    wait_for(lambda: len(outputs(kafka_bootstrap, out)) >= 2000, 90, "2000 outputs", first.proc)
+    assert first.stop() == 0
+    got = outputs(kafka_bootstrap, out)
+    assert len(got) == 2000
+    for p in range(4):
+        values = [r["v"] for r in got if r["p"] == p]
+        assert values == [v.decode() for q, _, v in items if q == p]
+    # Restarted after a clean stop: it resumes after the final checkpoint and finds nothing.
+    second = Job(job, out, tmp_path / "second.log")
+    wait_for(
+        lambda: any(e["event"] == "container_started" for e in second.events()),
+        60,
+        "the restart",
+        second.proc,
+    )
+    time.sleep(2)
+    assert second.stop() == 0
+    assert len(outputs(kafka_bootstrap, out)) == 2000
+    read = [e for e in second.events() if e["event"] == "checkpoint_read"]
+    assert len(read) == 4
+
+
+def _last_checkpoints(bootstrap: str, job: Path) -> dict[int, int]:
+    cfg = json.loads(job.read_text())
+    topic = checkpoint_stream_name(cfg["job.name"], cfg["job.id"])
+    latest: dict[str, Any] = {}
+    for r in asyncio.run(read_all(bootstrap, topic)):
+        latest[r.key.decode()] = json.loads(r.value) if r.value is not None else None
+    offsets = {}
+    for doc in latest.values():
+        for o in doc["offsets"]:
+            offsets[o["partition"]] = int(o["offset"])
+    return offsets
+
+
+def test_kill_9_mid_run_loses_nothing_and_duplicates_only_after_the_checkpoint(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    source, out = name("in"), name("out")
+    asyncio.run(create_topic(kafka_bootstrap, source, 4))
+    asyncio.run(create_topic(kafka_bootstrap, out, 4))
+    n = 100_000
+    asyncio.run(
+        produce(kafka_bootstrap, source, [(i % 4, None, str(i).encode()) for i in range(n)])
+    )
+    job = job_file(tmp_path, kafka_bootstrap, source, **{"task.commit.ms": 200})
+    first = Job(job, out, tmp_path / "first.log")
+    wait_for(lambda: len(outputs(kafka_bootstrap, out)) >= 30_000, 120, "30k outputs", first.proc)
+    first.stop(signal.SIGKILL)
+    checkpointed = _last_checkpoints(kafka_bootstrap, job)
+    assert checkpointed, "no checkpoint was written before the kill"
+    second = Job(job, out, tmp_path / "second.log")
+
+    def complete() -> bool:
+        return len({(r["p"], r["o"]) for r in outputs(kafka_bootstrap, out)}) >= n
+
+    wait_for(complete, 180, "every input's output", second.proc)
+    assert second.stop() == 0
+    got = outputs(kafka_bootstrap, out)
+    assert {int(r["v"]) for r in got} == set(range(n))
+    dupes = [k for k, c in Counter((r["p"], r["o"]) for r in got).items() if c > 1]
+    assert all(o > checkpointed.get(p, -1) for p, o in dupes), "a duplicate precedes the checkpoint"
+
+
+def test_broker_restart_during_a_run_loses_nothing(own_kafka_broker: Any, tmp_path: Path) -> None:
+    bootstrap = own_kafka_broker.bootstrap
+    source, out = name("in"), name("out")
+    asyncio.run(create_topic(bootstrap, source, 2))
+    asyncio.run(create_topic(bootstrap, out, 2))
+    n = 20_000
+    asyncio.run(produce(bootstrap, source, [(i % 2, None, str(i).encode()) for i in range(n)]))
+    job = job_file(tmp_path, bootstrap, source, **{"task.commit.ms": 200})
+    # 0.5 ms per message keeps the job busy for about 10 s: the outage comes mid-run.
+    run = Job(job, out, tmp_path / "job.log", delay_ms=0.5)
+    wait_for(lambda: len(outputs(bootstrap, out)) >= 2_000, 120, "2k outputs", run.proc)
+    before_outage = len(outputs(bootstrap, out))
+    own_kafka_broker.down()
+    time.sleep(2)
+    own_kafka_broker.up()
+    asyncio.run(
+        produce(bootstrap, source, [(i % 2, None, str(i).encode()) for i in range(n, n + 100)])
+    )
+
+    def complete() -> bool:
+        return {int(r["v"]) for r in outputs(bootstrap, out)} >= set(range(n + 100))
+
+    wait_for(complete, 180, "every input's output after the broker came back", run.proc)
+    assert run.stop() == 0
+    assert before_outage < n, "the outage should come while the job still has work"
+
+
+# -- in-process: offset rules, partition counts, deserialization ---------------------------------
+
+
+def _config(bootstrap: str, source: str, **extra: Any) -> Any:
+    cfg = {
+        "job.name": "kafka-it",
+        "job.id": extra.pop("job_id", uuid.uuid4().hex[:8]),
+        "task.class": "kafka_jobs:Tag",
+        "task.inputs": [f"kafka.{source}"],
+        "task.checkpoint.factory": "kafka",
+        "systems.kafka.samza.factory": "kafka",
+        "systems.kafka.bootstrap.servers": bootstrap,
+        **extra,
+    }
+    return resolve(load_config(text=json.dumps(cfg)))
+
+
+async def _run_until(
+    container: SamzaContainer, done: Callable[[], bool], limit: float = 60
+) -> None:
+    job = asyncio.ensure_future(container.run())
+    deadline = time.monotonic() + limit
+    while not done():
+        if job.done():
+            job.result()
+            raise AssertionError("the job ended early")
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+    container.request_stop("test done")
+    await job
+
+
+def _processed(container: SamzaContainer) -> int:
+    return container.run_loop.processed if container.run_loop else 0
+
+
+async def test_upcoming_oldest_and_reset_offsets(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, out = name("in"), name("out")
+    monkeypatch.setenv("SAMZAPY_TEST_OUTPUT", out)
+    await create_topic(kafka_bootstrap, source, 1)
+    await create_topic(kafka_bootstrap, out, 1)
+    await produce(kafka_bootstrap, source, [(0, None, b"old%d" % i) for i in range(5)])
+
+    # upcoming (Samza's default for Kafka): what was there before the start is skipped.
+    job_id = uuid.uuid4().hex[:8]
+    upcoming = SamzaContainer(_config(kafka_bootstrap, source, job_id=job_id), task_factory=Tag)
+    job = asyncio.ensure_future(upcoming.run())
+    while upcoming.run_loop is None or not upcoming.run_loop.tasks:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)
+    await produce(kafka_bootstrap, source, [(0, None, b"new%d" % i) for i in range(3)])
+    while _processed(upcoming) < 3:
+        assert not job.done()
+        await asyncio.sleep(0.05)
+    upcoming.request_stop("test done")
+    await job
+    assert [
+        r["v"] for r in (json.loads(x.value) for x in await read_all(kafka_bootstrap, out))
+    ] == ["new0", "new1", "new2"]
+    # The checkpoint wins over any default on restart: nothing is read again.
+    again = SamzaContainer(
+        _config(
+            kafka_bootstrap,
+            source,
+            job_id=job_id,
+            **{"systems.kafka.default.stream.samza.offset.default": "oldest"},
+        ),
+        task_factory=Tag,
+    )
+    await _run_until(again, lambda: again.run_loop is not None and again.run_loop.tasks != [], 30)
+    assert _processed(again) == 0
+    # reset.offset ignores the checkpoint: oldest then means everything again.
+    reset = SamzaContainer(
+        _config(
+            kafka_bootstrap,
+            source,
+            job_id=job_id,
+            **{
+                "systems.kafka.default.stream.samza.offset.default": "oldest",
+                f"streams.{source}.samza.reset.offset": True,
+            },
+        ),
+        task_factory=Tag,
+    )
+    await _run_until(reset, lambda: _processed(reset) >= 8)
+    assert _processed(reset) == 8
+
+
+async def test_changed_partition_count_stops_the_job(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, out = name("in"), name("out")
+    monkeypatch.setenv("SAMZAPY_TEST_OUTPUT", out)
+    await create_topic(kafka_bootstrap, source, 2)
+    await create_topic(kafka_bootstrap, out, 3)
+    await produce(kafka_bootstrap, source, [(i % 2, None, b"x") for i in range(4)])
+    job_id = uuid.uuid4().hex[:8]
+    extra = {"job_id": job_id, "systems.kafka.default.stream.samza.offset.default": "oldest"}
+    first = SamzaContainer(_config(kafka_bootstrap, source, **extra), task_factory=Tag)
+    await _run_until(first, lambda: _processed(first) >= 4)
+    await add_partitions(kafka_bootstrap, source, 3)
+    second = SamzaContainer(_config(kafka_bootstrap, source, **extra), task_factory=Tag)
+    with pytest.raises(Exception, match=rf"input kafka.{source} had 2 partitions .* has 3 now"):
+        await second.run()
+
+
+async def test_undeserializable_message_fails_or_is_dropped(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, out = name("in"), name("out")
+    monkeypatch.setenv("SAMZAPY_TEST_OUTPUT", out)
+    await create_topic(kafka_bootstrap, source, 1)
+    await create_topic(kafka_bootstrap, out, 1)
+    values = [b'{"n": 0}', b'{"n": 1}', b"not json", b'{"n": 3}']
+    await produce(kafka_bootstrap, source, [(0, None, v) for v in values])
+    common = {
+        f"streams.{source}.samza.msg.serde": "json",
+        "systems.kafka.default.stream.samza.offset.default": "oldest",
+    }
+    failing = SamzaContainer(_config(kafka_bootstrap, source, **common), task_factory=Tag)
+    with pytest.raises(SerdeError, match=rf"offset 2 of kafka.{source}#0"):
+        await failing.run()
+    dropping = SamzaContainer(
+        _config(kafka_bootstrap, source, **common, **{"task.drop.deserialization.errors": True}),
+        task_factory=Tag,
+    )
+    await _run_until(dropping, lambda: _processed(dropping) >= 3)
+    assert _processed(dropping) == 3
