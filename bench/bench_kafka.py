@@ -128,7 +128,9 @@ async def plain_loop(bootstrap: str, source: str, sink: str, n: int) -> float:
                 batch = producer.create_batch()
                 for r in batch_records:
                     if batch.append(key=r.key, value=r.value, timestamp=None) is None:
-                        pending.append(await producer.send_batch(batch, sink, partition=tp.partition))
+                        pending.append(
+                            await producer.send_batch(batch, sink, partition=tp.partition)
+                        )
                         batch = producer.create_batch()
                         batch.append(key=r.key, value=r.value, timestamp=None)
                 pending.append(await producer.send_batch(batch, sink, partition=tp.partition))
@@ -226,7 +228,11 @@ async def latency(bootstrap: str, rate: float, seconds: float) -> tuple[float, f
     container.request_stop("benchmark done")
     await job
     latencies.sort()
-    return latencies[len(latencies) // 2] * 1000, latencies[int(len(latencies) * 0.99)] * 1000, total
+    return (
+        latencies[len(latencies) // 2] * 1000,
+        latencies[int(len(latencies) * 0.99)] * 1000,
+        total,
+    )
 
 
 async def main(args: argparse.Namespace, bootstrap: str) -> None:
@@ -236,8 +242,10 @@ async def main(args: argparse.Namespace, bootstrap: str) -> None:
     t0 = time.perf_counter()
     await fill(bootstrap, source, args.messages)
     n = await end_offsets_total(bootstrap, source)
-    print(f"broker {bootstrap}: {n:,} messages of {len(PAYLOAD)} bytes over {PARTITIONS} "
-          f"partitions, filled in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"broker {bootstrap}: {n:,} messages of {len(PAYLOAD)} bytes over {PARTITIONS} "
+        f"partitions, filled in {time.perf_counter() - t0:.1f} s"
+    )
     a = await plain_loop(bootstrap, source, out_a, n)
     b = await samzapy_loop(bootstrap, source, out_b, n)
     print(f"(a) plain aiokafka loop (getmany + send_batch)  {a:>10,.0f} msg/s")
@@ -245,8 +253,10 @@ async def main(args: argparse.Namespace, bootstrap: str) -> None:
     print(f"    ratio b/a {b / a:.2f}   (goal >= 0.80)")
     rate = b / 2
     p50, p99, count = await latency(bootstrap, rate, args.latency_seconds)
-    print(f"latency at {rate:,.0f} msg/s (half of (b)), {count:,} messages: "
-          f"p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    print(
+        f"latency at {rate:,.0f} msg/s (half of (b)), {count:,} messages: "
+        f"p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -151,6 +151,8 @@ SYSTEM_FACTORIES = ("memory", "file", "kafka")
 BUILTIN_SERDES = ("string", "json", "bytes", "integer", "long", "none")
 REPORTERS = ("log", "prometheus")
 OFFSET_DEFAULTS = ("oldest", "upcoming")
+KAFKA_SECURITY_PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
+KAFKA_SASL_MECHANISMS = ("plain", "gssapi", "scram-sha-256", "scram-sha-512")
 
 _I, _B, _S, _L, _E, _A = Kind.INT, Kind.BOOL, Kind.STR, Kind.STR_LIST, Kind.ENUM, Kind.ANY
 
@@ -204,6 +206,42 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
         "systems.<name>.poll.interval.ms", _I, 200, "Poll period.", minimum=1, factory="file"
     ),
     ConfigKey("systems.<name>.bootstrap.servers", _A, None, "Brokers.", factory="kafka"),
+    ConfigKey(
+        "systems.<name>.connect.timeout.ms", _I, 60000, "Broker wait.", minimum=0, factory="kafka"
+    ),
+    ConfigKey(
+        "systems.<name>.default.stream.replication.factor",
+        _I,
+        -1,
+        "Replicas of created topics.",
+        minimum=-1,
+        factory="kafka",
+    ),
+    ConfigKey(
+        "systems.<name>.security.protocol",
+        _E,
+        None,
+        "Kafka security protocol.",
+        choices=KAFKA_SECURITY_PROTOCOLS,
+        factory="kafka",
+    ),
+    ConfigKey(
+        "systems.<name>.sasl.mechanism",
+        _E,
+        None,
+        "SASL mechanism.",
+        choices=KAFKA_SASL_MECHANISMS,
+        factory="kafka",
+    ),
+    ConfigKey("systems.<name>.sasl.plain.username", _S, None, "SASL user.", factory="kafka"),
+    ConfigKey("systems.<name>.sasl.plain.password", _S, None, "SASL password.", factory="kafka"),
+    ConfigKey("systems.<name>.sasl.kerberos.service.name", _S, None, "GSSAPI.", factory="kafka"),
+    ConfigKey("systems.<name>.sasl.kerberos.domain.name", _S, None, "GSSAPI.", factory="kafka"),
+    ConfigKey("systems.<name>.ssl.cafile", _S, None, "CA bundle.", factory="kafka"),
+    ConfigKey("systems.<name>.ssl.capath", _S, None, "CA directory.", factory="kafka"),
+    ConfigKey("systems.<name>.ssl.certfile", _S, None, "Client certificate.", factory="kafka"),
+    ConfigKey("systems.<name>.ssl.keyfile", _S, None, "Client key.", factory="kafka"),
+    ConfigKey("systems.<name>.ssl.password", _S, None, "Client key password.", factory="kafka"),
     ConfigKey("systems.<name>.consumer.*", _A, None, "Kafka consumer options.", factory="kafka"),
     ConfigKey("systems.<name>.producer.*", _A, None, "Kafka producer options.", factory="kafka"),
     # streams
@@ -265,6 +303,8 @@ def keys_in(namespace: str) -> tuple[ConfigKey, ...]:
 
 __all__ = [
     "BUILTIN_SERDES",
+    "KAFKA_SASL_MECHANISMS",
+    "KAFKA_SECURITY_PROTOCOLS",
     "KNOWN_KEYS",
     "NAMESPACES",
     "OFFSET_DEFAULTS",

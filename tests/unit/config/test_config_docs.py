@@ -111,9 +111,6 @@ def test_reserved_keys_are_marked() -> None:
     reserved = [p for p in KEYS if p.startswith("stores.")] + [
         "job.logged.store.base.dir",
         "task.drop.producer.errors",
-        "systems.<name>.bootstrap.servers",
-        "systems.<name>.consumer.*",
-        "systems.<name>.producer.*",
         "streams.<id>.samza.intermediate",
         "streams.<id>.samza.framed",
         "streams.<id>.samza.upstream.inputs",

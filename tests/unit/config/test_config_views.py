@@ -131,6 +131,8 @@ def test_every_known_default_is_listed() -> None:
         "systems.<name>.namespace": "<name>",
         "systems.<name>.follow": False,
         "systems.<name>.poll.interval.ms": 200,
+        "systems.<name>.connect.timeout.ms": 60000,
+        "systems.<name>.default.stream.replication.factor": -1,
         "streams.<id>.samza.physical.name": "<id>",
         "streams.<id>.samza.reset.offset": False,
         "streams.<id>.samza.intermediate": False,

@@ -1,0 +1,230 @@
+"""The kafka system's admin: topic metadata, topic creation and partition offset bounds.
+
+It holds an AIOKafkaAdminClient (metadata, creation) and a group-less AIOKafkaConsumer
+(offset look-ups), both connected at ``start`` (or on first use) with the start-up retry of
+``connection.connect``. Kafka offsets are integers, so the base class's ``offset_after`` and
+``compare_offsets`` apply as they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from samzapy.api.errors import StreamSystemError
+from samzapy.api.system import SystemStreamPartition
+from samzapy.system.kafka.connection import connect, stop_client
+from samzapy.system.kafka.errors import (
+    KAFKA_ERRORS,
+    LEADER_NOT_AVAILABLE,
+    NO_ERROR,
+    TOPIC_ALREADY_EXISTS,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    error_name,
+    stream_error,
+    where,
+)
+from samzapy.system.kafka.settings import KafkaSettings
+from samzapy.system.ports import OffsetBounds, SystemAdmin
+
+#: How long a topic just created may take to show in the metadata before that is an error.
+_CREATED_VISIBLE_S = 30.0
+_METADATA_RETRY_S = 0.05
+
+
+class KafkaSystemAdmin(SystemAdmin):
+    """Metadata, creation and offsets of the topics of one kafka system."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self._settings = settings
+        self._servers = ",".join(settings.servers)
+        self._admin: Any = None
+        self._consumer: Any = None
+        self._connecting = asyncio.Lock()
+
+    async def start(self) -> None:
+        await self._clients()
+
+    async def stop(self) -> None:
+        admin, self._admin = self._admin, None
+        consumer, self._consumer = self._consumer, None
+        try:
+            if consumer is not None:
+                await stop_client(consumer)
+        finally:
+            if admin is not None:
+                await admin.close()
+
+    async def _clients(self) -> tuple[Any, Any]:
+        async with self._connecting:
+            if self._admin is None:
+                settings = self._settings
+                self._admin = await connect(
+                    self._open_admin,
+                    servers=self._servers,
+                    timeout_ms=settings.connect_timeout_ms,
+                    system=settings.system_name,
+                    client="admin",
+                )
+                self._consumer = await connect(
+                    self._open_consumer,
+                    servers=self._servers,
+                    timeout_ms=settings.connect_timeout_ms,
+                    system=settings.system_name,
+                    client="admin",
+                )
+        return self._admin, self._consumer
+
+    async def _open_admin(self) -> Any:
+        admin = AIOKafkaAdminClient(**self._settings.admin_kwargs())
+        try:
+            await admin.start()
+        except BaseException:
+            await admin.close()
+            raise
+        return admin
+
+    async def _open_consumer(self) -> Any:
+        settings = self._settings
+        consumer = AIOKafkaConsumer(**settings.consumer_kwargs(servers=settings.servers))
+        try:
+            await consumer.start()
+        except BaseException:
+            await stop_client(consumer)
+            raise
+        return consumer
+
+    # -- metadata -----------------------------------------------------------------------
+
+    async def partition_counts(self, streams: Iterable[str]) -> dict[str, int]:
+        topics = list(dict.fromkeys(streams))
+        if not topics:
+            return {}
+        admin, _ = await self._clients()
+        counts: dict[str, int] = {}
+        pending = topics
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _CREATED_VISIBLE_S
+        while True:
+            try:
+                described = await admin.describe_topics(pending)
+            except KAFKA_ERRORS as exc:
+                raise stream_error(f"cannot describe Kafka topics {pending}", exc) from exc
+            unsettled = []
+            for entry in described:
+                topic, code, partitions = entry["topic"], entry["error_code"], entry["partitions"]
+                if code == UNKNOWN_TOPIC_OR_PARTITION:
+                    continue
+                if code in (NO_ERROR, LEADER_NOT_AVAILABLE) and partitions:
+                    counts[topic] = len(partitions)
+                elif code == LEADER_NOT_AVAILABLE and loop.time() < deadline:
+                    unsettled.append(topic)  # being created: its partitions follow shortly
+                else:
+                    raise StreamSystemError(
+                        f"cannot read the metadata of {where(topic)}: {error_name(code)}"
+                    )
+            if not unsettled:
+                return counts
+            pending = unsettled
+            await asyncio.sleep(_METADATA_RETRY_S)
+
+    async def create_stream(
+        self,
+        stream: str,
+        partitions: int,
+        *,
+        replication_factor: int | None = None,
+        config: Mapping[str, str] | None = None,
+    ) -> None:
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise StreamSystemError(
+                f"cannot create {where(stream)}: partitions must be an integer >= 1, "
+                f"got {partitions!r}"
+            )
+        replicas = self._settings.replication_factor
+        if replication_factor is not None:
+            replicas = replication_factor
+        if type(replicas) is not int or replicas == 0 or replicas < -1:
+            raise StreamSystemError(
+                f"cannot create {where(stream)}: the replication factor must be -1 (the "
+                f"broker's default) or >= 1, got {replicas!r}"
+            )
+        admin, _ = await self._clients()
+        topic_configs = {str(k): str(v) for k, v in (config or {}).items()}
+        new_topic = NewTopic(
+            stream, num_partitions=partitions, replication_factor=1, topic_configs=topic_configs
+        )
+        # NewTopic refuses -1 although CreateTopics (v4+ brokers) takes it for "broker default".
+        new_topic.replication_factor = replicas
+        what = (
+            f"cannot create {where(stream)} with {partitions} partitions and replication "
+            f"factor {replicas}" + (f" and config {topic_configs}" if topic_configs else "")
+        )
+        try:
+            response = await admin.create_topics([new_topic])
+        except KAFKA_ERRORS as exc:
+            raise stream_error(what, exc) from exc
+        for _topic, code, message, *_ in response.topic_errors:
+            if code == TOPIC_ALREADY_EXISTS:
+                return  # an existing stream is left as it is, whatever its count
+            if code != NO_ERROR:
+                raise StreamSystemError(f"{what}: {error_name(code)}: {message}")
+        await self._await_visible(stream)
+
+    async def _await_visible(self, topic: str) -> None:
+        """Return once the topic just created shows in the metadata (it lags creation)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _CREATED_VISIBLE_S
+        while topic not in await self.partition_counts([topic]):
+            if loop.time() >= deadline:
+                raise StreamSystemError(
+                    f"{where(topic)} was created but did not show in the metadata within "
+                    f"{_CREATED_VISIBLE_S:g} s"
+                )
+            await asyncio.sleep(_METADATA_RETRY_S)
+
+    # -- offsets ------------------------------------------------------------------------
+
+    async def offset_bounds(
+        self, ssps: Iterable[SystemStreamPartition]
+    ) -> dict[SystemStreamPartition, OffsetBounds]:
+        wanted = list(dict.fromkeys(ssps))
+        if not wanted:
+            return {}
+        _, consumer = await self._clients()
+        await self.check_partitions(wanted)
+        tps = {ssp: TopicPartition(ssp.stream, ssp.partition) for ssp in wanted}
+        try:
+            beginning = await consumer.beginning_offsets(list(tps.values()))
+            end = await consumer.end_offsets(list(tps.values()))
+        except KAFKA_ERRORS as exc:
+            streams = sorted({ssp.stream for ssp in wanted})
+            raise stream_error(f"cannot read the offsets of Kafka topics {streams}", exc) from exc
+        bounds: dict[SystemStreamPartition, OffsetBounds] = {}
+        for ssp, tp in tps.items():
+            oldest, upcoming = beginning[tp], end[tp]
+            bounds[ssp] = OffsetBounds(None if oldest >= upcoming else str(oldest), str(upcoming))
+        return bounds
+
+    async def check_partitions(self, ssps: Iterable[SystemStreamPartition]) -> None:
+        """Raise unless every partition exists (offset look-ups would wait for it instead)."""
+        wanted = list(ssps)
+        counts = await self.partition_counts(ssp.stream for ssp in wanted)
+        for ssp in wanted:
+            count = counts.get(ssp.stream)
+            if count is None:
+                raise StreamSystemError(
+                    f"cannot read {ssp}: {where(ssp.stream)} does not exist at {self._servers}"
+                )
+            if not 0 <= ssp.partition < count:
+                raise StreamSystemError(
+                    f"cannot read {ssp}: partition {ssp.partition} is out of range for "
+                    f"{where(ssp.stream)}, which has partitions 0..{count - 1}"
+                )
+
+
+__all__ = ["KafkaSystemAdmin"]

@@ -1,0 +1,294 @@
+"""The kafka system's consumer: one group-less AIOKafkaConsumer reading assigned partitions.
+
+Start-up, in order:
+
+1. Look the registered partitions up (they must exist) and read their offset bounds.
+2. Decide each partition's starting offset (``start_position``): the registered offset when
+   Kafka still holds it, else the registered default resolved to a concrete offset now
+   (``oldest``: the first offset held; ``upcoming``: the end). A registered offset Kafka no
+   longer holds (retention) or never held (beyond the end) is logged as
+   ``checkpoint_offset_unavailable`` with the resolution taken.
+3. Connect (with the start-up retry), assign every partition and seek to its offset.
+
+``poll`` pauses the partitions the container did not ask for (their queues are full) and
+resumes the ones it asks for, only when that set changes, then takes what aiokafka has
+prefetched. An offset that runs out of range while running (retention overtook a slow
+reader) is reset to the partition's default with the same warning. Kafka partitions never
+end: there is no end-of-stream here. aiokafka reconnects by itself after a broker restart;
+the consumer only fails once the broker has been silent for longer than
+``connect.timeout.ms`` (see ``connection.ContactWatch``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import OffsetOutOfRangeError
+
+from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.errors import StreamSystemError
+from samzapy.api.system import SystemStreamPartition
+from samzapy.system.kafka.admin import KafkaSystemAdmin
+from samzapy.system.kafka.connection import ContactWatch, connect, stop_client
+from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
+from samzapy.system.kafka.settings import KafkaSettings
+from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemConsumer
+
+log = structlog.get_logger("samzapy.kafka")
+
+_DEFAULTS = (OffsetDefault.OLDEST, OffsetDefault.UPCOMING)
+
+
+def start_position(offset: str | None, default: str, bounds: OffsetBounds) -> tuple[int, bool]:
+    """Where a partition starts: ``(offset, whether the registered offset was unavailable)``.
+
+    ``offset`` is the registered offset (None: none); ``bounds`` what the partition holds.
+    """
+    upcoming = int(bounds.upcoming)
+    oldest = upcoming if bounds.oldest is None else int(bounds.oldest)
+    if offset is not None:
+        position = int(offset)
+        if oldest <= position <= upcoming:
+            return position, False
+    return (oldest if default == OffsetDefault.OLDEST else upcoming), offset is not None
+
+
+def _parse_offset(ssp: SystemStreamPartition, offset: str) -> int:
+    try:
+        position = int(offset)
+    except (TypeError, ValueError):
+        position = -1
+    if position < 0:
+        raise StreamSystemError(
+            f"cannot read {ssp} from offset {offset!r}: Kafka offsets are integers >= 0"
+        )
+    return position
+
+
+class KafkaSystemConsumer(SystemConsumer):
+    """Reads the registered partitions of one kafka system."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self._settings = settings
+        self._servers = ",".join(settings.consumer_servers)
+        self._requested: dict[SystemStreamPartition, tuple[str | None, str]] = {}
+        self._started = False
+        self._consumer: Any = None
+        self._watch: ContactWatch | None = None
+        self._ssp_of: dict[Any, SystemStreamPartition] = {}
+        self._tp_of: dict[SystemStreamPartition, Any] = {}
+        self._active: frozenset[SystemStreamPartition] = frozenset()
+        self._active_tps: tuple[Any, ...] = ()
+
+    def register(self, ssp: SystemStreamPartition, offset: str | None, default: str) -> None:
+        if self._started:
+            raise StreamSystemError(
+                f"cannot register {ssp}: the kafka consumer has already started"
+            )
+        if offset is not None:
+            _parse_offset(ssp, offset)
+        if default not in _DEFAULTS:
+            raise StreamSystemError(
+                f"cannot register {ssp}: default offset must be 'oldest' or 'upcoming', "
+                f"got {default!r}"
+            )
+        self._requested[ssp] = (offset, default)
+
+    # -- start and stop -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._started = True
+        if not self._requested:
+            return
+        # 1. What each partition holds now (through the consumer's own brokers).
+        bounds = await self._bounds()
+        # 2. Where each partition starts.
+        positions: dict[SystemStreamPartition, int] = {}
+        for ssp, (offset, default) in self._requested.items():
+            position, unavailable = start_position(offset, default, bounds[ssp])
+            if unavailable:
+                self._warn_unavailable(ssp, offset, bounds[ssp], default)
+            positions[ssp] = position
+        # 3. Connect, assign, seek.
+        settings = self._settings
+        consumer = await connect(
+            self._open,
+            servers=self._servers,
+            timeout_ms=settings.connect_timeout_ms,
+            system=settings.system_name,
+            client="consumer",
+        )
+        self._consumer = consumer
+        self._tp_of = {ssp: TopicPartition(ssp.stream, ssp.partition) for ssp in positions}
+        self._ssp_of = {tp: ssp for ssp, tp in self._tp_of.items()}
+        try:
+            consumer.assign(list(self._tp_of.values()))
+            for ssp, position in positions.items():
+                consumer.seek(self._tp_of[ssp], position)
+        except KAFKA_ERRORS as exc:
+            await self.stop()
+            raise stream_error(f"cannot assign {sorted(map(str, positions))}", exc) from exc
+        self._active = frozenset(positions)
+        self._active_tps = tuple(self._tp_of.values())
+        self._watch = ContactWatch(
+            self._probe,
+            servers=self._servers,
+            timeout_ms=settings.connect_timeout_ms,
+            system=settings.system_name,
+            client="consumer",
+        )
+
+    async def _bounds(self) -> dict[SystemStreamPartition, OffsetBounds]:
+        settings = self._settings
+        admin = KafkaSystemAdmin(dataclasses.replace(settings, servers=settings.consumer_servers))
+        try:
+            return await admin.offset_bounds(self._requested)
+        finally:
+            await admin.stop()
+
+    async def _open(self) -> Any:
+        consumer = AIOKafkaConsumer(**self._settings.consumer_kwargs())
+        try:
+            await consumer.start()
+        except BaseException:
+            await stop_client(consumer)
+            raise
+        return consumer
+
+    async def _probe(self) -> None:
+        await self._consumer.end_offsets(list(self._tp_of.values()))
+
+    async def stop(self) -> None:
+        watch, self._watch = self._watch, None
+        consumer, self._consumer = self._consumer, None
+        try:
+            if watch is not None:
+                await watch.close()
+        finally:
+            if consumer is not None:
+                await stop_client(consumer)
+
+    # -- polling ------------------------------------------------------------------------
+
+    async def poll(
+        self,
+        ssps: Sequence[SystemStreamPartition],
+        max_messages: int,
+        timeout: float,  # noqa: ASYNC109 - the port's signature
+    ) -> Mapping[SystemStreamPartition, list[IncomingMessageEnvelope]]:
+        consumer = self._consumer
+        if consumer is None or not ssps:
+            return await self._poll_nothing(ssps, timeout)
+        if max_messages < 1:
+            raise StreamSystemError(f"poll needs max_messages >= 1, got {max_messages}")
+        wanted = frozenset(ssps)
+        if wanted != self._active:
+            self._switch(consumer, wanted)
+        try:
+            batches = await consumer.getmany(
+                *self._active_tps, timeout_ms=int(timeout * 1000), max_records=max_messages
+            )
+        except OffsetOutOfRangeError as exc:
+            await self._reset(consumer, exc)
+            return {}
+        except KAFKA_ERRORS as exc:
+            raise stream_error(f"cannot read {self._naming(ssps)}", exc) from exc
+        watch = self._watch
+        assert watch is not None
+        now = asyncio.get_running_loop().time()
+        if not batches:
+            watch.check(now)
+            return {}
+        watch.contact(now)
+        result: dict[SystemStreamPartition, list[IncomingMessageEnvelope]] = {}
+        ssp_of = self._ssp_of
+        envelope = IncomingMessageEnvelope
+        for tp, records in batches.items():
+            ssp = ssp_of[tp]
+            result[ssp] = [
+                envelope(
+                    ssp,
+                    str(r.offset),
+                    r.key,
+                    (value := r.value),
+                    r.timestamp,
+                    0 if value is None else len(value),
+                )
+                for r in records
+            ]
+        return result
+
+    async def _poll_nothing(
+        self,
+        ssps: Sequence[SystemStreamPartition],
+        timeout: float,  # noqa: ASYNC109 - the port's signature
+    ) -> dict[SystemStreamPartition, list[IncomingMessageEnvelope]]:
+        if ssps:
+            state = "has not started" if not self._started else "has stopped"
+            if self._started and ssps[0] not in self._requested:
+                state = "did not register it before start"
+            raise StreamSystemError(f"cannot poll {ssps[0]}: the kafka consumer {state}")
+        if timeout > 0:
+            await asyncio.sleep(timeout)
+        return {}
+
+    def _switch(self, consumer: Any, wanted: frozenset[SystemStreamPartition]) -> None:
+        tp_of = self._tp_of
+        for ssp in wanted:
+            if ssp not in tp_of:
+                raise StreamSystemError(
+                    f"cannot poll {ssp}: it was not registered with the kafka consumer "
+                    f"of system {self._settings.system_name!r} before start"
+                )
+        active = self._active
+        consumer.pause(*(tp_of[ssp] for ssp in active - wanted))
+        consumer.resume(*(tp_of[ssp] for ssp in wanted - active))
+        self._active = wanted
+        self._active_tps = tuple(tp_of[ssp] for ssp in wanted)
+
+    async def _reset(self, consumer: Any, exc: OffsetOutOfRangeError) -> None:
+        """Move partitions whose position Kafka no longer holds to their default."""
+        lost = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+        tps = [tp for tp in lost if tp in self._ssp_of]
+        if not tps:
+            raise stream_error(f"cannot read {self._naming(list(self._active))}", exc) from exc
+        try:
+            beginning = await consumer.beginning_offsets(tps)
+            end = await consumer.end_offsets(tps)
+        except KAFKA_ERRORS as error:
+            names = sorted(str(self._ssp_of[tp]) for tp in tps)
+            raise stream_error(f"cannot read the offsets of {names}", error) from error
+        for tp in tps:
+            ssp = self._ssp_of[tp]
+            default = self._requested[ssp][1]
+            oldest, upcoming = beginning[tp], end[tp]
+            bounds = OffsetBounds(None if oldest >= upcoming else str(oldest), str(upcoming))
+            self._warn_unavailable(ssp, str(lost[tp]), bounds, default)
+            consumer.seek(tp, oldest if default == OffsetDefault.OLDEST else upcoming)
+
+    @staticmethod
+    def _warn_unavailable(
+        ssp: SystemStreamPartition, offset: str | None, bounds: OffsetBounds, default: str
+    ) -> None:
+        log.warning(
+            "checkpoint_offset_unavailable",
+            ssp=str(ssp),
+            offset=offset,
+            oldest=bounds.oldest,
+            upcoming=bounds.upcoming,
+            resolution=default,
+        )
+
+    def _naming(self, ssps: Sequence[SystemStreamPartition]) -> str:
+        if len(ssps) == 1:
+            return f"{ssps[0]} from Kafka at {self._servers}"
+        topics = sorted({ssp.stream for ssp in ssps})
+        return f"{len(ssps)} partitions of Kafka topics {topics} from {self._servers}"
+
+
+__all__ = ["KafkaSystemConsumer", "start_position"]

@@ -1,0 +1,90 @@
+"""Kafka failures in samzapy's terms: which aiokafka errors mean "broker unreachable", and the
+translation of every other one into a StreamSystemError naming the topic and partition.
+
+The rest of samzapy never sees an aiokafka exception: each call into aiokafka in this package
+catches ``KAFKA_ERRORS`` and raises ``stream_error(...) from exc``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from aiokafka import errors as kafka_errors
+
+from samzapy.api.errors import StreamSystemError
+
+#: Errors of a broker that cannot be reached (yet): worth retrying until connect.timeout.ms.
+UNREACHABLE: tuple[type[BaseException], ...] = (
+    kafka_errors.KafkaConnectionError,
+    kafka_errors.NodeNotReadyError,
+    kafka_errors.RequestTimedOutError,
+    kafka_errors.KafkaTimeoutError,
+    kafka_errors.LeaderNotAvailableError,
+    kafka_errors.NotLeaderForPartitionError,
+    ConnectionError,
+    TimeoutError,
+)
+
+#: Everything a call into aiokafka may raise that is Kafka's doing (not a bug of ours).
+KAFKA_ERRORS: tuple[type[BaseException], ...] = (
+    kafka_errors.KafkaError,
+    kafka_errors.ConsumerStoppedError,
+    OSError,
+    TimeoutError,
+)
+
+#: Broker error codes samzapy acts on.
+NO_ERROR = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+TOPIC_ALREADY_EXISTS = 36
+
+
+def describe(exc: BaseException) -> str:
+    """``exc`` as one line: its class name (once) and its message."""
+    name = type(exc).__name__
+    text = str(exc).strip()
+    if isinstance(exc, kafka_errors.KafkaError):
+        # aiokafka's messages repeat the class name: "[Error 1] OffsetOutOfRangeError: ..."
+        text = re.sub(rf"^(\[Error -?\d+\] )?{re.escape(name)}:?\s*", "", text)
+        description = getattr(exc, "description", "")
+        if not text and isinstance(description, str):
+            text = description
+    if isinstance(exc, TimeoutError) and not text:
+        text = "timed out"
+    return f"{name}: {text}" if text else name
+
+
+def error_name(code: int) -> str:
+    """The name of broker error ``code`` (``UnknownTopicOrPartitionError``)."""
+    try:
+        name: str = kafka_errors.for_code(code).__name__
+        return name
+    except Exception:  # an error code this aiokafka does not know
+        return f"error code {code}"
+
+
+def stream_error(what: str, exc: BaseException) -> StreamSystemError:
+    """``StreamSystemError("<what>: <exc described>")``; raise it ``from exc``."""
+    return StreamSystemError(f"{what}: {describe(exc)}")
+
+
+def where(topic: str, partition: int | None = None) -> str:
+    """``Kafka topic 'x'`` or ``partition 3 of Kafka topic 'x'``, for messages."""
+    if partition is None:
+        return f"Kafka topic {topic!r}"
+    return f"partition {partition} of Kafka topic {topic!r}"
+
+
+__all__ = [
+    "KAFKA_ERRORS",
+    "LEADER_NOT_AVAILABLE",
+    "NO_ERROR",
+    "TOPIC_ALREADY_EXISTS",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+    "UNREACHABLE",
+    "describe",
+    "error_name",
+    "stream_error",
+    "where",
+]

@@ -1,0 +1,48 @@
+"""The kafka system's factory: builds the admin, consumer and producer of one Kafka cluster.
+
+Configuration (``systems.<name>.`` stripped) is translated once, when the factory is built,
+by ``settings.kafka_settings``, so a bad key fails before any connection is tried. Kafka
+carries bytes: both default serdes are ``none`` (raw bytes pass through), and streams without
+a checkpoint start at the ``upcoming`` offset, as in Samza.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from samzapy.system.kafka.admin import KafkaSystemAdmin
+from samzapy.system.kafka.consumer import KafkaSystemConsumer
+from samzapy.system.kafka.producer import KafkaSystemProducer
+from samzapy.system.kafka.settings import KafkaSettings, kafka_settings
+from samzapy.system.ports import (
+    OffsetDefault,
+    SystemAdmin,
+    SystemConsumer,
+    SystemFactory,
+    SystemProducer,
+)
+
+
+class KafkaSystemFactory(SystemFactory):
+    """Builds the parts of one kafka system from its translated settings."""
+
+    default_msg_serde = "none"
+    default_key_serde = "none"
+    default_offset = OffsetDefault.UPCOMING
+
+    def __init__(self, system_name: str, config: Mapping[str, Any]) -> None:
+        super().__init__(system_name, config)
+        self.settings: KafkaSettings = kafka_settings(system_name, config)
+
+    def get_admin(self) -> SystemAdmin:
+        return KafkaSystemAdmin(self.settings)
+
+    def get_consumer(self) -> SystemConsumer:
+        return KafkaSystemConsumer(self.settings)
+
+    def get_producer(self) -> SystemProducer:
+        return KafkaSystemProducer(self.settings)
+
+
+__all__ = ["KafkaSystemFactory"]

@@ -1,0 +1,314 @@
+"""The kafka system's producer: messages appended to open record batches, batches sent whole.
+
+``send`` does no I/O and creates no task: it appends the message to the open batch of its
+(topic, partition), an aiokafka BatchBuilder. A batch is handed over when it is full, when
+its linger time (``producer.linger.ms``, 5 ms by default) has passed since it was opened, or
+at ``flush``. Batches of one partition go to aiokafka in order through one sender task per
+partition that has batches waiting, which submits them one after the other with
+``send_batch`` (aiokafka holds one batch per partition at a time; two tasks submitting
+batches of the same partition could overtake each other).
+
+A message without a partition (no key) goes to its topic's one open keyless batch; when that
+batch is handed over, it is given a partition and the next keyless batch moves to the next
+partition (a sticky partitioner: whole batches, partitions taken in turn).
+
+``flush`` hands over every open batch, waits until every batch handed over so far is
+delivered or failed, then raises the first failure (once) as a StreamSystemError naming the
+topic and partition; batches sent while it waits are left to the next flush, so a flush under
+steady load ends. ``failed_sends`` counts the messages whose delivery failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from samzapy.api.errors import SerdeError, StreamSystemError
+from samzapy.api.system import SystemStream
+from samzapy.system.kafka.connection import connect, stop_client
+from samzapy.system.kafka.errors import KAFKA_ERRORS, describe, where
+from samzapy.system.kafka.settings import KafkaSettings
+from samzapy.system.ports import SystemProducer
+
+#: (topic, partition); partition None: the topic's keyless batch.
+_Target = tuple[str, int | None]
+
+
+class _OpenBatch:
+    __slots__ = ("builder", "target", "timer")
+
+    def __init__(self, builder: Any, target: _Target) -> None:
+        self.builder = builder
+        self.target = target
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class _Queued:
+    """A batch handed over, and the future its delivery (or failure) resolves."""
+
+    __slots__ = ("builder", "settled")
+
+    def __init__(self, builder: Any, settled: asyncio.Future[None]) -> None:
+        self.builder = builder
+        self.settled = settled
+
+
+class KafkaSystemProducer(SystemProducer):
+    """Writes to the topics of one kafka system in whole batches."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self._settings = settings
+        self._servers = ",".join(settings.producer_servers)
+        self._linger_s = float(settings.producer_kwargs()["linger_ms"]) / 1000
+        self._producer: Any = None
+        self._open: dict[_Target, _OpenBatch] = {}
+        #: Full batches waiting for their partition's sender task, in order.
+        self._queues: dict[_Target, deque[_Queued]] = {}
+        self._senders: dict[_Target, asyncio.Task[None]] = {}
+        self._next_keyless: dict[str, int] = {}
+        #: One future per batch handed over, resolved once it is delivered or failed.
+        self._unsettled: set[asyncio.Future[None]] = set()
+        self._failures: list[tuple[str, int | None, BaseException]] = []
+        #: Messages whose delivery failed, since the producer started.
+        self.failed_sends = 0
+
+    async def start(self) -> None:
+        if self._producer is None:
+            settings = self._settings
+            self._producer = await connect(
+                self._open_producer,
+                servers=self._servers,
+                timeout_ms=settings.connect_timeout_ms,
+                system=settings.system_name,
+                client="producer",
+            )
+
+    async def _open_producer(self) -> Any:
+        producer = AIOKafkaProducer(**self._settings.producer_kwargs())
+        try:
+            await producer.start()
+        except BaseException:
+            await stop_client(producer)
+            raise
+        return producer
+
+    # -- sending ------------------------------------------------------------------------
+
+    def send(
+        self,
+        system_stream: SystemStream,
+        partition: int | None,
+        key: Any,
+        message: Any,
+    ) -> None:
+        if type(message) is not bytes and message is not None:
+            message = _as_bytes(system_stream, "message", message)
+        if type(key) is not bytes and key is not None:
+            key = _as_bytes(system_stream, "key", key)
+        target = (system_stream.stream, partition)
+        batch = self._open.get(target)
+        if batch is None:
+            batch = self._new_batch(target)
+        if batch.builder.append(key=key, value=message, timestamp=None) is None:
+            self._hand_over(batch)
+            batch = self._new_batch(target)
+            if batch.builder.append(key=key, value=message, timestamp=None) is None:
+                raise StreamSystemError(
+                    f"cannot send to {system_stream}: a message of {len(message or b'')} "
+                    "bytes does not fit in an empty batch"
+                )
+
+    def _new_batch(self, target: _Target) -> _OpenBatch:
+        producer = self._producer
+        if producer is None:
+            raise StreamSystemError(
+                f"cannot send to {where(target[0])}: the kafka producer of system "
+                f"{self._settings.system_name!r} has not started (or has stopped)"
+            )
+        topic, partition = target
+        if partition is not None:
+            known = producer.client.cluster.partitions_for_topic(topic)
+            if (
+                type(partition) is not int
+                or partition < 0
+                or (known is not None and partition not in known)
+            ):
+                raise StreamSystemError(self._out_of_range(topic, partition, known))
+        batch = _OpenBatch(producer.create_batch(), target)
+        self._open[target] = batch
+        batch.timer = asyncio.get_running_loop().call_later(self._linger_s, self._lingered, batch)
+        return batch
+
+    def _lingered(self, batch: _OpenBatch) -> None:
+        if self._open.get(batch.target) is batch:
+            self._hand_over(batch)
+
+    def _hand_over(self, batch: _OpenBatch) -> None:
+        """Close an open batch and queue it for its partition's sender."""
+        del self._open[batch.target]
+        if batch.timer is not None:
+            batch.timer.cancel()
+        builder = batch.builder
+        builder.close()  # a closed batch is sent at once, without lingering again
+        settled = asyncio.get_running_loop().create_future()
+        self._unsettled.add(settled)
+        settled.add_done_callback(self._unsettled.discard)
+        topic, partition = batch.target
+        if partition is None:
+            partition = self._keyless_partition(topic)
+        self._enqueue((topic, partition), _Queued(builder, settled))
+
+    def _keyless_partition(self, topic: str) -> int | None:
+        """The next partition of the sticky rotation; None while the count is unknown."""
+        known = self._producer.client.cluster.partitions_for_topic(topic)
+        if not known:
+            return None
+        count = len(known)
+        turn = self._next_keyless.get(topic)
+        if turn is None:
+            turn = random.randrange(count)  # producers of a topic start on different partitions
+        self._next_keyless[topic] = turn + 1
+        return turn % count
+
+    def _enqueue(self, target: _Target, item: _Queued) -> None:
+        queue = self._queues.get(target)
+        if queue is None:
+            queue = self._queues[target] = deque()
+        queue.append(item)
+        if target not in self._senders:
+            sender = asyncio.get_running_loop().create_task(self._send_queued(target, queue))
+            self._senders[target] = sender
+
+    async def _send_queued(self, target: _Target, queue: deque[_Queued]) -> None:
+        """Submit the queued batches of one partition in order (one sender per partition)."""
+        topic, partition = target
+        try:
+            if partition is None:
+                await self._place_keyless(topic, queue)
+                return
+            producer = self._producer
+            while queue:
+                item = queue[0]
+                error: BaseException | None = None
+                try:
+                    # Returns at once once the topic's metadata is known.
+                    known = await producer.partitions_for(topic)
+                    if partition in known:
+                        delivery = await producer.send_batch(
+                            item.builder, topic, partition=partition
+                        )
+                    else:
+                        error = StreamSystemError(self._out_of_range(topic, partition, known))
+                except KAFKA_ERRORS as exc:
+                    error = exc
+                queue.popleft()
+                if error is not None:
+                    self._settle(item, topic, partition, error)
+                else:
+                    delivery.add_done_callback(
+                        lambda done, item=item: self._delivered(done, item, topic, partition)
+                    )
+        except BaseException as exc:  # a bug or a cancellation: flush must not wait forever
+            while queue:
+                self._settle(queue.popleft(), topic, partition, exc)
+            raise
+        finally:
+            del self._senders[target]
+            if not queue:
+                self._queues.pop(target, None)
+
+    async def _place_keyless(self, topic: str, queue: deque[_Queued]) -> None:
+        """First keyless batches of a topic whose partitions were not known yet."""
+        try:
+            await self._producer.partitions_for(topic)
+        except KAFKA_ERRORS as exc:
+            while queue:
+                self._settle(queue.popleft(), topic, None, exc)
+            return
+        while queue:
+            self._enqueue((topic, self._keyless_partition(topic)), queue.popleft())
+
+    def _delivered(
+        self, delivery: asyncio.Future[Any], item: _Queued, topic: str, partition: int
+    ) -> None:
+        if delivery.cancelled():
+            self._settle(item, topic, partition, asyncio.CancelledError())
+        else:
+            self._settle(item, topic, partition, delivery.exception())
+
+    def _settle(
+        self, item: _Queued, topic: str, partition: int | None, error: BaseException | None
+    ) -> None:
+        """A batch is delivered (``error`` None) or failed for good."""
+        if error is not None:
+            self.failed_sends += item.builder.record_count()
+            self._failures.append((topic, partition, error))
+        if not item.settled.done():
+            item.settled.set_result(None)
+
+    def _out_of_range(self, topic: str, partition: Any, known: Any) -> str:
+        held = f"it has partitions 0..{len(known) - 1}" if known else "its partitions are unknown"
+        return f"partition {partition!r} is out of range for {where(topic)}: {held}"
+
+    # -- flushing -----------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        # 1. Hand every open batch over.
+        for batch in list(self._open.values()):
+            self._hand_over(batch)
+        # 2. Wait until every batch handed over so far is delivered or failed (batches sent
+        #    meanwhile are the next flush's business).
+        unsettled = list(self._unsettled)
+        if unsettled:
+            await asyncio.wait(unsettled)
+        # 3. Report the first failure, once.
+        if self._failures:
+            topic, partition, exc = self._failures[0]
+            count = len(self._failures)
+            self._failures.clear()
+            raise StreamSystemError(self._failure_message(topic, partition, exc, count)) from exc
+
+    def _failure_message(
+        self, topic: str, partition: int | None, exc: BaseException, batches: int
+    ) -> str:
+        if isinstance(exc, StreamSystemError):
+            reason = str(exc)
+        else:
+            reason = (
+                f"cannot write to {where(topic, partition)} at {self._servers}: {describe(exc)}"
+            )
+            if "UnknownTopicOrPartition" in type(exc).__name__:
+                reason += " (does the topic exist?)"
+        more = f" ({batches} failed batches in all)" if batches > 1 else ""
+        return f"{reason}{more}; {self.failed_sends} messages failed since the start"
+
+    async def stop(self) -> None:
+        producer = self._producer
+        if producer is None:
+            return
+        try:
+            await self.flush()
+        finally:
+            self._producer = None
+            for batch in self._open.values():
+                if batch.timer is not None:
+                    batch.timer.cancel()
+            self._open.clear()
+            await stop_client(producer)
+
+
+def _as_bytes(system_stream: SystemStream, what: str, value: Any) -> bytes:
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise SerdeError(
+        f"cannot send to {system_stream}: a Kafka {what} must be bytes or None, got "
+        f"{type(value).__name__}; set a {'key' if what == 'key' else 'msg'} serde for the "
+        "stream (the kafka system's default serdes are none)"
+    )
+
+
+__all__ = ["KafkaSystemProducer"]

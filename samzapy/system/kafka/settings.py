@@ -1,0 +1,328 @@
+"""The kafka system's configuration: typed keys in, aiokafka keyword arguments out.
+
+The factory hands over the system's own keys (``systems.<name>.`` stripped). This module is
+pure apart from reading the TLS files named by ``ssl.*``:
+
+- ``bootstrap.servers``: ``"host:port,host:port"`` or a list; ``consumer.bootstrap.servers``
+  and ``producer.bootstrap.servers`` (Samza's names) win for their side.
+- ``consumer.<kafka.name>`` / ``producer.<kafka.name>``: passed to AIOKafkaConsumer /
+  AIOKafkaProducer with dots turned into underscores (``producer.linger.ms`` ->
+  ``linger_ms``), checked against the real constructor and coerced to the type of its
+  default. Options samzapy manages itself (group, offsets reset, serializers, partitioner)
+  are refused with the reason.
+- ``security.protocol``, ``sasl.*`` and ``ssl.*``: see ``security``; one set-up shared by
+  the admin, the consumer and the producer.
+- ``connect.timeout.ms`` and ``default.stream.replication.factor``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from samzapy.api.errors import ConfigError
+from samzapy.system.kafka.security import security_options
+
+DEFAULT_CONNECT_TIMEOUT_MS = 60_000
+#: -1: the broker's ``default.replication.factor``.
+DEFAULT_REPLICATION_FACTOR = -1
+
+#: What samzapy sets on every producer unless the job overrides it.
+PRODUCER_DEFAULTS: Mapping[str, Any] = {"enable_idempotence": True, "acks": "all", "linger_ms": 5}
+#: What samzapy always sets on its consumers.
+CONSUMER_FIXED: Mapping[str, Any] = {
+    "group_id": None,
+    "enable_auto_commit": False,
+    "auto_offset_reset": "none",
+}
+
+_GROUP = "samzapy assigns partitions itself and keeps offsets in its checkpoints"
+_SERDES = "samzapy applies the stream's serdes; configure serdes instead"
+_SECURITY = "set the system's security.protocol, sasl.* and ssl.* keys instead"
+_REFUSED: Mapping[str, Mapping[str, str]] = {
+    "consumer": {
+        "loop": "samzapy runs its clients on its own event loop",
+        "group_id": _GROUP,
+        "group_instance_id": _GROUP,
+        "enable_auto_commit": _GROUP,
+        "auto_commit_interval_ms": _GROUP,
+        "partition_assignment_strategy": _GROUP,
+        "auto_offset_reset": (
+            "a partition whose checkpointed offset Kafka no longer holds starts at the "
+            "stream's samza.offset.default"
+        ),
+        "key_deserializer": _SERDES,
+        "value_deserializer": _SERDES,
+        "ssl_context": _SECURITY,
+        "sasl_oauth_token_provider": "OAUTHBEARER token providers are not configurable yet",
+    },
+    "producer": {
+        "loop": "samzapy runs its clients on its own event loop",
+        "key_serializer": _SERDES,
+        "value_serializer": _SERDES,
+        "partitioner": "samzapy picks partitions itself (by key, or sticky without one)",
+        "transactional_id": "samzapy's Kafka producer is not transactional",
+        "transaction_timeout_ms": "samzapy's Kafka producer is not transactional",
+        "ssl_context": _SECURITY,
+        "sasl_oauth_token_provider": "OAUTHBEARER token providers are not configurable yet",
+    },
+}
+#: Kafka's Java names that aiokafka spells differently.
+_JAVA_NAMES: Mapping[str, Mapping[str, str]] = {
+    "consumer": {},
+    "producer": {"batch_size": "max_batch_size"},
+}
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def _signature_defaults(cls: Any) -> dict[str, Any]:
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return {
+        p.name: p.default
+        for p in parameters
+        if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+
+
+#: The keyword arguments each side accepts, with their defaults (read from aiokafka itself).
+ACCEPTED: Mapping[str, Mapping[str, Any]] = {
+    "consumer": _signature_defaults(AIOKafkaConsumer),
+    "producer": _signature_defaults(AIOKafkaProducer),
+}
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    """Everything the admin, consumer and producer of one kafka system are built from."""
+
+    system_name: str
+    #: The brokers of the admin (``bootstrap.servers``, else a side's own).
+    servers: tuple[str, ...]
+    consumer_servers: tuple[str, ...]
+    producer_servers: tuple[str, ...]
+    #: security_protocol, ssl_context and sasl_* arguments, for every client.
+    security: Mapping[str, Any] = field(default_factory=dict)
+    consumer_options: Mapping[str, Any] = field(default_factory=dict)
+    producer_options: Mapping[str, Any] = field(default_factory=dict)
+    connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS
+    replication_factor: int = DEFAULT_REPLICATION_FACTOR
+
+    @property
+    def client_id(self) -> str:
+        """How the brokers see samzapy's clients of this system (unless the job sets one)."""
+        return f"samzapy-{self.system_name}"
+
+    def admin_kwargs(self) -> dict[str, Any]:
+        """Arguments of AIOKafkaAdminClient."""
+        return {
+            "bootstrap_servers": list(self.servers),
+            "client_id": f"{self.client_id}-admin",
+            **self.security,
+        }
+
+    def consumer_kwargs(self, *, servers: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """Arguments of AIOKafkaConsumer (group-less, no auto-commit, no offset reset)."""
+        return {
+            "bootstrap_servers": list(servers or self.consumer_servers),
+            "client_id": self.client_id,
+            **self.security,
+            **self.consumer_options,
+            **CONSUMER_FIXED,
+        }
+
+    def producer_kwargs(self) -> dict[str, Any]:
+        """Arguments of AIOKafkaProducer: idempotent, acks=all, 5 ms linger by default."""
+        options = dict(self.producer_options)
+        if "acks" in options and "enable_idempotence" not in options:
+            # As Kafka's own producer: an explicit acks other than all turns idempotence off.
+            options.setdefault("enable_idempotence", options["acks"] in ("all", -1))
+        return {
+            "bootstrap_servers": list(self.producer_servers),
+            "client_id": self.client_id,
+            **PRODUCER_DEFAULTS,
+            **self.security,
+            **options,
+        }
+
+
+def kafka_settings(system_name: str, config: Mapping[str, Any]) -> KafkaSettings:
+    """Translate the system's keys; ConfigError names the first key that does not fit."""
+
+    def key(name: str) -> str:
+        return f"systems.{system_name}.{name}"
+
+    general = _servers(key("bootstrap.servers"), config.get("bootstrap.servers"))
+    consumer_servers = _servers(
+        key("consumer.bootstrap.servers"), config.get("consumer.bootstrap.servers")
+    )
+    producer_servers = _servers(
+        key("producer.bootstrap.servers"), config.get("producer.bootstrap.servers")
+    )
+    servers = general or consumer_servers or producer_servers
+    if not servers:
+        raise ConfigError(
+            f"{key('bootstrap.servers')} must be set to the Kafka brokers, "
+            "'host:port,host:port' or a list (or set consumer.bootstrap.servers and "
+            "producer.bootstrap.servers)",
+            key=key("bootstrap.servers"),
+        )
+    return KafkaSettings(
+        system_name=system_name,
+        servers=servers,
+        consumer_servers=consumer_servers or servers,
+        producer_servers=producer_servers or servers,
+        security=security_options(key, config),
+        consumer_options=_pass_through("consumer", key, config),
+        producer_options=_pass_through("producer", key, config),
+        connect_timeout_ms=_int(
+            key("connect.timeout.ms"), config.get("connect.timeout.ms"), DEFAULT_CONNECT_TIMEOUT_MS
+        ),
+        replication_factor=_replication_factor(
+            key("default.stream.replication.factor"),
+            config.get("default.stream.replication.factor"),
+        ),
+    )
+
+
+def _servers(key: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        items = value.split(",")
+    elif isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
+        items = list(value)
+    else:
+        raise ConfigError(
+            f"{key} must be 'host:port,host:port' or a list of 'host:port', got {value!r}",
+            key=key,
+        )
+    servers = tuple(item.strip() for item in items if item.strip())
+    for server in servers:
+        host, _, port = server.rpartition(":")
+        if not host or not port.isdigit() or any(c.isspace() for c in server):
+            raise ConfigError(f"{key} holds {server!r}, expected 'host:port'", key=key)
+    return servers
+
+
+def _int(key: str, value: Any, default: int, minimum: int = 0) -> int:
+    if value is None:
+        return default
+    number = _as_int(value)
+    if number is None or number < minimum:
+        raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}", key=key)
+    return number
+
+
+def _replication_factor(key: str, value: Any) -> int:
+    number = _int(key, value, DEFAULT_REPLICATION_FACTOR, minimum=-1)
+    if number == 0:
+        raise ConfigError(
+            f"{key} must be -1 (the broker's default) or a replica count >= 1, got 0", key=key
+        )
+    return number
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _INT_TEXT.fullmatch(value.strip()):
+        return int(value.strip())
+    return None
+
+
+def _pass_through(
+    side: str, key: Callable[[str], str], config: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``<side>.<dotted.name>`` keys as keyword arguments of the side's aiokafka class."""
+    accepted = ACCEPTED[side]
+    refused = _REFUSED[side]
+    java = _JAVA_NAMES[side]
+    prefix = f"{side}."
+    options: dict[str, Any] = {}
+    for name, value in config.items():
+        if not name.startswith(prefix) or name == f"{side}.bootstrap.servers":
+            continue
+        full = key(name)
+        dotted = name[len(prefix) :]
+        argument = dotted.replace(".", "_").replace("-", "_")
+        argument = java.get(argument, argument)
+        if argument in refused:
+            raise ConfigError(f"{full} cannot be set: {refused[argument]}", key=full)
+        if argument not in accepted:
+            raise ConfigError(_unknown(side, full, dotted, accepted, refused), key=full)
+        options[argument] = _coerce(full, value, accepted[argument])
+    return options
+
+
+def _unknown(
+    side: str,
+    full: str,
+    dotted: str,
+    accepted: Mapping[str, Any],
+    refused: Mapping[str, str],
+) -> str:
+    names = [arg.replace("_", ".") for arg in accepted if arg not in refused]
+    close = difflib.get_close_matches(dotted, names, n=3, cutoff=0.6)
+    cls = "AIOKafkaConsumer" if side == "consumer" else "AIOKafkaProducer"
+    hint = (
+        f"; did you mean {' or '.join(f'{side}.{name}' for name in close)}?"
+        if close
+        else f"; valid names are {', '.join(f'{side}.{name}' for name in sorted(names))}"
+    )
+    return f"{full} is not an option of the Kafka {side} ({cls} has no {dotted!r}){hint}"
+
+
+def _coerce(key: str, value: Any, default: Any) -> Any:
+    """``value`` as the type of the argument's default (text from YAML or ``--set``)."""
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise ConfigError(f"{key} must be true or false, got {value!r}", key=key)
+    if isinstance(default, int):
+        number = _as_int(value)
+        if number is None:
+            raise ConfigError(f"{key} must be an integer, got {value!r}", key=key)
+        return number
+    if isinstance(default, float):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
+            return float(value.strip())
+        raise ConfigError(f"{key} must be a number, got {value!r}", key=key)
+    if isinstance(default, str):
+        if isinstance(value, str):
+            return value
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"{key} must be a string, got {value!r}", key=key)
+    # No usable default (None or a sentinel): integers and booleans written as text.
+    if isinstance(value, str):
+        text = value.strip()
+        if _INT_TEXT.fullmatch(text):
+            return int(text)
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+    return value
+
+
+__all__ = [
+    "ACCEPTED",
+    "CONSUMER_FIXED",
+    "DEFAULT_CONNECT_TIMEOUT_MS",
+    "DEFAULT_REPLICATION_FACTOR",
+    "PRODUCER_DEFAULTS",
+    "KafkaSettings",
+    "kafka_settings",
+]

@@ -1,0 +1,406 @@
+"""The kafka system against the real broker: offsets, retention, batching, partitioning, failures.
+
+The behaviour every system shares is in tests/contract; these tests cover what only Kafka
+does. Every test works on topics of its own.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.records_to_delete import RecordsToDelete
+from structlog.testing import capture_logs
+
+from samzapy.api.errors import StreamSystemError
+from samzapy.api.system import SystemStream, SystemStreamPartition
+from samzapy.system.kafka import (
+    KafkaSystemAdmin,
+    KafkaSystemConsumer,
+    KafkaSystemFactory,
+    KafkaSystemProducer,
+)
+from samzapy.system.ports import OffsetBounds, OffsetDefault
+
+SYSTEM = "kafka"
+
+
+def topic_name(base: str) -> str:
+    return f"{base}-{uuid.uuid4().hex[:10]}"
+
+
+def ssp(topic: str, partition: int) -> SystemStreamPartition:
+    return SystemStreamPartition(SYSTEM, topic, partition)
+
+
+def factory(bootstrap: str, **config: Any) -> KafkaSystemFactory:
+    return KafkaSystemFactory(SYSTEM, {"bootstrap.servers": bootstrap, **config})
+
+
+@pytest.fixture
+async def admin(kafka_bootstrap: str) -> AsyncIterator[KafkaSystemAdmin]:
+    started = KafkaSystemAdmin(factory(kafka_bootstrap).settings)
+    await started.start()
+    yield started
+    await started.stop()
+
+
+async def produce(bootstrap: str, topic: str, partition: int, messages: list[bytes]) -> None:
+    producer = factory(bootstrap).get_producer()
+    await producer.start()
+    for message in messages:
+        producer.send(SystemStream(SYSTEM, topic), partition, None, message)
+    await producer.stop()
+
+
+async def delete_before(bootstrap: str, topic: str, partition: int, offset: int) -> None:
+    """What retention does: the partition's records before ``offset`` are gone."""
+    client = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await client.start()
+    try:
+        low = await client.delete_records(
+            {TopicPartition(topic, partition): RecordsToDelete(before_offset=offset)}
+        )
+        assert low == {TopicPartition(topic, partition): offset}
+    finally:
+        await client.close()
+
+
+async def read(
+    consumer: KafkaSystemConsumer, ssps: list[SystemStreamPartition], count: int
+) -> dict[SystemStreamPartition, list[tuple[str, Any, Any]]]:
+    got: dict[SystemStreamPartition, list[tuple[str, Any, Any]]] = {s: [] for s in ssps}
+    total = 0
+    while total < count:
+        batch = await consumer.poll(ssps, 10_000, 5.0)
+        assert batch, f"nothing arrived after {total} of {count} messages"
+        for partition, envelopes in batch.items():
+            got[partition].extend((e.offset, e.key, e.message) for e in envelopes)
+            total += len(envelopes)
+    assert total == count
+    return got
+
+
+class TestOffsetBounds:
+    async def test_bounds_follow_writes_and_deletions(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        topic = topic_name("bounds")
+        await admin.create_stream(topic, 2)
+        await produce(kafka_bootstrap, topic, 1, [b"m%d" % i for i in range(10)])
+        assert await admin.offset_bounds([ssp(topic, 0), ssp(topic, 1)]) == {
+            ssp(topic, 0): OffsetBounds(None, "0"),
+            ssp(topic, 1): OffsetBounds("0", "10"),
+        }
+        await delete_before(kafka_bootstrap, topic, 1, 4)
+        assert await admin.offset_bounds([ssp(topic, 1)]) == {
+            ssp(topic, 1): OffsetBounds("4", "10")
+        }
+        await delete_before(kafka_bootstrap, topic, 1, 10)
+        assert await admin.offset_bounds([ssp(topic, 1)]) == {
+            ssp(topic, 1): OffsetBounds(None, "10")
+        }
+
+    async def test_a_missing_topic_or_partition_is_an_error_naming_it(
+        self, admin: KafkaSystemAdmin
+    ) -> None:
+        topic = topic_name("absent")
+        with pytest.raises(
+            StreamSystemError, match=rf"kafka\.{topic}#0: Kafka topic '{topic}' does"
+        ):
+            await admin.offset_bounds([ssp(topic, 0)])
+        await admin.create_stream(topic, 2)
+        with pytest.raises(
+            StreamSystemError, match=r"partition 2 is out of range for .*partitions 0\.\.1"
+        ):
+            await admin.offset_bounds([ssp(topic, 2)])
+
+    async def test_create_stream_takes_replicas_and_topic_config(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        compacted, default = topic_name("compacted"), topic_name("default-replicas")
+        await admin.create_stream(compacted, 1, config={"cleanup.policy": "compact"})
+        await admin.create_stream(default, 3, replication_factor=-1)
+        assert await admin.partition_counts([compacted, default]) == {compacted: 1, default: 3}
+        with pytest.raises(
+            StreamSystemError,
+            match=r"cannot create Kafka topic 'three-replicas-.*' with 1 partitions and "
+            r"replication factor 3: InvalidReplicationFactorError",
+        ):
+            await admin.create_stream(topic_name("three-replicas"), 1, replication_factor=3)
+
+
+class TestUnavailableOffsets:
+    async def test_an_offset_deleted_by_retention_starts_at_the_default(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        topic = topic_name("retention")
+        await admin.create_stream(topic, 2)
+        for partition in (0, 1):
+            await produce(kafka_bootstrap, topic, partition, [b"m%d" % i for i in range(10)])
+            await delete_before(kafka_bootstrap, topic, partition, 6)
+        consumer = factory(kafka_bootstrap).get_consumer()
+        consumer.register(ssp(topic, 0), "2", OffsetDefault.OLDEST)
+        consumer.register(ssp(topic, 1), "2", OffsetDefault.UPCOMING)
+        with capture_logs() as logs:
+            await consumer.start()
+        try:
+            warnings = sorted(
+                (e for e in logs if e["event"] == "checkpoint_offset_unavailable"),
+                key=lambda e: str(e["ssp"]),
+            )
+            assert [{k: e[k] for k in ("ssp", "offset", "oldest", "upcoming", "resolution")}
+                    for e in warnings] == [
+                {"ssp": f"kafka.{topic}#0", "offset": "2", "oldest": "6", "upcoming": "10",
+                 "resolution": "oldest"},
+                {"ssp": f"kafka.{topic}#1", "offset": "2", "oldest": "6", "upcoming": "10",
+                 "resolution": "upcoming"},
+            ]  # fmt: skip
+            assert all(e["log_level"] == "warning" for e in warnings)
+            got = await read(consumer, [ssp(topic, 0)], 4)
+            assert [offset for offset, _, _ in got[ssp(topic, 0)]] == ["6", "7", "8", "9"]
+            await produce(kafka_bootstrap, topic, 1, [b"after"])
+            got = await read(consumer, [ssp(topic, 1)], 1)
+            assert got[ssp(topic, 1)] == [("10", None, b"after")]
+        finally:
+            await consumer.stop()
+
+    async def test_an_offset_beyond_the_end_starts_at_the_default(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        topic = topic_name("recreated")
+        await admin.create_stream(topic, 1)
+        await produce(kafka_bootstrap, topic, 0, [b"a", b"b"])
+        consumer = factory(kafka_bootstrap).get_consumer()
+        consumer.register(ssp(topic, 0), "7", OffsetDefault.OLDEST)
+        with capture_logs() as logs:
+            await consumer.start()
+        try:
+            [warning] = [e for e in logs if e["event"] == "checkpoint_offset_unavailable"]
+            assert (warning["offset"], warning["upcoming"], warning["resolution"]) == (
+                "7",
+                "2",
+                "oldest",
+            )
+            got = await read(consumer, [ssp(topic, 0)], 2)
+            assert [message for _, _, message in got[ssp(topic, 0)]] == [b"a", b"b"]
+        finally:
+            await consumer.stop()
+
+    async def test_retention_overtaking_a_running_reader_resets_it(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        topic = topic_name("overtaken")
+        await admin.create_stream(topic, 2)
+        consumer = factory(kafka_bootstrap).get_consumer()
+        consumer.register(ssp(topic, 0), "0", OffsetDefault.UPCOMING)
+        consumer.register(ssp(topic, 1), None, OffsetDefault.UPCOMING)
+        await consumer.start()
+        try:
+            # Pause partition 0, then see a message of partition 1 arrive: aiokafka has one
+            # fetch in flight per broker, so none that includes partition 0 is left.
+            assert await consumer.poll([ssp(topic, 1)], 10, 0) == {}
+            await produce(kafka_bootstrap, topic, 1, [b"one"])
+            assert (await read(consumer, [ssp(topic, 1)], 1))[ssp(topic, 1)][0][2] == b"one"
+            await produce(kafka_bootstrap, topic, 0, [b"m%d" % i for i in range(5)])
+            await delete_before(kafka_bootstrap, topic, 0, 5)
+            with capture_logs() as logs:
+                while not logs:
+                    assert await consumer.poll([ssp(topic, 0)], 10, 1.0) == {}
+            assert [
+                {k: e[k] for k in ("event", "ssp", "offset", "oldest", "upcoming", "resolution")}
+                for e in logs
+            ] == [
+                {
+                    "event": "checkpoint_offset_unavailable",
+                    "ssp": f"kafka.{topic}#0",
+                    "offset": "0",
+                    "oldest": None,
+                    "upcoming": "5",
+                    "resolution": "upcoming",
+                }
+            ]
+            await produce(kafka_bootstrap, topic, 0, [b"after"])
+            got = await read(consumer, [ssp(topic, 0)], 1)
+            assert got[ssp(topic, 0)] == [("5", None, b"after")]
+        finally:
+            await consumer.stop()
+
+
+class TestProducer:
+    async def test_50000_messages_over_8_partitions_keep_their_order(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        topic = topic_name("batching")
+        await admin.create_stream(topic, 8)
+        producer = factory(kafka_bootstrap).get_producer()
+        assert isinstance(producer, KafkaSystemProducer)
+        await producer.start()
+        stream = SystemStream(SYSTEM, topic)
+        sent: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(8)}
+        for i in range(50_000):
+            key, value = b"k%d" % (i % 97), b"value-%d-" % i + b"x" * (i % 50)
+            producer.send(stream, i % 8, key, value)
+            sent[i % 8].append((key, value))
+        await producer.flush()
+        assert producer.failed_sends == 0
+        await producer.stop()
+
+        consumer = factory(kafka_bootstrap).get_consumer()
+        ssps = [ssp(topic, p) for p in range(8)]
+        for partition in ssps:
+            consumer.register(partition, None, OffsetDefault.OLDEST)
+        await consumer.start()
+        try:
+            got = await read(consumer, ssps, 50_000)
+        finally:
+            await consumer.stop()
+        for p in range(8):
+            assert got[ssp(topic, p)] == [
+                (str(offset), key, value) for offset, (key, value) in enumerate(sent[p])
+            ]
+
+    async def test_keyless_messages_stick_to_a_partition_per_batch(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        topic = topic_name("sticky")
+        await admin.create_stream(topic, 3)
+        # Batches close only when full (1 KiB: a few messages each), never on linger.
+        producer = factory(
+            kafka_bootstrap, **{"producer.linger.ms": 600_000, "producer.batch.size": 1024}
+        ).get_producer()
+        await producer.start()
+        for i in range(200):
+            producer.send(SystemStream(SYSTEM, topic), None, None, b"%04d-" % i + b"x" * 95)
+        await producer.flush()
+        await producer.stop()
+
+        consumer = factory(kafka_bootstrap).get_consumer()
+        ssps = [ssp(topic, p) for p in range(3)]
+        for partition in ssps:
+            consumer.register(partition, None, OffsetDefault.OLDEST)
+        await consumer.start()
+        try:
+            got = await read(consumer, ssps, 200)
+        finally:
+            await consumer.stop()
+        partition_of = {
+            int(message[:4]): p for p in range(3) for _, _, message in got[ssp(topic, p)]
+        }
+        runs: list[tuple[int, int]] = []  # (partition, length), in send order
+        for i in range(200):
+            if runs and runs[-1][0] == partition_of[i]:
+                runs[-1] = (partition_of[i], runs[-1][1] + 1)
+            else:
+                runs.append((partition_of[i], 1))
+        full = runs[0][1]
+        assert 1 < full < 20
+        assert all(length == full for _, length in runs[:-1])  # whole batches
+        assert [p for p, _ in runs] == [(runs[0][0] + i) % 3 for i in range(len(runs))]
+
+    async def test_a_missing_topic_fails_the_flush_naming_it(self, kafka_bootstrap: str) -> None:
+        topic = topic_name("missing")
+        producer = factory(kafka_bootstrap, **{"producer.request.timeout.ms": 1500}).get_producer()
+        await producer.start()
+        try:
+            producer.send(SystemStream(SYSTEM, topic), 0, None, b"lost")
+            producer.send(SystemStream(SYSTEM, topic), None, None, b"lost too")
+            with pytest.raises(
+                StreamSystemError,
+                match=rf"partition 0 of Kafka topic '{topic}' .*UnknownTopicOrPartition|"
+                rf"Kafka topic '{topic}' .*UnknownTopicOrPartition",
+            ):
+                await producer.flush()
+            assert isinstance(producer, KafkaSystemProducer)
+            assert producer.failed_sends == 2
+            await producer.flush()  # reported once
+        finally:
+            await producer.stop()
+
+    async def test_a_partition_out_of_range_fails_at_send_once_the_topic_is_known(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        topic = topic_name("range")
+        await admin.create_stream(topic, 2)
+        producer = factory(kafka_bootstrap).get_producer()
+        await producer.start()
+        try:
+            producer.send(SystemStream(SYSTEM, topic), 1, None, b"fine")
+            await producer.flush()
+            with pytest.raises(
+                StreamSystemError,
+                match=rf"^partition 5 is out of range for Kafka topic '{topic}': it has "
+                r"partitions 0\.\.1$",
+            ):
+                producer.send(SystemStream(SYSTEM, topic), 5, None, b"x")
+        finally:
+            await producer.stop()
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+class TestUnreachableBroker:
+    @pytest.mark.parametrize("part", ["admin", "consumer", "producer"])
+    async def test_start_gives_up_after_connect_timeout_naming_the_servers(self, part: str) -> None:
+        servers = f"127.0.0.1:{closed_port()}"
+        built = factory(servers, **{"connect.timeout.ms": 1500})
+        client: Any
+        if part == "admin":
+            client = built.get_admin()
+        elif part == "consumer":
+            client = built.get_consumer()
+            client.register(ssp("t", 0), None, OffsetDefault.OLDEST)
+        else:
+            client = built.get_producer()
+        with (
+            capture_logs() as logs,
+            pytest.raises(
+                StreamSystemError,
+                match=rf"^cannot reach Kafka at {servers} after 3 attempts over 1\.[5-9] s: "
+                r"KafkaConnectionError: .*connect\.timeout\.ms, now 1500\)$",
+            ),
+        ):
+            await client.start()
+        await client.stop()
+        events = [e for e in logs if e["event"] == "broker_unreachable"]
+        assert [(e["attempt"], e["bootstrap_servers"], e["log_level"]) for e in events] == [
+            (n, servers, "warning") for n in (1, 2, 3)
+        ]
+
+
+async def test_plain_aiokafka_reads_what_the_adapter_wrote(
+    kafka_bootstrap: str, admin: KafkaSystemAdmin
+) -> None:
+    """Interoperability: records written by samzapy are ordinary Kafka records."""
+    topic = topic_name("interop")
+    await admin.create_stream(topic, 1)
+    producer = factory(kafka_bootstrap).get_producer()
+    await producer.start()
+    producer.send(SystemStream(SYSTEM, topic), 0, b"key", b"value")
+    producer.send(SystemStream(SYSTEM, topic), 0, b"gone", None)  # a tombstone
+    await producer.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        records: list[Any] = []
+        while len(records) < 2:
+            records.extend((await consumer.getmany(tp, timeout_ms=5000)).get(tp, []))
+    finally:
+        await consumer.stop()
+    assert [(r.offset, r.key, r.value) for r in records] == [
+        (0, b"key", b"value"),
+        (1, b"gone", None),
+    ]

@@ -1,0 +1,250 @@
+"""The kafka system's pure parts: starting positions, error text, broker contact, send checks.
+
+Everything here runs without a broker; tests/integration/test_kafka_system.py has the rest.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import errors as kafka_errors
+from structlog.testing import capture_logs
+
+import samzapy
+from samzapy.api.errors import SerdeError, StreamSystemError
+from samzapy.api.system import SystemStream, SystemStreamPartition
+from samzapy.system.kafka import KafkaSystemConsumer, KafkaSystemProducer, kafka_settings
+from samzapy.system.kafka.connection import ContactWatch, connect
+from samzapy.system.kafka.consumer import start_position
+from samzapy.system.kafka.errors import describe, error_name
+from samzapy.system.ports import OffsetBounds, OffsetDefault
+
+SETTINGS = kafka_settings("k", {"bootstrap.servers": "127.0.0.1:9"})
+OLDEST, UPCOMING = OffsetDefault.OLDEST, OffsetDefault.UPCOMING
+
+
+class TestStartPosition:
+    @pytest.mark.parametrize(
+        ("offset", "default", "bounds", "expected"),
+        [
+            (None, OLDEST, OffsetBounds("3", "10"), (3, False)),
+            (None, UPCOMING, OffsetBounds("3", "10"), (10, False)),
+            (None, OLDEST, OffsetBounds(None, "7"), (7, False)),  # emptied by retention
+            ("5", UPCOMING, OffsetBounds("3", "10"), (5, False)),
+            ("3", UPCOMING, OffsetBounds("3", "10"), (3, False)),
+            ("10", OLDEST, OffsetBounds("3", "10"), (10, False)),  # the next message
+            ("2", OLDEST, OffsetBounds("3", "10"), (3, True)),  # deleted by retention
+            ("2", UPCOMING, OffsetBounds("3", "10"), (10, True)),
+            ("11", OLDEST, OffsetBounds("3", "10"), (3, True)),  # beyond the end
+            ("4", OLDEST, OffsetBounds(None, "0"), (0, True)),  # the topic was recreated
+        ],
+    )
+    def test_the_registered_offset_when_kafka_holds_it_else_the_default(
+        self,
+        offset: str | None,
+        default: str,
+        bounds: OffsetBounds,
+        expected: tuple[int, bool],
+    ) -> None:
+        assert start_position(offset, default, bounds) == expected
+
+
+class TestRegistration:
+    def test_offsets_must_be_integers(self) -> None:
+        consumer = KafkaSystemConsumer(SETTINGS)
+        with pytest.raises(StreamSystemError, match=r"from offset 'x': Kafka offsets are integers"):
+            consumer.register(_ssp(), "x", OLDEST)
+
+    def test_defaults_must_be_known(self) -> None:
+        consumer = KafkaSystemConsumer(SETTINGS)
+        with pytest.raises(
+            StreamSystemError, match=r"must be 'oldest' or 'upcoming', got 'latest'"
+        ):
+            consumer.register(_ssp(), None, "latest")
+
+    async def test_a_consumer_without_partitions_starts_without_a_broker(self) -> None:
+        consumer = KafkaSystemConsumer(SETTINGS)
+        await consumer.start()
+        assert await consumer.poll([], 10, 0) == {}
+        with pytest.raises(StreamSystemError, match=r"k\.t#0: the kafka consumer did not register"):
+            await consumer.poll([_ssp()], 10, 0)
+        await consumer.stop()
+
+
+def _ssp() -> SystemStreamPartition:
+    return SystemStreamPartition("k", "t", 0)
+
+
+class TestErrorText:
+    def test_kafka_errors_read_as_one_line(self) -> None:
+        assert describe(kafka_errors.KafkaConnectionError("Unable to bootstrap")) == (
+            "KafkaConnectionError: Unable to bootstrap"
+        )
+        assert describe(kafka_errors.OffsetOutOfRangeError({"tp": 3})) == (
+            "OffsetOutOfRangeError: {'tp': 3}"
+        )
+        assert describe(kafka_errors.UnknownTopicOrPartitionError()) == (
+            "UnknownTopicOrPartitionError: This request is for a topic or partition that does "
+            "not exist on this broker."
+        )
+        assert describe(TimeoutError()) == "TimeoutError: timed out"
+
+    def test_error_codes_have_names(self) -> None:
+        assert error_name(3) == "UnknownTopicOrPartitionError"
+        assert error_name(36) == "TopicAlreadyExistsError"
+
+
+class TestProducerChecks:
+    def test_messages_must_be_bytes(self) -> None:
+        producer = KafkaSystemProducer(SETTINGS)
+        with pytest.raises(
+            SerdeError,
+            match=r"cannot send to k\.out: a Kafka message must be bytes or None, got dict; "
+            r"set a msg serde",
+        ):
+            producer.send(SystemStream("k", "out"), 0, None, {"a": 1})
+        with pytest.raises(
+            SerdeError, match=r"a Kafka key must be bytes or None, got str; set a key"
+        ):
+            producer.send(SystemStream("k", "out"), 0, "key", b"x")
+
+    def test_a_producer_that_has_not_started_refuses_sends(self) -> None:
+        producer = KafkaSystemProducer(SETTINGS)
+        with pytest.raises(StreamSystemError, match=r"'out': the kafka producer of system 'k' has"):
+            producer.send(SystemStream("k", "out"), 0, None, bytearray(b"x"))
+
+    async def test_flush_and_stop_without_a_start_do_nothing(self) -> None:
+        producer = KafkaSystemProducer(SETTINGS)
+        await producer.flush()
+        await producer.stop()
+        assert producer.failed_sends == 0
+
+
+class TestConnect:
+    async def test_gives_up_after_the_timeout_naming_the_servers(self) -> None:
+        attempts: list[int] = []
+
+        async def unreachable() -> None:
+            attempts.append(1)
+            raise kafka_errors.KafkaConnectionError("Unable to bootstrap from [('h', 1)]")
+
+        with (
+            capture_logs() as logs,
+            pytest.raises(
+                StreamSystemError,
+                match=r"^cannot reach Kafka at h:1 after 1 attempts over 0\.0 s: "
+                r"KafkaConnectionError: Unable to bootstrap",
+            ),
+        ):
+            await connect(unreachable, servers="h:1", timeout_ms=0, system="k", client="admin")
+        assert len(attempts) == 1
+        assert [(e["event"], e["attempt"], e["bootstrap_servers"]) for e in logs] == [
+            ("broker_unreachable", 1, "h:1")
+        ]
+
+    async def test_retries_until_the_broker_answers(self) -> None:
+        answers = iter([kafka_errors.KafkaConnectionError("down"), "client"])
+
+        async def flaky() -> str:
+            answer = next(answers)
+            if isinstance(answer, BaseException):
+                raise answer
+            return answer
+
+        with capture_logs() as logs:
+            client = await connect(flaky, servers="h:1", timeout_ms=10_000, system="k", client="c")
+        assert client == "client"
+        assert [e["error"] for e in logs] == ["KafkaConnectionError: down"]
+
+    async def test_other_kafka_errors_fail_at_once(self) -> None:
+        async def refused() -> None:
+            raise kafka_errors.SaslAuthenticationFailed("bad password")
+
+        with pytest.raises(
+            StreamSystemError,
+            match=r"cannot connect the Kafka producer of system 'k' to h:1: "
+            r"SaslAuthenticationFailed: .*bad password",
+        ):
+            await connect(refused, servers="h:1", timeout_ms=60_000, system="k", client="producer")
+
+
+class TestContactWatch:
+    async def test_a_broker_silent_for_longer_than_the_timeout_fails_the_check(self) -> None:
+        async def failing() -> None:
+            raise kafka_errors.KafkaConnectionError("connection refused")
+
+        watch = _watch(failing)
+        start = asyncio.get_running_loop().time()
+        with capture_logs() as logs:
+            watch.check(start + 0.5)  # idle past the probe interval: a probe starts
+            await _settle()
+        assert [e["event"] for e in logs] == ["broker_unreachable"]
+        watch.check(start + 0.9)  # silent, but not for longer than the timeout yet
+        with pytest.raises(
+            StreamSystemError,
+            match=r"^lost Kafka at h:1: no answer for 1\.1 s after 1 failed checks: "
+            r"KafkaConnectionError: connection refused",
+        ):
+            watch.check(start + 1.1)
+        await watch.close()
+
+    async def test_records_or_an_answering_probe_keep_it_alive(self) -> None:
+        probes: list[int] = []
+
+        async def answering() -> None:
+            probes.append(1)
+
+        watch = _watch(answering)
+        start = asyncio.get_running_loop().time()
+        watch.contact(start + 0.2)
+        watch.check(start + 0.3)  # heard from 0.1 s ago: no probe
+        await _settle()
+        assert probes == []
+        watch.check(start + 5.0)
+        await _settle()
+        assert probes == [1]
+        watch.check(start + 5.0)  # the probe answered: no error, however long the silence
+        await watch.close()
+
+    async def test_a_probe_failing_otherwise_is_reported(self) -> None:
+        async def forbidden() -> None:
+            raise kafka_errors.TopicAuthorizationFailedError("t")
+
+        watch = _watch(forbidden)
+        watch.check(asyncio.get_running_loop().time() + 1)
+        await _settle()
+        with pytest.raises(StreamSystemError, match=r"the Kafka consumer of system 'k' failed: "):
+            watch.check(asyncio.get_running_loop().time())
+        await watch.close()
+
+
+def _watch(probe: Any) -> ContactWatch:
+    return ContactWatch(probe, servers="h:1", timeout_ms=1000, system="k", client="consumer")
+
+
+async def _settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_only_the_kafka_package_imports_aiokafka() -> None:
+    root = Path(samzapy.__file__).parent
+    importers = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(name.split(".")[0] == "aiokafka" for name in names):
+                importers.append(path.relative_to(root).as_posix())
+    assert importers, "the kafka package imports aiokafka"
+    assert {p for p in importers if not p.startswith("system/kafka/")} == set()
