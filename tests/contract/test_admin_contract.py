@@ -1,7 +1,9 @@
 """One contract test class over every system admin (see samzapy/system/ports.py).
 
 The adapters plug in through the harnesses of ``test_system_contract``: adding a harness
-there runs these tests over it too. Offsets of a new stream start at 0 on every adapter.
+there (embedded or broker) runs these tests over it too. Tests take stream names from
+``harness.stream(...)``, so on a shared broker every test has topics of its own. Offsets of a
+new stream start at 0 on every adapter.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from test_system_contract import HARNESSES, SYSTEM, SystemHarness
+from test_system_contract import ALL_HARNESSES, SYSTEM, SystemHarness, make_harness
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
@@ -21,9 +23,9 @@ from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemAdmin
 EMPTY = OffsetBounds(None, "0")
 
 
-@pytest.fixture(params=sorted(HARNESSES))
+@pytest.fixture(params=ALL_HARNESSES)
 async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SystemHarness]:
-    built = HARNESSES[request.param](tmp_path)
+    built = make_harness(request.param, tmp_path, request)
     yield built
     await built.close()
 
@@ -44,63 +46,69 @@ class TestAdminContract:
     async def test_an_empty_partition_has_no_oldest_offset(
         self, harness: SystemHarness, admin: SystemAdmin
     ) -> None:
-        await harness.create_stream("in", 2)
-        assert await admin.offset_bounds([ssp("in", 0), ssp("in", 1)]) == {
-            ssp("in", 0): EMPTY,
-            ssp("in", 1): EMPTY,
+        stream = harness.stream("in")
+        await harness.create_stream(stream, 2)
+        assert await admin.offset_bounds([ssp(stream, 0), ssp(stream, 1)]) == {
+            ssp(stream, 0): EMPTY,
+            ssp(stream, 1): EMPTY,
         }
 
     async def test_bounds_cover_what_was_written(
         self, harness: SystemHarness, admin: SystemAdmin
     ) -> None:
-        await harness.create_stream("in", 2)
-        await harness.write("in", 1, [b"a", b"b", b"c"])
-        assert await admin.offset_bounds([ssp("in", 0), ssp("in", 1)]) == {
-            ssp("in", 0): EMPTY,
-            ssp("in", 1): OffsetBounds("0", "3"),
+        stream = harness.stream("in")
+        await harness.create_stream(stream, 2)
+        await harness.write(stream, 1, [b"a", b"b", b"c"])
+        assert await admin.offset_bounds([ssp(stream, 0), ssp(stream, 1)]) == {
+            ssp(stream, 0): EMPTY,
+            ssp(stream, 1): OffsetBounds("0", "3"),
         }
-        await harness.write("in", 1, [b"d"])
-        assert await admin.offset_bounds([ssp("in", 1)]) == {ssp("in", 1): OffsetBounds("0", "4")}
+        await harness.write(stream, 1, [b"d"])
+        assert await admin.offset_bounds([ssp(stream, 1)]) == {
+            ssp(stream, 1): OffsetBounds("0", "4")
+        }
 
     async def test_bounds_cover_what_the_producer_flushed(
         self, harness: SystemHarness, admin: SystemAdmin
     ) -> None:
-        await harness.create_stream("out", 1)
+        stream = harness.stream("out")
+        await harness.create_stream(stream, 1)
         producer = harness.factory(bounded=False).get_producer()
         await producer.start()
-        producer.send(SystemStream(SYSTEM, "out"), 0, None, b"one")
-        producer.send(SystemStream(SYSTEM, "out"), 0, None, b"two")
+        producer.send(SystemStream(SYSTEM, stream), 0, None, b"one")
+        producer.send(SystemStream(SYSTEM, stream), 0, None, b"two")
         await producer.flush()
         await producer.stop()
-        assert await admin.offset_bounds([ssp("out", 0)]) == {ssp("out", 0): OffsetBounds("0", "2")}
+        assert await admin.offset_bounds([ssp(stream, 0)]) == {
+            ssp(stream, 0): OffsetBounds("0", "2")
+        }
 
     async def test_the_upcoming_offset_is_the_next_message_s(
         self, harness: SystemHarness, admin: SystemAdmin
     ) -> None:
-        await harness.create_stream("in", 1)
-        await harness.write("in", 0, [b"old-0", b"old-1"])
-        upcoming = (await admin.offset_bounds([ssp("in", 0)]))[ssp("in", 0)].upcoming
+        stream = harness.stream("in")
+        await harness.create_stream(stream, 1)
+        await harness.write(stream, 0, [b"old-0", b"old-1"])
+        upcoming = (await admin.offset_bounds([ssp(stream, 0)]))[ssp(stream, 0)].upcoming
         consumer = harness.factory(bounded=False).get_consumer()
-        consumer.register(ssp("in", 0), upcoming, OffsetDefault.OLDEST)
+        consumer.register(ssp(stream, 0), upcoming, OffsetDefault.OLDEST)
         await consumer.start()
-        await harness.write("in", 0, [b"new"])
-        batch = await consumer.poll([ssp("in", 0)], 10, 5.0)
+        await harness.write(stream, 0, [b"new"])
+        batch = await consumer.poll([ssp(stream, 0)], 10, 5.0)
         await consumer.stop()
-        envelopes = batch[ssp("in", 0)]
+        envelopes = batch[ssp(stream, 0)]
         assert [(e.offset, e.message) for e in envelopes] == [(upcoming, b"new")]
 
     async def test_create_stream_takes_replication_and_topic_config(
         self, harness: SystemHarness, admin: SystemAdmin
     ) -> None:
+        compacted, default = harness.stream("compacted"), harness.stream("default-replicas")
         await admin.create_stream(
-            "compacted", 1, replication_factor=1, config={"cleanup.policy": "compact"}
+            compacted, 1, replication_factor=1, config={"cleanup.policy": "compact"}
         )
-        await admin.create_stream("default-replicas", 2, replication_factor=None, config=None)
-        assert await admin.partition_counts(["compacted", "default-replicas"]) == {
-            "compacted": 1,
-            "default-replicas": 2,
-        }
-        assert await admin.offset_bounds([ssp("compacted", 0)]) == {ssp("compacted", 0): EMPTY}
+        await admin.create_stream(default, 2, replication_factor=None, config=None)
+        assert await admin.partition_counts([compacted, default]) == {compacted: 1, default: 2}
+        assert await admin.offset_bounds([ssp(compacted, 0)]) == {ssp(compacted, 0): EMPTY}
 
 
 class TestInMemoryAdminOffsets:

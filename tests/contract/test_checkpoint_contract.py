@@ -22,6 +22,7 @@ from samzapy.checkpoint.registry import checkpoint_manager_for
 from samzapy.checkpoint.stream import StreamCheckpointManager
 from samzapy.system.inmemory.broker import InMemoryBroker
 from samzapy.system.inmemory.factory import InMemorySystemFactory
+from samzapy.system.kafka import KafkaSystemFactory
 from samzapy.system.ports import SystemFactory
 
 TASK = TaskName.for_partition(0)
@@ -71,12 +72,19 @@ def memory_stream_source(request: pytest.FixtureRequest, tmp_path: Path) -> Mana
     return source
 
 
+def kafka_source(request: pytest.FixtureRequest, tmp_path: Path) -> ManagerSource:
+    """The kafka manager over the session's broker; the source's job id gives every test a
+    checkpoint topic of its own."""
+    bootstrap = request.getfixturevalue("kafka_bootstrap")
+    system = KafkaSystemFactory("kafka", {"bootstrap.servers": bootstrap})
+    return ManagerSource("kafka", tmp_path, system)
+
+
 #: How each parametrized source is built. A stream manager over another system plugs in
-#: here, e.g. Kafka: ``"kafka": lambda request, tmp_path: ManagerSource("kafka", tmp_path,
-#: KafkaSystemFactory("kafka", {"bootstrap.servers":
-#: request.getfixturevalue("kafka_bootstrap")}))``.
+#: here, as ``kafka`` does.
 SOURCES: dict[str, Callable[[pytest.FixtureRequest, Path], ManagerSource]] = {
     "file": lambda request, tmp_path: ManagerSource("file", tmp_path),
+    "kafka": kafka_source,
     "memory": lambda request, tmp_path: ManagerSource("memory", tmp_path),
     "stream-memory": memory_stream_source,
 }
