@@ -26,7 +26,7 @@ import structlog
 
 from samzapy.api.context import RequestScope
 from samzapy.api.envelope import IncomingMessageEnvelope
-from samzapy.api.errors import TaskError
+from samzapy.api.errors import ConfigError, TaskError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.api.task import (
     AsyncStreamTask,
@@ -90,13 +90,15 @@ class TaskInstance:
         self.run_loop = run_loop
         self.is_async = isinstance(task, AsyncStreamTask)
         if not self.is_async and not isinstance(task, StreamTask):
-            raise TypeError(
-                f"task class {type(task).__qualname__} must subclass StreamTask or AsyncStreamTask"
+            raise ConfigError(
+                f"task.class: {type(task).__qualname__} must subclass samzapy.StreamTask or "
+                "samzapy.AsyncStreamTask",
+                key="task.class",
             )
         self.is_windowable = isinstance(task, WindowableTask)
         self.max_concurrency = max_concurrency if self.is_async else 1
         self.executor = None if self.is_async else executor
-        self._active = [q for q in self.queues]
+        self._active = list(self.queues)
         self._rr = 0
         self._waiter: asyncio.Future[None] | None = None
         self.inflight = 0

@@ -681,3 +681,16 @@ def test_metrics_per_task_and_per_container() -> None:
     assert snap["task.Partition 0"]["in-flight"] == 0
     assert snap["task.Partition 0"]["commits"] >= 1
     assert snap["task.Partition 0"]["windows"] == 0
+
+
+def test_a_class_that_is_not_a_task_is_a_config_error() -> None:
+    from samzapy import ConfigError
+
+    class NotATask:
+        def process(self, envelope, collector, coordinator):
+            pass
+
+    with pytest.raises(
+        ConfigError, match="task.class: .*NotATask must subclass samzapy.StreamTask"
+    ):
+        TestRunner(NotATask).add_input("in", [1]).run()
