@@ -170,6 +170,14 @@ class OutputRouter:
             if not isinstance(exc, Exception):
                 raise
 
+    def backpressure(self) -> asyncio.Future[None] | None:
+        """The first producer's request to wait before sending more, if any."""
+        for producer in self._producers.values():
+            waiting = producer.backpressure()
+            if waiting is not None:
+                return waiting
+        return None
+
     async def flush(self) -> None:
         """Return once every message sent so far is durable; raise the first send error."""
         # Wait on the unfinished lookups only: awaiting finished ones does not yield to the

@@ -312,11 +312,15 @@ class TaskInstance:
         collector, coordinator = self.collector, self.coordinator
         trackers = self.trackers
         record = self.latency.update_ns
+        backpressure = self.run_loop.router.backpressure
         clock = time.perf_counter_ns
         while True:
             if self.attention and not await self._barrier():
                 return
             if self.attention:
+                continue
+            if (held := backpressure()) is not None:
+                await held
                 continue
             env = None
             n = 0
@@ -350,11 +354,15 @@ class TaskInstance:
         loop = asyncio.get_running_loop()
         process = self.task.process
         collector, coordinator = self.collector, self.coordinator
+        backpressure = self.run_loop.router.backpressure
         clock = time.perf_counter_ns
         while True:
             if self.attention and not await self._barrier():
                 return
             if self.attention:
+                continue
+            if (held := backpressure()) is not None:
+                await held
                 continue
             env = self._choose()
             if env is None:
@@ -384,10 +392,15 @@ class TaskInstance:
         record = self.latency.update_ns
         clock = time.perf_counter_ns
         track_start = self.run_loop.callback_timeout_s is not None
+        backpressure = self.run_loop.router.backpressure
+        turn = 0
         while True:
             if self.attention and not await self._barrier():
                 return
             if self.attention:
+                continue
+            if (held := backpressure()) is not None:
+                await held
                 continue
             env = self._choose()
             if env is None:
@@ -428,6 +441,12 @@ class TaskInstance:
             self.processed += 1
             if self.inflight == 0 and self.attention:
                 self.wake()
+            # Awaitables that complete at once never suspend the slot: yield now and then so
+            # other tasks and the consumers get their turn.
+            turn += 1
+            if turn >= SYNC_TURN:
+                turn = 0
+                await asyncio.sleep(0)
 
     def oldest_in_flight(self) -> tuple[float, IncomingMessageEnvelope] | None:
         """The start time and envelope of the longest-running call (for callback timeouts)."""

@@ -25,6 +25,7 @@ may surface at the next ``flush``; either way they halt the container.
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -138,6 +139,13 @@ class SystemProducer(abc.ABC):
     @abc.abstractmethod
     async def flush(self) -> None:
         """Return once every message sent so far is durable; raise if any failed."""
+
+    def backpressure(self) -> asyncio.Future[None] | None:
+        """A future to await before sending more, while the producer holds as much unsent
+        data as it may; None when it can take more. The container checks it before each
+        call to a task (once per turn on the hot path), so memory stays bounded when the
+        destination is slower than the job."""
+        return None
 
 
 class SystemFactory(abc.ABC):

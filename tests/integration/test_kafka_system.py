@@ -6,6 +6,7 @@ does. Every test works on topics of its own.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import uuid
 from collections.abc import AsyncIterator
@@ -264,6 +265,31 @@ class TestProducer:
             assert got[ssp(topic, p)] == [
                 (str(offset), key, value) for offset, (key, value) in enumerate(sent[p])
             ]
+
+    async def test_backpressure_holds_until_half_the_batches_are_delivered(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        topic = topic_name("backpressure")
+        await admin.create_stream(topic, 4)
+        settings = factory(kafka_bootstrap).settings
+        producer = KafkaSystemProducer(settings, max_unsettled_batches=4)
+        await producer.start()
+        try:
+            stream = SystemStream(SYSTEM, topic)
+            assert producer.backpressure() is None
+            # ~1,500 messages of 100 bytes per partition fill several 16 KiB batches each,
+            # handed over as they fill: more than the limit of four, before any is delivered.
+            for i in range(6_000):
+                producer.send(stream, i % 4, None, b"x" * 100)
+            held = producer.backpressure()
+            assert held is not None and not held.done()
+            await asyncio.wait_for(held, 30)
+            # Released once at most half the limit is still on its way.
+            assert producer.backpressure() is None
+            await producer.flush()
+            assert producer.failed_sends == 0
+        finally:
+            await producer.stop()
 
     async def test_keyless_messages_stick_to_a_partition_per_batch(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin

@@ -16,6 +16,10 @@ partition (a sticky partitioner: whole batches, partitions taken in turn).
 delivered or failed, then raises the first failure (once) as a StreamSystemError naming the
 topic and partition; batches sent while it waits are left to the next flush, so a flush under
 steady load ends. ``failed_sends`` counts the messages whose delivery failed.
+
+``backpressure`` bounds memory: with ``MAX_UNSETTLED_BATCHES`` batches handed over and not yet
+delivered, it returns a future that resolves once half of them are, and the container holds
+its tasks back until then.
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ from samzapy.system.kafka.connection import connect, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, describe, where
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.ports import SystemProducer
+
+#: Batches handed over but not yet delivered beyond which ``backpressure`` holds the job back
+#: (with aiokafka's default 16 KiB batches, about 16 MiB; Kafka's own buffer.memory is 32 MiB).
+MAX_UNSETTLED_BATCHES = 1024
 
 #: (topic, partition); partition None: the topic's keyless batch.
 _Target = tuple[str, int | None]
@@ -60,8 +68,12 @@ class _Queued:
 class KafkaSystemProducer(SystemProducer):
     """Writes to the topics of one kafka system in whole batches."""
 
-    def __init__(self, settings: KafkaSettings) -> None:
+    def __init__(
+        self, settings: KafkaSettings, *, max_unsettled_batches: int = MAX_UNSETTLED_BATCHES
+    ) -> None:
         self._settings = settings
+        self._max_unsettled = max(1, max_unsettled_batches)
+        self._capacity: asyncio.Future[None] | None = None
         self._servers = ",".join(settings.producer_servers)
         self._linger_s = float(settings.producer_kwargs()["linger_ms"]) / 1000
         self._producer: Any = None
@@ -156,11 +168,30 @@ class KafkaSystemProducer(SystemProducer):
         builder.close()  # a closed batch is sent at once, without lingering again
         settled = asyncio.get_running_loop().create_future()
         self._unsettled.add(settled)
-        settled.add_done_callback(self._unsettled.discard)
+        settled.add_done_callback(self._forget)
         topic, partition = batch.target
         if partition is None:
             partition = self._keyless_partition(topic)
         self._enqueue((topic, partition), _Queued(builder, settled))
+
+    def _forget(self, settled: asyncio.Future[None]) -> None:
+        self._unsettled.discard(settled)
+        capacity = self._capacity
+        if capacity is not None and len(self._unsettled) <= self._max_unsettled // 2:
+            self._capacity = None
+            if not capacity.done():
+                capacity.set_result(None)
+
+    def backpressure(self) -> asyncio.Future[None] | None:
+        if len(self._unsettled) < self._max_unsettled:
+            return None
+        if self._capacity is None:
+            self._capacity = asyncio.get_running_loop().create_future()
+            # Open batches count towards the limit only once handed over: hand them over now
+            # so their delivery can free room.
+            for batch in list(self._open.values()):
+                self._hand_over(batch)
+        return self._capacity
 
     def _keyless_partition(self, topic: str) -> int | None:
         """The next partition of the sticky rotation; None while the count is unknown."""

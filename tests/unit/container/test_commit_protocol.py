@@ -17,6 +17,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from samzapy import (
+    AsyncStreamTask,
     OutgoingMessageEnvelope,
     RequestScope,
     SerdeError,
@@ -298,3 +299,58 @@ def test_drop_producer_errors_keeps_going_and_counts() -> None:
         {SystemStreamPartition("memory", "in", 0): "8"},
     )
     assert result.metrics.snapshot()["container"]["producer-errors"] >= 1
+
+
+class SlowProducer(RecordingProducer):
+    """Holds the job back after 5 unflushed messages until the test releases it."""
+
+    gate: asyncio.Future[None] | None = None
+    released = False
+
+    def backpressure(self) -> asyncio.Future[None] | None:
+        if SlowProducer.released or self.unflushed < 5:
+            return None
+        if SlowProducer.gate is None:
+            SlowProducer.gate = asyncio.get_running_loop().create_future()
+            LOG.append(("held", self.unflushed))
+        return SlowProducer.gate
+
+
+class SlowFactory(RecordingFactory):
+    def get_producer(self) -> SystemProducer:
+        return SlowProducer()
+
+
+@pytest.mark.parametrize("task_kind", ["sync", "async"])
+async def test_producer_backpressure_holds_tasks_back_until_released(task_kind: str) -> None:
+    LOG.clear()
+    SlowProducer.gate, SlowProducer.released = None, False
+    seen: list[int] = []
+
+    class SyncTask(StreamTask):
+        def process(self, envelope, collector, coordinator):
+            seen.append(envelope.message)
+            collector.send(OutgoingMessageEnvelope(SystemStream("rec", "out"), envelope.message))
+
+    class AsyncTask(AsyncStreamTask):
+        async def process_async(self, envelope, collector, coordinator):
+            SyncTask.process(self, envelope, collector, coordinator)  # type: ignore[arg-type]
+
+    task = SyncTask if task_kind == "sync" else AsyncTask
+    runner = TestRunner(task, {"systems.rec.samza.factory": f"{__name__}:SlowFactory"})
+    runner.add_input("in", list(range(200)))
+    job = asyncio.ensure_future(runner.run_async(timeout=10))
+    for _ in range(100):
+        await asyncio.sleep(0)
+    # Held back: a sync task may finish its turn (at most 32 messages), an async one stops at 5.
+    assert 5 <= len(seen) <= 32
+    assert any(e[0] == "held" for e in LOG)
+    held_at = len(seen)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert len(seen) == held_at
+    assert SlowProducer.gate is not None
+    SlowProducer.released = True  # the recording producer never drains by itself
+    SlowProducer.gate.set_result(None)
+    await asyncio.wait_for(job, 10)
+    assert seen == list(range(200))

@@ -58,15 +58,20 @@ class Recorder:
 # -- 1. round-robin choice and bounded memory ---------------------------------------------------
 
 
-def test_round_robin_across_partitions_no_partition_starves() -> None:
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_round_robin_across_partitions_no_partition_starves(kind: str) -> None:
     order: list[int] = []
 
     class Task(StreamTask):
         def process(self, envelope, collector, coordinator):
             order.append(envelope.system_stream_partition.partition)
 
+    class Async(AsyncStreamTask):
+        async def process_async(self, envelope, collector, coordinator):
+            order.append(envelope.system_stream_partition.partition)  # completes at once
+
     msgs = {p: list(range(500)) for p in range(3)}
-    TestRunner(Task).add_input("in", msgs).run()
+    TestRunner(Task if kind == "sync" else Async).add_input("in", msgs).run()
     assert len(order) == 1500
     # Every partition is served long before any other could run dry.
     first = {p: order.index(p) for p in range(3)}
@@ -691,6 +696,6 @@ def test_a_class_that_is_not_a_task_is_a_config_error() -> None:
             pass
 
     with pytest.raises(
-        ConfigError, match="task.class: .*NotATask must subclass samzapy.StreamTask"
+        ConfigError, match=r"task\.class: .*NotATask must subclass samzapy\.StreamTask"
     ):
         TestRunner(NotATask).add_input("in", [1]).run()
