@@ -12,6 +12,7 @@ from samzapy.api.errors import (
     TaskCallbackTimeoutError,
     TaskError,
 )
+from samzapy.api.store import KeyValueIterator, KeyValueStore
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.api.task import (
     AsyncStreamTask,
@@ -31,6 +32,8 @@ __all__ = [
     "EndOfStreamListenerTask",
     "IncomingMessageEnvelope",
     "InitableTask",
+    "KeyValueIterator",
+    "KeyValueStore",
     "MessageCollector",
     "OutgoingMessageEnvelope",
     "RequestScope",

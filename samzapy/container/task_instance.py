@@ -306,6 +306,9 @@ class TaskInstance:
         error.__cause__ = exc
         return error
 
+    # The three slots repeat their few lines of preamble (barrier, backpressure, choose) on
+    # purpose: a shared coroutine would cost a coroutine per message on the hot path.
+
     async def _inline_slot(self) -> None:
         """A sync task on the loop thread: process up to SYNC_TURN messages, then yield."""
         process = self.task.process

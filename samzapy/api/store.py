@@ -1,0 +1,111 @@
+"""The store a task gets from ``context.get_store(name)``: KeyValueStore, KeyValueIterator.
+
+A store belongs to one task: each task of a job has its own instance of every declared store
+(``stores.<name>.factory``), and only that task's callbacks touch it, so a store needs no
+locking. Keys and values are objects; the store turns them into bytes with the store's
+``stores.<name>.key.serde`` and ``stores.<name>.msg.serde`` and keeps the bytes, ordered by the
+serialized key's bytes (unsigned, lexicographic, as RocksDB's default comparator and Samza).
+
+The contract every store keeps, and that ``tests/contract/test_store_contract.py`` checks:
+
+1. ``None`` is never a key, and never a value: ``put(key, None)`` is an error (use ``delete``).
+2. Reads see every write made before them through the same store, including unflushed ones.
+3. ``range`` and ``all`` return entries in serialized-key byte order; ``range`` includes
+   ``from_key`` and excludes ``to_key``.
+4. An iterator lives at most as long as the task callback that opened it (``process``,
+   ``window``, ``init``...): when the callback ends the container closes it, and any later use
+   raises StoreError naming the store and the task. Closing one early (``close()`` or a
+   ``with`` block) frees it at once.
+5. Entries written while an iterator is open may or may not be seen by it, but writing never
+   makes an open iterator fail or return a key twice.
+6. A key or value that its serde cannot handle raises StoreError naming the store, the task and
+   the key; nothing of a failed ``put_all`` or ``delete_all`` is written.
+7. ``flush`` makes the writes so far durable for a persistent store (RocksDB); the container
+   flushes every store before it writes a checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+from typing import Protocol, Self, TypeVar
+
+from samzapy.api.envelope import KV
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class KeyValueIterator(Protocol):
+    """Entries of a store, as ``KV(key, value)``, in serialized-key byte order.
+
+    Close it when done (``close()``, or use it as a context manager); the container closes any
+    still open when the task callback that opened it ends. Using it after it is closed raises
+    StoreError naming the store and the task.
+    """
+
+    def __iter__(self) -> Iterator[KV]: ...
+
+    def __next__(self) -> KV:
+        """The next entry; StopIteration after the last one."""
+        ...
+
+    def close(self) -> None:
+        """Releases the iterator; closing it again does nothing."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class KeyValueStore(Protocol[K, V]):
+    """A task's key-value store (Samza's ``KeyValueStore``); see the module docstring for the
+    contract. Every error it raises on purpose is a StoreError naming the store and the task."""
+
+    def get(self, key: K) -> V | None:
+        """The value stored under ``key``, or None when there is none."""
+        ...
+
+    def get_all(self, keys: Iterable[K]) -> dict[K, V]:
+        """The values stored under ``keys``; a key with no value is left out of the result."""
+        ...
+
+    def put(self, key: K, value: V) -> None:
+        """Stores ``value`` under ``key``, replacing any value there. ``value`` None is an
+        error: use ``delete`` to remove an entry."""
+        ...
+
+    def put_all(self, entries: Iterable[KV | tuple[K, V]]) -> None:
+        """Stores every ``(key, value)`` of ``entries``, in order (a later entry for the same
+        key wins), as one batch: when one entry is rejected, none is written."""
+        ...
+
+    def delete(self, key: K) -> None:
+        """Removes the entry of ``key``; deleting a missing key does nothing."""
+        ...
+
+    def delete_all(self, keys: Iterable[K]) -> None:
+        """Removes the entries of ``keys`` as one batch."""
+        ...
+
+    def range(self, from_key: K, to_key: K) -> KeyValueIterator:
+        """The entries whose serialized key is ``>= from_key`` and ``< to_key`` in byte order
+        (empty when ``from_key >= to_key``)."""
+        ...
+
+    def all(self) -> KeyValueIterator:
+        """Every entry, in serialized-key byte order."""
+        ...
+
+    def flush(self) -> None:
+        """Makes the writes so far durable (a no-op for an in-memory store)."""
+        ...
+
+
+__all__ = ["KeyValueIterator", "KeyValueStore"]

@@ -1,0 +1,1 @@
+"""Local key-value stores: the engine port, the in-memory engine, serdes on top, the factories."""

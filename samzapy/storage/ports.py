@@ -1,0 +1,111 @@
+"""The store port: StorageEngine (one task's store, at the level of bytes) and StoreFactory.
+
+An engine keeps ``bytes`` keys and ``bytes`` values ordered by the keys' bytes (unsigned,
+lexicographic: RocksDB's default comparator, and Python's own ``bytes`` ordering). It knows
+nothing of serdes, iterator lifetimes or changelogs; SerializedKeyValueStore adds the first two
+on top of any engine, the per-task store manager the third.
+
+What an engine promises (each bullet is checked through ``tests/contract/test_store_contract.py``):
+
+- ``get`` and ``iterate`` see every write made before them, flushed or not.
+- ``write_batch`` applies its entries in order, a later entry for a key winning.
+- ``iterate`` yields ``(key, value)`` pairs in key order, ``from_key`` included and ``to_key``
+  excluded; writes made while it is being consumed never make it fail or repeat a key.
+- ``flush`` makes the writes so far survive ``close`` and a new engine over the same directory
+  (when ``persistent``), and ``close`` is idempotent.
+- An engine's own failures (an unreadable directory, a disk error) are StoreErrors naming the
+  store and the task.
+
+Engines are synchronous and used from the event loop's thread only: a store belongs to one task,
+and a task's callbacks never run at the same time as each other on the loop.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from samzapy.api.system import TaskName
+
+
+class StorageEngine(ABC):
+    """One task's instance of one store, keeping bytes in key order."""
+
+    #: True when the entries outlive the process (RocksDB); False for in-memory engines.
+    persistent: ClassVar[bool] = False
+
+    def __init__(self, store_name: str, task_name: TaskName) -> None:
+        self.store_name = store_name
+        self.task_name = task_name
+
+    @property
+    def description(self) -> str:
+        """``store 'name' (task 'Partition 0')``: how messages about this engine start."""
+        return f"store {self.store_name!r} (task {str(self.task_name)!r})"
+
+    @abstractmethod
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key``, or None."""
+
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The values of ``keys``, position by position, None where a key has no value."""
+        get = self.get
+        return [get(key) for key in keys]
+
+    @abstractmethod
+    def put(self, key: bytes, value: bytes) -> None:
+        """Stores ``value`` under ``key``."""
+
+    @abstractmethod
+    def delete(self, key: bytes) -> None:
+        """Removes ``key``'s entry, if any."""
+
+    @abstractmethod
+    def write_batch(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Applies ``(key, value)`` entries in order; a value None deletes the key."""
+
+    @abstractmethod
+    def iterate(
+        self, from_key: bytes | None, to_key: bytes | None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """The entries with ``from_key <= key < to_key`` in byte order; a None bound is open."""
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Makes the writes so far durable; a no-op for an engine that is not persistent."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Releases the engine (files, memory); closing it again does nothing."""
+
+
+class StoreFactory(ABC):
+    """Builds the engine of one store for one task (``stores.<name>.factory``).
+
+    A ``module:Class`` factory named in the config is instantiated with no arguments.
+    """
+
+    #: True when the engines it builds keep their entries in ``directory`` across restarts.
+    persistent: ClassVar[bool] = False
+
+    @abstractmethod
+    def create(
+        self,
+        store_name: str,
+        task_name: TaskName,
+        directory: Path,
+        options: Mapping[str, Any],
+    ) -> StorageEngine:
+        """The engine of store ``store_name`` for ``task_name``.
+
+        ``directory`` is where the task's instance of the store lives (created when missing;
+        ignored by engines that are not persistent). ``options`` are the store's config keys
+        with the ``stores.<name>.`` prefix removed (``factory``, ``key.serde``,
+        ``rocksdb.compression``...). Invalid options raise ConfigError naming the full key; a
+        store that cannot be opened raises StoreError naming the store, task and directory.
+        """
+
+
+__all__ = ["StorageEngine", "StoreFactory"]

@@ -1,0 +1,106 @@
+"""Building the StoreFactory that ``stores.<name>.factory`` names, and a store from its parts.
+
+Short names: ``inmemory`` (InMemoryStoreFactory) and ``rocksdb`` (RocksDBStoreFactory,
+imported only when named, so a job without RocksDB stores never loads rocksdict). Anything else
+is the import path (``module:Class`` or ``module.Class``) of a StoreFactory subclass, built
+with no arguments. Every error is a ConfigError naming ``stores.<name>.factory``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from samzapy.api.errors import ConfigError
+from samzapy.api.system import TaskName
+from samzapy.storage.inmemory import InMemoryStoreFactory
+from samzapy.storage.ports import StoreFactory
+from samzapy.storage.serialized import SerializedKeyValueStore
+from samzapy.system.registry import load_class
+from samzapy.system.serde import Serde
+
+
+def factory_key(store_name: str) -> str:
+    """``stores.<name>.factory``."""
+    return f"stores.{store_name}.factory"
+
+
+def _rocksdb_factory(key: str) -> StoreFactory:
+    # Imported by name: storage/rocksdb is an adapter, above the core storage package.
+    try:
+        module = importlib.import_module("samzapy.storage.rocksdb")
+    except ImportError as exc:
+        raise ConfigError(
+            f"{key} is 'rocksdb' but RocksDB support cannot be loaded ({exc}); "
+            "install the rocksdict package",
+            key=key,
+        ) from exc
+    factory: StoreFactory = module.RocksDBStoreFactory()
+    return factory
+
+
+BUILTIN_FACTORIES: Mapping[str, Callable[[str], StoreFactory]] = {
+    "inmemory": lambda key: InMemoryStoreFactory(),
+    "rocksdb": _rocksdb_factory,
+}
+
+
+def store_factory_for(store_name: str, factory: Any) -> StoreFactory:
+    """The StoreFactory that ``stores.<store_name>.factory`` = ``factory`` names."""
+    key = factory_key(store_name)
+    if factory is None or (isinstance(factory, str) and not factory.strip()):
+        raise ConfigError(
+            f"{key} is required for store {store_name!r}: expected rocksdb, inmemory or a "
+            "'module:Class' import path of a samzapy.storage.ports.StoreFactory",
+            key=key,
+        )
+    if not isinstance(factory, str):
+        raise ConfigError(
+            f"{key} must be rocksdb, inmemory or a 'module:Class' import path, "
+            f"got {factory!r} ({type(factory).__name__})",
+            key=key,
+        )
+    name = factory.strip()
+    builtin = BUILTIN_FACTORIES.get(name)
+    if builtin is not None:
+        return builtin(key)
+    if ":" not in name and "." not in name:
+        raise ConfigError(
+            f"{key}: unknown store factory {factory!r}: expected rocksdb, inmemory or a "
+            "'module:Class' import path",
+            key=key,
+        )
+    cls = load_class(name, key=key)
+    if not issubclass(cls, StoreFactory):
+        raise ConfigError(
+            f"{key}: {factory!r} is not a samzapy.storage.ports.StoreFactory subclass",
+            key=key,
+        )
+    try:
+        return cls()
+    except Exception as exc:
+        raise ConfigError(
+            f"{key}: cannot instantiate {factory!r} with no arguments: {exc}", key=key
+        ) from exc
+
+
+def open_store(
+    store_name: str,
+    task_name: TaskName,
+    directory: Path,
+    options: Mapping[str, Any],
+    key_serde: Serde,
+    msg_serde: Serde,
+) -> SerializedKeyValueStore[Any, Any]:
+    """One task's store: the engine ``options["factory"]`` builds, behind the serdes.
+
+    ``options`` are the store's keys with the ``stores.<name>.`` prefix removed.
+    """
+    factory = store_factory_for(store_name, options.get("factory"))
+    engine = factory.create(store_name, task_name, directory, options)
+    return SerializedKeyValueStore(engine, key_serde, msg_serde)
+
+
+__all__ = ["BUILTIN_FACTORIES", "factory_key", "open_store", "store_factory_for"]

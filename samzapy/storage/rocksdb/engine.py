@@ -1,0 +1,189 @@
+"""The RocksDB storage engine (``stores.<name>.factory: rocksdb``): one Rdict per task store.
+
+The store opens in rocksdict's raw mode, so keys and values are the serdes' bytes untouched and
+iteration follows RocksDB's bytewise comparator, the order the port promises. Writes go through
+RocksDB's write-ahead log; ``flush`` also writes the memtable out as a file and waits for it,
+as Samza's RocksDB store does before a checkpoint.
+
+Opening is where the operator's data can be wrong: a directory left corrupt by a crashed disk,
+a path that is a file, a directory another process holds open. Each becomes a StoreError naming
+the store, the task and the directory, and saying what to do: a store's changelog (when it has
+one) rebuilds a deleted directory, so deleting the directory is the remedy for corruption.
+
+Every rocksdict exception is translated here; nothing outside ``samzapy.storage.rocksdb`` sees
+one (import-linter keeps ``rocksdict`` imports in this package).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, cast
+
+from rocksdict import Rdict, ReadOptions, WriteBatch
+
+from samzapy.api.errors import StoreError
+from samzapy.api.system import TaskName
+from samzapy.storage.ports import StorageEngine, StoreFactory
+from samzapy.storage.rocksdb.options import RocksDBSettings
+
+_DELETE_REMEDY = (
+    "delete the directory to restore it from its changelog "
+    "(a store without a changelog starts empty)"
+)
+
+
+class RocksDBStorageEngine(StorageEngine):
+    """One task's instance of a store in a RocksDB directory of its own."""
+
+    persistent = True
+
+    def __init__(
+        self,
+        store_name: str,
+        task_name: TaskName,
+        directory: Path,
+        settings: RocksDBSettings | None = None,
+    ) -> None:
+        super().__init__(store_name, task_name)
+        self.directory = Path(directory)
+        self.settings = settings or RocksDBSettings()
+        self._closed = False
+        self._db = self._open()
+
+    def _open(self) -> Rdict:
+        where = f"{self.description} cannot open its RocksDB directory {str(self.directory)!r}"
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"{where}: {exc}; {_DELETE_REMEDY}") from exc
+        try:
+            return Rdict(str(self.directory), self.settings.to_rocksdict())
+        except Exception as exc:  # rocksdict raises plain Exception carrying RocksDB's status
+            reason = str(exc)
+            if "lock" in reason.lower():
+                remedy = (
+                    "another store or process has this directory open: stop it, or give each "
+                    "store and task a directory of its own"
+                )
+            else:
+                remedy = _DELETE_REMEDY
+            raise StoreError(f"{where}: {reason}; {remedy}") from exc
+
+    def _failed(self, action: str, exc: Exception) -> NoReturn:
+        if self._closed:
+            raise StoreError(f"{self.description} is closed; cannot {action}") from exc
+        raise StoreError(
+            f"{self.description}: RocksDB {action} failed in {str(self.directory)!r}: {exc}"
+        ) from exc
+
+    # -- reads and writes --------------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        try:
+            return cast("bytes | None", self._db.get(key))
+        except Exception as exc:
+            self._failed("get", exc)
+
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        if not keys:
+            return []
+        try:
+            return cast("list[bytes | None]", self._db.get(list(keys)))
+        except Exception as exc:
+            self._failed("multi-get", exc)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        try:
+            self._db.put(key, value)
+        except Exception as exc:
+            self._failed("put", exc)
+
+    def delete(self, key: bytes) -> None:
+        try:
+            self._db.delete(key)
+        except Exception as exc:
+            self._failed("delete", exc)
+
+    def write_batch(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        batch = WriteBatch(raw_mode=True)
+        try:
+            for key, value in entries:
+                if value is None:
+                    batch.delete(key)
+                else:
+                    batch.put(key, value)
+            if batch.len():
+                self._db.write(batch)
+        except Exception as exc:
+            self._failed("write batch", exc)
+
+    def iterate(
+        self, from_key: bytes | None, to_key: bytes | None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        if from_key is not None and to_key is not None and from_key >= to_key:
+            return iter(())
+        read_options = ReadOptions()
+        if to_key is not None:
+            read_options.set_iterate_upper_bound(to_key)
+        try:
+            # A RocksDB iterator reads the snapshot of the moment it is created.
+            items = self._db.items(from_key=from_key, read_opt=read_options)
+        except Exception as exc:
+            self._failed("iterator", exc)
+        return self._entries(cast("Iterator[tuple[bytes, bytes]]", items), read_options)
+
+    def _entries(
+        self, items: Iterator[tuple[bytes, bytes]], read_options: ReadOptions
+    ) -> Iterator[tuple[bytes, bytes]]:
+        # read_options must outlive the iterator: RocksDB reads the upper bound from it, and
+        # rocksdict does not keep it alive (a freed bound cuts the range short at random).
+        try:
+            yield from items
+        except Exception as exc:
+            self._failed("iteration", exc)
+
+    # -- durability and life cycle ------------------------------------------------------------
+
+    def flush(self) -> None:
+        try:
+            self._db.flush(wait=True)
+        except Exception as exc:
+            self._failed("flush", exc)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._db.close()
+        except Exception as exc:
+            raise StoreError(
+                f"{self.description}: closing RocksDB in {str(self.directory)!r} failed: {exc}"
+            ) from exc
+
+    def property_int(self, name: str) -> int | None:
+        """A RocksDB integer property, e.g. ``rocksdb.block-cache-capacity``."""
+        try:
+            return self._db.property_int_value(name)
+        except Exception as exc:
+            self._failed(f"property {name!r}", exc)
+
+
+class RocksDBStoreFactory(StoreFactory):
+    """``rocksdb``: builds a RocksDBStorageEngine from the store's ``rocksdb.*`` options."""
+
+    persistent = True
+
+    def create(
+        self,
+        store_name: str,
+        task_name: TaskName,
+        directory: Path,
+        options: Mapping[str, Any],
+    ) -> RocksDBStorageEngine:
+        settings = RocksDBSettings.from_options(store_name, options)
+        return RocksDBStorageEngine(store_name, task_name, directory, settings)
+
+
+__all__ = ["RocksDBStorageEngine", "RocksDBStoreFactory"]

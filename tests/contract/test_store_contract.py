@@ -1,0 +1,333 @@
+"""One contract test class over every store engine (see samzapy/api/store.py and
+samzapy/storage/ports.py).
+
+Stores are built through ``open_store``, as the container will build them: the engine named by
+``factory``, behind a ``string`` key serde and a ``json`` value serde. A "reopen" builds a new
+store over the same directory, as a restarted task would. ``persistent`` is the engine's
+capability flag: a persistent store keeps its entries across a reopen, the others start empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from samzapy.api.envelope import KV
+from samzapy.api.errors import StoreError
+from samzapy.api.store import KeyValueIterator, KeyValueStore
+from samzapy.api.system import TaskName
+from samzapy.storage.registry import open_store, store_factory_for
+from samzapy.storage.serialized import SerializedKeyValueStore
+from samzapy.system.serde import SerdeRegistry
+
+TASK = TaskName.for_partition(0)
+STORE = "counts"
+WHO = r"store 'counts' \(task 'Partition 0'\)"
+SERDES = SerdeRegistry()
+
+
+class StoreSource:
+    """Opens stores of one engine over one directory, and closes them all at the end."""
+
+    def __init__(self, factory: str, tmp_path: Path) -> None:
+        self.factory = factory
+        self.directory = tmp_path / "stores" / STORE / "Partition_0"
+        self.opened: list[SerializedKeyValueStore[Any, Any]] = []
+
+    @property
+    def persistent(self) -> bool:
+        return store_factory_for(STORE, self.factory).persistent
+
+    def open(
+        self, key_serde: str = "string", msg_serde: str = "json", directory: str = ""
+    ) -> SerializedKeyValueStore[Any, Any]:
+        store = open_store(
+            STORE,
+            TASK,
+            self.directory.parent / directory if directory else self.directory,
+            {"factory": self.factory, "key.serde": key_serde, "msg.serde": msg_serde},
+            SERDES.get(key_serde),
+            SERDES.get(msg_serde),
+        )
+        self.opened.append(store)
+        return store
+
+    def close_all(self) -> None:
+        for store in self.opened:
+            store.close()
+
+
+@pytest.fixture(params=["inmemory", "rocksdb"])
+def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreSource]:
+    source = StoreSource(request.param, tmp_path)
+    yield source
+    source.close_all()
+
+
+@pytest.fixture
+def store(source: StoreSource) -> SerializedKeyValueStore[Any, Any]:
+    return source.open()
+
+
+def keys_of(iterator: KeyValueIterator) -> list[Any]:
+    with iterator:
+        return [entry.key for entry in iterator]
+
+
+class TestKeyValueStoreContract:
+    def test_is_a_key_value_store(self, store: SerializedKeyValueStore[Any, Any]) -> None:
+        typed: KeyValueStore[str, Any] = store
+        assert typed.get("missing") is None
+
+    def test_put_get_overwrite_delete(self, store: SerializedKeyValueStore[Any, Any]) -> None:
+        assert store.get("a") is None
+        store.put("a", {"n": 1})
+        assert store.get("a") == {"n": 1}
+        store.put("a", [1, "two"])
+        assert store.get("a") == [1, "two"]
+        store.delete("a")
+        assert store.get("a") is None
+        store.delete("a")  # deleting a missing key does nothing
+        store.delete("never-there")
+        assert store.get("a") is None
+
+    def test_falsy_values_are_values(self, store: SerializedKeyValueStore[Any, Any]) -> None:
+        for key, value in [("zero", 0), ("empty", ""), ("false", False), ("list", [])]:
+            store.put(key, value)
+            assert store.get(key) == value
+        store.put("", "empty key")
+        assert store.get("") == "empty key"
+
+    def test_put_none_is_an_error(self, store: SerializedKeyValueStore[Any, Any]) -> None:
+        store.put("a", 1)
+        with pytest.raises(
+            StoreError, match=rf"^{WHO}: put of key 'a' with value None; use delete\(key\)"
+        ):
+            store.put("a", None)
+        assert store.get("a") == 1
+
+    @pytest.mark.parametrize("operation", ["get", "delete", "put"])
+    def test_none_key_is_an_error(
+        self, store: SerializedKeyValueStore[Any, Any], operation: str
+    ) -> None:
+        arguments: tuple[Any, ...] = (None, 1) if operation == "put" else (None,)
+        with pytest.raises(StoreError, match=rf"^{WHO}: {operation} with key None"):
+            getattr(store, operation)(*arguments)
+
+    def test_get_all_leaves_missing_keys_out(
+        self, store: SerializedKeyValueStore[Any, Any]
+    ) -> None:
+        store.put("a", 1)
+        store.put("c", 3)
+        assert store.get_all(["a", "b", "c"]) == {"a": 1, "c": 3}
+        assert store.get_all(k for k in ["b", "a", "a"]) == {"a": 1}
+        assert store.get_all([]) == {}
+
+    def test_put_all_takes_kv_and_tuples_in_order(
+        self, store: SerializedKeyValueStore[Any, Any]
+    ) -> None:
+        store.put_all([KV("a", 1), ("b", 2), KV("a", 10)])
+        assert store.get_all(["a", "b"]) == {"a": 10, "b": 2}
+        store.put_all([])
+        assert store.get("a") == 10
+
+    def test_put_all_writes_nothing_when_an_entry_is_rejected(
+        self, store: SerializedKeyValueStore[Any, Any]
+    ) -> None:
+        store.put("a", 1)
+        with pytest.raises(StoreError, match=rf"^{WHO}: put_all of key 'c' with value None"):
+            store.put_all([("a", 2), ("b", 2), ("c", None)])
+        with pytest.raises(StoreError, match=rf"^{WHO}: the msg serde .* of key 'd'"):
+            store.put_all([("a", 3), ("d", {1, 2})])
+        with pytest.raises(StoreError, match=rf"^{WHO}: put_all expects \(key, value\) entries"):
+            store.put_all([("a", 4), "not-a-pair"])  # type: ignore[list-item]
+        assert store.get_all(["a", "b", "c", "d"]) == {"a": 1}
+
+    def test_delete_all(self, store: SerializedKeyValueStore[Any, Any]) -> None:
+        store.put_all([("a", 1), ("b", 2), ("c", 3)])
+        store.delete_all(["a", "c", "missing"])
+        assert keys_of(store.all()) == ["b"]
+        with pytest.raises(StoreError, match=rf"^{WHO}: delete_all with key None"):
+            store.delete_all(["b", None])
+        assert store.get("b") == 2
+
+    def test_range_includes_from_and_excludes_to(
+        self, store: SerializedKeyValueStore[Any, Any]
+    ) -> None:
+        store.put_all((key, key.upper()) for key in ["d", "a", "c", "b", "e"])
+        with store.range("b", "d") as iterator:
+            assert list(iterator) == [KV("b", "B"), KV("c", "C")]
+        assert keys_of(store.range("a", "e")) == ["a", "b", "c", "d"]
+        assert keys_of(store.range("bb", "dd")) == ["c", "d"]
+        assert keys_of(store.range("0", "z")) == ["a", "b", "c", "d", "e"]
+        assert keys_of(store.range("c", "c")) == []
+        assert keys_of(store.range("d", "b")) == []
+        assert keys_of(store.range("f", "z")) == []
+        with pytest.raises(StoreError, match=rf"^{WHO}: range with key None"):
+            store.range("a", None)
+
+    def test_order_is_the_serialized_keys_byte_order(self, source: StoreSource) -> None:
+        text = source.open()
+        # UTF-8 bytes: 'Z' (0x5A) < 'a' (0x61) < 'z' < 'é' (0xC3 0xA9); a prefix sorts first.
+        text.put_all((key, 1) for key in ["é", "z", "a", "ab", "Z"])
+        assert keys_of(text.all()) == ["Z", "a", "ab", "z", "é"]
+        assert keys_of(text.range("b", "\uffff")) == ["z", "é"]
+        numbers = source.open(key_serde="long", directory="numbers")
+        # Big-endian two's complement: negative numbers sort after every positive one.
+        numbers.put_all((n, n) for n in [256, -1, 0, 1, -256])
+        assert keys_of(numbers.all()) == [0, 1, 256, -256, -1]
+        assert keys_of(numbers.range(1, -256)) == [1, 256]
+        assert keys_of(numbers.range(-256, 0)) == []
+
+    def test_all_returns_every_entry_in_order(
+        self, store: SerializedKeyValueStore[Any, Any]
+    ) -> None:
+        assert keys_of(store.all()) == []
+        store.put_all((f"k{i:03d}", i) for i in reversed(range(50)))
+        store.delete("k010")
+        store.put("k010x", "added")
+        with store.all() as iterator:
+            entries = list(iterator)
+        assert [entry.key for entry in entries] == sorted(
+            [f"k{i:03d}" for i in range(50) if i != 10] + ["k010x"]
+        )
+        assert entries[0] == KV("k000", 0)
+        assert all(isinstance(entry, KV) for entry in entries)
+
+    def test_writes_while_iterating_neither_fail_nor_repeat_keys(
+        self, store: SerializedKeyValueStore[Any, Any]
+    ) -> None:
+        original = {f"k{i:03d}" for i in range(100)}
+        store.put_all((key, 0) for key in original)
+        deleted = {f"k{i:03d}" for i in range(0, 100, 3)}
+        added = {f"k{i:03d}x" for i in range(100)}
+        seen = []
+        with store.all() as iterator:
+            for position, entry in enumerate(iterator):
+                seen.append(entry.key)
+                if position == 5:
+                    store.delete_all(deleted)
+                    store.put_all((key, 1) for key in added)
+                    store.put("k099", 2)
+        assert seen == sorted(seen)
+        assert len(seen) == len(set(seen))
+        assert set(seen) <= original | added
+        assert original - deleted <= set(seen)
+        # After the iterator, reads see every write.
+        assert keys_of(store.all()) == sorted((original - deleted) | added | {"k099"})
+
+    def test_iterator_used_after_close_names_store_and_task(
+        self, store: SerializedKeyValueStore[Any, Any]
+    ) -> None:
+        store.put_all([("a", 1), ("b", 2)])
+        iterator = store.range("a", "z")
+        assert next(iterator) == KV("a", 1)
+        iterator.close()
+        iterator.close()  # closing twice does nothing
+        with pytest.raises(StoreError, match=rf"^iterator of {WHO} used after close\(\)"):
+            next(iterator)
+        with store.all() as in_block:
+            assert next(in_block) == KV("a", 1)
+        with pytest.raises(StoreError, match=rf"^iterator of {WHO} used after close\(\)"):
+            list(in_block)
+
+    def test_close_iterators_ends_the_iterators_of_the_call(
+        self, store: SerializedKeyValueStore[Any, Any]
+    ) -> None:
+        store.put_all([("a", 1), ("b", 2), ("c", 3)])
+        assert store.close_iterators() == 0
+        open_one = store.all()
+        assert next(open_one) == KV("a", 1)
+        exhausted = store.range("a", "b")
+        assert list(exhausted) == [KV("a", 1)]
+        closed = store.all()
+        closed.close()
+        assert store.close_iterators() == 1  # only open_one was still open
+        ended = rf"^iterator of {WHO} used after the call that opened it ended"
+        with pytest.raises(StoreError, match=ended):
+            next(open_one)
+        with pytest.raises(StoreError, match=ended):
+            next(exhausted)
+        # A later call opens new iterators, which work until that call ends.
+        assert keys_of(store.all()) == ["a", "b", "c"]
+        fresh = store.all()
+        assert store.close_iterators() == 1
+        with pytest.raises(StoreError, match=ended):
+            next(fresh)
+        with pytest.raises(StoreError, match=ended):
+            next(open_one)
+        assert store.close_iterators() == 0
+
+    def test_flush_then_reopen(self, source: StoreSource) -> None:
+        store = source.open()
+        store.put_all((f"k{i}", {"i": i}) for i in range(1000))
+        store.delete("k5")
+        store.flush()
+        store.put("unflushed", "but closed cleanly")
+        store.close()
+        reopened = source.open()
+        if source.persistent:
+            assert reopened.get("k7") == {"i": 7}
+            assert reopened.get("k5") is None
+            assert reopened.get("unflushed") == "but closed cleanly"
+            assert len(keys_of(reopened.all())) == 1000
+        else:
+            assert keys_of(reopened.all()) == []
+
+    def test_closed_store_rejects_every_call(
+        self, store: SerializedKeyValueStore[Any, Any]
+    ) -> None:
+        store.put("a", 1)
+        iterator = store.all()
+        store.close()
+        store.close()  # closing twice does nothing
+        with pytest.raises(StoreError, match="used after the call that opened it ended"):
+            next(iterator)
+        calls: list[tuple[str, tuple[Any, ...]]] = [
+            ("get", ("a",)),
+            ("put", ("a", 2)),
+            ("delete", ("a",)),
+            ("get_all", (["a"],)),
+            ("put_all", ([("a", 2)],)),
+            ("delete_all", (["a"],)),
+            ("range", ("a", "b")),
+            ("all", ()),
+            ("flush", ()),
+        ]
+        for name, arguments in calls:
+            with pytest.raises(StoreError, match=rf"^{WHO} is closed"):
+                getattr(store, name)(*arguments)
+
+    def test_large_keys_and_values(self, store: SerializedKeyValueStore[Any, Any]) -> None:
+        big_value = "v" * (8 * 1024 * 1024)
+        big_key = "k" * (64 * 1024)
+        store.put(big_key, big_value)
+        store.put("small", [big_value[:1000]] * 100)
+        assert store.get(big_key) == big_value
+        assert store.get("small") == [big_value[:1000]] * 100
+        with store.all() as iterator:
+            assert [(entry.key, len(entry.value)) for entry in iterator] == [
+                (big_key, len(big_value)),
+                ("small", 100),
+            ]
+
+    def test_one_hundred_thousand_puts(self, store: SerializedKeyValueStore[Any, Any]) -> None:
+        count = 100_000
+        for i in range(count):
+            store.put(f"key-{i:06d}", i)
+        assert store.get("key-000000") == 0
+        assert store.get("key-099999") == 99_999
+        assert store.get("key-100000") is None
+        with store.all() as iterator:
+            total = 0
+            for position, entry in enumerate(iterator):
+                assert entry.key == f"key-{position:06d}"
+                total += entry.value
+        assert position == count - 1
+        assert total == sum(range(count))
+        assert keys_of(store.range("key-050000", "key-050005")) == [
+            f"key-{i:06d}" for i in range(50_000, 50_005)
+        ]
