@@ -67,7 +67,7 @@ class ConfigKey:
     def coerce(self, value: Any) -> Any:
         """``value`` converted to this key's type; ValueError when it does not fit."""
         if self.kind is Kind.INT:
-            number = _to_int(value)
+            number = to_int(value)
             if number is None or (self.minimum is not None and number < self.minimum):
                 raise ValueError(self.expected)
             return number
@@ -107,7 +107,8 @@ def _compile(pattern: str) -> re.Pattern[str]:
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
 
 
-def _to_int(value: Any) -> int | None:
+def to_int(value: Any) -> int | None:
+    """An int, or digits in a string, as an int; None for anything else (bools included)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

@@ -31,7 +31,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
+
+
+def integer_offset(ssp: SystemStreamPartition, offset: str, what: str) -> int:
+    """``offset`` as the integer >= 0 it must be on systems whose offsets count from 0;
+    ``what`` names them in the error ("Kafka offsets", "file offsets are line numbers")."""
+    try:
+        position = int(offset)
+    except (TypeError, ValueError):
+        position = -1
+    if position < 0:
+        raise StreamSystemError(f"cannot read {ssp} from offset {offset!r}: {what} >= 0")
+    return position
 
 
 class OffsetDefault:
@@ -175,6 +188,7 @@ class SystemFactory(abc.ABC):
 
 __all__ = [
     "OffsetBounds",
+    "integer_offset",
     "OffsetDefault",
     "SystemAdmin",
     "SystemConsumer",

@@ -26,9 +26,11 @@ from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.file.layout import partition_path
-from samzapy.system.ports import OffsetDefault, SystemConsumer
+from samzapy.system.ports import OffsetDefault, SystemConsumer, integer_offset
 
 CHUNK_SIZE = 256 * 1024
+#: How offsets of the file system are named in errors.
+_OFFSETS = "file offsets are line numbers"
 
 
 class _PartitionReader:
@@ -201,7 +203,7 @@ class FileSystemConsumer(SystemConsumer):
         if self._started:
             raise StreamSystemError(f"cannot register {ssp}: the file consumer has already started")
         if offset is not None:
-            _parse_offset(ssp, offset)
+            integer_offset(ssp, offset, _OFFSETS)
         elif default not in (OffsetDefault.OLDEST, OffsetDefault.UPCOMING):
             raise StreamSystemError(
                 f"cannot register {ssp}: default offset must be 'oldest' or 'upcoming', "
@@ -214,7 +216,7 @@ class FileSystemConsumer(SystemConsumer):
         try:
             for ssp, (offset, default) in self._requested.items():
                 path = partition_path(self._root, ssp.stream, ssp.partition)
-                skip = 0 if offset is None else _parse_offset(ssp, offset)
+                skip = 0 if offset is None else integer_offset(ssp, offset, _OFFSETS)
                 reader = _PartitionReader(ssp, path, self._follow, skip)
                 self._readers[ssp] = reader
                 if offset is None and default == OffsetDefault.UPCOMING:
@@ -274,18 +276,6 @@ class FileSystemConsumer(SystemConsumer):
             if batch:
                 result[ssp] = batch
         return result
-
-
-def _parse_offset(ssp: SystemStreamPartition, offset: str) -> int:
-    try:
-        line = int(offset)
-    except (TypeError, ValueError):
-        line = -1
-    if line < 0:
-        raise StreamSystemError(
-            f"cannot read {ssp} from offset {offset!r}: file offsets are line numbers >= 0"
-        )
-    return line
 
 
 __all__ = ["CHUNK_SIZE", "FileSystemConsumer"]

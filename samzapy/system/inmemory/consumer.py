@@ -15,19 +15,7 @@ from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.inmemory.broker import InMemoryBroker, InMemoryPartition
-from samzapy.system.ports import OffsetDefault, SystemConsumer
-
-
-def _parse_offset(ssp: SystemStreamPartition, offset: str) -> int:
-    try:
-        position = int(offset)
-    except (TypeError, ValueError):
-        position = -1
-    if position < 0:
-        raise StreamSystemError(
-            f"cannot read {ssp} from offset {offset!r}: memory offsets are integers >= 0"
-        )
-    return position
+from samzapy.system.ports import OffsetDefault, SystemConsumer, integer_offset
 
 
 def _wake_at_deadline(waiter: asyncio.Future[None]) -> None:
@@ -59,7 +47,7 @@ class InMemorySystemConsumer(SystemConsumer):
                 f"cannot register {ssp}: the memory consumer has already started"
             )
         if offset is not None:
-            _parse_offset(ssp, offset)
+            integer_offset(ssp, offset, "memory offsets are integers")
         elif default not in (OffsetDefault.OLDEST, OffsetDefault.UPCOMING):
             raise StreamSystemError(
                 f"cannot register {ssp}: default offset must be 'oldest' or 'upcoming', "
@@ -72,7 +60,7 @@ class InMemorySystemConsumer(SystemConsumer):
         for ssp, (offset, default) in self._requested.items():
             partition = self._broker.partition(ssp.stream, ssp.partition)
             if offset is not None:
-                position = _parse_offset(ssp, offset)
+                position = integer_offset(ssp, offset, "memory offsets are integers")
             elif default == OffsetDefault.OLDEST:
                 position = 0
             else:

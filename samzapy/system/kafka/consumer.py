@@ -37,7 +37,7 @@ from samzapy.system.kafka.admin import KafkaSystemAdmin
 from samzapy.system.kafka.connection import ContactWatch, connect, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
 from samzapy.system.kafka.settings import KafkaSettings
-from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemConsumer
+from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemConsumer, integer_offset
 
 log = structlog.get_logger("samzapy.kafka")
 
@@ -56,18 +56,6 @@ def start_position(offset: str | None, default: str, bounds: OffsetBounds) -> tu
         if oldest <= position <= upcoming:
             return position, False
     return (oldest if default == OffsetDefault.OLDEST else upcoming), offset is not None
-
-
-def _parse_offset(ssp: SystemStreamPartition, offset: str) -> int:
-    try:
-        position = int(offset)
-    except (TypeError, ValueError):
-        position = -1
-    if position < 0:
-        raise StreamSystemError(
-            f"cannot read {ssp} from offset {offset!r}: Kafka offsets are integers >= 0"
-        )
-    return position
 
 
 class KafkaSystemConsumer(SystemConsumer):
@@ -91,7 +79,7 @@ class KafkaSystemConsumer(SystemConsumer):
                 f"cannot register {ssp}: the kafka consumer has already started"
             )
         if offset is not None:
-            _parse_offset(ssp, offset)
+            integer_offset(ssp, offset, "Kafka offsets are integers")
         if default not in _DEFAULTS:
             raise StreamSystemError(
                 f"cannot register {ssp}: default offset must be 'oldest' or 'upcoming', "

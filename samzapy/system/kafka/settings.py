@@ -27,6 +27,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from samzapy.api.errors import ConfigError
+from samzapy.config.schema import to_int
 from samzapy.system.kafka.security import security_options
 
 DEFAULT_CONNECT_TIMEOUT_MS = 60_000
@@ -215,7 +216,7 @@ def _servers(key: str, value: Any) -> tuple[str, ...]:
 def _int(key: str, value: Any, default: int, minimum: int = 0) -> int:
     if value is None:
         return default
-    number = _as_int(value)
+    number = to_int(value)
     if number is None or number < minimum:
         raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}", key=key)
     return number
@@ -228,16 +229,6 @@ def _replication_factor(key: str, value: Any) -> int:
             f"{key} must be -1 (the broker's default) or a replica count >= 1, got 0", key=key
         )
     return number
-
-
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and _INT_TEXT.fullmatch(value.strip()):
-        return int(value.strip())
-    return None
 
 
 def _pass_through(
@@ -291,7 +282,7 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
             return value.strip().lower() == "true"
         raise ConfigError(f"{key} must be true or false, got {value!r}", key=key)
     if isinstance(default, int):
-        number = _as_int(value)
+        number = to_int(value)
         if number is None:
             raise ConfigError(f"{key} must be an integer, got {value!r}", key=key)
         return number
