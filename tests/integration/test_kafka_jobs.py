@@ -89,6 +89,23 @@ async def read_all(bootstrap: str, topic: str) -> list[Any]:
         await consumer.stop()
 
 
+async def _end_total(bootstrap: str, topic: str) -> int:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        await consumer._client.force_metadata_update()
+        partitions = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in partitions]
+        return sum((await consumer.end_offsets(tps)).values()) if tps else 0
+    finally:
+        await consumer.stop()
+
+
+def output_count(bootstrap: str, topic: str) -> int:
+    """How many records a topic holds (cheap: end offsets, nothing read)."""
+    return asyncio.run(_end_total(bootstrap, topic))
+
+
 def outputs(bootstrap: str, topic: str) -> list[dict[str, Any]]:
     return [json.loads(r.value) for r in asyncio.run(read_all(bootstrap, topic))]
 
@@ -120,6 +137,19 @@ def job_file(tmp_path: Path, bootstrap: str, source: str, **extra: Any) -> Path:
     return path
 
 
+RUNNING: list[subprocess.Popen[bytes]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_job_outlives_its_test() -> Any:
+    yield
+    while RUNNING:
+        proc = RUNNING.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 class Job:
     """`samzapy run` in the background, its JSON log in a file."""
 
@@ -138,6 +168,7 @@ class Job:
             stdout=self.handle,
             stderr=subprocess.STDOUT,
         )
+        RUNNING.append(self.proc)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         if self.proc.poll() is None:
@@ -164,7 +195,7 @@ def test_job_output_then_restart_processes_nothing_twice(
     asyncio.run(produce(kafka_bootstrap, source, items))
     job = job_file(tmp_path, kafka_bootstrap, source)
     first = Job(job, out, tmp_path / "first.log")
-    wait_for(lambda: len(outputs(kafka_bootstrap, out)) >= 2000, 90, "2000 outputs", first.proc)
+    wait_for(lambda: output_count(kafka_bootstrap, out) >= 2000, 90, "2000 outputs", first.proc)
     assert first.stop() == 0
     got = outputs(kafka_bootstrap, out)
     assert len(got) == 2000
@@ -199,6 +230,7 @@ def _last_checkpoints(bootstrap: str, job: Path) -> dict[int, int]:
     return offsets
 
 
+@pytest.mark.timeout(400)
 def test_kill_9_mid_run_loses_nothing_and_duplicates_only_after_the_checkpoint(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
@@ -211,13 +243,16 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_only_after_the_checkpoint(
     )
     job = job_file(tmp_path, kafka_bootstrap, source, **{"task.commit.ms": 200})
     first = Job(job, out, tmp_path / "first.log")
-    wait_for(lambda: len(outputs(kafka_bootstrap, out)) >= 30_000, 120, "30k outputs", first.proc)
+    wait_for(lambda: output_count(kafka_bootstrap, out) >= 30_000, 120, "30k outputs", first.proc)
     first.stop(signal.SIGKILL)
     checkpointed = _last_checkpoints(kafka_bootstrap, job)
     assert checkpointed, "no checkpoint was written before the kill"
     second = Job(job, out, tmp_path / "second.log")
 
     def complete() -> bool:
+        # Cheap first: every output is there only once the topic holds at least n records.
+        if output_count(kafka_bootstrap, out) < n:
+            return False
         return len({(r["p"], r["o"]) for r in outputs(kafka_bootstrap, out)}) >= n
 
     wait_for(complete, 180, "every input's output", second.proc)
@@ -228,6 +263,7 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_only_after_the_checkpoint(
     assert all(o > checkpointed.get(p, -1) for p, o in dupes), "a duplicate precedes the checkpoint"
 
 
+@pytest.mark.timeout(400)
 def test_broker_restart_during_a_run_loses_nothing(own_kafka_broker: Any, tmp_path: Path) -> None:
     bootstrap = own_kafka_broker.bootstrap
     source, out = name("in"), name("out")
@@ -238,8 +274,8 @@ def test_broker_restart_during_a_run_loses_nothing(own_kafka_broker: Any, tmp_pa
     job = job_file(tmp_path, bootstrap, source, **{"task.commit.ms": 200})
     # 0.5 ms per message keeps the job busy for about 10 s: the outage comes mid-run.
     run = Job(job, out, tmp_path / "job.log", delay_ms=0.5)
-    wait_for(lambda: len(outputs(bootstrap, out)) >= 2_000, 120, "2k outputs", run.proc)
-    before_outage = len(outputs(bootstrap, out))
+    wait_for(lambda: output_count(bootstrap, out) >= 2_000, 120, "2k outputs", run.proc)
+    before_outage = output_count(bootstrap, out)
     own_kafka_broker.down()
     time.sleep(2)
     own_kafka_broker.up()
@@ -248,6 +284,8 @@ def test_broker_restart_during_a_run_loses_nothing(own_kafka_broker: Any, tmp_pa
     )
 
     def complete() -> bool:
+        if output_count(bootstrap, out) < n + 100:
+            return False
         return {int(r["v"]) for r in outputs(bootstrap, out)} >= set(range(n + 100))
 
     wait_for(complete, 180, "every input's output after the broker came back", run.proc)
