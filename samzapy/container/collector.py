@@ -83,7 +83,6 @@ class OutputRouter:
         self._routes: dict[SystemStream, _Route] = {}
         self._resolving: set[asyncio.Task[None]] = set()
         self._error: BaseException | None = None
-        self._dirty: set[SystemProducer] = set()
         self.sent = 0
 
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
@@ -122,7 +121,6 @@ class OutputRouter:
         if route.msg_serde is not None and message is not None:
             message = route.msg_serde.to_bytes(message)
         route.producer.send(route.stream, partition, key, message)
-        self._dirty.add(route.producer)
         self.sent += 1
 
     def _open_route(self, stream: SystemStream) -> _Route:
@@ -186,8 +184,9 @@ class OutputRouter:
             await asyncio.wait(pending)
         if self._error is not None:
             raise self._error
-        dirty, self._dirty = self._dirty, set()
-        for producer in dirty:
+        # Every producer, not only those this task sent to: another task's flush may be
+        # carrying this task's output right now, and must be waited for.
+        for producer in self._producers.values():
             try:
                 await producer.flush()
             except StreamSystemError as exc:

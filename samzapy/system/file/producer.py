@@ -51,6 +51,7 @@ class FileSystemProducer(SystemProducer):
         self._paths: dict[tuple[str, int], Path] = {}
         self._dirty: set[tuple[str, int]] = set()
         self._new_entries: set[Path] = set()  # directories to fsync at the next flush
+        self._flushing = asyncio.Lock()
 
     def send(
         self,
@@ -115,6 +116,12 @@ class FileSystemProducer(SystemProducer):
         return file
 
     async def flush(self) -> None:
+        # One flush at a time: a flush that finds nothing left to sync must still wait for the
+        # one in progress, which may be carrying lines sent before it was called.
+        async with self._flushing:
+            await self._flush()
+
+    async def _flush(self) -> None:
         # 1. Move buffered lines into the OS (cheap, on the loop: send may run meanwhile).
         synced: list[tuple[int, Path]] = []
         for target in self._dirty:

@@ -354,3 +354,63 @@ async def test_producer_backpressure_holds_tasks_back_until_released(task_kind: 
     SlowProducer.gate.set_result(None)
     await asyncio.wait_for(job, 10)
     assert seen == list(range(200))
+
+
+class DeferredProducer(RecordingProducer):
+    """Delivers what was sent before a flush began only when that flush ends, some time later
+    (as a Kafka producer does): a commit that overlaps another task's flush must wait for it."""
+
+    durable: ClassVar[set[Any]] = set()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: list[Any] = []
+
+    def send(
+        self, system_stream: SystemStream, partition: int | None, key: Any, message: Any
+    ) -> None:
+        self.pending.append(message)
+
+    async def flush(self) -> None:
+        taken, self.pending = self.pending, []
+        await asyncio.sleep(0.002)
+        DeferredProducer.durable.update(taken)
+
+
+class DeferredFactory(RecordingFactory):
+    def get_producer(self) -> SystemProducer:
+        return DeferredProducer()
+
+
+class CoveredCheckpoints(RecordingCheckpoints):
+    async def write(self, task_name: TaskName, checkpoint: Checkpoint) -> None:
+        for ssp, offset in checkpoint.offsets.items():
+            covered = {(ssp.partition, n) for n in range(int(offset) + 1)}
+            missing = covered - DeferredProducer.durable
+            if missing:
+                LOG.append(("not_durable", task_name, sorted(missing)[:3]))
+        LOG.append(("checkpoint", dict(checkpoint.offsets)))
+
+
+def test_a_checkpoint_waits_for_output_another_tasks_flush_is_carrying() -> None:
+    LOG.clear()
+    DeferredProducer.durable = set()
+
+    class Emit(StreamTask):
+        def process(self, envelope, collector, coordinator):
+            p = envelope.system_stream_partition.partition
+            collector.send(
+                OutgoingMessageEnvelope(SystemStream("rec", "out"), (p, int(envelope.offset)))
+            )
+            coordinator.commit()
+
+    runner = TestRunner(
+        Emit,
+        {
+            "systems.rec.samza.factory": f"{__name__}:DeferredFactory",
+            "task.checkpoint.factory": f"{__name__}:CoveredCheckpoints",
+        },
+    )
+    runner.add_input("in", {p: list(range(30)) for p in range(3)}).run()
+    assert [e for e in LOG if e[0] == "checkpoint"], "no checkpoint written"
+    assert [e for e in LOG if e[0] == "not_durable"] == []
