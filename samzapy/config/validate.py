@@ -274,6 +274,19 @@ class _Checker:
             key = f"streams.{stream}.samza.system"
             if isinstance(self.values.get(key), str):
                 referenced.append((key, self.values[key]))
+        stores = {
+            k.split(".")[1] for k in self.values if k.startswith("stores.") and k.count(".") >= 2
+        }
+        for store in sorted(stores):
+            key = f"stores.{store}.changelog"
+            changelog = self.values.get(key)
+            if changelog is None:
+                continue
+            ss = parse_system_stream(changelog) if isinstance(changelog, str) else None
+            if ss is None:
+                self.problem(key, f"{key} must be 'system.stream', got {changelog!r}")
+            else:
+                referenced.append((key, ss.system))
         reported: set[tuple[str, str]] = set()
         for key, system in referenced:
             if system not in defined and (key, system) not in reported:

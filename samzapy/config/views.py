@@ -106,6 +106,19 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """``stores.<name>.*``: a task's key-value store. ``options`` holds every key under
+    ``stores.<name>.`` with the prefix stripped (``factory``, ``rocksdb.compression``...)."""
+
+    name: str
+    factory: str | None
+    key_serde: str | None
+    msg_serde: str | None
+    changelog: SystemStream | None
+    options: Config
+
+
+@dataclass(frozen=True, slots=True)
 class ResolvedConfig:
     """A validated configuration: the raw keys and the typed views built from them."""
 
@@ -116,6 +129,7 @@ class ResolvedConfig:
     streams: Mapping[str, StreamConfig]
     serializers: Mapping[str, str]
     metrics: MetricsConfig
+    stores: Mapping[str, StoreConfig] = MappingProxyType({})
 
     def stream(self, system_stream: SystemStream) -> StreamConfig:
         """The settings of ``system_stream``: the ``streams.<id>`` entry whose physical name
@@ -191,7 +205,31 @@ def resolve(config: Config) -> ResolvedConfig:
             prometheus_port=v["metrics.prometheus.port"],
             prometheus_host=v["metrics.prometheus.host"],
         ),
+        stores=MappingProxyType(_stores(config)),
     )
+
+
+def _stores(config: Config) -> dict[str, StoreConfig]:
+    names = sorted(
+        {k.split(".")[1] for k in config if k.startswith("stores.") and k.count(".") >= 2}
+    )
+    stores = {}
+    for name in names:
+        options = config.subset(f"stores.{name}")
+        changelog = options.get("changelog")
+        parsed = None
+        if changelog:
+            system, _, stream = str(changelog).partition(".")
+            parsed = SystemStream(system, stream)
+        stores[name] = StoreConfig(
+            name=name,
+            factory=options.get("factory"),
+            key_serde=options.get("key.serde"),
+            msg_serde=options.get("msg.serde"),
+            changelog=parsed,
+            options=options,
+        )
+    return stores
 
 
 def _task(v: Mapping[str, Any]) -> TaskConfig:

@@ -22,11 +22,12 @@ import importlib
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import structlog
 
-from samzapy.api.errors import ConfigError, SamzapyError, StreamSystemError
+from samzapy.api.errors import ConfigError, SamzapyError, StoreError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
@@ -42,6 +43,7 @@ from samzapy.container.consumers import InputQueue, InputSerdes, SystemConsumers
 from samzapy.container.context import TaskContextImpl
 from samzapy.container.grouper import TaskModel, group_by_partition
 from samzapy.container.run_loop import RunLoop
+from samzapy.container.stores import TaskStores
 from samzapy.container.task_instance import TaskInstance
 from samzapy.metrics import MetricsRegistry, MetricsReporter, reporter_for
 from samzapy.system.ports import SystemAdmin, SystemConsumer, SystemFactory, SystemProducer
@@ -97,6 +99,7 @@ class SamzaContainer:
         self._checkpoints: CheckpointManager | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._reporters: list[MetricsReporter] = []
+        self._changelogs = {s.changelog for s in config.stores.values() if s.changelog}
         self.tasks: list[TaskInstance] = []
 
     @property
@@ -224,7 +227,18 @@ class SamzaContainer:
                 q = InputQueue(ssp, capacity[ssp.system])
                 queues.append(q)
                 queues_by_ssp[ssp].append(q)
+            stores = TaskStores(
+                task_name=model.name,
+                partition=model.partition,
+                configs=cfg.stores,
+                base_dir=Path(cfg.job.logged_store_base_dir) / cfg.job.name,
+                serde=self._serde_or_bytes,
+                router=router,
+                factories=self._factories,
+                admins=self._admins,
+            )
             instance = TaskInstance(
+                stores=stores,
                 name=model.name,
                 task=task_factory(),
                 queues=queues,
@@ -264,8 +278,9 @@ class SamzaContainer:
             self._reporters.append(reporter)
         for producer in self._producers.values():
             await producer.start()
+        await self._open_stores(len(models), checkpoints)
         for instance, model in zip(self.tasks, models, strict=True):
-            await instance.init(self._context(model))
+            await instance.init(self._context(model, instance))
         for consumer in self._consumers.values():
             await consumer.start()
 
@@ -359,8 +374,8 @@ class SamzaContainer:
         return InputSerdes(self._serde(key), self._serde(msg))
 
     def _output_serdes(self, ss: SystemStream) -> tuple[Serde | None, Serde | None]:
-        if ss.system not in self._factories:
-            return None, None
+        if ss.system not in self._factories or ss in self._changelogs:
+            return None, None  # changelog records are the stores' own bytes
         key, msg = self._serde_names(ss)
         return self._serde(key), self._serde(msg)
 
@@ -372,13 +387,44 @@ class SamzaContainer:
             stream.msg_serde or factory.default_msg_serde,
         )
 
-    def _context(self, model: TaskModel) -> TaskContextImpl:
+    def _context(self, model: TaskModel, instance: TaskInstance) -> TaskContextImpl:
         return TaskContextImpl(
             task_name=model.name,
             config=self.config.raw,
             system_stream_partitions=frozenset(model.ssps),
             metrics=self.metrics,
+            stores=instance.stores.stores if instance.stores else None,
         )
+
+    async def _open_stores(self, task_count: int, checkpoints: dict[TaskName, Checkpoint]) -> None:
+        """Create missing changelogs, then open and restore every task's stores."""
+        for name, store in self.config.stores.items():
+            changelog = store.changelog
+            if changelog is None:
+                continue
+            admin = self._admins[changelog.system]
+            found = (await admin.partition_counts([changelog.stream])).get(changelog.stream)
+            if found is None:
+                await admin.create_stream(
+                    changelog.stream,
+                    task_count,
+                    replication_factor=self.config.stream(changelog).replication_factor,
+                    config={"cleanup.policy": "compact"},
+                )
+                log.info("stream_created", stream=str(changelog), partitions=task_count, store=name)
+            elif found < task_count:
+                raise StoreError(
+                    f"the changelog {changelog} of store {name!r} has {found} partitions; the "
+                    f"job has {task_count} tasks and needs one partition per task"
+                )
+        for task in self.tasks:
+            if task.stores:
+                task.stores.open()
+                checkpoint = checkpoints.get(task.name)
+                await task.stores.restore(checkpoint.extra if checkpoint else None)
+
+    def _serde_or_bytes(self, name: str | None) -> Serde:
+        return self._serdes.get("bytes" if name in (None, "none") else name)
 
     def _register_metrics(self) -> None:
         registry = self.metrics
@@ -398,6 +444,9 @@ class SamzaContainer:
             await task.close()
         for task in self.tasks:
             await self.run_loop.commit(task)
+        for task in self.tasks:
+            if task.stores:
+                task.stores.close(await task.stores.changelog_offsets())
 
     async def _close_tasks_after_failure(self) -> None:
         for task in self.tasks:
@@ -405,6 +454,8 @@ class SamzaContainer:
                 await task.close()
             except SamzapyError as exc:
                 log.warning("task_close_failed", task=task.name, error=str(exc))
+            if task.stores:
+                task.stores.close()
 
     async def _stop_systems(self) -> None:
         for what, parts in (

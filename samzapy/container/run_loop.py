@@ -26,6 +26,7 @@ from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.container.clock import Clock
 from samzapy.container.collector import OutputRouter
 from samzapy.container.consumers import SystemConsumers
+from samzapy.container.stores import CHANGELOG_OFFSETS
 
 if TYPE_CHECKING:
     from samzapy.container.task_instance import TaskInstance
@@ -130,7 +131,11 @@ class RunLoop:
         """The commit protocol, run while the task has nothing in flight."""
         # 1. Flush producers: every output of the covered messages is durable.
         await self.router.flush()
-        # 2. Flush stores (the state layer adds them here).
+        # 2. Flush the stores, and note how far their changelogs got.
+        extra = self.checkpoint_extra
+        if task.stores:
+            task.stores.flush()
+            extra = {**extra, CHANGELOG_OFFSETS: await task.stores.changelog_offsets()}
         # 3. Write the checkpoint: the last fully processed offset of each partition.
         if self.checkpoints is None:
             return
@@ -139,7 +144,7 @@ class RunLoop:
             for ssp, tracker in task.trackers.items()
             if tracker.last_processed is not None
         }
-        checkpoint = Checkpoint(offsets, self.checkpoint_extra)
+        checkpoint = Checkpoint(offsets, extra)
         if self._written.get(task.name) == checkpoint:
             return
         await self.checkpoints.write(task.name, checkpoint)

@@ -38,6 +38,7 @@ from samzapy.api.task import (
 )
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.consumers import InputQueue
+from samzapy.container.stores import TaskStores
 from samzapy.metrics.registry import Timer
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ class TaskInstance:
         max_concurrency: int,
         executor: concurrent.futures.Executor | None,
         latency: Timer | None = None,
+        stores: TaskStores | None = None,
     ) -> None:
         self.name = name
         self.task = task
@@ -88,6 +90,8 @@ class TaskInstance:
         self.collector = collector
         self.coordinator = TaskCoordinatorImpl(self)
         self.run_loop = run_loop
+        #: The task's key-value stores (empty when it has none).
+        self.stores = stores
         self.is_async = isinstance(task, AsyncStreamTask)
         if not self.is_async and not isinstance(task, StreamTask):
             raise ConfigError(
@@ -176,6 +180,8 @@ class TaskInstance:
             result = fn(*args)
             if inspect.isawaitable(result):
                 await result
+            if self.stores:
+                self.stores.close_iterators()
         except Exception as exc:
             raise TaskError(
                 f"{what}() of task {self.name!r} failed: {exc!r}", task_name=self.name
@@ -316,6 +322,7 @@ class TaskInstance:
         trackers = self.trackers
         record = self.latency.update_ns
         backpressure = self.run_loop.router.backpressure
+        stores = self.stores if self.stores else None
         clock = time.perf_counter_ns
         while True:
             if self.attention and not await self._barrier():
@@ -338,6 +345,8 @@ class TaskInstance:
                     t0 = clock()
                     process(env, collector, coordinator)
                     record(clock() - t0)
+                    if stores is not None:
+                        stores.close_iterators()
                 except Exception as exc:
                     self.processed += n
                     self.run_loop.fail(self._failed(exc, env, "process()"))
@@ -386,6 +395,8 @@ class TaskInstance:
             self.latency.update_ns(clock() - t0)
             self.processed += 1
             self.trackers[env.system_stream_partition].last_processed = env.offset
+            if self.stores:
+                self.stores.close_iterators()
 
     async def _async_slot(self) -> None:
         """One permit of an async task: invoke in order, await inline, complete."""
@@ -442,8 +453,11 @@ class TaskInstance:
             tracker.completed(entry)
             record(clock() - t0)
             self.processed += 1
-            if self.inflight == 0 and self.attention:
-                self.wake()
+            if self.inflight == 0:
+                if self.stores:
+                    self.stores.close_iterators()
+                if self.attention:
+                    self.wake()
             # Awaitables that complete at once never suspend the slot: yield now and then so
             # other tasks and the consumers get their turn.
             turn += 1

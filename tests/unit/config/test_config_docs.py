@@ -108,9 +108,7 @@ def test_types_match_the_schema(pattern: str) -> None:
 
 def test_reserved_keys_are_marked() -> None:
     # Keys samzapy accepts but does not act on yet; the page must say so in their rows.
-    reserved = [p for p in KEYS if p.startswith("stores.")] + [
-        "job.logged.store.base.dir",
-        "task.drop.producer.errors",
+    reserved = [
         "streams.<id>.samza.intermediate",
         "streams.<id>.samza.framed",
         "streams.<id>.samza.upstream.inputs",

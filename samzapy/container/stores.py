@@ -1,0 +1,325 @@
+"""A task's key-value stores: opened before ``init``, restored, flushed at commit, closed last.
+
+Each store with a changelog is transactional (Samza 1.x): every checkpoint records, with the
+input offsets, how far each store's changelog partition had got (its *upcoming* offset after
+the commit's flush). Restoring at start-up:
+
+1. keep the local store only if the last clean shutdown left it exactly at the checkpointed
+   changelog offset (a marker file written after the final commit, removed at open); else
+   wipe it, since after a crash it may hold writes the checkpoint does not cover;
+2. replay the changelog up to the checkpointed offset (only the tail when the local store was
+   kept), so the store matches the input position exactly;
+3. read the records written after the checkpointed offset, and write each key they touched
+   back to the changelog with its checkpointed value (or a tombstone), so a later restore
+   cannot bring them back.
+
+Without a checkpoint the state is empty: every changelog record is beyond it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from samzapy.api.envelope import OutgoingMessageEnvelope
+from samzapy.api.errors import StoreError
+from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.config import StoreConfig
+from samzapy.container.collector import OutputRouter
+from samzapy.storage.logged import LoggedStorageEngine
+from samzapy.storage.ports import StorageEngine
+from samzapy.storage.registry import store_factory_for
+from samzapy.storage.serialized import SerializedKeyValueStore
+from samzapy.system.ports import SystemAdmin, SystemFactory
+from samzapy.system.reader import read_partition
+from samzapy.system.serde import Serde
+
+log = structlog.get_logger("samzapy.stores")
+
+#: Where a checkpoint's ``extra`` keeps each store's changelog offset (upcoming, exclusive).
+CHANGELOG_OFFSETS = "changelog_offsets"
+#: Written in a store's directory at a clean shutdown: the changelog offset it matches.
+CLEAN_MARKER = "CLEAN_OFFSET"
+_PROGRESS_S = 5.0
+
+
+def task_directory_name(task_name: TaskName) -> str:
+    """``Partition 0`` -> ``Partition_0``: a task's directory under a store's directory."""
+    return "".join(c if c.isalnum() or c in "-._" else "_" for c in task_name)
+
+
+class _Store:
+    def __init__(
+        self, config: StoreConfig, directory: Path, changelog: SystemStreamPartition | None
+    ) -> None:
+        self.config = config
+        self.directory = directory
+        self.changelog = changelog
+        self.engine: StorageEngine | None = None
+        self.clean_offset: str | None = None
+
+
+class TaskStores:
+    """The stores of one task."""
+
+    def __init__(
+        self,
+        *,
+        task_name: TaskName,
+        partition: int,
+        configs: Mapping[str, StoreConfig],
+        base_dir: Path,
+        serde: Callable[[str | None], Serde],
+        router: OutputRouter,
+        factories: Mapping[str, SystemFactory],
+        admins: Mapping[str, SystemAdmin],
+    ) -> None:
+        self.task_name = task_name
+        self.partition = partition
+        self._serde = serde
+        self._router = router
+        self._factories = factories
+        self._admins = admins
+        self._stores: dict[str, _Store] = {}
+        for name, cfg in configs.items():
+            changelog = None
+            if cfg.changelog is not None:
+                changelog = SystemStreamPartition(
+                    cfg.changelog.system, cfg.changelog.stream, partition
+                )
+            directory = base_dir / name / task_directory_name(task_name)
+            self._stores[name] = _Store(cfg, directory, changelog)
+        #: The user-facing stores, by name (what ``context.get_store`` returns).
+        self.stores: dict[str, SerializedKeyValueStore[Any, Any]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._stores)
+
+    # -- opening and restoring ----------------------------------------------------------------
+
+    def open(self) -> None:
+        for name, store in self._stores.items():
+            store.clean_offset = _take_marker(store.directory)
+            store.engine = self._create(name, store)
+            self.stores[name] = self._wrap(name, store)
+
+    def _create(self, name: str, store: _Store) -> StorageEngine:
+        factory = store_factory_for(name, store.config.factory)
+        return factory.create(name, self.task_name, store.directory, store.config.options)
+
+    def _wrap(self, name: str, store: _Store) -> SerializedKeyValueStore[Any, Any]:
+        assert store.engine is not None
+        engine: StorageEngine = store.engine
+        if store.changelog is not None:
+            engine = LoggedStorageEngine(engine, self._changelog_sender(store.changelog))
+        return SerializedKeyValueStore(
+            engine,
+            self._serde(store.config.key_serde or "bytes"),
+            self._serde(store.config.msg_serde or "bytes"),
+        )
+
+    def _changelog_sender(
+        self, ssp: SystemStreamPartition
+    ) -> Callable[[bytes, bytes | None], None]:
+        stream = ssp.system_stream
+        send = self._router.send
+        partition = ssp.partition
+
+        def sender(key: bytes, value: bytes | None) -> None:
+            send(OutgoingMessageEnvelope(stream, value, key=key, partition=partition))
+
+        return sender
+
+    async def restore(self, checkpoint_extra: Mapping[str, Any] | None) -> None:
+        """Bring every logged store to the checkpointed changelog offset (module docstring)."""
+        offsets = dict((checkpoint_extra or {}).get(CHANGELOG_OFFSETS) or {})
+        for name, store in self._stores.items():
+            if store.changelog is not None:
+                await self._restore(name, store, offsets.get(name))
+
+    async def _restore(self, name: str, store: _Store, checkpointed: str | None) -> None:
+        ssp = store.changelog
+        assert ssp is not None and store.engine is not None
+        admin = self._admins[ssp.system]
+        factory = self._factories[ssp.system]
+        bounds = (await admin.offset_bounds([ssp]))[ssp]
+        started = time.monotonic()
+        # 1. Keep the local store only if a clean shutdown left it at the checkpoint.
+        start: str | None = None
+        kept = (
+            store.engine.persistent
+            and checkpointed is not None
+            and store.clean_offset is not None
+            and admin.compare_offsets(store.clean_offset, checkpointed) <= 0
+        )
+        if kept:
+            start = store.clean_offset
+        else:
+            self._wipe(name, store)
+        # 2. Replay up to the checkpointed offset.
+        replayed = 0
+        if checkpointed is not None and bounds.oldest is not None:
+            replayed = await self._replay(
+                name, store, admin, factory, start or bounds.oldest, checkpointed
+            )
+        # 3. Write back the keys touched after it (all of them without a checkpoint).
+        trim_from = checkpointed if checkpointed is not None else bounds.oldest
+        dropped, rewritten = 0, 0
+        if trim_from is not None and admin.compare_offsets(trim_from, bounds.upcoming) < 0:
+            dropped, rewritten = await self._trim(store, admin, factory, trim_from, bounds.upcoming)
+        elapsed = time.monotonic() - started
+        log.info(
+            "store_restored",
+            task=self.task_name,
+            store=name,
+            changelog=str(ssp),
+            kept_local=kept,
+            records=replayed,
+            elapsed_s=round(elapsed, 3),
+            rate=round(replayed / elapsed, 1) if elapsed > 0 else None,
+            dropped_after_checkpoint=dropped,
+            keys_rewritten=rewritten,
+        )
+
+    def _wipe(self, name: str, store: _Store) -> None:
+        assert store.engine is not None
+        if not store.engine.persistent:
+            return
+        store.engine.close()
+        shutil.rmtree(store.directory, ignore_errors=True)
+        store.engine = self._create(name, store)
+        self.stores[name] = self._wrap(name, store)
+
+    async def _replay(
+        self,
+        name: str,
+        store: _Store,
+        admin: SystemAdmin,
+        factory: SystemFactory,
+        start: str,
+        end: str,
+    ) -> int:
+        assert store.changelog is not None and store.engine is not None
+        engine = store.engine
+        records = 0
+        last_log = time.monotonic()
+        began = last_log
+        async for batch in read_partition(factory, admin, store.changelog, start, end):
+            engine.write_batch([(_bytes(e.key), _value(e.message)) for e in batch])
+            records += len(batch)
+            now = time.monotonic()
+            if now - last_log >= _PROGRESS_S:
+                last_log = now
+                rate = records / (now - began)
+                remaining = _remaining(batch[-1].offset, end)
+                log.info(
+                    "store_restoring",
+                    task=self.task_name,
+                    store=name,
+                    records=records,
+                    rate=round(rate, 1),
+                    eta_s=round(remaining / rate, 1) if remaining is not None and rate else None,
+                )
+        return records
+
+    async def _trim(
+        self,
+        store: _Store,
+        admin: SystemAdmin,
+        factory: SystemFactory,
+        start: str,
+        end: str,
+    ) -> tuple[int, int]:
+        assert store.changelog is not None and store.engine is not None
+        touched: dict[bytes, None] = {}
+        dropped = 0
+        async for batch in read_partition(factory, admin, store.changelog, start, end):
+            dropped += len(batch)
+            for envelope in batch:
+                touched[_bytes(envelope.key)] = None
+        send = self._changelog_sender(store.changelog)
+        for key in touched:
+            send(key, store.engine.get(key))
+        await self._router.flush()
+        return dropped, len(touched)
+
+    # -- committing and closing ---------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Step 2 of a commit: make the stores' writes durable locally."""
+        for store in self._stores.values():
+            if store.engine is not None:
+                store.engine.flush()
+
+    async def changelog_offsets(self) -> dict[str, str]:
+        """Each logged store's changelog offset after the commit's flush (upcoming)."""
+        by_system: dict[str, list[SystemStreamPartition]] = {}
+        names: dict[SystemStreamPartition, str] = {}
+        for name, store in self._stores.items():
+            if store.changelog is not None:
+                by_system.setdefault(store.changelog.system, []).append(store.changelog)
+                names[store.changelog] = name
+        offsets: dict[str, str] = {}
+        for system, ssps in by_system.items():
+            for ssp, bounds in (await self._admins[system].offset_bounds(ssps)).items():
+                offsets[names[ssp]] = bounds.upcoming
+        return offsets
+
+    def close_iterators(self) -> None:
+        for kv in self.stores.values():
+            kv.close_iterators()
+
+    def close(self, clean_offsets: Mapping[str, str] | None = None) -> None:
+        """Close every store; after a clean final commit, mark the ones that match it."""
+        for name, store in self._stores.items():
+            engine = store.engine
+            if engine is None:
+                continue
+            try:
+                engine.flush()
+                engine.close()
+            except StoreError as exc:
+                log.warning("store_close_failed", task=self.task_name, store=name, error=str(exc))
+                continue
+            offset = (clean_offsets or {}).get(name)
+            if offset is not None and engine.persistent:
+                (store.directory / CLEAN_MARKER).write_text(offset)
+            store.engine = None
+
+
+def _take_marker(directory: Path) -> str | None:
+    """Read and remove the clean-shutdown marker: a crash from now on leaves none."""
+    marker = directory / CLEAN_MARKER
+    try:
+        offset = marker.read_text().strip() or None
+    except OSError:
+        return None
+    marker.unlink(missing_ok=True)
+    return offset
+
+
+def _bytes(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise StoreError(f"changelog records must have bytes keys, got {type(value).__name__}")
+
+
+def _value(value: Any) -> bytes | None:
+    return None if value is None else _bytes(value)
+
+
+def _remaining(offset: str, end: str) -> int | None:
+    try:
+        return int(end) - int(offset)
+    except ValueError:
+        return None
+
+
+__all__ = ["CHANGELOG_OFFSETS", "CLEAN_MARKER", "TaskStores", "task_directory_name"]

@@ -1,0 +1,230 @@
+"""Tasks' key-value stores in the container: opened for init, logged, restored exactly."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from samzapy import (
+    InitableTask,
+    RequestScope,
+    StoreError,
+    StreamTask,
+    TaskError,
+)
+from samzapy.system.inmemory import InMemoryBroker
+from samzapy.testing import TestRunner
+
+WORDS = ["apple", "pear", "fig", "kiwi", "plum", "lime"]
+
+
+def store_config(tmp_path: Path, factory: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "stores.counts.factory": factory,
+        "stores.counts.key.serde": "string",
+        "stores.counts.msg.serde": "long",
+        "stores.counts.changelog": "memory.counts-changelog",
+        "job.logged.store.base.dir": str(tmp_path / "state"),
+        **extra,
+    }
+
+
+def input_words(n: int) -> dict[int, list[str]]:
+    return {p: [WORDS[(i * 7 + p) % len(WORDS)] for i in range(n)] for p in range(2)}
+
+
+def changelog_state(broker: InMemoryBroker) -> dict[str, int]:
+    """Each task's store as its changelog partition says (latest record per key), summed
+    over the tasks: every task counts the words of its own input partition."""
+    total: Counter[str] = Counter()
+    for p in range(broker.partition_count("counts-changelog") or 0):
+        state: dict[str, int] = {}
+        for key, value in broker.records("counts-changelog", p):
+            if value is None:
+                state.pop(key.decode(), None)
+            else:
+                state[key.decode()] = int.from_bytes(value, "big", signed=True)
+        total.update(state)
+    return dict(total)
+
+
+class WordCount(InitableTask, StreamTask):
+    fail_at: int | None = None
+    stop_at: int | None = None
+
+    def init(self, context: Any) -> None:
+        self.store = context.get_store("counts")
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        word = envelope.message
+        self.store.put(word, (self.store.get(word) or 0) + 1)
+        n = int(envelope.offset)
+        if WordCount.stop_at is not None and n == WordCount.stop_at:
+            coordinator.commit(RequestScope.CURRENT_TASK)
+            coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+        if WordCount.fail_at is not None and n == WordCount.fail_at:
+            raise RuntimeError("crash after writing beyond the last checkpoint")
+
+
+def expected(words: dict[int, list[str]]) -> dict[str, int]:
+    return dict(Counter(w for ws in words.values() for w in ws))
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    WordCount.fail_at = WordCount.stop_at = None
+
+
+@pytest.mark.parametrize("factory", ["inmemory", "rocksdb"])
+def test_counts_are_exact_and_logged_to_the_changelog(tmp_path: Path, factory: str) -> None:
+    words = input_words(300)
+    runner = TestRunner(WordCount, store_config(tmp_path, factory))
+    runner.add_input("words", words).run()
+    assert changelog_state(runner.broker) == expected(words)
+
+
+@pytest.mark.parametrize("factory", ["inmemory", "rocksdb"])
+def test_crash_after_the_checkpoint_restores_exactly_not_at_least_once(
+    tmp_path: Path, factory: str
+) -> None:
+    words = input_words(300)
+    config = store_config(tmp_path, factory, **{"task.commit.ms": -1})
+    # First run: commits at offset 99 of each partition's... (explicit commit), then keeps
+    # writing to the store and the changelog until it fails at offset 250.
+    WordCount.fail_at = 250
+
+    class CommitAt99(WordCount):
+        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+            super().process(envelope, collector, coordinator)
+            if int(envelope.offset) == 99:
+                coordinator.commit(RequestScope.CURRENT_TASK)
+
+    first = TestRunner(CommitAt99, config).add_input("words", words)
+    with pytest.raises(TaskError):
+        first.run()
+    WordCount.fail_at = None
+    # The restart drops the changelog records written after the checkpoint and processes
+    # offsets 100.. again: every word counted exactly once.
+    with capture_logs() as logs:
+        TestRunner(WordCount, config, namespace=first.namespace).add_input("words", words).run()
+    assert changelog_state(first.broker) == expected(words)
+    restored = [e for e in logs if e["event"] == "store_restored"]
+    assert len(restored) == 2
+    assert all(e["dropped_after_checkpoint"] > 0 for e in restored)
+    assert all(e["kept_local"] is False for e in restored)
+
+
+def test_clean_restart_keeps_the_local_rocksdb_store(tmp_path: Path) -> None:
+    words = input_words(100)
+    config = store_config(tmp_path, "rocksdb")
+    WordCount.stop_at = 49
+    first = TestRunner(WordCount, config).add_input("words", words)
+    first.run()
+    WordCount.stop_at = None
+    with capture_logs() as logs:
+        TestRunner(WordCount, config, namespace=first.namespace).add_input("words", words).run()
+    restored = [e for e in logs if e["event"] == "store_restored"]
+    assert [e["kept_local"] for e in restored] == [True, True]
+    assert [e["records"] for e in restored] == [0, 0]
+    assert changelog_state(first.broker) == expected(words)
+
+
+def test_deleted_state_directory_is_restored_from_the_changelog(tmp_path: Path) -> None:
+    import shutil
+
+    words = input_words(100)
+    config = store_config(tmp_path, "rocksdb")
+    WordCount.stop_at = 49
+    first = TestRunner(WordCount, config).add_input("words", words)
+    first.run()
+    WordCount.stop_at = None
+    shutil.rmtree(tmp_path / "state")
+    with capture_logs() as logs:
+        TestRunner(WordCount, config, namespace=first.namespace).add_input("words", words).run()
+    restored = [e for e in logs if e["event"] == "store_restored"]
+    assert [e["kept_local"] for e in restored] == [False, False]
+    assert all(e["records"] > 0 for e in restored)
+    assert changelog_state(first.broker) == expected(words)
+
+
+def test_undeclared_store_names_the_store_and_the_task(tmp_path: Path) -> None:
+    class Asks(InitableTask, StreamTask):
+        def init(self, context: Any) -> None:
+            context.get_store("nope")
+
+        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+            pass
+
+    with pytest.raises(TaskError) as err:
+        TestRunner(Asks, store_config(tmp_path, "inmemory")).add_input("words", ["a"]).run()
+    assert isinstance(err.value.__cause__, StoreError)
+    assert "'nope'" in str(err.value.__cause__) and "Partition 0" in str(err.value.__cause__)
+
+
+def test_iterators_are_closed_when_the_call_that_opened_them_ends(tmp_path: Path) -> None:
+    class KeepsIterator(InitableTask, StreamTask):
+        def init(self, context: Any) -> None:
+            self.store = context.get_store("counts")
+            self.kept: Any = None
+
+        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+            self.store.put(envelope.message, 1)
+            if self.kept is None:
+                self.kept = self.store.all()
+            else:
+                list(self.kept)
+
+    with pytest.raises(TaskError) as err:
+        TestRunner(KeepsIterator, store_config(tmp_path, "inmemory")).add_input(
+            "words", ["a", "b"]
+        ).run()
+    assert isinstance(err.value.__cause__, StoreError)
+    assert "counts" in str(err.value.__cause__)
+
+
+def test_a_failing_serde_names_the_store_and_key(tmp_path: Path) -> None:
+    class Bad(InitableTask, StreamTask):
+        def init(self, context: Any) -> None:
+            self.store = context.get_store("counts")
+
+        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+            self.store.put(envelope.message, "not a number")
+
+    with pytest.raises(TaskError) as err:
+        TestRunner(Bad, store_config(tmp_path, "inmemory")).add_input("words", ["a"]).run()
+    message = str(err.value.__cause__)
+    assert "counts" in message and "'a'" in message
+
+
+def test_restore_writes_back_the_checkpointed_values_of_keys_touched_after_it(
+    tmp_path: Path,
+) -> None:
+    words = input_words(300)
+    config = store_config(tmp_path, "inmemory", **{"task.commit.ms": -1})
+
+    class CommitAt99(WordCount):
+        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+            super().process(envelope, collector, coordinator)
+            if int(envelope.offset) == 99:
+                coordinator.commit(RequestScope.CURRENT_TASK)
+
+    WordCount.fail_at = 250
+    first = TestRunner(CommitAt99, config).add_input("words", words)
+    with pytest.raises(TaskError):
+        first.run()
+    WordCount.fail_at = None
+
+    class InitFails(WordCount):
+        def init(self, context: Any) -> None:
+            raise RuntimeError("stop right after the restore")
+
+    # The restore runs before init: once it is done, the changelog's latest records are the
+    # checkpointed state (offsets 0..99 of each partition), not what was written after.
+    with pytest.raises(TaskError, match="init"):
+        TestRunner(InitFails, config, namespace=first.namespace).add_input("words", words).run()
+    checkpointed = {p: ws[:100] for p, ws in words.items()}
+    assert changelog_state(first.broker) == expected(checkpointed)
