@@ -227,12 +227,14 @@ class SamzaContainer:
                 q = InputQueue(ssp, capacity[ssp.system])
                 queues.append(q)
                 queues_by_ssp[ssp].append(q)
+            collector = TaskCollector(router, loop)
             stores = TaskStores(
                 task_name=model.name,
                 partition=model.partition,
                 configs=cfg.stores,
                 base_dir=Path(cfg.job.logged_store_base_dir) / cfg.job.name,
                 serde=self._serde_or_bytes,
+                send=collector.send,
                 router=router,
                 factories=self._factories,
                 admins=self._admins,
@@ -243,7 +245,7 @@ class SamzaContainer:
                 task=task_factory(),
                 queues=queues,
                 trackers=trackers,
-                collector=TaskCollector(router, loop),
+                collector=collector,
                 run_loop=run_loop,
                 max_concurrency=cfg.task.max_concurrency,
                 executor=self._executor,

@@ -75,6 +75,7 @@ class TaskStores:
         configs: Mapping[str, StoreConfig],
         base_dir: Path,
         serde: Callable[[str | None], Serde],
+        send: Callable[[OutgoingMessageEnvelope], None],
         router: OutputRouter,
         factories: Mapping[str, SystemFactory],
         admins: Mapping[str, SystemAdmin],
@@ -82,6 +83,7 @@ class TaskStores:
         self.task_name = task_name
         self.partition = partition
         self._serde = serde
+        self._send = send
         self._router = router
         self._factories = factories
         self._admins = admins
@@ -127,7 +129,7 @@ class TaskStores:
         self, ssp: SystemStreamPartition
     ) -> Callable[[bytes, bytes | None], None]:
         stream = ssp.system_stream
-        send = self._router.send
+        send = self._send  # the task's collector: safe from a pooled task's thread
         partition = ssp.partition
 
         def sender(key: bytes, value: bytes | None) -> None:

@@ -228,3 +228,11 @@ def test_restore_writes_back_the_checkpointed_values_of_keys_touched_after_it(
         TestRunner(InitFails, config, namespace=first.namespace).add_input("words", words).run()
     checkpointed = {p: ws[:100] for p, ws in words.items()}
     assert changelog_state(first.broker) == expected(checkpointed)
+
+
+def test_pooled_sync_tasks_count_exactly_with_logged_stores(tmp_path: Path) -> None:
+    words = input_words(200)
+    config = store_config(tmp_path, "rocksdb", **{"job.container.thread.pool.size": 2})
+    runner = TestRunner(WordCount, config)
+    runner.add_input("words", words).run()
+    assert changelog_state(runner.broker) == expected(words)
