@@ -1,0 +1,49 @@
+"""Stateful task classes the state tests run through the real `samzapy` command.
+
+Each keeps its counts in the store ``counts`` (string keys, long values, a Kafka changelog in
+the tests' configs) and emits nothing: the store's state is read back from its changelog.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samzapy import InitableTask, StreamTask
+
+STORE = "counts"
+
+
+def _word(message: Any) -> str:
+    return message.decode() if isinstance(message, bytes) else str(message)
+
+
+class WordCount(InitableTask, StreamTask):
+    """Counts each word (the message, bytes or str) in the store ``counts``."""
+
+    def init(self, context: Any) -> None:
+        self.store = context.get_store(STORE)
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        word = _word(envelope.message)
+        store = self.store
+        store.put(word, (store.get(word) or 0) + 1)
+
+
+class UndeclaredStore(InitableTask, StreamTask):
+    """Asks for the store ``nope``, which no config declares."""
+
+    def init(self, context: Any) -> None:
+        self.store = context.get_store("nope")
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        raise AssertionError("never reached: init fails")
+
+
+class BadValue(InitableTask, StreamTask):
+    """Puts a str value into ``counts``, whose msg.serde is long: the serde refuses it."""
+
+    def init(self, context: Any) -> None:
+        self.store = context.get_store(STORE)
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        self.store.put(_word(envelope.message), "not a long")

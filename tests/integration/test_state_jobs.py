@@ -1,0 +1,320 @@
+"""Stateful jobs over a real Kafka broker: exact counts across kill -9, restores, store errors.
+
+A word count keeps its counts in a RocksDB store with a Kafka changelog. Transactional state
+(Samza 1.x) promises that after any crash the store holds exactly its state as of the last
+checkpoint and the inputs resume right after the checkpointed offsets, so the final counts
+equal the input's, with no loss and no double count. The store's state is read back from its
+changelog: a compacted topic, the last record per key is the key's value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import random
+import shutil
+import signal
+import string
+import struct
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.partitioner import DefaultPartitioner
+
+from samzapy.checkpoint.stream import checkpoint_stream_name
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from test_kafka_jobs import Job, create_topic, name, read_all, wait_for  # noqa: E402
+
+JOB_NAME = "state-it"
+STORE = "counts"
+PARTITIONS = 4
+VOCABULARY = 2000
+# A few words beyond ASCII: keys are UTF-8 in the store and in the changelog.
+UNICODE_WORDS = ("café", "naïve", "straße", "日本", "ünïcödé")
+
+
+# -- inputs ---------------------------------------------------------------------------------------
+
+
+def zipf_words(rng: random.Random, n: int) -> list[str]:
+    """``n`` words drawn from a vocabulary of VOCABULARY words, the i-th with weight 1/(i+1)."""
+    vocabulary: set[str] = set(UNICODE_WORDS)
+    while len(vocabulary) < VOCABULARY:
+        vocabulary.add("".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 10))))
+    ordered = sorted(vocabulary)
+    rng.shuffle(ordered)
+    weights = [1 / (i + 1) for i in range(len(ordered))]
+    return rng.choices(ordered, weights=weights, k=n)
+
+
+def by_partition(words: list[str]) -> dict[int, list[str]]:
+    """The words of each partition in order, placed as Kafka's default partitioner (murmur2)
+    places a record keyed by the word's UTF-8 bytes."""
+    partitioner = DefaultPartitioner()
+    all_partitions = list(range(PARTITIONS))
+    placed: dict[int, list[str]] = {p: [] for p in all_partitions}
+    for word in words:
+        placed[partitioner(word.encode(), all_partitions, all_partitions)].append(word)
+    return placed
+
+
+async def produce_words(bootstrap: str, topic: str, placed: dict[int, list[str]]) -> None:
+    """Each word as a record keyed and valued by its UTF-8 bytes, in order per partition."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, acks="all")
+    await producer.start()
+    try:
+        futures = []
+        for partition, words in placed.items():
+            batch = producer.create_batch()
+            for word in words:
+                data = word.encode()
+                if batch.append(key=data, value=data, timestamp=None) is None:
+                    futures.append(await producer.send_batch(batch, topic, partition=partition))
+                    batch = producer.create_batch()
+                    batch.append(key=data, value=data, timestamp=None)
+            futures.append(await producer.send_batch(batch, topic, partition=partition))
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        return {tp.partition: offset for tp, offset in (await consumer.end_offsets(tps)).items()}
+    finally:
+        await consumer.stop()
+
+
+# -- the job and what it leaves behind ------------------------------------------------------------
+
+
+def state_job_file(
+    tmp_path: Path,
+    bootstrap: str,
+    source: str,
+    changelog: str,
+    task: str = "state_jobs:WordCount",
+    **extra: Any,
+) -> Path:
+    cfg = {
+        "job.name": JOB_NAME,
+        "job.id": uuid.uuid4().hex[:8],
+        "job.logged.store.base.dir": str(tmp_path / "state"),
+        "task.class": task,
+        "task.inputs": [f"kafka.{source}"],
+        "task.checkpoint.factory": "kafka",
+        "task.commit.ms": 200,
+        "task.progress.interval.ms": 100,
+        "systems.kafka.samza.factory": "kafka",
+        "systems.kafka.bootstrap.servers": bootstrap,
+        "systems.kafka.default.stream.samza.offset.default": "oldest",
+        f"stores.{STORE}.factory": "rocksdb",
+        f"stores.{STORE}.key.serde": "string",
+        f"stores.{STORE}.msg.serde": "long",
+        f"stores.{STORE}.changelog": f"kafka.{changelog}",
+        **extra,
+    }
+    path = tmp_path / f"job-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def store_dir(tmp_path: Path) -> Path:
+    """``<job.logged.store.base.dir>/<job.name>/<store>``: every task's directory of the store."""
+    return tmp_path / "state" / JOB_NAME / STORE
+
+
+def processed(run: Job) -> int:
+    """Messages this process has processed so far, from its latest ``progress`` event."""
+    counts = [e["processed"] for e in run.events() if e["event"] == "progress"]
+    return max(counts, default=0)
+
+
+def has_processed(run: Job, count: int) -> bool:
+    return processed(run) >= count
+
+
+def checkpointed(bootstrap: str, job: Path) -> dict[int, int]:
+    """The last checkpointed (last processed) input offset of each partition."""
+    cfg = json.loads(job.read_text())
+    topic = checkpoint_stream_name(cfg["job.name"], cfg["job.id"])
+    latest: dict[str, Any] = {}
+    for record in asyncio.run(read_all(bootstrap, topic)):
+        latest[record.key.decode()] = json.loads(record.value) if record.value else None
+    offsets: dict[int, int] = {}
+    for doc in latest.values():
+        for entry in (doc or {}).get("offsets", []):
+            offsets[entry["partition"]] = int(entry["offset"])
+    return offsets
+
+
+def changelog_state(bootstrap: str, changelog: str) -> dict[str, int]:
+    """The store's state as its changelog holds it: the last record per key, tombstones
+    deleting; keys UTF-8 (string serde), values 8-byte big-endian signed (long serde)."""
+    state: dict[str, int] = {}
+    for record in asyncio.run(read_all(bootstrap, changelog)):
+        key = record.key.decode()
+        if record.value is None:
+            state.pop(key, None)
+        else:
+            (state[key],) = struct.unpack(">q", record.value)
+    return state
+
+
+def counts_at(placed: dict[int, list[str]], offsets: dict[int, int]) -> Counter[str]:
+    """The word counts of every input up to and including ``offsets`` (last processed)."""
+    counts: Counter[str] = Counter()
+    for partition, words in placed.items():
+        counts.update(words[: offsets.get(partition, -1) + 1])
+    return counts
+
+
+# -- exact counts across kill -9 ------------------------------------------------------------------
+
+
+def count_words_through_kills(
+    bootstrap: str, tmp_path: Path, *, seed: int, n: int, kills: int, wipe_before: int | None
+) -> None:
+    """Counts ``n`` words, killing the job with SIGKILL ``kills`` times at random points and
+    restarting it each time (deleting the local store directory before restart number
+    ``wipe_before``, 1-based); the final counts must equal the input's exactly."""
+    rng = random.Random(seed)
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(bootstrap, source, PARTITIONS))
+    words = zipf_words(rng, n)
+    placed = by_partition(words)
+    asyncio.run(produce_words(bootstrap, source, placed))
+    ends = asyncio.run(end_offsets(bootstrap, source))
+    assert ends == {p: len(placed[p]) for p in range(PARTITIONS)}
+    job = state_job_file(tmp_path, bootstrap, source, changelog)
+    ahead_of_checkpoint = []
+    runs: list[Job] = []
+    for run_number in range(kills + 1):
+        if run_number == wipe_before:
+            assert store_dir(tmp_path).is_dir(), "the store has no local directory to delete"
+            shutil.rmtree(tmp_path / "state")
+        run = Job(job, "unused", tmp_path / f"run-{run_number}.log")
+        runs.append(run)
+        if run_number == kills:
+            break
+        # Each run processes at most about n/6 messages before its kill, so that none of them
+        # reaches the end of the input first.
+        target = rng.randint(n // 20, n // 6)
+        wait_for(
+            functools.partial(has_processed, run, target),
+            90,
+            f"{target} messages processed by run {run_number}",
+            run.proc,
+        )
+        time.sleep(rng.uniform(0, 0.3))
+        assert run.proc.poll() is None, f"run {run_number} exited before its kill"
+        run.stop(signal.SIGKILL)
+        done = checkpointed(bootstrap, job)
+        assert sum(done.values()) + len(done) < n, f"run {run_number} finished before its kill"
+        ahead_of_checkpoint.append(changelog_state(bootstrap, changelog) != counts_at(placed, done))
+
+    last_offsets = {p: end - 1 for p, end in ends.items()}
+    wait_for(
+        lambda: checkpointed(bootstrap, job) == last_offsets,
+        120,
+        "a checkpoint at the end of every input partition",
+        run.proc,
+    )
+    assert run.stop() == 0
+    assert changelog_state(bootstrap, changelog) == Counter(words)
+    # The kills left changelog records beyond the checkpoint: the restarts had to drop them.
+    assert any(ahead_of_checkpoint) or not kills
+    if wipe_before is not None:
+        # Everything the store held came back from the changelog.
+        restored = [e for e in runs[wipe_before].events() if e["event"] == "store_restored"]
+        assert len(restored) == PARTITIONS
+        assert sum(e["records"] for e in restored) > 0
+
+
+@pytest.mark.timeout(240)
+def test_word_count_is_exact_across_three_kill_9s(kafka_bootstrap: str, tmp_path: Path) -> None:
+    count_words_through_kills(
+        kafka_bootstrap, tmp_path, seed=4, n=200_000, kills=3, wipe_before=None
+    )
+
+
+@pytest.mark.timeout(240)
+def test_deleted_local_state_is_restored_from_the_changelog(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    # The state is deleted before the second restart, after two kills left changelog records
+    # beyond the checkpoint: the full restore must stop at the checkpointed changelog offset.
+    count_words_through_kills(kafka_bootstrap, tmp_path, seed=5, n=100_000, kills=2, wipe_before=2)
+
+
+# -- errors through the command -------------------------------------------------------------------
+
+
+def failed_run(job: Path, log: Path) -> dict[str, Any]:
+    """Runs the job to its exit, which must be 1, and returns its ``job_failed`` event."""
+    run = Job(job, "unused", log)
+    code = run.proc.wait(60)
+    run.stop()
+    assert code == 1, f"exit {code}, expected 1; log:\n{log.read_text()[-3000:]}"
+    failures = [e for e in run.events() if e["event"] == "job_failed"]
+    assert len(failures) == 1, log.read_text()[-3000:]
+    return failures[0]
+
+
+def _one_word_input(bootstrap: str) -> str:
+    source = name("words")
+    asyncio.run(create_topic(bootstrap, source, 1))
+    asyncio.run(produce_words(bootstrap, source, {0: ["apple"]}))
+    return source
+
+
+def test_a_task_asking_for_an_undeclared_store_fails_the_job(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    source = _one_word_input(kafka_bootstrap)
+    job = state_job_file(
+        tmp_path, kafka_bootstrap, source, name("changelog"), task="state_jobs:UndeclaredStore"
+    )
+    failure = failed_run(job, tmp_path / "run.log")
+    assert "store 'nope'" in failure["error"]
+    assert "task 'Partition 0'" in failure["error"]
+
+
+def test_a_value_the_msg_serde_refuses_fails_the_job(kafka_bootstrap: str, tmp_path: Path) -> None:
+    source = _one_word_input(kafka_bootstrap)
+    job = state_job_file(
+        tmp_path, kafka_bootstrap, source, name("changelog"), task="state_jobs:BadValue"
+    )
+    failure = failed_run(job, tmp_path / "run.log")
+    assert f"store '{STORE}'" in failure["error"]
+    assert f"stores.{STORE}.msg.serde" in failure["error"]
+    assert "key 'apple'" in failure["error"]
+
+
+def test_a_corrupt_store_directory_fails_the_job(kafka_bootstrap: str, tmp_path: Path) -> None:
+    source = _one_word_input(kafka_bootstrap)
+    job = state_job_file(tmp_path, kafka_bootstrap, source, name("changelog"))
+    first = Job(job, "unused", tmp_path / "first.log")
+    wait_for(lambda: checkpointed(kafka_bootstrap, job) == {0: 0}, 60, "a checkpoint", first.proc)
+    assert first.stop() == 0
+    # Whatever the task directories are called, each holds a RocksDB CURRENT file.
+    current = list(store_dir(tmp_path).glob("*/CURRENT"))
+    assert current, f"no RocksDB directory under {store_dir(tmp_path)}"
+    for path in current:
+        path.write_bytes(b"\x00garbage, not a manifest name")
+    failure = failed_run(job, tmp_path / "second.log")
+    assert f"store '{STORE}'" in failure["error"]
+    assert str(store_dir(tmp_path)) in failure["error"]
+    assert "Corruption" in failure["error"]
