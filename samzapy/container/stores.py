@@ -112,7 +112,13 @@ class TaskStores:
 
     def _create(self, name: str, store: _Store) -> StorageEngine:
         factory = store_factory_for(name, store.config.factory)
-        return factory.create(name, self.task_name, store.directory, store.config.options)
+        return factory.create(
+            name,
+            self.task_name,
+            store.directory,
+            store.config.options,
+            logged=store.changelog is not None,
+        )
 
     def _wrap(self, name: str, store: _Store) -> SerializedKeyValueStore[Any, Any]:
         assert store.engine is not None
@@ -253,9 +259,11 @@ class TaskStores:
     # -- committing and closing ---------------------------------------------------------------
 
     def flush(self) -> None:
-        """Step 2 of a commit: make the stores' writes durable locally."""
+        """Step 2 of a commit: make the stores' writes durable. A logged store's writes are
+        durable once the producers are flushed (step 1); its local copy is not trusted after a
+        crash anyway, so only stores without a changelog flush their engine here."""
         for store in self._stores.values():
-            if store.engine is not None:
+            if store.engine is not None and store.changelog is None:
                 store.engine.flush()
 
     async def changelog_offsets(self) -> dict[str, str]:

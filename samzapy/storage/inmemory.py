@@ -160,6 +160,8 @@ class InMemoryStoreFactory(StoreFactory):
         task_name: TaskName,
         directory: Path,
         options: Mapping[str, Any],
+        *,
+        logged: bool = False,
     ) -> InMemoryStorageEngine:
         return InMemoryStorageEngine(store_name, task_name)
 

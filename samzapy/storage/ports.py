@@ -97,8 +97,14 @@ class StoreFactory(ABC):
         task_name: TaskName,
         directory: Path,
         options: Mapping[str, Any],
+        *,
+        logged: bool = False,
     ) -> StorageEngine:
         """The engine of store ``store_name`` for ``task_name``.
+
+        ``logged``: the store has a changelog, which is where its durability comes from (the
+        container rebuilds the local copy from it after a crash), so the engine may skip its
+        own write-ahead log.
 
         ``directory`` is where the task's instance of the store lives (created when missing;
         ignored by engines that are not persistent). ``options`` are the store's config keys

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
-from rocksdict import Rdict, ReadOptions, WriteBatch
+from rocksdict import Rdict, ReadOptions, WriteBatch, WriteOptions
 
 from samzapy.api.errors import StoreError
 from samzapy.api.system import TaskName
@@ -44,12 +44,21 @@ class RocksDBStorageEngine(StorageEngine):
         task_name: TaskName,
         directory: Path,
         settings: RocksDBSettings | None = None,
+        *,
+        wal: bool = True,
     ) -> None:
         super().__init__(store_name, task_name)
         self.directory = Path(directory)
         self.settings = settings or RocksDBSettings()
         self._closed = False
         self._db = self._open()
+        if not wal:
+            # A logged store: the changelog is its durability, and after a crash the container
+            # rebuilds it from there, so RocksDB's own write-ahead log would only cost time.
+            # (A clean close flushes the memtables first.)
+            write_options = WriteOptions()
+            write_options.disable_wal = True
+            self._db.set_write_options(write_options)
 
     def _open(self) -> Rdict:
         where = f"{self.description} cannot open its RocksDB directory {str(self.directory)!r}"
@@ -181,9 +190,11 @@ class RocksDBStoreFactory(StoreFactory):
         task_name: TaskName,
         directory: Path,
         options: Mapping[str, Any],
+        *,
+        logged: bool = False,
     ) -> RocksDBStorageEngine:
         settings = RocksDBSettings.from_options(store_name, options)
-        return RocksDBStorageEngine(store_name, task_name, directory, settings)
+        return RocksDBStorageEngine(store_name, task_name, directory, settings, wal=not logged)
 
 
 __all__ = ["RocksDBStorageEngine", "RocksDBStoreFactory"]
