@@ -8,13 +8,14 @@ PY := $(VENV)/bin/python
 PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3.11 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
 
-.PHONY: help venv run test lint typecheck check unit bench bench-kafka clean kafka-fetch kafka-up kafka-down
+.PHONY: help venv run test lint typecheck check unit bench bench-kafka bench-state clean kafka-fetch kafka-up kafka-down
 
 help:
 	@echo "make run        run the quick-start job on the file system (no broker needed)"
 	@echo "make test       lint, type-check, import layers, then the whole test suite"
 	@echo "make bench      run-loop throughput benchmark (figures with their references)"
 	@echo "make bench-kafka consume -> produce over a real broker, beside a plain aiokafka loop"
+	@echo "make bench-state stateful count (RocksDB + changelog) beside pass-through; restore rate"
 	@echo "make clean      remove the quick-start's output and state"
 	@echo "make kafka-up   start a local Kafka broker on 127.0.0.1:9092 (KAFKA_PORT=...)"
 	@echo "make kafka-down stop it"
@@ -57,6 +58,9 @@ bench: $(VENV)/.installed
 
 bench-kafka: $(VENV)/.installed
 	$(PY) bench/bench_kafka.py
+
+bench-state: $(VENV)/.installed
+	$(PY) bench/bench_state.py
 
 clean:
 	rm -rf output state

@@ -57,7 +57,8 @@ class RocksDBStorageEngine(StorageEngine):
             # rebuilds it from there, so RocksDB's own write-ahead log would only cost time.
             # (A clean close flushes the memtables first.)
             write_options = WriteOptions()
-            write_options.disable_wal = True
+            # rocksdict's stubs call it a method; at run time it is a property.
+            write_options.disable_wal = True  # type: ignore[method-assign,assignment]
             self._db.set_write_options(write_options)
 
     def _open(self) -> Rdict:
