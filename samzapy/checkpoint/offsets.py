@@ -52,9 +52,5 @@ class OffsetTracker:
         """The invocations not yet covered by ``last_processed``, in invocation order."""
         return iter(self._pending)
 
-    @property
-    def in_flight(self) -> int:
-        return len(self._pending)
-
 
 __all__ = ["OffsetTracker", "PendingMessage"]

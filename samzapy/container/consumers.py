@@ -1,8 +1,9 @@
 """Input side of the container: one coroutine per system fills bounded per-partition queues.
 
 Each (task, partition) pair has an ``InputQueue`` with a fixed capacity. A system's consumer
-coroutine polls only the partitions whose queues have room, so memory stays bounded when
-tasks are slower than their input; tasks wake it when they drain a queue below half. The
+coroutine polls only the partitions whose queues are at most half full, so memory stays
+bounded when tasks are slower than their input and fetches stay large; tasks wake it when they
+drain a queue to half. The
 coroutine applies the key and message serdes, so tasks receive objects, and enforces the
 deserialization policy (fail naming the partition and offset, or drop and count).
 """
@@ -47,9 +48,6 @@ class InputQueue:
         #: Called when messages arrive (wakes the owning task).
         self.waker: Callable[[], None] = _noop
 
-    def has_room(self) -> bool:
-        return len(self.queue) < self.capacity
-
 
 def _noop() -> None:
     return None
@@ -87,7 +85,6 @@ class SystemConsumers:
         self._space_waiters: dict[str, asyncio.Future[None]] = {}
         self._drop_logged_at: dict[SystemStreamPartition, float] = {}
         self._ended: set[SystemStreamPartition] = set()
-        self.polls = 0
 
     def space_freed(self) -> None:
         """Wake consumer coroutines waiting for room (called by tasks draining a queue)."""
@@ -104,14 +101,17 @@ class SystemConsumers:
         ssps = [ssp for ssp in self._queues if ssp.system == system]
         loop = asyncio.get_running_loop()
         while True:
+            # Poll only partitions whose queues are at most half full, for as many messages as
+            # the fullest of them has room for: fetches stay large, and memory bounded.
             wanted: list[SystemStreamPartition] = []
             room = 0
             for ssp in ssps:
                 if ssp in self._ended:
                     continue
-                free = min(q.capacity - len(q.queue) for q in self._queues[ssp])
-                if free > 0:
+                queues = self._queues[ssp]
+                if all(len(q.queue) <= q.low_mark for q in queues):
                     wanted.append(ssp)
+                    free = min(q.capacity - len(q.queue) for q in queues)
                     room = free if room == 0 else min(room, free)
             if not wanted:
                 if all(ssp in self._ended for ssp in ssps):
@@ -121,7 +121,6 @@ class SystemConsumers:
                 await fut
                 continue
             batch = await consumer.poll(wanted, room, self._poll_timeout)
-            self.polls += 1
             for ssp, envelopes in batch.items():
                 if envelopes:
                     self._deliver(ssp, envelopes)
