@@ -35,12 +35,11 @@ from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.file import decode_checkpoint, encode_checkpoint
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.system.ports import (
-    OffsetDefault,
     SystemAdmin,
-    SystemConsumer,
     SystemFactory,
     SystemProducer,
 )
+from samzapy.system.reader import read_partition
 
 log = structlog.get_logger("samzapy.checkpoint")
 
@@ -50,8 +49,6 @@ MAX_STREAM_NAME_LENGTH = 249
 STREAM_CONFIG = {"cleanup.policy": "compact"}
 REPLICATION_FACTOR_KEY = "task.checkpoint.replication.factor"
 _NOT_IN_TOPIC_NAMES = re.compile(r"[^a-zA-Z0-9._-]")
-_READ_BATCH = 1000
-_POLL_TIMEOUT_S = 1.0
 
 
 def checkpoint_stream_name(job_name: str, job_id: str) -> str:
@@ -158,35 +155,20 @@ class StreamCheckpointManager(CheckpointManager):
 
     async def _read_to(self, admin: SystemAdmin, upcoming: str) -> int:
         """Read every record before ``upcoming``; returns how many were read."""
-        ssp = self.ssp
-        consumer: SystemConsumer = self.system_factory.get_consumer()
-        consumer.register(ssp, None, OffsetDefault.OLDEST)
-        await consumer.start()
-        try:
-            loop = asyncio.get_running_loop()
-            poll_timeout = min(_POLL_TIMEOUT_S, self.read_timeout)
-            records = 0
-            last_progress = loop.time()
-            while True:
-                batch = (await consumer.poll([ssp], _READ_BATCH, poll_timeout)).get(ssp)
-                if not batch:
-                    if loop.time() - last_progress >= self.read_timeout:
-                        raise CheckpointError(
-                            f"reading checkpoint stream {ssp} received nothing for "
-                            f"{self.read_timeout:g} s after {records} records; expected records "
-                            f"up to offset {upcoming} (exclusive)"
-                        )
-                    continue
-                last_progress = loop.time()
-                for envelope in batch:
-                    if envelope.is_end_of_stream:
-                        return records
-                    self._apply(envelope)
-                    records += 1
-                    if admin.compare_offsets(admin.offset_after(envelope.offset), upcoming) >= 0:
-                        return records
-        finally:
-            await consumer.stop()
+        records = 0
+        async for batch in read_partition(
+            self.system_factory,
+            admin,
+            self.ssp,
+            None,
+            upcoming,
+            timeout=self.read_timeout,
+            name=f"checkpoint stream {self.ssp}",
+        ):
+            for envelope in batch:
+                self._apply(envelope)
+            records += len(batch)
+        return records
 
     def _apply(self, envelope: IncomingMessageEnvelope) -> None:
         """Keep the record as its task's latest checkpoint, or delete it on a tombstone."""

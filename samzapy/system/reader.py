@@ -27,10 +27,12 @@ async def read_partition(
     end: str,
     *,
     timeout: float = 60.0,  # noqa: ASYNC109 - a silence limit, not the call's deadline
+    name: str | None = None,
 ) -> AsyncIterator[list[IncomingMessageEnvelope]]:
     """Batches of ``ssp`` from ``start`` (None: the oldest offset) up to ``end`` (exclusive).
 
-    Raises StreamSystemError when nothing arrives for ``timeout`` seconds before ``end``.
+    Raises StreamSystemError when nothing arrives for ``timeout`` seconds before ``end``;
+    ``name`` says what is read in that message (default: the partition).
     """
     if start is not None and admin.compare_offsets(start, end) >= 0:
         return
@@ -46,7 +48,7 @@ async def read_partition(
             if not batch:
                 if loop.time() - last_progress >= timeout:
                     raise StreamSystemError(
-                        f"reading {ssp} received nothing for {timeout:g} s after {records} "
+                        f"reading {name or ssp} received nothing for {timeout:g} s after {records} "
                         f"records; expected records up to offset {end} (exclusive)"
                     )
                 continue
