@@ -20,6 +20,7 @@ from samzapy.api.task import (
     EndOfStreamListenerTask,
     InitableTask,
     StreamTask,
+    WatermarkListenerTask,
     WindowableTask,
 )
 
@@ -49,5 +50,6 @@ __all__ = [
     "TaskCoordinator",
     "TaskError",
     "TaskName",
+    "WatermarkListenerTask",
     "WindowableTask",
 ]

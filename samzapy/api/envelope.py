@@ -17,9 +17,21 @@ class KV(NamedTuple):
 
 
 class IncomingMessageEnvelope:
-    """A message read from one partition, with its offset (a string, as in Samza)."""
+    """A message read from one partition, with its offset (a string, as in Samza).
 
-    __slots__ = ("key", "message", "offset", "size", "system_stream_partition", "timestamp")
+    ``control`` is None for the messages tasks receive. The container's own envelopes set it:
+    a bounded partition's end-of-stream, and control messages read from framed streams.
+    """
+
+    __slots__ = (
+        "control",
+        "key",
+        "message",
+        "offset",
+        "size",
+        "system_stream_partition",
+        "timestamp",
+    )
 
     def __init__(
         self,
@@ -36,10 +48,14 @@ class IncomingMessageEnvelope:
         self.message = message
         self.timestamp = timestamp
         self.size = size
+        self.control: Any = None
 
     @classmethod
     def end_of_stream(cls, ssp: SystemStreamPartition) -> IncomingMessageEnvelope:
-        return cls(ssp, END_OF_STREAM_OFFSET, None, None)
+        """The envelope a bounded partition ends with."""
+        env = cls(ssp, END_OF_STREAM_OFFSET, None, None)
+        env.control = END_OF_STREAM_OFFSET
+        return env
 
     @property
     def is_end_of_stream(self) -> bool:

@@ -73,11 +73,23 @@ class EndOfStreamListenerTask:
         raise NotImplementedError
 
 
+class WatermarkListenerTask:
+    """Called when the task's input watermark moves forward: every input partition that
+    carries watermarks has reported event time up to ``watermark`` (milliseconds since the
+    epoch). Runs, like ``window``, when nothing of the task is in flight."""
+
+    def on_watermark(
+        self, watermark: int, collector: MessageCollector, coordinator: TaskCoordinator
+    ) -> Awaitable[None] | None:
+        raise NotImplementedError
+
+
 __all__ = [
     "AsyncStreamTask",
     "ClosableTask",
     "EndOfStreamListenerTask",
     "InitableTask",
     "StreamTask",
+    "WatermarkListenerTask",
     "WindowableTask",
 ]

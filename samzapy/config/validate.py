@@ -296,6 +296,7 @@ class _Checker:
                     f"{key} refers to system '{system}', which is not defined "
                     f"(set systems.{system}.samza.factory)",
                 )
+        self._control_references()
         known = {*BUILTIN_SERDES, *self.serializers}
         for key in self.serde_keys:
             name = self.values[key]
@@ -306,6 +307,33 @@ class _Checker:
                     f"({', '.join(BUILTIN_SERDES)}) nor registered "
                     f"(serializers.registry.{name}.class)",
                 )
+
+    def _control_references(self) -> None:
+        """Framed streams need a system; upstream inputs must be inputs of the job."""
+        inputs = set(self.values.get("task.inputs") or ())
+        for stream in self.streams:
+            prefix = f"streams.{stream}.samza."
+            framed = any(self.values.get(prefix + k) is True for k in ("intermediate", "framed"))
+            upstream = self.values.get(prefix + "upstream.inputs") or ()
+            if (framed or upstream) and not isinstance(self.values.get(prefix + "system"), str):
+                self.problem(
+                    prefix + "system",
+                    f"{prefix}system must name the system of stream {stream!r}, which is "
+                    "framed (samza.intermediate, samza.framed or samza.upstream.inputs is set)",
+                )
+            if upstream and self.values.get(prefix + "intermediate") is not True:
+                self.problem(
+                    prefix + "upstream.inputs",
+                    f"{prefix}upstream.inputs is only for intermediate streams: set "
+                    f"{prefix}intermediate: true",
+                )
+            for item in upstream:
+                if isinstance(item, str) and parse_system_stream(item) and item not in inputs:
+                    self.problem(
+                        prefix + "upstream.inputs",
+                        f"{prefix}upstream.inputs items must be inputs of the job (task.inputs: "
+                        f"{sorted(inputs)}), got {item!r}",
+                    )
 
     # 4. defaults -----------------------------------------------------------------------------
 

@@ -6,6 +6,10 @@ routed it), serializes key and message, and hands them to the system's producer.
 message to a stream looks its partition count up (creating the stream when it is missing);
 messages sent meanwhile wait in order behind it. ``flush`` returns once everything sent so
 far is durable, which is what a commit needs before it writes a checkpoint.
+
+Messages to a framed stream (``samza.intermediate`` or ``samza.framed``) are framed after
+serialization; ``broadcast_control`` sends a control record to every partition of a stream,
+in order with the messages sent before it.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from typing import Any
 import structlog
 
 from samzapy.api.envelope import OutgoingMessageEnvelope
-from samzapy.api.errors import SamzapyError, StreamSystemError
+from samzapy.api.errors import SamzapyError, SerdeError, StreamSystemError
 from samzapy.api.system import SystemStream
+from samzapy.control.wire import frame
 from samzapy.system.partitioner import partition_for
 from samzapy.system.ports import SystemAdmin, SystemProducer
 from samzapy.system.serde import Serde
@@ -38,8 +43,27 @@ def key_bytes(key: Any, serde: Serde | None) -> bytes:
     return str(key).encode()
 
 
+def _framable(route: _Route, message: Any) -> bytes:
+    if isinstance(message, bytes):
+        return message
+    raise SerdeError(
+        f"{route.stream} is framed (samza.intermediate or samza.framed) and needs its "
+        f"messages serialized to bytes, got {type(message).__name__}: set the stream's "
+        "samza.msg.serde (for example json)"
+    )
+
+
+class _ControlRecord:
+    """A control record waiting in a route's backlog, for every partition."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: bytes) -> None:
+        self.record = record
+
+
 class _Route:
-    __slots__ = ("backlog", "key_serde", "msg_serde", "partitions", "producer", "stream")
+    __slots__ = ("backlog", "framed", "key_serde", "msg_serde", "partitions", "producer", "stream")
 
     def __init__(
         self,
@@ -47,14 +71,16 @@ class _Route:
         producer: SystemProducer,
         key_serde: Serde | None,
         msg_serde: Serde | None,
+        framed: bool,
     ) -> None:
         self.stream = stream
         self.producer = producer
         self.key_serde = key_serde
         self.msg_serde = msg_serde
+        self.framed = framed
         self.partitions = 0
         #: Messages waiting for the partition count; None once the route is ready.
-        self.backlog: list[OutgoingMessageEnvelope] | None = []
+        self.backlog: list[OutgoingMessageEnvelope | _ControlRecord] | None = []
 
 
 class OutputRouter:
@@ -69,6 +95,7 @@ class OutputRouter:
         on_error: Callable[[BaseException], None],
         *,
         replication_for_new: Callable[[SystemStream], int | None] = lambda ss: None,
+        framed: Callable[[SystemStream], bool] = lambda ss: False,
         drop_errors: bool = False,
         on_dropped: Callable[[int], None] = lambda n: None,
     ) -> None:
@@ -77,6 +104,7 @@ class OutputRouter:
         self._serdes_for = serdes_for
         self._partitions_for_new = partitions_for_new
         self._replication_for_new = replication_for_new
+        self._framed = framed
         self._drop_errors = drop_errors
         self._on_dropped = on_dropped
         self._on_error = on_error
@@ -90,6 +118,8 @@ class OutputRouter:
         if route is None:
             route = self._open_route(envelope.system_stream)
         if route.backlog is not None:
+            if route.framed and route.msg_serde is None and envelope.message is not None:
+                _framable(route, envelope.message)  # fail in the task's call, not later
             route.backlog.append(envelope)
             return
         self._send(route, envelope)
@@ -120,8 +150,25 @@ class OutputRouter:
         message = envelope.message
         if route.msg_serde is not None and message is not None:
             message = route.msg_serde.to_bytes(message)
+        if route.framed and message is not None:
+            message = frame(_framable(route, message))
         route.producer.send(route.stream, partition, key, message)
         self.sent += 1
+
+    def broadcast_control(self, stream: SystemStream, record: bytes) -> None:
+        """Send a framed control record to every partition of ``stream``, after everything
+        sent to it so far."""
+        route = self._routes.get(stream)
+        if route is None:
+            route = self._open_route(stream)
+        if route.backlog is not None:
+            route.backlog.append(_ControlRecord(record))
+            return
+        self._broadcast(route, record)
+
+    def _broadcast(self, route: _Route, record: bytes) -> None:
+        for partition in range(route.partitions):
+            route.producer.send(route.stream, partition, None, record)
 
     def _open_route(self, stream: SystemStream) -> _Route:
         producer = self._producers.get(stream.system)
@@ -131,7 +178,7 @@ class OutputRouter:
                 f"(expected systems.{stream.system}.samza.factory)"
             )
         key_serde, msg_serde = self._serdes_for(stream)
-        route = _Route(stream, producer, key_serde, msg_serde)
+        route = _Route(stream, producer, key_serde, msg_serde, self._framed(stream))
         self._routes[stream] = route
         task = asyncio.get_running_loop().create_task(self._resolve(route))
         self._resolving.add(task)
@@ -154,7 +201,10 @@ class OutputRouter:
             route.partitions = count
             backlog, route.backlog = route.backlog or [], None
             for envelope in backlog:
-                self._send(route, envelope)
+                if isinstance(envelope, _ControlRecord):
+                    self._broadcast(route, envelope.record)
+                else:
+                    self._send(route, envelope)
         except BaseException as exc:
             error = (
                 exc

@@ -6,6 +6,11 @@ bounded when tasks are slower than their input and fetches stay large; tasks wak
 drain a queue to half. The
 coroutine applies the key and message serdes, so tasks receive objects, and enforces the
 deserialization policy (fail naming the partition and offset, or drop and count).
+
+On framed streams it also splits records into user messages and control messages (seed 004:
+"deserialize both user messages and control messages in SystemConsumers"); on streams with
+``samza.watermark.lateness.ms`` it derives a watermark from the timestamps of each batch and
+queues it after the batch, as if one upstream task had sent it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import structlog
 from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import SerdeError
 from samzapy.api.system import SystemStreamPartition
+from samzapy.control.wire import USER_MESSAGE, FrameError, WatermarkMessage, decode
 from samzapy.system.ports import SystemConsumer
 from samzapy.system.serde import Serde
 
@@ -28,6 +34,9 @@ log = structlog.get_logger("samzapy.consumers")
 
 # Drops of undeserializable messages are logged at most once per partition per interval.
 _DROP_LOG_INTERVAL_S = 60.0
+
+#: The upstream task name of watermarks derived from message timestamps.
+EVENT_TIME_TASK = "event-time"
 
 
 class InputQueue:
@@ -55,10 +64,13 @@ def _noop() -> None:
 
 @dataclass(frozen=True, slots=True)
 class InputSerdes:
-    """How one input partition's raw keys and messages become objects."""
+    """How one input partition's raw records become envelopes: key and message serdes,
+    whether records are framed, and the lateness of derived watermarks (None: none)."""
 
     key: Serde | None
     msg: Serde | None
+    framed: bool = False
+    lateness_ms: int | None = None
 
 
 class SystemConsumers:
@@ -85,6 +97,13 @@ class SystemConsumers:
         self._space_waiters: dict[str, asyncio.Future[None]] = {}
         self._drop_logged_at: dict[SystemStreamPartition, float] = {}
         self._ended: set[SystemStreamPartition] = set()
+        self._derived: dict[SystemStreamPartition, int] = {}
+
+    def partition_ended(self, ssp: SystemStreamPartition) -> None:
+        """Stop polling ``ssp`` once every queue of it has ended (a framed partition whose
+        end-of-stream was reconciled by its task)."""
+        if all(q.ended for q in self._queues.get(ssp, ())):
+            self._ended.add(ssp)
 
     def space_freed(self) -> None:
         """Wake consumer coroutines waiting for room (called by tasks draining a queue)."""
@@ -131,8 +150,15 @@ class SystemConsumers:
         if envelopes[-1].is_end_of_stream:
             self._ended.add(ssp)
         serdes = self._serdes.get(ssp)
-        if serdes is not None and (serdes.key is not None or serdes.msg is not None):
-            envelopes = self._deserialize(ssp, envelopes, serdes)
+        if serdes is not None:
+            if serdes.framed:
+                envelopes = self._unframe(ssp, envelopes, serdes)
+            elif serdes.key is not None or serdes.msg is not None:
+                envelopes = self._deserialize(ssp, envelopes, serdes)
+            if serdes.lateness_ms is not None:
+                self._derive_watermark(ssp, envelopes, serdes.lateness_ms)
+            if not envelopes:
+                return
         for q in self._queues[ssp]:
             if q.start_offset is None:
                 q.queue.extend(envelopes)
@@ -159,7 +185,7 @@ class SystemConsumers:
         key_serde, msg_serde = serdes.key, serdes.msg
         out: list[IncomingMessageEnvelope] = []
         for env in envelopes:
-            if env.is_end_of_stream:
+            if env.control is not None:
                 out.append(env)
                 continue
             try:
@@ -178,6 +204,64 @@ class SystemConsumers:
             out.append(env)
         return out
 
+    def _unframe(
+        self,
+        ssp: SystemStreamPartition,
+        envelopes: list[IncomingMessageEnvelope],
+        serdes: InputSerdes,
+    ) -> list[IncomingMessageEnvelope]:
+        key_serde, msg_serde = serdes.key, serdes.msg
+        out: list[IncomingMessageEnvelope] = []
+        for env in envelopes:
+            if env.control is not None:
+                out.append(env)
+                continue
+            try:
+                if env.message is not None:
+                    kind, body = decode(env.message)
+                    if kind == USER_MESSAGE:
+                        env.message = body if msg_serde is None else msg_serde.from_bytes(body)
+                    else:
+                        env.control = env.message = body
+                        out.append(env)
+                        continue
+                if key_serde is not None and env.key is not None:
+                    env.key = key_serde.from_bytes(env.key)
+            except Exception as exc:
+                what = "framed record" if isinstance(exc, FrameError) else "message"
+                if not self._drop:
+                    raise SerdeError(
+                        f"cannot read the {what} at offset {env.offset} of {ssp}: {exc}; "
+                        "set task.drop.deserialization.errors: true to drop such records"
+                    ) from exc
+                self._dropped(ssp, env, exc)
+                continue
+            out.append(env)
+        return out
+
+    def _derive_watermark(
+        self, ssp: SystemStreamPartition, envelopes: list[IncomingMessageEnvelope], lateness: int
+    ) -> None:
+        """Queue the watermark the batch's largest timestamp gives, after its last message."""
+        top: int | None = None
+        last = -1
+        for i, env in enumerate(envelopes):
+            if env.control is None:
+                last = i
+                ts = env.timestamp
+                if ts is not None and (top is None or ts > top):
+                    top = ts
+        if top is None:
+            return
+        watermark = top - lateness
+        previous = self._derived.get(ssp)
+        if previous is not None and watermark <= previous:
+            return
+        self._derived[ssp] = watermark
+        marker = IncomingMessageEnvelope(ssp, envelopes[last].offset, None, None)
+        marker.control = WatermarkMessage(EVENT_TIME_TASK, 1, watermark)
+        envelopes.insert(last + 1, marker)
+
     def _dropped(self, ssp: SystemStreamPartition, env: IncomingMessageEnvelope, exc: Any) -> None:
         self._on_dropped(ssp)
         now = asyncio.get_running_loop().time()
@@ -193,4 +277,4 @@ class SystemConsumers:
             )
 
 
-__all__ = ["InputQueue", "InputSerdes", "SystemConsumers"]
+__all__ = ["EVENT_TIME_TASK", "InputQueue", "InputSerdes", "SystemConsumers"]

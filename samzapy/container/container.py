@@ -3,7 +3,8 @@
 Start-up (seed 003's TaskRunner steps, in order):
 
 1. load the task class and build the systems (admins, consumers, producers) and serdes;
-2. ask the admins for the inputs' partition counts and group them into tasks;
+2. create the intermediate streams that are missing, ask the admins for the inputs'
+   partition counts and group them into tasks;
 3. read each task's last checkpoint and register every input partition with its consumer
    at the offset after it (or at the stream's offset default);
 4. instantiate the task once per task name and call ``init``;
@@ -45,6 +46,7 @@ from samzapy.container.grouper import TaskModel, group_by_partition
 from samzapy.container.run_loop import RunLoop
 from samzapy.container.stores import TaskStores
 from samzapy.container.task_instance import TaskInstance
+from samzapy.control.reconcile import CONTROL_STATE, TaskControl
 from samzapy.metrics import MetricsRegistry, MetricsReporter, reporter_for
 from samzapy.system.ports import SystemAdmin, SystemConsumer, SystemFactory, SystemProducer
 from samzapy.system.registry import system_factory_class
@@ -160,7 +162,8 @@ class SamzaContainer:
                 self._consumers[name] = factory.get_consumer()
         for admin in self._admins.values():
             await admin.start()
-        # 2. Partition counts and the job model.
+        # 2. Intermediate streams, partition counts and the job model.
+        await self._create_intermediate_streams(input_streams)
         counts = await self._partition_counts([*input_streams, *(ss for ss, _ in broadcast)])
         models = group_by_partition(
             {ss: counts[ss] for ss in input_streams},
@@ -180,6 +183,7 @@ class SamzaContainer:
             self._output_serdes,
             lambda ss: cfg.stream(ss).partitions or 1,
             replication_for_new=lambda ss: cfg.stream(ss).replication_factor,
+            framed=self._is_framed,
             drop_errors=cfg.task.drop_producer_errors,
             on_dropped=lambda n: self.metrics.counter("container", "producer-errors").inc(n),
             on_error=lambda exc: self.run_loop.fail(exc) if self.run_loop else None,
@@ -211,9 +215,19 @@ class SamzaContainer:
             checkpoint_extra=partition_counts_extra(counts),
         )
         starts: dict[SystemStreamPartition, dict[TaskName, str | None]] = defaultdict(dict)
+        outputs = self._intermediate_outputs(input_streams)
         # 4. One task instance per task name.
         for model in models:
             checkpoint = checkpoints.get(model.name)
+            control = TaskControl(
+                carrying=[ssp for ssp in model.ssps if self._carries_watermarks(ssp)],
+                outputs={
+                    stream: [ssp for ssp in model.ssps if ssp.system_stream in upstream]
+                    for stream, upstream in outputs.items()
+                },
+            )
+            if checkpoint is not None:
+                control.restore(checkpoint.extra.get(CONTROL_STATE))
             trackers: dict[SystemStreamPartition, OffsetTracker] = {}
             queues = []
             for ssp in model.ssps:
@@ -250,6 +264,8 @@ class SamzaContainer:
                 max_concurrency=cfg.task.max_concurrency,
                 executor=self._executor,
                 latency=self.metrics.timer(f"task.{model.name}", "process-latency"),
+                control=control,
+                task_count=len(models),
             )
             if checkpoint is not None:
                 run_loop.remember_checkpoint(instance, checkpoint)
@@ -301,6 +317,73 @@ class SamzaContainer:
                     )
                 counts[SystemStream(system, name)] = found[name]
         return counts
+
+    async def _create_intermediate_streams(self, inputs: list[SystemStream]) -> None:
+        """Create the intermediate streams that do not exist yet, with ``partitions`` or else
+        the largest partition count of the job's other inputs (Samza's default)."""
+        wanted = [
+            (s.stream_id, SystemStream(s.system, s.physical_name))
+            for s in self.config.streams.values()
+            if s.intermediate and s.system is not None
+        ]
+        if not wanted:
+            return
+        others: list[SystemStream] = [ss for ss in inputs if ss not in {w for _, w in wanted}]
+        for stream_id, ss in wanted:
+            admin = self._admins[ss.system]
+            if ss.stream in await admin.partition_counts([ss.stream]):
+                continue
+            partitions = self.config.streams[stream_id].partitions
+            if partitions is None:
+                if not others:
+                    raise ConfigError(
+                        f"streams.{stream_id}.partitions must be set: the intermediate stream "
+                        f"{ss} does not exist yet and the job has no other input to size it by",
+                        key=f"streams.{stream_id}.partitions",
+                    )
+                partitions = max((await self._partition_counts(others)).values())
+            await admin.create_stream(
+                ss.stream,
+                partitions,
+                replication_factor=self.config.streams[stream_id].replication_factor,
+            )
+            log.info("stream_created", stream=str(ss), partitions=partitions, intermediate=True)
+
+    def _intermediate_outputs(
+        self, inputs: list[SystemStream]
+    ) -> dict[SystemStream, frozenset[SystemStream]]:
+        """The intermediate streams this job writes, each with its upstream inputs: those
+        configured, else every input that is not an intermediate stream the job reads. A job
+        with no upstream input for a stream (a downstream job that only reads it) does not
+        write it."""
+        read_intermediate = {ss for ss in inputs if self.config.stream(ss).intermediate}
+        outputs: dict[SystemStream, frozenset[SystemStream]] = {}
+        for entry in self.config.streams.values():
+            if not entry.intermediate or entry.system is None:
+                continue
+            ss = SystemStream(entry.system, entry.physical_name)
+            upstream = frozenset(entry.upstream_inputs) or frozenset(
+                i for i in inputs if i not in read_intermediate
+            )
+            if upstream:
+                outputs[ss] = upstream
+            elif ss not in inputs:
+                log.warning(
+                    "intermediate_stream_without_upstream",
+                    stream=str(ss),
+                    reason="the job neither reads it nor has inputs feeding it: it will send "
+                    f"it no end-of-stream or watermark; set streams.{entry.stream_id}"
+                    ".samza.upstream.inputs",
+                )
+        return outputs
+
+    def _is_framed(self, ss: SystemStream) -> bool:
+        stream = self.config.stream(ss)
+        return stream.intermediate or stream.framed
+
+    def _carries_watermarks(self, ssp: SystemStreamPartition) -> bool:
+        stream = self.config.stream(ssp.system_stream)
+        return stream.intermediate or stream.framed or stream.watermark_lateness_ms is not None
 
     async def _read_checkpoints(self, models: list[TaskModel]) -> dict[TaskName, Checkpoint]:
         self._checkpoints = checkpoint_manager(
@@ -373,7 +456,13 @@ class SamzaContainer:
 
     def _input_serdes(self, ssp: SystemStreamPartition) -> InputSerdes:
         key, msg = self._serde_names(ssp.system_stream)
-        return InputSerdes(self._serde(key), self._serde(msg))
+        stream = self.config.stream(ssp.system_stream)
+        return InputSerdes(
+            self._serde(key),
+            self._serde(msg),
+            framed=stream.intermediate or stream.framed,
+            lateness_ms=stream.watermark_lateness_ms,
+        )
 
     def _output_serdes(self, ss: SystemStream) -> tuple[Serde | None, Serde | None]:
         if ss.system not in self._factories or ss in self._changelogs:

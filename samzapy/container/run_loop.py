@@ -27,6 +27,7 @@ from samzapy.container.clock import Clock
 from samzapy.container.collector import OutputRouter
 from samzapy.container.consumers import SystemConsumers
 from samzapy.container.stores import CHANGELOG_OFFSETS
+from samzapy.control.reconcile import CONTROL_STATE
 
 if TYPE_CHECKING:
     from samzapy.container.task_instance import TaskInstance
@@ -136,6 +137,9 @@ class RunLoop:
         if task.stores:
             task.stores.flush()
             extra = {**extra, CHANGELOG_OFFSETS: await task.stores.changelog_offsets()}
+        # The control-message bookkeeping, consistent with the offsets (nothing in flight).
+        if task.control.partitions or task.control.outputs:
+            extra = {**extra, CONTROL_STATE: task.control.to_json()}
         # 3. Write the checkpoint: the last fully processed offset of each partition.
         if self.checkpoints is None:
             return

@@ -7,9 +7,15 @@ asyncio task is created per message; the slot is the permit, released when the a
 completes. Because a slot takes and invokes in one synchronous step, invocations happen in
 offset order per partition.
 
-Window, commit and end-of-stream are *barriers*: once one is due, no slot starts a new call;
-the slot that sees the task idle (nothing in flight) runs the barrier, then all slots resume.
-So process, window and commit never overlap, and a checkpoint covers only completed work.
+Window, commit, watermark and end-of-stream are *barriers*: once one is due, no slot starts a
+new call; the slot that sees the task idle (nothing in flight) runs the barrier, then all
+slots resume. So process, window, on_watermark and commit never overlap, a checkpoint covers
+only completed work, and a control message sent downstream follows every output of the
+messages before it.
+
+Control messages read from framed streams are reconciled by the task's ``TaskControl`` as the
+slots take them, in offset order with the messages around them; their effects (a partition
+ended, a watermark moved, an intermediate stream to end) are acted on at the next barrier.
 """
 
 from __future__ import annotations
@@ -27,18 +33,21 @@ import structlog
 from samzapy.api.context import RequestScope
 from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import ConfigError, TaskError
-from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.api.task import (
     AsyncStreamTask,
     ClosableTask,
     EndOfStreamListenerTask,
     InitableTask,
     StreamTask,
+    WatermarkListenerTask,
     WindowableTask,
 )
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.consumers import InputQueue
 from samzapy.container.stores import TaskStores
+from samzapy.control.reconcile import TaskControl
+from samzapy.control.wire import EndOfStreamMessage, WatermarkMessage, encode_control
 from samzapy.metrics.registry import Timer
 
 if TYPE_CHECKING:
@@ -82,6 +91,8 @@ class TaskInstance:
         executor: concurrent.futures.Executor | None,
         latency: Timer | None = None,
         stores: TaskStores | None = None,
+        control: TaskControl | None = None,
+        task_count: int = 1,
     ) -> None:
         self.name = name
         self.task = task
@@ -100,6 +111,10 @@ class TaskInstance:
                 key="task.class",
             )
         self.is_windowable = isinstance(task, WindowableTask)
+        #: Control-message bookkeeping; ``task_count`` is what this task's own control
+        #: messages announce (the job's task count).
+        self.control = control if control is not None else TaskControl(carrying=())
+        self.task_count = task_count
         self.max_concurrency = max_concurrency if self.is_async else 1
         self.executor = None if self.is_async else executor
         self._active = list(self.queues)
@@ -116,6 +131,8 @@ class TaskInstance:
         self.window_due = False
         self.commit_due = False
         self.end_pending = False
+        self.watermark_due = False
+        self.ends_due = bool(self.control.outputs)
         self.stopping = False
         self.shutdown_requested = False
         self.finished = False
@@ -124,6 +141,14 @@ class TaskInstance:
         self.closed = False
         for q in self.queues:
             q.waker = self.wake
+        # Partitions a restored checkpoint says have ended are not read again.
+        for q in list(self._active):
+            if q.ssp in self.control.ended:
+                q.ended = True
+                self._active.remove(q)
+        if not self._active:
+            self.end_pending = True
+        self.attention = self.ends_due or self.end_pending
 
     # -- signals from the run loop -------------------------------------------------------------
 
@@ -224,17 +249,37 @@ class TaskInstance:
                 return env
         return None
 
-    def _input_ended(self, env: IncomingMessageEnvelope) -> None:
+    def _on_control(self, env: IncomingMessageEnvelope) -> None:
+        """Take a control envelope: a bounded partition's end, or a control message of a
+        framed stream (reconciled now, acted on at the next barrier)."""
         ssp = env.system_stream_partition
+        if env.is_end_of_stream:
+            self._input_ended(ssp)
+            return
+        tracker = self.trackers[ssp]
+        tracker.completed(tracker.invoked(env.offset))
+        if self.control.receive(ssp, env.control):
+            log.info("control_end_of_stream_reconciled", task=self.name, ssp=str(ssp))
+            self._input_ended(ssp)
+        elif isinstance(env.control, WatermarkMessage):
+            self.watermark_due = True
+            self.attention = True
+
+    def _input_ended(self, ssp: SystemStreamPartition) -> None:
         for q in self._active:
             if q.ssp == ssp:
                 q.ended = True
+                q.queue.clear()  # records after a reconciled end are upstream duplicates
                 self._active.remove(q)
                 break
+        self.control.partition_ended(ssp)
+        self.run_loop.consumers.partition_ended(ssp)
         log.info("partition_ended", task=self.name, ssp=str(ssp))
+        self.watermark_due = True
+        self.ends_due = True
+        self.attention = True
         if not self._active:
             self.end_pending = True
-            self.attention = True
 
     async def _wait(self) -> None:
         waiter = self._waiter
@@ -256,6 +301,12 @@ class TaskInstance:
             if self.end_pending:
                 await self._end_of_stream()
                 return False
+            if self.watermark_due:
+                self.watermark_due = False
+                await self._watermark()
+            if self.ends_due:
+                self.ends_due = False
+                self._send_ends()
             if self.window_due:
                 self.window_due = False
                 await self._window()
@@ -268,6 +319,8 @@ class TaskInstance:
             self.attention = (
                 self.window_due
                 or self.commit_due
+                or self.watermark_due
+                or self.ends_due
                 or self.end_pending
                 or self.stopping
                 or self.finished
@@ -285,12 +338,40 @@ class TaskInstance:
             await self._call_hook("window", self.task.window, self.collector, self.coordinator)
         self.windows += 1
 
+    async def _watermark(self) -> None:
+        """Give the task its input watermark if it moved, then send the output watermarks."""
+        watermark = self.control.advance_input_watermark()
+        if watermark is not None:
+            log.debug("watermark_advanced", task=self.name, watermark=watermark)
+            if isinstance(self.task, WatermarkListenerTask):
+                args = (watermark, self.collector, self.coordinator)
+                if self.executor is not None:
+                    await self._call_in_executor("on_watermark", self.task.on_watermark, *args)
+                else:
+                    await self._call_hook("on_watermark", self.task.on_watermark, *args)
+        for stream, timestamp in self.control.advance_output_watermarks().items():
+            self._broadcast(stream, WatermarkMessage(str(self.name), self.task_count, timestamp))
+
+    def _send_ends(self) -> None:
+        """Tell the intermediate streams whose upstream partitions all ended that this task
+        will write nothing more to them."""
+        for stream in self.control.take_ended_outputs():
+            self._broadcast(stream, EndOfStreamMessage(str(self.name), self.task_count))
+            log.info("end_of_stream_sent", task=self.name, stream=str(stream))
+
+    def _broadcast(
+        self, stream: SystemStream, message: WatermarkMessage | EndOfStreamMessage
+    ) -> None:
+        self.run_loop.router.broadcast_control(stream, encode_control(message))
+
     async def _end_of_stream(self) -> None:
-        """Every input partition ended and nothing is in flight: tell the task, commit, finish."""
+        """Every input partition ended and nothing is in flight: tell the task, end its
+        intermediate outputs, commit, finish."""
         if isinstance(self.task, EndOfStreamListenerTask):
             await self._call_hook(
                 "on_end_of_stream", self.task.on_end_of_stream, self.collector, self.coordinator
             )
+        self._send_ends()
         self.end_pending = False
         await self.run_loop.commit(self)
         self.commits += 1
@@ -338,9 +419,11 @@ class TaskInstance:
                 env = self._choose()
                 if env is None:
                     break
-                if env.is_end_of_stream:
-                    self._input_ended(env)
-                    break
+                if env.control is not None:
+                    self._on_control(env)
+                    if self.attention:
+                        break
+                    continue
                 try:
                     t0 = clock()
                     process(env, collector, coordinator)
@@ -380,8 +463,8 @@ class TaskInstance:
             if env is None:
                 await self._wait()
                 continue
-            if env.is_end_of_stream:
-                self._input_ended(env)
+            if env.control is not None:
+                self._on_control(env)
                 continue
             self.inflight = 1
             t0 = clock()
@@ -420,8 +503,8 @@ class TaskInstance:
             if env is None:
                 await self._wait()
                 continue
-            if env.is_end_of_stream:
-                self._input_ended(env)
+            if env.control is not None:
+                self._on_control(env)
                 continue
             tracker = trackers[env.system_stream_partition]
             entry = tracker.invoked(env.offset)

@@ -3,6 +3,8 @@
 In the spirit of Samza's TestRunner. Inputs and outputs live on the in-memory system named
 ``memory``, in a namespace of their own, so runners never see each other's streams. Every
 input partition is bounded: it ends with end-of-stream, so the job finishes by itself.
+An intermediate stream (``add_intermediate``) is read and written by the job, framed, and
+ends through the control messages of its upstream tasks, as on Kafka.
 
     result = (
         TestRunner(WordCount, {"task.max.concurrency": 4})
@@ -89,6 +91,7 @@ class TestRunner:
         self._clock = clock
         self._inputs: dict[str, dict[int, list[Any]]] = {}
         self._outputs: dict[str, int] = {}
+        self._intermediate: dict[str, int] = {}
         self.namespace = namespace or f"testrunner-{uuid.uuid4().hex[:12]}"
         #: The running (or last run) container, for white-box tests.
         self.container: SamzaContainer | None = None
@@ -103,6 +106,13 @@ class TestRunner:
         if any(not isinstance(p, int) or p < 0 for p in by_partition):
             raise ValueError(f"partitions of input {stream!r} must be integers >= 0")
         self._inputs[stream] = {p: list(ms) for p, ms in by_partition.items()}
+        return self
+
+    def add_intermediate(self, stream: str, partitions: int = 1) -> TestRunner:
+        """Declare an intermediate stream the job reads (``streams.<stream>.samza.
+        intermediate: true``, JSON messages unless the config says otherwise); created with
+        ``partitions`` unless the namespace has it already (another job of the test wrote it)."""
+        self._intermediate[stream] = partitions
         return self
 
     def add_output(self, stream: str, partitions: int = 1) -> TestRunner:
@@ -127,8 +137,10 @@ class TestRunner:
 
     async def run_async(self, timeout: float = 30.0) -> TestResult:  # noqa: ASYNC109
         """``run`` for code already inside an event loop."""
-        if not self._inputs:
-            raise ValueError("TestRunner needs at least one input: call add_input() first")
+        if not self._inputs and not self._intermediate:
+            raise ValueError(
+                "TestRunner needs at least one input: call add_input() or add_intermediate()"
+            )
         self._prepare_streams()
         container = SamzaContainer(
             resolve(self._resolve_config()),
@@ -154,20 +166,27 @@ class TestRunner:
                     else:
                         self.broker.append(stream, p, None, item)
             self.broker.end_stream(stream)
-        for stream, partitions in self._outputs.items():
-            self.broker.create_stream(stream, partitions)
+        for stream, partitions in {**self._outputs, **self._intermediate}.items():
+            if self.broker.partition_count(stream) is None:
+                self.broker.create_stream(stream, partitions)
 
     def _resolve_config(self) -> Any:
         cls = self._task_class
-        base = {
+        base: dict[str, Any] = {
             "job.name": "test-job",
             "job.id": self.namespace,
             "task.class": f"{cls.__module__}:{cls.__name__}",
-            "task.inputs": [f"{SYSTEM}.{stream}" for stream in self._inputs],
+            "task.inputs": [
+                f"{SYSTEM}.{stream}" for stream in [*self._inputs, *self._intermediate]
+            ],
             f"systems.{SYSTEM}.samza.factory": "memory",
             f"systems.{SYSTEM}.namespace": self.namespace,
             "task.checkpoint.factory": "memory",
         }
+        for stream in self._intermediate:
+            base[f"streams.{stream}.samza.system"] = SYSTEM
+            base[f"streams.{stream}.samza.intermediate"] = True
+            base[f"streams.{stream}.samza.msg.serde"] = "json"
         return load_config(text=yaml.safe_dump(self._config), base=base)
 
 

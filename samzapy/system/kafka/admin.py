@@ -170,7 +170,7 @@ class KafkaSystemAdmin(SystemAdmin):
             raise stream_error(what, exc) from exc
         for _topic, code, message, *_ in response.topic_errors:
             if code == TOPIC_ALREADY_EXISTS:
-                return  # an existing stream is left as it is, whatever its count
+                break  # an existing stream is left as it is, whatever its count
             if code != NO_ERROR:
                 raise StreamSystemError(f"{what}: {error_name(code)}: {message}")
         await self._await_visible(stream)

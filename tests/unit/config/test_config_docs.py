@@ -109,10 +109,6 @@ def test_types_match_the_schema(pattern: str) -> None:
 def test_reserved_keys_are_marked() -> None:
     # Keys samzapy accepts but does not act on yet; the page must say so in their rows.
     reserved = [
-        "streams.<id>.samza.intermediate",
-        "streams.<id>.samza.framed",
-        "streams.<id>.samza.upstream.inputs",
-        "streams.<id>.samza.watermark.lateness.ms",
         "metrics.prometheus.port",
         "metrics.prometheus.host",
     ]

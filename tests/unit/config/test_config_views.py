@@ -221,12 +221,14 @@ def test_stream_settings_win_over_system_defaults() -> None:
     )
 
 
-def test_later_issue_stream_keys_are_exposed() -> None:
+def test_control_message_stream_keys_are_exposed() -> None:
     stream = resolved(
+        "streams.mid.samza.system: mem\n"
         "streams.mid.samza.intermediate: true\n"
         "streams.mid.samza.framed: true\n"
         "streams.mid.samza.upstream.inputs: [mem.a.b, mem.c]\n"
-        "streams.mid.samza.watermark.lateness.ms: 500\n"
+        "streams.mid.samza.watermark.lateness.ms: 500\n",
+        "task.inputs=mem.a.b, mem.c, mem.mid",
     ).streams["mid"]
     assert stream.intermediate and stream.framed
     assert stream.upstream_inputs == (SystemStream("mem", "a.b"), SystemStream("mem", "c"))

@@ -1,0 +1,216 @@
+"""Per-task bookkeeping of control messages: pure, synchronous, checkpointed with the offsets.
+
+A task's *carrying* partitions are those that can carry watermarks: the partitions of framed
+streams (watermarks sent by upstream tasks) and of plain streams with
+``samza.watermark.lateness.ms`` (watermarks derived from message timestamps, delivered as if
+sent by one upstream task). Partitions of other plain streams carry none and are left out of
+every minimum.
+
+Per framed partition, seed 004's reconciliation: the partition ends once ``taskCount``
+distinct upstream tasks sent end-of-stream; its watermark is the minimum over upstream tasks
+once all ``taskCount`` reported, and only moves forward. Duplicates count once.
+
+Per task: the *input watermark* is the minimum over the carrying partitions that have not
+ended (defined once each of them has a watermark); the *output watermark*, sent to the
+intermediate streams the job writes, is the same minimum over the partitions of the
+upstream inputs. Both only move forward, across restarts too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from samzapy.api.system import SystemStream, SystemStreamPartition
+from samzapy.control.wire import ControlMessage, EndOfStreamMessage
+
+#: The key of the bookkeeping in ``Checkpoint.extra``.
+CONTROL_STATE = "control"
+
+
+class PartitionControl:
+    """What the upstream tasks of one partition have reported."""
+
+    __slots__ = ("ended", "eos_count", "eos_tasks", "watermark", "wm_count", "wm_tasks")
+
+    def __init__(self) -> None:
+        self.eos_tasks: set[str] = set()
+        self.eos_count = 0
+        self.wm_tasks: dict[str, int] = {}
+        self.wm_count = 0
+        #: The reconciled watermark (None until every upstream task reported one).
+        self.watermark: int | None = None
+        self.ended = False
+
+    def end_of_stream(self, message: EndOfStreamMessage) -> bool:
+        """Record ``message``; True when it completes the partition's end."""
+        if self.ended:
+            return False
+        self.eos_tasks.add(message.task_name)
+        self.eos_count = message.task_count
+        if len(self.eos_tasks) >= self.eos_count:
+            self.ended = True
+            return True
+        return False
+
+    def watermark_from(self, task_name: str, task_count: int, timestamp: int) -> bool:
+        """Record one upstream task's watermark; True when the partition's moved forward."""
+        if self.ended:
+            return False
+        previous = self.wm_tasks.get(task_name)
+        if previous is None or timestamp > previous:
+            self.wm_tasks[task_name] = timestamp
+        self.wm_count = task_count
+        if len(self.wm_tasks) < task_count:
+            return False
+        reconciled = min(self.wm_tasks.values())
+        if self.watermark is None or reconciled > self.watermark:
+            self.watermark = reconciled
+            return True
+        return False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "eos": {"taskCount": self.eos_count, "tasks": sorted(self.eos_tasks)},
+            "watermarks": {
+                "taskCount": self.wm_count,
+                "tasks": dict(sorted(self.wm_tasks.items())),
+            },
+            "watermark": self.watermark,
+            "ended": self.ended,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PartitionControl:
+        state = cls()
+        eos = data.get("eos") or {}
+        state.eos_count = int(eos.get("taskCount", 0))
+        state.eos_tasks = {str(t) for t in eos.get("tasks", ())}
+        wms = data.get("watermarks") or {}
+        state.wm_count = int(wms.get("taskCount", 0))
+        state.wm_tasks = {str(t): int(ts) for t, ts in (wms.get("tasks") or {}).items()}
+        wm = data.get("watermark")
+        state.watermark = None if wm is None else int(wm)
+        state.ended = bool(data.get("ended", False))
+        return state
+
+
+class TaskControl:
+    """The control-message state of one task.
+
+    ``outputs`` maps each intermediate stream the job writes to the task's partitions of
+    that stream's upstream inputs (possibly none: the task then ends its writing at once).
+    """
+
+    def __init__(
+        self,
+        *,
+        carrying: Iterable[SystemStreamPartition],
+        outputs: Mapping[SystemStream, Iterable[SystemStreamPartition]] | None = None,
+    ) -> None:
+        self.partitions = {ssp: PartitionControl() for ssp in carrying}
+        self.outputs = {ss: frozenset(ssps) for ss, ssps in (outputs or {}).items()}
+        #: Every input partition known to have ended (framed or not).
+        self.ended: set[SystemStreamPartition] = set()
+        #: The last watermark given to the task, and the last sent to each output.
+        self.input_watermark: int | None = None
+        self.output_watermarks: dict[SystemStream, int] = {}
+        self._ends_sent: set[SystemStream] = set()
+
+    # -- receiving ------------------------------------------------------------------------------
+
+    def receive(self, ssp: SystemStreamPartition, message: ControlMessage) -> bool:
+        """Record a control message read from ``ssp``; True when it ended the partition."""
+        state = self.partitions.get(ssp)
+        if state is None:
+            return False
+        if isinstance(message, EndOfStreamMessage):
+            if state.end_of_stream(message):
+                self.ended.add(ssp)
+                return True
+            return False
+        state.watermark_from(message.task_name, message.task_count, message.timestamp)
+        return False
+
+    def partition_ended(self, ssp: SystemStreamPartition) -> None:
+        """A partition ended without a control message (a bounded system's end)."""
+        self.ended.add(ssp)
+        state = self.partitions.get(ssp)
+        if state is not None:
+            state.ended = True
+
+    def take_ended_outputs(self) -> list[SystemStream]:
+        """The outputs whose upstream partitions have all ended and that were not told yet
+        (remembered as told)."""
+        done = [
+            ss
+            for ss, upstream in self.outputs.items()
+            if ss not in self._ends_sent and upstream <= self.ended
+        ]
+        self._ends_sent.update(done)
+        return done
+
+    # -- watermarks -----------------------------------------------------------------------------
+
+    def _minimum(self, ssps: Iterable[SystemStreamPartition]) -> int | None:
+        low: int | None = None
+        for ssp in ssps:
+            state = self.partitions.get(ssp)
+            if state is None or ssp in self.ended:
+                continue
+            if state.watermark is None:
+                return None
+            if low is None or state.watermark < low:
+                low = state.watermark
+        return low
+
+    def advance_input_watermark(self) -> int | None:
+        """The task's input watermark if it moved forward (and remember it), else None."""
+        low = self._minimum(self.partitions)
+        if low is not None and (self.input_watermark is None or low > self.input_watermark):
+            self.input_watermark = low
+            return low
+        return None
+
+    def advance_output_watermarks(self) -> dict[SystemStream, int]:
+        """The outputs whose watermark moved forward, with it (remembered as sent)."""
+        moved: dict[SystemStream, int] = {}
+        for ss, upstream in self.outputs.items():
+            if ss in self._ends_sent:
+                continue
+            low = self._minimum(upstream)
+            last = self.output_watermarks.get(ss)
+            if low is not None and (last is None or low > last):
+                self.output_watermarks[ss] = moved[ss] = low
+        return moved
+
+    # -- checkpoint -----------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partitions": {str(ssp): s.to_json() for ssp, s in self.partitions.items()},
+            "inputWatermark": self.input_watermark,
+            "outputWatermarks": {str(ss): wm for ss, wm in self.output_watermarks.items()},
+        }
+
+    def restore(self, data: Mapping[str, Any] | None) -> None:
+        """Take up the bookkeeping of a checkpoint (written by ``to_json``)."""
+        if not data:
+            return
+        saved = data.get("partitions") or {}
+        for ssp in self.partitions:
+            entry = saved.get(str(ssp))
+            if entry is not None:
+                state = PartitionControl.from_json(entry)
+                self.partitions[ssp] = state
+                if state.ended:
+                    self.ended.add(ssp)
+        wm = data.get("inputWatermark")
+        self.input_watermark = None if wm is None else int(wm)
+        outputs = data.get("outputWatermarks") or {}
+        for ss in self.outputs:
+            if (wm := outputs.get(str(ss))) is not None:
+                self.output_watermarks[ss] = int(wm)
+
+
+__all__ = ["CONTROL_STATE", "PartitionControl", "TaskControl"]

@@ -1,0 +1,446 @@
+"""Control messages through intermediate streams (seed 004) on the memory system.
+
+The memory system carries framed records exactly as Kafka does (bytes with a type byte), so
+these tests exercise the wire format, the reconciliation and the checkpointed bookkeeping;
+tests/integration/test_control_jobs.py runs the same stories on the real broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from typing import Any, ClassVar
+
+import pytest
+from structlog.testing import capture_logs
+
+from samzapy import (
+    AsyncStreamTask,
+    EndOfStreamListenerTask,
+    IncomingMessageEnvelope,
+    OutgoingMessageEnvelope,
+    SerdeError,
+    StreamTask,
+    SystemStream,
+    TaskError,
+    WatermarkListenerTask,
+)
+from samzapy.control import EndOfStreamMessage, WatermarkMessage, decode, encode_control, frame
+from samzapy.system.inmemory import InMemoryBroker
+from samzapy.testing import TestRunner
+
+WORDS = SystemStream("memory", "words")
+COUNTS = SystemStream("memory", "counts")
+LINES = {
+    0: ["the quick brown fox", "jumps over the lazy dog"],
+    1: ["the dog sleeps", "a fox runs", "the end"],
+    2: ["quick quick quick", "lazy afternoon"],
+}
+EXPECTED = Counter(w for lines in LINES.values() for line in lines for w in line.split())
+
+
+class Splitter(StreamTask):
+    """Stage 1: split lines and repartition the words by word."""
+
+    def process(self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
+        for word in envelope.message.split():
+            collector.send(OutgoingMessageEnvelope(WORDS, word, key=word))
+
+
+class Counter2(StreamTask, EndOfStreamListenerTask):
+    """Stage 2: count the words of its partitions of the intermediate stream, emit at the end."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def process(self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
+        self.counts[envelope.message] += 1
+
+    def on_end_of_stream(self, collector: Any, coordinator: Any) -> None:
+        for word, n in sorted(self.counts.items()):
+            collector.send(OutgoingMessageEnvelope(COUNTS, [word, n], key=word))
+
+
+class WordCount(Splitter, Counter2):
+    """Both stages in one job: a task reads the source and the intermediate stream."""
+
+    def process(self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
+        if envelope.system_stream_partition.stream == "lines":
+            Splitter.process(self, envelope, collector, coordinator)
+        else:
+            Counter2.process(self, envelope, collector, coordinator)
+
+
+def counted(broker: InMemoryBroker) -> Counter[str]:
+    total: Counter[str] = Counter()
+    for p in range(broker.partition_count("counts") or 0):
+        for _key, (word, n) in broker.records("counts", p):
+            assert word not in total, f"{word} counted by two tasks"
+            total[word] = n
+    return total
+
+
+def framed_records(broker: InMemoryBroker, stream: str, partition: int) -> list[tuple[int, Any]]:
+    return [decode(m) for _k, m in broker.records(stream, partition)]
+
+
+UPSTREAM = {
+    "streams.words.samza.system": "memory",
+    "streams.words.samza.intermediate": True,
+    "streams.words.samza.msg.serde": "json",
+    "streams.words.partitions": 2,
+}
+
+
+# -- a bounded two-stage pipeline finishes by itself ---------------------------------------------
+
+
+def test_two_stages_in_one_job_finish_by_themselves_with_exact_counts() -> None:
+    runner = (
+        TestRunner(WordCount, {"task.max.concurrency": 1})
+        .add_input("lines", LINES)
+        .add_intermediate("words", partitions=2)
+        .add_output("counts", partitions=2)
+    )
+    result = runner.run(timeout=20)
+    assert counted(runner.broker) == EXPECTED
+    # Every one of the 3 tasks ended its writing to every partition of the intermediate stream,
+    # after its words.
+    for p in (0, 1):
+        records = framed_records(runner.broker, "words", p)
+        ends = [body for kind, body in records if isinstance(body, EndOfStreamMessage)]
+        assert sorted(e.task_name for e in ends) == ["Partition 0", "Partition 1", "Partition 2"]
+        assert {e.task_count for e in ends} == {3}
+        assert isinstance(records[-1][1], EndOfStreamMessage)  # nothing after the last end
+    # The checkpoint of a task records the partitions it saw end.
+    assert len(result.checkpoints) == 3  # every task committed at its end
+
+
+@pytest.mark.parametrize("downstream_first", [True, False])
+async def test_two_jobs_started_in_either_order_finish_with_exact_counts(
+    downstream_first: bool,
+) -> None:
+    upstream = TestRunner(Splitter, {**UPSTREAM, "job.name": "split"}).add_input("lines", LINES)
+    downstream = (
+        TestRunner(Counter2, {"job.name": "count"}, namespace=upstream.namespace)
+        .add_intermediate("words", partitions=2)
+        .add_output("counts", partitions=2)
+    )
+    first, second = (downstream, upstream) if downstream_first else (upstream, downstream)
+    first_run = asyncio.ensure_future(first.run_async(timeout=20))
+    await asyncio.sleep(0.05)  # the first job is up, and waiting for the other, when it starts
+    await asyncio.gather(first_run, second.run_async(timeout=20))
+    assert counted(downstream.broker) == EXPECTED
+
+
+def test_a_task_without_upstream_partitions_ends_its_writing_at_once() -> None:
+    # 1 source partition, 3 intermediate partitions: tasks 1 and 2 read no source partition.
+    runner = (
+        TestRunner(WordCount)
+        .add_input("lines", {0: ["a b c d e f"]})
+        .add_intermediate("words", partitions=3)
+        .add_output("counts", partitions=1)
+    )
+    runner.run(timeout=20)
+    assert counted(runner.broker) == Counter("abcdef".replace("", " ").split())
+
+
+def test_an_intermediate_stream_needs_a_bytes_serde() -> None:
+    runner = (
+        TestRunner(WordCount, {"streams.words.samza.msg.serde": "none"})
+        .add_input("lines", {0: ["a"]})
+        .add_intermediate("words", partitions=1)
+    )
+    with pytest.raises(TaskError, match=r"memory.words is framed .* set the stream's samza.msg"):
+        runner.run(timeout=20)
+
+
+# -- watermarks ----------------------------------------------------------------------------------
+
+
+class WatermarkRecorder(StreamTask, WatermarkListenerTask, EndOfStreamListenerTask):
+    seen: ClassVar[list[tuple[str, Any]]] = []
+    lock = threading.Lock()
+
+    def process(self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
+        with self.lock:
+            self.seen.append(("message", envelope.message))
+
+    def on_watermark(self, watermark: int, collector: Any, coordinator: Any) -> None:
+        with self.lock:
+            self.seen.append(("watermark", watermark))
+
+    def on_end_of_stream(self, collector: Any, coordinator: Any) -> None:
+        with self.lock:
+            self.seen.append(("end", None))
+
+
+def upstream_writer(broker: InMemoryBroker, stream: str, count: int = 3) -> Any:
+    """Appends records to ``stream`` as upstream tasks t0..t<count-1> would."""
+
+    def write(partition: int, item: Any) -> None:
+        if isinstance(item, tuple) and item[0] == "wm":
+            _, task, ts = item
+            record = encode_control(WatermarkMessage(task, count, ts))
+        elif isinstance(item, tuple) and item[0] == "eos":
+            record = encode_control(EndOfStreamMessage(item[1], count))
+        else:
+            record = frame(item)
+        broker.append(stream, partition, None, record)
+
+    return write
+
+
+def test_watermarks_are_reconciled_as_the_minimum_over_upstream_tasks() -> None:
+    WatermarkRecorder.seen = []
+    runner = TestRunner(WatermarkRecorder, {"streams.mid.samza.msg.serde": "string"})
+    runner.add_intermediate("mid", partitions=1)
+    runner.broker.create_stream("mid", 1)
+    write = upstream_writer(runner.broker, "mid")
+    for item in [
+        ("wm", "t0", 10),
+        b"m1",
+        ("wm", "t1", 20),
+        b"m2",
+        ("wm", "t2", 30),  # all three reported: 10
+        b"m3",
+        ("wm", "t0", 25),  # min(25, 20, 30) = 20
+        ("wm", "t0", 5),  # t0 goes back: ignored, nothing regresses
+        ("wm", "t2", 30),  # duplicate: nothing new
+        ("wm", "t1", 40),  # min(25, 40, 30) = 25
+        b"m4",
+        ("eos", "t0"),
+        ("eos", "t0"),  # a duplicate counts once
+        ("eos", "t1"),
+        b"m5",
+        ("eos", "t2"),
+    ]:
+        write(0, item)
+    runner.run(timeout=20)
+    assert WatermarkRecorder.seen == [
+        ("message", "m1"),
+        ("message", "m2"),
+        ("watermark", 10),
+        ("message", "m3"),
+        ("watermark", 20),
+        ("watermark", 25),
+        ("message", "m4"),
+        ("message", "m5"),
+        ("end", None),
+    ]
+
+
+def test_the_input_watermark_is_the_minimum_over_partitions_and_leaves_out_plain_inputs() -> None:
+    WatermarkRecorder.seen = []
+    runner = TestRunner(WatermarkRecorder, {"streams.mid.samza.msg.serde": "string"})
+    runner.add_input("plain", {0: ["p"]})  # no watermarks: left out of the minimum
+    runner.add_intermediate("mid", partitions=2)
+    runner.broker.create_stream("mid", 2)
+    write = upstream_writer(runner.broker, "mid", count=1)
+    # Partition 0 (task 0 reads plain#0 and mid#0); partition 1 is task 1's.
+    write(0, ("wm", "t0", 100))
+    write(0, ("eos", "t0"))
+    write(1, ("wm", "t0", 7))
+    write(1, ("eos", "t0"))
+    runner.run(timeout=20)
+    watermarks = [v for kind, v in WatermarkRecorder.seen if kind == "watermark"]
+    assert sorted(watermarks) == [7, 100]  # one per task: the plain input held nothing back
+
+
+def test_a_watermark_derived_from_timestamps_follows_the_largest_minus_lateness() -> None:
+    WatermarkRecorder.seen = []
+    runner = TestRunner(
+        WatermarkRecorder,
+        {
+            "streams.events.samza.watermark.lateness.ms": 100,
+            "streams.events.samza.system": "memory",
+        },
+    )
+    runner.add_input("events", {0: []})
+    runner.broker.create_stream("events", 1)
+    for ts in (1000, 1500, 1200):
+        runner.broker.append("events", 0, None, f"e{ts}", timestamp=ts)
+    runner.broker.end_stream("events")
+    runner.run(timeout=20)
+    watermarks = [v for kind, v in WatermarkRecorder.seen if kind == "watermark"]
+    assert watermarks and watermarks[-1] == 1400  # the largest (1500) minus the lateness
+    assert watermarks == sorted(set(watermarks))  # forward only
+
+
+class AsyncWatermarks(AsyncStreamTask, WatermarkListenerTask):
+    """Calls that finish late; on_watermark must find none of them in flight."""
+
+    in_flight = 0
+    problems: ClassVar[list[str]] = []
+    watermarks: ClassVar[list[int]] = []
+
+    async def process_async(self, envelope: IncomingMessageEnvelope, c: Any, k: Any) -> None:
+        AsyncWatermarks.in_flight += 1
+        await asyncio.sleep(0.002)
+        AsyncWatermarks.in_flight -= 1
+
+    def on_watermark(self, watermark: int, collector: Any, coordinator: Any) -> None:
+        if AsyncWatermarks.in_flight:
+            AsyncWatermarks.problems.append(f"{AsyncWatermarks.in_flight} in flight at {watermark}")
+        AsyncWatermarks.watermarks.append(watermark)
+
+
+def test_on_watermark_runs_with_nothing_in_flight_like_window() -> None:
+    AsyncWatermarks.problems, AsyncWatermarks.watermarks = [], []
+    runner = TestRunner(
+        AsyncWatermarks,
+        {"task.max.concurrency": 8, "streams.mid.samza.msg.serde": "string"},
+    )
+    runner.add_intermediate("mid", partitions=1)
+    runner.broker.create_stream("mid", 1)
+    write = upstream_writer(runner.broker, "mid", count=1)
+    for i in range(40):
+        write(0, f"m{i}".encode())
+        write(0, ("wm", "t0", i))
+    write(0, ("eos", "t0"))
+    runner.run(timeout=20)
+    assert AsyncWatermarks.problems == []
+    assert AsyncWatermarks.watermarks == sorted(set(AsyncWatermarks.watermarks))
+    assert AsyncWatermarks.watermarks[-1] == 39
+
+
+class Forwarder(StreamTask):
+    """Reads a framed source and writes every message to an intermediate stream."""
+
+    def process(self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
+        collector.send(OutgoingMessageEnvelope(SystemStream("memory", "next"), envelope.message))
+
+
+def test_a_job_sends_its_output_watermark_and_end_downstream_after_its_messages() -> None:
+    runner = TestRunner(
+        Forwarder,
+        {
+            "streams.src.samza.system": "memory",
+            "streams.src.samza.framed": True,
+            "streams.src.samza.msg.serde": "string",
+            "streams.next.samza.system": "memory",
+            "streams.next.samza.intermediate": True,
+            "streams.next.samza.msg.serde": "string",
+            "streams.next.partitions": 1,
+        },
+    )
+    runner.add_input("src", {0: []})
+    runner.broker.create_stream("src", 2)
+    write = upstream_writer(runner.broker, "src", count=1)
+    write(0, b"a")
+    write(0, ("wm", "spark-0", 50))
+    write(1, ("wm", "spark-0", 70))
+    write(1, b"b")
+    write(0, ("eos", "spark-0"))
+    write(1, ("eos", "spark-0"))
+    runner.run(timeout=20)
+    records = framed_records(runner.broker, "next", 0)
+    messages = [body for kind, body in records if kind == 0]
+    assert sorted(messages) == [b"a", b"b"]
+    controls = [body for kind, body in records if kind != 0]
+    ends = [c for c in controls if isinstance(c, EndOfStreamMessage)]
+    assert {(e.task_name, e.task_count) for e in ends} == {("Partition 0", 2), ("Partition 1", 2)}
+    watermarks = {(c.task_name, c.timestamp) for c in controls if isinstance(c, WatermarkMessage)}
+    assert watermarks == {("Partition 0", 50), ("Partition 1", 70)}
+    # Each task's end comes after its message.
+    position = {id(body): i for i, (_, body) in enumerate(records)}
+    assert max(position[id(e)] for e in ends) == len(records) - 1
+
+
+# -- restart in the middle of the control messages ----------------------------------------------
+
+
+class Collecting(StreamTask, EndOfStreamListenerTask):
+    messages: ClassVar[list[str]] = []
+    ended: ClassVar[int] = 0
+
+    def process(self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
+        Collecting.messages.append(envelope.message)
+
+    def on_end_of_stream(self, collector: Any, coordinator: Any) -> None:
+        Collecting.ended += 1
+
+
+async def wait_until(condition: Any, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+    async with asyncio.timeout(timeout):
+        while not condition():  # noqa: ASYNC110 - the condition is the task's own state
+            await asyncio.sleep(0.005)
+
+
+async def test_a_restart_between_first_and_last_end_of_stream_neither_hangs_nor_ends_early() -> (
+    None
+):
+    Collecting.messages, Collecting.ended = [], 0
+    config = {"streams.mid.samza.msg.serde": "string"}
+    first = TestRunner(Collecting, config).add_intermediate("mid", partitions=1)
+    first.broker.create_stream("mid", 1)
+    write = upstream_writer(first.broker, "mid")
+    for item in [b"a", ("eos", "t0"), b"b", ("eos", "t1")]:
+        write(0, item)
+    run = asyncio.ensure_future(first.run_async(timeout=20))
+    await wait_until(lambda: Collecting.messages == ["a", "b"])
+    assert first.container is not None
+    first.container.request_stop("test")
+    await run
+    assert Collecting.ended == 0
+    # Upstream task t1 restarts and sends its end again; t2 has not ended yet.
+    for item in [("eos", "t1"), b"c"]:
+        write(0, item)
+    second = TestRunner(Collecting, config, namespace=first.namespace)
+    second.add_intermediate("mid", partitions=1)
+    run = asyncio.ensure_future(second.run_async(timeout=20))
+    await wait_until(lambda: Collecting.messages == ["a", "b", "c"])
+    await asyncio.sleep(0.05)
+    assert not run.done() and Collecting.ended == 0  # t0 and t1 (once) of 3: not the end
+    write(0, ("eos", "t2"))
+    await run
+    assert Collecting.messages == ["a", "b", "c"]  # nothing lost, nothing twice
+    assert Collecting.ended == 1
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        (b"\x07hello", r"unknown type byte 7"),
+        (b"\x02{not json", r"end-of-stream message is not valid JSON"),
+        (b"\x01[1, 2]", r"watermark message must be a JSON object"),
+    ],
+)
+def test_a_bad_framed_record_fails_the_job_naming_partition_and_offset(
+    record: bytes, problem: str
+) -> None:
+    Collecting.messages = []
+    runner = TestRunner(Collecting, {"streams.mid.samza.msg.serde": "string"})
+    runner.add_intermediate("mid", partitions=1)
+    runner.broker.create_stream("mid", 1)
+    runner.broker.append("mid", 0, None, frame(b"ok"))
+    runner.broker.append("mid", 0, None, record)
+    with pytest.raises(
+        SerdeError, match=rf"framed record at offset 1 of memory.mid#0: .*{problem}"
+    ):
+        runner.run(timeout=20)
+
+
+def test_a_bad_framed_record_is_dropped_when_deserialization_errors_are_dropped() -> None:
+    Collecting.messages = []
+    runner = TestRunner(
+        Collecting,
+        {"streams.mid.samza.msg.serde": "string", "task.drop.deserialization.errors": True},
+    )
+    runner.add_intermediate("mid", partitions=1)
+    runner.broker.create_stream("mid", 1)
+    write = upstream_writer(runner.broker, "mid", count=1)
+    write(0, b"before")
+    runner.broker.append("mid", 0, None, b"\x09???")
+    write(0, b"after")
+    write(0, ("eos", "t0"))
+    with capture_logs() as logs:
+        result = runner.run(timeout=20)
+    assert Collecting.messages == ["before", "after"]
+    dropped = [e for e in logs if e["event"] == "message_dropped"]
+    assert dropped and dropped[0]["offset"] == "1" and "unknown type byte 9" in dropped[0]["error"]
+    assert result.metrics.snapshot()["container"]["deserialization-errors"] == 1
