@@ -132,6 +132,8 @@ class TaskInstance:
         self.commit_due = False
         self.end_pending = False
         self.watermark_due = False
+        self._input_watermark_due: int | None = None
+        self._output_watermarks_due: dict[SystemStream, int] = {}
         self.ends_due = bool(self.control.outputs)
         self.stopping = False
         self.shutdown_requested = False
@@ -262,6 +264,19 @@ class TaskInstance:
             log.info("control_end_of_stream_reconciled", task=self.name, ssp=str(ssp))
             self._input_ended(ssp)
         elif isinstance(env.control, WatermarkMessage):
+            self._note_watermarks()
+
+    def _note_watermarks(self) -> None:
+        """Decide now, while the partitions are as the control messages left them, which
+        watermarks moved; they are given and sent at the next barrier."""
+        control = self.control
+        watermark = control.advance_input_watermark()
+        if watermark is not None:
+            self._input_watermark_due = watermark
+        moved = control.advance_output_watermarks()
+        if moved:
+            self._output_watermarks_due.update(moved)
+        if watermark is not None or moved:
             self.watermark_due = True
             self.attention = True
 
@@ -275,7 +290,7 @@ class TaskInstance:
         self.control.partition_ended(ssp)
         self.run_loop.consumers.partition_ended(ssp)
         log.info("partition_ended", task=self.name, ssp=str(ssp))
-        self.watermark_due = True
+        self._note_watermarks()  # a lagging partition that ended no longer holds others back
         self.ends_due = True
         self.attention = True
         if not self._active:
@@ -340,7 +355,8 @@ class TaskInstance:
 
     async def _watermark(self) -> None:
         """Give the task its input watermark if it moved, then send the output watermarks."""
-        watermark = self.control.advance_input_watermark()
+        watermark, self._input_watermark_due = self._input_watermark_due, None
+        moved, self._output_watermarks_due = self._output_watermarks_due, {}
         if watermark is not None:
             log.debug("watermark_advanced", task=self.name, watermark=watermark)
             if isinstance(self.task, WatermarkListenerTask):
@@ -349,7 +365,7 @@ class TaskInstance:
                     await self._call_in_executor("on_watermark", self.task.on_watermark, *args)
                 else:
                     await self._call_hook("on_watermark", self.task.on_watermark, *args)
-        for stream, timestamp in self.control.advance_output_watermarks().items():
+        for stream, timestamp in moved.items():
             self._broadcast(stream, WatermarkMessage(str(self.name), self.task_count, timestamp))
 
     def _send_ends(self) -> None:
@@ -367,6 +383,9 @@ class TaskInstance:
     async def _end_of_stream(self) -> None:
         """Every input partition ended and nothing is in flight: tell the task, end its
         intermediate outputs, commit, finish."""
+        if self.watermark_due:
+            self.watermark_due = False
+            await self._watermark()
         if isinstance(self.task, EndOfStreamListenerTask):
             await self._call_hook(
                 "on_end_of_stream", self.task.on_end_of_stream, self.collector, self.coordinator
