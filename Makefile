@@ -8,14 +8,16 @@ PY := $(VENV)/bin/python
 PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3.11 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
 
-.PHONY: help venv run test lint typecheck check unit bench bench-kafka bench-state clean kafka-fetch kafka-up kafka-down
+.PHONY: help venv run demo test lint typecheck check unit bench bench-kafka bench-state bench-spark clean kafka-fetch kafka-up kafka-down spark-fetch
 
 help:
 	@echo "make run        run the quick-start job on the file system (no broker needed)"
+	@echo "make demo       the PySpark pipeline: own broker, Spark batch -> Kafka -> samzapy job, summary"
 	@echo "make test       lint, type-check, import layers, then the whole test suite"
 	@echo "make bench      run-loop throughput benchmark (figures with their references)"
 	@echo "make bench-kafka consume -> produce over a real broker, beside a plain aiokafka loop"
 	@echo "make bench-state stateful count (RocksDB + changelog) beside pass-through; restore rate"
+	@echo "make bench-spark Spark -> Kafka rows/s, framed (two methods) beside Spark's plain sink"
 	@echo "make clean      remove the quick-start's output and state"
 	@echo "make kafka-up   start a local Kafka broker on 127.0.0.1:9092 (KAFKA_PORT=...)"
 	@echo "make kafka-down stop it"
@@ -47,6 +49,11 @@ typecheck: $(VENV)/.installed
 
 check: lint typecheck
 
+# Needs Java 17 and Maven (the broker's and Spark's Kafka connector's jars come from Maven
+# Central); DEMO_ROWS sets the dataset's size.
+demo: $(VENV)/.installed
+	$(PY) -m examples.pipeline.demo --rows $${DEMO_ROWS:-200000}
+
 test: check
 	$(PY) -m pytest -q
 
@@ -62,8 +69,11 @@ bench-kafka: $(VENV)/.installed
 bench-state: $(VENV)/.installed
 	$(PY) bench/bench_state.py
 
+bench-spark: $(VENV)/.installed
+	$(PY) bench/bench_spark.py
+
 clean:
-	rm -rf output state
+	rm -rf output state data/pipeline
 
 kafka-fetch:
 	scripts/kafka.sh fetch
@@ -73,3 +83,6 @@ kafka-up:
 
 kafka-down:
 	scripts/kafka.sh down
+
+spark-fetch:
+	scripts/spark.sh fetch

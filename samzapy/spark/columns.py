@@ -1,0 +1,175 @@
+"""What a DataFrame's rows become on Kafka, and the check of the rows before any is written.
+
+``RecordColumns`` turns the columns a write names into Spark expressions evaluated in the JVM,
+so both write methods send the same bytes:
+
+- key: the key column cast to a Spark string, as UTF-8 (``123``, ``abc``);
+- value: ``to_json`` of a struct of the value columns (nulls kept as JSON null; timestamps in
+  the session time zone), as UTF-8; for a framed write prefixed by the user-message type byte;
+- packed, for ``method="producer"``: key length, key and value in one binary, which reaches
+  a Python worker as plain bytes (no Row objects);
+- event time: the timestamp column in milliseconds since the epoch (a TimestampType or
+  TimestampNTZType column, or an integral column already in epoch milliseconds).
+
+``scan`` runs one Spark job over the DataFrame that counts rows, null keys and null
+timestamps and takes the maximum event time, per Spark partition; a null key or timestamp is
+an error there, before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as sf
+from pyspark.sql import types as st
+
+from samzapy.control.wire import frame
+from samzapy.spark.errors import SparkWriteError
+
+_INTEGRAL = (st.ByteType, st.ShortType, st.IntegerType, st.LongType)
+_TIMESTAMP = (st.TimestampType, st.TimestampNTZType)
+
+
+@dataclass(frozen=True)
+class PartitionScan:
+    """One Spark partition as ``scan`` found it."""
+
+    rows: int
+    #: The greatest event time (ms) among its rows; None without a timestamp column or rows.
+    max_event_time: int | None
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """The columns of one write, checked against the DataFrame's schema."""
+
+    df: DataFrame
+    key_column: str
+    timestamp_column: str | None
+    value_columns: tuple[str, ...]
+
+    @classmethod
+    def of(
+        cls,
+        df: DataFrame,
+        *,
+        key_column: str,
+        timestamp_column: str | None = None,
+        value_columns: Sequence[str] | None = None,
+    ) -> RecordColumns:
+        """Check that every named column exists (and the timestamp's type) in ``df``."""
+        fields = {field.name: field for field in df.schema.fields}
+        if isinstance(value_columns, str):
+            raise SparkWriteError(
+                f"value_columns must be a sequence of column names, got the string "
+                f"{value_columns!r} (write [{value_columns!r}] for one column)"
+            )
+        values = tuple(df.columns if value_columns is None else value_columns)
+        if not values:
+            raise SparkWriteError("value_columns is empty: name at least one column")
+        named = [("key", key_column)] + [("value", name) for name in values]
+        if timestamp_column is not None:
+            named.append(("timestamp", timestamp_column))
+        for role, name in named:
+            if name not in fields:
+                raise SparkWriteError(
+                    f"the {role} column {name!r} is not in the DataFrame; its columns are "
+                    f"{sorted(fields)}",
+                    column=name,
+                )
+        if timestamp_column is not None:
+            kind = fields[timestamp_column].dataType
+            if not isinstance(kind, _TIMESTAMP + _INTEGRAL):
+                raise SparkWriteError(
+                    f"the timestamp column {timestamp_column!r} must be a timestamp or an "
+                    f"integer of epoch milliseconds, got {kind.simpleString()}",
+                    column=timestamp_column,
+                )
+        return cls(df, key_column, timestamp_column, values)
+
+    # -- expressions --------------------------------------------------------------------------
+
+    def key(self) -> Column:
+        """The record key, a Spark string (the Kafka sink and Python encode it as UTF-8)."""
+        return sf.col(self.key_column).cast("string")
+
+    def json_value(self) -> Column:
+        """The value columns as one JSON object, a Spark string."""
+        columns = [sf.col(name) for name in self.value_columns]
+        return sf.to_json(sf.struct(*columns), {"ignoreNullFields": "false"})
+
+    def framed_value(self) -> Column:
+        """``frame(json bytes)``: the user-message type byte, then the JSON's UTF-8 bytes."""
+        prefix = sf.lit(bytearray(frame(b"")))
+        return sf.concat(prefix, self.json_value().cast("binary"))
+
+    def packed(self, *, framed: bool) -> Column:
+        """One binary per row for a Python worker: the key's length (4 bytes, big-endian),
+        the key, then the value (framed or not)."""
+        key = self.key().cast("binary")
+        value = self.framed_value() if framed else self.json_value().cast("binary")
+        return sf.concat(sf.unhex(sf.format_string("%08x", sf.length(key))), key, value)
+
+    def event_time(self) -> Column:
+        """The event time in epoch milliseconds (a long), or a null literal without a column."""
+        if self.timestamp_column is None:
+            return sf.lit(None).cast("long")
+        column = sf.col(self.timestamp_column)
+        kind = self.df.schema[self.timestamp_column].dataType
+        if isinstance(kind, _TIMESTAMP):
+            return sf.unix_millis(column.cast("timestamp"))
+        return column.cast("long")
+
+    # -- the check ----------------------------------------------------------------------------
+
+    def scan(self) -> dict[int, PartitionScan]:
+        """Per Spark partition index (empty partitions absent): its rows and greatest event
+        time. SparkWriteError when a key or timestamp is null, naming the column and count."""
+        key_null = sf.when(sf.col(self.key_column).isNull(), 1).otherwise(0)
+        if self.timestamp_column is None:
+            time_null = sf.lit(0)
+        else:
+            time_null = sf.when(sf.col(self.timestamp_column).isNull(), 1).otherwise(0)
+        rows = (
+            self.df.select(
+                sf.spark_partition_id().alias("task"),
+                key_null.alias("key_null"),
+                time_null.alias("time_null"),
+                self.event_time().alias("event_time"),
+            )
+            .groupBy("task")
+            .agg(
+                sf.count(sf.lit(1)).alias("rows"),
+                sf.sum("key_null").alias("key_nulls"),
+                sf.sum("time_null").alias("time_nulls"),
+                sf.max("event_time").alias("max_event_time"),
+            )
+            .collect()
+        )
+        total = sum(int(row["rows"]) for row in rows)
+        for column, field in (
+            (self.key_column, "key_nulls"),
+            (self.timestamp_column, "time_nulls"),
+        ):
+            nulls = sum(int(row[field]) for row in rows)
+            if column is not None and nulls:
+                role = "key" if field == "key_nulls" else "timestamp"
+                raise SparkWriteError(
+                    f"the {role} column {column!r} is null in {nulls} of {total} rows; every "
+                    f"row needs a {role} (filter or fill the nulls first); nothing was written",
+                    column=column,
+                )
+        return {
+            int(row["task"]): PartitionScan(
+                rows=int(row["rows"]),
+                max_event_time=None
+                if row["max_event_time"] is None
+                else int(row["max_event_time"]),
+            )
+            for row in rows
+        }
+
+
+__all__ = ["PartitionScan", "RecordColumns"]

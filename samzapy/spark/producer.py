@@ -1,0 +1,162 @@
+"""Kafka through samzapy's own clients: the topic's partition count, the control records, and
+the records of one Spark partition sent from a Python worker (``method="producer"``).
+
+Every producer here is samzapy's KafkaSystemProducer (idempotent, ``acks=all``), so the
+records of one partition arrive in the order they were sent. The coroutines run on a loop of
+their own (``run``), in the driver or in a Spark Python worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from samzapy.api.system import SystemStream
+from samzapy.control.wire import EndOfStreamMessage, WatermarkMessage, encode_control
+from samzapy.spark.errors import SparkWriteError
+from samzapy.system.kafka import KafkaSystemAdmin, KafkaSystemProducer, kafka_settings
+from samzapy.system.partitioner import partition_for
+
+T = TypeVar("T")
+
+#: The system name samzapy's Kafka clients report in their errors and client ids.
+SYSTEM = "spark"
+#: How long a client keeps trying to reach the brokers before the write fails.
+CONNECT_TIMEOUT_MS = 30_000
+#: Rows sent between two turns of the event loop (the producer's senders run in those turns).
+_ROWS_PER_TURN = 2048
+
+#: (partition, key, value) of one Kafka record.
+Record = tuple[int, bytes | None, bytes]
+
+
+def kafka_config(servers: str, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The kafka system's keys: ``options`` are producer options by Kafka's names
+    (``linger.ms``, ``batch.size``, ``compression.type``...)."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": servers,
+        "connect.timeout.ms": CONNECT_TIMEOUT_MS,
+    }
+    for name, value in (options or {}).items():
+        config[f"producer.{name}"] = value
+    return config
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to its end on a new event loop, in a thread of its own when this
+    thread already runs one (a notebook)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            outcome.append(asyncio.run(coroutine))
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=target, name="samzapy-spark-kafka")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+async def topic_partition_count(servers: str, topic: str) -> int:
+    """The number of partitions of ``topic``; SparkWriteError when it does not exist."""
+    admin = KafkaSystemAdmin(kafka_settings(SYSTEM, kafka_config(servers)))
+    try:
+        counts = await admin.partition_counts([topic])
+    finally:
+        await admin.stop()
+    if topic not in counts:
+        raise SparkWriteError(
+            f"Kafka topic {topic!r} does not exist at {servers}; create it before writing "
+            "(samzapy does not create topics on write)"
+        )
+    return counts[topic]
+
+
+def control_records(
+    task_names: list[str], max_event_times: Mapping[int, int | None], partitions: int
+) -> list[Record]:
+    """To every partition: a watermark from each task that wrote rows with event times
+    (``max_event_times[i]`` not None), then an end-of-stream from every task."""
+    count = len(task_names)
+    watermarks = []
+    for i, name in enumerate(task_names):
+        latest = max_event_times.get(i)
+        if latest is not None:
+            watermarks.append(encode_control(WatermarkMessage(name, count, latest)))
+    ends = [encode_control(EndOfStreamMessage(name, count)) for name in task_names]
+    return [(p, None, value) for p in range(partitions) for value in (*watermarks, *ends)]
+
+
+async def send_records(
+    servers: str, topic: str, records: Iterable[Record], options: Mapping[str, Any] | None = None
+) -> int:
+    """Send ``records`` in order and wait until every one is acknowledged; their count."""
+    producer = KafkaSystemProducer(kafka_settings(SYSTEM, kafka_config(servers, options)))
+    stream = SystemStream(SYSTEM, topic)
+    await producer.start()
+    sent = 0
+    try:
+        for partition, key, value in records:
+            producer.send(stream, partition, key, value)
+            sent += 1
+            if sent % _ROWS_PER_TURN == 0:
+                await _make_room(producer)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return sent
+
+
+async def _make_room(producer: KafkaSystemProducer) -> None:
+    full = producer.backpressure()
+    if full is not None:
+        await full
+    else:
+        await asyncio.sleep(0)
+
+
+def unpack(packed: Iterable[bytes], partitions: int) -> Iterator[Record]:
+    """Records from the binaries of ``RecordColumns.packed``, each on its key's partition."""
+    for record in packed:
+        end = 4 + int.from_bytes(record[:4], "big")
+        key = record[4:end]
+        yield partition_for(key, partitions), key, record[end:]
+
+
+def write_partition(
+    index: int,
+    packed: Iterable[bytes],
+    *,
+    servers: str,
+    topic: str,
+    partitions: int,
+    options: Mapping[str, Any] | None = None,
+) -> Iterator[tuple[int, int]]:
+    """Spark's ``mapPartitionsWithIndex`` function of ``method="producer"``: send the packed
+    records of Spark partition ``index``; yield one ``(index, records sent)``."""
+    yield index, run(send_records(servers, topic, unpack(packed, partitions), options))
+
+
+__all__ = [
+    "CONNECT_TIMEOUT_MS",
+    "SYSTEM",
+    "Record",
+    "control_records",
+    "kafka_config",
+    "run",
+    "send_records",
+    "topic_partition_count",
+    "unpack",
+    "write_partition",
+]

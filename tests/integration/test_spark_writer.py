@@ -1,0 +1,400 @@
+"""samzapy.spark.write_stream against real local Spark and the real broker.
+
+Every DataFrame carries ``sparkTask``, the index of the Spark partition that holds the row
+(``spark_partition_id()``), in its JSON value: reading the topic back tells which upstream
+task wrote each user record, so the order of user records and end-of-stream messages can be
+checked per task and per topic partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
+
+from samzapy.control.wire import (
+    END_OF_STREAM,
+    USER_MESSAGE,
+    WATERMARK,
+    EndOfStreamMessage,
+    WatermarkMessage,
+    decode,
+)
+from samzapy.spark import Method, SparkWriteError, WriteSummary, local_session, write_stream
+from samzapy.spark.session import kafka_connector_jars
+from samzapy.system.partitioner import partition_for
+
+pytestmark = pytest.mark.timeout(600)
+
+METHODS: list[Method] = ["sink", "producer"]
+BASE_MS = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = local_session("samzapy-test-spark-writer")
+    yield session
+    session.stop()
+
+
+# -- Kafka helpers ----------------------------------------------------------------------------
+
+
+def create_topic(bootstrap: str, partitions: int) -> str:
+    topic = f"spark-writer-{uuid.uuid4().hex[:10]}"
+
+    async def create() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, partitions, 1)])
+        finally:
+            await admin.close()
+
+    asyncio.run(create())
+    return topic
+
+
+@dataclass
+class Record:
+    offset: int
+    key: bytes | None
+    value: bytes
+
+
+def read_topic(bootstrap: str, topic: str, partitions: int) -> dict[int, list[Record]]:
+    """Every record of every partition, up to the end offsets at the time of the call."""
+
+    async def read() -> dict[int, list[Record]]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            consumer.assign(tps)
+            ends = await consumer.end_offsets(tps)
+            for tp, offset in (await consumer.beginning_offsets(tps)).items():
+                consumer.seek(tp, offset)
+            got: dict[int, list[Record]] = {p: [] for p in range(partitions)}
+            while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+                batches = await consumer.getmany(timeout_ms=1000)
+                for tp, messages in batches.items():
+                    got[tp.partition].extend(Record(m.offset, m.key, m.value) for m in messages)
+            return got
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(read())
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    return [len(records) for records in read_topic(bootstrap, topic, partitions).values()]
+
+
+# -- DataFrames -------------------------------------------------------------------------------
+
+
+def page_views(spark: SparkSession, rows: int, spark_partitions: int) -> DataFrame:
+    """(memberId, page, ts epoch ms, sparkTask): row ``i`` of ``rows``, in partitions of
+    ``spark.range``; ``sparkTask`` is the partition each row is in."""
+    return spark.range(0, rows, numPartitions=spark_partitions).select(
+        (sf.col("id") % 17).alias("memberId"),
+        sf.concat(sf.lit("/page/"), sf.col("id").cast("string")).alias("page"),
+        (sf.lit(BASE_MS) + sf.col("id") * 1000).alias("ts"),
+        sf.spark_partition_id().alias("sparkTask"),
+    )
+
+
+@dataclass
+class Expected:
+    """The rows of a DataFrame as the topic must hold them."""
+
+    values: list[dict[str, Any]]
+    key_column: str
+    #: Greatest ``ts`` (ms) per Spark partition that has rows.
+    max_ts: dict[int, int] = field(default_factory=dict)
+
+
+def expected(df: DataFrame, key_column: str, value_columns: list[str], ts: str) -> Expected:
+    rows = df.collect()
+    values = [{c: row[c] for c in value_columns} for row in rows]
+    max_ts: dict[int, int] = {}
+    for row in rows:
+        millis = row[ts] if isinstance(row[ts], int) else round(row[ts].timestamp() * 1000)
+        max_ts[row["sparkTask"]] = max(max_ts.get(row["sparkTask"], millis), millis)
+    return Expected(values, key_column, max_ts)
+
+
+# -- checks -----------------------------------------------------------------------------------
+
+
+def check_user_records(got: dict[int, list[Record]], want: Expected, partitions: int) -> None:
+    """Every row exactly once, on its key's murmur2 partition, with its JSON."""
+    seen: Counter[str] = Counter()
+    for partition, records in got.items():
+        for record in records:
+            kind, payload = decode(record.value)
+            if kind != USER_MESSAGE:
+                continue
+            value = json.loads(payload)
+            assert record.key == str(value[want.key_column]).encode()
+            assert partition == partition_for(record.key, partitions)
+            seen[json.dumps(value, sort_keys=True)] += 1
+    assert seen == Counter(json.dumps(v, sort_keys=True) for v in want.values)
+
+
+def check_control(
+    got: dict[int, list[Record]], summary: WriteSummary, want: Expected, tasks: int
+) -> None:
+    """Per partition: an end-of-stream from every task, after all of that task's user
+    records and after its watermark; the watermarks are each non-empty task's max event time."""
+    names = summary.task_names
+    assert len(names) == tasks == len(set(names))
+    for partition, records in got.items():
+        last_user: dict[str, int] = {}
+        eos_at: dict[str, int] = {}
+        watermarks: dict[str, tuple[int, int]] = {}
+        for record in records:
+            kind, body = decode(record.value)
+            if kind == USER_MESSAGE:
+                task = names[json.loads(body)["sparkTask"]]
+                assert task not in eos_at, f"{task} wrote a record after its end-of-stream"
+                last_user[task] = record.offset
+                continue
+            assert record.key is None
+            assert body.task_count == tasks
+            if kind == WATERMARK:
+                assert isinstance(body, WatermarkMessage)
+                assert body.task_name not in watermarks
+                watermarks[body.task_name] = (record.offset, body.timestamp)
+            else:
+                assert kind == END_OF_STREAM and isinstance(body, EndOfStreamMessage)
+                assert body.task_name not in eos_at, f"two end-of-streams from {body.task_name}"
+                eos_at[body.task_name] = record.offset
+        assert set(eos_at) == set(names), f"partition {partition}"
+        for task, offset in last_user.items():
+            assert offset < eos_at[task]
+        assert {task: ts for task, (_, ts) in watermarks.items()} == {
+            names[i]: ts for i, ts in want.max_ts.items()
+        }
+        for task, (offset, _) in watermarks.items():
+            assert offset < eos_at[task]
+
+
+# -- framed writes ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_more_spark_partitions_than_topic_partitions(
+    spark: SparkSession, kafka_bootstrap: str, method: Method
+) -> None:
+    # 6 Spark partitions of 10 rows into 3 topic partitions; partition 4 (ids 40-49) is empty.
+    df = page_views(spark, 60, 6).where("page not like '/page/4_'")
+    topic = create_topic(kafka_bootstrap, 3)
+    columns = ["memberId", "page", "ts", "sparkTask"]
+    want = expected(df, "memberId", columns, "ts")
+    assert sorted(want.max_ts) == [0, 1, 2, 3, 5]
+
+    summary = write_stream(
+        df,
+        bootstrap_servers=kafka_bootstrap,
+        topic=topic,
+        key_column="memberId",
+        timestamp_column="ts",
+        method=method,
+    )
+
+    assert (summary.rows, summary.spark_partitions, summary.topic_partitions) == (50, 6, 3)
+    assert (summary.method, summary.framed) == (method, True)
+    got = read_topic(kafka_bootstrap, topic, 3)
+    check_user_records(got, want, 3)
+    check_control(got, summary, want, tasks=6)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_fewer_spark_partitions_than_topic_partitions(
+    spark: SparkSession, kafka_bootstrap: str, method: Method
+) -> None:
+    # A TimestampType event time, and value columns that leave it out.
+    df = page_views(spark, 40, 2).withColumn("ts", sf.timestamp_millis("ts"))
+    topic = create_topic(kafka_bootstrap, 5)
+    columns = ["memberId", "page", "sparkTask"]
+    want = expected(df, "memberId", columns, "ts")
+    assert want.max_ts == {0: BASE_MS + 19_000, 1: BASE_MS + 39_000}
+
+    summary = write_stream(
+        df,
+        bootstrap_servers=kafka_bootstrap,
+        topic=topic,
+        key_column="memberId",
+        timestamp_column="ts",
+        value_columns=columns,
+        method=method,
+    )
+
+    assert (summary.rows, summary.spark_partitions, summary.topic_partitions) == (40, 2, 5)
+    got = read_topic(kafka_bootstrap, topic, 5)
+    check_user_records(got, want, 5)
+    check_control(got, summary, want, tasks=2)
+
+
+def test_without_a_timestamp_column_tasks_send_end_of_stream_only(
+    spark: SparkSession, kafka_bootstrap: str
+) -> None:
+    df = page_views(spark, 12, 3)
+    topic = create_topic(kafka_bootstrap, 2)
+
+    summary = write_stream(df, bootstrap_servers=kafka_bootstrap, topic=topic, key_column="page")
+
+    got = read_topic(kafka_bootstrap, topic, 2)
+    want = expected(df, "page", df.columns, "ts")
+    check_user_records(got, want, 2)
+    check_control(got, summary, Expected(want.values, "page"), tasks=3)
+
+
+# -- plain writes -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_unframed_writes_plain_json_records(
+    spark: SparkSession, kafka_bootstrap: str, method: Method
+) -> None:
+    df = page_views(spark, 30, 3)
+    topic = create_topic(kafka_bootstrap, 4)
+
+    summary = write_stream(
+        df,
+        bootstrap_servers=kafka_bootstrap,
+        topic=topic,
+        key_column="memberId",
+        timestamp_column="ts",
+        value_columns=["page", "ts"],
+        framed=False,
+        method=method,
+    )
+
+    assert (summary.rows, summary.framed, summary.task_names) == (30, False, ())
+    got = read_topic(kafka_bootstrap, topic, 4)
+    written: Counter[tuple[bytes, str]] = Counter()
+    for partition, records in got.items():
+        for record in records:
+            assert record.key is not None
+            assert partition == partition_for(record.key, 4)
+            assert record.value.startswith(b'{"page":')  # no type byte
+            written[(record.key, json.dumps(json.loads(record.value), sort_keys=True))] += 1
+    assert written == Counter(
+        (str(row["memberId"]).encode(), json.dumps({"page": row["page"], "ts": row["ts"]}))
+        for row in df.collect()
+    )
+
+
+# -- refused writes ---------------------------------------------------------------------------
+
+
+def test_null_keys_are_refused_before_anything_is_written(
+    spark: SparkSession, kafka_bootstrap: str
+) -> None:
+    df = page_views(spark, 10, 2).withColumn(
+        "memberId",
+        sf.when(sf.col("page").isin("/page/3", "/page/7"), None).otherwise(sf.col("memberId")),
+    )
+    topic = create_topic(kafka_bootstrap, 2)
+    for method in METHODS:
+        with pytest.raises(SparkWriteError, match=r"key column 'memberId' is null in 2 of 10 rows"):
+            write_stream(
+                df,
+                bootstrap_servers=kafka_bootstrap,
+                topic=topic,
+                key_column="memberId",
+                method=method,
+            )
+    assert end_offsets(kafka_bootstrap, topic, 2) == [0, 0]
+
+
+def test_null_timestamps_are_refused_before_anything_is_written(
+    spark: SparkSession, kafka_bootstrap: str
+) -> None:
+    df = page_views(spark, 10, 2).withColumn(
+        "ts", sf.when(sf.col("page") == "/page/5", None).otherwise(sf.col("ts"))
+    )
+    topic = create_topic(kafka_bootstrap, 2)
+    with pytest.raises(
+        SparkWriteError, match=r"timestamp column 'ts' is null in 1 of 10 rows"
+    ) as info:
+        write_stream(
+            df,
+            bootstrap_servers=kafka_bootstrap,
+            topic=topic,
+            key_column="memberId",
+            timestamp_column="ts",
+        )
+    assert info.value.column == "ts"
+    assert end_offsets(kafka_bootstrap, topic, 2) == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"key_column": "member"}, r"the key column 'member' is not in the DataFrame"),
+        (
+            {"key_column": "memberId", "timestamp_column": "time"},
+            r"the timestamp column 'time' is not in the DataFrame",
+        ),
+        (
+            {"key_column": "memberId", "value_columns": ["page", "url"]},
+            r"the value column 'url' is not in the DataFrame",
+        ),
+        (
+            {"key_column": "memberId", "timestamp_column": "page"},
+            r"timestamp column 'page' must be a timestamp or an integer of epoch milliseconds, "
+            r"got string",
+        ),
+    ],
+)
+def test_bad_columns_are_refused_before_anything_is_written(
+    spark: SparkSession, kafka_bootstrap: str, arguments: dict[str, Any], message: str
+) -> None:
+    df = page_views(spark, 4, 2)
+    topic = create_topic(kafka_bootstrap, 2)
+    with pytest.raises(SparkWriteError, match=message):
+        write_stream(df, bootstrap_servers=kafka_bootstrap, topic=topic, **arguments)
+    assert end_offsets(kafka_bootstrap, topic, 2) == [0, 0]
+
+
+def test_a_missing_topic_is_named(spark: SparkSession, kafka_bootstrap: str) -> None:
+    topic = f"spark-writer-missing-{uuid.uuid4().hex[:10]}"
+    with pytest.raises(SparkWriteError, match=rf"Kafka topic '{topic}' does not exist"):
+        write_stream(
+            page_views(spark, 4, 2),
+            bootstrap_servers=kafka_bootstrap,
+            topic=topic,
+            key_column="memberId",
+        )
+
+
+# -- installation -----------------------------------------------------------------------------
+
+
+def test_connector_jars_are_fetched_into_an_empty_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SAMZAPY_CACHE", str(tmp_path))
+    jars = kafka_connector_jars("4.0.0")
+    assert [Path(jar).name for jar in jars] == [
+        "commons-pool2-2.12.0.jar",
+        "kafka-clients-3.9.0.jar",
+        "spark-sql-kafka-0-10_2.13-4.0.0.jar",
+        "spark-token-provider-kafka-0-10_2.13-4.0.0.jar",
+    ]
+    assert all(Path(jar).parent == tmp_path / "spark-kafka-4.0.0" for jar in jars)
+    assert kafka_connector_jars("4.0.0") == jars  # cached: no second fetch
