@@ -151,9 +151,7 @@ class SystemConsumers:
             self._ended.add(ssp)
         serdes = self._serdes.get(ssp)
         if serdes is not None:
-            if serdes.framed:
-                envelopes = self._unframe(ssp, envelopes, serdes)
-            elif serdes.key is not None or serdes.msg is not None:
+            if serdes.framed or serdes.key is not None or serdes.msg is not None:
                 envelopes = self._deserialize(ssp, envelopes, serdes)
             if serdes.lateness_ms is not None:
                 self._derive_watermark(ssp, envelopes, serdes.lateness_ms)
@@ -182,56 +180,31 @@ class SystemConsumers:
         envelopes: list[IncomingMessageEnvelope],
         serdes: InputSerdes,
     ) -> list[IncomingMessageEnvelope]:
-        key_serde, msg_serde = serdes.key, serdes.msg
+        """Apply the serdes; on a framed stream first split off the control messages."""
+        key_serde, msg_serde, framed = serdes.key, serdes.msg, serdes.framed
         out: list[IncomingMessageEnvelope] = []
         for env in envelopes:
             if env.control is not None:
                 out.append(env)
                 continue
             try:
-                if msg_serde is not None and env.message is not None:
-                    env.message = msg_serde.from_bytes(env.message)
-                if key_serde is not None and env.key is not None:
-                    env.key = key_serde.from_bytes(env.key)
-            except Exception as exc:
-                if not self._drop:
-                    raise SerdeError(
-                        f"cannot deserialize the message at offset {env.offset} of {ssp}: {exc}; "
-                        "set task.drop.deserialization.errors: true to drop such messages"
-                    ) from exc
-                self._dropped(ssp, env, exc)
-                continue
-            out.append(env)
-        return out
-
-    def _unframe(
-        self,
-        ssp: SystemStreamPartition,
-        envelopes: list[IncomingMessageEnvelope],
-        serdes: InputSerdes,
-    ) -> list[IncomingMessageEnvelope]:
-        key_serde, msg_serde = serdes.key, serdes.msg
-        out: list[IncomingMessageEnvelope] = []
-        for env in envelopes:
-            if env.control is not None:
-                out.append(env)
-                continue
-            try:
-                if env.message is not None:
-                    kind, body = decode(env.message)
-                    if kind == USER_MESSAGE:
-                        env.message = body if msg_serde is None else msg_serde.from_bytes(body)
-                    else:
-                        env.control = env.message = body
+                message = env.message
+                if framed and message is not None:
+                    kind, message = decode(message)
+                    if kind != USER_MESSAGE:
+                        env.control = env.message = message
                         out.append(env)
                         continue
+                if msg_serde is not None and message is not None:
+                    message = msg_serde.from_bytes(message)
+                env.message = message
                 if key_serde is not None and env.key is not None:
                     env.key = key_serde.from_bytes(env.key)
             except Exception as exc:
-                what = "framed record" if isinstance(exc, FrameError) else "message"
                 if not self._drop:
+                    what = "framed record" if isinstance(exc, FrameError) else "message"
                     raise SerdeError(
-                        f"cannot read the {what} at offset {env.offset} of {ssp}: {exc}; "
+                        f"cannot deserialize the {what} at offset {env.offset} of {ssp}: {exc}; "
                         "set task.drop.deserialization.errors: true to drop such records"
                     ) from exc
                 self._dropped(ssp, env, exc)

@@ -420,7 +420,7 @@ def test_a_bad_framed_record_fails_the_job_naming_partition_and_offset(
     runner.broker.append("mid", 0, None, frame(b"ok"))
     runner.broker.append("mid", 0, None, record)
     with pytest.raises(
-        SerdeError, match=rf"framed record at offset 1 of memory.mid#0: .*{problem}"
+        SerdeError, match=rf"the framed record at offset 1 of memory.mid#0: .*{problem}"
     ):
         runner.run(timeout=20)
 
