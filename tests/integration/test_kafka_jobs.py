@@ -78,7 +78,10 @@ async def read_all(bootstrap: str, topic: str) -> list[Any]:
         if not tps:
             return []
         consumer.assign(tps)
-        await consumer.seek_to_beginning()
+        # Explicit offsets: seek_to_beginning() is lazy, and a position() right after it can
+        # report the end (seen with Kafka 4.3), which would make this read nothing.
+        for tp, offset in (await consumer.beginning_offsets(tps)).items():
+            consumer.seek(tp, offset)
         ends = await consumer.end_offsets(tps)
         records: list[Any] = []
         while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
