@@ -2,6 +2,9 @@
 # Build:  docker build -t samzapy .
 # Run:    docker run --rm samzapy                      (the quick-start job)
 #         docker run --rm -v $PWD/job.yaml:/etc/samzapy/job.yaml samzapy
+#         docker run --rm samzapy validate /etc/samzapy/job.yaml
+# tests/cli/test_dockerfile.py lints this file with hadolint and replays its steps in a
+# virtualenv; its parser knows FROM, ENV, RUN, WORKDIR, COPY, USER, EXPOSE, ENTRYPOINT, CMD.
 FROM python:3.12.7-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -12,14 +15,26 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     SAMZAPY_STATE_DIR=/var/lib/samzapy/state \
     SAMZAPY_OUTPUT_DIR=/var/lib/samzapy/output
 
+# A fixed numeric uid/gid: Kubernetes' runAsNonRoot can only verify a numeric USER, and
+# volumes (fsGroup: 10001) are made writable for it. The state and output directories exist in
+# the image, owned by it, so that a named volume mounted there starts writable.
+RUN groupadd --system --gid 10001 samzapy \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/samzapy --create-home \
+        --shell /usr/sbin/nologin samzapy \
+    && install -d -o 10001 -g 10001 /var/lib/samzapy/state /var/lib/samzapy/output
+
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY samzapy ./samzapy
-RUN pip install --no-cache-dir . \
-    && useradd --system --uid 10001 --home-dir /var/lib/samzapy --create-home samzapy
+# RocksDB comes from rocksdict's manylinux wheel (uvloop's too): refuse a source build,
+# which would need a compiler and Rust toolchain that the slim image does not have.
+RUN pip install --no-cache-dir --only-binary=rocksdict,uvloop .
 COPY examples ./examples
 COPY configs/quickstart.yaml /etc/samzapy/job.yaml
 
-USER samzapy
+USER 10001:10001
+# The Prometheus reporter's port (metrics.prometheus.port) with /metrics, /healthz, /readyz;
+# a job listens there when metrics.reporters has prometheus and metrics.prometheus.host is 0.0.0.0.
+EXPOSE 9090
 ENTRYPOINT ["samzapy"]
 CMD ["run", "/etc/samzapy/job.yaml"]

