@@ -2,7 +2,8 @@
 
 A reporter is started once with the container's registry and stopped once at shutdown. The
 shipped ``LogReporter`` logs one ``metrics_reported`` event per interval and a last one when it
-stops, so the final counts of a job always reach the log. Other reporters are named in config
+stops, so the final counts of a job always reach the log. ``prometheus`` names the
+``PrometheusReporter`` (``samzapy.metrics.prometheus``). Other reporters are named in config
 as ``module:Class`` and built with no arguments.
 """
 
@@ -17,6 +18,7 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from samzapy.api.errors import ConfigError
+from samzapy.metrics.health import Health
 from samzapy.metrics.registry import MetricsRegistry
 
 _REPORTERS_KEY = "metrics.reporters"
@@ -93,21 +95,23 @@ class LogReporter(MetricsReporter):
             self.report()
 
 
-def reporter_for(name: str, *, interval_ms: int, host: str, port: int) -> MetricsReporter:
+def reporter_for(
+    name: str, *, interval_ms: int, host: str, port: int, health: Health | None = None
+) -> MetricsReporter:
     """The reporter that the ``metrics.reporters`` entry ``name`` designates.
 
-    ``log`` is the ``LogReporter``; ``prometheus`` (served on ``host``:``port``) is reserved and
-    not available yet; ``module:Class`` imports ``Class`` from ``module`` and calls it with no
-    arguments. Any failure is a ``ConfigError`` naming ``metrics.reporters``.
+    ``log`` is the ``LogReporter``; ``prometheus`` is the ``PrometheusReporter`` serving on
+    ``host``:``port`` and reporting ``health`` (a fresh ``Health`` when None); ``module:Class``
+    imports ``Class`` from ``module`` and calls it with no arguments. Any failure is a
+    ``ConfigError`` naming ``metrics.reporters``.
     """
     if name == "log":
         return LogReporter(interval_ms)
     if name == "prometheus":
-        raise ConfigError(
-            f"{_REPORTERS_KEY}: 'prometheus' is not available yet (would serve on {host}:{port}); "
-            "use 'log' or a 'module:Class' reporter",
-            key=_REPORTERS_KEY,
-        )
+        # Imported here: the Prometheus module builds on MetricsReporter from this one.
+        from samzapy.metrics.prometheus import PrometheusReporter
+
+        return PrometheusReporter(host, port, health)
     module_name, sep, class_name = name.partition(":")
     if not sep or not module_name or not class_name:
         raise ConfigError(

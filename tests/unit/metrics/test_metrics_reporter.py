@@ -9,7 +9,14 @@ import structlog
 from structlog.testing import capture_logs
 
 from samzapy.api.errors import ConfigError
-from samzapy.metrics import LogReporter, MetricsRegistry, MetricsReporter, reporter_for
+from samzapy.metrics import (
+    Health,
+    LogReporter,
+    MetricsRegistry,
+    MetricsReporter,
+    PrometheusReporter,
+    reporter_for,
+)
 
 
 class FakeSleep:
@@ -154,12 +161,13 @@ class TestReporterFor:
         assert isinstance(reporter, LogReporter)
         assert reporter.interval_ms == 1500
 
-    def test_prometheus_is_not_available_yet(self) -> None:
-        with pytest.raises(
-            ConfigError, match=r"^metrics\.reporters: 'prometheus' is not available yet"
-        ) as info:
-            reporter_for("prometheus", interval_ms=1000, host="0.0.0.0", port=9090)
-        assert info.value.key == "metrics.reporters"
+    def test_prometheus_builds_the_prometheus_reporter_with_the_given_health(self) -> None:
+        health = Health()
+        reporter = reporter_for(
+            "prometheus", interval_ms=1000, host="0.0.0.0", port=9090, health=health
+        )
+        assert isinstance(reporter, PrometheusReporter)
+        assert reporter.health is health
 
     def test_module_and_class(self) -> None:
         reporter = reporter_for(f"{__name__}:CustomReporter", interval_ms=1, host="", port=0)
