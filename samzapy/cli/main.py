@@ -233,9 +233,9 @@ class _SignalStopper:
 
 async def _run_container(resolved: ResolvedConfig, stopper: _SignalStopper) -> None:
     # Imported here so that `samzapy validate` and `--version` never load the container.
-    from samzapy.container import SamzaContainer
+    from samzapy.container.coordinator import JobRunner
 
-    container = SamzaContainer(resolved)
+    container = JobRunner(resolved)
     loop = asyncio.get_running_loop()
     stopper.install(loop, container)
     try:

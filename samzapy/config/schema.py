@@ -164,6 +164,17 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("job.loop", _E, "uvloop", "The event loop.", choices=("uvloop", "asyncio")),
     ConfigKey("job.container.thread.pool.size", _I, 0, "Threads for blocking work.", minimum=0),
     ConfigKey("job.container.id", _S, "0", "This container's id."),
+    ConfigKey(
+        "job.coordinator.factory",
+        _E,
+        None,
+        "How tasks are shared among containers.",
+        choices=("kafka-group", "static"),
+    ),
+    ConfigKey("job.container.count", _I, 1, "Containers of a static job.", minimum=1),
+    ConfigKey(
+        "job.coordinator.session.timeout.ms", _I, 10000, "Group session timeout.", minimum=1000
+    ),
     ConfigKey("job.logged.store.base.dir", _S, "./state", "Where local stores live."),
     # task
     ConfigKey("task.class", _S, None, "The task: 'module:Class' or 'dotted.Class'.", required=True),
@@ -186,6 +197,8 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("task.progress.interval.ms", _I, 10000, "Progress log interval.", minimum=-1),
     ConfigKey("task.poll.timeout.ms", _I, 100, "Longest wait of one poll.", minimum=1),
+    ConfigKey("task.stall.timeout.ms", _I, 300000, "Stall watchdog; <= 0 is off.", minimum=-1),
+    ConfigKey("task.stall.fail", _B, False, "Exit 1 when a task stalls."),
     # systems, any factory
     ConfigKey("systems.<name>.samza.factory", _S, None, "memory, file, kafka or module:Class."),
     ConfigKey("systems.<name>.samza.key.serde", _S, None, "Default key serde."),

@@ -28,6 +28,10 @@ class JobConfig:
     container_thread_pool_size: int
     container_id: str
     logged_store_base_dir: str
+    #: None: kafka-group when every input is on a kafka system, else static.
+    coordinator_factory: str | None = None
+    container_count: int = 1
+    coordinator_session_timeout_ms: int = 10000
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,8 @@ class TaskConfig:
     checkpoint_replication_factor: int
     progress_interval_ms: int
     poll_timeout_ms: int
+    stall_timeout_ms: int = 300000
+    stall_fail: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +197,9 @@ def resolve(config: Config) -> ResolvedConfig:
             loop=v["job.loop"],
             container_thread_pool_size=v["job.container.thread.pool.size"],
             container_id=v["job.container.id"],
+            coordinator_factory=v.get("job.coordinator.factory"),
+            container_count=v["job.container.count"],
+            coordinator_session_timeout_ms=v["job.coordinator.session.timeout.ms"],
             logged_store_base_dir=v["job.logged.store.base.dir"],
         ),
         task=_task(v),
@@ -256,6 +265,8 @@ def _task(v: Mapping[str, Any]) -> TaskConfig:
         checkpoint_replication_factor=v["task.checkpoint.replication.factor"],
         progress_interval_ms=v["task.progress.interval.ms"],
         poll_timeout_ms=v["task.poll.timeout.ms"],
+        stall_timeout_ms=v["task.stall.timeout.ms"],
+        stall_fail=v["task.stall.fail"],
     )
 
 

@@ -47,7 +47,7 @@ from samzapy.container.run_loop import RunLoop
 from samzapy.container.stores import TaskStores
 from samzapy.container.task_instance import TaskInstance
 from samzapy.control.reconcile import CONTROL_STATE, TaskControl
-from samzapy.metrics import MetricsRegistry, MetricsReporter, reporter_for
+from samzapy.metrics import Health, MetricsRegistry, MetricsReporter, reporter_for
 from samzapy.system.ports import SystemAdmin, SystemConsumer, SystemFactory, SystemProducer
 from samzapy.system.registry import system_factory_class
 from samzapy.system.serde import Serde, SerdeRegistry
@@ -86,8 +86,20 @@ class SamzaContainer:
         task_factory: Callable[[], Any] | None = None,
         clock: Clock | None = None,
         metrics: MetricsRegistry | None = None,
+        tasks: Callable[[int], bool] | None = None,
+        reporters: bool = True,
+        health: Health | None = None,
     ) -> None:
+        """``tasks``: whether to run the task of partition number k (None: every task of the
+        job); ``reporters``: start the configured metrics reporters (a JobRunner starts them
+        once for all its containers instead)."""
         self.config = config
+        self._task_filter = tasks
+        #: What /healthz and /readyz report; the stall watchdog records stalled tasks here.
+        self.health = health if health is not None else Health()
+        self._start_reporters = reporters
+        #: Set once every task is restored, initialized and consuming.
+        self.started = asyncio.Event()
         self._task_factory = task_factory
         self.clock: Clock = clock or LoopClock()
         self.metrics = metrics or MetricsRegistry()
@@ -141,6 +153,26 @@ class SamzaContainer:
             commits=self.run_loop.commit_count,
         )
 
+    async def prepare_streams(self) -> None:
+        """Create the missing intermediate streams and check that every input exists, then
+        let go of the systems: what a coordinator needs before it asks for tasks."""
+        cfg = self.config
+        inputs = list(dict.fromkeys(cfg.task.inputs))
+        for name, scfg in cfg.systems.items():
+            factory_cls = system_factory_class(scfg.factory, key=f"systems.{name}.samza.factory")
+            self._factories[name] = factory_cls(name, scfg.params)
+            self._admins[name] = self._factories[name].get_admin()
+        try:
+            for admin in self._admins.values():
+                await admin.start()
+            await self._create_intermediate_streams(inputs)
+            await self._partition_counts(inputs)
+        finally:
+            for admin in self._admins.values():
+                await admin.stop()
+            self._admins.clear()
+            self._factories.clear()
+
     # -- start-up -------------------------------------------------------------------------------
 
     async def _start(self) -> None:
@@ -169,6 +201,11 @@ class SamzaContainer:
             {ss: counts[ss] for ss in input_streams},
             broadcast,
         )
+        #: The job's task count (every container's tasks), which control messages announce
+        #: and changelogs are sized by.
+        self.job_task_count = job_task_count = len(models)
+        if self._task_filter is not None:
+            models = [m for m in models if self._task_filter(m.partition)]
         # 3. Checkpoints and starting offsets.
         checkpoints = await self._read_checkpoints(models)
         check_partition_counts(checkpoints, counts)
@@ -213,6 +250,9 @@ class SamzaContainer:
             shutdown_ms=cfg.task.shutdown_ms,
             progress_interval_ms=cfg.task.progress_interval_ms,
             checkpoint_extra=partition_counts_extra(counts),
+            stall_timeout_ms=cfg.task.stall_timeout_ms,
+            stall_fail=cfg.task.stall_fail,
+            health=self.health,
         )
         starts: dict[SystemStreamPartition, dict[TaskName, str | None]] = defaultdict(dict)
         outputs = self._intermediate_outputs(input_streams)
@@ -265,7 +305,7 @@ class SamzaContainer:
                 executor=self._executor,
                 latency=self.metrics.timer(f"task.{model.name}", "process-latency"),
                 control=control,
-                task_count=len(models),
+                task_count=job_task_count,
             )
             if checkpoint is not None:
                 run_loop.remember_checkpoint(instance, checkpoint)
@@ -278,6 +318,8 @@ class SamzaContainer:
             inputs=[str(ss) for ss in input_streams],
             broadcast_inputs=[f"{ss}#{list(p)}" for ss, p in broadcast],
             tasks=len(self.tasks),
+            task_names=[str(t.name) for t in self.tasks],
+            job_tasks=job_task_count,
             task_class=cfg.task.task_class if self._task_factory is None else repr(task_factory),
             max_concurrency=cfg.task.max_concurrency,
             thread_pool_size=cfg.job.container_thread_pool_size,
@@ -285,22 +327,26 @@ class SamzaContainer:
         )
         # 5. Metrics reporters, producers, init, consumers.
         metrics_cfg = cfg.metrics
-        for name in metrics_cfg.reporters:
+        for name in metrics_cfg.reporters if self._start_reporters else ():
             reporter = reporter_for(
                 name,
                 interval_ms=metrics_cfg.reporter_interval_ms,
                 host=metrics_cfg.prometheus_host,
                 port=metrics_cfg.prometheus_port,
+                health=self.health,
             )
             await reporter.start(self.metrics)
             self._reporters.append(reporter)
         for producer in self._producers.values():
             await producer.start()
-        await self._open_stores(len(models), checkpoints)
+        await self._open_stores(job_task_count, checkpoints)
         for instance, model in zip(self.tasks, models, strict=True):
             await instance.init(self._context(model, instance))
         for consumer in self._consumers.values():
             await consumer.start()
+        self.started.set()
+        if self._start_reporters:  # a JobRunner sets readiness itself
+            self.health.ready = True
 
     async def _partition_counts(self, streams: list[SystemStream]) -> dict[SystemStream, int]:
         by_system: dict[str, list[str]] = defaultdict(list)
@@ -561,6 +607,9 @@ class SamzaContainer:
                     log.warning("system_stop_failed", system=name, part=what, error=repr(exc))
         if self._checkpoints is not None:
             await self._checkpoints.stop()
+        if self._task_filter is not None:  # the tasks may run elsewhere next
+            for task in self.tasks:
+                self.metrics.remove_group(f"task.{task.name}")
         for reporter in self._reporters:
             await reporter.stop()
         if self._executor is not None:

@@ -27,7 +27,9 @@ from samzapy.container.clock import Clock
 from samzapy.container.collector import OutputRouter
 from samzapy.container.consumers import SystemConsumers
 from samzapy.container.stores import CHANGELOG_OFFSETS
+from samzapy.container.watchdog import Watchdog
 from samzapy.control.reconcile import CONTROL_STATE
+from samzapy.metrics import Health
 
 if TYPE_CHECKING:
     from samzapy.container.task_instance import TaskInstance
@@ -52,6 +54,9 @@ class RunLoop:
         shutdown_ms: int,
         progress_interval_ms: int,
         checkpoint_extra: Mapping[str, Any] | None = None,
+        stall_timeout_ms: int = -1,
+        stall_fail: bool = False,
+        health: Health | None = None,
     ) -> None:
         self.consumers = consumers
         self.input_systems = list(input_systems)
@@ -70,6 +75,17 @@ class RunLoop:
         self._done: asyncio.Future[None] | None = None
         self._written: dict[str, Checkpoint] = {}
         self.commit_count = 0
+        self.watchdog = (
+            Watchdog(
+                self,
+                timeout_s=stall_timeout_ms / 1000,
+                commit_s=self.commit_s if checkpoints is not None else None,
+                fail=stall_fail,
+                health=health,
+            )
+            if stall_timeout_ms > 0
+            else None
+        )
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -149,6 +165,8 @@ class RunLoop:
             if tracker.last_processed is not None
         }
         checkpoint = Checkpoint(offsets, extra)
+        if self.watchdog is not None:
+            self.watchdog.committed(task, self.clock.now())
         if self._written.get(task.name) == checkpoint:
             return
         await self.checkpoints.write(task.name, checkpoint)
@@ -236,9 +254,14 @@ class RunLoop:
         next_progress = now + self.progress_s if self.progress_s else math.inf
         check_s = self.callback_timeout_s / 4 if self.callback_timeout_s else None
         next_check = now + check_s if check_s else math.inf
+        watchdog = self.watchdog
+        next_watch = math.inf
+        if watchdog is not None:
+            watchdog.start(now)
+            next_watch = now + watchdog.interval_s
         last_processed, last_time = 0, time.monotonic()
         while True:
-            deadline = min(next_window, next_commit, next_progress, next_check)
+            deadline = min(next_window, next_commit, next_progress, next_check, next_watch)
             if deadline == math.inf:
                 return
             await clock.sleep_until(deadline)
@@ -254,6 +277,9 @@ class RunLoop:
             if now >= next_check and check_s:
                 self._check_callback_timeouts(now)
                 next_check = _next_after(next_check, check_s, now)
+            if now >= next_watch and watchdog is not None:
+                watchdog.check(now)
+                next_watch = _next_after(next_watch, watchdog.interval_s, now)
             if now >= next_progress and self.progress_s:
                 processed = self.processed
                 wall = time.monotonic()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,8 +185,43 @@ class SystemFactory(abc.ABC):
     @abc.abstractmethod
     def get_producer(self) -> SystemProducer: ...
 
+    def get_group_membership(
+        self,
+        *,
+        group_id: str,
+        streams: Sequence[str],
+        session_timeout_ms: int,
+        on_revoked: Callable[[list[int]], Awaitable[None]],
+        on_assigned: Callable[[list[int]], Awaitable[None]],
+    ) -> GroupMembership:
+        """A membership of the job's group on this system (``job.coordinator.factory:
+        kafka-group``); systems without a group protocol refuse."""
+        raise StreamSystemError(
+            f"system {self.system_name!r} has no group protocol: job.coordinator.factory "
+            "kafka-group needs every input on a kafka system (use static)"
+        )
+
+
+class GroupMembership(abc.ABC):
+    """A container's membership of its job's group. Tasks are partition numbers. The group
+    calls ``on_revoked`` (awaited: the container gives its tasks up there) before every new
+    assignment, which ``on_assigned`` delivers."""
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Join the group."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Leave the group."""
+
+    @abc.abstractmethod
+    def failure(self) -> BaseException | None:
+        """Why the membership ended, once it has."""
+
 
 __all__ = [
+    "GroupMembership",
     "OffsetBounds",
     "integer_offset",
     "OffsetDefault",

@@ -8,14 +8,16 @@ a checkpoint start at the ``upcoming`` offset, as in Samza.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from samzapy.system.kafka.admin import KafkaSystemAdmin
 from samzapy.system.kafka.consumer import KafkaSystemConsumer
+from samzapy.system.kafka.group import KafkaGroupMembership
 from samzapy.system.kafka.producer import KafkaSystemProducer
 from samzapy.system.kafka.settings import KafkaSettings, kafka_settings
 from samzapy.system.ports import (
+    GroupMembership,
     OffsetDefault,
     SystemAdmin,
     SystemConsumer,
@@ -43,6 +45,24 @@ class KafkaSystemFactory(SystemFactory):
 
     def get_producer(self) -> SystemProducer:
         return KafkaSystemProducer(self.settings)
+
+    def get_group_membership(
+        self,
+        *,
+        group_id: str,
+        streams: Sequence[str],
+        session_timeout_ms: int,
+        on_revoked: Callable[[list[int]], Awaitable[None]],
+        on_assigned: Callable[[list[int]], Awaitable[None]],
+    ) -> GroupMembership:
+        return KafkaGroupMembership(
+            self.settings,
+            group_id=group_id,
+            topics=streams,
+            session_timeout_ms=session_timeout_ms,
+            on_revoked=on_revoked,
+            on_assigned=on_assigned,
+        )
 
 
 __all__ = ["KafkaSystemFactory"]
