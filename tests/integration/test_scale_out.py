@@ -1,0 +1,149 @@
+"""Scale-out with Kafka's group protocol: several `samzapy run` processes share one job's tasks.
+
+Three containers count words over a 12-partition input in a RocksDB store with a Kafka
+changelog; one is killed with -9 half way, a fourth joins later. Tasks move between processes
+at every rebalance (their stores restored from the changelog, their inputs resumed from the
+checkpoint topic), and the final counts must still equal the input's exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import signal
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka.partitioner import DefaultPartitioner
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from test_kafka_jobs import Job, create_topic, name, wait_for  # noqa: E402
+from test_state_jobs import (  # noqa: E402
+    STORE,
+    changelog_state,
+    checkpointed,
+    produce_words,
+    zipf_words,
+)
+
+pytestmark = pytest.mark.timeout(600)
+
+PARTITIONS = 12
+
+
+def job_file(
+    tmp_path: Path, bootstrap: str, source: str, changelog: str, job_id: str, n: int
+) -> Path:
+    """Container ``n``'s job file: the same job, its own state directory (its own host)."""
+    cfg = {
+        "job.name": "scale-it",
+        "job.id": job_id,
+        "job.logged.store.base.dir": str(tmp_path / f"state-{n}"),
+        "job.coordinator.session.timeout.ms": 6000,
+        "task.class": "state_jobs:WordCount",
+        "task.inputs": [f"kafka.{source}"],
+        "task.checkpoint.factory": "kafka",
+        "task.commit.ms": 300,
+        "task.progress.interval.ms": 200,
+        "systems.kafka.samza.factory": "kafka",
+        "systems.kafka.bootstrap.servers": bootstrap,
+        "systems.kafka.default.stream.samza.offset.default": "oldest",
+        f"stores.{STORE}.factory": "rocksdb",
+        f"stores.{STORE}.key.serde": "string",
+        f"stores.{STORE}.msg.serde": "long",
+        f"stores.{STORE}.changelog": f"kafka.{changelog}",
+    }
+    path = tmp_path / f"job-{n}.yaml"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def placed_words(words: list[str]) -> dict[int, list[str]]:
+    partitioner = DefaultPartitioner()
+    everyone = list(range(PARTITIONS))
+    placed: dict[int, list[str]] = {p: [] for p in everyone}
+    for word in words:
+        placed[partitioner(word.encode(), everyone, everyone)].append(word)
+    return placed
+
+
+def tasks_of(job: Job) -> list[str]:
+    """The tasks the container holds now, from its latest assignment event."""
+    held: list[str] = []
+    for event in job.events():
+        if event["event"] in ("tasks_assigned", "rebalance_completed"):
+            held = event["tasks"]
+    return held
+
+
+def test_three_containers_a_kill_and_a_fourth_keep_the_counts_exact(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    rng = random.Random(12)
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, PARTITIONS))
+    words = zipf_words(rng, 240_000)
+    placed = placed_words(words)
+    first_half = {p: ws[: len(ws) // 2] for p, ws in placed.items()}
+    second_half = {p: ws[len(ws) // 2 :] for p, ws in placed.items()}
+    asyncio.run(produce_words(kafka_bootstrap, source, first_half))
+    job_id = uuid.uuid4().hex[:8]
+    jobs = [
+        Job(
+            job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n),
+            "unused",
+            tmp_path / f"c{n}.log",
+        )
+        for n in range(3)
+    ]
+    wait_for(
+        lambda: sorted(len(tasks_of(j)) for j in jobs) == [4, 4, 4],
+        90,
+        "three containers with four tasks each",
+    )
+    all_tasks = sorted(t for j in jobs for t in tasks_of(j))
+    assert all_tasks == sorted(f"Partition {k}" for k in range(PARTITIONS))
+    # Kill one while it is busy; its tasks move to the other two.
+    time.sleep(rng.uniform(0.5, 1.5))
+    victim = jobs.pop(1)
+    victim.stop(signal.SIGKILL)
+    asyncio.run(produce_words(kafka_bootstrap, source, second_half))
+    wait_for(
+        lambda: sorted(len(tasks_of(j)) for j in jobs) == [6, 6],
+        90,
+        "the survivors taking the killed container's tasks",
+    )
+    # A fourth container joins: three members, four tasks each again.
+    jobs.append(
+        Job(
+            job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, 3),
+            "unused",
+            tmp_path / "c3.log",
+        )
+    )
+    wait_for(
+        lambda: sorted(len(tasks_of(j)) for j in jobs) == [4, 4, 4],
+        90,
+        "the fourth container taking its share",
+    )
+    ends = {p: len(ws) - 1 for p, ws in placed.items()}
+    job = tmp_path / "job-0.yaml"
+    wait_for(lambda: checkpointed(kafka_bootstrap, job) == ends, 180, "every word checkpointed")
+    for j in jobs:
+        assert j.stop() == 0
+    assert changelog_state(kafka_bootstrap, changelog) == Counter(words)
+    # Every rebalance was logged with the tasks that moved and the handover time.
+    rebalances: list[dict[str, Any]] = [
+        e for j in jobs for e in j.events() if e["event"] == "rebalance_completed"
+    ]
+    assert rebalances
+    assert all(isinstance(e["handover_ms"], float) for e in rebalances)
+    assert any(e["tasks_added"] for e in rebalances) and any(e["tasks_removed"] for e in rebalances)
+    assert all(any(e["event"] == "rebalance_started" for e in j.events()) for j in jobs[:2])
