@@ -569,8 +569,18 @@ class SamzaContainer:
         run_loop = self.run_loop
         registry.gauge("container", "messages-processed", lambda: run_loop.processed)
         registry.gauge("container", "commits", lambda: run_loop.commit_count)
+        run_loop.commit_latency = registry.timer("container", "commit-latency")
+        started = time.monotonic()
         for task in self.tasks:
             _register_task_metrics(registry, task)
+            group = f"task.{task.name}"
+            registry.gauge(group, "checkpoint-age-seconds", _age(run_loop, task.name, started))
+            if task.stores:
+                registry.gauge(group, "restored-records", _restored(task.stores))
+            for ssp, tracker in task.trackers.items():
+                consumer = self._consumers.get(ssp.system)
+                if consumer is not None:
+                    registry.gauge(f"partition.{ssp}", "lag", _lag(consumer, ssp, tracker))
 
     # -- shutdown -------------------------------------------------------------------------------
 
@@ -608,12 +618,44 @@ class SamzaContainer:
         if self._checkpoints is not None:
             await self._checkpoints.stop()
         if self._task_filter is not None:  # the tasks may run elsewhere next
+            # The next container of this process registers its own (counts restart from 0,
+            # which Prometheus reads as a counter reset).
+            self.metrics.remove_group("container")
             for task in self.tasks:
                 self.metrics.remove_group(f"task.{task.name}")
+                for ssp in task.trackers:
+                    self.metrics.remove_group(f"partition.{ssp}")
         for reporter in self._reporters:
             await reporter.stop()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _lag(
+    consumer: SystemConsumer, ssp: SystemStreamPartition, tracker: OffsetTracker
+) -> Callable[[], float]:
+    """Messages of the partition not processed yet (0 when the system cannot tell)."""
+
+    def lag() -> float:
+        high = consumer.high_watermark(ssp)
+        if high is None:
+            return 0
+        try:
+            done = -1 if tracker.last_processed is None else int(tracker.last_processed)
+        except ValueError:
+            return 0
+        return max(high - done - 1, 0)
+
+    return lag
+
+
+def _age(run_loop: RunLoop, name: str, since: float) -> Callable[[], float]:
+    """Seconds since the task's last checkpoint (since start-up before the first)."""
+    return lambda: time.monotonic() - run_loop.checkpointed_at.get(name, since)
+
+
+def _restored(stores: TaskStores) -> Callable[[], float]:
+    return lambda: stores.restored_records
 
 
 def _register_task_metrics(registry: MetricsRegistry, task: TaskInstance) -> None:

@@ -30,6 +30,7 @@ from samzapy.container.stores import CHANGELOG_OFFSETS
 from samzapy.container.watchdog import Watchdog
 from samzapy.control.reconcile import CONTROL_STATE
 from samzapy.metrics import Health
+from samzapy.metrics.registry import Timer
 
 if TYPE_CHECKING:
     from samzapy.container.task_instance import TaskInstance
@@ -75,6 +76,9 @@ class RunLoop:
         self._done: asyncio.Future[None] | None = None
         self._written: dict[str, Checkpoint] = {}
         self.commit_count = 0
+        #: Metrics: how long commits take, and when each task last wrote a checkpoint.
+        self.commit_latency = Timer()
+        self.checkpointed_at: dict[str, float] = {}
         self.watchdog = (
             Watchdog(
                 self,
@@ -146,6 +150,11 @@ class RunLoop:
 
     async def commit(self, task: TaskInstance) -> None:
         """The commit protocol, run while the task has nothing in flight."""
+        started = time.perf_counter_ns()
+        await self._commit(task)
+        self.commit_latency.update_ns(time.perf_counter_ns() - started)
+
+    async def _commit(self, task: TaskInstance) -> None:
         # 1. Flush producers: every output of the covered messages is durable.
         await self.router.flush()
         # 2. Flush the stores, and note how far their changelogs got.
@@ -171,6 +180,7 @@ class RunLoop:
             return
         await self.checkpoints.write(task.name, checkpoint)
         self._written[task.name] = checkpoint
+        self.checkpointed_at[task.name] = time.monotonic()
         self.commit_count += 1
         log.debug(
             "checkpoint_written",

@@ -82,6 +82,10 @@ class TaskStores:
     ) -> None:
         self.task_name = task_name
         self.partition = partition
+        #: Changelog records replayed by the restore so far (a metric), and whether the
+        #: restore has finished.
+        self.restored_records = 0
+        self.restored = False
         self._serde = serde
         self._send = send
         self._router = router
@@ -220,6 +224,7 @@ class TaskStores:
         async for batch in read_partition(factory, admin, store.changelog, start, end):
             engine.write_batch([(_bytes(e.key), _value(e.message)) for e in batch])
             records += len(batch)
+            self.restored_records += len(batch)
             now = time.monotonic()
             if now - last_log >= _PROGRESS_S:
                 last_log = now

@@ -129,6 +129,11 @@ class SystemConsumer(abc.ABC):
     ) -> Mapping[SystemStreamPartition, list[IncomingMessageEnvelope]]:
         """Envelopes available for ``ssps``, waiting up to ``timeout`` seconds for any."""
 
+    def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
+        """The offset the partition's next message will get, as last seen (for the lag
+        metric); None when the system does not know it."""
+        return None
+
 
 class SystemProducer(abc.ABC):
     """Writes to streams of a system."""

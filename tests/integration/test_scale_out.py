@@ -12,6 +12,7 @@ import asyncio
 import json
 import random
 import signal
+import socket
 import sys
 import time
 import uuid
@@ -147,3 +148,52 @@ def test_three_containers_a_kill_and_a_fourth_keep_the_counts_exact(
     assert all(isinstance(e["handover_ms"], float) for e in rebalances)
     assert any(e["tasks_added"] for e in rebalances) and any(e["tasks_removed"] for e in rebalances)
     assert all(any(e["event"] == "rebalance_started" for e in j.events()) for j in jobs[:2])
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def test_a_container_serves_metrics_health_and_readiness(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, PARTITIONS))
+    words = zipf_words(random.Random(3), 20_000)
+    asyncio.run(produce_words(kafka_bootstrap, source, placed_words(words)))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    path = job_file(tmp_path, kafka_bootstrap, source, changelog, uuid.uuid4().hex[:8], 0)
+    cfg = json.loads(path.read_text())
+    cfg.update({"metrics.reporters": ["prometheus"], "metrics.prometheus.port": port})
+    path.write_text(json.dumps(cfg))
+    job = Job(path, "unused", tmp_path / "metrics.log")
+    wait_for(lambda: _get(port, "/readyz")[0] == 200, 90, "readiness", job.proc)
+    assert _get(port, "/healthz")[0] == 200
+    ends = {p: len(ws) - 1 for p, ws in placed_words(words).items()}
+    wait_for(lambda: checkpointed(kafka_bootstrap, path) == ends, 90, "all checkpointed", job.proc)
+    status, body = _get(port, "/metrics")
+    assert status == 200
+    for metric in (
+        "samzapy_partition_lag",
+        "samzapy_task_checkpoint_age_seconds",
+        "samzapy_task_process_latency_seconds",
+        "samzapy_task_in_flight",
+        "samzapy_task_restored_records",
+        "samzapy_container_commit_latency_seconds",
+        "samzapy_coordinator_rebalances",
+    ):
+        assert metric in body, metric
+    lags = [line for line in body.splitlines() if line.startswith("samzapy_partition_lag{")]
+    assert len(lags) == PARTITIONS and all(line.endswith(" 0.0") for line in lags)
+    assert job.stop() == 0

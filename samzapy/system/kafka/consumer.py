@@ -151,6 +151,13 @@ class KafkaSystemConsumer(SystemConsumer):
     async def _probe(self) -> None:
         await self._consumer.end_offsets(list(self._tp_of.values()))
 
+    def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
+        tp = self._tp_of.get(ssp)
+        if tp is None or self._consumer is None:
+            return None
+        value = self._consumer.highwater(tp)
+        return None if value is None else int(value)
+
     async def stop(self) -> None:
         watch, self._watch = self._watch, None
         consumer, self._consumer = self._consumer, None
