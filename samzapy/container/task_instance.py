@@ -148,6 +148,9 @@ class TaskInstance:
             if q.ssp in self.control.ended:
                 q.ended = True
                 self._active.remove(q)
+        #: Every input partition had ended by the last checkpoint: the final commit came
+        #: after on_end_of_stream and the ends sent downstream, so neither is repeated.
+        self.ended_before = not self._active
         if not self._active:
             self.end_pending = True
         self.attention = self.ends_due or self.end_pending
@@ -383,6 +386,13 @@ class TaskInstance:
     async def _end_of_stream(self) -> None:
         """Every input partition ended and nothing is in flight: tell the task, end its
         intermediate outputs, commit, finish."""
+        if self.ended_before:
+            self.end_pending = False
+            self.finished = True
+            self.attention = True
+            log.info("task_ended", task=self.name, processed=0, ended_before_restart=True)
+            self.run_loop.task_finished(self)
+            return
         if self.watermark_due:
             self.watermark_due = False
             await self._watermark()

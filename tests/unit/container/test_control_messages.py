@@ -444,3 +444,20 @@ def test_a_bad_framed_record_is_dropped_when_deserialization_errors_are_dropped(
     dropped = [e for e in logs if e["event"] == "message_dropped"]
     assert dropped and dropped[0]["offset"] == "1" and "unknown type byte 9" in dropped[0]["error"]
     assert result.metrics.snapshot()["container"]["deserialization-errors"] == 1
+
+
+def test_a_task_that_had_ended_is_not_ended_again_after_a_restart() -> None:
+    Collecting.messages, Collecting.ended = [], 0
+    config = {"streams.mid.samza.msg.serde": "string"}
+    first = TestRunner(Collecting, config).add_intermediate("mid", partitions=1)
+    first.broker.create_stream("mid", 1)
+    write = upstream_writer(first.broker, "mid", count=1)
+    write(0, b"a")
+    write(0, ("eos", "t0"))
+    first.run(timeout=20)
+    assert (Collecting.messages, Collecting.ended) == (["a"], 1)
+    # Its tasks run again elsewhere (a rebalance, a restart): the checkpoint says it ended.
+    second = TestRunner(Collecting, config, namespace=first.namespace)
+    second.add_intermediate("mid", partitions=1)
+    second.run(timeout=20)
+    assert (Collecting.messages, Collecting.ended) == (["a"], 1)
