@@ -68,22 +68,22 @@ def broker() -> Iterator[str]:
         subprocess.run([script, "down"], env=env, check=False, stdout=subprocess.DEVNULL)
 
 
-async def create_topics(bootstrap: str, *names: str) -> None:
+async def create_topics(bootstrap: str, *names: str, partitions: int = PARTITIONS) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names])
+        await admin.create_topics([NewTopic(n, partitions, 1) for n in names])
     finally:
         await admin.close()
 
 
-async def fill(bootstrap: str, topic: str, n: int) -> None:
+async def fill(bootstrap: str, topic: str, n: int, partitions: int = PARTITIONS) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, acks=1)
     await producer.start()
     try:
         futures = []
-        per = n // PARTITIONS
-        for p in range(PARTITIONS):
+        per = n // partitions
+        for p in range(partitions):
             batch = producer.create_batch()
             for _ in range(per):
                 if batch.append(key=None, value=PAYLOAD, timestamp=None) is None:

@@ -4,15 +4,17 @@ a task during a rebalance (kafka-group coordinator, real broker).
 One run, same broker, a 12-partition topic of N messages of 100 bytes (default 600,000):
 
 (a) one container runs a pass-through task over the whole topic;
-(b) three containers of one job (a fresh job id) run the same over the same topic;
+(b) three containers of one job run the same over a topic of the same size.
+For (a) and (b) the containers start on an empty topic and the messages are written once the
+group is stable (every task has its owner), so the rate is that of steady processing;
 (c) handover: two containers are running a fresh job over the topic when a third joins; for
     each task that moved, the time from the revocation (``rebalance_started`` in the old
     owner's log) to the first message of that task's partition processed by its new owner
     (the first output record on that partition after the revocation).
 
-Rates are measured from the first to the last output record's timestamp (start-up and group
-join excluded). On a 2-core machine shared with the broker, three processes contend for two
-cores: the ratio says what the hardware allows, not an ideal.
+Rates are measured from the first to the last output record's timestamp. On a 2-core
+machine shared with the broker, three processes contend for two cores: the ratio says what
+the hardware allows, not an ideal.
 
 Usage: python bench/bench_scale.py [--messages N]
 """
@@ -33,17 +35,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.bench_kafka import broker  # noqa: E402
+from bench.bench_kafka import broker, create_topics, fill  # noqa: E402
 
 PARTITIONS = 12
-PAYLOAD = b"x" * 100
 
 
 class PassThrough(StreamTask):
@@ -61,31 +61,7 @@ class PassThrough(StreamTask):
 
 
 async def create(bootstrap: str, topic: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-    finally:
-        await admin.close()
-
-
-async def fill(bootstrap: str, topic: str, n: int) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, acks=1)
-    await producer.start()
-    try:
-        futures = []
-        per = n // PARTITIONS
-        for p in range(PARTITIONS):
-            batch = producer.create_batch()
-            for _ in range(per):
-                if batch.append(key=None, value=PAYLOAD, timestamp=None) is None:
-                    futures.append(await producer.send_batch(batch, topic, partition=p))
-                    batch = producer.create_batch()
-                    batch.append(key=None, value=PAYLOAD, timestamp=None)
-            futures.append(await producer.send_batch(batch, topic, partition=p))
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
+    await create_topics(bootstrap, topic, partitions=PARTITIONS)
 
 
 async def output_times(bootstrap: str, topic: str) -> dict[int, list[int]]:
@@ -163,14 +139,37 @@ def wait_until(condition: Any, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def run_containers(bootstrap: str, source: str, n: int, count: int, tmp: Path) -> float:
+def held(c: Container) -> int:
+    """How many tasks the container holds now, from its latest assignment event."""
+    count = 0
+    for e in c.events():
+        if e["event"] in ("tasks_assigned", "rebalance_completed"):
+            count = len(e["tasks"])
+        elif e["event"] == "rebalance_started":
+            count = 0
+    return count
+
+
+def run_containers(bootstrap: str, n: int, count: int, tmp: Path) -> float:
+    """The rate of ``count`` containers once their group is stable: they start on an empty
+    topic, and the messages arrive once every task has its owner."""
+    source = f"bench-scale-{uuid.uuid4().hex[:6]}"
     out = f"bench-out-{uuid.uuid4().hex[:6]}"
+    asyncio.run(create(bootstrap, source))
     asyncio.run(create(bootstrap, out))
     job_id = uuid.uuid4().hex[:8]
     containers = [
         Container(bootstrap, source, out, job_id, tmp / f"{count}-{i}.log") for i in range(count)
     ]
     try:
+        wait_until(
+            lambda: (
+                sum(held(c) for c in containers) == PARTITIONS and all(held(c) for c in containers)
+            ),
+            120,
+            "a stable group",
+        )
+        asyncio.run(fill(bootstrap, source, n, PARTITIONS))
         wait_until(lambda: asyncio.run(total(bootstrap, out)) >= n, 600, f"{n} outputs")
     finally:
         for c in containers:
@@ -233,9 +232,9 @@ def main() -> None:
         tmp = Path(tmp_dir)
         source = f"bench-scale-{uuid.uuid4().hex[:6]}"
         asyncio.run(create(bootstrap, source))
-        asyncio.run(fill(bootstrap, source, n))
-        one = run_containers(bootstrap, source, n, 1, tmp)
-        three = run_containers(bootstrap, source, n, 3, tmp)
+        asyncio.run(fill(bootstrap, source, n, PARTITIONS))
+        one = run_containers(bootstrap, n, 1, tmp)
+        three = run_containers(bootstrap, n, 3, tmp)
         moves = handover(bootstrap, source, n, tmp)
     print(f"{n:,} messages, {PARTITIONS} partitions, pass-through, kafka-group coordinator")
     print(f"one container          {one:12,.0f} msg/s")

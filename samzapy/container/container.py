@@ -326,17 +326,8 @@ class SamzaContainer:
             checkpoints=cfg.task.checkpoint_factory,
         )
         # 5. Metrics reporters, producers, init, consumers.
-        metrics_cfg = cfg.metrics
-        for name in metrics_cfg.reporters if self._start_reporters else ():
-            reporter = reporter_for(
-                name,
-                interval_ms=metrics_cfg.reporter_interval_ms,
-                host=metrics_cfg.prometheus_host,
-                port=metrics_cfg.prometheus_port,
-                health=self.health,
-            )
-            await reporter.start(self.metrics)
-            self._reporters.append(reporter)
+        if self._start_reporters:
+            self._reporters = await start_reporters(cfg, self.metrics, self.health)
         for producer in self._producers.values():
             await producer.start()
         await self._open_stores(job_task_count, checkpoints)
@@ -631,6 +622,25 @@ class SamzaContainer:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
 
+async def start_reporters(
+    config: ResolvedConfig, registry: MetricsRegistry, health: Health
+) -> list[MetricsReporter]:
+    """Start the reporters of ``metrics.reporters`` on ``registry``."""
+    cfg = config.metrics
+    started: list[MetricsReporter] = []
+    for name in cfg.reporters:
+        reporter = reporter_for(
+            name,
+            interval_ms=cfg.reporter_interval_ms,
+            host=cfg.prometheus_host,
+            port=cfg.prometheus_port,
+            health=health,
+        )
+        await reporter.start(registry)
+        started.append(reporter)
+    return started
+
+
 def _lag(
     consumer: SystemConsumer, ssp: SystemStreamPartition, tracker: OffsetTracker
 ) -> Callable[[], float]:
@@ -668,4 +678,4 @@ def _register_task_metrics(registry: MetricsRegistry, task: TaskInstance) -> Non
     registry.gauge(group, "commits", lambda: task.commits)
 
 
-__all__ = ["SamzaContainer", "load_task_class"]
+__all__ = ["SamzaContainer", "load_task_class", "start_reporters"]

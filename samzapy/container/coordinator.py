@@ -29,8 +29,8 @@ import structlog
 
 from samzapy.api.errors import ConfigError
 from samzapy.config import ResolvedConfig
-from samzapy.container.container import SamzaContainer
-from samzapy.metrics import Health, MetricsRegistry, MetricsReporter, reporter_for
+from samzapy.container.container import SamzaContainer, start_reporters
+from samzapy.metrics import Health, MetricsRegistry, MetricsReporter
 from samzapy.system.ports import GroupMembership
 from samzapy.system.registry import system_factory_class
 
@@ -104,7 +104,7 @@ class JobRunner:
             self._container.request_stop(reason)
 
     async def run(self) -> None:
-        await self._start_reporters()
+        self._reporters = await start_reporters(self.config, self.metrics, self.health)
         try:
             if self.mode == STATIC:
                 await self._run_static()
@@ -261,19 +261,6 @@ class JobRunner:
             ready()
         else:
             asyncio.ensure_future(container.started.wait()).add_done_callback(ready)
-
-    async def _start_reporters(self) -> None:
-        metrics_cfg = self.config.metrics
-        for name in metrics_cfg.reporters:
-            reporter = reporter_for(
-                name,
-                interval_ms=metrics_cfg.reporter_interval_ms,
-                host=metrics_cfg.prometheus_host,
-                port=metrics_cfg.prometheus_port,
-                health=self.health,
-            )
-            await reporter.start(self.metrics)
-            self._reporters.append(reporter)
 
 
 def _share(count: int, index: int) -> Callable[[int], bool]:
