@@ -97,3 +97,70 @@ async def test_an_idle_task_with_nothing_waiting_is_not_stalled() -> None:
         test.container.request_stop("test")
         await asyncio.wait_for(job, 10)
     assert [e for e in logs if e["event"] == "task_stalled"] == []
+
+
+class _Tracker:
+    def pending(self) -> list[Any]:
+        return []
+
+
+class _Queue:
+    def __init__(self) -> None:
+        self.queue: list[Any] = []
+        self.ssp = "memory.in#0"
+
+
+class _Task:
+    """The attributes of a TaskInstance the watchdog reads."""
+
+    def __init__(self) -> None:
+        self.name = "Partition 0"
+        self.processed = 0
+        self.inflight = 0
+        self.finished = False
+        self.stopping = False
+        self.attention = False
+        self.queues = [_Queue()]
+        self.trackers = {"memory.in#0": _Tracker()}
+
+
+class _Router:
+    def backpressure(self) -> None:
+        return None
+
+
+class _Loop:
+    def __init__(self, task: _Task) -> None:
+        self.tasks = [task]
+        self.router = _Router()
+        self.failures: list[BaseException] = []
+
+    def fail(self, error: BaseException) -> None:
+        self.failures.append(error)
+
+
+def test_a_task_that_progresses_without_checkpointing_is_stalled() -> None:
+    from samzapy.container.watchdog import Watchdog
+    from samzapy.metrics import Health
+
+    task = _Task()
+    loop = _Loop(task)
+    health = Health()
+    watchdog = Watchdog(loop, timeout_s=10, commit_s=5, fail=True, health=health)  # type: ignore[arg-type]
+    watchdog.start(0.0)
+    with capture_logs() as logs:
+        for now in range(0, 25):
+            task.processed += 100  # always progressing, never committing
+            watchdog.check(float(now))
+        assert [e for e in logs if e["event"] == "task_stalled"] == []  # 3 x 5 s + 10 s = 25 s
+        task.processed += 100
+        watchdog.check(25.0)
+    stalled = [e for e in logs if e["event"] == "task_stalled"]
+    assert (
+        len(stalled) == 1 and "no checkpoint for 25.0 s while progressing" in stalled[0]["reason"]
+    )
+    assert not health.healthy and len(loop.failures) == 1
+    watchdog.committed(task, 26.0)  # type: ignore[arg-type]
+    with capture_logs() as logs:
+        watchdog.check(26.0)
+    assert [e["event"] for e in logs] == ["task_recovered"] and health.healthy
