@@ -25,9 +25,11 @@ Naming rule, from samzapy's ``(group, name)`` to a Prometheus series:
 3. A group without a dot gives ``samzapy_<sanitize(group)>_<sanitize(name)>`` and no label:
    ``("container", "commits")`` -> ``samzapy_container_commits``.
 4. By kind: a ``Counter`` is a counter family, its sample suffixed ``_total`` (a name already
-   ending in ``_total`` is not doubled); a ``Gauge`` is a gauge; a ``Timer`` is a summary in
-   seconds, its name suffixed ``_seconds`` (unless already so), with samples
-   ``{quantile="0.5"}``, ``{quantile="0.99"}``, ``_count`` and ``_sum``.
+   ending in ``_total`` is not doubled); a ``Gauge`` is a gauge; a ``Timer`` is a histogram in
+   seconds, its name suffixed ``_seconds`` (unless already so), with cumulative
+   ``_bucket{le=...}`` samples at ``HISTOGRAM_BOUNDS_S`` and ``+Inf``, ``_count`` and ``_sum``
+   (a bucket counts the timer's own log-spaced buckets that lie wholly below its bound, so
+   it is exact to within 1/8 of an octave).
 
 A metric whose series would clash with one already exported in the same scrape (two names that
 sanitize alike, or one name used by two kinds) is left out and logged once as
@@ -58,7 +60,11 @@ from samzapy.metrics.reporter import MetricsReporter
 _PORT_KEY = "metrics.prometheus.port"
 _HOST_KEY = "metrics.prometheus.host"
 _PREFIX = "samzapy"
-_QUANTILES = (0.5, 0.99)
+#: The upper bounds (seconds) of the histogram buckets of every timer: 100 µs to 60 s.
+HISTOGRAM_BOUNDS_S = (
+    *(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05),
+    *(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+)
 _NS_PER_S = 1e9
 _INVALID_RUN = re.compile(r"[^A-Za-z0-9_]+")
 _RESERVED_LABELS = frozenset({"quantile", "le"})
@@ -99,9 +105,7 @@ def _series_of(group: str) -> tuple[str, dict[str, str]]:
 
 def _registered(registry: MetricsRegistry) -> Iterator[tuple[str, str, Metric]]:
     # snapshot() flattens counters and gauges to numbers; the exposition needs each kind.
-    for group, metrics in list(registry._groups.items()):
-        for name, metric in list(metrics.items()):
-            yield group, name, metric
+    yield from registry.items()
 
 
 class RegistryCollector:
@@ -128,9 +132,13 @@ class RegistryCollector:
                 typ, family_name = "gauge", base
                 sample_names = [family_name]
             else:
-                typ = "summary"
+                typ = "histogram"
                 family_name = base if base.endswith("_seconds") else f"{base}_seconds"
-                sample_names = [family_name, f"{family_name}_count", f"{family_name}_sum"]
+                sample_names = [
+                    f"{family_name}_bucket",
+                    f"{family_name}_count",
+                    f"{family_name}_sum",
+                ]
             family = families.get(family_name)
             key = (family_name, tuple(sorted(labels.items())))
             clash = None
@@ -184,9 +192,10 @@ def _samples(
     elif isinstance(metric, Gauge):
         yield family_name, labels, float(metric.value)
     else:
-        for q in _QUANTILES:
-            value = metric.percentile_ns(q) / _NS_PER_S
-            yield family_name, {**labels, "quantile": str(q)}, value
+        for bound in HISTOGRAM_BOUNDS_S:
+            count = metric.count_at_most_ns(int(bound * _NS_PER_S))
+            yield f"{family_name}_bucket", {**labels, "le": str(bound)}, float(count)
+        yield f"{family_name}_bucket", {**labels, "le": "+Inf"}, float(metric.count)
         yield f"{family_name}_count", labels, float(metric.count)
         yield f"{family_name}_sum", labels, metric.total_ns / _NS_PER_S
 

@@ -132,6 +132,19 @@ class Timer:
                 return float(min((low + high - 1) / 2, self.max_ns))
         return float(self.max_ns)  # unreachable unless counts were edited by hand
 
+    def count_at_most_ns(self, bound_ns: int) -> int:
+        """How many durations were at most ``bound_ns``, counting a bucket when its whole range
+        is (so within one bucket, 1/8 of an octave, of the exact count): histogram buckets."""
+        total = 0
+        for index, n in enumerate(self._buckets):
+            if not n:
+                continue
+            _, high = _bucket_bounds(index)
+            if high - 1 > bound_ns:
+                break
+            total += n
+        return total
+
     def summary(self) -> dict[str, float | int]:
         """``count``, ``mean_ms``, ``max_ms``, ``p50_ms`` and ``p99_ms``: what reporters show."""
         return {
@@ -182,6 +195,11 @@ class MetricsRegistry:
     def groups(self) -> list[str]:
         """The names of the groups that hold at least one metric, in creation order."""
         return list(self._groups)
+
+    def items(self) -> list[tuple[str, str, Metric]]:
+        """Every metric as ``(group, name, metric)``, in creation order (for reporters that
+        need each kind, such as Prometheus)."""
+        return [(g, n, m) for g, metrics in self._groups.items() for n, m in metrics.items()]
 
     def remove_group(self, group: str) -> None:
         """Forget every metric of ``group`` (a task that left this container); no-op if absent."""

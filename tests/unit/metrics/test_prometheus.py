@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 from samzapy.api.errors import ConfigError
 from samzapy.config import load_config, resolve
 from samzapy.metrics import Health, MetricsRegistry, PrometheusReporter, reporter_for
-from samzapy.metrics.prometheus import sanitize
+from samzapy.metrics.prometheus import HISTOGRAM_BOUNDS_S, sanitize
 
 MINIMAL = """
 job.name: wc
@@ -145,8 +145,14 @@ class TestMetricsEndpoint:
         timer = registry.timer("task.Partition 0", "process-latency")
         timer.update_ns(1_000_000)
         timer.update_ns(3_000_000)
-        p50, p99 = timer.percentile_ns(0.5) / 1e9, timer.percentile_ns(0.99) / 1e9
-        assert 0.0009 < p50 < 0.0011 and p99 == 0.003
+        latency = "samzapy_task_process_latency_seconds"
+        task = {"task": "Partition 0"}
+        # 1 ms lies in the timer's bucket [983040, 1048576) ns, wholly below 2.5 ms but not
+        # 1 ms; 3 ms in [2883584, 3145728) ns, wholly below 5 ms.
+        buckets = [
+            (f"{latency}_bucket", {**task, "le": str(b)}, float((b >= 0.0025) + (b >= 0.005)))
+            for b in HISTOGRAM_BOUNDS_S
+        ]
 
         task = {"task": "Partition 0"}
         assert await scrape(reporter.port) == {
@@ -159,13 +165,13 @@ class TestMetricsEndpoint:
                 [("samzapy_container_messages_processed", {}, 42.0)],
             ),
             "samzapy_task_in_flight": ("gauge", [("samzapy_task_in_flight", task, 2.0)]),
-            "samzapy_task_process_latency_seconds": (
-                "summary",
+            latency: (
+                "histogram",
                 [
-                    ("samzapy_task_process_latency_seconds", {**task, "quantile": "0.5"}, p50),
-                    ("samzapy_task_process_latency_seconds", {**task, "quantile": "0.99"}, p99),
-                    ("samzapy_task_process_latency_seconds_count", task, 2.0),
-                    ("samzapy_task_process_latency_seconds_sum", task, 0.004),
+                    *buckets,
+                    (f"{latency}_bucket", {**task, "le": "+Inf"}, 2.0),
+                    (f"{latency}_count", task, 2.0),
+                    (f"{latency}_sum", task, 0.004),
                 ],
             ),
         }
@@ -229,8 +235,7 @@ class TestMetricsEndpoint:
             [("samzapy_rebalance_events_bytes_total", {}, 6)],
         )
         assert [s[0] for s in families["samzapy_container_commit_seconds"][1]] == [
-            "samzapy_container_commit_seconds",
-            "samzapy_container_commit_seconds",
+            *["samzapy_container_commit_seconds_bucket"] * (len(HISTOGRAM_BOUNDS_S) + 1),
             "samzapy_container_commit_seconds_count",
             "samzapy_container_commit_seconds_sum",
         ]
