@@ -336,8 +336,7 @@ class SamzaContainer:
         for consumer in self._consumers.values():
             await consumer.start()
         self.started.set()
-        if self._start_reporters:  # a JobRunner sets readiness itself
-            self.health.ready = True
+        self.health.ready = True
 
     async def _partition_counts(self, streams: list[SystemStream]) -> dict[SystemStream, int]:
         by_system: dict[str, list[str]] = defaultdict(list)

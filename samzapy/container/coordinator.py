@@ -65,11 +65,6 @@ def container_index(config: ResolvedConfig) -> int:
     return index
 
 
-def static_tasks(task_count: int, count: int, index: int) -> list[int]:
-    """The partition numbers of the tasks of container ``index`` of ``count``."""
-    return [k for k in range(task_count) if k % count == index]
-
-
 class JobRunner:
     """Runs this container's share of the job until it ends, is stopped, or fails."""
 
@@ -123,9 +118,7 @@ class JobRunner:
         if count > 1:
             index = container_index(cfg)
             share = _share(count, index)
-        container = self._new_container(share)
-        self._set_ready(container)
-        await container.run()
+        await self._new_container(share).run()
 
     # -- kafka-group --------------------------------------------------------------------------
 
@@ -189,8 +182,7 @@ class JobRunner:
     async def _on_revoked(self, tasks: list[int]) -> None:
         self._revoked_at = time.monotonic()
         self.rebalances += 1
-        if self.health is not None:
-            self.health.ready = False
+        self.health.ready = False
         log.info("rebalance_started", tasks_revoked=_names(tasks))
         await self._stop_container("rebalance")
         log.info(
@@ -215,9 +207,8 @@ class JobRunner:
             started_wait.cancel()
             if run.done() and run.exception() is not None:
                 raise run.exception()  # type: ignore[misc]  # failed during start-up
-            self._set_ready(container)
-        elif self.health is not None:
-            self.health.ready = True
+        else:
+            self.health.ready = True  # nothing to restore: ready as an idle member
         since = self._revoked_at if self._revoked_at is not None else started
         log.info(
             "rebalance_completed" if self._revoked_at is not None else "tasks_assigned",
@@ -243,24 +234,13 @@ class JobRunner:
     # -- shared ---------------------------------------------------------------------------------
 
     def _new_container(self, tasks: Callable[[int], bool] | None) -> SamzaContainer:
-        container = SamzaContainer(self.config, metrics=self.metrics, tasks=tasks, reporters=False)
+        container = SamzaContainer(
+            self.config, metrics=self.metrics, tasks=tasks, reporters=False, health=self.health
+        )
         self._container = container
         if self._stop_reason is not None:
             container.request_stop(self._stop_reason)
         return container
-
-    def _set_ready(self, container: SamzaContainer) -> None:
-        health = self.health
-        if health is None:
-            return
-
-        def ready(_: Any = None) -> None:
-            health.ready = True
-
-        if container.started.is_set():
-            ready()
-        else:
-            asyncio.ensure_future(container.started.wait()).add_done_callback(ready)
 
 
 def _share(count: int, index: int) -> Callable[[int], bool]:
@@ -278,5 +258,4 @@ __all__ = [
     "JobRunner",
     "container_index",
     "coordinator_of",
-    "static_tasks",
 ]

@@ -164,3 +164,39 @@ def test_a_task_that_progresses_without_checkpointing_is_stalled() -> None:
     with capture_logs() as logs:
         watchdog.check(26.0)
     assert [e["event"] for e in logs] == ["task_recovered"] and health.healthy
+
+
+async def test_the_job_runners_health_sees_readiness_and_stalls() -> None:
+    """Under `samzapy run` the Prometheus server reports the JobRunner's Health: the
+    container must record readiness and stalls there, not in a Health of its own."""
+    import uuid
+
+    from samzapy.config import load_config, resolve
+    from samzapy.container.coordinator import JobRunner
+    from samzapy.system.inmemory import InMemoryBroker
+
+    namespace = f"watch-{uuid.uuid4().hex[:8]}"
+    broker = InMemoryBroker.for_namespace(namespace)
+    broker.create_stream("in", 1)
+    for i in range(3):
+        broker.append("in", 0, None, i)
+    Held.gate = asyncio.Event()
+    cfg = resolve(
+        load_config(
+            text=(
+                f"job.name: watch\ntask.class: {__name__}:Held\ntask.inputs: [mem.in]\n"
+                f"systems.mem.samza.factory: memory\nsystems.mem.namespace: {namespace}\n"
+                "task.stall.timeout.ms: 200\n"
+            ),
+            env={},
+        )
+    )
+    runner = JobRunner(cfg)
+    job = asyncio.ensure_future(runner.run())
+    async with asyncio.timeout(10):
+        while not (runner.health.ready and not runner.health.healthy):  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+    assert list(runner.health.problems) == ["stalled:Partition 0"]
+    Held.gate.set()
+    runner.request_stop("test")
+    await asyncio.wait_for(job, 10)
