@@ -17,7 +17,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
-from samzapy.system.kafka.connection import connect, stop_client
+from samzapy.system.kafka.connection import connect, started, stop_client
 from samzapy.system.kafka.errors import (
     KAFKA_ERRORS,
     LEADER_NOT_AVAILABLE,
@@ -90,13 +90,7 @@ class KafkaSystemAdmin(SystemAdmin):
 
     async def _open_consumer(self) -> Any:
         settings = self._settings
-        consumer = AIOKafkaConsumer(**settings.consumer_kwargs(servers=settings.servers))
-        try:
-            await consumer.start()
-        except BaseException:
-            await stop_client(consumer)
-            raise
-        return consumer
+        return await started(AIOKafkaConsumer(**settings.consumer_kwargs(servers=settings.servers)))
 
     # -- metadata -----------------------------------------------------------------------
 

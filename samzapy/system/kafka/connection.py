@@ -86,6 +86,17 @@ async def connect(
         delay = min(delay * 2, MAX_BACKOFF_S)
 
 
+async def started(client: T) -> T:
+    """``client`` (an aiokafka consumer or producer) started; when its start fails it is
+    stopped again, connections closed, and the error raised."""
+    try:
+        await client.start()  # type: ignore[attr-defined]
+    except BaseException:
+        await stop_client(client)
+        raise
+    return client
+
+
 async def stop_client(client: Any) -> None:
     """Stop an aiokafka consumer or producer, however its broker fares.
 
@@ -192,6 +203,7 @@ class ContactWatch:
 
 
 __all__ = [
+    "started",
     "INITIAL_BACKOFF_S",
     "MAX_BACKOFF_S",
     "PROBE_INTERVAL_S",

@@ -34,7 +34,7 @@ from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.kafka.admin import KafkaSystemAdmin
-from samzapy.system.kafka.connection import ContactWatch, connect, stop_client
+from samzapy.system.kafka.connection import ContactWatch, connect, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemConsumer, integer_offset
@@ -140,13 +140,7 @@ class KafkaSystemConsumer(SystemConsumer):
             await admin.stop()
 
     async def _open(self) -> Any:
-        consumer = AIOKafkaConsumer(**self._settings.consumer_kwargs())
-        try:
-            await consumer.start()
-        except BaseException:
-            await stop_client(consumer)
-            raise
-        return consumer
+        return await started(AIOKafkaConsumer(**self._settings.consumer_kwargs()))
 
     async def _probe(self) -> None:
         await self._consumer.end_offsets(list(self._tp_of.values()))

@@ -31,7 +31,7 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
-from samzapy.system.kafka.connection import connect, stop_client
+from samzapy.system.kafka.connection import connect, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.ports import GroupMembership
@@ -149,13 +149,7 @@ class KafkaGroupMembership(GroupMembership):
             "rebalance_timeout_ms": max(session, 60000),
             "max_poll_interval_ms": max(session, 300000),
         }
-        consumer = AIOKafkaConsumer(**kwargs)
-        try:
-            await consumer.start()
-        except BaseException:
-            await stop_client(consumer)
-            raise
-        return consumer
+        return await started(AIOKafkaConsumer(**kwargs))
 
     async def start(self) -> None:
         """Join the group; the first assignment arrives through ``on_assigned``."""

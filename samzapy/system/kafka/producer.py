@@ -33,7 +33,7 @@ from aiokafka import AIOKafkaProducer
 
 from samzapy.api.errors import SerdeError, StreamSystemError
 from samzapy.api.system import SystemStream
-from samzapy.system.kafka.connection import connect, stop_client
+from samzapy.system.kafka.connection import connect, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, describe, where
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.ports import SystemProducer
@@ -100,13 +100,7 @@ class KafkaSystemProducer(SystemProducer):
             )
 
     async def _open_producer(self) -> Any:
-        producer = AIOKafkaProducer(**self._settings.producer_kwargs())
-        try:
-            await producer.start()
-        except BaseException:
-            await stop_client(producer)
-            raise
-        return producer
+        return await started(AIOKafkaProducer(**self._settings.producer_kwargs()))
 
     # -- sending ------------------------------------------------------------------------
 
