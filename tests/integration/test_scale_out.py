@@ -27,10 +27,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from test_kafka_jobs import Job, create_topic, name, wait_for  # noqa: E402
 from test_state_jobs import (  # noqa: E402
-    STORE,
     changelog_state,
     checkpointed,
     produce_words,
+    state_job_file,
     zipf_words,
 )
 
@@ -43,27 +43,20 @@ def job_file(
     tmp_path: Path, bootstrap: str, source: str, changelog: str, job_id: str, n: int
 ) -> Path:
     """Container ``n``'s job file: the same job, its own state directory (its own host)."""
-    cfg = {
-        "job.name": "scale-it",
-        "job.id": job_id,
-        "job.logged.store.base.dir": str(tmp_path / f"state-{n}"),
-        "job.coordinator.session.timeout.ms": 6000,
-        "task.class": "state_jobs:WordCount",
-        "task.inputs": [f"kafka.{source}"],
-        "task.checkpoint.factory": "kafka",
-        "task.commit.ms": 300,
-        "task.progress.interval.ms": 200,
-        "systems.kafka.samza.factory": "kafka",
-        "systems.kafka.bootstrap.servers": bootstrap,
-        "systems.kafka.default.stream.samza.offset.default": "oldest",
-        f"stores.{STORE}.factory": "rocksdb",
-        f"stores.{STORE}.key.serde": "string",
-        f"stores.{STORE}.msg.serde": "long",
-        f"stores.{STORE}.changelog": f"kafka.{changelog}",
-    }
-    path = tmp_path / f"job-{n}.yaml"
-    path.write_text(json.dumps(cfg))
-    return path
+    return state_job_file(
+        tmp_path,
+        bootstrap,
+        source,
+        changelog,
+        **{
+            "job.name": "scale-it",
+            "job.id": job_id,
+            "job.logged.store.base.dir": str(tmp_path / f"state-{n}"),
+            "job.coordinator.session.timeout.ms": 6000,
+            "task.commit.ms": 300,
+            "task.progress.interval.ms": 200,
+        },
+    )
 
 
 def placed_words(words: list[str]) -> dict[int, list[str]]:
@@ -96,14 +89,8 @@ def test_three_containers_a_kill_and_a_fourth_keep_the_counts_exact(
     second_half = {p: ws[len(ws) // 2 :] for p, ws in placed.items()}
     asyncio.run(produce_words(kafka_bootstrap, source, first_half))
     job_id = uuid.uuid4().hex[:8]
-    jobs = [
-        Job(
-            job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n),
-            "unused",
-            tmp_path / f"c{n}.log",
-        )
-        for n in range(3)
-    ]
+    files = [job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n) for n in range(4)]
+    jobs = [Job(files[n], "unused", tmp_path / f"c{n}.log") for n in range(3)]
     wait_for(
         lambda: sorted(len(tasks_of(j)) for j in jobs) == [4, 4, 4],
         90,
@@ -122,20 +109,14 @@ def test_three_containers_a_kill_and_a_fourth_keep_the_counts_exact(
         "the survivors taking the killed container's tasks",
     )
     # A fourth container joins: three members, four tasks each again.
-    jobs.append(
-        Job(
-            job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, 3),
-            "unused",
-            tmp_path / "c3.log",
-        )
-    )
+    jobs.append(Job(files[3], "unused", tmp_path / "c3.log"))
     wait_for(
         lambda: sorted(len(tasks_of(j)) for j in jobs) == [4, 4, 4],
         90,
         "the fourth container taking its share",
     )
     ends = {p: len(ws) - 1 for p, ws in placed.items()}
-    job = tmp_path / "job-0.yaml"
+    job = files[0]
     wait_for(lambda: checkpointed(kafka_bootstrap, job) == ends, 180, "every word checkpointed")
     for j in jobs:
         assert j.stop() == 0
