@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import signal
 import subprocess
@@ -25,9 +24,8 @@ from samzapy.checkpoint.stream import checkpoint_stream_name
 from samzapy.control import EndOfStreamMessage, WatermarkMessage, encode_control, frame
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-from test_kafka_jobs import RUNNING, create_topic, name, produce, read_all, wait_for  # noqa: E402
+from test_kafka_jobs import Job, create_topic, name, produce, read_all, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -62,43 +60,12 @@ def framed_source(placed: dict[int, list[str]], task: str = "loader") -> list[An
     return items
 
 
-class Job:
-    """`samzapy run` in the background with the test's topics in its environment."""
-
-    def __init__(self, cfg: dict[str, Any], tmp_path: Path, env: dict[str, str]) -> None:
-        tag = uuid.uuid4().hex[:6]
-        path = tmp_path / f"job-{tag}.yaml"
-        path.write_text(json.dumps(cfg))
-        self.log = tmp_path / f"job-{tag}.log"
-        self.handle = open(self.log, "a")  # noqa: SIM115 - closed in wait()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "samzapy", "run", str(path)],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(HERE), **env},
-            stdout=self.handle,
-            stderr=subprocess.STDOUT,
-        )
-        RUNNING.append(self.proc)
-
-    def wait(self, timeout: float = 180) -> int:
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise AssertionError(f"the job did not finish by itself:\n{self.tail()}") from None
-        self.handle.close()
-        return code
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-        self.handle.close()
-
-    def events(self) -> list[dict[str, Any]]:
-        return [json.loads(x) for x in self.log.read_text().splitlines() if x.startswith("{")]
-
-    def tail(self) -> str:
-        return "\n".join(self.log.read_text().splitlines()[-15:])
+def run_job(cfg: dict[str, Any], tmp_path: Path, env: dict[str, str]) -> Job:
+    """`samzapy run` of ``cfg`` in the background, the test's topics in its environment."""
+    tag = uuid.uuid4().hex[:6]
+    path = tmp_path / f"job-{tag}.yaml"
+    path.write_text(json.dumps(cfg))
+    return Job(path, env.get("SAMZAPY_TEST_OUTPUT", "unused"), tmp_path / f"job-{tag}.log", env=env)
 
 
 def config(bootstrap: str, job: str, inputs: list[str], **extra: Any) -> dict[str, Any]:
@@ -160,7 +127,7 @@ def test_two_stages_in_one_job_finish_by_themselves(kafka_bootstrap: str, tmp_pa
         **{"task.class": "control_jobs:SplitAndCount"},
         **streams(source, words, name("changelog"), tmp_path),
     )
-    job = Job(cfg, tmp_path, {"SAMZAPY_TEST_WORDS": words, "SAMZAPY_TEST_OUTPUT": out})
+    job = run_job(cfg, tmp_path, {"SAMZAPY_TEST_WORDS": words, "SAMZAPY_TEST_OUTPUT": out})
     assert job.wait() == 0, job.tail()
     expected = Counter(w for texts in placed.values() for t in texts for w in t.split())
     assert counts(kafka_bootstrap, out) == expected
@@ -192,9 +159,9 @@ def test_two_jobs_started_in_either_order_finish_with_exact_counts(
         **streams(None, words, name("changelog"), tmp_path),
     )
     first, second = (count, split) if downstream_first else (split, count)
-    jobs = [Job(first, tmp_path, env)]
+    jobs = [run_job(first, tmp_path, env)]
     wait_for(lambda: any(e["event"] == "container_started" for e in jobs[0].events()), 60, "start")
-    jobs.append(Job(second, tmp_path, env))
+    jobs.append(run_job(second, tmp_path, env))
     for job in jobs:
         assert job.wait() == 0, job.tail()
     expected = Counter(w for texts in placed.values() for t in texts for w in t.split())
@@ -263,7 +230,7 @@ def test_downstream_killed_between_first_and_last_end_still_finishes_exactly(
     upstream("t0", 500, end=True)
     upstream("t1", 500, end=True)
     upstream("t2", 300, end=False)
-    first = Job(cfg, tmp_path, env)
+    first = run_job(cfg, tmp_path, env)
     # Killed once its checkpoints hold the ends of t0 and t1 on both partitions.
     wait_for(
         lambda: _ended_upstream_tasks(_control_checkpoints(kafka_bootstrap, cfg)) == {"t0", "t1"},
@@ -271,11 +238,11 @@ def test_downstream_killed_between_first_and_last_end_still_finishes_exactly(
         "checkpointed ends of t0 and t1",
         first.proc,
     )
-    first.kill()
+    first.stop(signal.SIGKILL)
     # t1 restarts and sends its end again; t2 writes more, without its end.
     upstream("t1", 0, end=True)
     upstream("t2", 300, end=False)
-    second = Job(cfg, tmp_path, env)
+    second = run_job(cfg, tmp_path, env)
     wait_for(
         lambda: any(e["event"] == "container_started" for e in second.events()),
         60,
@@ -317,7 +284,7 @@ def test_watermarks_reach_the_task_as_the_minimum_over_upstream_tasks(
         **{"task.class": "control_jobs:WatermarkLog"},
         **streams(None, words, None, tmp_path),
     )
-    job = Job(cfg, tmp_path, {"SAMZAPY_TEST_OUTPUT": out})
+    job = run_job(cfg, tmp_path, {"SAMZAPY_TEST_OUTPUT": out})
     assert job.wait() == 0, job.tail()
     seen = [json.loads(r.value)["watermark"] for r in asyncio.run(read_all(kafka_bootstrap, out))]
     assert seen == [10, 20, 25, 40]
@@ -336,7 +303,7 @@ def test_a_bad_framed_record_fails_the_job_naming_partition_and_offset(
         **{"task.class": "control_jobs:WatermarkLog"},
         **streams(None, words, None, tmp_path),
     )
-    job = Job(cfg, tmp_path, {"SAMZAPY_TEST_OUTPUT": name("unused")})
+    job = run_job(cfg, tmp_path, {"SAMZAPY_TEST_OUTPUT": name("unused")})
     assert job.wait() == 1
     failed = [e for e in job.events() if e["event"] == "task_failed"]
     assert len(failed) == 1

@@ -156,9 +156,16 @@ def _no_job_outlives_its_test() -> Any:
 class Job:
     """`samzapy run` in the background, its JSON log in a file."""
 
-    def __init__(self, job: Path, output: str, log: Path, delay_ms: float = 0) -> None:
+    def __init__(
+        self,
+        job: Path,
+        output: str,
+        log: Path,
+        delay_ms: float = 0,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.log = log
-        self.handle = open(log, "a")  # noqa: SIM115 - closed in stop()
+        self.handle = open(log, "a")  # noqa: SIM115 - closed in stop() or wait()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "samzapy", "run", str(job)],
             cwd=ROOT,
@@ -167,6 +174,7 @@ class Job:
                 "PYTHONPATH": str(HERE),
                 "SAMZAPY_TEST_OUTPUT": output,
                 "SAMZAPY_TEST_DELAY_MS": str(delay_ms),
+                **(env or {}),
             },
             stdout=self.handle,
             stderr=subprocess.STDOUT,
@@ -179,6 +187,19 @@ class Job:
         code = self.proc.wait(timeout)
         self.handle.close()
         return code
+
+    def wait(self, timeout: float = 180) -> int:
+        """The exit code of a job that must finish by itself within ``timeout`` seconds."""
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(f"the job did not finish by itself:\n{self.tail()}") from None
+        self.handle.close()
+        return code
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text().splitlines()[-15:])
 
     def events(self) -> list[dict[str, Any]]:
         out = []
