@@ -173,7 +173,13 @@ async def samzapy_loop(bootstrap: str, source: str, sink: str, n: int) -> float:
     """(b): the same work as a samzapy job; timed until every output is acknowledged."""
     global SINK
     SINK = SystemStream("kafka", sink)
-    container = SamzaContainer(job_config(bootstrap, source, sink), task_factory=PassThrough)
+    return await timed_run(job_config(bootstrap, source, sink), PassThrough, n)
+
+
+async def timed_run(config: Any, task_factory: Any, n: int) -> float:
+    """Messages per second of a container processing ``n`` messages, timed from its start
+    until everything it sent is acknowledged."""
+    container = SamzaContainer(config, task_factory=task_factory)
     job = asyncio.ensure_future(container.run())
     start = time.perf_counter()
     while container.run_loop is None or container.run_loop.processed < n:

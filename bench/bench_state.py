@@ -44,6 +44,7 @@ from bench_kafka import (
     end_offsets_total,
     job_config,
     samzapy_loop,
+    timed_run,
 )
 
 from samzapy import InitableTask, StreamTask
@@ -138,18 +139,7 @@ def stateful_config(
 
 async def stateful_loop(config: Any, n: int) -> float:
     """(b): timed like bench_kafka's (b), until every changelog record is acknowledged."""
-    container = SamzaContainer(config, task_factory=Count)
-    job = asyncio.ensure_future(container.run())
-    start = time.perf_counter()
-    while container.run_loop is None or container.run_loop.processed < n:
-        if job.done():
-            job.result()
-        await asyncio.sleep(0.01)
-    await container.run_loop.router.flush()
-    elapsed = time.perf_counter() - start
-    container.request_stop("benchmark done")
-    await job
-    return n / elapsed
+    return await timed_run(config, Count, n)
 
 
 async def restore(config: Any, sink: EventSink) -> tuple[int, float, float]:
