@@ -346,14 +346,16 @@ class TaskInstance:
             self.wake()
         return True
 
+    async def _call_barrier_hook(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
+        """A hook run at a barrier: on the thread pool when sync tasks use one."""
+        if self.executor is not None:
+            await self._call_in_executor(what, fn, *args)
+        else:
+            await self._call_hook(what, fn, *args)
+
     async def _window(self) -> None:
         assert isinstance(self.task, WindowableTask)
-        if self.executor is not None:
-            await self._call_in_executor(
-                "window", self.task.window, self.collector, self.coordinator
-            )
-        else:
-            await self._call_hook("window", self.task.window, self.collector, self.coordinator)
+        await self._call_barrier_hook("window", self.task.window, self.collector, self.coordinator)
         self.windows += 1
 
     async def _watermark(self) -> None:
@@ -363,11 +365,13 @@ class TaskInstance:
         if watermark is not None:
             log.debug("watermark_advanced", task=self.name, watermark=watermark)
             if isinstance(self.task, WatermarkListenerTask):
-                args = (watermark, self.collector, self.coordinator)
-                if self.executor is not None:
-                    await self._call_in_executor("on_watermark", self.task.on_watermark, *args)
-                else:
-                    await self._call_hook("on_watermark", self.task.on_watermark, *args)
+                await self._call_barrier_hook(
+                    "on_watermark",
+                    self.task.on_watermark,
+                    watermark,
+                    self.collector,
+                    self.coordinator,
+                )
         for stream, timestamp in moved.items():
             self._broadcast(stream, WatermarkMessage(str(self.name), self.task_count, timestamp))
 
