@@ -76,6 +76,13 @@ def load_task_class(path: str) -> type[Any]:
     return obj
 
 
+def system_factory(config: ResolvedConfig, name: str) -> SystemFactory:
+    """The factory of system ``name`` (``systems.<name>.samza.factory``) with its settings."""
+    system = config.systems[name]
+    factory_class = system_factory_class(system.factory, key=f"systems.{name}.samza.factory")
+    return factory_class(name, system.params)
+
+
 class SamzaContainer:
     """Runs every task of one job in this process."""
 
@@ -158,10 +165,9 @@ class SamzaContainer:
         let go of the systems: what a coordinator needs before it asks for tasks."""
         cfg = self.config
         inputs = list(dict.fromkeys(cfg.task.inputs))
-        for name, scfg in cfg.systems.items():
-            factory_cls = system_factory_class(scfg.factory, key=f"systems.{name}.samza.factory")
-            self._factories[name] = factory_cls(name, scfg.params)
-            self._admins[name] = self._factories[name].get_admin()
+        for name in cfg.systems:
+            self._factories[name] = factory = system_factory(cfg, name)
+            self._admins[name] = factory.get_admin()
         try:
             for admin in self._admins.values():
                 await admin.start()
@@ -184,10 +190,8 @@ class SamzaContainer:
         input_systems = sorted(
             {ss.system for ss in input_streams} | {ss.system for ss, _ in broadcast}
         )
-        for name, scfg in cfg.systems.items():
-            factory_cls = system_factory_class(scfg.factory, key=f"systems.{name}.samza.factory")
-            factory = factory_cls(name, scfg.params)
-            self._factories[name] = factory
+        for name in cfg.systems:
+            self._factories[name] = factory = system_factory(cfg, name)
             self._admins[name] = factory.get_admin()
             self._producers[name] = factory.get_producer()
             if name in input_systems:
@@ -677,4 +681,4 @@ def _register_task_metrics(registry: MetricsRegistry, task: TaskInstance) -> Non
     registry.gauge(group, "commits", lambda: task.commits)
 
 
-__all__ = ["SamzaContainer", "load_task_class", "start_reporters"]
+__all__ = ["SamzaContainer", "load_task_class", "start_reporters", "system_factory"]

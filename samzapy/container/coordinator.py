@@ -29,10 +29,9 @@ import structlog
 
 from samzapy.api.errors import ConfigError
 from samzapy.config import ResolvedConfig
-from samzapy.container.container import SamzaContainer, start_reporters
+from samzapy.container.container import SamzaContainer, start_reporters, system_factory
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter
 from samzapy.system.ports import GroupMembership
-from samzapy.system.registry import system_factory_class
 
 log = structlog.get_logger("samzapy.coordinator")
 
@@ -125,10 +124,7 @@ class JobRunner:
     async def _run_group(self) -> None:
         cfg = self.config
         inputs = list(dict.fromkeys(cfg.task.inputs))
-        system = inputs[0].system
-        factory = system_factory_class(
-            cfg.systems[system].factory, key=f"systems.{system}.samza.factory"
-        )(system, cfg.systems[system].params)
+        factory = system_factory(cfg, inputs[0].system)
         # The group hands out the partitions of existing topics: create what is missing first.
         await SamzaContainer(cfg, metrics=MetricsRegistry(), reporters=False).prepare_streams()
         group_id = f"samzapy.{cfg.job.name}.{cfg.job.id}"
