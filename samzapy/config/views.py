@@ -135,7 +135,9 @@ class ResolvedConfig:
     streams: Mapping[str, StreamConfig]
     serializers: Mapping[str, str]
     metrics: MetricsConfig
-    stores: Mapping[str, StoreConfig] = MappingProxyType({})
+    stores: Mapping[str, StoreConfig] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def stream(self, system_stream: SystemStream) -> StreamConfig:
         """The settings of ``system_stream``: the ``streams.<id>`` entry whose physical name
