@@ -182,11 +182,11 @@ async def timed_run(config: Any, task_factory: Any, n: int) -> float:
     container = SamzaContainer(config, task_factory=task_factory)
     job = asyncio.ensure_future(container.run())
     start = time.perf_counter()
-    while container.run_loop is None or container.run_loop.processed < n:
+    while container.processed < n:
         if job.done():
             job.result()
         await asyncio.sleep(0.01)
-    await container.run_loop.router.flush()
+    await container.flush()
     elapsed = time.perf_counter() - start
     container.request_stop("benchmark done")
     await job

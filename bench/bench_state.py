@@ -149,12 +149,12 @@ async def restore(config: Any, sink: EventSink) -> tuple[int, float, float]:
     container = SamzaContainer(config, task_factory=Count)
     start = time.perf_counter()
     job = asyncio.ensure_future(container.run())
-    while container.run_loop is None or container.run_loop.processed < 1:
+    while container.processed < 1:
         if job.done():
             job.result()
         await asyncio.sleep(0.005)
     first = time.perf_counter() - start
-    while container.run_loop.processed < PARTITIONS:
+    while container.processed < PARTITIONS:
         if job.done():
             job.result()
         await asyncio.sleep(0.01)

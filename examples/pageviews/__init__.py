@@ -1,1 +1,1 @@
-"""Page views per member: the quick-start job (seed 003's story)."""
+"""Page views per member: the quick-start job (the page-view counting story of Samza's docs)."""

@@ -5,8 +5,8 @@ partition, so a member's views all land in one task when the input is partitione
 It emits the counts when its input ends, and, when ``task.window.ms`` is set, every window.
 
 ``DeadLetters`` wraps any StreamTask with shared try/except logic: the container needs no
-special support for it (seed 000, last section). ``SafePageViewCounter`` is the two together,
-the task the quick-start job runs.
+special support for it (a task wraps another to add behaviour, as Samza advises).
+``SafePageViewCounter`` is the two together, the task the quick-start job runs.
 """
 
 from __future__ import annotations

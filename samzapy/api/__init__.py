@@ -12,6 +12,7 @@ from samzapy.api.errors import (
     TaskCallbackTimeoutError,
     TaskError,
 )
+from samzapy.api.metrics import MetricsRegistry
 from samzapy.api.store import KeyValueIterator, KeyValueStore
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.api.task import (
@@ -35,6 +36,7 @@ __all__ = [
     "InitableTask",
     "KeyValueIterator",
     "KeyValueStore",
+    "MetricsRegistry",
     "MessageCollector",
     "OutgoingMessageEnvelope",
     "RequestScope",

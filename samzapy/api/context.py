@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from samzapy.api.envelope import OutgoingMessageEnvelope
+    from samzapy.api.metrics import MetricsRegistry
+    from samzapy.api.store import KeyValueStore
     from samzapy.api.system import SystemStreamPartition, TaskName
 
 
@@ -45,9 +47,12 @@ class TaskContext(Protocol):
     def system_stream_partitions(self) -> Set[SystemStreamPartition]: ...
 
     @property
-    def metrics(self) -> Any: ...
+    def metrics(self) -> MetricsRegistry: ...
 
-    def get_store(self, name: str) -> Any: ...
+    def get_store(self, name: str) -> KeyValueStore[Any, Any]:
+        """The task's instance of store ``name`` (``stores.<name>.*``); StoreError naming the
+        declared stores when there is none."""
+        ...
 
 
 __all__ = ["MessageCollector", "RequestScope", "TaskContext", "TaskCoordinator"]

@@ -19,12 +19,11 @@ class KV(NamedTuple):
 class IncomingMessageEnvelope:
     """A message read from one partition, with its offset (a string, as in Samza).
 
-    ``control`` is None for the messages tasks receive. The container's own envelopes set it:
-    a bounded partition's end-of-stream, and control messages read from framed streams.
+    A bounded partition ends with ``end_of_stream(ssp)``, whose offset is
+    ``END_OF_STREAM_OFFSET``; the container acts on it, tasks never receive it.
     """
 
     __slots__ = (
-        "control",
         "key",
         "message",
         "offset",
@@ -48,14 +47,11 @@ class IncomingMessageEnvelope:
         self.message = message
         self.timestamp = timestamp
         self.size = size
-        self.control: Any = None
 
     @classmethod
     def end_of_stream(cls, ssp: SystemStreamPartition) -> IncomingMessageEnvelope:
         """The envelope a bounded partition ends with."""
-        env = cls(ssp, END_OF_STREAM_OFFSET, None, None)
-        env.control = END_OF_STREAM_OFFSET
-        return env
+        return cls(ssp, END_OF_STREAM_OFFSET, None, None)
 
     @property
     def is_end_of_stream(self) -> bool:

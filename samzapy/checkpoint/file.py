@@ -6,7 +6,7 @@ and any other character outside ``A-Z a-z 0-9 . -`` become ``%XX`` UTF-8 escapes
 
     {"version": 1, "task": "Partition 0",
      "offsets": [{"system": "kafka", "stream": "in", "partition": 0, "offset": "42"}],
-     "extra": {}}
+     "extra": {"partition_counts": {"kafka.in": 8}}}
 
 Writing one (each step keeps the previous checkpoint intact if the process dies):
 
@@ -14,27 +14,26 @@ Writing one (each step keeps the previous checkpoint intact if the process dies)
 2. ``os.replace`` it over the task's file;
 3. fsync the directory so the rename itself is durable.
 
-The steps run in a worker thread so the event loop is not stalled by fsync. The document
-codec is shared with the memory manager, so both accept and return exactly the same things.
+The steps run in a worker thread so the event loop is not stalled by fsync. The document is
+``samzapy.checkpoint.codec``'s, shared with the memory and stream managers, so all of them
+accept and return exactly the same things.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import string
 import tempfile
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
 
 from samzapy.api.errors import CheckpointError
-from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.api.system import TaskName
+from samzapy.checkpoint.codec import decode_checkpoint, encode_checkpoint
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 
-DOCUMENT_VERSION = 1
 _SAFE_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-.")
 
 
@@ -57,76 +56,6 @@ def task_name_from_file(file_name: str) -> TaskName:
     """The task name a checkpoint file name stands for."""
     stem = file_name.removesuffix(".json")
     return TaskName(unquote(stem.replace("_", " "), errors="strict"))
-
-
-def encode_checkpoint(task_name: str, checkpoint: Checkpoint) -> bytes:
-    """The JSON document of a task's checkpoint; CheckpointError if it cannot be stored."""
-    offsets: list[dict[str, Any]] = []
-    for ssp, offset in checkpoint.offsets.items():
-        if not isinstance(ssp, SystemStreamPartition):
-            raise CheckpointError(
-                f"checkpoint of task {task_name!r}: offsets must be keyed by "
-                f"SystemStreamPartition, got {ssp!r}"
-            )
-        if not isinstance(offset, str):
-            raise CheckpointError(
-                f"checkpoint of task {task_name!r}: the offset of {ssp} must be a str, "
-                f"got {offset!r} ({type(offset).__name__})"
-            )
-        offsets.append(
-            {
-                "system": ssp.system,
-                "stream": ssp.stream,
-                "partition": ssp.partition,
-                "offset": offset,
-            }
-        )
-    offsets.sort(key=lambda entry: (entry["system"], entry["stream"], entry["partition"]))
-    document = {
-        "version": DOCUMENT_VERSION,
-        "task": str(task_name),
-        "offsets": offsets,
-        "extra": dict(checkpoint.extra),
-    }
-    try:
-        return json.dumps(document, indent=2, allow_nan=False).encode("utf-8")
-    except (TypeError, ValueError) as exc:
-        raise CheckpointError(
-            f"checkpoint of task {task_name!r}: extra must be JSON-serializable: {exc}"
-        ) from exc
-
-
-def decode_checkpoint(data: bytes, source: str) -> tuple[TaskName, Checkpoint]:
-    """The task name and checkpoint of a document; CheckpointError naming ``source``."""
-    try:
-        document = json.loads(data)
-        if not isinstance(document, dict):
-            raise ValueError(f"expected a JSON object, got {type(document).__name__}")
-        version = document.get("version")
-        if version != DOCUMENT_VERSION:
-            raise ValueError(f"unsupported version {version!r}, expected {DOCUMENT_VERSION}")
-        task = document["task"]
-        entries = document["offsets"]
-        extra = document.get("extra", {})
-        if not isinstance(task, str) or not isinstance(entries, list):
-            raise ValueError("'task' must be a string and 'offsets' a list")
-        if not isinstance(extra, dict):
-            raise ValueError(f"'extra' must be an object, got {type(extra).__name__}")
-        offsets: dict[SystemStreamPartition, str] = {}
-        for entry in entries:
-            system, stream = entry["system"], entry["stream"]
-            partition, offset = entry["partition"], entry["offset"]
-            if (
-                not isinstance(system, str)
-                or not isinstance(stream, str)
-                or type(partition) is not int
-                or not isinstance(offset, str)
-            ):
-                raise ValueError(f"malformed offset entry {entry!r}")
-            offsets[SystemStreamPartition(system, stream, partition)] = offset
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CheckpointError(f"corrupt checkpoint {source}: {exc}") from exc
-    return TaskName(task), Checkpoint(offsets=offsets, extra=extra)
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -207,11 +136,4 @@ class FileCheckpointManager(CheckpointManager):
             await asyncio.to_thread(_write_atomically, path, data)
 
 
-__all__ = [
-    "DOCUMENT_VERSION",
-    "FileCheckpointManager",
-    "decode_checkpoint",
-    "encode_checkpoint",
-    "task_file_name",
-    "task_name_from_file",
-]
+__all__ = ["FileCheckpointManager", "task_file_name", "task_name_from_file"]

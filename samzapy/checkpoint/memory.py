@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from samzapy.api.system import TaskName
-from samzapy.checkpoint.file import decode_checkpoint, encode_checkpoint
+from samzapy.checkpoint.codec import decode_checkpoint, encode_checkpoint
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 
 

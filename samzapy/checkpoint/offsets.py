@@ -3,7 +3,8 @@
 Messages of one partition are invoked in offset order but, above concurrency 1, may complete
 out of order. A checkpoint must cover only fully processed messages, so the tracker keeps
 the invocations in order and advances ``last_processed`` only across a contiguous run of
-completed ones (seed 001: "the max offset of the contiguous callback sequence").
+completed ones: a checkpoint records the highest offset of the contiguous run of completed
+calls, never one past a call still in flight.
 """
 
 from __future__ import annotations

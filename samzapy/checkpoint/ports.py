@@ -7,19 +7,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """What a task has fully processed: the last processed offset of each input partition.
+    """What a task has fully processed, and what must agree with it after a restart.
 
-    ``extra`` carries what later layers checkpoint with the offsets (store changelog offsets,
-    control-message bookkeeping); it must be JSON-serializable.
+    - ``offsets``: the last processed offset of each input partition;
+    - ``partition_counts``: every input stream's partition count when it was written (a
+      stream's count must never change: each task's state belongs to its partition);
+    - ``changelog_offsets``: each logged store's changelog offset after the commit's flush
+      (upcoming, exclusive), which the store is restored to;
+    - ``control``: the task's control-message bookkeeping (``TaskControl.to_json()``), or
+      None when the task reads and writes no framed stream.
+
+    ``samzapy.checkpoint.codec`` turns it into the stored JSON document and back.
     """
 
     offsets: Mapping[SystemStreamPartition, str]
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    partition_counts: Mapping[SystemStream, int] = field(default_factory=dict)
+    changelog_offsets: Mapping[str, str] = field(default_factory=dict)
+    control: Mapping[str, Any] | None = None
 
 
 class CheckpointManager(abc.ABC):

@@ -14,6 +14,7 @@ arguments ``job_name``, ``job_id``, ``checkpoint_dir`` and ``namespace``, plus
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from typing import Any
 
 from samzapy.api.errors import ConfigError
@@ -21,6 +22,7 @@ from samzapy.checkpoint.file import FileCheckpointManager
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.checkpoint.ports import CheckpointManager
 from samzapy.checkpoint.stream import StreamCheckpointManager, checkpoint_stream_name
+from samzapy.config import ResolvedConfig
 from samzapy.system.ports import SystemFactory
 from samzapy.system.registry import load_class
 
@@ -124,4 +126,37 @@ def checkpoint_manager_for(
         ) from exc
 
 
-__all__ = ["FACTORY_KEY", "SYSTEM_KEY", "checkpoint_manager_for"]
+def checkpoint_manager(
+    config: ResolvedConfig, factories: Mapping[str, SystemFactory], namespace: str
+) -> CheckpointManager | None:
+    """The manager a job's ``task.checkpoint.factory`` names, or None when checkpoints are
+    off; ``factories`` are the job's systems (the checkpoint system is one of them)."""
+    task = config.task
+    if task.checkpoint_factory is None:
+        return None
+    system_factory = None
+    if task.checkpoint_factory in ("kafka", "stream"):
+        system = task.checkpoint_system
+        if system is None:
+            kafka = [n for n, s in config.systems.items() if s.factory == "kafka"]
+            system = kafka[0] if len(kafka) == 1 else None
+        if system is None or system not in factories:
+            raise ConfigError(
+                f"{FACTORY_KEY} is {task.checkpoint_factory!r}: set {SYSTEM_KEY} to the system "
+                "that holds the checkpoint stream"
+                + (f" (no system named {system!r})" if system else ""),
+                key=SYSTEM_KEY,
+            )
+        system_factory = factories[system]
+    return checkpoint_manager_for(
+        task.checkpoint_factory,
+        job_name=config.job.name,
+        job_id=config.job.id,
+        checkpoint_dir=task.checkpoint_dir,
+        namespace=namespace,
+        system_factory=system_factory,
+        replication_factor=task.checkpoint_replication_factor,
+    )
+
+
+__all__ = ["FACTORY_KEY", "SYSTEM_KEY", "checkpoint_manager", "checkpoint_manager_for"]

@@ -32,7 +32,7 @@ import structlog
 from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import CheckpointError, ConfigError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
-from samzapy.checkpoint.file import decode_checkpoint, encode_checkpoint
+from samzapy.checkpoint.codec import decode_checkpoint, encode_checkpoint
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.system.ports import (
     SystemAdmin,

@@ -233,7 +233,7 @@ class _SignalStopper:
 
 async def _run_container(resolved: ResolvedConfig, stopper: _SignalStopper) -> None:
     # Imported here so that `samzapy validate` and `--version` never load the container.
-    from samzapy.container.coordinator import JobRunner
+    from samzapy.container.job_runner import JobRunner
 
     container = JobRunner(resolved)
     loop = asyncio.get_running_loop()

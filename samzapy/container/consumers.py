@@ -1,22 +1,23 @@
 """Input side of the container: one coroutine per system fills bounded per-partition queues.
 
 Each (task, partition) pair has an ``InputQueue`` with a fixed capacity. A system's consumer
-coroutine polls only the partitions whose queues are at most half full, so memory stays
-bounded when tasks are slower than their input and fetches stay large; tasks wake it when they
-drain a queue to half. The
-coroutine applies the key and message serdes, so tasks receive objects, and enforces the
+coroutine polls only the partitions whose queues are at most half full, for as many messages
+as the fullest of them has room for, so memory stays bounded when tasks are slower than their
+input and fetches stay large; tasks wake it when they drain a queue to half. A partition is
+polled no more once its end-of-stream was delivered or every task reading it has ended it.
+The coroutine applies the key and message serdes, so tasks receive objects, and enforces the
 deserialization policy (fail naming the partition and offset, or drop and count).
 
-On framed streams it also splits records into user messages and control messages (seed 004:
-"deserialize both user messages and control messages in SystemConsumers"); on streams with
-``samza.watermark.lateness.ms`` it derives a watermark from the timestamps of each batch and
-queues it after the batch, as if one upstream task had sent it.
+On framed streams it also splits records into user messages and control messages (the
+control messages travel in-band, and the consumer side deserializes both), queued as
+``ControlEnvelope``s; on streams with ``samza.watermark.lateness.ms`` it derives a watermark
+from the timestamps of each batch and queues it after the batch, as if one upstream task had
+sent it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ import structlog
 from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import SerdeError
 from samzapy.api.system import SystemStreamPartition
+from samzapy.container.inputs import ControlEnvelope, Envelope, InputQueue
 from samzapy.control.wire import USER_MESSAGE, FrameError, WatermarkMessage, decode
 from samzapy.system.ports import SystemConsumer
 from samzapy.system.serde import Serde
@@ -37,29 +39,6 @@ _DROP_LOG_INTERVAL_S = 60.0
 
 #: The upstream task name of watermarks derived from message timestamps.
 EVENT_TIME_TASK = "event-time"
-
-
-class InputQueue:
-    """The bounded queue of one input partition of one task."""
-
-    __slots__ = ("capacity", "ended", "low_mark", "queue", "ssp", "start_offset", "waker")
-
-    def __init__(self, ssp: SystemStreamPartition, capacity: int) -> None:
-        self.ssp = ssp
-        self.capacity = capacity
-        self.low_mark = capacity // 2
-        self.queue: deque[IncomingMessageEnvelope] = deque()
-        #: Set once the end-of-stream envelope was taken from the queue.
-        self.ended = False
-        #: For a partition shared by several tasks (broadcast): messages before this offset
-        #: were already processed by this task and are skipped.
-        self.start_offset: str | None = None
-        #: Called when messages arrive (wakes the owning task).
-        self.waker: Callable[[], None] = _noop
-
-
-def _noop() -> None:
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +78,6 @@ class SystemConsumers:
         self._ended: set[SystemStreamPartition] = set()
         self._derived: dict[SystemStreamPartition, int] = {}
 
-    def partition_ended(self, ssp: SystemStreamPartition) -> None:
-        """Stop polling ``ssp`` once every queue of it has ended (a framed partition whose
-        end-of-stream was reconciled by its task)."""
-        if all(q.ended for q in self._queues.get(ssp, ())):
-            self._ended.add(ssp)
-
     def space_freed(self) -> None:
         """Wake consumer coroutines waiting for room (called by tasks draining a queue)."""
         waiters = self._space_waiters
@@ -125,7 +98,7 @@ class SystemConsumers:
             wanted: list[SystemStreamPartition] = []
             room = 0
             for ssp in ssps:
-                if ssp in self._ended:
+                if self._done(ssp):
                     continue
                 queues = self._queues[ssp]
                 if all(len(q.queue) <= q.low_mark for q in queues):
@@ -133,7 +106,7 @@ class SystemConsumers:
                     free = min(q.capacity - len(q.queue) for q in queues)
                     room = free if room == 0 else min(room, free)
             if not wanted:
-                if all(ssp in self._ended for ssp in ssps):
+                if all(self._done(ssp) for ssp in ssps):
                     return
                 fut = loop.create_future()
                 self._space_waiters[system] = fut
@@ -144,11 +117,16 @@ class SystemConsumers:
                 if envelopes:
                     self._deliver(ssp, envelopes)
 
-    def _deliver(
-        self, ssp: SystemStreamPartition, envelopes: list[IncomingMessageEnvelope]
-    ) -> None:
-        if envelopes[-1].is_end_of_stream:
+    def _done(self, ssp: SystemStreamPartition) -> bool:
+        """Nothing more to read: its end-of-stream was delivered, or every task ended it (a
+        framed partition whose end-of-stream its tasks reconciled)."""
+        return ssp in self._ended or all(q.ended for q in self._queues[ssp])
+
+    def _deliver(self, ssp: SystemStreamPartition, records: list[IncomingMessageEnvelope]) -> None:
+        envelopes: list[Envelope] = list(records)
+        if records[-1].is_end_of_stream:
             self._ended.add(ssp)
+            envelopes[-1] = ControlEnvelope.end_of_stream(ssp)
         serdes = self._serdes.get(ssp)
         if serdes is not None:
             if serdes.framed or serdes.key is not None or serdes.msg is not None:
@@ -164,7 +142,7 @@ class SystemConsumers:
                 self._extend_from(q, envelopes)
             q.waker()
 
-    def _extend_from(self, q: InputQueue, envelopes: list[IncomingMessageEnvelope]) -> None:
+    def _extend_from(self, q: InputQueue, envelopes: list[Envelope]) -> None:
         start = q.start_offset
         assert start is not None
         compare = self._compare[q.ssp.system]
@@ -177,24 +155,24 @@ class SystemConsumers:
     def _deserialize(
         self,
         ssp: SystemStreamPartition,
-        envelopes: list[IncomingMessageEnvelope],
+        envelopes: list[Envelope],
         serdes: InputSerdes,
-    ) -> list[IncomingMessageEnvelope]:
+    ) -> list[Envelope]:
         """Apply the serdes; on a framed stream first split off the control messages."""
         key_serde, msg_serde, framed = serdes.key, serdes.msg, serdes.framed
-        out: list[IncomingMessageEnvelope] = []
+        out: list[Envelope] = []
         for env in envelopes:
-            if env.control is not None:
+            if isinstance(env, ControlEnvelope):
                 out.append(env)
                 continue
             try:
                 message = env.message
                 if framed and message is not None:
-                    kind, message = decode(message)
+                    kind, decoded = decode(message)
                     if kind != USER_MESSAGE:
-                        env.control = env.message = message
-                        out.append(env)
+                        out.append(ControlEnvelope(ssp, env.offset, decoded))
                         continue
+                    message = decoded
                 if msg_serde is not None and message is not None:
                     message = msg_serde.from_bytes(message)
                 env.message = message
@@ -213,13 +191,13 @@ class SystemConsumers:
         return out
 
     def _derive_watermark(
-        self, ssp: SystemStreamPartition, envelopes: list[IncomingMessageEnvelope], lateness: int
+        self, ssp: SystemStreamPartition, envelopes: list[Envelope], lateness: int
     ) -> None:
         """Queue the watermark the batch's largest timestamp gives, after its last message."""
         top: int | None = None
         last = -1
         for i, env in enumerate(envelopes):
-            if env.control is None:
+            if type(env) is IncomingMessageEnvelope:
                 last = i
                 ts = env.timestamp
                 if ts is not None and (top is None or ts > top):
@@ -231,8 +209,9 @@ class SystemConsumers:
         if previous is not None and watermark <= previous:
             return
         self._derived[ssp] = watermark
-        marker = IncomingMessageEnvelope(ssp, envelopes[last].offset, None, None)
-        marker.control = WatermarkMessage(EVENT_TIME_TASK, 1, watermark)
+        marker = ControlEnvelope(
+            ssp, envelopes[last].offset, WatermarkMessage(EVENT_TIME_TASK, 1, watermark)
+        )
         envelopes.insert(last + 1, marker)
 
     def _dropped(self, ssp: SystemStreamPartition, env: IncomingMessageEnvelope, exc: Any) -> None:
@@ -250,4 +229,4 @@ class SystemConsumers:
             )
 
 
-__all__ = ["EVENT_TIME_TASK", "InputQueue", "InputSerdes", "SystemConsumers"]
+__all__ = ["EVENT_TIME_TASK", "InputSerdes", "SystemConsumers"]

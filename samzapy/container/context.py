@@ -6,6 +6,8 @@ from collections.abc import Mapping, Set
 from typing import Any
 
 from samzapy.api.errors import StoreError
+from samzapy.api.metrics import MetricsRegistry
+from samzapy.api.store import KeyValueStore
 from samzapy.api.system import SystemStreamPartition, TaskName
 
 
@@ -18,8 +20,8 @@ class TaskContextImpl:
         task_name: TaskName,
         config: Mapping[str, Any],
         system_stream_partitions: Set[SystemStreamPartition],
-        metrics: Any,
-        stores: Mapping[str, Any] | None = None,
+        metrics: MetricsRegistry,
+        stores: Mapping[str, KeyValueStore[Any, Any]] | None = None,
     ) -> None:
         self._task_name = task_name
         self._config = config
@@ -40,10 +42,10 @@ class TaskContextImpl:
         return self._ssps
 
     @property
-    def metrics(self) -> Any:
+    def metrics(self) -> MetricsRegistry:
         return self._metrics
 
-    def get_store(self, name: str) -> Any:
+    def get_store(self, name: str) -> KeyValueStore[Any, Any]:
         try:
             return self._stores[name]
         except KeyError:

@@ -1,6 +1,6 @@
 """The job model: which input partitions each task gets (Samza's group-by-partition).
 
-A job has as many tasks as its widest input has partitions (seed 003); task ``Partition k``
+A job has as many tasks as its widest input has partitions; task ``Partition k``
 receives partition k of every input that has one. Broadcast partitions go to every task.
 """
 

@@ -1,13 +1,17 @@
 """The run loop: drives the consumers, the task slots and the timers on one event loop.
 
-It owns what spans tasks: the window, commit, progress and callback-timeout timers (read
-from an injectable clock), commit and shutdown requests from coordinators, the commit
-protocol, failure (the first error stops everything, and nothing more is committed) and the
-orderly stop:
+It owns what spans tasks: the window, commit, progress, callback-timeout and watchdog timers
+(read from an injectable clock), commit and shutdown requests that reach past one task,
+failure (the first error stops everything, and nothing more is committed) and the orderly
+stop:
 
 1. stop consuming;
 2. let every task finish the calls in flight, for at most ``task.shutdown.ms``;
 3. return to the container, which closes the tasks, flushes and commits.
+
+It knows tasks only through the ``RunLoopTask`` protocol below; the tasks report to it through
+the listener protocol they declare (``fail``, ``task_finished``, ``request_commit``,
+``request_shutdown``), which it implements.
 """
 
 from __future__ import annotations
@@ -15,27 +19,48 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol
 
 import structlog
 
 from samzapy.api.context import RequestScope
 from samzapy.api.errors import SamzapyError, TaskCallbackTimeoutError, TaskError
-from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
+from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.container.clock import Clock
-from samzapy.container.collector import OutputRouter
-from samzapy.container.consumers import SystemConsumers
-from samzapy.container.stores import CHANGELOG_OFFSETS
+from samzapy.container.progress import TaskProgress
 from samzapy.container.watchdog import Watchdog
-from samzapy.control.reconcile import CONTROL_STATE
 from samzapy.metrics import Health
-from samzapy.metrics.registry import Timer
-
-if TYPE_CHECKING:
-    from samzapy.container.task_instance import TaskInstance
 
 log = structlog.get_logger("samzapy.run_loop")
+
+#: A coroutine function the loop runs until it returns or is cancelled.
+Loop = Callable[[], Coroutine[Any, Any, None]]
+
+
+class RunLoopTask(Protocol):
+    """What the run loop needs of a task."""
+
+    @property
+    def name(self) -> TaskName: ...
+
+    def slots(self) -> Sequence[Loop]:
+        """The coroutine functions that run the task's calls, one per permit."""
+        ...
+
+    def request_window(self) -> None: ...
+
+    def request_commit(self) -> None: ...
+
+    def stop(self) -> None:
+        """Start no new call; the slots return once their current calls complete."""
+        ...
+
+    def progress(self) -> TaskProgress: ...
+
+    def oldest_in_flight(self) -> tuple[float, SystemStreamPartition, str] | None:
+        """When the longest-running call started, its partition and offset."""
+        ...
 
 
 class RunLoop:
@@ -44,64 +69,57 @@ class RunLoop:
     def __init__(
         self,
         *,
-        consumers: SystemConsumers,
-        input_systems: Sequence[str],
-        router: OutputRouter,
-        checkpoints: CheckpointManager | None,
+        consumers: Sequence[Loop],
         clock: Clock,
         window_ms: int,
         commit_ms: int,
         callback_timeout_ms: int,
         shutdown_ms: int,
         progress_interval_ms: int,
-        checkpoint_extra: Mapping[str, Any] | None = None,
+        checkpointing: bool = True,
         stall_timeout_ms: int = -1,
         stall_fail: bool = False,
         health: Health | None = None,
     ) -> None:
-        self.consumers = consumers
-        self.input_systems = list(input_systems)
-        self.router = router
-        self.checkpoints = checkpoints
+        """``consumers``: the input systems' consumer loops; ``checkpointing``: whether the
+        job writes checkpoints (the watchdog expects them then)."""
+        self._consumers = list(consumers)
         self.clock = clock
         self.window_s = window_ms / 1000 if window_ms > 0 else None
         self.commit_s = commit_ms / 1000 if commit_ms > 0 else None
         self.callback_timeout_s = callback_timeout_ms / 1000 if callback_timeout_ms > 0 else None
         self.shutdown_s = shutdown_ms / 1000
         self.progress_s = progress_interval_ms / 1000 if progress_interval_ms > 0 else None
-        self.checkpoint_extra = dict(checkpoint_extra or {})
-        self.tasks: list[TaskInstance] = []
+        self._tasks: dict[TaskName, RunLoopTask] = {}
+        self._finished: set[TaskName] = set()
+        self._shutdown_requested: set[TaskName] = set()
         self.failure: SamzapyError | None = None
         self.stop_reason: str | None = None
         self._done: asyncio.Future[None] | None = None
-        self._written: dict[str, Checkpoint] = {}
-        self.commit_count = 0
-        #: Metrics: how long commits take, and when each task last wrote a checkpoint.
-        self.commit_latency = Timer()
-        self.checkpointed_at: dict[str, float] = {}
         self.watchdog = (
             Watchdog(
-                self,
                 timeout_s=stall_timeout_ms / 1000,
-                commit_s=self.commit_s if checkpoints is not None else None,
+                commit_s=self.commit_s if checkpointing else None,
                 fail=stall_fail,
                 health=health,
+                on_fail=self.fail,
             )
             if stall_timeout_ms > 0
             else None
         )
 
-    # -- requests -------------------------------------------------------------------------------
+    @property
+    def processed(self) -> int:
+        return sum(t.progress().processed for t in self._tasks.values())
+
+    # -- requests: from the container, and from tasks (their listener) ----------------------------
 
     def request_stop(self, reason: str) -> None:
         """Stop consuming and end the run after the calls in flight (signals, shutdown)."""
         if self.stop_reason is None:
             self.stop_reason = reason
             log.info("stop_requested", reason=reason)
-        for task in self.tasks:
-            task.stop()
-        if self._done is not None and not self._done.done():
-            self._done.set_result(None)
+        self._end()
 
     def fail(self, error: BaseException) -> None:
         """The first failure stops the container; it is logged here, once."""
@@ -121,93 +139,58 @@ class RunLoop:
                 "offset": error.offset,
             }
         log.error("task_failed", error=str(error), exc_info=error, **fields)
-        for task in self.tasks:
+        self._end()
+
+    def _end(self) -> None:
+        for task in self._tasks.values():
             task.stop()
         if self._done is not None and not self._done.done():
             self._done.set_result(None)
 
-    def request_commit(self, instance: TaskInstance, scope: RequestScope) -> None:
-        targets = self.tasks if scope is RequestScope.ALL_TASKS_IN_CONTAINER else [instance]
-        for task in targets:
-            task.request_commit()
-
-    def request_shutdown(self, instance: TaskInstance, scope: RequestScope) -> None:
+    def request_commit(self, name: TaskName, scope: RequestScope) -> None:
         if scope is RequestScope.ALL_TASKS_IN_CONTAINER:
-            self.request_stop(f"shutdown requested by task {instance.name!r} for all tasks")
-            return
-        instance.shutdown_requested = True
-        if all(t.shutdown_requested for t in self.tasks):
-            self.request_stop("shutdown requested by every task")
+            for task in self._tasks.values():
+                task.request_commit()
+        elif name in self._tasks:
+            self._tasks[name].request_commit()
 
-    def task_finished(self, instance: TaskInstance) -> None:
-        instance.shutdown_requested = True
-        if all(t.finished for t in self.tasks):
+    def request_shutdown(self, name: TaskName, scope: RequestScope) -> None:
+        if scope is RequestScope.ALL_TASKS_IN_CONTAINER:
+            self.request_stop(f"shutdown requested by task {name!r} for all tasks")
+            return
+        self._shutdown_requested.add(name)
+        self._stop_when_every_task_is_done()
+
+    def task_finished(self, name: TaskName) -> None:
+        self._finished.add(name)
+        self._shutdown_requested.add(name)
+        self._stop_when_every_task_is_done()
+
+    def _stop_when_every_task_is_done(self) -> None:
+        if not self._tasks:
+            return
+        if self._finished >= self._tasks.keys():
             self.request_stop("every input partition reached end-of-stream")
-        elif all(t.shutdown_requested for t in self.tasks):
+        elif self._shutdown_requested >= self._tasks.keys():
             self.request_stop("shutdown requested by every task")
-
-    # -- commit ---------------------------------------------------------------------------------
-
-    async def commit(self, task: TaskInstance) -> None:
-        """The commit protocol, run while the task has nothing in flight."""
-        started = time.perf_counter_ns()
-        await self._commit(task)
-        self.commit_latency.update_ns(time.perf_counter_ns() - started)
-
-    async def _commit(self, task: TaskInstance) -> None:
-        # 1. Flush producers: every output of the covered messages is durable.
-        await self.router.flush()
-        # 2. Flush the stores, and note how far their changelogs got.
-        extra = self.checkpoint_extra
-        if task.stores:
-            task.stores.flush()
-            extra = {**extra, CHANGELOG_OFFSETS: await task.stores.changelog_offsets()}
-        # The control-message bookkeeping, consistent with the offsets (nothing in flight).
-        if task.control.partitions or task.control.outputs:
-            extra = {**extra, CONTROL_STATE: task.control.to_json()}
-        # 3. Write the checkpoint: the last fully processed offset of each partition.
-        if self.checkpoints is None:
-            return
-        offsets = {
-            ssp: tracker.last_processed
-            for ssp, tracker in task.trackers.items()
-            if tracker.last_processed is not None
-        }
-        checkpoint = Checkpoint(offsets, extra)
-        if self.watchdog is not None:
-            self.watchdog.committed(task, self.clock.now())
-        if self._written.get(task.name) == checkpoint:
-            return
-        await self.checkpoints.write(task.name, checkpoint)
-        self._written[task.name] = checkpoint
-        self.checkpointed_at[task.name] = time.monotonic()
-        self.commit_count += 1
-        log.debug(
-            "checkpoint_written",
-            task=task.name,
-            offsets={str(ssp): offset for ssp, offset in offsets.items()},
-        )
-
-    def remember_checkpoint(self, task: TaskInstance, checkpoint: Checkpoint) -> None:
-        """The checkpoint read at start-up, so an unchanged one is not written again."""
-        self._written[task.name] = checkpoint
 
     # -- running --------------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Run until done; raise the failure if there was one."""
+    async def run(self, tasks: Sequence[RunLoopTask]) -> None:
+        """Run ``tasks`` until done; raise the failure if there was one."""
+        self._tasks = {task.name: task for task in tasks}
         loop = asyncio.get_running_loop()
         self._done = loop.create_future()
-        if self.stop_reason is not None or self.failure is not None or not self.tasks:
-            self._done.set_result(None)
+        if self.stop_reason is not None or self.failure is not None or not self._tasks:
+            self._end()
         consumer_tasks = [
-            loop.create_task(self.consumers.run(system), name=f"consumer-{system}")
-            for system in self.input_systems
+            loop.create_task(consume(), name=f"consumer-{i}")
+            for i, consume in enumerate(self._consumers)
         ]
         for t in consumer_tasks:
             t.add_done_callback(self._background_done)
         slot_tasks: list[asyncio.Task[None]] = []
-        for task in self.tasks:
+        for task in tasks:
             for i, slot in enumerate(task.slots()):
                 st = loop.create_task(slot(), name=f"{task.name}-slot-{i}")
                 st.add_done_callback(self._background_done)
@@ -223,7 +206,7 @@ class RunLoop:
         await _cancel(consumer_tasks)
         if self.failure is None:
             # 2. Let the calls in flight complete, up to task.shutdown.ms.
-            for task in self.tasks:
+            for task in tasks:
                 task.stop()
             await self._drain(slot_tasks)
         await _cancel([*slot_tasks, timer_task])
@@ -240,11 +223,12 @@ class RunLoop:
         deadline.cancel()
         pending = [t for t in running if not t.done()]
         if pending:
+            progress = [t.progress() for t in self._tasks.values()]
             log.warning(
                 "shutdown_timed_out",
                 shutdown_ms=int(self.shutdown_s * 1000),
-                tasks=sorted({str(t.name) for t in self.tasks if t.inflight}),
-                in_flight=sum(t.inflight for t in self.tasks),
+                tasks=sorted(str(p.name) for p in progress if p.in_flight),
+                in_flight=sum(p.in_flight for p in progress),
             )
             await _cancel(pending)
         await _cancel([all_done])
@@ -270,6 +254,7 @@ class RunLoop:
             watchdog.start(now)
             next_watch = now + watchdog.interval_s
         last_processed, last_time = 0, time.monotonic()
+        tasks = self._tasks.values()
         while True:
             deadline = min(next_window, next_commit, next_progress, next_check, next_watch)
             if deadline == math.inf:
@@ -277,56 +262,52 @@ class RunLoop:
             await clock.sleep_until(deadline)
             now = clock.now()
             if now >= next_window and self.window_s:
-                for task in self.tasks:
+                for task in tasks:
                     task.request_window()
                 next_window = _next_after(next_window, self.window_s, now)
             if now >= next_commit and self.commit_s:
-                for task in self.tasks:
+                for task in tasks:
                     task.request_commit()
                 next_commit = _next_after(next_commit, self.commit_s, now)
             if now >= next_check and check_s:
                 self._check_callback_timeouts(now)
                 next_check = _next_after(next_check, check_s, now)
             if now >= next_watch and watchdog is not None:
-                watchdog.check(now)
+                watchdog.check([t.progress() for t in tasks], now)
                 next_watch = _next_after(next_watch, watchdog.interval_s, now)
             if now >= next_progress and self.progress_s:
-                processed = self.processed
+                progress = [t.progress() for t in tasks]
+                processed = sum(p.processed for p in progress)
                 wall = time.monotonic()
                 log.info(
                     "progress",
                     processed=processed,
                     rate=round((processed - last_processed) / max(wall - last_time, 1e-9), 1),
-                    in_flight=sum(t.inflight for t in self.tasks),
-                    tasks_running=sum(1 for t in self.tasks if not t.finished),
+                    in_flight=sum(p.in_flight for p in progress),
+                    tasks_running=sum(1 for p in progress if not p.finished),
                 )
                 last_processed, last_time = processed, wall
                 next_progress = _next_after(next_progress, self.progress_s, now)
 
     def _check_callback_timeouts(self, now: float) -> None:
         assert self.callback_timeout_s is not None
-        for task in self.tasks:
+        for task in self._tasks.values():
             oldest = task.oldest_in_flight()
             if oldest is None:
                 continue
-            started, env = oldest
+            started, ssp, offset = oldest
             if now - started >= self.callback_timeout_s:
-                ssp = env.system_stream_partition
                 self.fail(
                     TaskCallbackTimeoutError(
-                        f"process_async of task {task.name!r} on {ssp} at offset {env.offset} "
+                        f"process_async of task {task.name!r} on {ssp} at offset {offset} "
                         f"did not complete within task.callback.timeout.ms="
                         f"{int(self.callback_timeout_s * 1000)}",
                         task_name=task.name,
                         ssp=ssp,
-                        offset=env.offset,
+                        offset=offset,
                     )
                 )
                 return
-
-    @property
-    def processed(self) -> int:
-        return sum(t.processed for t in self.tasks)
 
 
 def _next_after(deadline: float, period: float, now: float) -> float:
@@ -343,4 +324,4 @@ async def _cancel(tasks: Sequence[asyncio.Future[Any]]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-__all__ = ["RunLoop"]
+__all__ = ["Loop", "RunLoop", "RunLoopTask"]

@@ -6,9 +6,9 @@ streams (watermarks sent by upstream tasks) and of plain streams with
 sent by one upstream task). Partitions of other plain streams carry none and are left out of
 every minimum.
 
-Per framed partition, seed 004's reconciliation: the partition ends once ``taskCount``
-distinct upstream tasks sent end-of-stream; its watermark is the minimum over upstream tasks
-once all ``taskCount`` reported, and only moves forward. Duplicates count once.
+Per framed partition, Samza's reconciliation by upstream task count: the partition ends once
+``taskCount`` distinct upstream tasks sent end-of-stream; its watermark is the minimum over
+upstream tasks once all ``taskCount`` reported, and only moves forward. Duplicates count once.
 
 Per task: the *input watermark* is the minimum over the carrying partitions that have not
 ended (defined once each of them has a watermark); the *output watermark*, sent to the
@@ -23,9 +23,6 @@ from typing import Any
 
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.control.wire import ControlMessage, EndOfStreamMessage
-
-#: The key of the bookkeeping in ``Checkpoint.extra``.
-CONTROL_STATE = "control"
 
 
 class PartitionControl:
@@ -213,4 +210,4 @@ class TaskControl:
                 self.output_watermarks[ss] = int(wm)
 
 
-__all__ = ["CONTROL_STATE", "PartitionControl", "TaskControl"]
+__all__ = ["PartitionControl", "TaskControl"]

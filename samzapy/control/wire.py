@@ -1,4 +1,5 @@
-"""The framed record format of intermediate (and ``samza.framed``) streams, seed 004:
+"""The framed record format of intermediate (and ``samza.framed``) streams, Samza's in-band
+control messages:
 
     IntermediateMessage => MessageType MessageData
       MessageType => one byte: 0 user message, 1 watermark, 2 end-of-stream

@@ -54,8 +54,8 @@ from structlog.typing import FilteringBoundLogger
 
 from samzapy.api.errors import ConfigError
 from samzapy.metrics.health import Health
+from samzapy.metrics.ports import MetricsReporter
 from samzapy.metrics.registry import Counter, Gauge, Metric, MetricsRegistry
-from samzapy.metrics.reporter import MetricsReporter
 
 _PORT_KEY = "metrics.prometheus.port"
 _HOST_KEY = "metrics.prometheus.host"

@@ -9,7 +9,6 @@ as ``module:Class`` and built with no arguments.
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import importlib
 from collections.abc import Awaitable, Callable
@@ -18,22 +17,13 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from samzapy.api.errors import ConfigError
+from samzapy.config import ResolvedConfig
 from samzapy.metrics.health import Health
+from samzapy.metrics.ports import MetricsReporter
+from samzapy.metrics.prometheus import PrometheusReporter
 from samzapy.metrics.registry import MetricsRegistry
 
 _REPORTERS_KEY = "metrics.reporters"
-
-
-class MetricsReporter(abc.ABC):
-    """Publishes the metrics of one registry from ``start`` until ``stop``."""
-
-    @abc.abstractmethod
-    async def start(self, registry: MetricsRegistry) -> None:
-        """Begin reporting ``registry``; return promptly (run periodic work in a task)."""
-
-    @abc.abstractmethod
-    async def stop(self) -> None:
-        """Stop reporting, after publishing the final values. Called once, after ``start``."""
 
 
 class LogReporter(MetricsReporter):
@@ -108,9 +98,6 @@ def reporter_for(
     if name == "log":
         return LogReporter(interval_ms)
     if name == "prometheus":
-        # Imported here: the Prometheus module builds on MetricsReporter from this one.
-        from samzapy.metrics.prometheus import PrometheusReporter
-
         return PrometheusReporter(host, port, health)
     module_name, sep, class_name = name.partition(":")
     if not sep or not module_name or not class_name:
@@ -155,4 +142,23 @@ def _import_reporter(name: str, module_name: str, class_name: str) -> MetricsRep
     return reporter
 
 
-__all__ = ["LogReporter", "MetricsReporter", "reporter_for"]
+async def start_reporters(
+    config: ResolvedConfig, registry: MetricsRegistry, health: Health
+) -> list[MetricsReporter]:
+    """Start the reporters ``metrics.reporters`` names, on ``registry``."""
+    cfg = config.metrics
+    started: list[MetricsReporter] = []
+    for name in cfg.reporters:
+        reporter = reporter_for(
+            name,
+            interval_ms=cfg.reporter_interval_ms,
+            host=cfg.prometheus_host,
+            port=cfg.prometheus_port,
+            health=health,
+        )
+        await reporter.start(registry)
+        started.append(reporter)
+    return started
+
+
+__all__ = ["LogReporter", "MetricsReporter", "reporter_for", "start_reporters"]

@@ -11,12 +11,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from samzapy.api.errors import ConfigError
 from samzapy.api.system import TaskName
 from samzapy.storage.inmemory import InMemoryStoreFactory
-from samzapy.storage.ports import StoreFactory
+from samzapy.storage.logged import ChangelogSender, LoggedStorageEngine
+from samzapy.storage.ports import StorageEngine, StoreFactory
 from samzapy.storage.serialized import SerializedKeyValueStore
 from samzapy.system.registry import load_class
 from samzapy.system.serde import Serde
@@ -86,6 +87,14 @@ def store_factory_for(store_name: str, factory: Any) -> StoreFactory:
         ) from exc
 
 
+class OpenStore(NamedTuple):
+    """A store as ``open_store`` assembled it: the engine the factory built (restores write
+    here, past the changelog) and the store the task gets."""
+
+    engine: StorageEngine
+    store: SerializedKeyValueStore[Any, Any]
+
+
 def open_store(
     store_name: str,
     task_name: TaskName,
@@ -93,14 +102,19 @@ def open_store(
     options: Mapping[str, Any],
     key_serde: Serde,
     msg_serde: Serde,
-) -> SerializedKeyValueStore[Any, Any]:
-    """One task's store: the engine ``options["factory"]`` builds, behind the serdes.
+    *,
+    changelog: ChangelogSender | None = None,
+) -> OpenStore:
+    """One task's store, assembled as the container runs it (and the store contract tests
+    check it): the engine ``options["factory"]`` builds, told whether it is logged; with a
+    ``changelog``, every write is also sent there; the serdes on top.
 
     ``options`` are the store's keys with the ``stores.<name>.`` prefix removed.
     """
     factory = store_factory_for(store_name, options.get("factory"))
-    engine = factory.create(store_name, task_name, directory, options)
-    return SerializedKeyValueStore(engine, key_serde, msg_serde)
+    engine = factory.create(store_name, task_name, directory, options, logged=changelog is not None)
+    top: StorageEngine = engine if changelog is None else LoggedStorageEngine(engine, changelog)
+    return OpenStore(engine, SerializedKeyValueStore(top, key_serde, msg_serde))
 
 
-__all__ = ["BUILTIN_FACTORIES", "factory_key", "open_store", "store_factory_for"]
+__all__ = ["BUILTIN_FACTORIES", "OpenStore", "factory_key", "open_store", "store_factory_for"]

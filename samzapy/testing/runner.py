@@ -32,6 +32,7 @@ from samzapy.container import Clock, SamzaContainer
 from samzapy.container.event_loop import loop_factory
 from samzapy.metrics import MetricsRegistry
 from samzapy.system.inmemory import InMemoryBroker
+from samzapy.testing.clock import ManualClock
 
 SYSTEM = "memory"
 
@@ -121,8 +122,9 @@ class TestRunner:
         return self
 
     def run(self, timeout: float = 30.0) -> TestResult:
-        """Run until the job finishes, on uvloop unless ``job.loop`` is ``asyncio``; raise the
-        task's error (TaskError, the task's own exception as its cause) or TimeoutError."""
+        """Run until the job finishes, on uvloop unless ``job.loop`` is ``asyncio`` or the
+        clock is a ``ManualClock`` (which needs asyncio's loop); raise the task's error
+        (TaskError, the task's own exception as its cause) or TimeoutError."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -131,7 +133,9 @@ class TestRunner:
             raise RuntimeError(
                 "TestRunner.run() inside a running event loop: use await run_async()"
             )
-        factory, _ = loop_factory(resolve(self._resolve_config()).job.loop)
+        configured = resolve(self._resolve_config()).job.loop
+        # A manual clock tells when every task is blocked from asyncio's own loop.
+        factory, _ = loop_factory("asyncio" if isinstance(self._clock, ManualClock) else configured)
         with asyncio.Runner(loop_factory=factory) as runner:
             return runner.run(self.run_async(timeout=timeout))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from samzapy.api.errors import CheckpointError, ConfigError
-from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.file import FileCheckpointManager, task_file_name, task_name_from_file
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
@@ -114,14 +114,19 @@ class TestCheckpointContract:
     ) -> None:
         checkpoint = Checkpoint(
             offsets={IN_0: "42", IN_1: "7", CLICKS: "0"},
-            extra={"changelog": {"store#0": "12"}, "watermarks": [1, 2]},
+            partition_counts={
+                SystemStream("kafka", "page-views"): 2,
+                SystemStream("kafka", "clicks"): 1,
+            },
+            changelog_offsets={"counts": "12"},
+            control={"partitions": {}, "watermarks": [1, 2]},
         )
         await manager.write(TASK, checkpoint)
         assert await manager.read_last(TASK) == checkpoint
         assert await manager.read_last(OTHER_TASK) is None
 
     async def test_latest_write_wins(self, manager: CheckpointManager) -> None:
-        await manager.write(TASK, Checkpoint(offsets={IN_0: "1"}, extra={"n": 1}))
+        await manager.write(TASK, Checkpoint(offsets={IN_0: "1"}, changelog_offsets={"n": "1"}))
         await manager.write(TASK, Checkpoint(offsets={IN_0: "2", IN_1: "5"}))
         assert await manager.read_last(TASK) == Checkpoint(offsets={IN_0: "2", IN_1: "5"})
 
@@ -135,10 +140,12 @@ class TestCheckpointContract:
         self, source: ManagerSource
     ) -> None:
         first = await source.open()
-        await first.write(TASK, Checkpoint(offsets={IN_0: "99"}, extra={"k": "v"}))
+        await first.write(TASK, Checkpoint(offsets={IN_0: "99"}, changelog_offsets={"k": "v"}))
         await first.stop()
         second = await source.open()
-        assert await second.read_last(TASK) == Checkpoint(offsets={IN_0: "99"}, extra={"k": "v"})
+        assert await second.read_last(TASK) == Checkpoint(
+            offsets={IN_0: "99"}, changelog_offsets={"k": "v"}
+        )
         await second.stop()
 
     async def test_a_new_manager_reads_the_latest_checkpoint_of_each_task(
@@ -147,27 +154,33 @@ class TestCheckpointContract:
         first = await source.open()
         await first.write(TASK, Checkpoint(offsets={IN_0: "1"}))
         await first.write(OTHER_TASK, Checkpoint(offsets={IN_1: "5"}))
-        await first.write(TASK, Checkpoint(offsets={IN_0: "2"}, extra={"n": 2}))
+        await first.write(TASK, Checkpoint(offsets={IN_0: "2"}, changelog_offsets={"n": "2"}))
         await first.stop()
         second = await source.open()
         await second.write(OTHER_TASK, Checkpoint(offsets={IN_1: "6"}))
         await second.stop()
         third = await source.open()
-        assert await third.read_last(TASK) == Checkpoint(offsets={IN_0: "2"}, extra={"n": 2})
+        assert await third.read_last(TASK) == Checkpoint(
+            offsets={IN_0: "2"}, changelog_offsets={"n": "2"}
+        )
         assert await third.read_last(OTHER_TASK) == Checkpoint(offsets={IN_1: "6"})
         await third.stop()
 
     async def test_written_checkpoint_is_a_copy(self, manager: CheckpointManager) -> None:
         offsets = {IN_0: "1"}
-        extra: dict[str, object] = {"list": [1]}
-        await manager.write(TASK, Checkpoint(offsets=offsets, extra=extra))
+        control: dict[str, object] = {"list": [1]}
+        await manager.write(TASK, Checkpoint(offsets=offsets, control=control))
         offsets[IN_0] = "2"
-        extra["list"] = [2]
-        assert await manager.read_last(TASK) == Checkpoint(offsets={IN_0: "1"}, extra={"list": [1]})
+        control["list"] = [2]
+        assert await manager.read_last(TASK) == Checkpoint(
+            offsets={IN_0: "1"}, control={"list": [1]}
+        )
 
-    async def test_extra_that_is_not_json_is_refused(self, manager: CheckpointManager) -> None:
-        with pytest.raises(CheckpointError, match="extra must be JSON-serializable"):
-            await manager.write(TASK, Checkpoint(offsets={IN_0: "1"}, extra={"x": object()}))
+    async def test_control_state_that_is_not_json_is_refused(
+        self, manager: CheckpointManager
+    ) -> None:
+        with pytest.raises(CheckpointError, match="control state must be JSON-serializable"):
+            await manager.write(TASK, Checkpoint(offsets={IN_0: "1"}, control={"x": object()}))
         assert await manager.read_last(TASK) is None
 
     async def test_offsets_must_be_strings(self, manager: CheckpointManager) -> None:
@@ -215,6 +228,11 @@ class TestFileCheckpointManager:
             '{"version": 1, "task": "Partition 0", "offsets": '
             '[{"system": "k", "stream": "s", "partition": "0", "offset": "1"}]}',
             '{"version": 1, "task": "Partition 9", "offsets": []}',
+            '{"version": 1, "task": "Partition 0", "offsets": [], '
+            '"extra": {"partition_counts": {"no-system": 1}}}',
+            '{"version": 1, "task": "Partition 0", "offsets": [], '
+            '"extra": {"changelog_offsets": {"counts": 12}}}',
+            '{"version": 1, "task": "Partition 0", "offsets": [], "extra": {"control": []}}',
         ],
     )
     async def test_malformed_documents_are_errors(self, tmp_path: Path, content: str) -> None:
@@ -227,7 +245,13 @@ class TestFileCheckpointManager:
     async def test_document_format(self, tmp_path: Path) -> None:
         manager = FileCheckpointManager(tmp_path)
         await manager.start()
-        await manager.write(TASK, Checkpoint(offsets={IN_1: "8", CLICKS: "3"}, extra={"a": 1}))
+        checkpoint = Checkpoint(
+            offsets={IN_1: "8", CLICKS: "3"},
+            partition_counts={SystemStream("kafka", "page-views"): 2},
+            changelog_offsets={"counts": "12"},
+            control={"a": 1},
+        )
+        await manager.write(TASK, checkpoint)
         assert json.loads((tmp_path / "Partition_0.json").read_text()) == {
             "version": 1,
             "task": "Partition 0",
@@ -235,8 +259,23 @@ class TestFileCheckpointManager:
                 {"system": "file", "stream": "clicks", "partition": 0, "offset": "3"},
                 {"system": "kafka", "stream": "page-views", "partition": 1, "offset": "8"},
             ],
-            "extra": {"a": 1},
+            "extra": {
+                "partition_counts": {"kafka.page-views": 2},
+                "changelog_offsets": {"counts": "12"},
+                "control": {"a": 1},
+            },
         }
+
+    async def test_a_document_with_unknown_extra_keys_still_loads(self, tmp_path: Path) -> None:
+        manager = FileCheckpointManager(tmp_path)
+        await manager.start()
+        (tmp_path / "Partition_0.json").write_text(
+            '{"version": 1, "task": "Partition 0", "offsets": [], '
+            '"extra": {"partition_counts": {"kafka.a.b": 3}, "later": 1}}'
+        )
+        assert await manager.read_last(TASK) == Checkpoint(
+            offsets={}, partition_counts={SystemStream("kafka", "a.b"): 3}
+        )
 
     @pytest.mark.parametrize(
         ("task", "file_name"),

@@ -1,8 +1,10 @@
 """One contract test class over every store engine (see samzapy/api/store.py and
 samzapy/storage/ports.py).
 
-Stores are built through ``open_store``, as the container will build them: the engine named by
-``factory``, behind a ``string`` key serde and a ``json`` value serde. A "reopen" builds a new
+Stores are built through ``open_store``, the assembly the container runs them through: the
+engine named by ``factory``, behind a ``string`` key serde and a ``json`` value serde, and for
+the ``+changelog`` variants logged (the engine told so, which makes RocksDB skip its own
+write-ahead log) with every write sent to a changelog, here a list. A "reopen" builds a new
 store over the same directory, as a restarted task would. ``persistent`` is the engine's
 capability flag: a persistent store keeps its entries across a reopen, the others start empty.
 """
@@ -32,10 +34,13 @@ SERDES = SerdeRegistry()
 class StoreSource:
     """Opens stores of one engine over one directory, and closes them all at the end."""
 
-    def __init__(self, factory: str, tmp_path: Path) -> None:
-        self.factory = factory
+    def __init__(self, variant: str, tmp_path: Path) -> None:
+        self.factory, _, logged = variant.partition("+")
+        self.logged = bool(logged)
         self.directory = tmp_path / "stores" / STORE / "Partition_0"
         self.opened: list[SerializedKeyValueStore[Any, Any]] = []
+        #: What the logged variants sent to their changelog: (key bytes, value bytes or None).
+        self.changelog: list[tuple[bytes, bytes | None]] = []
 
     @property
     def persistent(self) -> bool:
@@ -44,23 +49,27 @@ class StoreSource:
     def open(
         self, key_serde: str = "string", msg_serde: str = "json", directory: str = ""
     ) -> SerializedKeyValueStore[Any, Any]:
-        store = open_store(
+        _, store = open_store(
             STORE,
             TASK,
             self.directory.parent / directory if directory else self.directory,
             {"factory": self.factory, "key.serde": key_serde, "msg.serde": msg_serde},
             SERDES.get(key_serde),
             SERDES.get(msg_serde),
+            changelog=self._log if self.logged else None,
         )
         self.opened.append(store)
         return store
+
+    def _log(self, key: bytes, value: bytes | None) -> None:
+        self.changelog.append((key, value))
 
     def close_all(self) -> None:
         for store in self.opened:
             store.close()
 
 
-@pytest.fixture(params=["inmemory", "rocksdb"])
+@pytest.fixture(params=["inmemory", "rocksdb", "inmemory+changelog", "rocksdb+changelog"])
 def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreSource]:
     source = StoreSource(request.param, tmp_path)
     yield source
@@ -331,3 +340,35 @@ class TestKeyValueStoreContract:
         assert keys_of(store.range("key-050000", "key-050005")) == [
             f"key-{i:06d}" for i in range(50_000, 50_005)
         ]
+
+
+class TestLoggedStoreContract:
+    """What a store with a changelog adds: every write reaches the changelog, in order."""
+
+    @pytest.fixture(params=["inmemory+changelog", "rocksdb+changelog"])
+    def logged(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreSource]:
+        source = StoreSource(request.param, tmp_path)
+        yield source
+        source.close_all()
+
+    def test_every_write_is_sent_to_the_changelog_in_order(self, logged: StoreSource) -> None:
+        store = logged.open()
+        store.put("a", 1)
+        store.put_all([("b", 2), KV("a", 3)])
+        store.delete("b")
+        store.delete_all(["a", "never"])
+        assert logged.changelog == [
+            (b"a", b"1"),
+            (b"b", b"2"),
+            (b"a", b"3"),
+            (b"b", None),
+            (b"a", None),
+            (b"never", None),
+        ]
+        assert store.get("a") is None
+
+    def test_a_rejected_write_sends_nothing(self, logged: StoreSource) -> None:
+        store = logged.open()
+        with pytest.raises(StoreError):
+            store.put_all([("a", 1), (None, 2)])
+        assert logged.changelog == []

@@ -1,4 +1,4 @@
-"""End-of-stream and watermarks through intermediate streams on the real broker (seed 004).
+"""End-of-stream and watermarks through intermediate streams on the real broker.
 
 The source topic is framed, as ``samzapy.spark`` writes it: the lines, then an end-of-stream
 from the one loader task on every partition. So each job here is bounded and must exit 0 by

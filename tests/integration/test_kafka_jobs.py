@@ -350,7 +350,7 @@ async def _run_until(
 
 
 def _processed(container: SamzaContainer) -> int:
-    return container.run_loop.processed if container.run_loop else 0
+    return container.processed
 
 
 async def test_upcoming_oldest_and_reset_offsets(
@@ -366,7 +366,7 @@ async def test_upcoming_oldest_and_reset_offsets(
     job_id = uuid.uuid4().hex[:8]
     upcoming = SamzaContainer(_config(kafka_bootstrap, source, job_id=job_id), task_factory=Tag)
     job = asyncio.ensure_future(upcoming.run())
-    while upcoming.run_loop is None or not upcoming.run_loop.tasks:  # noqa: ASYNC110
+    while not upcoming.started.is_set():  # noqa: ASYNC110
         await asyncio.sleep(0.05)
     await asyncio.sleep(1.0)
     await produce(kafka_bootstrap, source, [(0, None, b"new%d" % i) for i in range(3)])
@@ -388,7 +388,7 @@ async def test_upcoming_oldest_and_reset_offsets(
         ),
         task_factory=Tag,
     )
-    await _run_until(again, lambda: again.run_loop is not None and again.run_loop.tasks != [], 30)
+    await _run_until(again, again.started.is_set, 30)
     assert _processed(again) == 0
     # reset.offset ignores the checkpoint: oldest then means everything again.
     reset = SamzaContainer(

@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from samzapy.api.errors import CheckpointError, ConfigError, StreamSystemError
 from samzapy.api.system import SystemStreamPartition, TaskName
-from samzapy.checkpoint.file import encode_checkpoint
+from samzapy.checkpoint.codec import encode_checkpoint
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.checkpoint.stream import (
     MAX_STREAM_NAME_LENGTH,

@@ -1,4 +1,4 @@
-"""Control messages through intermediate streams (seed 004) on the memory system.
+"""Control messages through intermediate streams on the memory system.
 
 The memory system carries framed records exactly as Kafka does (bytes with a type byte), so
 these tests exercise the wire format, the reconciliation and the checkpointed bookkeeping;
@@ -28,7 +28,7 @@ from samzapy import (
 )
 from samzapy.control import EndOfStreamMessage, WatermarkMessage, decode, encode_control, frame
 from samzapy.system.inmemory import InMemoryBroker
-from samzapy.testing import TestRunner
+from samzapy.testing import TestRunner, wait_all_tasks_blocked
 
 WORDS = SystemStream("memory", "words")
 COUNTS = SystemStream("memory", "counts")
@@ -129,7 +129,9 @@ async def test_two_jobs_started_in_either_order_finish_with_exact_counts(
     )
     first, second = (downstream, upstream) if downstream_first else (upstream, downstream)
     first_run = asyncio.ensure_future(first.run_async(timeout=20))
-    await asyncio.sleep(0.05)  # the first job is up, and waiting for the other, when it starts
+    # The first job is up, and waiting for the other, when that one starts.
+    await wait_until(lambda: first.container is not None and first.container.started.is_set())
+    await wait_all_tasks_blocked()
     await asyncio.gather(first_run, second.run_async(timeout=20))
     assert counted(downstream.broker) == EXPECTED
 
@@ -365,7 +367,7 @@ class Collecting(StreamTask, EndOfStreamListenerTask):
 async def wait_until(condition: Any, timeout: float = 10.0) -> None:  # noqa: ASYNC109
     async with asyncio.timeout(timeout):
         while not condition():  # noqa: ASYNC110 - the condition is the task's own state
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0)
 
 
 async def test_a_restart_between_first_and_last_end_of_stream_neither_hangs_nor_ends_early() -> (
@@ -391,7 +393,7 @@ async def test_a_restart_between_first_and_last_end_of_stream_neither_hangs_nor_
     second.add_intermediate("mid", partitions=1)
     run = asyncio.ensure_future(second.run_async(timeout=20))
     await wait_until(lambda: Collecting.messages == ["a", "b", "c"])
-    await asyncio.sleep(0.05)
+    await wait_all_tasks_blocked()
     assert not run.done() and Collecting.ended == 0  # t0 and t1 (once) of 3: not the end
     write(0, ("eos", "t2"))
     await run

@@ -104,7 +104,7 @@ def test_memory_stays_bounded_when_task_is_slower_than_input() -> None:
         async def process_async(self, envelope, collector, coordinator):
             container = holder["runner"].container
             if container is not None:
-                buffered = sum(len(q.queue) for t in container.tasks for q in t.queues)
+                buffered = sum(t.progress().buffered for t in container.tasks)
                 seen_max[0] = max(seen_max[0], buffered)
             await asyncio.sleep(0)
 
@@ -321,11 +321,6 @@ class _Gate:
         return self.event
 
 
-async def _settle(rounds: int = 50) -> None:
-    for _ in range(rounds):
-        await asyncio.sleep(0)
-
-
 async def test_window_runs_only_with_nothing_in_flight_and_blocks_new_calls() -> None:
     rec = Recorder()
     clock = ManualClock()
@@ -354,7 +349,7 @@ async def test_window_runs_only_with_nothing_in_flight_and_blocks_new_calls() ->
         Task, {"task.max.concurrency": 3, "task.window.ms": 1000}, clock=clock
     ).add_input("in", list(range(6)))
     job = asyncio.ensure_future(runner.run_async(timeout=10))
-    await _settle()
+    await clock.wait_all_tasks_blocked()
     assert [e[1] for e in rec.of("invoke")] == [0, 1, 2]
     assert rec.of("window") == [], "window must not fire at start-up"
     await clock.advance_and_settle(1.0)
@@ -389,7 +384,7 @@ async def test_commit_waits_for_in_flight_and_covers_only_contiguous_completed()
         Task, {"task.max.concurrency": 4, "task.commit.ms": 1000}, clock=clock
     ).add_input("in", list(range(8)))
     job = asyncio.ensure_future(runner.run_async(timeout=10))
-    await _settle()
+    await clock.wait_all_tasks_blocked()
     # 0, 1, 3, 4, 5 completed; 2 is held. The commit asked for at 5 must wait for 2.
     assert sorted(done) == [0, 1, 3, 4, 5]
     from samzapy.checkpoint.memory import InMemoryCheckpointManager
@@ -420,11 +415,11 @@ async def test_periodic_commit_fires_on_timer_not_at_start_up() -> None:
 
     runner = TestRunner(Task, {"task.commit.ms": 500}, clock=clock).add_input("in", list(range(5)))
     job = asyncio.ensure_future(runner.run_async(timeout=10))
-    await _settle()
+    await clock.wait_all_tasks_blocked()
     ns = runner.container.checkpoint_namespace
     assert InMemoryCheckpointManager.history_for(ns) == []
     hold.get().set()
-    await _settle(3)
+    await clock.wait_all_tasks_blocked()
     await clock.advance_and_settle(0.5)
     await asyncio.wait_for(job, 10)
     offsets = [
@@ -477,7 +472,7 @@ async def test_callback_timeout_fails_the_container_naming_task_partition_offset
     runner = TestRunner(Hang, {"task.callback.timeout.ms": 200}, clock=clock)
     runner.add_input("in", list(range(5)))
     job = asyncio.ensure_future(runner.run_async(timeout=10))
-    await _settle()
+    await clock.wait_all_tasks_blocked()
     assert not job.done()
     await clock.advance_and_settle(0.1)
     assert not job.done()

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from samzapy import AsyncStreamTask, StreamTask, TaskError
+from samzapy import AsyncStreamTask, StreamTask, SystemStreamPartition, TaskError, TaskName
+from samzapy.container.progress import TaskProgress
+from samzapy.container.watchdog import Stall, Watchdog, assess
+from samzapy.metrics import Health
 from samzapy.testing import ManualClock, TestRunner
 
-
-async def settle(rounds: int = 50) -> None:
-    for _ in range(rounds):
-        await asyncio.sleep(0)
+SSP = SystemStreamPartition("memory", "in", 0)
 
 
 class Held(AsyncStreamTask):
@@ -43,7 +43,7 @@ async def test_a_task_that_completes_nothing_is_reported_stalled_then_recovered(
     test = runner(clock)
     with capture_logs() as logs:
         job = asyncio.ensure_future(test.run_async(timeout=10))
-        await settle()
+        await clock.wait_all_tasks_blocked()
         await clock.advance_and_settle(0.5)
         assert [e for e in logs if e["event"] == "task_stalled"] == []  # not yet
         await clock.advance_and_settle(1.0)
@@ -59,7 +59,7 @@ async def test_a_task_that_completes_nothing_is_reported_stalled_then_recovered(
         await clock.advance_and_settle(2.0)
         assert len([e for e in logs if e["event"] == "task_stalled"]) == 1  # logged once
         Held.gate.set()
-        await settle()
+        await clock.wait_all_tasks_blocked()
         await clock.advance_and_settle(0.5)
         assert [e["task"] for e in logs if e["event"] == "task_recovered"] == ["Partition 0"]
         assert test.container.health.healthy
@@ -71,7 +71,7 @@ async def test_with_stall_fail_a_stalled_task_fails_the_container() -> None:
     clock = ManualClock()
     test = runner(clock, **{"task.stall.fail": True})
     job = asyncio.ensure_future(test.run_async(timeout=10))
-    await settle()
+    await clock.wait_all_tasks_blocked()
     await clock.advance_and_settle(0.5)
     await clock.advance_and_settle(1.0)
     with pytest.raises(TaskError, match=r"task 'Partition 0' stalled on memory.in#0 at offset 1"):
@@ -91,7 +91,7 @@ async def test_an_idle_task_with_nothing_waiting_is_not_stalled() -> None:
     test.broker.create_stream("in", 1)  # never ended: the task waits for input, idle
     with capture_logs() as logs:
         job = asyncio.ensure_future(test.run_async(timeout=10))
-        await settle()
+        await clock.wait_all_tasks_blocked()
         await clock.advance_and_settle(5.0)
         assert test.container is not None
         test.container.request_stop("test")
@@ -99,71 +99,105 @@ async def test_an_idle_task_with_nothing_waiting_is_not_stalled() -> None:
     assert [e for e in logs if e["event"] == "task_stalled"] == []
 
 
-class _Tracker:
-    def pending(self) -> list[Any]:
-        return []
+def snapshot(**fields: Any) -> TaskProgress:
+    """A task's progress, as TaskInstance.progress() reports it."""
+    base: dict[str, Any] = {
+        "name": TaskName("Partition 0"),
+        "processed": 0,
+        "in_flight": 0,
+        "windows": 0,
+        "commits": 0,
+        "buffered": 0,
+        "position": None,
+        "barrier_pending": False,
+        "backpressured": False,
+        "stopping": False,
+        "finished": False,
+        "committed_at": None,
+        "committed_processed": 0,
+    }
+    return TaskProgress(**{**base, **fields})
 
 
-class _Queue:
-    def __init__(self) -> None:
-        self.queue: list[Any] = []
-        self.ssp = "memory.in#0"
+def assess_at(progress: TaskProgress, now: float, moved_at: float = 0.0) -> Stall | None:
+    return assess(progress, moved_at=moved_at, now=now, timeout_s=10, commit_s=5, since=0.0)
 
 
-class _Task:
-    """The attributes of a TaskInstance the watchdog reads."""
-
-    def __init__(self) -> None:
-        self.name = "Partition 0"
-        self.processed = 0
-        self.inflight = 0
-        self.finished = False
-        self.stopping = False
-        self.attention = False
-        self.queues = [_Queue()]
-        self.trackers = {"memory.in#0": _Tracker()}
+def test_assess_a_task_with_input_waiting_that_completes_nothing() -> None:
+    waiting = snapshot(buffered=3, position=(SSP, "7"))
+    assert assess_at(waiting, now=9.9) is None
+    stall = assess_at(waiting, now=10.0)
+    assert stall == Stall(
+        "completed nothing for 10.0 s",
+        "its turn on the event loop (another task or callback holds it)",
+    )
+    assert assess_at(snapshot(buffered=3), now=10.0, moved_at=5.0) is None
+    assert assess_at(snapshot(), now=100.0) is None, "an idle task is not stalled"
 
 
-class _Router:
-    def backpressure(self) -> None:
-        return None
+@pytest.mark.parametrize(
+    ("fields", "waiting_on"),
+    [
+        ({"in_flight": 2}, "2 call(s) of the task that have not completed"),
+        ({"buffered": 1, "backpressured": True}, "the producers (output backpressure"),
+        ({"buffered": 1, "barrier_pending": True}, "a window, commit or end-of-stream barrier"),
+    ],
+)
+def test_assess_says_what_a_stalled_task_waits_on(fields: dict[str, Any], waiting_on: str) -> None:
+    stall = assess_at(snapshot(**fields), now=10.0)
+    assert stall is not None and stall.waiting_on.startswith(waiting_on)
 
 
-class _Loop:
-    def __init__(self, task: _Task) -> None:
-        self.tasks = [task]
-        self.router = _Router()
-        self.failures: list[BaseException] = []
+def test_assess_a_task_that_progresses_without_checkpointing() -> None:
+    # Three commit intervals plus the timeout: 3 x 5 s + 10 s = 25 s.
+    progressing = snapshot(processed=500, committed_processed=100, committed_at=1.0)
+    assert assess_at(progressing, now=25.9, moved_at=25.9) is None
+    stall = assess_at(progressing, now=26.0, moved_at=26.0)
+    assert stall is not None and stall.reason == "no checkpoint for 25.0 s while progressing"
+    assert assess_at(snapshot(processed=500, committed_processed=500), 99.0, 99.0) is None
+    no_commits = assess(
+        progressing, moved_at=99.0, now=99.0, timeout_s=10, commit_s=None, since=0.0
+    )
+    assert no_commits is None, "without checkpoints only the first rule applies"
 
-    def fail(self, error: BaseException) -> None:
-        self.failures.append(error)
+
+def test_assess_leaves_stopping_and_finished_tasks_alone() -> None:
+    for fields in ({"stopping": True}, {"finished": True}):
+        assert assess_at(snapshot(in_flight=1, **fields), now=1000.0) is None
 
 
-def test_a_task_that_progresses_without_checkpointing_is_stalled() -> None:
-    from samzapy.container.watchdog import Watchdog
-    from samzapy.metrics import Health
-
-    task = _Task()
-    loop = _Loop(task)
+def test_the_watchdog_reports_a_stall_once_fails_and_recovers() -> None:
     health = Health()
-    watchdog = Watchdog(loop, timeout_s=10, commit_s=5, fail=True, health=health)  # type: ignore[arg-type]
+    failures: list[BaseException] = []
+    watchdog = Watchdog(timeout_s=10, commit_s=5, fail=True, health=health, on_fail=failures.append)
     watchdog.start(0.0)
     with capture_logs() as logs:
-        for now in range(0, 25):
-            task.processed += 100  # always progressing, never committing
-            watchdog.check(float(now))
-        assert [e for e in logs if e["event"] == "task_stalled"] == []  # 3 x 5 s + 10 s = 25 s
-        task.processed += 100
-        watchdog.check(25.0)
+        for now in range(0, 26):
+            # Always progressing, never committing.
+            watchdog.check([snapshot(processed=100 * (now + 1))], float(now))
     stalled = [e for e in logs if e["event"] == "task_stalled"]
     assert (
-        len(stalled) == 1 and "no checkpoint for 25.0 s while progressing" in stalled[0]["reason"]
+        len(stalled) == 1 and stalled[0]["reason"] == "no checkpoint for 25.0 s while progressing"
     )
-    assert not health.healthy and len(loop.failures) == 1
-    watchdog.committed(task, 26.0)  # type: ignore[arg-type]
+    assert not health.healthy and len(failures) == 1
+    assert isinstance(failures[0], TaskError) and "task.stall.fail is true" in str(failures[0])
+    committed = snapshot(processed=2700, committed_processed=2700, committed_at=26.0)
     with capture_logs() as logs:
-        watchdog.check(26.0)
+        watchdog.check([committed], 26.0)
     assert [e["event"] for e in logs] == ["task_recovered"] and health.healthy
+
+
+def test_a_stalled_task_that_is_being_stopped_is_not_reported_recovered() -> None:
+    health = Health()
+    watchdog = Watchdog(timeout_s=1, commit_s=None, fail=False, health=health, on_fail=print)
+    watchdog.start(0.0)
+    held = snapshot(in_flight=1, position=(SSP, "3"))
+    with capture_logs() as logs:
+        watchdog.check([held], 1.0)
+        watchdog.check([held._replace(stopping=True)], 2.0)
+    assert [e["event"] for e in logs] == ["task_stalled"]
+    assert logs[0]["ssp"] == "memory.in#0" and logs[0]["offset"] == "3"
+    assert list(health.problems) == ["stalled:Partition 0"]
 
 
 async def test_the_job_runners_health_sees_readiness_and_stalls() -> None:
@@ -172,7 +206,7 @@ async def test_the_job_runners_health_sees_readiness_and_stalls() -> None:
     import uuid
 
     from samzapy.config import load_config, resolve
-    from samzapy.container.coordinator import JobRunner
+    from samzapy.container.job_runner import JobRunner
     from samzapy.system.inmemory import InMemoryBroker
 
     namespace = f"watch-{uuid.uuid4().hex[:8]}"

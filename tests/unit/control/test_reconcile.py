@@ -1,4 +1,4 @@
-"""Reconciliation of end-of-stream and watermark messages per partition and per task (seed 004)."""
+"""Reconciliation of end-of-stream and watermark messages per partition and per task."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from samzapy.api.system import SystemStream, SystemStreamPartition
-from samzapy.control.reconcile import CONTROL_STATE, PartitionControl, TaskControl
+from samzapy.control.reconcile import PartitionControl, TaskControl
 from samzapy.control.wire import EndOfStreamMessage, WatermarkMessage
 
 A0 = SystemStreamPartition("kafka", "shuffle-a", 0)
@@ -30,10 +30,6 @@ def roundtrip(control: TaskControl) -> dict[str, Any]:
     """The checkpoint as it comes back from storage: through JSON text."""
     data: dict[str, Any] = json.loads(json.dumps(control.to_json()))
     return data
-
-
-def test_checkpoint_key_is_control() -> None:
-    assert CONTROL_STATE == "control"
 
 
 # -- PartitionControl: end-of-stream -------------------------------------------------------------

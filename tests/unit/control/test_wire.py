@@ -1,4 +1,4 @@
-"""The framed record format of intermediate streams (seed 004): encode, decode and their errors."""
+"""The framed record format of intermediate streams: encode, decode and their errors."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from samzapy.storage.ports import StoreFactory
 class RecordingFactory(StoreFactory):
     calls = []
 
-    def create(self, store_name, task_name, directory, options):
+    def create(self, store_name, task_name, directory, options, *, logged=False):
         RecordingFactory.calls.append((store_name, task_name, directory, dict(options)))
         return InMemoryStorageEngine(store_name, task_name)
 
@@ -30,7 +30,7 @@ class NeedsArguments(StoreFactory):
     def __init__(self, size):
         self.size = size
 
-    def create(self, store_name, task_name, directory, options):
+    def create(self, store_name, task_name, directory, options, *, logged=False):
         raise AssertionError("not reached")
 
 class NotAFactory:
@@ -77,12 +77,12 @@ def test_import_path_factory_gets_the_store_task_directory_and_options(
     custom_module: str, tmp_path: Path
 ) -> None:
     options = {"factory": f"{custom_module}:RecordingFactory", "key.serde": "string"}
-    store = open_store(
+    engine, store = open_store(
         "counts", TaskName("Partition 3"), tmp_path / "d", options, StringSerde(), JsonSerde()
     )
     store.put("a", {"n": 1})
     assert store.get("a") == {"n": 1}
-    assert isinstance(store.engine, InMemoryStorageEngine)
+    assert isinstance(engine, InMemoryStorageEngine) and store.engine is engine
     module = __import__(custom_module)
     assert module.RecordingFactory.calls == [("counts", "Partition 3", tmp_path / "d", options)]
 

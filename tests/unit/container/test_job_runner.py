@@ -13,7 +13,7 @@ import pytest
 
 from samzapy import ConfigError, StreamTask
 from samzapy.config import load_config, resolve
-from samzapy.container.coordinator import JobRunner, container_index, coordinator_of
+from samzapy.container.job_runner import JobRunner, container_index, coordinator_of
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.system.kafka.group import assign_tasks
 

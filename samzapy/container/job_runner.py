@@ -29,11 +29,13 @@ import structlog
 
 from samzapy.api.errors import ConfigError
 from samzapy.config import ResolvedConfig
-from samzapy.container.container import SamzaContainer, start_reporters, system_factory
-from samzapy.metrics import Health, MetricsRegistry, MetricsReporter
+from samzapy.container.container import SamzaContainer
+from samzapy.container.streams import prepare_streams
+from samzapy.container.systems import started_admins, system_factory
+from samzapy.metrics import Health, MetricsRegistry, MetricsReporter, start_reporters
 from samzapy.system.ports import GroupMembership
 
-log = structlog.get_logger("samzapy.coordinator")
+log = structlog.get_logger("samzapy.job_runner")
 
 KAFKA_GROUP = "kafka-group"
 STATIC = "static"
@@ -126,7 +128,8 @@ class JobRunner:
         inputs = list(dict.fromkeys(cfg.task.inputs))
         factory = system_factory(cfg, inputs[0].system)
         # The group hands out the partitions of existing topics: create what is missing first.
-        await SamzaContainer(cfg, metrics=MetricsRegistry(), reporters=False).prepare_streams()
+        async with started_admins(cfg) as admins:
+            await prepare_streams(cfg, admins)
         group_id = f"samzapy.{cfg.job.name}.{cfg.job.id}"
         membership: GroupMembership = factory.get_group_membership(
             group_id=group_id,

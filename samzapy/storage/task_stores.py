@@ -1,8 +1,9 @@
 """A task's key-value stores: opened before ``init``, restored, flushed at commit, closed last.
 
-Each store with a changelog is transactional (Samza 1.x): every checkpoint records, with the
-input offsets, how far each store's changelog partition had got (its *upcoming* offset after
-the commit's flush). Restoring at start-up:
+Each store is assembled by ``storage.registry.open_store`` (the path the store contract tests
+check). Each store with a changelog is transactional (Samza 1.x): every checkpoint records,
+with the input offsets, how far each store's changelog partition had got (its *upcoming*
+offset after the commit's flush). Restoring at start-up:
 
 1. keep the local store only if the last clean shutdown left it exactly at the checkpointed
    changelog offset (a marker file written after the final commit, removed at open); else
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,9 @@ from samzapy.api.envelope import OutgoingMessageEnvelope
 from samzapy.api.errors import StoreError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.config import StoreConfig
-from samzapy.container.collector import OutputRouter
-from samzapy.storage.logged import LoggedStorageEngine
+from samzapy.storage.logged import ChangelogSender
 from samzapy.storage.ports import StorageEngine
-from samzapy.storage.registry import store_factory_for
+from samzapy.storage.registry import open_store
 from samzapy.storage.serialized import SerializedKeyValueStore
 from samzapy.system.ports import SystemAdmin, SystemFactory
 from samzapy.system.reader import read_partition
@@ -41,8 +41,6 @@ from samzapy.system.serde import Serde
 
 log = structlog.get_logger("samzapy.stores")
 
-#: Where a checkpoint's ``extra`` keeps each store's changelog offset (upcoming, exclusive).
-CHANGELOG_OFFSETS = "changelog_offsets"
 #: Written in a store's directory at a clean shutdown: the changelog offset it matches.
 CLEAN_MARKER = "CLEAN_OFFSET"
 _PROGRESS_S = 5.0
@@ -76,10 +74,12 @@ class TaskStores:
         base_dir: Path,
         serde: Callable[[str | None], Serde],
         send: Callable[[OutgoingMessageEnvelope], None],
-        router: OutputRouter,
+        flush: Callable[[], Awaitable[None]],
         factories: Mapping[str, SystemFactory],
         admins: Mapping[str, SystemAdmin],
     ) -> None:
+        """``send`` sends a changelog record with the task's output (safe from a pooled task's
+        thread); ``flush`` returns once everything sent so far is durable."""
         self.task_name = task_name
         self.partition = partition
         #: Changelog records replayed by the restore so far (a metric), and whether the
@@ -88,7 +88,7 @@ class TaskStores:
         self.restored = False
         self._serde = serde
         self._send = send
-        self._router = router
+        self._flush = flush
         self._factories = factories
         self._admins = admins
         self._stores: dict[str, _Store] = {}
@@ -111,33 +111,21 @@ class TaskStores:
     def open(self) -> None:
         for name, store in self._stores.items():
             store.clean_offset = _take_marker(store.directory)
-            store.engine = self._create(name, store)
-            self.stores[name] = self._wrap(name, store)
+            self._open(name, store)
 
-    def _create(self, name: str, store: _Store) -> StorageEngine:
-        factory = store_factory_for(name, store.config.factory)
-        return factory.create(
+    def _open(self, name: str, store: _Store) -> None:
+        config = store.config
+        store.engine, self.stores[name] = open_store(
             name,
             self.task_name,
             store.directory,
-            store.config.options,
-            logged=store.changelog is not None,
+            config.options,
+            self._serde(config.key_serde or "bytes"),
+            self._serde(config.msg_serde or "bytes"),
+            changelog=None if store.changelog is None else self._changelog_sender(store.changelog),
         )
 
-    def _wrap(self, name: str, store: _Store) -> SerializedKeyValueStore[Any, Any]:
-        assert store.engine is not None
-        engine: StorageEngine = store.engine
-        if store.changelog is not None:
-            engine = LoggedStorageEngine(engine, self._changelog_sender(store.changelog))
-        return SerializedKeyValueStore(
-            engine,
-            self._serde(store.config.key_serde or "bytes"),
-            self._serde(store.config.msg_serde or "bytes"),
-        )
-
-    def _changelog_sender(
-        self, ssp: SystemStreamPartition
-    ) -> Callable[[bytes, bytes | None], None]:
+    def _changelog_sender(self, ssp: SystemStreamPartition) -> ChangelogSender:
         stream = ssp.system_stream
         send = self._send  # the task's collector: safe from a pooled task's thread
         partition = ssp.partition
@@ -147,9 +135,10 @@ class TaskStores:
 
         return sender
 
-    async def restore(self, checkpoint_extra: Mapping[str, Any] | None) -> None:
-        """Bring every logged store to the checkpointed changelog offset (module docstring)."""
-        offsets = dict((checkpoint_extra or {}).get(CHANGELOG_OFFSETS) or {})
+    async def restore(self, changelog_offsets: Mapping[str, str]) -> None:
+        """Bring every logged store to its checkpointed changelog offset (module docstring);
+        ``changelog_offsets`` is empty without a checkpoint."""
+        offsets = changelog_offsets
         for name, store in self._stores.items():
             if store.changelog is not None:
                 await self._restore(name, store, offsets.get(name))
@@ -204,8 +193,7 @@ class TaskStores:
             return
         store.engine.close()
         shutil.rmtree(store.directory, ignore_errors=True)
-        store.engine = self._create(name, store)
-        self.stores[name] = self._wrap(name, store)
+        self._open(name, store)
 
     async def _replay(
         self,
@@ -258,7 +246,7 @@ class TaskStores:
         send = self._changelog_sender(store.changelog)
         for key in touched:
             send(key, store.engine.get(key))
-        await self._router.flush()
+        await self._flush()
         return dropped, len(touched)
 
     # -- committing and closing ---------------------------------------------------------------
@@ -337,4 +325,4 @@ def _remaining(offset: str, end: str) -> int | None:
         return None
 
 
-__all__ = ["CHANGELOG_OFFSETS", "CLEAN_MARKER", "TaskStores", "task_directory_name"]
+__all__ = ["CLEAN_MARKER", "TaskStores", "task_directory_name"]

@@ -1,0 +1,179 @@
+"""A checkpoint's stored form: one JSON document per task, shared by every manager.
+
+The document (version 1)::
+
+    {"version": 1, "task": "Partition 0",
+     "offsets": [{"system": "kafka", "stream": "in", "partition": 0, "offset": "42"}],
+     "extra": {"partition_counts": {"kafka.in": 8},
+               "changelog_offsets": {"counts": "1200"},
+               "control": {...}}}
+
+``extra`` holds the typed fields of ``Checkpoint`` besides the offsets, each under its own key
+(absent when empty); keys this version does not know are ignored when read. Decoding checks
+every field's type, so a damaged document fails here, naming where it came from, instead of
+later in the store or control layers.
+
+This module also says what a checkpoint must agree with at start-up: the partition counts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from samzapy.api.errors import CheckpointError, StreamSystemError
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.checkpoint.ports import Checkpoint
+
+DOCUMENT_VERSION = 1
+#: The keys of the typed fields in the document's ``extra``.
+PARTITION_COUNTS = "partition_counts"
+CHANGELOG_OFFSETS = "changelog_offsets"
+CONTROL = "control"
+
+
+def encode_checkpoint(task_name: str, checkpoint: Checkpoint) -> bytes:
+    """The JSON document of a task's checkpoint; CheckpointError if it cannot be stored."""
+    offsets: list[dict[str, Any]] = []
+    for ssp, offset in checkpoint.offsets.items():
+        if not isinstance(ssp, SystemStreamPartition):
+            raise CheckpointError(
+                f"checkpoint of task {task_name!r}: offsets must be keyed by "
+                f"SystemStreamPartition, got {ssp!r}"
+            )
+        if not isinstance(offset, str):
+            raise CheckpointError(
+                f"checkpoint of task {task_name!r}: the offset of {ssp} must be a str, "
+                f"got {offset!r} ({type(offset).__name__})"
+            )
+        offsets.append(
+            {
+                "system": ssp.system,
+                "stream": ssp.stream,
+                "partition": ssp.partition,
+                "offset": offset,
+            }
+        )
+    offsets.sort(key=lambda entry: (entry["system"], entry["stream"], entry["partition"]))
+    extra: dict[str, Any] = {}
+    if checkpoint.partition_counts:
+        extra[PARTITION_COUNTS] = {
+            str(ss): n for ss, n in sorted(checkpoint.partition_counts.items())
+        }
+    if checkpoint.changelog_offsets:
+        extra[CHANGELOG_OFFSETS] = dict(sorted(checkpoint.changelog_offsets.items()))
+    if checkpoint.control is not None:
+        extra[CONTROL] = checkpoint.control
+    document = {"version": DOCUMENT_VERSION, "task": str(task_name), "offsets": offsets}
+    document["extra"] = extra
+    try:
+        return json.dumps(document, indent=2, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(
+            f"checkpoint of task {task_name!r}: the control state must be JSON-serializable: {exc}"
+        ) from exc
+
+
+def decode_checkpoint(data: bytes, source: str) -> tuple[TaskName, Checkpoint]:
+    """The task name and checkpoint of a document; CheckpointError naming ``source``."""
+    try:
+        document = json.loads(data)
+        if not isinstance(document, dict):
+            raise ValueError(f"expected a JSON object, got {type(document).__name__}")
+        version = document.get("version")
+        if version != DOCUMENT_VERSION:
+            raise ValueError(f"unsupported version {version!r}, expected {DOCUMENT_VERSION}")
+        task = document["task"]
+        entries = document["offsets"]
+        extra = document.get("extra", {})
+        if not isinstance(task, str) or not isinstance(entries, list):
+            raise ValueError("'task' must be a string and 'offsets' a list")
+        if not isinstance(extra, dict):
+            raise ValueError(f"'extra' must be an object, got {type(extra).__name__}")
+        checkpoint = Checkpoint(
+            offsets=_offsets(entries),
+            partition_counts=_partition_counts(extra.get(PARTITION_COUNTS)),
+            changelog_offsets=_changelog_offsets(extra.get(CHANGELOG_OFFSETS)),
+            control=_control(extra.get(CONTROL)),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"corrupt checkpoint {source}: {exc}") from exc
+    return TaskName(task), checkpoint
+
+
+def _offsets(entries: list[Any]) -> dict[SystemStreamPartition, str]:
+    offsets: dict[SystemStreamPartition, str] = {}
+    for entry in entries:
+        system, stream = entry["system"], entry["stream"]
+        partition, offset = entry["partition"], entry["offset"]
+        if (
+            not isinstance(system, str)
+            or not isinstance(stream, str)
+            or type(partition) is not int
+            or not isinstance(offset, str)
+        ):
+            raise ValueError(f"malformed offset entry {entry!r}")
+        offsets[SystemStreamPartition(system, stream, partition)] = offset
+    return offsets
+
+
+def _partition_counts(value: Any) -> dict[SystemStream, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"'{PARTITION_COUNTS}' must be an object, got {type(value).__name__}")
+    counts: dict[SystemStream, int] = {}
+    for name, count in value.items():
+        system, dot, stream = name.partition(".")
+        if not dot or not stream or type(count) is not int:
+            raise ValueError(f"malformed partition count {name!r}: {count!r}")
+        counts[SystemStream(system, stream)] = count
+    return counts
+
+
+def _changelog_offsets(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError(f"'{CHANGELOG_OFFSETS}' must map store names to offsets, got {value!r}")
+    return dict(value)
+
+
+def _control(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(f"'{CONTROL}' must be an object, got {type(value).__name__}")
+    return value
+
+
+def check_partition_counts(
+    checkpoints: Mapping[TaskName, Checkpoint], counts: Mapping[SystemStream, int]
+) -> None:
+    """Raise if an input's partition count differs from the one the checkpoints recorded.
+
+    A stream's partition count must never change: a task's partition k must keep meaning the
+    same keys, or its state would mix keys of different partitions.
+    """
+    for task_name, checkpoint in sorted(checkpoints.items()):
+        for stream, before in sorted(checkpoint.partition_counts.items()):
+            after = counts.get(stream)
+            if after is not None and after != before:
+                raise StreamSystemError(
+                    f"input {stream} had {before} partitions when task {task_name!r} last "
+                    f"checkpointed and has {after} now; a stream's partition count must never "
+                    "change (each task's state belongs to its partition): write the data to a "
+                    "new stream with the partition count you want and read that instead"
+                )
+
+
+__all__ = [
+    "CHANGELOG_OFFSETS",
+    "CONTROL",
+    "DOCUMENT_VERSION",
+    "PARTITION_COUNTS",
+    "check_partition_counts",
+    "decode_checkpoint",
+    "encode_checkpoint",
+]

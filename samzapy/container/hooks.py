@@ -1,0 +1,61 @@
+"""Calling a task's methods other than process: init, window, on_watermark, on_end_of_stream
+and close. Each failure becomes a TaskError naming the task, with the task's exception as its
+cause; a pooled sync task's barrier hooks run on the thread pool, like its process calls."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from samzapy.api.errors import TaskError
+from samzapy.api.system import TaskName
+
+
+class TaskHooks:
+    """Runs one task's hooks; ``after_call`` runs after each (closing store iterators)."""
+
+    __slots__ = ("_after_call", "_executor", "_name")
+
+    def __init__(
+        self,
+        name: TaskName,
+        executor: concurrent.futures.Executor | None,
+        after_call: Callable[[], object],
+    ) -> None:
+        self._name = name
+        self._executor = executor
+        self._after_call = after_call
+
+    async def call(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
+        """Call ``fn`` on the loop thread, awaiting what it returns if it is awaitable."""
+        try:
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                await result
+            self._after_call()
+        except Exception as exc:
+            raise self._failed(what, exc) from exc
+
+    async def call_at_barrier(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
+        """A hook run at a barrier (window, on_watermark): on the thread pool when the task's
+        process calls run there, else as ``call``."""
+        if self._executor is None:
+            await self.call(what, fn, *args)
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            result = await loop.run_in_executor(self._executor, fn, *args)
+            if inspect.isawaitable(result):
+                await result
+            self._after_call()
+        except Exception as exc:
+            raise self._failed(what, exc) from exc
+
+    def _failed(self, what: str, exc: Exception) -> TaskError:
+        return TaskError(f"{what}() of task {self._name!r} failed: {exc!r}", task_name=self._name)
+
+
+__all__ = ["TaskHooks"]

@@ -1,0 +1,153 @@
+"""A task's inputs: one bounded queue per input partition, and the round-robin choice of the
+next message among them (Samza's chooser, per task).
+
+The consumers (``consumers.py``) fill the queues; the task's ``TaskInputs`` is the only other
+party that changes them: it takes messages in turn, wakes the consumers once it drained a
+queue to half, and ends a partition. Besides user messages the queues carry the container's
+own ``ControlEnvelope``s, in offset order with the messages around them: a bounded
+partition's end-of-stream, and the control messages read from framed streams.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Collection, Iterable
+
+from samzapy.api.envelope import END_OF_STREAM_OFFSET, IncomingMessageEnvelope
+from samzapy.api.system import SystemStreamPartition
+from samzapy.control.wire import ControlMessage
+
+
+class ControlEnvelope:
+    """A control message in a task's input queue, at its offset. ``message`` is None for a
+    bounded partition's end-of-stream. Tasks never receive one: the task instance acts on it."""
+
+    __slots__ = ("message", "offset", "system_stream_partition")
+
+    def __init__(
+        self, ssp: SystemStreamPartition, offset: str, message: ControlMessage | None
+    ) -> None:
+        self.system_stream_partition = ssp
+        self.offset = offset
+        self.message = message
+
+    @classmethod
+    def end_of_stream(cls, ssp: SystemStreamPartition) -> ControlEnvelope:
+        return cls(ssp, END_OF_STREAM_OFFSET, None)
+
+    @property
+    def is_end_of_stream(self) -> bool:
+        """A bounded partition's end (a framed stream's reconciled end is decided later)."""
+        return self.message is None
+
+    def __repr__(self) -> str:
+        return f"ControlEnvelope({self.system_stream_partition}, {self.offset!r}, {self.message})"
+
+
+#: What an input queue holds.
+Envelope = IncomingMessageEnvelope | ControlEnvelope
+
+
+def _noop() -> None:
+    return None
+
+
+class InputQueue:
+    """The bounded queue of one input partition of one task."""
+
+    __slots__ = ("capacity", "ended", "low_mark", "queue", "ssp", "start_offset", "waker")
+
+    def __init__(self, ssp: SystemStreamPartition, capacity: int) -> None:
+        self.ssp = ssp
+        self.capacity = capacity
+        self.low_mark = capacity // 2
+        self.queue: deque[Envelope] = deque()
+        #: Set once the partition ended for its task (nothing more is read from it).
+        self.ended = False
+        #: For a partition shared by several tasks (broadcast): messages before this offset
+        #: were already processed by this task and are skipped.
+        self.start_offset: str | None = None
+        #: Called when messages arrive (wakes the owning task).
+        self.waker: Callable[[], None] = _noop
+
+
+class TaskInputs:
+    """The queues of one task and the choice among them."""
+
+    __slots__ = ("_active", "_rr", "_space_freed", "queues")
+
+    def __init__(
+        self,
+        queues: Iterable[InputQueue],
+        *,
+        space_freed: Callable[[], None],
+        ended: Collection[SystemStreamPartition] = (),
+    ) -> None:
+        """``space_freed`` wakes the consumers; ``ended``: partitions that had ended before
+        (a restored checkpoint says so), which are not read again."""
+        self.queues = tuple(queues)
+        self._space_freed = space_freed
+        for q in self.queues:
+            if q.ssp in ended:
+                q.ended = True
+        self._active = [q for q in self.queues if not q.ended]
+        self._rr = 0
+
+    def wake_with(self, waker: Callable[[], None]) -> None:
+        """Call ``waker`` whenever messages arrive."""
+        for q in self.queues:
+            q.waker = waker
+
+    @property
+    def all_ended(self) -> bool:
+        return not self._active
+
+    @property
+    def buffered(self) -> int:
+        """How many envelopes are waiting."""
+        return sum(len(q.queue) for q in self.queues)
+
+    def head(self) -> tuple[SystemStreamPartition, str] | None:
+        """The partition and offset of the first message waiting, if any."""
+        for q in self.queues:
+            if q.queue:
+                return q.ssp, q.queue[0].offset
+        return None
+
+    def choose(self) -> Envelope | None:
+        """The next envelope, round-robin over the partitions that have one."""
+        active = self._active
+        n = len(active)
+        if n == 1:
+            q = active[0]
+            queue = q.queue
+            if not queue:
+                return None
+            env = queue.popleft()
+            if len(queue) == q.low_mark:
+                self._space_freed()
+            return env
+        for i in range(n):
+            idx = (self._rr + i) % n
+            q = active[idx]
+            if q.queue:
+                self._rr = idx + 1
+                env = q.queue.popleft()
+                if len(q.queue) == q.low_mark:
+                    self._space_freed()
+                return env
+        return None
+
+    def end(self, ssp: SystemStreamPartition) -> None:
+        """``ssp`` ended for this task: drop what is queued after the end (an upstream's
+        duplicates after a reconciled end) and read it no more."""
+        for q in self._active:
+            if q.ssp == ssp:
+                q.ended = True
+                q.queue.clear()
+                self._active.remove(q)
+                self._space_freed()  # its consumer may stop polling it
+                return
+
+
+__all__ = ["ControlEnvelope", "Envelope", "InputQueue", "TaskInputs"]

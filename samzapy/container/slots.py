@@ -1,0 +1,264 @@
+"""The slots: the coroutines that take a task's messages and run its calls (the hot path).
+
+A slot is one permit of a task: a sync task has one, an async task ``task.max.concurrency``.
+A slot loops: while nothing is due, take the next envelope, invoke the task and await the
+result inline, so no asyncio task is created per message and invocations happen in offset
+order per partition. Once something is due (``SlotState.due`` is nonzero) it stops taking
+messages and goes to the task's barrier, which runs what is due when nothing is in flight and
+says whether to go on.
+
+The three slots repeat their few lines of preamble (barrier, backpressure, choose) on purpose:
+a shared coroutine would cost a coroutine per message. Each binds what it uses to locals once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import time
+import types
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from samzapy.api.context import MessageCollector, TaskCoordinator
+from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.errors import TaskError
+from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.checkpoint.offsets import OffsetTracker
+from samzapy.container.clock import Clock
+from samzapy.container.inputs import ControlEnvelope, TaskInputs
+from samzapy.metrics.registry import Timer
+
+#: How many messages a sync task processes before it yields to the other tasks.
+SYNC_TURN = 32
+
+
+class SlotState:
+    """What a task's slots and its barriers share: what is due (bits; nonzero sends the
+    slots to the barrier), calls in flight, messages processed, and the wake-up of slots
+    waiting for input or for a barrier to end."""
+
+    __slots__ = ("due", "inflight", "processed", "waiter")
+
+    def __init__(self, due: int = 0) -> None:
+        self.due = due
+        self.inflight = 0
+        self.processed = 0
+        self.waiter: asyncio.Future[None] | None = None
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self) -> None:
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            waiter = self.waiter = asyncio.get_running_loop().create_future()
+        await waiter
+
+
+@dataclass(frozen=True, slots=True)
+class SlotContext:
+    """A task's collaborators, as its slots use them."""
+
+    name: TaskName
+    state: SlotState
+    inputs: TaskInputs
+    trackers: dict[SystemStreamPartition, OffsetTracker]
+    collector: MessageCollector
+    coordinator: TaskCoordinator
+    latency: Timer
+    clock: Clock
+    #: The producers' request to wait before sending more, if any.
+    backpressure: Callable[[], asyncio.Future[None] | None]
+    #: Run what is due; False: the slot exits.
+    barrier: Callable[[], Awaitable[bool]]
+    on_control: Callable[[ControlEnvelope], None]
+    fail: Callable[[BaseException], None]
+    #: Ends the store iterators a call left open (None: the task has no stores).
+    close_iterators: Callable[[], object] | None
+    executor: concurrent.futures.Executor | None
+    #: Note when each async call started (callback timeouts are on).
+    track_call_starts: bool
+
+
+def _failed(
+    name: TaskName, exc: BaseException, env: IncomingMessageEnvelope, what: str
+) -> TaskError:
+    ssp = env.system_stream_partition
+    error = TaskError(
+        f"{what} of task {name!r} failed on {ssp} at offset {env.offset}: {exc!r}",
+        task_name=name,
+        ssp=ssp,
+        offset=env.offset,
+    )
+    error.__cause__ = exc
+    return error
+
+
+async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
+    """A sync task on the loop thread: process up to SYNC_TURN messages, then yield."""
+    state = ctx.state
+    collector, coordinator = ctx.collector, ctx.coordinator
+    trackers = ctx.trackers
+    record = ctx.latency.update_ns
+    backpressure = ctx.backpressure
+    barrier = ctx.barrier
+    choose = ctx.inputs.choose
+    close_iterators = ctx.close_iterators
+    clock = time.perf_counter_ns
+    while True:
+        if state.due and not await barrier():
+            return
+        if state.due:
+            continue
+        if (held := backpressure()) is not None:
+            await held
+            continue
+        env = None
+        n = 0
+        while n < SYNC_TURN:
+            env = choose()
+            if env is None:
+                break
+            if isinstance(env, ControlEnvelope):
+                ctx.on_control(env)
+                if state.due:
+                    break
+                continue
+            try:
+                t0 = clock()
+                process(env, collector, coordinator)
+                record(clock() - t0)
+                if close_iterators is not None:
+                    close_iterators()
+            except Exception as exc:
+                state.processed += n
+                ctx.fail(_failed(ctx.name, exc, env, "process()"))
+                return
+            trackers[env.system_stream_partition].last_processed = env.offset
+            n += 1
+            if state.due:
+                break
+        state.processed += n
+        if env is None:
+            await state.wait()
+        elif not state.due:
+            await asyncio.sleep(0)
+
+
+async def pool_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
+    """A sync task on the thread pool: one call at a time for this task."""
+    loop = asyncio.get_running_loop()
+    state = ctx.state
+    collector, coordinator = ctx.collector, ctx.coordinator
+    backpressure = ctx.backpressure
+    choose = ctx.inputs.choose
+    clock = time.perf_counter_ns
+    while True:
+        if state.due and not await ctx.barrier():
+            return
+        if state.due:
+            continue
+        if (held := backpressure()) is not None:
+            await held
+            continue
+        env = choose()
+        if env is None:
+            await state.wait()
+            continue
+        if isinstance(env, ControlEnvelope):
+            ctx.on_control(env)
+            continue
+        state.inflight = 1
+        t0 = clock()
+        try:
+            await loop.run_in_executor(ctx.executor, process, env, collector, coordinator)
+        except Exception as exc:
+            ctx.fail(_failed(ctx.name, exc, env, "process()"))
+            return
+        finally:
+            state.inflight = 0
+        ctx.latency.update_ns(clock() - t0)
+        state.processed += 1
+        ctx.trackers[env.system_stream_partition].last_processed = env.offset
+        if ctx.close_iterators is not None:
+            ctx.close_iterators()
+
+
+async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> None:
+    """One permit of an async task: invoke in order, await inline, complete."""
+    state = ctx.state
+    collector, coordinator = ctx.collector, ctx.coordinator
+    trackers = ctx.trackers
+    record = ctx.latency.update_ns
+    clock = time.perf_counter_ns
+    now = ctx.clock.now if ctx.track_call_starts else None
+    backpressure = ctx.backpressure
+    barrier = ctx.barrier
+    choose = ctx.inputs.choose
+    close_iterators = ctx.close_iterators
+    turn = 0
+    while True:
+        if state.due and not await barrier():
+            return
+        if state.due:
+            continue
+        if (held := backpressure()) is not None:
+            await held
+            continue
+        env = choose()
+        if env is None:
+            await state.wait()
+            continue
+        if isinstance(env, ControlEnvelope):
+            ctx.on_control(env)
+            continue
+        tracker = trackers[env.system_stream_partition]
+        entry = tracker.invoked(env.offset)
+        if now is not None:
+            entry.started = now()
+        state.inflight += 1
+        t0 = clock()
+        try:
+            result = process_async(env, collector, coordinator)
+            if type(result) is types.CoroutineType or isinstance(result, asyncio.Future):
+                await result
+            elif isinstance(result, concurrent.futures.Future):
+                if result.done():
+                    result.result()
+                else:
+                    await asyncio.wrap_future(result)
+            elif inspect.isawaitable(result):
+                await result
+            else:
+                raise TypeError(
+                    f"process_async must return an awaitable, got {type(result).__name__}"
+                )
+        except Exception as exc:
+            state.inflight -= 1
+            ctx.fail(_failed(ctx.name, exc, env, "process_async()"))
+            return
+        state.inflight -= 1
+        tracker.completed(entry)
+        record(clock() - t0)
+        state.processed += 1
+        if state.inflight == 0:
+            if close_iterators is not None:
+                close_iterators()
+            if state.due:
+                state.wake()
+        # Awaitables that complete at once never suspend the slot: yield now and then so
+        # other tasks and the consumers get their turn.
+        turn += 1
+        if turn >= SYNC_TURN:
+            turn = 0
+            await asyncio.sleep(0)
+
+
+__all__ = ["SYNC_TURN", "SlotContext", "SlotState", "async_slot", "inline_slot", "pool_slot"]

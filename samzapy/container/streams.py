@@ -1,0 +1,115 @@
+"""Preparing a job's streams before its tasks start (I/O through the systems' admins).
+
+``prepare_streams`` creates the intermediate streams that are missing, checks that every input
+exists and returns the inputs' partition counts: what a container needs before it plans its
+tasks, and what the JobRunner needs before it joins a group that hands out those partitions.
+``prepare_changelogs`` creates the stores' missing changelogs, one partition per task.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+import structlog
+
+from samzapy.api.errors import ConfigError, StoreError, StreamSystemError
+from samzapy.api.system import SystemStream
+from samzapy.config import ResolvedConfig
+from samzapy.system.ports import SystemAdmin
+
+log = structlog.get_logger("samzapy.container")
+
+
+async def prepare_streams(
+    config: ResolvedConfig, admins: Mapping[str, SystemAdmin]
+) -> dict[SystemStream, int]:
+    """Create the missing intermediate streams; return the partition count of every input
+    (broadcast inputs included). An input that does not exist is an error naming it."""
+    inputs = list(dict.fromkeys(config.task.inputs))
+    await _create_intermediate_streams(config, admins, inputs)
+    broadcast = [b.system_stream for b in config.task.broadcast_inputs]
+    return await partition_counts(admins, [*inputs, *broadcast])
+
+
+async def partition_counts(
+    admins: Mapping[str, SystemAdmin], streams: Iterable[SystemStream]
+) -> dict[SystemStream, int]:
+    """The partition count of each of ``streams``; StreamSystemError if one is missing."""
+    by_system: dict[str, list[str]] = defaultdict(list)
+    for ss in dict.fromkeys(streams):
+        by_system[ss.system].append(ss.stream)
+    counts: dict[SystemStream, int] = {}
+    for system, names in by_system.items():
+        found = await admins[system].partition_counts(names)
+        for name in names:
+            if name not in found:
+                raise StreamSystemError(
+                    f"input stream {system}.{name} does not exist on system {system!r} "
+                    "(check task.inputs and the system's settings)"
+                )
+            counts[SystemStream(system, name)] = found[name]
+    return counts
+
+
+async def _create_intermediate_streams(
+    config: ResolvedConfig, admins: Mapping[str, SystemAdmin], inputs: list[SystemStream]
+) -> None:
+    """Create the intermediate streams that do not exist yet, with ``partitions`` or else
+    the largest partition count of the job's other inputs (Samza's default)."""
+    wanted = [
+        (s.stream_id, SystemStream(s.system, s.physical_name))
+        for s in config.streams.values()
+        if s.intermediate and s.system is not None
+    ]
+    if not wanted:
+        return
+    others = [ss for ss in inputs if ss not in {w for _, w in wanted}]
+    for stream_id, ss in wanted:
+        admin = admins[ss.system]
+        if ss.stream in await admin.partition_counts([ss.stream]):
+            continue
+        partitions = config.streams[stream_id].partitions
+        if partitions is None:
+            if not others:
+                raise ConfigError(
+                    f"streams.{stream_id}.partitions must be set: the intermediate stream "
+                    f"{ss} does not exist yet and the job has no other input to size it by",
+                    key=f"streams.{stream_id}.partitions",
+                )
+            partitions = max((await partition_counts(admins, others)).values())
+        await admin.create_stream(
+            ss.stream,
+            partitions,
+            replication_factor=config.streams[stream_id].replication_factor,
+        )
+        log.info("stream_created", stream=str(ss), partitions=partitions, intermediate=True)
+
+
+async def prepare_changelogs(
+    config: ResolvedConfig, admins: Mapping[str, SystemAdmin], task_count: int
+) -> None:
+    """Create the stores' missing changelogs (compacted, one partition per task); a changelog
+    with fewer partitions than the job has tasks is an error."""
+    for name, store in config.stores.items():
+        changelog = store.changelog
+        if changelog is None:
+            continue
+        admin = admins[changelog.system]
+        found = (await admin.partition_counts([changelog.stream])).get(changelog.stream)
+        if found is None:
+            await admin.create_stream(
+                changelog.stream,
+                task_count,
+                replication_factor=config.stream(changelog).replication_factor,
+                config={"cleanup.policy": "compact"},
+            )
+            log.info("stream_created", stream=str(changelog), partitions=task_count, store=name)
+        elif found < task_count:
+            raise StoreError(
+                f"the changelog {changelog} of store {name!r} has {found} partitions; the "
+                f"job has {task_count} tasks and needs one partition per task"
+            )
+
+
+__all__ = ["partition_counts", "prepare_changelogs", "prepare_streams"]

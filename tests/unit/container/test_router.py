@@ -1,0 +1,141 @@
+"""The output router: which partition each message goes to, serialization and framing, and a
+new stream's creation with the messages sent meanwhile kept in order."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+from samzapy import OutgoingMessageEnvelope, SerdeError, StreamSystemError, SystemStream
+from samzapy.container.collector import OutputRouter
+from samzapy.control.wire import decode
+from samzapy.system.inmemory import InMemoryBroker
+from samzapy.system.inmemory.factory import InMemorySystemFactory
+from samzapy.system.partitioner import partition_for
+from samzapy.system.ports import SystemProducer
+from samzapy.system.serde import JsonSerde, StringSerde
+
+OUT = SystemStream("memory", "out")
+NEW = SystemStream("memory", "new")
+
+
+class RecordingProducer(SystemProducer):
+    """Keeps what the router hands over, partition as chosen (None: the producer's choice)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int | None, Any, Any]] = []
+
+    def send(
+        self, system_stream: SystemStream, partition: int | None, key: Any, message: Any
+    ) -> None:
+        self.sent.append((system_stream.stream, partition, key, message))
+
+    async def flush(self) -> None:
+        return None
+
+
+class Setup:
+    def __init__(self, *, serdes: bool = False, framed: bool = False) -> None:
+        self.broker = InMemoryBroker.for_namespace(f"router-{uuid.uuid4().hex[:8]}")
+        self.broker.create_stream("out", 4)
+        admin = InMemorySystemFactory("memory", {"namespace": self.broker.namespace}).get_admin()
+        self.producer = RecordingProducer()
+        self.errors: list[BaseException] = []
+        self.router = OutputRouter(
+            {"memory": self.producer},
+            {"memory": admin},
+            lambda ss: (StringSerde(), JsonSerde()) if serdes else (None, None),
+            lambda ss: 3,
+            self.errors.append,
+            framed=lambda ss: framed,
+        )
+
+    async def send(
+        self, *envelopes: OutgoingMessageEnvelope
+    ) -> list[tuple[str, int | None, Any, Any]]:
+        for envelope in envelopes:
+            self.router.send(envelope)
+        await self.router.flush()
+        return self.producer.sent
+
+
+async def test_an_explicit_partition_wins() -> None:
+    setup = Setup()
+    sent = await setup.send(
+        OutgoingMessageEnvelope(OUT, "m", key="k", partition_key="p", partition=2)
+    )
+    assert sent == [("out", 2, "k", "m")]
+
+
+async def test_the_partition_key_wins_over_the_key() -> None:
+    setup = Setup()
+    sent = await setup.send(OutgoingMessageEnvelope(OUT, "m", key="k", partition_key="member-7"))
+    assert sent == [("out", partition_for(b"member-7", 4), "k", "m")]
+
+
+async def test_the_key_picks_the_partition_with_kafkas_partitioner() -> None:
+    setup = Setup()
+    keys = [f"key-{i}" for i in range(50)]
+    sent = await setup.send(*(OutgoingMessageEnvelope(OUT, i, key=k) for i, k in enumerate(keys)))
+    assert [p for _, p, _, _ in sent] == [partition_for(k.encode(), 4) for k in keys]
+    assert {p for _, p, _, _ in sent} == {0, 1, 2, 3}
+
+
+async def test_with_a_key_serde_the_serialized_key_is_hashed() -> None:
+    setup = Setup(serdes=True)
+    sent = await setup.send(OutgoingMessageEnvelope(OUT, {"n": 1}, key="k"))
+    assert sent == [("out", partition_for(b"k", 4), b"k", b'{"n":1}')]
+
+
+async def test_without_a_key_the_producer_chooses() -> None:
+    setup = Setup()
+    sent = await setup.send(OutgoingMessageEnvelope(OUT, "m"))
+    assert sent == [("out", None, None, "m")]
+
+
+async def test_a_partition_out_of_range_is_an_error_naming_stream_and_count() -> None:
+    setup = Setup()
+    await setup.send()  # the route to "out" is not open yet: open it first
+    setup.router.send(OutgoingMessageEnvelope(OUT, "first", partition=0))
+    await setup.router.flush()
+    with pytest.raises(
+        StreamSystemError, match=r"partition 4 is out of range for memory.out, which has 4"
+    ):
+        setup.router.send(OutgoingMessageEnvelope(OUT, "m", partition=4))
+
+
+async def test_a_new_stream_is_created_and_messages_sent_meanwhile_keep_their_order() -> None:
+    setup = Setup()
+    setup.router.send(OutgoingMessageEnvelope(NEW, "a", partition=2))
+    setup.router.broadcast_control(NEW, b"\x02control")
+    setup.router.send(OutgoingMessageEnvelope(NEW, "b", key="x"))
+    assert setup.producer.sent == [], "nothing is sent before the partition count is known"
+    await setup.router.flush()
+    assert setup.broker.partition_count("new") == 3
+    assert setup.producer.sent == [
+        ("new", 2, None, "a"),
+        ("new", 0, None, b"\x02control"),
+        ("new", 1, None, b"\x02control"),
+        ("new", 2, None, b"\x02control"),
+        ("new", partition_for(b"x", 3), "x", "b"),
+    ]
+
+
+async def test_framed_streams_get_a_type_byte_and_need_bytes() -> None:
+    setup = Setup(serdes=True, framed=True)
+    sent = await setup.send(OutgoingMessageEnvelope(OUT, {"n": 1}, partition=0))
+    assert decode(sent[0][3]) == (0, b'{"n":1}')
+    raw = Setup(framed=True)
+    await raw.send(OutgoingMessageEnvelope(OUT, b"ok", partition=0))
+    with pytest.raises(SerdeError, match=r"memory.out is framed .* got dict"):
+        raw.router.send(OutgoingMessageEnvelope(OUT, {"not": "bytes"}, partition=0))
+
+
+async def test_a_send_to_an_unknown_system_names_it() -> None:
+    setup = Setup()
+    with pytest.raises(StreamSystemError, match=r"no system named 'nowhere' is configured"):
+        setup.router.send(OutgoingMessageEnvelope(SystemStream("nowhere", "x"), "m"))
+    await asyncio.sleep(0)
