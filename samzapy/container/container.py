@@ -238,8 +238,6 @@ class SamzaContainer:
             self.tasks.append(self._task_instance(task_plan, task_factory(), queues, parts))
         register_container_metrics(self.metrics, self.tasks, self._writers)
         for start in plan.starts:
-            for name, offset in start.skip_to.items():
-                queues[name][start.ssp].start_offset = offset
             systems.consumers[start.ssp.system].register(start.ssp, start.offset, start.default)
         self._log_started(task_factory, job_task_count)
         # 6. Reporters, producers, stores, init, consumers.
@@ -428,10 +426,13 @@ class _SharedParts:
 
 
 def _input_queues(plan: ContainerPlan) -> dict[TaskName, dict[SystemStreamPartition, InputQueue]]:
-    """One bounded queue per input partition of each task."""
+    """One bounded queue per input partition of each task; on a partition several tasks
+    share, a task that resumes later than the consumer starts skips what it processed."""
+    skip = {(name, s.ssp): offset for s in plan.starts for name, offset in s.skip_to.items()}
     return {
         task.name: {
-            ssp: InputQueue(ssp, plan.queue_capacity[ssp.system]) for ssp in task.model.ssps
+            ssp: InputQueue(ssp, plan.queue_capacity[ssp.system], skip.get((task.name, ssp)))
+            for ssp in task.model.ssps
         }
         for task in plan.tasks
     }

@@ -57,7 +57,9 @@ class InputQueue:
 
     __slots__ = ("capacity", "ended", "low_mark", "queue", "ssp", "start_offset", "waker")
 
-    def __init__(self, ssp: SystemStreamPartition, capacity: int) -> None:
+    def __init__(
+        self, ssp: SystemStreamPartition, capacity: int, start_offset: str | None = None
+    ) -> None:
         self.ssp = ssp
         self.capacity = capacity
         self.low_mark = capacity // 2
@@ -66,7 +68,7 @@ class InputQueue:
         self.ended = False
         #: For a partition shared by several tasks (broadcast): messages before this offset
         #: were already processed by this task and are skipped.
-        self.start_offset: str | None = None
+        self.start_offset = start_offset
         #: Called when messages arrive (wakes the owning task).
         self.waker: Callable[[], None] = _noop
 
