@@ -1,0 +1,93 @@
+"""Before and after in one run: bench_container's figures for this checkout and an earlier
+commit, in interleaved rounds, with the median ratio of each figure.
+
+A shared machine's rate moves by a third between runs, so a figure measured yesterday says
+little. This script checks the earlier commit out into a temporary git worktree, then runs
+``bench/bench_container.py --json`` (this checkout's script) in a fresh process per round,
+importing samzapy from either tree in turn (who goes first alternates), and prints per
+figure: the median rate and CPU time per message of each side and the median of the
+per-round ratios (after / before). The CPU ratio is the steadier of the two.
+
+Usage: python bench/ab.py --against COMMIT [--rounds 5] [-- bench_container arguments...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench" / "bench_container.py"
+
+
+def figures(tree: Path, extra: list[str]) -> dict[str, dict[str, float]]:
+    """One bench run importing samzapy from ``tree``."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--json", "--rounds", "1", *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the bench failed on {tree}:\n{done.stdout}{done.stderr}")
+    result: dict[str, dict[str, float]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", required=True, help="the earlier commit")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("bench_args", nargs="*", help="passed to bench_container.py")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="samzapy-ab-") as tmp:
+        before_tree = Path(tmp) / "before"
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before_tree), args.against],
+            check=True,
+            capture_output=True,
+        )
+        try:
+            runs: dict[str, list[dict[str, dict[str, float]]]] = {"before": [], "after": []}
+            for i in range(args.rounds):
+                order = [("before", before_tree), ("after", ROOT)]
+                for side, tree in order if i % 2 == 0 else reversed(order):
+                    runs[side].append(figures(tree, args.bench_args))
+                print(f"round {i + 1} of {args.rounds} done", file=sys.stderr)
+        finally:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before_tree)],
+                check=False,
+            )
+    print(f"{args.rounds} interleaved rounds, before = {args.against}, after = this checkout")
+    print(
+        f"{'figure':<42} {'before msg/s':>13} {'after msg/s':>12} {'ratio':>6}   "
+        f"{'before us/msg':>13} {'after us/msg':>12} {'ratio':>6}"
+    )
+    for name in runs["after"][0]:
+        before = [r[name] for r in runs["before"]]
+        after = [r[name] for r in runs["after"]]
+        rate_ratio = statistics.median(
+            a["rate"] / b["rate"] for a, b in zip(after, before, strict=True)
+        )
+        cpu_ratio = statistics.median(
+            a["cpu_us"] / b["cpu_us"] for a, b in zip(after, before, strict=True)
+        )
+        print(
+            f"{name:<42} {statistics.median(b['rate'] for b in before):>13,.0f} "
+            f"{statistics.median(a['rate'] for a in after):>12,.0f} {rate_ratio:>6.2f}   "
+            f"{statistics.median(b['cpu_us'] for b in before):>13.2f} "
+            f"{statistics.median(a['cpu_us'] for a in after):>12.2f} {cpu_ratio:>6.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
