@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import importlib
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.config import ResolvedConfig
+from samzapy.config.classes import load_task_class
 from samzapy.container.checkpointing import (
     check_partition_counts,
     checkpoint_manager,
@@ -53,27 +53,6 @@ from samzapy.system.registry import system_factory_class
 from samzapy.system.serde import Serde, SerdeRegistry
 
 log = structlog.get_logger("samzapy.container")
-
-
-def load_task_class(path: str) -> type[Any]:
-    """Import ``module:Class`` or ``dotted.module.Class``; errors name ``task.class``."""
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-        obj = module
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(
-            f"task.class: cannot import {path!r} ({exc}); expected 'module:Class' or "
-            "'package.module.Class' importable from the job's Python path",
-            key="task.class",
-        ) from exc
-    if not isinstance(obj, type):
-        raise ConfigError(f"task.class: {path!r} is not a class", key="task.class")
-    return obj
 
 
 def system_factory(config: ResolvedConfig, name: str) -> SystemFactory:
