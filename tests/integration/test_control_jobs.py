@@ -168,6 +168,40 @@ def test_two_jobs_started_in_either_order_finish_with_exact_counts(
     assert counts(kafka_bootstrap, out) == expected
 
 
+def test_downstream_started_after_upstream_finished_reads_the_intermediate_from_oldest(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """No offset default configured anywhere but on the source: Kafka's default is upcoming,
+    yet an intermediate stream starts at oldest (as in Samza), so the late reader finishes."""
+    source, words, out = name("lines"), name("words"), name("counts")
+    asyncio.run(create_topic(kafka_bootstrap, source, 2))
+    placed = {p: lines(20 + p, 200) for p in range(2)}
+    asyncio.run(produce(kafka_bootstrap, source, framed_source(placed)))
+    env = {"SAMZAPY_TEST_WORDS": words, "SAMZAPY_TEST_OUTPUT": out}
+    split = config(
+        kafka_bootstrap,
+        "wc-split-late",
+        [source],
+        **{"task.class": "control_jobs:Split", "streams.lines.samza.offset.default": "oldest"},
+        **streams(source, words, None, tmp_path),
+    )
+    count = config(
+        kafka_bootstrap,
+        "wc-count-late",
+        [words],
+        **{"task.class": "control_jobs:Count"},
+        **streams(None, words, name("changelog"), tmp_path),
+    )
+    for cfg in (split, count):
+        del cfg["systems.kafka.default.stream.samza.offset.default"]
+    upstream = run_job(split, tmp_path, env)
+    assert upstream.wait() == 0, upstream.tail()
+    downstream = run_job(count, tmp_path, env)
+    assert downstream.wait(timeout=90) == 0, downstream.tail()
+    expected = Counter(w for texts in placed.values() for t in texts for w in t.split())
+    assert counts(kafka_bootstrap, out) == expected
+
+
 def _control_checkpoints(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
     """The last checkpoint of each task of the job, read from its checkpoint topic."""
     topic = checkpoint_stream_name(cfg["job.name"], cfg["job.id"])
