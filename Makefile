@@ -14,7 +14,7 @@ PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 p
 .PHONY: help venv run demo test lint docker-lint typecheck check unit bench bench-kafka bench-state bench-spark clean kafka-fetch kafka-up kafka-down spark-fetch
 
 help:
-	@echo "make run        run the quick-start job on the file system (no broker needed)"
+	@echo "make run        run the quick-start job on the file system (no broker; the first run installs the runtime, about 15 s)"
 	@echo "make demo       the PySpark pipeline: own broker, Spark batch -> Kafka -> samzapy job, summary"
 	@echo "make test       lint, type-check, import layers, then the whole test suite"
 	@echo "make bench      run-loop throughput benchmark (figures with their references)"
