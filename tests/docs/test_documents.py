@@ -30,7 +30,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -113,17 +112,6 @@ def test_every_block_is_run_or_says_why_not(block: Block) -> None:
 # -- the sandbox ------------------------------------------------------------------------------
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 def _repository_files() -> list[str]:
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -156,7 +144,7 @@ class Sandbox:
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+def sandbox(tmp_path: Path, free_ports: Callable[[int], list[int]]) -> Iterator[Sandbox]:
     venv = Path(sys.prefix)
     stamps = [venv / ".installed", venv / ".runtime"]
     pyproject = (ROOT / "pyproject.toml").stat().st_mtime
@@ -167,7 +155,7 @@ def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, root / name)  # the mtimes too: make sees the venv as fresh
     (root / ".venv").symlink_to(venv)
-    port, controller = _free_ports(2)
+    port, controller = free_ports(2)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
     env.update(
         PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
