@@ -34,13 +34,14 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+
+from samzapy.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
@@ -228,7 +229,7 @@ def run_until(sandbox: Sandbox, command: str, ready: Callable[[list[dict[str, An
 def validate_fragment(sandbox: Sandbox, block: Block) -> None:
     fragment = sandbox.root / f".doc-fragment-{block.line}.yaml"
     fragment.write_text(block.text)
-    given = _flat(yaml.safe_load(block.text) or {})
+    given = load_config(text=block.text, env=sandbox.env)  # flat, as samzapy reads it
     completion = {
         "job.name": "docs",
         "task.class": "examples.pageviews.tasks:SafePageViewCounter",
@@ -252,16 +253,7 @@ def validate_fragment(sandbox: Sandbox, block: Block) -> None:
     assert proc.returncode == 0, f"{block}: samzapy validate refused it:\n{proc.stderr}"
 
 
-def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(tree, dict):
-        return {prefix: tree}
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
-
-
-def _defines_kafka(flat: dict[str, Any]) -> bool:
+def _defines_kafka(flat: Mapping[str, Any]) -> bool:
     return "systems.kafka.samza.factory" in flat
 
 
