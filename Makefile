@@ -1,5 +1,8 @@
 # samzapy's everyday commands. `make run` and `make test` work on a fresh clone: they create
-# the virtualenv (.venv) with Python 3.12 when found (else 3.13, 3.11), and install the project.
+# the virtualenv (.venv) with Python 3.12 when found (else 3.13, 3.11), and install the project:
+# `make run` only what running a job needs (about 15 s and 50 MB the first time), the other
+# targets the development tools and PySpark as well (`pip install -e '.[dev]'`, several minutes
+# and about 700 MB the first time).
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -11,7 +14,7 @@ PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 p
 .PHONY: help venv run demo test test-pythons lint docker-lint typecheck check unit bench bench-kafka bench-state bench-spark clean kafka-fetch kafka-up kafka-down spark-fetch
 
 help:
-	@echo "make run        run the quick-start job on the file system (no broker needed)"
+	@echo "make run        run the quick-start job on the file system (no broker; the first run installs the runtime, about 15 s)"
 	@echo "make demo       the PySpark pipeline: own broker, Spark batch -> Kafka -> samzapy job, summary"
 	@echo "make test       lint, type-check, import layers, the whole suite, then the unit and"
 	@echo "                contract suites on every other claimed Python (3.11, 3.13)"
@@ -20,19 +23,30 @@ help:
 	@echo "make bench-state stateful count (RocksDB + changelog) beside pass-through; restore rate"
 	@echo "make bench-spark Spark -> Kafka rows/s, framed (two methods) beside Spark's plain sink"
 	@echo "make clean      remove the quick-start's output and state"
-	@echo "make kafka-up   start a local Kafka broker on 127.0.0.1:9092 (KAFKA_PORT=...)"
+	@echo "make kafka-up   start a local Kafka broker on 127.0.0.1:9092 (KAFKA_BOOTSTRAP=127.0.0.1:PORT moves it)"
 	@echo "make kafka-down stop it"
 
+# The runtime: samzapy and its dependencies only (no dev tools, no PySpark).
+$(VENV)/.runtime: pyproject.toml
+	@if [ $(VENV)/.installed -nt pyproject.toml ]; then touch $@; exit 0; fi; \
+	test -n "$(PYTHON)" || { echo "no Python >= 3.11 found: set PYTHON=/path/to/python3" >&2; exit 2; }; \
+	echo "creating $(VENV) with samzapy's runtime dependencies (the first time only: about 15 s, 50 MB)"; \
+	set -e; test -x $(PY) || $(PYTHON) -m venv $(VENV); \
+	$(PY) -m pip install --quiet --upgrade pip; \
+	$(PY) -m pip install --quiet -e .; \
+	touch $@
+
+# Development: the runtime plus the test, lint and type-check tools and PySpark.
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "no Python >= 3.11 found: set PYTHON=/path/to/python3" >&2; exit 2; }
-	$(PYTHON) -m venv $(VENV)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
-	@touch $@
+	@touch $(VENV)/.runtime $@
 
 venv: $(VENV)/.installed
 
-run: $(VENV)/.installed
+run: $(VENV)/.runtime
 	rm -rf output/quickstart state/quickstart
 	$(VENV)/bin/samzapy run configs/quickstart.yaml --log-format console
 	@echo

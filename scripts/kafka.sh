@@ -8,7 +8,9 @@
 #   scripts/kafka.sh status   exit 0 when a broker answers on the port, 1 otherwise
 #
 # Environment (all optional):
-#   KAFKA_PORT             client listener port (9092)
+#   KAFKA_BOOTSTRAP        the broker's address, 127.0.0.1:<port> (127.0.0.1:9092): the same
+#                          variable the example jobs in configs/ read, so one setting moves both
+#   KAFKA_PORT             client listener port; overrides KAFKA_BOOTSTRAP's (the test suite's)
 #   KAFKA_CONTROLLER_PORT  KRaft controller listener port (KAFKA_PORT + 1)
 #   SAMZAPY_KAFKA_DIR      data dir: server.properties, logs/, broker.log, broker.pid (<repo>/.kafka)
 #   SAMZAPY_CACHE          jar cache; jars go to $SAMZAPY_CACHE/kafka-<version>/lib (~/.cache/samzapy)
@@ -40,7 +42,20 @@ KAFKA_VERSION="${KAFKA_VERSION:-$(pom_version)}"
 [[ -n "$KAFKA_VERSION" ]] || die "no <kafka.version> found in $POM"
 CACHE="${SAMZAPY_CACHE:-$HOME/.cache/samzapy}"
 LIB="$CACHE/kafka-$KAFKA_VERSION/lib"
-KAFKA_PORT="${KAFKA_PORT:-9092}"
+# The port: KAFKA_PORT, else the one in KAFKA_BOOTSTRAP, else 9092.
+bootstrap_port() {
+    local address="${KAFKA_BOOTSTRAP:-127.0.0.1:9092}" port
+    port="${address##*:}"
+    case "${address%:*}" in
+    127.0.0.1 | localhost) ;;
+    *) die "KAFKA_BOOTSTRAP=$address: the local broker listens on 127.0.0.1; set KAFKA_BOOTSTRAP=127.0.0.1:<port>" ;;
+    esac
+    [[ "$port" =~ ^[0-9]+$ ]] || die "KAFKA_BOOTSTRAP=$address: expected 127.0.0.1:<port>"
+    echo "$port"
+}
+if [[ -z "${KAFKA_PORT:-}" ]]; then
+    KAFKA_PORT="$(bootstrap_port)"
+fi
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
 DATA="${SAMZAPY_KAFKA_DIR:-$ROOT/.kafka}"
 [[ "$DATA" == /* ]] || DATA="$PWD/$DATA" # server.properties needs an absolute path

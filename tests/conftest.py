@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +35,12 @@ def _free_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+@pytest.fixture
+def free_ports() -> Callable[[int], list[int]]:
+    """``free_ports(n)``: n distinct ports of 127.0.0.1 that are free now."""
+    return _free_ports
 
 
 class ScriptBroker:

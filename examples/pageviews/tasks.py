@@ -7,6 +7,8 @@ It emits the counts when its input ends, and, when ``task.window.ms`` is set, ev
 ``DeadLetters`` wraps any StreamTask with shared try/except logic: the container needs no
 special support for it (a task wraps another to add behaviour, as Samza advises).
 ``SafePageViewCounter`` is the two together, the task the quick-start job runs.
+``PageViewLoader`` copies page views to another stream keyed by member id:
+``configs/kafka-load-pageviews.yaml`` fills the Kafka quick start's topic with it.
 """
 
 from __future__ import annotations
@@ -122,3 +124,22 @@ class SafePageViewCounter(DeadLetters):
     """The quick-start task: PageViewCounter with bad messages sent to dead letters."""
 
     wrapped_class = PageViewCounter
+
+
+class PageViewLoader(InitableTask, StreamTask):
+    """Copies each page view to ``app.output``, keyed by its member id, so that a member's
+    views land in one partition (Kafka's partitioner, as the bundled files are split)."""
+
+    def init(self, context: TaskContext) -> None:
+        system, stream = str(context.config["app.output"]).split(".", 1)
+        self.output = SystemStream(system, stream)
+
+    def process(
+        self,
+        envelope: IncomingMessageEnvelope,
+        collector: MessageCollector,
+        coordinator: TaskCoordinator,
+    ) -> None:
+        view = envelope.message
+        member = view.get("member_id") if isinstance(view, dict) else None
+        collector.send(OutgoingMessageEnvelope(self.output, view, key=member))

@@ -90,6 +90,15 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise CheckpointError(f"cannot write checkpoint {path}: {exc}") from exc
 
 
+def _remedy(path: Path) -> str:
+    """What the operator can do about a checkpoint file that cannot be read."""
+    return (
+        f"restarting fails the same way until it is fixed: restore {path.name} from a backup, "
+        f"or move it out of {path.parent} to start the task over (its inputs at their offset "
+        "defaults, samza.offset.default; its logged stores empty)"
+    )
+
+
 class FileCheckpointManager(CheckpointManager):
     """Keeps each task's latest checkpoint in ``<directory>/<task file name>``."""
 
@@ -117,11 +126,14 @@ class FileCheckpointManager(CheckpointManager):
             return None
         except OSError as exc:
             raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from exc
-        stored_task, checkpoint = decode_checkpoint(data, str(path))
+        try:
+            stored_task, checkpoint = decode_checkpoint(data, str(path))
+        except CheckpointError as exc:
+            raise CheckpointError(f"{exc}; {_remedy(path)}") from exc
         if stored_task != task_name:
             raise CheckpointError(
                 f"corrupt checkpoint {path}: it holds task {stored_task!r}, "
-                f"expected {str(task_name)!r}"
+                f"expected {str(task_name)!r}; {_remedy(path)}"
             )
         return checkpoint
 

@@ -23,8 +23,8 @@ from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.checkpoint.ports import CheckpointManager
 from samzapy.checkpoint.stream import StreamCheckpointManager, checkpoint_stream_name
 from samzapy.config import ResolvedConfig
+from samzapy.config.classes import load_class
 from samzapy.system.ports import SystemFactory
-from samzapy.system.registry import load_class
 
 FACTORY_KEY = "task.checkpoint.factory"
 SYSTEM_KEY = "task.checkpoint.system"
@@ -100,13 +100,12 @@ def checkpoint_manager_for(
             "kafka, stream or a 'module:Class' import path",
             key=FACTORY_KEY,
         )
-    cls = load_class(name, key=FACTORY_KEY)
-    if not issubclass(cls, CheckpointManager):
-        raise ConfigError(
-            f"{FACTORY_KEY}: {factory!r} is not a samzapy.checkpoint.ports.CheckpointManager "
-            "subclass",
-            key=FACTORY_KEY,
-        )
+    cls = load_class(
+        name,
+        key=FACTORY_KEY,
+        base=CheckpointManager,
+        what="a samzapy.checkpoint.ports.CheckpointManager subclass",
+    )
     arguments: dict[str, Any] = {
         "job_name": job_name,
         "job_id": job_id,
@@ -117,13 +116,14 @@ def checkpoint_manager_for(
     optional = {"system_factory": system_factory, "replication_factor": replication_factor}
     arguments.update({key: value for key, value in optional.items() if key in accepted})
     try:
-        return cls(**arguments)
-    except TypeError as exc:
+        manager: CheckpointManager = cls(**arguments)
+    except Exception as exc:
         raise ConfigError(
-            f"{FACTORY_KEY}: cannot construct {factory!r} with keyword arguments "
-            f"{', '.join(arguments)}: {exc}",
+            f"{FACTORY_KEY}: creating {name!r} with the keyword arguments "
+            f"{', '.join(arguments)} failed: {type(exc).__name__}: {exc}",
             key=FACTORY_KEY,
         ) from exc
+    return manager
 
 
 def checkpoint_manager(

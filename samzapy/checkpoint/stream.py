@@ -166,7 +166,14 @@ class StreamCheckpointManager(CheckpointManager):
             name=f"checkpoint stream {self.ssp}",
         ):
             for envelope in batch:
-                self._apply(envelope)
+                try:
+                    self._apply(envelope)
+                except CheckpointError as exc:
+                    raise CheckpointError(
+                        f"{exc}; restarting fails the same way: to start the job over (every "
+                        "task at its offset defaults, its logged stores empty), give it a new "
+                        f"job.id, which reads a new checkpoint stream instead of {self.stream}"
+                    ) from exc
             records += len(batch)
         return records
 

@@ -9,7 +9,9 @@ A run goes:
 
 1. configure logging (JSON lines on stdout by default);
 2. load and resolve the configuration (problems are logged as ``config_invalid``, exit 2);
-3. bind ``job`` and ``container`` to every later log event;
+3. bind ``job`` and ``container`` to every later log event, and load the task class (a class
+   that cannot be loaded or is not a task is a configuration problem too: one
+   ``config_invalid`` line, its cause's traceback only at debug level);
 4. run the container on uvloop (or asyncio when ``job.loop`` says so or uvloop is missing),
    with SIGTERM and SIGINT asking it to stop gracefully; a second signal forces the exit;
 5. log the outcome once and return its exit code.
@@ -34,6 +36,7 @@ from samzapy import __version__
 from samzapy.api.errors import ConfigError, SamzapyError
 from samzapy.cli.logging import FORMATS, LEVELS, configure_logging
 from samzapy.config import load_config, resolve
+from samzapy.config.classes import TASK_CLASS_KEY, load_task_class, split_class_path
 from samzapy.container.event_loop import loop_factory
 
 if TYPE_CHECKING:
@@ -108,12 +111,24 @@ def _load(job_yaml: str, overrides: Sequence[str]) -> ResolvedConfig:
         raise ConfigError(f"job file {job_yaml!r} cannot be read: {exc}") from exc
 
 
+def _add_working_directory_to_path() -> None:
+    """Like `python -m`, find task classes relative to the directory the job is started from."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
 def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
     configure_logging("console", "warning", stream=sys.stderr)  # keep stdout pure YAML
+    _add_working_directory_to_path()
+    problems: list[str] = []
     try:
         resolved = _load(job_yaml, overrides)
     except ConfigError as exc:
-        for problem in exc.problems:
+        problems.extend(exc.problems)
+        resolved = None
+    problems.extend(_task_class_problems(job_yaml, overrides, resolved, problems))
+    if problems or resolved is None:
+        for problem in problems:
             print(problem, file=sys.stderr)
         return EXIT_CONFIG
     text = yaml.safe_dump(_plain(resolved.to_dict()), sort_keys=True, allow_unicode=True)
@@ -123,6 +138,31 @@ def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
     except BrokenPipeError:  # `samzapy validate job.yaml | head` closed the pipe early
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
+
+
+def _task_class_problems(
+    job_yaml: str,
+    overrides: Sequence[str],
+    resolved: ResolvedConfig | None,
+    problems: list[str],
+) -> list[str]:
+    """What is wrong with loading the task class, checked even when other keys have problems
+    (unless ``task.class`` itself is among them), so that validate lists every problem."""
+    if resolved is not None:
+        path: Any = resolved.task.task_class
+    elif any(p.startswith(TASK_CLASS_KEY) for p in problems):
+        return []
+    else:
+        try:
+            path = load_config(Path(job_yaml), overrides=overrides).get(TASK_CLASS_KEY)
+            split_class_path(path, key=TASK_CLASS_KEY)
+        except (ConfigError, OSError):
+            return []  # the file or the key is unreadable: already reported
+    try:
+        load_task_class(path)
+    except ConfigError as exc:
+        return list(exc.problems)
+    return []
 
 
 def _plain(value: Any) -> Any:
@@ -138,19 +178,29 @@ def _plain(value: Any) -> Any:
 
 def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: str) -> int:
     configure_logging(log_format, log_level)
-    # Like `python -m`, find task classes relative to the directory the job is started from.
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    _add_working_directory_to_path()
     log: FilteringBoundLogger = structlog.get_logger("samzapy.cli")
     try:
         resolved = _load(job_yaml, overrides)
     except ConfigError as exc:
-        log.error("config_invalid", path=job_yaml, problems=list(exc.problems), exit_code=2)
-        return EXIT_CONFIG
+        return _config_invalid(log, exc, path=job_yaml)
     with structlog.contextvars.bound_contextvars(
         job=resolved.job.name, container=resolved.job.container_id
     ):
+        try:
+            load_task_class(resolved.task.task_class)
+        except ConfigError as exc:
+            return _config_invalid(log, exc, path=job_yaml)
         return _run_resolved(resolved, log)
+
+
+def _config_invalid(log: FilteringBoundLogger, exc: ConfigError, **fields: Any) -> int:
+    """Log a configuration error as one ``config_invalid`` line; the traceback of what caused
+    it (a task module that raised while importing, say) only at debug level."""
+    if exc.__cause__ is not None:
+        log.debug("config_error_cause", error=str(exc), exc_info=exc.__cause__)
+    log.error("config_invalid", **fields, problems=list(exc.problems), exit_code=EXIT_CONFIG)
+    return EXIT_CONFIG
 
 
 def _run_resolved(resolved: ResolvedConfig, log: FilteringBoundLogger) -> int:
@@ -161,8 +211,7 @@ def _run_resolved(resolved: ResolvedConfig, log: FilteringBoundLogger) -> int:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(_run_container(resolved, stopper))
     except ConfigError as exc:
-        log.error("config_invalid", problems=list(exc.problems), exit_code=EXIT_CONFIG)
-        return EXIT_CONFIG
+        return _config_invalid(log, exc)
     except SamzapyError as exc:
         log.error(
             "job_failed", error=str(exc), error_type=type(exc).__name__, exit_code=EXIT_JOB_FAILED

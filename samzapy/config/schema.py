@@ -149,6 +149,9 @@ NAMESPACES = frozenset({"job", "task", "systems", "streams", "serializers", "met
 
 #: Short system factory names and the serde names that need no registration.
 SYSTEM_FACTORIES = ("memory", "file", "kafka")
+#: The short factory names whose systems drop message keys (the file system writes only the
+#: message of each record): store changelogs and checkpoint streams need the keys.
+KEYLESS_FACTORIES = ("file",)
 BUILTIN_SERDES = ("string", "json", "bytes", "integer", "long", "none")
 REPORTERS = ("log", "prometheus")
 OFFSET_DEFAULTS = ("oldest", "upcoming")
@@ -318,6 +321,7 @@ def keys_in(namespace: str) -> tuple[ConfigKey, ...]:
 __all__ = [
     "BUILTIN_SERDES",
     "KAFKA_SASL_MECHANISMS",
+    "KEYLESS_FACTORIES",
     "KAFKA_SECURITY_PROTOCOLS",
     "KNOWN_KEYS",
     "NAMESPACES",

@@ -22,6 +22,7 @@ from samzapy.api.system import SystemStream
 from samzapy.config.loader import Config, Problem, config_error
 from samzapy.config.schema import (
     BUILTIN_SERDES,
+    KEYLESS_FACTORIES,
     KNOWN_KEYS,
     NAMESPACES,
     REPORTERS,
@@ -287,6 +288,17 @@ class _Checker:
                 self.problem(key, f"{key} must be 'system.stream', got {changelog!r}")
             else:
                 referenced.append((key, ss.system))
+                self._keeps_keys(key, ss.system, "a store changelog needs to restore the store")
+        checkpoint_system = self.values.get("task.checkpoint.system")
+        if isinstance(checkpoint_system, str) and self.values.get("task.checkpoint.factory") in (
+            "kafka",
+            "stream",
+        ):
+            self._keeps_keys(
+                "task.checkpoint.system",
+                checkpoint_system,
+                "a checkpoint stream needs to tell the tasks apart",
+            )
         reported: set[tuple[str, str]] = set()
         for key, system in referenced:
             if system not in defined and (key, system) not in reported:
@@ -307,6 +319,17 @@ class _Checker:
                     f"({', '.join(BUILTIN_SERDES)}) nor registered "
                     f"(serializers.registry.{name}.class)",
                 )
+
+    def _keeps_keys(self, key: str, system: str, need: str) -> None:
+        """A changelog or checkpoint stream is read back by key: its system must keep keys."""
+        factory = self.factories.get(system)
+        if factory in KEYLESS_FACTORIES:
+            keeping = " or ".join(f for f in SYSTEM_FACTORIES if f not in KEYLESS_FACTORIES)
+            self.problem(
+                key,
+                f"{key}: system '{system}' (samza.factory {factory}) does not keep message keys, "
+                f"which {need}; use a system whose samza.factory is {keeping}",
+            )
 
     def _control_references(self) -> None:
         """Framed streams need a system; upstream inputs must be inputs of the job."""

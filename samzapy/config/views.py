@@ -291,17 +291,23 @@ def _system(name: str, v: Mapping[str, Any], config: Config) -> SystemConfig:
 
 def _stream(stream_id: str, v: Mapping[str, Any]) -> StreamConfig:
     prefix = f"streams.{stream_id}."
+    intermediate = v[prefix + "samza.intermediate"]
+    offset_default = v.get(prefix + "samza.offset.default")
+    if offset_default is None and intermediate:
+        # As Samza's planner does: a downstream stage started after its upstream has written
+        # must read what was written, so an intermediate stream starts at its oldest message.
+        offset_default = "oldest"
     return StreamConfig(
         stream_id=stream_id,
         system=v.get(prefix + "samza.system"),
         physical_name=v[prefix + "samza.physical.name"],
         key_serde=v.get(prefix + "samza.key.serde"),
         msg_serde=v.get(prefix + "samza.msg.serde"),
-        offset_default=v.get(prefix + "samza.offset.default"),
+        offset_default=offset_default,
         reset_offset=v[prefix + "samza.reset.offset"],
         partitions=v.get(prefix + "partitions"),
         replication_factor=v.get(prefix + "replication.factor"),
-        intermediate=v[prefix + "samza.intermediate"],
+        intermediate=intermediate,
         framed=v[prefix + "samza.framed"],
         upstream_inputs=_system_streams(v[prefix + "samza.upstream.inputs"]),
         watermark_lateness_ms=v.get(prefix + "samza.watermark.lateness.ms"),

@@ -4,8 +4,10 @@ The router picks each message's partition (explicit, else by ``partition_key``, 
 with Kafka's murmur2 partitioner, so a key lands on the same partition whichever engine
 routed it), serializes key and message, and hands them to the system's producer. The first
 message to a stream looks its partition count up (creating the stream when it is missing);
-messages sent meanwhile wait in order behind it. ``flush`` returns once everything sent so
-far is durable, which is what a commit needs before it writes a checkpoint.
+messages sent meanwhile wait in order behind it. The streams a job declares are looked up at
+start-up (``prepare``), so a send to one that cannot be routed fails in the task's own call,
+naming the task, the input partition and offset. ``flush`` returns once everything sent so far
+is durable, which is what a commit needs before it writes a checkpoint.
 
 Messages to a framed stream (``samza.intermediate`` or ``samza.framed``) are framed after
 serialization; ``broadcast_control`` sends a control record to every partition of a stream,
@@ -22,8 +24,8 @@ from typing import Any
 import structlog
 
 from samzapy.api.envelope import OutgoingMessageEnvelope
-from samzapy.api.errors import SamzapyError, SerdeError, StreamSystemError
-from samzapy.api.system import SystemStream
+from samzapy.api.errors import SamzapyError, SerdeError, StreamSystemError, TaskError
+from samzapy.api.system import SystemStream, TaskName
 from samzapy.control.wire import frame
 from samzapy.system.partitioner import partition_for
 from samzapy.system.ports import SystemAdmin, SystemProducer
@@ -62,6 +64,16 @@ class _ControlRecord:
         self.record = record
 
 
+class _Waiting:
+    """A message waiting in a route's backlog, with the task that sent it."""
+
+    __slots__ = ("envelope", "task")
+
+    def __init__(self, envelope: OutgoingMessageEnvelope, task: TaskName | None) -> None:
+        self.envelope = envelope
+        self.task = task
+
+
 class _Route:
     __slots__ = ("backlog", "framed", "key_serde", "msg_serde", "partitions", "producer", "stream")
 
@@ -80,7 +92,7 @@ class _Route:
         self.framed = framed
         self.partitions = 0
         #: Messages waiting for the partition count; None once the route is ready.
-        self.backlog: list[OutgoingMessageEnvelope | _ControlRecord] | None = []
+        self.backlog: list[_Waiting | _ControlRecord] | None = []
 
 
 class OutputRouter:
@@ -95,6 +107,7 @@ class OutputRouter:
         on_error: Callable[[BaseException], None],
         *,
         replication_for_new: Callable[[SystemStream], int | None] = lambda ss: None,
+        stream_id: Callable[[SystemStream], str] = lambda ss: ss.stream,
         framed: Callable[[SystemStream], bool] = lambda ss: False,
         drop_errors: bool = False,
         on_dropped: Callable[[int], None] = lambda n: None,
@@ -104,6 +117,7 @@ class OutputRouter:
         self._serdes_for = serdes_for
         self._partitions_for_new = partitions_for_new
         self._replication_for_new = replication_for_new
+        self._stream_id = stream_id
         self._framed = framed
         self._drop_errors = drop_errors
         self._on_dropped = on_dropped
@@ -113,21 +127,29 @@ class OutputRouter:
         self._error: BaseException | None = None
         self.sent = 0
 
-    def send(self, envelope: OutgoingMessageEnvelope) -> None:
+    async def prepare(self, streams: list[SystemStream]) -> None:
+        """Look up (or create) ``streams`` now, so sends to them are routed at once."""
+        for stream in streams:
+            if stream not in self._routes:
+                self._open_route(stream)
+        await self.flush()
+
+    def send(self, envelope: OutgoingMessageEnvelope, task: TaskName | None = None) -> None:
+        """Route ``envelope``; ``task``, the sender, is named if it cannot be routed later."""
         route = self._routes.get(envelope.system_stream)
         if route is None:
             route = self._open_route(envelope.system_stream)
         if route.backlog is not None:
             if route.framed and route.msg_serde is None and envelope.message is not None:
                 _framable(route, envelope.message)  # fail in the task's call, not later
-            route.backlog.append(envelope)
+            route.backlog.append(_Waiting(envelope, task))
             return
         self._send(route, envelope)
 
-    def send_from_thread(self, envelope: OutgoingMessageEnvelope) -> None:
+    def send_from_thread(self, envelope: OutgoingMessageEnvelope, task: TaskName | None) -> None:
         """A send made on another thread, now on the loop: its error fails the container."""
         try:
-            self.send(envelope)
+            self.send(envelope, task)
         except Exception as exc:
             self._on_error(exc)
 
@@ -142,8 +164,11 @@ class OutputRouter:
                 partition = 0
         elif not 0 <= partition < route.partitions:
             raise StreamSystemError(
-                f"partition {partition} is out of range for {route.stream}, "
-                f"which has {route.partitions} partitions"
+                f"partition {partition} is out of range for {route.stream}, which has "
+                f"{route.partitions} partitions: send to a partition from 0 to "
+                f"{route.partitions - 1}, or give the stream more partitions "
+                f"(streams.{self._stream_id(route.stream)}.partitions, used when samzapy "
+                "creates the stream)"
             )
         if key is not None and route.key_serde is not None:
             key = route.key_serde.to_bytes(key)
@@ -200,11 +225,18 @@ class OutputRouter:
                 log.info("stream_created", stream=str(route.stream), partitions=count)
             route.partitions = count
             backlog, route.backlog = route.backlog or [], None
-            for envelope in backlog:
-                if isinstance(envelope, _ControlRecord):
-                    self._broadcast(route, envelope.record)
-                else:
-                    self._send(route, envelope)
+            for waiting in backlog:
+                if isinstance(waiting, _ControlRecord):
+                    self._broadcast(route, waiting.record)
+                    continue
+                try:
+                    self._send(route, waiting.envelope)
+                except SamzapyError as exc:
+                    if waiting.task is None:
+                        raise
+                    raise TaskError(
+                        f"a send of task {waiting.task!r} failed: {exc}", task_name=waiting.task
+                    ) from exc
         except BaseException as exc:
             error = (
                 exc
@@ -251,18 +283,21 @@ class TaskCollector:
     """A task's MessageCollector. Thread-safe: a send from another thread is handed to the
     event loop, ahead of the completion of the call that made it."""
 
-    __slots__ = ("_loop", "_loop_thread", "_router")
+    __slots__ = ("_loop", "_loop_thread", "_router", "_task")
 
-    def __init__(self, router: OutputRouter, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, router: OutputRouter, loop: asyncio.AbstractEventLoop, task: TaskName | None = None
+    ) -> None:
         self._router = router
         self._loop = loop
         self._loop_thread = threading.get_ident()
+        self._task = task
 
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
         if threading.get_ident() == self._loop_thread:
-            self._router.send(envelope)
+            self._router.send(envelope, self._task)
         else:
-            self._loop.call_soon_threadsafe(self._router.send_from_thread, envelope)
+            self._loop.call_soon_threadsafe(self._router.send_from_thread, envelope, self._task)
 
 
 __all__ = ["OutputRouter", "TaskCollector", "key_bytes"]

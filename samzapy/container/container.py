@@ -40,6 +40,7 @@ from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.checkpoint.registry import checkpoint_manager
 from samzapy.checkpoint.writer import TaskCheckpointWriter
 from samzapy.config import ResolvedConfig
+from samzapy.config.classes import load_task_class
 from samzapy.container.clock import Clock, LoopClock
 from samzapy.container.collector import OutputRouter, TaskCollector
 from samzapy.container.consumers import SystemConsumers
@@ -58,7 +59,6 @@ from samzapy.container.run_loop import RunLoop
 from samzapy.container.serdes import StreamSerdes
 from samzapy.container.streams import prepare_changelogs, prepare_streams
 from samzapy.container.systems import Systems
-from samzapy.container.task_class import load_task_class
 from samzapy.container.task_instance import TaskInstance, TaskListener
 from samzapy.control.reconcile import TaskControl
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter
@@ -216,6 +216,7 @@ class SamzaContainer:
             serdes.output,
             lambda ss: cfg.stream(ss).partitions or 1,
             replication_for_new=lambda ss: cfg.stream(ss).replication_factor,
+            stream_id=lambda ss: cfg.stream(ss).stream_id,
             framed=serdes.framed,
             drop_errors=cfg.task.drop_producer_errors,
             on_dropped=lambda n: self.metrics.counter(CONTAINER, "producer-errors").inc(n),
@@ -246,6 +247,9 @@ class SamzaContainer:
         for producer in systems.producers.values():
             await producer.start()
         await prepare_changelogs(cfg, systems.admins, job_task_count)
+        await router.prepare(
+            [SystemStream(s.system, s.physical_name) for s in cfg.streams.values() if s.system]
+        )
         for task, task_plan in zip(self.tasks, plan.tasks, strict=True):
             if task.stores:
                 task.stores.open()
@@ -275,7 +279,7 @@ class SamzaContainer:
         self._writers.append(writer)
         trackers = {ssp: OffsetTracker(last) for ssp, last in plan.last_processed.items()}
         self._partitions.extend(trackers)
-        collector = TaskCollector(parts.router, asyncio.get_running_loop())
+        collector = TaskCollector(parts.router, asyncio.get_running_loop(), plan.name)
         stores = TaskStores(
             task_name=plan.name,
             partition=plan.model.partition,

@@ -10,7 +10,6 @@ as ``module:Class`` and built with no arguments.
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -18,6 +17,7 @@ from structlog.typing import FilteringBoundLogger
 
 from samzapy.api.errors import ConfigError
 from samzapy.config import ResolvedConfig
+from samzapy.config.classes import create
 from samzapy.metrics.health import Health
 from samzapy.metrics.ports import MetricsReporter
 from samzapy.metrics.prometheus import PrometheusReporter
@@ -106,39 +106,12 @@ def reporter_for(
             "'module:Class'",
             key=_REPORTERS_KEY,
         )
-    return _import_reporter(name, module_name, class_name)
-
-
-def _import_reporter(name: str, module_name: str, class_name: str) -> MetricsReporter:
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ConfigError(
-            f"{_REPORTERS_KEY}: cannot import module {module_name!r} of reporter {name!r}: {exc}",
-            key=_REPORTERS_KEY,
-        ) from exc
-    try:
-        factory = getattr(module, class_name)
-    except AttributeError as exc:
-        raise ConfigError(
-            f"{_REPORTERS_KEY}: module {module_name!r} has no attribute {class_name!r} "
-            f"(reporter {name!r})",
-            key=_REPORTERS_KEY,
-        ) from exc
-    try:
-        reporter = factory()
-    except Exception as exc:
-        raise ConfigError(
-            f"{_REPORTERS_KEY}: creating reporter {name!r} with no arguments failed: "
-            f"{type(exc).__name__}: {exc}",
-            key=_REPORTERS_KEY,
-        ) from exc
-    if not isinstance(reporter, MetricsReporter):
-        raise ConfigError(
-            f"{_REPORTERS_KEY}: {name!r} must build a samzapy.metrics.MetricsReporter, "
-            f"got {type(reporter).__name__}",
-            key=_REPORTERS_KEY,
-        )
+    reporter: MetricsReporter = create(
+        name,
+        key=_REPORTERS_KEY,
+        base=MetricsReporter,
+        what="a samzapy.metrics.MetricsReporter subclass",
+    )
     return reporter
 
 

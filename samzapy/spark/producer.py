@@ -13,6 +13,7 @@ import threading
 from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream
 from samzapy.control.wire import EndOfStreamMessage, WatermarkMessage, encode_control
 from samzapy.spark.errors import SparkWriteError
@@ -78,9 +79,38 @@ async def topic_partition_count(servers: str, topic: str) -> int:
     if topic not in counts:
         raise SparkWriteError(
             f"Kafka topic {topic!r} does not exist at {servers}; create it before writing "
-            "(samzapy does not create topics on write)"
+            "(samzapy.spark.create_topic; write_stream does not create topics)"
         )
     return counts[topic]
+
+
+async def _create_topic(
+    servers: str, topic: str, partitions: int, replication_factor: int | None
+) -> bool:
+    admin = KafkaSystemAdmin(kafka_settings(SYSTEM, kafka_config(servers)))
+    try:
+        if topic in await admin.partition_counts([topic]):
+            return False
+        await admin.create_stream(topic, partitions, replication_factor=replication_factor)
+        return True
+    finally:
+        await admin.stop()
+
+
+def create_topic(
+    bootstrap_servers: str, topic: str, *, partitions: int, replication_factor: int | None = None
+) -> bool:
+    """Create the Kafka ``topic`` with ``partitions`` partitions (``replication_factor``
+    replicas; None: the broker's default) unless it exists, which is kept as it is. True when
+    this call created it. ``write_stream`` writes only to existing topics: call this first."""
+    if type(partitions) is not int or partitions < 1:
+        raise SparkWriteError(f"partitions must be an integer >= 1, got {partitions!r}")
+    try:
+        return run(_create_topic(bootstrap_servers, topic, partitions, replication_factor))
+    except StreamSystemError as exc:
+        raise SparkWriteError(
+            f"cannot create Kafka topic {topic!r} at {bootstrap_servers}: {exc}"
+        ) from exc
 
 
 def control_records(
@@ -153,6 +183,7 @@ __all__ = [
     "SYSTEM",
     "Record",
     "control_records",
+    "create_topic",
     "kafka_config",
     "run",
     "send_records",

@@ -15,11 +15,11 @@ from typing import Any, NamedTuple
 
 from samzapy.api.errors import ConfigError
 from samzapy.api.system import TaskName
+from samzapy.config.classes import create
 from samzapy.storage.inmemory import InMemoryStoreFactory
 from samzapy.storage.logged import ChangelogSender, LoggedStorageEngine
 from samzapy.storage.ports import StorageEngine, StoreFactory
 from samzapy.storage.serialized import SerializedKeyValueStore
-from samzapy.system.registry import load_class
 from samzapy.system.serde import Serde
 
 
@@ -73,18 +73,10 @@ def store_factory_for(store_name: str, factory: Any) -> StoreFactory:
             "'module:Class' import path",
             key=key,
         )
-    cls = load_class(name, key=key)
-    if not issubclass(cls, StoreFactory):
-        raise ConfigError(
-            f"{key}: {factory!r} is not a samzapy.storage.ports.StoreFactory subclass",
-            key=key,
-        )
-    try:
-        return cls()
-    except Exception as exc:
-        raise ConfigError(
-            f"{key}: cannot instantiate {factory!r} with no arguments: {exc}", key=key
-        ) from exc
+    store_factory: StoreFactory = create(
+        name, key=key, base=StoreFactory, what="a samzapy.storage.ports.StoreFactory subclass"
+    )
+    return store_factory
 
 
 class OpenStore(NamedTuple):

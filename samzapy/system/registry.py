@@ -2,9 +2,7 @@
 
 ``systems.<name>.samza.factory`` is a short name (``memory``, ``file``, ``kafka``), Samza's
 Java class name of the same system, or the import path of a SystemFactory subclass
-(``package.module:Class`` or ``package.module.Class``). ``load_class`` is the one place that
-imports a class named in the config (system factories, serdes, checkpoint managers) and turns
-every failure into a ConfigError naming the key.
+(``package.module:Class`` or ``package.module.Class``), loaded by ``samzapy.config.classes``.
 """
 
 from __future__ import annotations
@@ -13,46 +11,12 @@ import importlib
 from collections.abc import Callable
 
 from samzapy.api.errors import ConfigError
+from samzapy.config.classes import load_class
 from samzapy.system.file.factory import FileSystemFactory
 from samzapy.system.inmemory.factory import InMemorySystemFactory
 from samzapy.system.ports import SystemFactory
 
 _FACTORY_KEY = "systems.<name>.samza.factory"
-
-
-def load_class(path: str, *, key: str) -> type:
-    """Import the class at ``path`` (``module:Class`` or dotted); errors name ``key``."""
-    if not isinstance(path, str) or not path.strip():
-        raise ConfigError(f"{key} must be a 'module:Class' import path, got {path!r}", key=key)
-    path = path.strip()
-    if ":" in path:
-        module_name, _, attribute = path.partition(":")
-    else:
-        module_name, _, attribute = path.rpartition(".")
-    if not module_name or not attribute:
-        raise ConfigError(
-            f"{key} must be a 'module:Class' (or 'module.Class') import path, got {path!r}",
-            key=key,
-        )
-    try:
-        obj: object = importlib.import_module(module_name)
-        for part in attribute.split("."):
-            obj = getattr(obj, part)
-    except ImportError as exc:
-        raise ConfigError(f"{key}: cannot import module of {path!r}: {exc}", key=key) from exc
-    except AttributeError as exc:
-        raise ConfigError(
-            f"{key}: module {module_name!r} has no attribute {attribute!r} (from {path!r})",
-            key=key,
-        ) from exc
-    except Exception as exc:  # the module itself failed while importing
-        raise ConfigError(
-            f"{key}: importing {module_name!r} (from {path!r}) failed: {type(exc).__name__}: {exc}",
-            key=key,
-        ) from exc
-    if not isinstance(obj, type):
-        raise ConfigError(f"{key}: {path!r} is a {type(obj).__name__}, expected a class", key=key)
-    return obj
 
 
 def _kafka_factory(key: str) -> type[SystemFactory]:
@@ -106,13 +70,9 @@ def system_factory_class(name_or_path: str, *, key: str = _FACTORY_KEY) -> type[
             f"{', '.join(sorted(_BUILTIN))} or a 'module:Class' import path",
             key=key,
         )
-    cls = load_class(name, key=key)
-    if not issubclass(cls, SystemFactory):
-        raise ConfigError(
-            f"{key}: {name_or_path!r} is not a samzapy.system.ports.SystemFactory subclass",
-            key=key,
-        )
-    return cls
+    return load_class(
+        name, key=key, base=SystemFactory, what="a samzapy.system.ports.SystemFactory subclass"
+    )
 
 
-__all__ = ["load_class", "system_factory_class"]
+__all__ = ["system_factory_class"]

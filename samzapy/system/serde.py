@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from samzapy.api.errors import ConfigError, SerdeError
+from samzapy.config.classes import create
 
 
 @runtime_checkable
@@ -203,16 +204,7 @@ class SerdeRegistry:
                     key=key,
                 )
             return builtin()
-        # Imported here: the registry module pulls in the system factories.
-        from samzapy.system.registry import load_class
-
-        cls = load_class(path, key=key)
-        try:
-            serde = cls()
-        except Exception as exc:
-            raise ConfigError(
-                f"{key}: cannot instantiate {path!r} with no arguments: {exc}", key=key
-            ) from exc
+        serde = create(path, key=key)
         if not callable(getattr(serde, "to_bytes", None)) or not callable(
             getattr(serde, "from_bytes", None)
         ):

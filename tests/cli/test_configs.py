@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from samzapy.config import load_config, resolve
-from samzapy.container import load_task_class
+from samzapy.config.classes import load_task_class
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 

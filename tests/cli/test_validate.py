@@ -18,7 +18,7 @@ VALID_JOB = """\
 job:
   name: wordcount
 task:
-  class: examples.wordcount:WordCount
+  class: wordcount:WordCount
   inputs: [memory.words]
 systems:
   memory:
@@ -26,6 +26,16 @@ systems:
 """
 
 TYPO_JOB = VALID_JOB.replace("  inputs:", "  comit.ms: 5000\n  inputs:")
+
+# The job's task module, written next to the job file (the commands run from that directory).
+WORDCOUNT = """\
+from samzapy import StreamTask
+
+
+class WordCount(StreamTask):
+    def process(self, envelope, collector, coordinator):
+        pass
+"""
 
 
 def samzapy_command() -> list[str]:
@@ -65,6 +75,13 @@ def flat(tree: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+@pytest.fixture(autouse=True)
+def wordcount_module(tmp_path: Path) -> Path:
+    path = tmp_path / "wordcount.py"
+    path.write_text(WORDCOUNT)
+    return path
+
+
 @pytest.fixture
 def job_yaml(tmp_path: Path) -> Path:
     path = tmp_path / "job.yaml"
@@ -88,7 +105,7 @@ class TestValidate:
         assert result.returncode == 0, result.stderr
         resolved = flat(yaml.safe_load(result.stdout))
         assert resolved["job.name"] == "wordcount"
-        assert resolved["task.class"] == "examples.wordcount:WordCount"
+        assert resolved["task.class"] == "wordcount:WordCount"
         assert resolved["task.inputs"] == ["memory.words"]
         # defaults are filled in
         assert resolved["task.commit.ms"] == 60000

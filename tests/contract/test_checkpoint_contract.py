@@ -239,7 +239,11 @@ class TestFileCheckpointManager:
         manager = FileCheckpointManager(tmp_path)
         await manager.start()
         (tmp_path / "Partition_0.json").write_text(content)
-        with pytest.raises(CheckpointError, match=r"corrupt checkpoint .*Partition_0\.json: "):
+        with pytest.raises(
+            CheckpointError,
+            match=r"corrupt checkpoint .*Partition_0\.json: .*; restarting fails the same way "
+            r"until it is fixed: restore Partition_0\.json from a backup, or move it out of ",
+        ):
             await manager.read_last(TASK)
 
     async def test_document_format(self, tmp_path: Path) -> None:

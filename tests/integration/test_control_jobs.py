@@ -106,6 +106,28 @@ def streams(source: str | None, words: str, changelog: str | None, tmp_path: Pat
     return cfg
 
 
+def split_and_count(
+    bootstrap: str, prefix: str, source: str, words: str, tmp_path: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two jobs: ``<prefix>-split`` writes the words of ``source`` to the intermediate stream
+    ``words``, ``<prefix>-count`` counts them in a store with a changelog."""
+    split = config(
+        bootstrap,
+        f"{prefix}-split",
+        [source],
+        **{"task.class": "control_jobs:Split"},
+        **streams(source, words, None, tmp_path),
+    )
+    count = config(
+        bootstrap,
+        f"{prefix}-count",
+        [words],
+        **{"task.class": "control_jobs:Count"},
+        **streams(None, words, name("changelog"), tmp_path),
+    )
+    return split, count
+
+
 def counts(bootstrap: str, topic: str) -> Counter[str]:
     total: Counter[str] = Counter()
     for record in asyncio.run(read_all(bootstrap, topic)):
@@ -144,26 +166,35 @@ def test_two_jobs_started_in_either_order_finish_with_exact_counts(
     placed = {p: lines(10 + p, 300) for p in range(3)}
     asyncio.run(produce(kafka_bootstrap, source, framed_source(placed)))
     env = {"SAMZAPY_TEST_WORDS": words, "SAMZAPY_TEST_OUTPUT": out}
-    split = config(
-        kafka_bootstrap,
-        "wc-split",
-        [source],
-        **{"task.class": "control_jobs:Split"},
-        **streams(source, words, None, tmp_path),
-    )
-    count = config(
-        kafka_bootstrap,
-        "wc-count",
-        [words],
-        **{"task.class": "control_jobs:Count"},
-        **streams(None, words, name("changelog"), tmp_path),
-    )
+    split, count = split_and_count(kafka_bootstrap, "wc", source, words, tmp_path)
     first, second = (count, split) if downstream_first else (split, count)
     jobs = [run_job(first, tmp_path, env)]
     wait_for(lambda: any(e["event"] == "container_started" for e in jobs[0].events()), 60, "start")
     jobs.append(run_job(second, tmp_path, env))
     for job in jobs:
         assert job.wait() == 0, job.tail()
+    expected = Counter(w for texts in placed.values() for t in texts for w in t.split())
+    assert counts(kafka_bootstrap, out) == expected
+
+
+def test_downstream_started_after_upstream_finished_reads_the_intermediate_from_oldest(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """No offset default configured anywhere but on the source: Kafka's default is upcoming,
+    yet an intermediate stream starts at oldest (as in Samza), so the late reader finishes."""
+    source, words, out = name("lines"), name("words"), name("counts")
+    asyncio.run(create_topic(kafka_bootstrap, source, 2))
+    placed = {p: lines(20 + p, 200) for p in range(2)}
+    asyncio.run(produce(kafka_bootstrap, source, framed_source(placed)))
+    env = {"SAMZAPY_TEST_WORDS": words, "SAMZAPY_TEST_OUTPUT": out}
+    split, count = split_and_count(kafka_bootstrap, "wc-late", source, words, tmp_path)
+    for cfg in (split, count):
+        del cfg["systems.kafka.default.stream.samza.offset.default"]
+    split["streams.lines.samza.offset.default"] = "oldest"
+    upstream = run_job(split, tmp_path, env)
+    assert upstream.wait() == 0, upstream.tail()
+    downstream = run_job(count, tmp_path, env)
+    assert downstream.wait(timeout=90) == 0, downstream.tail()
     expected = Counter(w for texts in placed.values() for t in texts for w in t.split())
     assert counts(kafka_bootstrap, out) == expected
 

@@ -23,6 +23,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
+import samzapy.spark as samzapy_spark
 from samzapy.control.wire import (
     END_OF_STREAM,
     USER_MESSAGE,
@@ -373,13 +374,25 @@ def test_bad_columns_are_refused_before_anything_is_written(
 
 def test_a_missing_topic_is_named(spark: SparkSession, kafka_bootstrap: str) -> None:
     topic = f"spark-writer-missing-{uuid.uuid4().hex[:10]}"
-    with pytest.raises(SparkWriteError, match=rf"Kafka topic '{topic}' does not exist"):
+    with pytest.raises(
+        SparkWriteError,
+        match=rf"Kafka topic '{topic}' does not exist at .*samzapy\.spark\.create_topic",
+    ):
         write_stream(
             page_views(spark, 4, 2),
             bootstrap_servers=kafka_bootstrap,
             topic=topic,
             key_column="memberId",
         )
+
+
+def test_create_topic_creates_a_missing_topic_once(kafka_bootstrap: str) -> None:
+    topic = f"spark-writer-created-{uuid.uuid4().hex[:10]}"
+    assert samzapy_spark.create_topic(kafka_bootstrap, topic, partitions=3) is True
+    assert samzapy_spark.create_topic(kafka_bootstrap, topic, partitions=5) is False  # kept
+    assert end_offsets(kafka_bootstrap, topic, 3) == [0, 0, 0]
+    with pytest.raises(SparkWriteError, match=r"partitions must be an integer >= 1, got 0"):
+        samzapy_spark.create_topic(kafka_bootstrap, topic, partitions=0)
 
 
 # -- installation -----------------------------------------------------------------------------

@@ -3,14 +3,22 @@
 A message must be bytes (the container serializes with the stream's serde, ``json`` by
 default) without a newline; keys are not stored. The first message to a stream that has no
 partition files creates the directory and the files 0..partition, so the stream never has a
-gap; a partition beyond an existing stream's count is an error. Files stay open and buffered;
-``flush`` writes the buffers and fsyncs every file written since the last flush (the fsyncs
-run in a worker thread so the event loop keeps going).
+gap; a partition beyond an existing stream's count is an error. Files stay open and buffered.
+
+When output is where:
+
+1. a sent line reaches the file (the operating system's page cache, so ``tail -f`` and other
+   readers see it) at most ``LINGER_S`` later, like a Kafka producer's linger: the first send
+   after a write-out schedules the next one on the event loop;
+2. ``flush`` (every commit) writes the buffers and fsyncs every file written since the last
+   flush: only then does the output survive a machine crash (the fsyncs run in a worker
+   thread so the event loop keeps going).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,6 +35,8 @@ from samzapy.system.file.layout import (
 from samzapy.system.ports import SystemProducer
 
 _BUFFER_SIZE = 64 * 1024
+#: The longest a sent line waits in the buffer before it is written to its file (not fsynced).
+LINGER_S = 0.5
 
 
 def _fsync_all(files: Iterable[tuple[int, Path]], directories: Iterable[Path]) -> None:
@@ -45,8 +55,11 @@ def _fsync_all(files: Iterable[tuple[int, Path]], directories: Iterable[Path]) -
 class FileSystemProducer(SystemProducer):
     """Appends lines to partition files under one root directory."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, linger_s: float = LINGER_S) -> None:
         self._root = root
+        self._linger_s = linger_s
+        self._linger: asyncio.TimerHandle | None = None
+        self._written: set[tuple[str, int]] = set()  # sent since the last write-out
         self._files: dict[tuple[str, int], BinaryIO] = {}
         self._paths: dict[tuple[str, int], Path] = {}
         self._dirty: set[tuple[str, int]] = set()
@@ -78,6 +91,29 @@ class FileSystemProducer(SystemProducer):
                 f"cannot write to file system stream {system_stream} ({self._paths[target]}): {exc}"
             ) from exc
         self._dirty.add(target)
+        self._written.add(target)
+        if self._linger is None:
+            self._schedule_write_out()
+
+    def _schedule_write_out(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # sent outside an event loop: the next flush writes it
+            return
+        self._linger = loop.call_later(self._linger_s, self._write_out)
+
+    def _write_out(self) -> None:
+        """1. Hand the buffered lines to the OS, without fsync (a commit's flush does that)."""
+        self._linger = None
+        written, self._written = self._written, set()
+        for target in written:
+            file = self._files.get(target)
+            if file is None:
+                continue
+            # A failure here is not lost: the commit's flush writes the same buffer again
+            # and raises it.
+            with contextlib.suppress(OSError, ValueError):
+                file.flush()
 
     @staticmethod
     def _as_bytes(system_stream: SystemStream, message: Any) -> bytes:
@@ -122,7 +158,7 @@ class FileSystemProducer(SystemProducer):
             await self._flush()
 
     async def _flush(self) -> None:
-        # 1. Move buffered lines into the OS (cheap, on the loop: send may run meanwhile).
+        # 2a. Move buffered lines into the OS (cheap, on the loop: send may run meanwhile).
         synced: list[tuple[int, Path]] = []
         for target in self._dirty:
             path = self._paths[target]
@@ -137,11 +173,14 @@ class FileSystemProducer(SystemProducer):
         self._dirty.clear()
         directories = list(self._new_entries)
         self._new_entries.clear()
-        # 2. Make them durable off the loop.
+        # 2b. Make them durable off the loop.
         if synced or directories:
             await asyncio.to_thread(_fsync_all, synced, directories)
 
     async def stop(self) -> None:
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         try:
             await self.flush()
         finally:

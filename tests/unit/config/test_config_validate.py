@@ -325,3 +325,38 @@ def test_every_problem_is_collected_into_one_error(tmp_path: Any) -> None:
     lines = str(info.value).splitlines()
     assert lines[0] == f"{path}: 4 configuration problems:"
     assert lines[1:] == [f"  {p}" for p in info.value.problems]
+
+
+class TestKeylessSystems:
+    """The file system drops message keys: nothing that is read back by key may live there."""
+
+    FILES = "systems.out.samza.factory: file\nsystems.out.path: /tmp/x\n"
+
+    def test_store_changelog_on_a_file_system_is_refused(self) -> None:
+        assert problems(
+            self.FILES + "stores.counts.factory: inmemory\nstores.counts.changelog: out.log\n"
+        ) == (
+            "stores.counts.changelog: system 'out' (samza.factory file) does not keep message "
+            "keys, which a store changelog needs to restore the store; use a system whose "
+            "samza.factory is memory or kafka",
+        )
+
+    @pytest.mark.parametrize("factory", ["stream", "kafka"])
+    def test_checkpoint_stream_on_a_file_system_is_refused(self, factory: str) -> None:
+        assert problems(
+            self.FILES + f"task.checkpoint.factory: {factory}\ntask.checkpoint.system: out\n"
+        ) == (
+            "task.checkpoint.system: system 'out' (samza.factory file) does not keep message "
+            "keys, which a checkpoint stream needs to tell the tasks apart; use a system whose "
+            "samza.factory is memory or kafka",
+        )
+
+    def test_changelog_and_checkpoints_on_a_memory_system_are_accepted(self) -> None:
+        config = resolved(
+            "stores.counts.factory: inmemory\nstores.counts.changelog: mem.log\n"
+            "task.checkpoint.factory: stream\ntask.checkpoint.system: mem\n"
+        )
+        assert config.task.checkpoint_system == "mem"
+
+    def test_file_checkpoints_stay_allowed_beside_a_file_system(self) -> None:
+        assert resolved(self.FILES + "task.checkpoint.factory: file\n").task.checkpoint_factory

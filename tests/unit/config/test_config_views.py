@@ -225,6 +225,27 @@ def test_stream_settings_win_over_system_defaults() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ("", "oldest"),
+        ("systems.mem.default.stream.samza.offset.default: upcoming\n", "oldest"),
+        ("streams.mid.samza.offset.default: upcoming\n", "upcoming"),
+    ],
+)
+def test_intermediate_streams_start_at_oldest_unless_the_stream_says_otherwise(
+    settings: str, expected: str
+) -> None:
+    config = resolved(
+        "streams.mid.samza.system: mem\nstreams.mid.samza.intermediate: true\n" + settings,
+        "task.inputs=mem.a, mem.mid",
+    )
+    assert config.stream(SystemStream("mem", "mid")).offset_default == expected
+    assert config.stream(SystemStream("mem", "a")).offset_default == (
+        "upcoming" if "systems.mem" in settings else None
+    )
+
+
 def test_control_message_stream_keys_are_exposed() -> None:
     stream = resolved(
         "streams.mid.samza.system: mem\n"

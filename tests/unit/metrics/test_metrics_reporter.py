@@ -184,7 +184,7 @@ class TestReporterFor:
             ("mod:", r"unknown reporter 'mod:'"),
             ("no_such_module_xyz:Cls", r"cannot import module 'no_such_module_xyz'"),
             (f"{__name__}:Missing", rf"module '{__name__}' has no attribute 'Missing'"),
-            (f"{__name__}:NotAReporter", r"must build a samzapy\.metrics\.MetricsReporter, got"),
+            (f"{__name__}:NotAReporter", r"is not a samzapy\.metrics\.MetricsReporter subclass"),
             (f"{__name__}:BrokenReporter", r"with no arguments failed: RuntimeError: no endpoint"),
         ],
     )

@@ -59,7 +59,10 @@ def test_short_names() -> None:
         ("  ", rf"^{KEY} is required for store 'counts'"),
         (5, rf"^{KEY} must be rocksdb, inmemory or a 'module:Class' import path, got 5 \(int\)"),
         ("rocks", rf"^{KEY}: unknown store factory 'rocks': expected rocksdb, inmemory or"),
-        ("no_such_module_zz:Factory", rf"^{KEY}: cannot import module of 'no_such_module_zz"),
+        (
+            "no_such_module_zz:Factory",
+            rf"^{KEY}: cannot import module 'no_such_module_zz' \(from 'no_such_module_zz",
+        ),
         (
             "samzapy.storage.inmemory:InMemoryStorageEngine",
             rf"^{KEY}: 'samzapy.storage.inmemory:InMemoryStorageEngine' is not a "
@@ -92,7 +95,7 @@ def test_import_path_errors(custom_module: str) -> None:
         store_factory_for("counts", f"{custom_module}:NotAFactory")
     with pytest.raises(
         ConfigError,
-        match=rf"^{KEY}: cannot instantiate '{custom_module}.NeedsArguments' with no arguments",
+        match=rf"^{KEY}: creating '{custom_module}.NeedsArguments' with no arguments failed",
     ):
         store_factory_for("counts", f"{custom_module}.NeedsArguments")
 

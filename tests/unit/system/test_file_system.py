@@ -13,6 +13,7 @@ from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.file import FileSystemFactory
 from samzapy.system.file.consumer import CHUNK_SIZE
 from samzapy.system.file.layout import partition_count
+from samzapy.system.file.producer import LINGER_S, FileSystemProducer
 from samzapy.system.ports import OffsetDefault, SystemConsumer
 
 SSP = SystemStreamPartition("files", "in", 0)
@@ -220,6 +221,25 @@ class TestProducer:
         await producer.flush()
         assert read(tmp_path / "out" / "0.jsonl") == b"a\n"
         await producer.stop()
+
+    async def test_sent_lines_reach_the_file_after_the_linger_without_a_flush(
+        self, tmp_path: Path
+    ) -> None:
+        producer = FileSystemProducer(tmp_path, linger_s=0)
+        producer.send(SystemStream("files", "out"), None, None, b"a")
+        producer.send(SystemStream("files", "out"), None, None, b"b")
+        assert read(tmp_path / "out" / "0.jsonl") == b""  # the write-out is scheduled
+        for _ in range(3):
+            await asyncio.sleep(0)  # let the loop run the zero-delay timer
+        assert read(tmp_path / "out" / "0.jsonl") == b"a\nb\n"
+        producer.send(SystemStream("files", "out"), None, None, b"c")  # schedules the next one
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert read(tmp_path / "out" / "0.jsonl") == b"a\nb\nc\n"
+        await producer.stop()
+
+    def test_the_default_linger_keeps_tail_f_within_a_second(self) -> None:
+        assert 0 < LINGER_S <= 1.0
 
     async def test_partition_beyond_an_existing_stream(self, tmp_path: Path) -> None:
         await factory(tmp_path).get_admin().create_stream("out", 2)

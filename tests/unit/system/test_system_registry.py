@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from samzapy.api.errors import ConfigError
+from samzapy.config.classes import load_class
 from samzapy.system.file import FileSystemFactory
 from samzapy.system.inmemory import InMemorySystemFactory
 from samzapy.system.ports import SystemAdmin, SystemConsumer, SystemFactory, SystemProducer
-from samzapy.system.registry import load_class, system_factory_class
+from samzapy.system.registry import system_factory_class
 
 KEY = "systems.events.samza.factory"
 
@@ -58,10 +59,13 @@ def test_names_and_paths(name: str, expected: type[SystemFactory]) -> None:
     ("name", "message"),
     [
         ("mem", r"unknown system factory 'mem': expected one of file, kafka, memory"),
-        ("no_such_module_zz:Factory", r"cannot import module of 'no_such_module_zz:Factory'"),
+        (
+            "no_such_module_zz:Factory",
+            r"cannot import module 'no_such_module_zz' \(from 'no_such_module_zz:Factory'\)",
+        ),
         (f"{__name__}:Missing", r"module '.*' has no attribute 'Missing'"),
         (f"{__name__}:NotAFactory", r"is not a samzapy\.system\.ports\.SystemFactory subclass"),
-        (f"{__name__}:NOT_A_CLASS", r"is a int, expected a class"),
+        (f"{__name__}:NOT_A_CLASS", r"is an int, expected a class"),
         (":Factory", r"must be a 'module:Class'"),
     ],
 )
@@ -84,5 +88,11 @@ def test_kafka_is_imported_only_when_named() -> None:
 def test_load_class_reports_failing_modules(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "broken_module_zz.py").write_text("raise RuntimeError('boom')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(ConfigError, match=r"k: importing 'broken_module_zz' .* RuntimeError: boom"):
+    with pytest.raises(
+        ConfigError,
+        match=(
+            r"^k: importing module 'broken_module_zz' \(from 'broken_module_zz:Thing'\) failed: "
+            r"RuntimeError: boom \(broken_module_zz.py, line 1\)$"
+        ),
+    ):
         load_class("broken_module_zz:Thing", key="k")
