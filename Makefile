@@ -8,12 +8,13 @@ PY := $(VENV)/bin/python
 PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3.11 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
 
-.PHONY: help venv run demo test lint docker-lint typecheck check unit bench bench-kafka bench-state bench-spark clean kafka-fetch kafka-up kafka-down spark-fetch
+.PHONY: help venv run demo test docker-test lint docker-lint typecheck check unit bench bench-kafka bench-state bench-spark clean kafka-fetch kafka-up kafka-down spark-fetch
 
 help:
 	@echo "make run        run the quick-start job on the file system (no broker needed)"
 	@echo "make demo       the PySpark pipeline: own broker, Spark batch -> Kafka -> samzapy job, summary"
 	@echo "make test       lint, type-check, import layers, then the whole test suite"
+	@echo "make docker-test build the image on a Docker engine of its own and run jobs in it"
 	@echo "make bench      run-loop throughput benchmark (figures with their references)"
 	@echo "make bench-kafka consume -> produce over a real broker, beside a plain aiokafka loop"
 	@echo "make bench-state stateful count (RocksDB + changelog) beside pass-through; restore rate"
@@ -61,6 +62,11 @@ demo: $(VENV)/.installed
 
 test: check
 	$(PY) -m pytest -q
+
+# Starts a Docker engine of its own (installing Debian's docker.io if needed, as root), builds
+# the image on a base made from Debian's packages, runs tests/docker, then stops the engine.
+docker-test: $(VENV)/.installed
+	scripts/docker.sh with $(PY) -m pytest -q tests/docker
 
 unit: $(VENV)/.installed
 	$(PY) -m pytest -q tests/unit tests/contract
