@@ -18,7 +18,7 @@ import samzapy
 from samzapy.api.errors import SerdeError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.kafka import KafkaSystemConsumer, KafkaSystemProducer, kafka_settings
-from samzapy.system.kafka.connection import ContactWatch, connect
+from samzapy.system.kafka.connection import OUTAGES, ContactWatch, connect, retrying
 from samzapy.system.kafka.consumer import start_position
 from samzapy.system.kafka.errors import describe, error_name
 from samzapy.system.ports import OffsetBounds, OffsetDefault
@@ -142,9 +142,10 @@ class TestConnect:
         ):
             await connect(unreachable, servers="h:1", timeout_ms=0, system="k", client="admin")
         assert len(attempts) == 1
-        assert [(e["event"], e["attempt"], e["bootstrap_servers"]) for e in logs] == [
-            ("broker_unreachable", 1, "h:1")
+        assert [(e["event"], e["bootstrap_servers"], e["client"]) for e in logs] == [
+            ("broker_unreachable", "h:1", "admin")
         ]
+        assert not OUTAGES.is_open("k", "h:1"), "a failed job's outage stays open"
 
     async def test_retries_until_the_broker_answers(self) -> None:
         answers = iter([kafka_errors.KafkaConnectionError("down"), "client"])
@@ -158,7 +159,10 @@ class TestConnect:
         with capture_logs() as logs:
             client = await connect(flaky, servers="h:1", timeout_ms=10_000, system="k", client="c")
         assert client == "client"
-        assert [e["error"] for e in logs] == ["KafkaConnectionError: down"]
+        assert [(e["event"], e.get("error"), e.get("failed_attempts")) for e in logs] == [
+            ("broker_unreachable", "KafkaConnectionError: down", None),
+            ("broker_reachable", None, 1),
+        ]
 
     async def test_other_kafka_errors_fail_at_once(self) -> None:
         async def refused() -> None:
@@ -170,6 +174,83 @@ class TestConnect:
             r"SaslAuthenticationFailed: .*bad password",
         ):
             await connect(refused, servers="h:1", timeout_ms=60_000, system="k", client="producer")
+
+
+class TestOneOutageIsTwoLines:
+    async def test_every_client_and_attempt_of_an_outage_shares_one_pair_of_events(self) -> None:
+        down = [True]
+
+        async def call() -> str:
+            if down[0]:
+                raise kafka_errors.NodeNotReadyError("node 1")
+            return "described"
+
+        async def restore() -> None:
+            await asyncio.sleep(1.2)  # two failed attempts of each caller (0 and 0.5 s); 1.5 s works
+            down[0] = False
+
+        def retried(client: str) -> Any:
+            return retrying(
+                call,
+                what="describe Kafka topics ['t']",
+                fatal=None,
+                servers="h:2",
+                timeout_ms=10_000,
+                system="k",
+                client=client,
+            )
+
+        with capture_logs() as logs:
+            results = await asyncio.gather(retried("admin"), retried("producer"), restore())
+        assert results[:2] == ["described", "described"]
+        assert [(e["event"], e["log_level"]) for e in logs] == [
+            ("broker_unreachable", "warning"),
+            ("broker_reachable", "info"),
+        ]
+        assert logs[0]["error"] == "NodeNotReadyError: node 1"
+        assert logs[1]["failed_attempts"] == 4 and logs[1]["outage_s"] >= 1.0
+
+    async def test_a_call_gives_up_after_the_timeout_naming_what_it_did_and_the_key(
+        self,
+    ) -> None:
+        async def call() -> None:
+            raise kafka_errors.NodeNotReadyError("node 1")
+
+        with pytest.raises(
+            StreamSystemError,
+            match=r"^cannot reach Kafka at h:3 to describe Kafka topics \['t'\] after 2 attempts "
+            r"over 0\.5 s: NodeNotReadyError: node 1 \(system 'k'; check "
+            r"systems\.k\.bootstrap\.servers, or allow more time with "
+            r"systems\.k\.connect\.timeout\.ms, now 500\)$",
+        ):
+            await retrying(
+                call,
+                what="describe Kafka topics ['t']",
+                fatal=None,
+                servers="h:3",
+                timeout_ms=500,
+                system="k",
+                client="admin",
+            )
+
+    async def test_other_errors_are_not_retried(self) -> None:
+        calls: list[int] = []
+
+        async def call() -> None:
+            calls.append(1)
+            raise kafka_errors.TopicAuthorizationFailedError("t")
+
+        with pytest.raises(StreamSystemError, match=r"^cannot describe: TopicAuthorization"):
+            await retrying(
+                call,
+                what="describe",
+                fatal=lambda exc: StreamSystemError(f"cannot describe: {describe(exc)}"),
+                servers="h:4",
+                timeout_ms=10_000,
+                system="k",
+                client="admin",
+            )
+        assert calls == [1]
 
 
 class TestContactWatch:
