@@ -36,7 +36,9 @@ JOB_FILE = REPO / "configs" / "kafka-pageviews.yaml"
 pytestmark = pytest.mark.timeout(300)
 
 
-def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess[str]:
+def docker(
+    *args: str, timeout: float = 120, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         ["docker", *args], capture_output=True, text=True, timeout=timeout, check=False
     )

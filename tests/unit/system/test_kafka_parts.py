@@ -186,7 +186,9 @@ class TestOneOutageIsTwoLines:
             return "described"
 
         async def restore() -> None:
-            await asyncio.sleep(1.2)  # two failed attempts of each caller (0 and 0.5 s); 1.5 s works
+            await asyncio.sleep(
+                1.2
+            )  # two failed attempts of each caller (0 and 0.5 s); 1.5 s works
             down[0] = False
 
         def retried(client: str) -> Any:
