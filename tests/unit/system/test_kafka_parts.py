@@ -331,3 +331,20 @@ def test_only_the_kafka_package_imports_aiokafka() -> None:
                 importers.append(path.relative_to(root).as_posix())
     assert importers, "the kafka package imports aiokafka"
     assert {p for p in importers if not p.startswith("system/kafka/")} == set()
+
+
+def test_every_transient_client_message_is_one_aiokafka_logs() -> None:
+    """An aiokafka release that rewords a message would let it through at error level again."""
+    import aiokafka
+
+    from samzapy.system.kafka.client_logs import TRANSIENT_MESSAGES
+
+    literals: set[str] = set()
+    for path in Path(aiokafka.__file__).parent.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        literals.update(
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        )
+    assert TRANSIENT_MESSAGES - literals == set()
