@@ -32,8 +32,7 @@ TRANSIENT_MESSAGES: Final = frozenset(
         "Error sending %s to node %s [%s] -- marking coordinator dead",
         "Heartbeat send request failed: %s. Will retry.",
         "Marking the coordinator dead (node %s)for group %s.",
-        "Heartbeat failed for group %s: coordinator (node %s) is either not started or not "
-        "valid",
+        "Heartbeat failed for group %s: coordinator (node %s) is either not started or not valid",
         "Got error produce response: %s",
         "Cannot send %r to %s: %r",
         "Could not send %r: %r",
