@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -23,12 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from samzapy.checkpoint.stream import checkpoint_stream_name
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+from test_kafka_jobs import read_all  # noqa: E402
+
 IMAGE = os.environ.get("SAMZAPY_DOCKER_IMAGE", "")
 UID = 10001  # the Dockerfile's USER
 JOB_FILE = REPO / "configs" / "kafka-pageviews.yaml"
@@ -169,29 +173,9 @@ async def _produce(bootstrap: str, topic: str, members: list[str]) -> dict[str, 
     return ends
 
 
-async def _read(bootstrap: str, topic: str) -> list[Any]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        await consumer._client.force_metadata_update()
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        if not tps:
-            return []
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        end = await consumer.end_offsets(tps)
-        records: list[Any] = []
-        while [tp for tp in tps if await consumer.position(tp) < end[tp]]:
-            for batch in (await consumer.getmany(*tps, timeout_ms=1000)).values():
-                records.extend(batch)
-        return records
-    finally:
-        await consumer.stop()
-
-
 def latest_counts(bootstrap: str, topic: str) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for record in asyncio.run(_read(bootstrap, topic)):
+    for record in asyncio.run(read_all(bootstrap, topic)):
         value = json.loads(record.value)
         counts[value["member_id"]] = value["views"]
     return counts
@@ -200,7 +184,7 @@ def latest_counts(bootstrap: str, topic: str) -> dict[str, int]:
 def checkpointed_offsets(bootstrap: str, job: str, job_id: str) -> dict[str, int]:
     """partition -> the offset of the last message the final checkpoints cover."""
     latest: dict[bytes, Any] = {}
-    for record in asyncio.run(_read(bootstrap, checkpoint_stream_name(job, job_id))):
+    for record in asyncio.run(read_all(bootstrap, checkpoint_stream_name(job, job_id))):
         latest[record.key] = record.value
     offsets: dict[str, int] = {}
     for value in latest.values():

@@ -44,6 +44,16 @@ def noisy(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e["level"] in ("warning", "error", "critical")]
 
 
+def tagging_job(bootstrap: str, tmp_path: Path, n: int) -> tuple[Path, str]:
+    """A job file of kafka_jobs:Tag over a new 2-partition topic holding ``n`` messages
+    (values 0..n-1), and the name of its output topic."""
+    source, out = name("in"), name("out")
+    asyncio.run(create_topic(bootstrap, source, 2))
+    asyncio.run(create_topic(bootstrap, out, 2))
+    asyncio.run(produce(bootstrap, source, [(i % 2, None, str(i).encode()) for i in range(n)]))
+    return job_file(tmp_path, bootstrap, source, **{"task.commit.ms": 200}), out
+
+
 def complete(bootstrap: str, out: str, n: int) -> bool:
     if output_count(bootstrap, out) < n:
         return False
@@ -87,12 +97,8 @@ def test_a_broker_stopped_as_the_job_starts_is_waited_for(
     own_kafka_broker: ScriptBroker, tmp_path: Path, after: str | None
 ) -> None:
     bootstrap = own_kafka_broker.bootstrap
-    source, out = name("in"), name("out")
-    asyncio.run(create_topic(bootstrap, source, 2))
-    asyncio.run(create_topic(bootstrap, out, 2))
     n = 2_000
-    asyncio.run(produce(bootstrap, source, [(i % 2, None, str(i).encode()) for i in range(n)]))
-    job = job_file(tmp_path, bootstrap, source, **{"task.commit.ms": 200})
+    job, out = tagging_job(bootstrap, tmp_path, n)
     run = Job(job, out, tmp_path / "job.log")
     if after is not None:
         wait_for(lambda: after in {e["event"] for e in run.events()}, 60, after, run.proc)
@@ -112,20 +118,18 @@ def test_a_broker_stopped_mid_run_is_ridden_out_with_a_handful_of_lines(
     own_kafka_broker: ScriptBroker, tmp_path: Path
 ) -> None:
     bootstrap = own_kafka_broker.bootstrap
-    source, out = name("in"), name("out")
-    asyncio.run(create_topic(bootstrap, source, 2))
-    asyncio.run(create_topic(bootstrap, out, 2))
     n = 20_000
-    asyncio.run(produce(bootstrap, source, [(i % 2, None, str(i).encode()) for i in range(n)]))
-    job = job_file(tmp_path, bootstrap, source, **{"task.commit.ms": 200})
+    job, out = tagging_job(bootstrap, tmp_path, n)
     # 0.5 ms per message keeps the job busy for about 10 s: the outage comes mid-run.
     run = Job(job, out, tmp_path / "job.log", delay_ms=0.5)
     wait_for(lambda: output_count(bootstrap, out) >= 2_000, 120, "2k outputs", run.proc)
+    before_outage = output_count(bootstrap, out)
     own_kafka_broker.down()
     time.sleep(8)  # about 800 client log lines a run used to print for this
     own_kafka_broker.up()
     wait_for(lambda: complete(bootstrap, out, n), 180, "every input's output", run.proc)
     assert run.stop() == 0
+    assert before_outage < n, "the outage should come while the job still has work"
     events = run.events()
     names = [e["event"] for e in events]
     assert names.count("broker_unreachable") == names.count("broker_reachable") == 1, names
