@@ -17,6 +17,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import NodeNotReadyError
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
@@ -28,6 +29,7 @@ from samzapy.system.kafka.errors import (
     UNKNOWN_TOPIC_OR_PARTITION,
     error_name,
     stream_error,
+    transient_topic_error,
     where,
 )
 from samzapy.system.kafka.settings import KafkaSettings
@@ -173,8 +175,16 @@ class KafkaSystemAdmin(SystemAdmin):
             f"create {where(stream)} with {partitions} partitions and replication "
             f"factor {replicas}" + (f" and config {topic_configs}" if topic_configs else "")
         )
+
+        async def create() -> Any:
+            response = await admin.create_topics([new_topic])
+            for _topic, code, message, *_ in response.topic_errors:
+                if transient_topic_error(code, message):
+                    raise NodeNotReadyError(f"{error_name(code)}: {message}")
+            return response
+
         # A retry after a lost answer finds the topic created: TOPIC_ALREADY_EXISTS, fine.
-        response = await self._call(lambda: admin.create_topics([new_topic]), what)
+        response = await self._call(create, what)
         for _topic, code, message, *_ in response.topic_errors:
             if code == TOPIC_ALREADY_EXISTS:
                 break  # an existing stream is left as it is, whatever its count

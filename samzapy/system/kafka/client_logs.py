@@ -34,6 +34,8 @@ TRANSIENT_MESSAGES: Final = frozenset(
         "Marking the coordinator dead (node %s)for group %s.",
         "Heartbeat failed for group %s: coordinator (node %s) is either not started or not valid",
         "Got error produce response: %s",
+        "Got error produce response on topic-partition %s, retrying. Error: %s",
+        "Heartbeat session expired - marking coordinator dead",
         "Cannot send %r to %s: %r",
         "Could not send %r: %r",
     }

@@ -48,10 +48,24 @@ class Outages:
 
     def __init__(self) -> None:
         self._open: dict[tuple[str, str], tuple[float, int]] = {}
+        self._answered: dict[tuple[str, str], float] = {}
 
-    def failed(self, system: str, servers: str, client: str, error: BaseException) -> None:
-        """A client of ``system`` could not reach ``servers``: log it if no outage is open."""
+    def failed(
+        self,
+        system: str,
+        servers: str,
+        client: str,
+        error: BaseException,
+        attempted_at: float | None = None,
+    ) -> None:
+        """A client of ``system`` could not reach ``servers``: log it if no outage is open.
+
+        An attempt made (``attempted_at``, ``time.monotonic()``) before the brokers last
+        answered is stale (it began during the outage just closed) and is not a new outage.
+        """
         key = (system, servers)
+        if attempted_at is not None and attempted_at < self._answered.get(key, -1.0):
+            return
         opened = self._open.get(key)
         if opened is not None:
             self._open[key] = (opened[0], opened[1] + 1)
@@ -69,6 +83,7 @@ class Outages:
         """A client of ``system`` was answered: close the open outage, if any."""
         opened = self._open.pop((system, servers), None)
         if opened is not None:
+            self._answered[(system, servers)] = time.monotonic()
             log.info(
                 "broker_reachable",
                 system=system,
@@ -141,6 +156,7 @@ async def retrying(
     attempt = 0
     while True:
         attempt += 1
+        attempted_at = time.monotonic()
         try:
             async with asyncio.timeout(max(deadline - loop.time(), MIN_ATTEMPT_S)):
                 result = await call()
@@ -156,7 +172,7 @@ async def retrying(
         now = loop.time()
         if first_failure is None:  # the clock starts at the first failure
             first_failure, deadline = now, now + timeout_ms / 1000
-        OUTAGES.failed(system, servers, client, last)
+        OUTAGES.failed(system, servers, client, last, attempted_at)
         if now >= deadline:
             OUTAGES.gave_up(system, servers)
             doing = f" to {what}" if what else ""
@@ -249,13 +265,14 @@ class ContactWatch:
             self._probing = self._loop.create_task(self._run_probe())
 
     async def _run_probe(self) -> None:
+        attempted_at = time.monotonic()
         try:
             async with asyncio.timeout(max(self._interval_s, MIN_ATTEMPT_S)):
                 await self._probe()
         except UNREACHABLE as exc:
             self._failures += 1
             self._error = exc
-            OUTAGES.failed(self._system, self._servers, self._client, exc)
+            OUTAGES.failed(self._system, self._servers, self._client, exc, attempted_at)
         except KAFKA_ERRORS as exc:
             self._fatal = exc
         else:

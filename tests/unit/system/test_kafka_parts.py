@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import samzapy
 from samzapy.api.errors import SerdeError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.kafka import KafkaSystemConsumer, KafkaSystemProducer, kafka_settings
-from samzapy.system.kafka.connection import OUTAGES, ContactWatch, connect, retrying
+from samzapy.system.kafka.connection import OUTAGES, ContactWatch, Outages, connect, retrying
 from samzapy.system.kafka.consumer import start_position
 from samzapy.system.kafka.errors import describe, error_name
 from samzapy.system.ports import OffsetBounds, OffsetDefault
@@ -212,6 +213,21 @@ class TestOneOutageIsTwoLines:
         assert logs[0]["error"] == "NodeNotReadyError: node 1"
         assert logs[1]["failed_attempts"] == 4 and logs[1]["outage_s"] >= 1.0
 
+    def test_an_attempt_begun_during_the_outage_just_closed_opens_no_new_one(self) -> None:
+        outages = Outages()
+        error = kafka_errors.KafkaConnectionError("refused")
+        with capture_logs() as logs:
+            outages.failed("k", "h:5", "consumer", error)
+            begun = time.monotonic()  # a probe starts while the broker is still away
+            outages.answered("k", "h:5")
+            outages.failed("k", "h:5", "consumer", TimeoutError(), attempted_at=begun)
+            outages.failed("k", "h:5", "consumer", error, attempted_at=time.monotonic())
+        assert [e["event"] for e in logs] == [
+            "broker_unreachable",
+            "broker_reachable",
+            "broker_unreachable",  # a fresh attempt failing is a new outage
+        ]
+
     async def test_a_call_gives_up_after_the_timeout_naming_what_it_did_and_the_key(
         self,
     ) -> None:
@@ -348,3 +364,24 @@ def test_every_transient_client_message_is_one_aiokafka_logs() -> None:
             if isinstance(node, ast.Constant) and isinstance(node.value, str)
         )
     assert TRANSIENT_MESSAGES - literals == set()
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "transient"),
+    [
+        (
+            38,
+            "Unable to replicate the partition 1 time(s): All brokers are currently fenced.",
+            True,
+        ),
+        (38, "Replication factor: 3 larger than available brokers: 1.", False),
+        (41, "This is not the correct controller for this cluster.", True),
+        (36, "Topic 't' already exists.", False),
+    ],
+)
+def test_a_fenced_broker_is_a_transient_topic_error(
+    code: int, message: str, transient: bool
+) -> None:
+    from samzapy.system.kafka.errors import transient_topic_error
+
+    assert transient_topic_error(code, message) is transient
