@@ -4,8 +4,11 @@
 #         docker run --rm -v $PWD/job.yaml:/etc/samzapy/job.yaml samzapy
 #         docker run --rm samzapy validate /etc/samzapy/job.yaml
 # tests/cli/test_dockerfile.py lints this file with hadolint and replays its steps in a
-# virtualenv; its parser knows FROM, ENV, RUN, WORKDIR, COPY, USER, EXPOSE, ENTRYPOINT, CMD.
-FROM python:3.12.7-slim-bookworm
+# virtualenv; its parser knows ARG, FROM, ENV, RUN, WORKDIR, COPY, USER, EXPOSE, ENTRYPOINT,
+# CMD. `make docker-test` builds it for real on a base image made from Debian's packages
+# (scripts/docker.sh passes --build-arg BASE_IMAGE=samzapy-base:bookworm: Debian's Python 3.11).
+ARG BASE_IMAGE=python:3.12.7-slim-bookworm
+FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

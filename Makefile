@@ -11,13 +11,14 @@ PY := $(VENV)/bin/python
 PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3.11 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
 
-.PHONY: help venv run demo test test-pythons lint docker-lint typecheck check unit bench bench-kafka bench-state bench-spark clean kafka-fetch kafka-up kafka-down spark-fetch
+.PHONY: help venv run demo test test-pythons docker-test lint docker-lint typecheck check unit bench bench-kafka bench-state bench-spark clean kafka-fetch kafka-up kafka-down spark-fetch
 
 help:
 	@echo "make run        run the quick-start job on the file system (no broker; the first run installs the runtime, about 15 s)"
 	@echo "make demo       the PySpark pipeline: own broker, Spark batch -> Kafka -> samzapy job, summary"
 	@echo "make test       lint, type-check, import layers, the whole suite, then the unit and"
 	@echo "                contract suites on every other claimed Python (3.11, 3.13)"
+	@echo "make docker-test build the image on a Docker engine of its own and run jobs in it"
 	@echo "make bench      run-loop throughput benchmark (figures with their references)"
 	@echo "make bench-kafka consume -> produce over a real broker, beside a plain aiokafka loop"
 	@echo "make bench-state stateful count (RocksDB + changelog) beside pass-through; restore rate"
@@ -82,6 +83,11 @@ test: check
 # claims, each in a virtualenv of its own (.venv-3.x); a missing interpreter fails.
 test-pythons: $(VENV)/.installed
 	scripts/pythons.sh $$(scripts/pythons.sh --list | grep -vx "$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')")
+
+# Starts a Docker engine of its own (installing Debian's docker.io if needed, as root), builds
+# the image on a base made from Debian's packages, runs tests/docker, then stops the engine.
+docker-test: $(VENV)/.installed
+	scripts/docker.sh with $(PY) -m pytest -q tests/docker
 
 unit: $(VENV)/.installed
 	$(PY) -m pytest -q tests/unit tests/contract

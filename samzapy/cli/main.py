@@ -34,9 +34,10 @@ from structlog.typing import FilteringBoundLogger
 
 from samzapy import __version__
 from samzapy.api.errors import ConfigError, SamzapyError
-from samzapy.cli.logging import FORMATS, LEVELS, configure_logging
+from samzapy.cli.logging import FORMATS, LEVELS, add_secrets, configure_logging, scrub
 from samzapy.config import load_config, resolve
 from samzapy.config.classes import TASK_CLASS_KEY, load_task_class, split_class_path
+from samzapy.config.secrets import extra_patterns, redacted, secret_values
 from samzapy.container.event_loop import loop_factory
 
 if TYPE_CHECKING:
@@ -106,7 +107,13 @@ def _load(job_yaml: str, overrides: Sequence[str]) -> ResolvedConfig:
     if not path.is_file():
         raise ConfigError(f"job file {job_yaml!r} does not exist or is not a file")
     try:
-        return resolve(load_config(path, overrides=overrides))
+        config = load_config(path, overrides=overrides)
+    except OSError as exc:
+        raise ConfigError(f"job file {job_yaml!r} cannot be read: {exc}") from exc
+    # Before anything can log the config's values: from here on they are scrubbed.
+    add_secrets(secret_values(config))
+    try:
+        return resolve(config)
     except OSError as exc:
         raise ConfigError(f"job file {job_yaml!r} cannot be read: {exc}") from exc
 
@@ -129,9 +136,10 @@ def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
     problems.extend(_task_class_problems(job_yaml, overrides, resolved, problems))
     if problems or resolved is None:
         for problem in problems:
-            print(problem, file=sys.stderr)
+            print(scrub(problem), file=sys.stderr)
         return EXIT_CONFIG
-    text = yaml.safe_dump(_plain(resolved.to_dict()), sort_keys=True, allow_unicode=True)
+    values = redacted(resolved.to_dict(), extra_patterns(resolved.raw))
+    text = yaml.safe_dump(_plain(values), sort_keys=True, allow_unicode=True)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -179,6 +179,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
         "job.coordinator.session.timeout.ms", _I, 10000, "Group session timeout.", minimum=1000
     ),
     ConfigKey("job.logged.store.base.dir", _S, "./state", "Where local stores live."),
+    ConfigKey("job.redacted.keys", _L, (), "Further secret keys (globs), never shown."),
     # task
     ConfigKey("task.class", _S, None, "The task: 'module:Class' or 'dotted.Class'.", required=True),
     ConfigKey("task.inputs", _L, None, "Input streams, 'system.stream'.", required=True),

@@ -31,6 +31,7 @@ from samzapy.config.schema import (
     keys_in,
     lookup,
 )
+from samzapy.config.secrets import is_secret
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _MODULE_CLASS = re.compile(rf"{_IDENT}(?:\.{_IDENT})*:{_IDENT}(?:\.{_IDENT})*")
@@ -160,7 +161,8 @@ class _Checker:
         try:
             self.values[key] = spec.coerce(value)
         except ValueError:
-            self.problem(key, f"{key} must be {spec.expected}, got {value!r}")
+            shown = f"a {type(value).__name__}" if is_secret(key) else repr(value)
+            self.problem(key, f"{key} must be {spec.expected}, got {shown}")
             return
         if spec.pattern.endswith(".serde"):
             self.serde_keys.append(key)

@@ -31,6 +31,11 @@ Naming rule, from samzapy's ``(group, name)`` to a Prometheus series:
    (a bucket counts the timer's own log-spaced buckets that lie wholly below its bound, so
    it is exact to within 1/8 of an octave).
 
+5. HELP says what the metric means and its unit, from ``MetricsRegistry.description``
+   (the container's metrics are described in ``catalogue.DESCRIPTIONS``):
+   ``Time one commit took, flushes and checkpoint write included (seconds).``; a metric
+   nobody described says so.
+
 A metric whose series would clash with one already exported in the same scrape (two names that
 sanitize alike, or one name used by two kinds) is left out and logged once as
 ``metric_not_exported``; a gauge whose function fails is left out of each scrape it fails in
@@ -161,15 +166,23 @@ class RegistryCollector:
                     self._logger.exception("metric_read_failed", group=group, metric=name)
                 continue
             if family is None:
-                of = f"groups '{group.partition('.')[0]}.*'" if labels else f"group '{group}'"
                 family = families[family_name] = Family(
-                    family_name, f"samzapy {typ} '{name}' of {of}", typ
+                    family_name, self._help(group, name, typ, labels), typ
                 )
                 owners.update(dict.fromkeys(sample_names, family_name))
             series.add(key)
             for sample_name, sample_labels, value in samples:
                 family.add_sample(sample_name, sample_labels, value)
         return list(families.values())
+
+    def _help(self, group: str, name: str, typ: str, labels: dict[str, str]) -> str:
+        """The HELP text: what the metric means and its unit (rule 5)."""
+        described = self._registry.description(name)
+        if described is not None:
+            unit = f" ({described.unit})" if described.unit else ""
+            return f"{described.help}{unit}."
+        of = f"groups '{group.partition('.')[0]}.*'" if labels else f"group '{group}'"
+        return f"samzapy {typ} '{name}' of {of} (not described)."
 
     def _report_clash(self, group: str, name: str, family_name: str, reason: str) -> None:
         if (group, name) in self._reported_clashes:

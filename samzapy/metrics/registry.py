@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from samzapy.metrics.catalogue import DESCRIPTIONS, Description
+
 _SUB_BITS = 3
 _SUB_COUNT = 1 << _SUB_BITS  # linear sub-buckets per power of two
 # Values below 2 * _SUB_COUNT ns get a bucket each; above, a bucket spans 1/8 of its octave.
@@ -39,12 +41,33 @@ class Counter:
     def __init__(self) -> None:
         self.count = 0
 
+    @classmethod
+    def of(cls, fn: Callable[[], int]) -> Counter:
+        """A counter whose count is ``fn()``, read each time: for a count its owner already
+        keeps (``lambda: run_loop.processed``), so the hot path pays nothing. ``fn`` must
+        never go down for the life of the registry."""
+        return _ReadCounter(fn)
+
     def inc(self, n: int = 1) -> None:
         """Add ``n`` (default 1) to the count."""
         self.count += n
 
     def __repr__(self) -> str:
         return f"Counter(count={self.count})"
+
+
+class _ReadCounter(Counter):
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[[], int]) -> None:
+        self._fn = fn
+
+    @property
+    def count(self) -> int:  # type: ignore[override]
+        return self._fn()
+
+    def inc(self, n: int = 1) -> None:
+        raise TypeError("this counter reads its count from a function; inc() is not allowed")
 
 
 class Gauge:
@@ -170,27 +193,64 @@ class MetricsRegistry:
     their metrics up once and keep the reference for the hot path.
     """
 
-    __slots__ = ("_groups",)
+    __slots__ = ("_descriptions", "_groups")
 
     def __init__(self) -> None:
         self._groups: dict[str, dict[str, Metric]] = {}
+        self._descriptions: dict[str, Description] = {}
 
-    def counter(self, group: str, name: str) -> Counter:
-        """The counter ``name`` of ``group``, created at 0 on first use."""
-        return self._get(group, name, Counter, Counter)
+    def counter(
+        self,
+        group: str,
+        name: str,
+        fn: Callable[[], int] | None = None,
+        *,
+        help: str | None = None,
+        unit: str | None = None,
+    ) -> Counter:
+        """The counter ``name`` of ``group``, created at 0 on first use; with ``fn``, created
+        as ``Counter.of(fn)`` (used only when the counter is created). ``help`` and ``unit``
+        describe the name (see ``describe``)."""
+        self._describe_if_given(name, help, unit)
+        if fn is None:
+            return self._get(group, name, Counter, Counter)
+        return self._get(group, name, Counter, lambda: Counter.of(fn))
 
-    def gauge(self, group: str, name: str, fn: Callable[[], float] | None = None) -> Gauge:
+    def gauge(
+        self,
+        group: str,
+        name: str,
+        fn: Callable[[], float] | None = None,
+        *,
+        help: str | None = None,
+        unit: str | None = None,
+    ) -> Gauge:
         """The gauge ``name`` of ``group``; with ``fn``, created as ``Gauge.of(fn)``.
 
         ``fn`` is only used when the gauge is created; an existing gauge is returned as is.
         """
+        self._describe_if_given(name, help, unit)
         if fn is None:
             return self._get(group, name, Gauge, Gauge)
         return self._get(group, name, Gauge, lambda: Gauge.of(fn))
 
-    def timer(self, group: str, name: str) -> Timer:
-        """The timer ``name`` of ``group``, created empty on first use."""
+    def timer(self, group: str, name: str, *, help: str | None = None) -> Timer:
+        """The timer ``name`` of ``group``, created empty on first use (unit: seconds)."""
+        self._describe_if_given(name, help, "seconds")
         return self._get(group, name, Timer, Timer)
+
+    def describe(self, name: str, help: str, unit: str) -> None:
+        """Say what metrics called ``name`` mean, in every group, and their unit: Prometheus'
+        HELP text. ``catalogue.DESCRIPTIONS`` describes the container's own metrics."""
+        self._descriptions[name] = Description(help, unit)
+
+    def description(self, name: str) -> Description | None:
+        """What ``describe`` said about ``name``, else the catalogue's entry, else None."""
+        return self._descriptions.get(name) or DESCRIPTIONS.get(name)
+
+    def _describe_if_given(self, name: str, help: str | None, unit: str | None) -> None:
+        if help is not None:
+            self.describe(name, help, unit or "")
 
     def groups(self) -> list[str]:
         """The names of the groups that hold at least one metric, in creation order."""
@@ -240,4 +300,4 @@ class MetricsRegistry:
         return metric
 
 
-__all__ = ["Counter", "Gauge", "Metric", "MetricsRegistry", "Timer"]
+__all__ = ["Counter", "Description", "Gauge", "Metric", "MetricsRegistry", "Timer"]

@@ -76,10 +76,17 @@ def instructions(text: str) -> list[tuple[str, str]]:
 def parse_dockerfile(text: str) -> Image:
     """The Image of a single-stage Dockerfile; an instruction the replay cannot follow fails."""
     image = Image()
+    build_args: dict[str, str] = {}
     for name, args in instructions(text):
-        if name == "FROM":
+        if name == "ARG":
+            assert not image.base, f"ARG {args} after FROM is not replayed"
+            key, sep, default = args.partition("=")
+            assert sep, f"ARG {key} needs a default: the published image is built without it"
+            build_args[key] = default
+        elif name == "FROM":
             assert not image.base, "multi-stage builds are not replayed: one FROM expected"
-            image.base = args
+            # The image as published: every build argument at its default.
+            image.base = re.sub(r"\$\{(\w+)\}", lambda m: build_args[m[1]], args)
         elif name == "ENV":
             tokens = shlex.split(args)
             if "=" not in tokens[0]:  # legacy form: ENV KEY VALUE

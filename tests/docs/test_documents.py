@@ -103,8 +103,8 @@ def test_the_readme_opens_with_the_run_and_test_commands_ci_uses() -> None:
     first, second = blocks("README.md")[:2]
     assert first.text.strip() == "make run"
     assert second.text.strip() == "make test"
-    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
-    assert ci[-1] == second.text.strip()
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert second.text.strip() in ci
 
 
 @pytest.mark.parametrize("block", ALL_BLOCKS, ids=str)

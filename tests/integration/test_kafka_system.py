@@ -398,9 +398,10 @@ class TestUnreachableBroker:
         ):
             await client.start()
         await client.stop()
-        events = [e for e in logs if e["event"] == "broker_unreachable"]
-        assert [(e["attempt"], e["bootstrap_servers"], e["log_level"]) for e in events] == [
-            (n, servers, "warning") for n in (1, 2, 3)
+        # One line for the outage, not one per attempt; the failure says the rest.
+        events = [e for e in logs if e["event"].startswith("broker_")]
+        assert [(e["event"], e["bootstrap_servers"], e["log_level"]) for e in events] == [
+            ("broker_unreachable", servers, "warning")
         ]
 
 

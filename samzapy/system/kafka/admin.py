@@ -2,30 +2,34 @@
 
 It holds an AIOKafkaAdminClient (metadata, creation) and a group-less AIOKafkaConsumer
 (offset look-ups), both connected at ``start`` (or on first use) with the start-up retry of
-``connection.connect``. Kafka offsets are integers, so the base class's ``offset_after`` and
+``connection.connect``; every call through them is retried the same way
+(``connection.retrying``), so an outage at any moment of start-up is ridden out up to
+``connect.timeout.ms``. Kafka offsets are integers, so the base class's ``offset_after`` and
 ``compare_offsets`` apply as they are.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import NodeNotReadyError
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
-from samzapy.system.kafka.connection import connect, started, stop_client
+from samzapy.system.kafka.connection import connect, retrying, started, stop_client
 from samzapy.system.kafka.errors import (
-    KAFKA_ERRORS,
     LEADER_NOT_AVAILABLE,
     NO_ERROR,
     TOPIC_ALREADY_EXISTS,
     UNKNOWN_TOPIC_OR_PARTITION,
     error_name,
     stream_error,
+    transient_topic_error,
     where,
 )
 from samzapy.system.kafka.settings import KafkaSettings
@@ -92,6 +96,19 @@ class KafkaSystemAdmin(SystemAdmin):
         settings = self._settings
         return await started(AIOKafkaConsumer(**settings.consumer_kwargs(servers=settings.servers)))
 
+    async def _call(self, call: Callable[[], Awaitable[Any]], what: str) -> Any:
+        """One admin or metadata call, retried while the brokers are unreachable."""
+        settings = self._settings
+        return await retrying(
+            call,
+            what=what,
+            fatal=lambda exc: stream_error(f"cannot {what}", exc),
+            servers=self._servers,
+            timeout_ms=settings.connect_timeout_ms,
+            system=settings.system_name,
+            client="admin",
+        )
+
     # -- metadata -----------------------------------------------------------------------
 
     async def partition_counts(self, streams: Iterable[str]) -> dict[str, int]:
@@ -104,10 +121,10 @@ class KafkaSystemAdmin(SystemAdmin):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _CREATED_VISIBLE_S
         while True:
-            try:
-                described = await admin.describe_topics(pending)
-            except KAFKA_ERRORS as exc:
-                raise stream_error(f"cannot describe Kafka topics {pending}", exc) from exc
+            described = await self._call(
+                functools.partial(admin.describe_topics, pending),
+                f"describe Kafka topics {pending}",
+            )
             unsettled = []
             for entry in described:
                 topic, code, partitions = entry["topic"], entry["error_code"], entry["partitions"]
@@ -155,18 +172,24 @@ class KafkaSystemAdmin(SystemAdmin):
         # NewTopic refuses -1 although CreateTopics (v4+ brokers) takes it for "broker default".
         new_topic.replication_factor = replicas
         what = (
-            f"cannot create {where(stream)} with {partitions} partitions and replication "
+            f"create {where(stream)} with {partitions} partitions and replication "
             f"factor {replicas}" + (f" and config {topic_configs}" if topic_configs else "")
         )
-        try:
+
+        async def create() -> Any:
             response = await admin.create_topics([new_topic])
-        except KAFKA_ERRORS as exc:
-            raise stream_error(what, exc) from exc
+            for _topic, code, message, *_ in response.topic_errors:
+                if transient_topic_error(code, message):
+                    raise NodeNotReadyError(f"{error_name(code)}: {message}")
+            return response
+
+        # A retry after a lost answer finds the topic created: TOPIC_ALREADY_EXISTS, fine.
+        response = await self._call(create, what)
         for _topic, code, message, *_ in response.topic_errors:
             if code == TOPIC_ALREADY_EXISTS:
                 break  # an existing stream is left as it is, whatever its count
             if code != NO_ERROR:
-                raise StreamSystemError(f"{what}: {error_name(code)}: {message}")
+                raise StreamSystemError(f"cannot {what}: {error_name(code)}: {message}")
         await self._await_visible(stream)
 
     async def _await_visible(self, topic: str) -> None:
@@ -191,15 +214,13 @@ class KafkaSystemAdmin(SystemAdmin):
             return {}
         _, consumer = await self._clients()
         await self.check_partitions(wanted)
-        tps = {ssp: TopicPartition(ssp.stream, ssp.partition) for ssp in wanted}
-        try:
-            beginning = await consumer.beginning_offsets(list(tps.values()))
-            end = await consumer.end_offsets(list(tps.values()))
-        except KAFKA_ERRORS as exc:
-            streams = sorted({ssp.stream for ssp in wanted})
-            raise stream_error(f"cannot read the offsets of Kafka topics {streams}", exc) from exc
+        tps = list({ssp: TopicPartition(ssp.stream, ssp.partition) for ssp in wanted}.items())
+        what = f"read the offsets of Kafka topics {sorted({ssp.stream for ssp in wanted})}"
+        partitions = [tp for _, tp in tps]
+        beginning = await self._call(lambda: consumer.beginning_offsets(partitions), what)
+        end = await self._call(lambda: consumer.end_offsets(partitions), what)
         bounds: dict[SystemStreamPartition, OffsetBounds] = {}
-        for ssp, tp in tps.items():
+        for ssp, tp in tps:
             oldest, upcoming = beginning[tp], end[tp]
             bounds[ssp] = OffsetBounds(None if oldest >= upcoming else str(oldest), str(upcoming))
         return bounds

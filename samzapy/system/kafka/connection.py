@@ -1,10 +1,16 @@
-"""Reaching the broker: starting a client with retries, and noticing a broker lost for good.
+"""Reaching the broker: starting clients and making calls with retries, and noticing outages.
 
-``connect`` starts a fresh aiokafka client per attempt. A broker that cannot be reached is
-retried with exponential backoff (0.5 s doubling up to 5 s), each failure logged as a
-``broker_unreachable`` event, until ``connect.timeout.ms`` has passed; then it raises a
-StreamSystemError naming the servers. Other Kafka errors (authentication, a bad TLS set-up)
-fail at once: retrying would not change them.
+``connect`` starts a fresh aiokafka client per attempt; ``retrying`` makes one admin or
+metadata call (describe, create, offsets, partitions). Both retry a broker that cannot be
+reached with exponential backoff (0.5 s doubling up to 5 s) until ``connect.timeout.ms`` has
+passed since the first failure; then they raise a StreamSystemError naming the servers and
+the key. Other Kafka errors (authentication, a bad TLS set-up) fail at once: retrying would
+not change them.
+
+``OUTAGES`` logs one ``broker_unreachable`` warning when the brokers of a system stop
+answering and one ``broker_reachable`` (with the outage's length and the failed attempts)
+when any of its clients is answered again, however many clients and attempts saw it: an
+outage is two lines in the log, not one per attempt.
 
 A running client reconnects on its own (aiokafka retries inside), so a broker restart goes
 unnoticed. ``ContactWatch`` is how a consumer tells a restart from an outage: it notes each
@@ -16,6 +22,7 @@ and the last probe failed, ``check`` raises.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -36,6 +43,67 @@ MIN_ATTEMPT_S = 1.0
 PROBE_INTERVAL_S = 5.0
 
 
+class Outages:
+    """The open outages of the process, one per (system, bootstrap servers), and their log."""
+
+    def __init__(self) -> None:
+        self._open: dict[tuple[str, str], tuple[float, int]] = {}
+        self._answered: dict[tuple[str, str], float] = {}
+
+    def failed(
+        self,
+        system: str,
+        servers: str,
+        client: str,
+        error: BaseException,
+        attempted_at: float | None = None,
+    ) -> None:
+        """A client of ``system`` could not reach ``servers``: log it if no outage is open.
+
+        An attempt made (``attempted_at``, ``time.monotonic()``) before the brokers last
+        answered is stale (it began during the outage just closed) and is not a new outage.
+        """
+        key = (system, servers)
+        if attempted_at is not None and attempted_at < self._answered.get(key, -1.0):
+            return
+        opened = self._open.get(key)
+        if opened is not None:
+            self._open[key] = (opened[0], opened[1] + 1)
+            return
+        self._open[key] = (time.monotonic(), 1)
+        log.warning(
+            "broker_unreachable",
+            system=system,
+            client=client,
+            bootstrap_servers=servers,
+            error=describe(error),
+        )
+
+    def answered(self, system: str, servers: str) -> None:
+        """A client of ``system`` was answered: close the open outage, if any."""
+        opened = self._open.pop((system, servers), None)
+        if opened is not None:
+            self._answered[(system, servers)] = time.monotonic()
+            log.info(
+                "broker_reachable",
+                system=system,
+                bootstrap_servers=servers,
+                outage_s=round(time.monotonic() - opened[0], 1),
+                failed_attempts=opened[1],
+            )
+
+    def gave_up(self, system: str, servers: str) -> None:
+        """The job fails on this outage: forget it (the failure is logged by the caller)."""
+        self._open.pop((system, servers), None)
+
+    def is_open(self, system: str, servers: str) -> bool:
+        return (system, servers) in self._open
+
+
+#: The process's outages: the clients of one system share them.
+OUTAGES = Outages()
+
+
 async def connect(
     open_client: Callable[[], Awaitable[T]],
     *,
@@ -49,36 +117,68 @@ async def connect(
     ``open_client`` builds and starts a new client, and closes it again when its start
     fails. ``client`` names the role (``admin``, ``consumer``, ``producer``) in events.
     """
+
+    def fatal(exc: BaseException) -> StreamSystemError:
+        return StreamSystemError(
+            f"cannot connect the Kafka {client} of system {system!r} to {servers}: {describe(exc)}"
+        )
+
+    return await retrying(
+        open_client,
+        what="",
+        fatal=fatal,
+        servers=servers,
+        timeout_ms=timeout_ms,
+        system=system,
+        client=client,
+    )
+
+
+async def retrying(
+    call: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    fatal: Callable[[BaseException], StreamSystemError] | None,
+    servers: str,
+    timeout_ms: int,
+    system: str,
+    client: str,
+) -> T:
+    """``await call()``, retried while the broker is unreachable, for ``timeout_ms`` from
+    the first failure. ``what`` says what the call does (``describe Kafka topics ['x']``)
+    in the message of the final failure; ``fatal`` makes the error for any other Kafka error
+    (None: raise it as it is).
+    """
     loop = asyncio.get_running_loop()
-    started = loop.time()
-    deadline = started + timeout_ms / 1000
+    first_failure: float | None = None
+    deadline = loop.time() + timeout_ms / 1000
     delay = INITIAL_BACKOFF_S
     attempt = 0
     while True:
         attempt += 1
+        attempted_at = time.monotonic()
         try:
             async with asyncio.timeout(max(deadline - loop.time(), MIN_ATTEMPT_S)):
-                return await open_client()
+                result = await call()
         except UNREACHABLE as exc:
             last: BaseException = exc
         except KAFKA_ERRORS as exc:
-            raise StreamSystemError(
-                f"cannot connect the Kafka {client} of system {system!r} to {servers}: "
-                f"{describe(exc)}"
-            ) from exc
-        log.warning(
-            "broker_unreachable",
-            system=system,
-            client=client,
-            bootstrap_servers=servers,
-            attempt=attempt,
-            error=describe(last),
-        )
+            if fatal is None:
+                raise
+            raise fatal(exc) from exc
+        else:
+            OUTAGES.answered(system, servers)
+            return result
         now = loop.time()
+        if first_failure is None:  # the clock starts at the first failure
+            first_failure, deadline = now, now + timeout_ms / 1000
+        OUTAGES.failed(system, servers, client, last, attempted_at)
         if now >= deadline:
+            OUTAGES.gave_up(system, servers)
+            doing = f" to {what}" if what else ""
             raise StreamSystemError(
-                f"cannot reach Kafka at {servers} after {attempt} attempts over "
-                f"{now - started:.1f} s: {describe(last)} (system {system!r}; check "
+                f"cannot reach Kafka at {servers}{doing} after {attempt} attempts over "
+                f"{now - first_failure:.1f} s: {describe(last)} (system {system!r}; check "
                 f"systems.{system}.bootstrap.servers, or allow more time with "
                 f"systems.{system}.connect.timeout.ms, now {timeout_ms})"
             ) from last
@@ -143,6 +243,7 @@ class ContactWatch:
     def contact(self, now: float) -> None:
         """The broker just answered (records arrived)."""
         self._last_contact = now
+        OUTAGES.answered(self._system, self._servers)
 
     def check(self, now: float) -> None:
         """Called while idle: probe when due; raise once the broker is lost for too long."""
@@ -153,6 +254,7 @@ class ContactWatch:
             ) from self._fatal
         silent = now - self._last_contact
         if self._error is not None and silent > self._timeout_s:
+            OUTAGES.gave_up(self._system, self._servers)
             raise StreamSystemError(
                 f"lost Kafka at {self._servers}: no answer for {silent:.1f} s after "
                 f"{self._failures} failed checks: {describe(self._error)} (system "
@@ -163,31 +265,18 @@ class ContactWatch:
             self._probing = self._loop.create_task(self._run_probe())
 
     async def _run_probe(self) -> None:
+        attempted_at = time.monotonic()
         try:
             async with asyncio.timeout(max(self._interval_s, MIN_ATTEMPT_S)):
                 await self._probe()
         except UNREACHABLE as exc:
             self._failures += 1
             self._error = exc
-            log.warning(
-                "broker_unreachable",
-                system=self._system,
-                client=self._client,
-                bootstrap_servers=self._servers,
-                attempt=self._failures,
-                error=describe(exc),
-            )
+            OUTAGES.failed(self._system, self._servers, self._client, exc, attempted_at)
         except KAFKA_ERRORS as exc:
             self._fatal = exc
         else:
-            if self._error is not None:
-                log.info(
-                    "broker_reachable",
-                    system=self._system,
-                    client=self._client,
-                    bootstrap_servers=self._servers,
-                    after_failures=self._failures,
-                )
+            OUTAGES.answered(self._system, self._servers)
             self._error = None
             self._failures = 0
             self._last_contact = self._loop.time()
@@ -203,6 +292,9 @@ class ContactWatch:
 
 
 __all__ = [
+    "OUTAGES",
+    "Outages",
+    "retrying",
     "started",
     "INITIAL_BACKOFF_S",
     "MAX_BACKOFF_S",

@@ -38,6 +38,17 @@ NO_ERROR = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 LEADER_NOT_AVAILABLE = 5
 TOPIC_ALREADY_EXISTS = 36
+INVALID_REPLICATION_FACTOR = 38
+NOT_CONTROLLER = 41
+
+
+def transient_topic_error(code: int, message: str | None) -> bool:
+    """Whether a CreateTopics error is a broker between states rather than a bad request:
+    a KRaft broker that is starting or stopping is fenced and takes no replicas for a moment
+    (``InvalidReplicationFactorError: ... All brokers are currently fenced``)."""
+    if code == NOT_CONTROLLER:
+        return True
+    return code == INVALID_REPLICATION_FACTOR and "fenced" in (message or "")
 
 
 def describe(exc: BaseException) -> str:
@@ -81,6 +92,7 @@ __all__ = [
     "LEADER_NOT_AVAILABLE",
     "NO_ERROR",
     "TOPIC_ALREADY_EXISTS",
+    "transient_topic_error",
     "UNKNOWN_TOPIC_OR_PARTITION",
     "UNREACHABLE",
     "describe",

@@ -30,10 +30,11 @@ from collections import deque
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError
 
 from samzapy.api.errors import SerdeError, StreamSystemError
 from samzapy.api.system import SystemStream
-from samzapy.system.kafka.connection import connect, started, stop_client
+from samzapy.system.kafka.connection import connect, retrying, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, describe, where
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.ports import SystemProducer
@@ -41,6 +42,9 @@ from samzapy.system.ports import SystemProducer
 #: Batches handed over but not yet delivered beyond which ``backpressure`` holds the job back
 #: (with aiokafka's default 16 KiB batches, about 16 MiB; Kafka's own buffer.memory is 32 MiB).
 MAX_UNSETTLED_BATCHES = 1024
+
+#: What a send may fail with: Kafka's errors, and a metadata look-up that gave up.
+_SEND_ERRORS: tuple[type[BaseException], ...] = (*KAFKA_ERRORS, StreamSystemError)
 
 #: (topic, partition); partition None: the topic's keyless batch.
 _Target = tuple[str, int | None]
@@ -101,6 +105,32 @@ class KafkaSystemProducer(SystemProducer):
 
     async def _open_producer(self) -> Any:
         return await started(AIOKafkaProducer(**self._settings.producer_kwargs()))
+
+    async def _partitions_for(self, topic: str) -> Any:
+        """The partitions of ``topic``. A metadata request that no broker answers is retried
+        for ``connect.timeout.ms``; one answered without the topic fails as aiokafka does."""
+        producer = self._producer
+
+        async def look_up() -> Any:
+            client = producer.client
+            if client.cluster.partitions_for_topic(topic) is None:
+                client.add_topic(topic)
+                if not await client.force_metadata_update():
+                    raise KafkaConnectionError(
+                        f"no broker of {self._servers} answered a metadata request"
+                    )
+            return await producer.partitions_for(topic)
+
+        settings = self._settings
+        return await retrying(
+            look_up,
+            what=f"look up the partitions of {where(topic)}",
+            fatal=None,
+            servers=self._servers,
+            timeout_ms=settings.connect_timeout_ms,
+            system=settings.system_name,
+            client="producer",
+        )
 
     # -- sending ------------------------------------------------------------------------
 
@@ -221,14 +251,14 @@ class KafkaSystemProducer(SystemProducer):
                 error: BaseException | None = None
                 try:
                     # Returns at once once the topic's metadata is known.
-                    known = await producer.partitions_for(topic)
+                    known = await self._partitions_for(topic)
                     if partition in known:
                         delivery = await producer.send_batch(
                             item.builder, topic, partition=partition
                         )
                     else:
                         error = StreamSystemError(self._out_of_range(topic, partition, known))
-                except KAFKA_ERRORS as exc:
+                except _SEND_ERRORS as exc:
                     error = exc
                 queue.popleft()
                 if error is not None:
@@ -249,8 +279,8 @@ class KafkaSystemProducer(SystemProducer):
     async def _place_keyless(self, topic: str, queue: deque[_Queued]) -> None:
         """First keyless batches of a topic whose partitions were not known yet."""
         try:
-            await self._producer.partitions_for(topic)
-        except KAFKA_ERRORS as exc:
+            await self._partitions_for(topic)
+        except _SEND_ERRORS as exc:
             while queue:
                 self._settle(queue.popleft(), topic, None, exc)
             return

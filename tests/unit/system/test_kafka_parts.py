@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import samzapy
 from samzapy.api.errors import SerdeError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.kafka import KafkaSystemConsumer, KafkaSystemProducer, kafka_settings
-from samzapy.system.kafka.connection import ContactWatch, connect
+from samzapy.system.kafka.connection import OUTAGES, ContactWatch, Outages, connect, retrying
 from samzapy.system.kafka.consumer import start_position
 from samzapy.system.kafka.errors import describe, error_name
 from samzapy.system.ports import OffsetBounds, OffsetDefault
@@ -142,9 +143,10 @@ class TestConnect:
         ):
             await connect(unreachable, servers="h:1", timeout_ms=0, system="k", client="admin")
         assert len(attempts) == 1
-        assert [(e["event"], e["attempt"], e["bootstrap_servers"]) for e in logs] == [
-            ("broker_unreachable", 1, "h:1")
+        assert [(e["event"], e["bootstrap_servers"], e["client"]) for e in logs] == [
+            ("broker_unreachable", "h:1", "admin")
         ]
+        assert not OUTAGES.is_open("k", "h:1"), "a failed job's outage stays open"
 
     async def test_retries_until_the_broker_answers(self) -> None:
         answers = iter([kafka_errors.KafkaConnectionError("down"), "client"])
@@ -158,7 +160,10 @@ class TestConnect:
         with capture_logs() as logs:
             client = await connect(flaky, servers="h:1", timeout_ms=10_000, system="k", client="c")
         assert client == "client"
-        assert [e["error"] for e in logs] == ["KafkaConnectionError: down"]
+        assert [(e["event"], e.get("error"), e.get("failed_attempts")) for e in logs] == [
+            ("broker_unreachable", "KafkaConnectionError: down", None),
+            ("broker_reachable", None, 1),
+        ]
 
     async def test_other_kafka_errors_fail_at_once(self) -> None:
         async def refused() -> None:
@@ -170,6 +175,100 @@ class TestConnect:
             r"SaslAuthenticationFailed: .*bad password",
         ):
             await connect(refused, servers="h:1", timeout_ms=60_000, system="k", client="producer")
+
+
+class TestOneOutageIsTwoLines:
+    async def test_every_client_and_attempt_of_an_outage_shares_one_pair_of_events(self) -> None:
+        down = [True]
+
+        async def call() -> str:
+            if down[0]:
+                raise kafka_errors.NodeNotReadyError("node 1")
+            return "described"
+
+        async def restore() -> None:
+            await asyncio.sleep(
+                1.2
+            )  # two failed attempts of each caller (0 and 0.5 s); 1.5 s works
+            down[0] = False
+
+        def retried(client: str) -> Any:
+            return retrying(
+                call,
+                what="describe Kafka topics ['t']",
+                fatal=None,
+                servers="h:2",
+                timeout_ms=10_000,
+                system="k",
+                client=client,
+            )
+
+        with capture_logs() as logs:
+            results = await asyncio.gather(retried("admin"), retried("producer"), restore())
+        assert results[:2] == ["described", "described"]
+        assert [(e["event"], e["log_level"]) for e in logs] == [
+            ("broker_unreachable", "warning"),
+            ("broker_reachable", "info"),
+        ]
+        assert logs[0]["error"] == "NodeNotReadyError: node 1"
+        assert logs[1]["failed_attempts"] == 4 and logs[1]["outage_s"] >= 1.0
+
+    def test_an_attempt_begun_during_the_outage_just_closed_opens_no_new_one(self) -> None:
+        outages = Outages()
+        error = kafka_errors.KafkaConnectionError("refused")
+        with capture_logs() as logs:
+            outages.failed("k", "h:5", "consumer", error)
+            begun = time.monotonic()  # a probe starts while the broker is still away
+            outages.answered("k", "h:5")
+            outages.failed("k", "h:5", "consumer", TimeoutError(), attempted_at=begun)
+            outages.failed("k", "h:5", "consumer", error, attempted_at=time.monotonic())
+        assert [e["event"] for e in logs] == [
+            "broker_unreachable",
+            "broker_reachable",
+            "broker_unreachable",  # a fresh attempt failing is a new outage
+        ]
+
+    async def test_a_call_gives_up_after_the_timeout_naming_what_it_did_and_the_key(
+        self,
+    ) -> None:
+        async def call() -> None:
+            raise kafka_errors.NodeNotReadyError("node 1")
+
+        with pytest.raises(
+            StreamSystemError,
+            match=r"^cannot reach Kafka at h:3 to describe Kafka topics \['t'\] after 2 attempts "
+            r"over 0\.5 s: NodeNotReadyError: node 1 \(system 'k'; check "
+            r"systems\.k\.bootstrap\.servers, or allow more time with "
+            r"systems\.k\.connect\.timeout\.ms, now 500\)$",
+        ):
+            await retrying(
+                call,
+                what="describe Kafka topics ['t']",
+                fatal=None,
+                servers="h:3",
+                timeout_ms=500,
+                system="k",
+                client="admin",
+            )
+
+    async def test_other_errors_are_not_retried(self) -> None:
+        calls: list[int] = []
+
+        async def call() -> None:
+            calls.append(1)
+            raise kafka_errors.TopicAuthorizationFailedError("t")
+
+        with pytest.raises(StreamSystemError, match=r"^cannot describe: TopicAuthorization"):
+            await retrying(
+                call,
+                what="describe",
+                fatal=lambda exc: StreamSystemError(f"cannot describe: {describe(exc)}"),
+                servers="h:4",
+                timeout_ms=10_000,
+                system="k",
+                client="admin",
+            )
+        assert calls == [1]
 
 
 class TestContactWatch:
@@ -248,3 +347,41 @@ def test_only_the_kafka_package_imports_aiokafka() -> None:
                 importers.append(path.relative_to(root).as_posix())
     assert importers, "the kafka package imports aiokafka"
     assert {p for p in importers if not p.startswith("system/kafka/")} == set()
+
+
+def test_every_transient_client_message_is_one_aiokafka_logs() -> None:
+    """An aiokafka release that rewords a message would let it through at error level again."""
+    import aiokafka
+
+    from samzapy.system.kafka.client_logs import TRANSIENT_MESSAGES
+
+    literals: set[str] = set()
+    for path in Path(aiokafka.__file__).parent.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        literals.update(
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        )
+    assert TRANSIENT_MESSAGES - literals == set()
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "transient"),
+    [
+        (
+            38,
+            "Unable to replicate the partition 1 time(s): All brokers are currently fenced.",
+            True,
+        ),
+        (38, "Replication factor: 3 larger than available brokers: 1.", False),
+        (41, "This is not the correct controller for this cluster.", True),
+        (36, "Topic 't' already exists.", False),
+    ],
+)
+def test_a_fenced_broker_is_a_transient_topic_error(
+    code: int, message: str, transient: bool
+) -> None:
+    from samzapy.system.kafka.errors import transient_topic_error
+
+    assert transient_topic_error(code, message) is transient

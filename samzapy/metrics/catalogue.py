@@ -1,0 +1,83 @@
+"""What the container's metrics mean: the HELP text, unit and kind of each metric name.
+
+Pure data. A metric is named the same in every group it appears in (``messages-processed`` of
+the container and of each task), so one entry describes the name. The Prometheus reporter takes
+its HELP text from here (or from what a component passed to the registry), and the kind says
+how the name must be registered: a count that only goes up is a ``counter`` (exported with
+``_total``), a level that goes up and down a ``gauge``, a duration a ``timer`` (a histogram in
+seconds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+Kind = Literal["counter", "gauge", "timer"]
+
+
+@dataclass(frozen=True, slots=True)
+class Description:
+    """What a metric means (one sentence), its unit (``seconds``, ``messages``...) and kind."""
+
+    help: str
+    unit: str
+    kind: Kind | None = None
+
+
+DESCRIPTIONS: Final[dict[str, Description]] = {
+    "messages-processed": Description(
+        "Messages whose processing completed, since the process started", "messages", "counter"
+    ),
+    "commits": Description(
+        "Commits completed (producers flushed, stores flushed, checkpoint written)",
+        "commits",
+        "counter",
+    ),
+    "windows": Description("Calls of the task's window method completed", "calls", "counter"),
+    "rebalances": Description(
+        "Rebalances of the group that took tasks from this container",
+        "rebalances",
+        "counter",
+    ),
+    "producer-errors": Description(
+        "Messages whose send failed and was dropped (task.drop.producer.errors)",
+        "messages",
+        "counter",
+    ),
+    "deserialization-errors": Description(
+        "Input messages that could not be deserialized and were dropped "
+        "(task.drop.deserialization.errors)",
+        "messages",
+        "counter",
+    ),
+    "in-flight": Description(
+        "Calls of the task's process (or process_async) started and not yet completed",
+        "calls",
+        "gauge",
+    ),
+    "tasks": Description("Tasks this container runs now", "tasks", "gauge"),
+    "lag": Description(
+        "Messages of the input partition after the last one processed", "messages", "gauge"
+    ),
+    "checkpoint-age-seconds": Description(
+        "Time since the task's last checkpoint (since its start before the first)",
+        "seconds",
+        "gauge",
+    ),
+    "restored-records": Description(
+        "Changelog records restored into the task's stores when it last started",
+        "records",
+        "gauge",
+    ),
+    "process-latency": Description(
+        "Time from handing a message to the task until its processing completed",
+        "seconds",
+        "timer",
+    ),
+    "commit-latency": Description(
+        "Time one commit took, flushes and checkpoint write included", "seconds", "timer"
+    ),
+}
+
+__all__ = ["DESCRIPTIONS", "Description", "Kind"]

@@ -1,0 +1,137 @@
+"""Broker outages at start-up and mid-run: ridden out with exact output, and a quiet log.
+
+The tests stop and start a broker of their own (``own_kafka_broker``). Whatever the job was
+doing when the broker went away (connecting, describing topics, reading offsets, producing),
+it must wait for the broker up to ``connect.timeout.ms`` and then carry on, every input's output
+written once; and the log must hold a handful of lines for the outage: samzapy's
+``broker_unreachable`` / ``broker_reachable`` pair and a rate-limited line or two from the
+client library, not one line per attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from structlog.testing import capture_logs
+from test_kafka_jobs import (
+    Job,
+    create_topic,
+    job_file,
+    name,
+    output_count,
+    outputs,
+    produce,
+    wait_for,
+)
+
+from samzapy.system.kafka import KafkaSystemFactory
+
+if TYPE_CHECKING:
+    from conftest import ScriptBroker
+
+pytestmark = pytest.mark.timeout(400)
+
+#: The most warning and error lines one outage may add to the log.
+HANDFUL = 6
+
+
+def noisy(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e["level"] in ("warning", "error", "critical")]
+
+
+def tagging_job(bootstrap: str, tmp_path: Path, n: int) -> tuple[Path, str]:
+    """A job file of kafka_jobs:Tag over a new 2-partition topic holding ``n`` messages
+    (values 0..n-1), and the name of its output topic."""
+    source, out = name("in"), name("out")
+    asyncio.run(create_topic(bootstrap, source, 2))
+    asyncio.run(create_topic(bootstrap, out, 2))
+    asyncio.run(produce(bootstrap, source, [(i % 2, None, str(i).encode()) for i in range(n)]))
+    return job_file(tmp_path, bootstrap, source, **{"task.commit.ms": 200}), out
+
+
+def complete(bootstrap: str, out: str, n: int) -> bool:
+    if output_count(bootstrap, out) < n:
+        return False
+    return sorted(int(r["v"]) for r in outputs(bootstrap, out)) == list(range(n))
+
+
+async def test_an_admin_call_rides_out_an_outage_with_two_lines(
+    own_kafka_broker: ScriptBroker,
+) -> None:
+    """The call that failed at start-up in issue 14: describing topics while the broker is gone."""
+    broker = own_kafka_broker
+    built = KafkaSystemFactory("kafka", {"bootstrap.servers": broker.bootstrap})
+    topic = f"described-{uuid.uuid4().hex[:8]}"
+    admin = built.get_admin()
+    await admin.start()
+    try:
+        await admin.create_stream(topic, 3)
+        await asyncio.to_thread(broker.down)
+        with capture_logs() as logs:
+            described = asyncio.ensure_future(admin.partition_counts([topic]))
+            await asyncio.sleep(3)
+            assert not described.done()
+            await asyncio.to_thread(broker.up)
+            assert await asyncio.wait_for(described, 60) == {topic: 3}
+    finally:
+        await admin.stop()
+    events = [(e["event"], e["log_level"]) for e in logs]
+    assert events == [("broker_unreachable", "warning"), ("broker_reachable", "info")]
+    assert logs[1]["bootstrap_servers"] == broker.bootstrap and logs[1]["outage_s"] >= 3
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        None,  # before its first connection
+        "event_loop_chosen",  # while it connects its admins and describes its topics
+        "group_joining",  # while it joins the group, reads checkpoints and offsets
+    ],
+)
+def test_a_broker_stopped_as_the_job_starts_is_waited_for(
+    own_kafka_broker: ScriptBroker, tmp_path: Path, after: str | None
+) -> None:
+    bootstrap = own_kafka_broker.bootstrap
+    n = 2_000
+    job, out = tagging_job(bootstrap, tmp_path, n)
+    run = Job(job, out, tmp_path / "job.log")
+    if after is not None:
+        wait_for(lambda: after in {e["event"] for e in run.events()}, 60, after, run.proc)
+    own_kafka_broker.down()
+    time.sleep(3)
+    own_kafka_broker.up()
+    wait_for(lambda: complete(bootstrap, out, n), 120, "every input's output", run.proc)
+    assert run.stop() == 0
+    events = run.events()
+    names = [e["event"] for e in events]
+    assert "job_failed" not in names
+    lines = noisy(events)
+    assert len(lines) <= HANDFUL, "\n".join(map(str, lines))
+
+
+def test_a_broker_stopped_mid_run_is_ridden_out_with_a_handful_of_lines(
+    own_kafka_broker: ScriptBroker, tmp_path: Path
+) -> None:
+    bootstrap = own_kafka_broker.bootstrap
+    n = 20_000
+    job, out = tagging_job(bootstrap, tmp_path, n)
+    # 0.5 ms per message keeps the job busy for about 10 s: the outage comes mid-run.
+    run = Job(job, out, tmp_path / "job.log", delay_ms=0.5)
+    wait_for(lambda: output_count(bootstrap, out) >= 2_000, 120, "2k outputs", run.proc)
+    before_outage = output_count(bootstrap, out)
+    own_kafka_broker.down()
+    time.sleep(8)  # about 800 client log lines a run used to print for this
+    own_kafka_broker.up()
+    wait_for(lambda: complete(bootstrap, out, n), 180, "every input's output", run.proc)
+    assert run.stop() == 0
+    assert before_outage < n, "the outage should come while the job still has work"
+    events = run.events()
+    names = [e["event"] for e in events]
+    assert names.count("broker_unreachable") == names.count("broker_reachable") == 1, names
+    lines = noisy(events)
+    assert len(lines) <= HANDFUL, "\n".join(map(str, lines))
