@@ -47,14 +47,14 @@ from samzapy.container.consumers import SystemConsumers
 from samzapy.container.context import TaskContextImpl
 from samzapy.container.gauges import (
     CONTAINER,
+    ProcessTotals,
     partition_group,
-    register_container_metrics,
     register_task_metrics,
     task_group,
 )
 from samzapy.container.grouper import TaskModel
 from samzapy.container.inputs import InputQueue, TaskInputs
-from samzapy.container.plan import ContainerPlan, TaskPlan, job_model, plan_container
+from samzapy.container.plan import TaskPlan, input_queues, job_model, plan_container
 from samzapy.container.run_loop import RunLoop
 from samzapy.container.serdes import StreamSerdes
 from samzapy.container.streams import prepare_changelogs, prepare_streams
@@ -82,10 +82,12 @@ class SamzaContainer:
         tasks: Callable[[int], bool] | None = None,
         reporters: bool = True,
         health: Health | None = None,
+        totals: ProcessTotals | None = None,
     ) -> None:
         """``tasks``: whether to run the task of partition number k (None: every task of the
-        job); ``reporters``: start the configured metrics reporters (a JobRunner starts them
-        once for all its containers instead)."""
+        job); ``reporters``: start the configured metrics reporters; ``totals``: the process's
+        container counts this container adds to (a JobRunner's, which starts the reporters
+        once for all its containers; None: its own)."""
         self.config = config
         self._task_filter = tasks
         #: What /healthz and /readyz report; the stall watchdog records stalled tasks here.
@@ -96,6 +98,10 @@ class SamzaContainer:
         self._task_factory = task_factory
         self.clock: Clock = clock or LoopClock()
         self.metrics = metrics or MetricsRegistry()
+        if totals is None:
+            totals = ProcessTotals()
+            totals.register(self.metrics)
+        self._totals = totals
         self._stop_reason: str | None = None
         self.run_loop: RunLoop | None = None
         self._router: OutputRouter | None = None
@@ -116,6 +122,16 @@ class SamzaContainer:
     def commit_count(self) -> int:
         """Checkpoints written so far."""
         return sum(w.written for w in self._writers)
+
+    @property
+    def metric_groups(self) -> list[str]:
+        """The metric groups of this container's tasks and their input partitions (a
+        JobRunner removes them once the tasks have left)."""
+        tasks = [task_group(t.name) for t in self.tasks]
+        return [*tasks, *dict.fromkeys(partition_group(ssp) for ssp in self._partitions)]
+
+    def _counts(self) -> dict[str, int]:
+        return {"processed": self.processed, "commits": self.commit_count}
 
     @property
     def processed(self) -> int:
@@ -181,7 +197,7 @@ class SamzaContainer:
             carries_watermarks=serdes.carries_watermarks,
         )
         # 5. Assembly: inputs, the run loop, the router, the tasks.
-        queues = _input_queues(plan)
+        queues = input_queues(plan)
         by_ssp: dict[SystemStreamPartition, list[InputQueue]] = defaultdict(list)
         for task_queues in queues.values():
             for ssp, q in task_queues.items():
@@ -237,7 +253,7 @@ class SamzaContainer:
         )
         for task_plan in plan.tasks:
             self.tasks.append(self._task_instance(task_plan, task_factory(), queues, parts))
-        register_container_metrics(self.metrics, self.tasks, self._writers)
+        self._totals.running(self._counts)
         for start in plan.starts:
             systems.consumers[start.ssp.system].register(start.ssp, start.offset, start.default)
         self._log_started(task_factory, job_task_count)
@@ -402,14 +418,7 @@ class SamzaContainer:
             await self._systems.stop()
         if self._checkpoints is not None:
             await self._checkpoints.stop()
-        if self._task_filter is not None:  # the tasks may run elsewhere next
-            # The next container of this process registers its own (counts restart from 0,
-            # which Prometheus reads as a counter reset).
-            self.metrics.remove_group(CONTAINER)
-            for task in self.tasks:
-                self.metrics.remove_group(task_group(task.name))
-            for ssp in self._partitions:
-                self.metrics.remove_group(partition_group(ssp))
+        self._totals.ended(self._counts)
         for reporter in self._reporters:
             await reporter.stop()
         if self._executor is not None:
@@ -427,19 +436,6 @@ class _SharedParts:
     partition_counts: Mapping[SystemStream, int]
     job_task_count: int
     commit_latency: Timer
-
-
-def _input_queues(plan: ContainerPlan) -> dict[TaskName, dict[SystemStreamPartition, InputQueue]]:
-    """One bounded queue per input partition of each task; on a partition several tasks
-    share, a task that resumes later than the consumer starts skips what it processed."""
-    skip = {(name, s.ssp): offset for s in plan.starts for name, offset in s.skip_to.items()}
-    return {
-        task.name: {
-            ssp: InputQueue(ssp, plan.queue_capacity[ssp.system], skip.get((task.name, ssp)))
-            for ssp in task.model.ssps
-        }
-        for task in plan.tasks
-    }
 
 
 __all__ = ["SamzaContainer"]

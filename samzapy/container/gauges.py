@@ -1,6 +1,11 @@
-"""The container's metrics: gauges read from the tasks' progress when a reporter asks, so
-nothing is counted on the hot path; the timers (process and commit latency) are updated by the
-tasks themselves."""
+"""The container's metrics, read from the tasks' progress when a reporter asks, so nothing is
+counted on the hot path: monotonic counts are counters, levels are gauges; the timers (process
+and commit latency) are updated by the tasks themselves.
+
+The ``container`` group's counts belong to the process, not to one SamzaContainer: a JobRunner
+runs a new container after each rebalance, and ``ProcessTotals`` adds the counts of the
+containers that ended to the running one's, so the counters only grow (what Prometheus'
+``rate()`` assumes). A task's own group lives as long as the task stays in this process."""
 
 from __future__ import annotations
 
@@ -16,6 +21,33 @@ from samzapy.storage.task_stores import TaskStores
 from samzapy.system.ports import SystemConsumer
 
 CONTAINER = "container"
+
+
+class ProcessTotals:
+    """The container counts of every SamzaContainer this process ran, for its whole life."""
+
+    def __init__(self) -> None:
+        self._ended = {"processed": 0, "commits": 0}
+        self._running: list[Callable[[], dict[str, int]]] = []
+
+    def running(self, counts: Callable[[], dict[str, int]]) -> None:
+        """A container started: its counts are read from ``counts`` until it ends."""
+        self._running.append(counts)
+
+    def ended(self, counts: Callable[[], dict[str, int]]) -> None:
+        """The container of ``counts`` ended: its final counts are kept."""
+        if counts in self._running:
+            self._running.remove(counts)
+            for name, value in counts().items():
+                self._ended[name] += value
+
+    def value(self, name: str) -> int:
+        return self._ended[name] + sum(counts()[name] for counts in self._running)
+
+    def register(self, registry: MetricsRegistry) -> None:
+        """Export the totals as the ``container`` group's counters (once per registry)."""
+        registry.counter(CONTAINER, "messages-processed", lambda: self.value("processed"))
+        registry.counter(CONTAINER, "commits", lambda: self.value("commits"))
 
 
 def task_group(name: str) -> str:
@@ -35,27 +67,15 @@ def register_task_metrics(
     """Per task: messages processed, calls in flight, windows, commits, checkpoint age and
     restored records; per input partition: the consumer lag."""
     group = task_group(task.name)
-    registry.gauge(group, "messages-processed", lambda: task.progress().processed)
+    registry.counter(group, "messages-processed", lambda: task.progress().processed)
     registry.gauge(group, "in-flight", lambda: task.progress().in_flight)
-    registry.gauge(group, "windows", lambda: task.progress().windows)
-    registry.gauge(group, "commits", lambda: task.progress().commits)
+    registry.counter(group, "windows", lambda: task.progress().windows)
+    registry.counter(group, "commits", lambda: task.progress().commits)
     registry.gauge(group, "checkpoint-age-seconds", _age(checkpoints, time.monotonic()))
     if task.stores:
         registry.gauge(group, "restored-records", _restored(task.stores))
     for ssp, consumer, tracker in lag:
         registry.gauge(partition_group(ssp), "lag", _lag(consumer, ssp, tracker))
-
-
-def register_container_metrics(
-    registry: MetricsRegistry,
-    tasks: Sequence[TaskInstance],
-    checkpoints: Sequence[TaskCheckpointWriter],
-) -> None:
-    """Messages processed and checkpoints written by the container's tasks."""
-    registry.gauge(
-        CONTAINER, "messages-processed", lambda: sum(t.progress().processed for t in tasks)
-    )
-    registry.gauge(CONTAINER, "commits", lambda: sum(w.written for w in checkpoints))
 
 
 def _lag(
@@ -85,10 +105,4 @@ def _restored(stores: TaskStores) -> Callable[[], float]:
     return lambda: stores.restored_records
 
 
-__all__ = [
-    "CONTAINER",
-    "partition_group",
-    "register_container_metrics",
-    "register_task_metrics",
-    "task_group",
-]
+__all__ = ["CONTAINER", "ProcessTotals", "partition_group", "register_task_metrics", "task_group"]

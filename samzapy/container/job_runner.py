@@ -30,6 +30,7 @@ import structlog
 from samzapy.api.errors import ConfigError
 from samzapy.config import ResolvedConfig
 from samzapy.container.container import SamzaContainer
+from samzapy.container.gauges import ProcessTotals
 from samzapy.container.streams import prepare_streams
 from samzapy.container.systems import started_admins, system_factory
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter, start_reporters
@@ -91,6 +92,12 @@ class JobRunner:
         self._tasks: list[int] = []
         self._failure: BaseException | None = None
         self.rebalances = 0
+        #: The container counts of the process, across rebalances.
+        self._totals = ProcessTotals()
+        self._totals.register(self.metrics)
+        #: The metric groups of the tasks of the container that stopped last: removed when
+        #: the next assignment starts (kept at the end, for the final report).
+        self._stale_groups: list[str] = []
 
     def request_stop(self, reason: str) -> None:
         if self._stop_reason is None:
@@ -138,7 +145,7 @@ class JobRunner:
             on_revoked=self._on_revoked,
             on_assigned=self._on_assigned,
         )
-        self.metrics.gauge("coordinator", "rebalances", lambda: self.rebalances)
+        self.metrics.counter("coordinator", "rebalances", lambda: self.rebalances)
         self.metrics.gauge("coordinator", "tasks", lambda: len(self._tasks))
         log.info("group_joining", group=group_id, inputs=[str(ss) for ss in inputs])
         await membership.start()
@@ -197,6 +204,9 @@ class JobRunner:
     async def _take(self, tasks: list[int]) -> None:
         before = set(self._tasks)
         self._tasks = tasks
+        for group in self._stale_groups:
+            self.metrics.remove_group(group)
+        self._stale_groups = []
         started = time.monotonic()
         if tasks:
             container = self._new_container(frozenset(tasks).__contains__)
@@ -224,6 +234,7 @@ class JobRunner:
         if container is None or run is None:
             return
         self._container = self._container_run = None
+        self._stale_groups = container.metric_groups
         container.request_stop(reason)
         try:
             await asyncio.shield(run)
@@ -234,7 +245,12 @@ class JobRunner:
 
     def _new_container(self, tasks: Callable[[int], bool] | None) -> SamzaContainer:
         container = SamzaContainer(
-            self.config, metrics=self.metrics, tasks=tasks, reporters=False, health=self.health
+            self.config,
+            metrics=self.metrics,
+            tasks=tasks,
+            reporters=False,
+            health=self.health,
+            totals=self._totals,
         )
         self._container = container
         if self._stop_reason is not None:

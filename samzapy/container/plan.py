@@ -11,7 +11,8 @@ checkpoints read), it decides:
 3. per input partition: the offset its consumer starts at (after the checkpointed one, else
    the stream's offset default) and, for a partition several tasks share, where each task
    picks up;
-4. the size of each input queue (the system's fetch threshold split over its partitions).
+4. the size of each input queue (the system's fetch threshold split over its partitions), and
+   the queues themselves.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.config import ResolvedConfig
 from samzapy.container.grouper import TaskModel, group_by_partition
+from samzapy.container.inputs import InputQueue
 from samzapy.system.ports import SystemAdmin
 
 log = structlog.get_logger("samzapy.container")
@@ -163,6 +165,19 @@ def _queue_capacity(config: ResolvedConfig, models: Sequence[TaskModel]) -> dict
     }
 
 
+def input_queues(plan: ContainerPlan) -> dict[TaskName, dict[SystemStreamPartition, InputQueue]]:
+    """One bounded queue per input partition of each task; on a partition several tasks
+    share, a task that resumes later than the consumer starts skips what it processed."""
+    skip = {(name, s.ssp): offset for s in plan.starts for name, offset in s.skip_to.items()}
+    return {
+        task.name: {
+            ssp: InputQueue(ssp, plan.queue_capacity[ssp.system], skip.get((task.name, ssp)))
+            for ssp in task.model.ssps
+        }
+        for task in plan.tasks
+    }
+
+
 def intermediate_outputs(config: ResolvedConfig) -> dict[SystemStream, frozenset[SystemStream]]:
     """The intermediate streams the job writes, each with its upstream inputs: those
     configured, else every input that is not an intermediate stream the job reads. A job
@@ -195,6 +210,7 @@ __all__ = [
     "ConsumerStart",
     "ContainerPlan",
     "TaskPlan",
+    "input_queues",
     "intermediate_outputs",
     "job_model",
     "plan_container",

@@ -28,18 +28,7 @@ sys.path.insert(0, str(HERE.parent))
 from prometheus_conventions import problems  # noqa: E402
 from test_kafka_jobs import Job, create_topic, job_file, name, output_count, produce, wait_for  # noqa: E402
 
-pytestmark = [
-    pytest.mark.timeout(300),
-    # The container side is the lead's (issue 11, samzapy/container/): register monotonic
-    # counts with MetricsRegistry.counter(group, name, fn) instead of gauges, keep the
-    # "container" group's counters across rebalances, and report the tasks' metrics at stop.
-    # Strict: once that is wired this test passes, and the marker must go.
-    pytest.mark.xfail(
-        strict=True,
-        reason="pending the container's counters (issue 11): monotonic counts are gauges "
-        "and the container group is dropped at each rebalance",
-    ),
-]
+pytestmark = pytest.mark.timeout(300)
 
 PARTITIONS = 4
 
