@@ -86,6 +86,8 @@ class KafkaSystemProducer(SystemProducer):
         self._queues: dict[_Target, deque[_Queued]] = {}
         self._senders: dict[_Target, asyncio.Task[None]] = {}
         self._next_keyless: dict[str, int] = {}
+        #: The topics added to the aiokafka client's metadata topics.
+        self._tracked: set[str] = set()
         #: One future per batch handed over, resolved once it is delivered or failed.
         self._unsettled: set[asyncio.Future[None]] = set()
         self._failures: list[tuple[str, int | None, BaseException]] = []
@@ -110,6 +112,12 @@ class KafkaSystemProducer(SystemProducer):
         """The partitions of ``topic``. A metadata request that no broker answers is retried
         for ``connect.timeout.ms``; one answered without the topic fails as aiokafka does."""
         producer = self._producer
+        if topic not in self._tracked:
+            # aiokafka refreshes the metadata of the topics added to its client only (all of
+            # them before the first is added): a topic it knew from that first refresh, and
+            # never added, drops out at the next one, and its batches wait for a leader forever.
+            self._tracked.add(topic)
+            producer.client.add_topic(topic)
 
         async def look_up() -> Any:
             client = producer.client
