@@ -57,9 +57,13 @@ class TaskFencedError(StreamSystemError):
     (its transactional producer was fenced, or its checkpoint generation is older). The task
     is dropped at once; the write is never retried."""
 
-    def __init__(self, message: str, *, task_name: TaskName | None = None) -> None:
+    def __init__(
+        self, message: str, *, task_name: TaskName | None = None, epoch: int | None = None
+    ) -> None:
         super().__init__(message)
         self.task_name = task_name
+        #: The owner epoch this container held for the task.
+        self.epoch = epoch
 
 
 class SerdeError(StreamSystemError):

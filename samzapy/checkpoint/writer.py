@@ -90,6 +90,7 @@ class TaskCheckpointWriter:
                 "one's event loop stood still for longer than job.coordinator.session.timeout.ms "
                 "(the group has evicted it); its checkpoint is not written",
                 task_name=self.task_name,
+                epoch=self.epoch,
             )
 
     async def _write(self, checkpoint: Checkpoint) -> None:

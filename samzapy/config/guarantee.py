@@ -9,7 +9,9 @@ transaction, and a transaction spans one Kafka cluster. So:
 3. every stream the job declares, other than its inputs, is on that system (a send to any
    other system fails at run time too);
 4. ``task.commit.ms`` is positive (a transaction commits at each commit) and shorter than
-   ``task.transaction.timeout.ms`` when that is set (the broker aborts longer transactions).
+   ``task.transaction.timeout.ms`` when that is set (the broker aborts longer transactions);
+5. failed sends are not dropped (``task.drop.producer.errors``): their transaction cannot
+   commit.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ def exactly_once_problems(
             "task.transaction.timeout.ms",
             f"task.transaction.timeout.ms must be longer than task.commit.ms ({commit_ms}), "
             f"got {timeout}: the broker aborts a transaction open longer than it",
+        )
+    if values.get("task.drop.producer.errors") is True:
+        problem(
+            "task.drop.producer.errors",
+            f"task.drop.producer.errors must be false when {why}: a transaction with a failed "
+            "send cannot commit",
         )
     system = _checkpoint_system(values, factories, why, problem)
     if system is None:

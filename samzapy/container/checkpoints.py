@@ -107,6 +107,9 @@ class ContainerCheckpoints:
                 self._producers[task] = factory.get_transactional_producer(
                     transactional_id(self._config, task), timeout_ms=timeout_ms
                 )
+            if self._lease is not None:
+                for producer in self._producers.values():
+                    producer.fence_with(self._lease)
             await asyncio.gather(*(p.start() for p in self._producers.values()))
         # 2. Read.
         for task in tasks:

@@ -5,17 +5,16 @@ Start-up (Samza's container steps, in order):
 1. build the systems (``systems.py``) and start their admins; prepare the streams
    (``streams.py``: create missing intermediate streams, check the inputs, count partitions);
 2. decide the job model: which tasks the job has and which of them this container runs;
-3. read each task's last checkpoint and check it against the partition counts;
+3. read each task's last checkpoint (``checkpoints.py``) and check its partition counts;
 4. plan the tasks (``plan.py``: where each partition resumes, what each task writes);
-5. assemble: input queues and the consumers behind them, the run loop, the output router,
-   then one task instance per task name with its stores;
-6. start the metrics reporters and producers, open and restore the stores, call ``init``,
+5. assemble: input queues and their consumers, the run loop, the output routers, then one
+   task instance per task name with its stores;
+6. start reporters and producers, claim the tasks, restore the stores, call ``init``,
    start the consumers and run.
 
-Shutdown, after the run loop returns: close the tasks, commit every task (flushing the
-producers first), close the stores marked clean, then stop the systems and the checkpoint
-manager. After a failure nothing is committed: the tasks are closed (errors logged) and the
-failure is raised.
+Shutdown, after the run loop returns: close the tasks, commit every task, close the stores
+marked clean, stop the systems. After a failure nothing is committed: the tasks are closed
+(errors logged) and the failure is raised.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from typing import Any
 
 import structlog
 
-from samzapy.api.errors import SamzapyError
+from samzapy.api.errors import SamzapyError, TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.codec import check_partition_counts
 from samzapy.checkpoint.offsets import OffsetTracker
@@ -144,6 +143,11 @@ class SamzaContainer:
         for router in self._routers:
             await router.flush()
 
+    def abandon(self, reason: str) -> None:
+        """The container may have lost its tasks: stop them at once, committing nothing."""
+        if self.run_loop is not None:
+            self.run_loop.fail(TaskFencedError(f"the container may have lost its tasks: {reason}"))
+
     def request_stop(self, reason: str) -> None:
         """Graceful stop: stop consuming, finish in-flight work, close, commit."""
         self._stop_reason = reason
@@ -180,6 +184,9 @@ class SamzaContainer:
         task_factory = self._task_factory or load_task_class(cfg.task.task_class)
         # 1. Systems and streams.
         self._systems = systems = Systems(cfg)
+        if self._lease is not None:
+            for producer in systems.producers.values():
+                producer.fence_with(self._lease)
         await systems.start_admins()
         counts = await prepare_streams(cfg, systems.admins)
         # 2. The job model.
@@ -344,13 +351,11 @@ class SamzaContainer:
         return instance
 
     def _log_started(self, task_factory: Callable[[], Any], job_task_count: int) -> None:
-        cfg = self.config
+        cfg, broadcasts = self.config, self.config.task.broadcast_inputs
         log.info(
             "container_started",
             inputs=[str(ss) for ss in dict.fromkeys(cfg.task.inputs)],
-            broadcast_inputs=[
-                f"{b.system_stream}#{list(b.partitions)}" for b in cfg.task.broadcast_inputs
-            ],
+            broadcast_inputs=[f"{b.system_stream}#{list(b.partitions)}" for b in broadcasts],
             tasks=len(self.tasks),
             task_names=[str(t.name) for t in self.tasks],
             job_tasks=job_task_count,
@@ -358,6 +363,7 @@ class SamzaContainer:
             max_concurrency=cfg.task.max_concurrency,
             thread_pool_size=cfg.job.container_thread_pool_size,
             checkpoints=cfg.task.checkpoint_factory,
+            processing_guarantee=cfg.task.processing_guarantee,
         )
 
     def _routers_by_task(

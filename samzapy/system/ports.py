@@ -164,6 +164,11 @@ class SystemProducer(abc.ABC):
     async def flush(self) -> None:
         """Return once every message sent so far is durable; raise if any failed."""
 
+    def fence_with(self, may_write: Callable[[], bool]) -> None:  # noqa: B027 - optional hook
+        """From now on hand nothing more to the system once ``may_write()`` is False (the
+        container may have lost its tasks): what is not handed over yet is dropped. Checked
+        per batch, not per message."""
+
     def backpressure(self) -> asyncio.Future[None] | None:
         """A future to await before sending more, while the producer holds as much unsent
         data as it may; None when it can take more. The container checks it before each
@@ -272,6 +277,9 @@ class GroupMembership(abc.ABC):
     @abc.abstractmethod
     def failure(self) -> BaseException | None:
         """Why the membership ended, once it has."""
+
+    def rejoin(self) -> None:  # noqa: B027 - optional hook
+        """Ask the group for a new assignment soon (this container dropped its tasks)."""
 
 
 __all__ = [

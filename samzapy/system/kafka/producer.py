@@ -88,11 +88,14 @@ class KafkaSystemProducer(SystemProducer):
         self._next_keyless: dict[str, int] = {}
         #: The topics added to the aiokafka client's metadata topics.
         self._tracked: set[str] = set()
+        self._may_write: Any = None
         #: One future per batch handed over, resolved once it is delivered or failed.
         self._unsettled: set[asyncio.Future[None]] = set()
         self._failures: list[tuple[str, int | None, BaseException]] = []
         #: Messages whose delivery failed, since the producer started.
         self.failed_sends = 0
+        #: Messages dropped because the container may have lost its tasks (``fence_with``).
+        self._dropped = 0
 
     async def start(self) -> None:
         if self._producer is None:
@@ -191,11 +194,18 @@ class KafkaSystemProducer(SystemProducer):
         if self._open.get(batch.target) is batch:
             self._hand_over(batch)
 
+    def fence_with(self, may_write: Any) -> None:
+        self._may_write = may_write
+
     def _hand_over(self, batch: _OpenBatch) -> None:
-        """Close an open batch and queue it for its partition's sender."""
+        """Close an open batch and queue it for its partition's sender (or drop it when the
+        container may have lost its tasks: ``fence_with``)."""
         del self._open[batch.target]
         if batch.timer is not None:
             batch.timer.cancel()
+        if self._may_write is not None and not self._may_write():
+            self._dropped += batch.builder.record_count()
+            return
         builder = batch.builder
         builder.close()  # a closed batch is sent at once, without lingering again
         settled = asyncio.get_running_loop().create_future()
