@@ -24,29 +24,37 @@ log = structlog.get_logger("samzapy.job_runner")
 class Lease:
     """Ticks on the event loop; ``valid`` until the loop stands still too long."""
 
-    def __init__(self, session_timeout_ms: int, on_lost: Callable[[], None]) -> None:
-        """``on_lost`` is called when the lease breaks (the loop stood still too long)."""
+    def __init__(
+        self,
+        session_timeout_ms: int,
+        on_lost: Callable[[], None],
+        *,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``on_lost`` is called when the lease breaks (the loop stood still too long);
+        ``now`` reads the monotonic clock (tests move it by hand)."""
         self._on_lost = on_lost
+        self._now = now
         self._session_s = session_timeout_ms / 1000
         self._interval_s = max(self._session_s / 10, 0.05)
-        self._last = time.monotonic()
+        self._last = now()
         self._broken = False
 
     def valid(self) -> bool:
         if self._broken:
             return False
-        self._check(time.monotonic())
+        self._check(self._now())
         return not self._broken
 
     def renew(self) -> None:
         """The group has just handed tasks out: the member is a member."""
-        self._last = time.monotonic()
+        self._last = self._now()
         self._broken = False
 
     async def run(self) -> None:
         """Tick until cancelled."""
         while True:
-            self._check(time.monotonic())
+            self._check(self._now())
             await asyncio.sleep(self._interval_s)
 
     def _check(self, now: float) -> None:

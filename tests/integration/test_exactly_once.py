@@ -29,7 +29,8 @@ from samzapy.system.kafka import KafkaSystemFactory
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from test_kafka_jobs import Job, create_topic, name, read_all, wait_for  # noqa: E402
+from test_control_jobs import framed_source, lines, run_job, split_and_count  # noqa: E402
+from test_kafka_jobs import Job, create_topic, name, produce, read_all, wait_for  # noqa: E402
 from test_state_jobs import (  # noqa: E402
     PARTITIONS,
     by_partition,
@@ -306,3 +307,46 @@ def test_a_broker_restart_in_the_middle_of_transactions_duplicates_nothing(
     assert runs[-1].stop() == 0
     assert_each_total_once(committed_totals(bootstrap, totals), words)
     assert changelog_state(bootstrap, changelog) == Counter(words)
+
+
+# -- two stages -------------------------------------------------------------------------------
+
+
+def processed_at_least(job: Job, count: int) -> bool:
+    return any(e["event"] == "progress" and e["processed"] >= count for e in job.events())
+
+
+@pytest.mark.timeout(400)
+def test_a_two_stage_pipeline_killed_in_each_stage_ends_once_with_exact_totals(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    source, words, out = name("lines"), name("words"), name("counts")
+    asyncio.run(create_topic(kafka_bootstrap, source, 3))
+    asyncio.run(create_topic(kafka_bootstrap, out, 2))
+    placed = {p: lines(30 + p, 15_000) for p in range(3)}
+    asyncio.run(produce(kafka_bootstrap, source, framed_source(placed)))
+    env = {"SAMZAPY_TEST_WORDS": words, "SAMZAPY_TEST_OUTPUT": out}
+    split, count = split_and_count(kafka_bootstrap, "eos-wc", source, words, tmp_path)
+    for cfg in (split, count):
+        cfg.update({**EXACTLY_ONCE, "task.progress.interval.ms": 100})
+    count_run = run_job(count, tmp_path, env)
+    split_run = run_job(split, tmp_path, env)
+    # Each stage is killed with -9 while it works, and started again.
+    wait_for(lambda: processed_at_least(count_run, 20_000), 120, "counting", count_run.proc)
+    count_run.stop(signal.SIGKILL)
+    count_run = run_job(count, tmp_path, env)
+    wait_for(lambda: processed_at_least(split_run, 20_000), 120, "splitting", split_run.proc)
+    split_run.stop(signal.SIGKILL)
+    split_run = run_job(split, tmp_path, env)
+    assert split_run.wait(240) == 0, split_run.tail()
+    assert count_run.wait(240) == 0, count_run.tail()
+    expected = Counter(w for texts in placed.values() for t in texts for w in t.split())
+    emitted: Counter[str] = Counter()
+    for record in asyncio.run(read_all(kafka_bootstrap, out, committed=True)):
+        entry = json.loads(record.value)
+        assert entry["word"] not in emitted, f"{entry['word']} emitted twice"
+        emitted[entry["word"]] = entry["n"]
+    assert emitted == expected
+    # on_end_of_stream ran once per downstream task: once in the run that finished.
+    ended = [e for e in count_run.events() if e["event"] == "task_ended"]
+    assert len(ended) == 2 and all(e.get("ended_before_restart") is None for e in ended)
