@@ -193,17 +193,25 @@ async def timed_run(config: Any, task_factory: Any, n: int) -> float:
     return n / elapsed
 
 
-async def latency(bootstrap: str, rate: float, seconds: float) -> tuple[float, float, int]:
-    """samzapy's end-to-end latency (produce -> job -> consumed) at a fixed input rate."""
+async def latency(
+    bootstrap: str, rate: float, seconds: float, *, committed: bool = False, **extra: Any
+) -> tuple[float, float, int]:
+    """samzapy's end-to-end latency (produce -> job -> consumed) at a fixed input rate;
+    ``committed``: the reader reads ``read_committed``; ``extra``: more job keys."""
     source, sink = f"lat-in-{uuid.uuid4().hex[:6]}", f"lat-out-{uuid.uuid4().hex[:6]}"
     await create_topics(bootstrap, source, sink)
     global SINK
     SINK = SystemStream("kafka", sink)
     container = SamzaContainer(
-        job_config(bootstrap, source, sink, **{"task.commit.ms": 1000}), task_factory=PassThrough
+        job_config(bootstrap, source, sink, **{"task.commit.ms": 1000, **extra}),
+        task_factory=PassThrough,
     )
     job = asyncio.ensure_future(container.run())
-    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    reader = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        isolation_level="read_committed" if committed else "read_uncommitted",
+    )
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, acks=1)
     await reader.start()
     await producer.start()

@@ -117,7 +117,7 @@ async def fill_keyed(bootstrap: str, topic: str, n: int, keys: int) -> None:
 
 
 def stateful_config(
-    bootstrap: str, source: str, changelog: str, base_dir: Path, job_id: str
+    bootstrap: str, source: str, changelog: str, base_dir: Path, job_id: str, **extra: Any
 ) -> Any:
     return job_config(
         bootstrap,
@@ -133,6 +133,7 @@ def stateful_config(
             f"stores.{STORE}.key.serde": "bytes",
             f"stores.{STORE}.msg.serde": "long",
             f"stores.{STORE}.changelog": f"kafka.{changelog}",
+            **extra,
         },
     )
 

@@ -11,6 +11,7 @@ from samzapy.api.errors import (
     StreamSystemError,
     TaskCallbackTimeoutError,
     TaskError,
+    TaskFencedError,
 )
 from samzapy.api.metrics import MetricsRegistry
 from samzapy.api.store import KeyValueIterator, KeyValueStore
@@ -51,6 +52,7 @@ __all__ = [
     "TaskContext",
     "TaskCoordinator",
     "TaskError",
+    "TaskFencedError",
     "TaskName",
     "WatermarkListenerTask",
     "WindowableTask",

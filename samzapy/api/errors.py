@@ -52,6 +52,20 @@ class StreamSystemError(SamzapyError):
     """A system (consumer, producer or admin) failed."""
 
 
+class TaskFencedError(StreamSystemError):
+    """Another container owns the task now: this container's writes for it were refused
+    (its transactional producer was fenced, or its checkpoint generation is older). The task
+    is dropped at once; the write is never retried."""
+
+    def __init__(
+        self, message: str, *, task_name: TaskName | None = None, epoch: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.task_name = task_name
+        #: The owner epoch this container held for the task.
+        self.epoch = epoch
+
+
 class SerdeError(StreamSystemError):
     """A message could not be serialized or deserialized."""
 
@@ -73,4 +87,5 @@ __all__ = [
     "StreamSystemError",
     "TaskCallbackTimeoutError",
     "TaskError",
+    "TaskFencedError",
 ]

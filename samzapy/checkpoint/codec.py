@@ -6,7 +6,7 @@ The document (version 1)::
      "offsets": [{"system": "kafka", "stream": "in", "partition": 0, "offset": "42"}],
      "extra": {"partition_counts": {"kafka.in": 8},
                "changelog_offsets": {"counts": "1200"},
-               "control": {...}}}
+               "control": {...}, "epoch": 4}}
 
 ``extra`` holds the typed fields of ``Checkpoint`` besides the offsets, each under its own key
 (absent when empty); keys this version does not know are ignored when read. Decoding checks
@@ -31,6 +31,7 @@ DOCUMENT_VERSION = 1
 PARTITION_COUNTS = "partition_counts"
 CHANGELOG_OFFSETS = "changelog_offsets"
 CONTROL = "control"
+EPOCH = "epoch"
 
 
 def encode_checkpoint(task_name: str, checkpoint: Checkpoint) -> bytes:
@@ -65,6 +66,8 @@ def encode_checkpoint(task_name: str, checkpoint: Checkpoint) -> bytes:
         extra[CHANGELOG_OFFSETS] = dict(sorted(checkpoint.changelog_offsets.items()))
     if checkpoint.control is not None:
         extra[CONTROL] = checkpoint.control
+    if checkpoint.epoch is not None:
+        extra[EPOCH] = checkpoint.epoch
     document = {"version": DOCUMENT_VERSION, "task": str(task_name), "offsets": offsets}
     document["extra"] = extra
     try:
@@ -96,6 +99,7 @@ def decode_checkpoint(data: bytes, source: str) -> tuple[TaskName, Checkpoint]:
             partition_counts=_partition_counts(extra.get(PARTITION_COUNTS)),
             changelog_offsets=_changelog_offsets(extra.get(CHANGELOG_OFFSETS)),
             control=_control(extra.get(CONTROL)),
+            epoch=_epoch(extra.get(EPOCH)),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(f"corrupt checkpoint {source}: {exc}") from exc
@@ -148,6 +152,12 @@ def _control(value: Any) -> dict[str, Any] | None:
     return value
 
 
+def _epoch(value: Any) -> int | None:
+    if value is not None and type(value) is not int:
+        raise ValueError(f"'{EPOCH}' must be an integer, got {value!r}")
+    return value
+
+
 def check_partition_counts(
     checkpoints: Mapping[TaskName, Checkpoint], counts: Mapping[SystemStream, int]
 ) -> None:
@@ -172,6 +182,7 @@ __all__ = [
     "CHANGELOG_OFFSETS",
     "CONTROL",
     "DOCUMENT_VERSION",
+    "EPOCH",
     "PARTITION_COUNTS",
     "check_partition_counts",
     "decode_checkpoint",

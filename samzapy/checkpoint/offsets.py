@@ -10,8 +10,10 @@ calls, never one past a call still in flight.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+from samzapy.api.system import SystemStreamPartition
 
 
 class PendingMessage:
@@ -54,4 +56,18 @@ class OffsetTracker:
         return iter(self._pending)
 
 
-__all__ = ["OffsetTracker", "PendingMessage"]
+def oldest_in_flight(
+    trackers: Mapping[SystemStreamPartition, OffsetTracker],
+) -> tuple[float, SystemStreamPartition, str] | None:
+    """When the longest-running invocation started, its partition and offset (None: none)."""
+    oldest: tuple[float, SystemStreamPartition, str] | None = None
+    for ssp, tracker in trackers.items():
+        for entry in tracker.pending():
+            if not entry.done:
+                if oldest is None or entry.started < oldest[0]:
+                    oldest = (entry.started, ssp, entry.offset)
+                break
+    return oldest
+
+
+__all__ = ["OffsetTracker", "PendingMessage", "oldest_in_flight"]

@@ -20,7 +20,11 @@ class Checkpoint:
     - ``changelog_offsets``: each logged store's changelog offset after the commit's flush
       (upcoming, exclusive), which the store is restored to;
     - ``control``: the task's control-message bookkeeping (``TaskControl.to_json()``), or
-      None when the task reads and writes no framed stream.
+      None when the task reads and writes no framed stream;
+    - ``epoch``: the owner epoch of the container that wrote it: each container that takes
+      a task writes with the epoch of the checkpoint it found plus one, and readers keep a
+      task's checkpoint of the highest epoch, so a container that lost the task (and was not
+      told yet) cannot move its checkpoint backwards or forwards. None: written before epochs.
 
     ``samzapy.checkpoint.codec`` turns it into the stored JSON document and back.
     """
@@ -29,6 +33,7 @@ class Checkpoint:
     partition_counts: Mapping[SystemStream, int] = field(default_factory=dict)
     changelog_offsets: Mapping[str, str] = field(default_factory=dict)
     control: Mapping[str, Any] | None = None
+    epoch: int | None = None
 
 
 class CheckpointManager(abc.ABC):

@@ -22,6 +22,7 @@ from samzapy.checkpoint.file import FileCheckpointManager
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.checkpoint.ports import CheckpointManager
 from samzapy.checkpoint.stream import StreamCheckpointManager, checkpoint_stream_name
+from samzapy.checkpoint.transactional import TransactionalCheckpointManager
 from samzapy.config import ResolvedConfig
 from samzapy.config.classes import load_class
 from samzapy.system.ports import SystemFactory
@@ -127,10 +128,16 @@ def checkpoint_manager_for(
 
 
 def checkpoint_manager(
-    config: ResolvedConfig, factories: Mapping[str, SystemFactory], namespace: str
+    config: ResolvedConfig,
+    factories: Mapping[str, SystemFactory],
+    namespace: str,
+    *,
+    task_count: int = 1,
 ) -> CheckpointManager | None:
     """The manager a job's ``task.checkpoint.factory`` names, or None when checkpoints are
-    off; ``factories`` are the job's systems (the checkpoint system is one of them)."""
+    off; ``factories`` are the job's systems (the checkpoint system is one of them). Under
+    exactly-once it is the transactional manager, with a partition per task of the job's
+    ``task_count``."""
     task = config.task
     if task.checkpoint_factory is None:
         return None
@@ -148,6 +155,16 @@ def checkpoint_manager(
                 key=SYSTEM_KEY,
             )
         system_factory = factories[system]
+    if task.exactly_once and system_factory is not None:
+        stream = checkpoint_stream_name(config.job.name, config.job.id)
+        replication = task.checkpoint_replication_factor
+        return TransactionalCheckpointManager(
+            system_factory,
+            stream,
+            task_count,
+            None if replication == -1 else replication,
+            fallback_stream=stream,
+        )
     return checkpoint_manager_for(
         task.checkpoint_factory,
         job_name=config.job.name,

@@ -95,6 +95,7 @@ class StreamCheckpointManager(CheckpointManager):
         self.read_timeout = read_timeout
         self.ssp = SystemStreamPartition(system_factory.system_name, stream, 0)
         self._documents: dict[TaskName, bytes] = {}
+        self._epochs: dict[TaskName, int] = {}
         self._locks: dict[TaskName, asyncio.Lock] = {}
         self._admin: SystemAdmin | None = None
         self._producer: SystemProducer | None = None
@@ -190,6 +191,7 @@ class StreamCheckpointManager(CheckpointManager):
         value = envelope.message
         if value is None:
             self._documents.pop(task_name, None)
+            self._epochs.pop(task_name, None)
             return
         if not isinstance(value, bytes | bytearray):
             raise CheckpointError(
@@ -197,13 +199,29 @@ class StreamCheckpointManager(CheckpointManager):
                 f"got {type(value).__name__}"
             )
         document = bytes(value)
-        stored_task, _ = decode_checkpoint(document, source)
+        stored_task, checkpoint = decode_checkpoint(document, source)
         if stored_task != task_name:
             raise CheckpointError(
                 f"corrupt checkpoint {source}: its key is task {str(task_name)!r} but the "
                 f"document holds task {str(stored_task)!r}"
             )
+        self._keep(task_name, document, checkpoint.epoch or 0, source)
+
+    def _keep(self, task_name: TaskName, document: bytes, epoch: int, source: str) -> None:
+        """Keep ``document`` as the task's latest, unless it comes from an older owner epoch
+        than the one kept (a container that had lost the task wrote it: it does not count)."""
+        kept = self._epochs.get(task_name)
+        if kept is not None and epoch < kept:
+            log.warning(
+                "stale_checkpoint_ignored",
+                task=task_name,
+                epoch=epoch,
+                newest_epoch=kept,
+                record=source,
+            )
+            return
         self._documents[task_name] = document
+        self._epochs[task_name] = epoch
 
     # -- reading and writing --------------------------------------------------------------
 

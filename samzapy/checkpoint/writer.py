@@ -1,13 +1,26 @@
-"""One task's checkpoint writes: through the job's manager, skipping one equal to the last."""
+"""One task's checkpoint writes, stamped with the container's owner epoch for the task.
+
+A container that takes a task reads its checkpoint (epoch ``e``, 0 before epochs) and from then
+on writes with epoch ``e + 1``, first of all the checkpoint it found (``claim``): readers keep a
+task's checkpoint of the highest epoch, so the writes of a container that lost the task
+without noticing yet do not count. At-least-once writes go through the checkpoint manager;
+under exactly-once (``TransactionalCheckpointWriter``) the checkpoint record is the last write
+of the task's transaction, which the write then commits.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Callable
 
 import structlog
 
+from samzapy.api.errors import TaskFencedError
 from samzapy.api.system import TaskName
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
+from samzapy.checkpoint.transactional import TransactionalCheckpointManager
+from samzapy.system.ports import TransactionalProducer
 
 log = structlog.get_logger("samzapy.checkpoint")
 
@@ -17,16 +30,25 @@ class TaskCheckpointWriter:
 
     ``last`` is the checkpoint read at start-up: a commit that changed nothing (an idle task)
     writes nothing. Without a manager (``task.checkpoint.factory`` unset) nothing is written.
+    ``lease`` says whether this container may still be sure it owns the task (its event loop
+    has not stood still for longer than the group's session timeout); once it may not, a
+    write raises TaskFencedError instead of writing.
     """
 
-    __slots__ = ("_last", "_manager", "task_name", "written", "written_at")
-
     def __init__(
-        self, manager: CheckpointManager | None, task_name: TaskName, last: Checkpoint | None
+        self,
+        manager: CheckpointManager | None,
+        task_name: TaskName,
+        last: Checkpoint | None,
+        *,
+        lease: Callable[[], bool] | None = None,
     ) -> None:
         self._manager = manager
         self.task_name = task_name
         self._last = last
+        self._lease = lease
+        #: This container's owner epoch for the task.
+        self.epoch = (0 if last is None else last.epoch or 0) + 1
         #: How many checkpoints were written, and when the last one was (monotonic seconds).
         self.written = 0
         self.written_at: float | None = None
@@ -35,20 +57,70 @@ class TaskCheckpointWriter:
     def enabled(self) -> bool:
         return self._manager is not None
 
+    async def claim(self) -> None:
+        """Take the task over: write the checkpoint found, with this container's epoch."""
+        if self._last is not None:
+            await self.write(self._last)
+
     async def write(self, checkpoint: Checkpoint) -> bool:
         """Write ``checkpoint`` unless it equals the last one; True when it was written."""
-        if self._manager is None or checkpoint == self._last:
+        stamped = dataclasses.replace(checkpoint, epoch=self.epoch)
+        if self._manager is None or not self._changed(stamped):
             return False
-        await self._manager.write(self.task_name, checkpoint)
-        self._last = checkpoint
+        self._check_lease()
+        await self._write(stamped)
+        self._last = stamped
         self.written += 1
         self.written_at = time.monotonic()
         log.debug(
             "checkpoint_written",
             task=self.task_name,
+            epoch=self.epoch,
             offsets={str(ssp): offset for ssp, offset in checkpoint.offsets.items()},
         )
         return True
 
+    def _changed(self, checkpoint: Checkpoint) -> bool:
+        return checkpoint != self._last
 
-__all__ = ["TaskCheckpointWriter"]
+    def _check_lease(self) -> None:
+        if self._lease is not None and not self._lease():
+            raise TaskFencedError(
+                f"task {str(self.task_name)!r} may belong to another container by now: this "
+                "one's event loop stood still for longer than job.coordinator.session.timeout.ms "
+                "(the group has evicted it); its checkpoint is not written",
+                task_name=self.task_name,
+                epoch=self.epoch,
+            )
+
+    async def _write(self, checkpoint: Checkpoint) -> None:
+        assert self._manager is not None
+        await self._manager.write(self.task_name, checkpoint)
+
+
+class TransactionalCheckpointWriter(TaskCheckpointWriter):
+    """Exactly-once: the checkpoint record ends the task's transaction, which it commits."""
+
+    def __init__(
+        self,
+        manager: TransactionalCheckpointManager,
+        producer: TransactionalProducer,
+        task_name: TaskName,
+        last: Checkpoint | None,
+    ) -> None:
+        super().__init__(manager, task_name, last)
+        self._transactions = manager
+        self._producer = producer
+
+    def _changed(self, checkpoint: Checkpoint) -> bool:
+        # Outputs sent without moving the checkpoint (a window) still need their commit.
+        return super()._changed(checkpoint) or self._producer.pending
+
+    async def _write(self, checkpoint: Checkpoint) -> None:
+        stream, partition, key, value = self._transactions.record(self.task_name, checkpoint)
+        self._producer.send(stream, partition, key, value)
+        await self._producer.commit()
+        self._transactions.committed(self.task_name, checkpoint)
+
+
+__all__ = ["TaskCheckpointWriter", "TransactionalCheckpointWriter"]

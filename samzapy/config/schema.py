@@ -203,6 +203,20 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("task.poll.timeout.ms", _I, 100, "Longest wait of one poll.", minimum=1),
     ConfigKey("task.stall.timeout.ms", _I, 300000, "Stall watchdog; <= 0 is off.", minimum=-1),
     ConfigKey("task.stall.fail", _B, False, "Exit 1 when a task stalls."),
+    ConfigKey(
+        "task.processing.guarantee",
+        _E,
+        "at-least-once",
+        "What a restart may repeat.",
+        choices=("at-least-once", "exactly-once"),
+    ),
+    ConfigKey(
+        "task.transaction.timeout.ms",
+        _I,
+        -1,
+        "Exactly-once: transaction timeout; -1 derives it.",
+        minimum=-1,
+    ),
     # systems, any factory
     ConfigKey("systems.<name>.samza.factory", _S, None, "memory, file, kafka or module:Class."),
     ConfigKey("systems.<name>.samza.key.serde", _S, None, "Default key serde."),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from samzapy.api.system import SystemStream
+from samzapy.config.guarantee import exactly_once_problems
 from samzapy.config.loader import Config, Problem, config_error
 from samzapy.config.schema import (
     BUILTIN_SERDES,
@@ -311,6 +312,7 @@ class _Checker:
                     f"(set systems.{system}.samza.factory)",
                 )
         self._control_references()
+        exactly_once_problems(self.values, self.factories, self.streams, self.problem)
         known = {*BUILTIN_SERDES, *self.serializers}
         for key in self.serde_keys:
             name = self.values[key]

@@ -64,6 +64,22 @@ class TaskConfig:
     poll_timeout_ms: int
     stall_timeout_ms: int = 300000
     stall_fail: bool = False
+    #: ``at-least-once`` or ``exactly-once``.
+    processing_guarantee: str = "at-least-once"
+    #: Exactly-once: how long the broker lets a transaction stay open (-1: derived).
+    transaction_timeout_ms: int = -1
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.processing_guarantee == "exactly-once"
+
+    @property
+    def transaction_timeout(self) -> int:
+        """The transaction timeout in ms: as configured, else three commit intervals and at
+        least a minute, at most 15 minutes (the broker's default transaction.max.timeout.ms)."""
+        if self.transaction_timeout_ms > 0:
+            return self.transaction_timeout_ms
+        return min(max(60_000, 3 * self.commit_ms), 900_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +285,8 @@ def _task(v: Mapping[str, Any]) -> TaskConfig:
         poll_timeout_ms=v["task.poll.timeout.ms"],
         stall_timeout_ms=v["task.stall.timeout.ms"],
         stall_fail=v["task.stall.fail"],
+        processing_guarantee=v["task.processing.guarantee"],
+        transaction_timeout_ms=v["task.transaction.timeout.ms"],
     )
 
 

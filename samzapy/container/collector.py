@@ -24,7 +24,13 @@ from typing import Any
 import structlog
 
 from samzapy.api.envelope import OutgoingMessageEnvelope
-from samzapy.api.errors import SamzapyError, SerdeError, StreamSystemError, TaskError
+from samzapy.api.errors import (
+    SamzapyError,
+    SerdeError,
+    StreamSystemError,
+    TaskError,
+    TaskFencedError,
+)
 from samzapy.api.system import SystemStream, TaskName
 from samzapy.control.wire import frame
 from samzapy.system.partitioner import partition_for
@@ -271,6 +277,8 @@ class OutputRouter:
         for producer in self._producers.values():
             try:
                 await producer.flush()
+            except TaskFencedError:
+                raise
             except StreamSystemError as exc:
                 if not self._drop_errors:
                     raise

@@ -5,17 +5,16 @@ Start-up (Samza's container steps, in order):
 1. build the systems (``systems.py``) and start their admins; prepare the streams
    (``streams.py``: create missing intermediate streams, check the inputs, count partitions);
 2. decide the job model: which tasks the job has and which of them this container runs;
-3. read each task's last checkpoint and check it against the partition counts;
+3. read each task's last checkpoint (``checkpoints.py``) and check its partition counts;
 4. plan the tasks (``plan.py``: where each partition resumes, what each task writes);
-5. assemble: input queues and the consumers behind them, the run loop, the output router,
-   then one task instance per task name with its stores;
-6. start the metrics reporters and producers, open and restore the stores, call ``init``,
+5. assemble: input queues and their consumers, the run loop, the output routers, then one
+   task instance per task name with its stores;
+6. start reporters and producers, claim the tasks, restore the stores, call ``init``,
    start the consumers and run.
 
-Shutdown, after the run loop returns: close the tasks, commit every task (flushing the
-producers first), close the stores marked clean, then stop the systems and the checkpoint
-manager. After a failure nothing is committed: the tasks are closed (errors logged) and the
-failure is raised.
+Shutdown, after the run loop returns: close the tasks, commit every task, close the stores
+marked clean, stop the systems. After a failure nothing is committed: the tasks are closed
+(errors logged) and the failure is raised.
 """
 
 from __future__ import annotations
@@ -25,22 +24,20 @@ import concurrent.futures
 import functools
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from samzapy.api.errors import SamzapyError
+from samzapy.api.errors import SamzapyError, TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.codec import check_partition_counts
 from samzapy.checkpoint.offsets import OffsetTracker
-from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
-from samzapy.checkpoint.registry import checkpoint_manager
-from samzapy.checkpoint.writer import TaskCheckpointWriter
 from samzapy.config import ResolvedConfig
 from samzapy.config.classes import load_task_class
+from samzapy.container.checkpoints import ContainerCheckpoints
 from samzapy.container.clock import Clock, LoopClock
 from samzapy.container.collector import OutputRouter, TaskCollector
 from samzapy.container.consumers import SystemConsumers
@@ -65,6 +62,7 @@ from samzapy.metrics import Health, MetricsRegistry, MetricsReporter
 from samzapy.metrics.registry import Timer
 from samzapy.metrics.reporter import start_reporters
 from samzapy.storage.task_stores import TaskStores
+from samzapy.system.ports import SystemProducer
 
 log = structlog.get_logger("samzapy.container")
 
@@ -83,11 +81,13 @@ class SamzaContainer:
         reporters: bool = True,
         health: Health | None = None,
         totals: ProcessTotals | None = None,
+        lease: Callable[[], bool] | None = None,
     ) -> None:
         """``tasks``: whether to run the task of partition number k (None: every task of the
         job); ``reporters``: start the configured metrics reporters; ``totals``: the process's
         container counts this container adds to (a JobRunner's, which starts the reporters
-        once for all its containers; None: its own)."""
+        once for all its containers; None: its own); ``lease``: whether the container may
+        still be sure it owns its tasks (a JobRunner's group lease; None: always)."""
         self.config = config
         self._task_filter = tasks
         #: What /healthz and /readyz report; the stall watchdog records stalled tasks here.
@@ -104,10 +104,10 @@ class SamzaContainer:
         self._totals = totals
         self._stop_reason: str | None = None
         self.run_loop: RunLoop | None = None
-        self._router: OutputRouter | None = None
+        self._routers: list[OutputRouter] = []
+        self._lease = lease
         self._systems: Systems | None = None
-        self._checkpoints: CheckpointManager | None = None
-        self._writers: list[TaskCheckpointWriter] = []
+        self._checkpoints: ContainerCheckpoints | None = None
         self._partitions: list[SystemStreamPartition] = []
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._reporters: list[MetricsReporter] = []
@@ -121,7 +121,7 @@ class SamzaContainer:
     @property
     def commit_count(self) -> int:
         """Checkpoints written so far."""
-        return sum(w.written for w in self._writers)
+        return sum(w.written for w in self._checkpoints.writers) if self._checkpoints else 0
 
     @property
     def metric_groups(self) -> list[str]:
@@ -140,8 +140,13 @@ class SamzaContainer:
 
     async def flush(self) -> None:
         """Return once everything the tasks sent so far is durable."""
-        if self._router is not None:
-            await self._router.flush()
+        for router in self._routers:
+            await router.flush()
+
+    def abandon(self, reason: str) -> None:
+        """The container may have lost its tasks: stop them at once, committing nothing."""
+        if self.run_loop is not None:
+            self.run_loop.fail(TaskFencedError(f"the container may have lost its tasks: {reason}"))
 
     def request_stop(self, reason: str) -> None:
         """Graceful stop: stop consuming, finish in-flight work, close, commit."""
@@ -179,12 +184,22 @@ class SamzaContainer:
         task_factory = self._task_factory or load_task_class(cfg.task.task_class)
         # 1. Systems and streams.
         self._systems = systems = Systems(cfg)
+        if self._lease is not None:
+            for producer in systems.producers.values():
+                producer.fence_with(self._lease)
         await systems.start_admins()
         counts = await prepare_streams(cfg, systems.admins)
         # 2. The job model.
         models, job_task_count = job_model(cfg, counts, self._task_filter)
-        # 3. Checkpoints.
-        checkpoints = await self._read_checkpoints(models)
+        # 3. Checkpoints (under exactly-once, each task's transactional producer first).
+        self._checkpoints = ContainerCheckpoints(
+            cfg,
+            systems.factories,
+            self.checkpoint_namespace,
+            task_count=job_task_count,
+            lease=self._lease,
+        )
+        checkpoints = await self._checkpoints.start([m.name for m in models])
         check_partition_counts(checkpoints, counts)
         # 4. The plan.
         serdes = StreamSerdes(cfg, systems.factories)
@@ -219,31 +234,20 @@ class SamzaContainer:
             callback_timeout_ms=cfg.task.callback_timeout_ms,
             shutdown_ms=cfg.task.shutdown_ms,
             progress_interval_ms=cfg.task.progress_interval_ms,
-            checkpointing=self._checkpoints is not None,
+            checkpointing=self._checkpoints.manager is not None,
             stall_timeout_ms=cfg.task.stall_timeout_ms,
             stall_fail=cfg.task.stall_fail,
             health=self.health,
         )
         if self._stop_reason is not None:
             run_loop.request_stop(self._stop_reason)
-        self._router = router = OutputRouter(
-            systems.producers,
-            systems.admins,
-            serdes.output,
-            lambda ss: cfg.stream(ss).partitions or 1,
-            replication_for_new=lambda ss: cfg.stream(ss).replication_factor,
-            stream_id=lambda ss: cfg.stream(ss).stream_id,
-            framed=serdes.framed,
-            drop_errors=cfg.task.drop_producer_errors,
-            on_dropped=lambda n: self.metrics.counter(CONTAINER, "producer-errors").inc(n),
-            on_error=run_loop.fail,
-        )
+        routers = self._routers_by_task(plan.tasks, serdes, run_loop)
         if cfg.job.container_thread_pool_size > 1:
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 cfg.job.container_thread_pool_size, thread_name_prefix="samzapy-task"
             )
         parts = _SharedParts(
-            router=router,
+            routers=routers,
             serdes=serdes,
             listener=run_loop,
             space_freed=consumers.space_freed,
@@ -263,9 +267,12 @@ class SamzaContainer:
         for producer in systems.producers.values():
             await producer.start()
         await prepare_changelogs(cfg, systems.admins, job_task_count)
-        await router.prepare(
-            [SystemStream(s.system, s.physical_name) for s in cfg.streams.values() if s.system]
-        )
+        declared = [
+            SystemStream(s.system, s.physical_name) for s in cfg.streams.values() if s.system
+        ]
+        for router in self._routers:
+            await router.prepare(declared)
+        await self._checkpoints.claim()
         for task, task_plan in zip(self.tasks, plan.tasks, strict=True):
             if task.stores:
                 task.stores.open()
@@ -291,11 +298,12 @@ class SamzaContainer:
         control = TaskControl(carrying=plan.carrying, outputs=plan.outputs)
         if plan.checkpoint is not None:
             control.restore(plan.checkpoint.control)
-        writer = TaskCheckpointWriter(self._checkpoints, plan.name, plan.checkpoint)
-        self._writers.append(writer)
+        assert self._checkpoints is not None
+        writer = self._checkpoints.writer(plan.name, plan.checkpoint)
+        router = parts.routers[plan.name]
         trackers = {ssp: OffsetTracker(last) for ssp, last in plan.last_processed.items()}
         self._partitions.extend(trackers)
-        collector = TaskCollector(parts.router, asyncio.get_running_loop(), plan.name)
+        collector = TaskCollector(router, asyncio.get_running_loop(), plan.name)
         stores = TaskStores(
             task_name=plan.name,
             partition=plan.model.partition,
@@ -303,7 +311,7 @@ class SamzaContainer:
             base_dir=Path(cfg.job.logged_store_base_dir) / cfg.job.name,
             serde=parts.serdes.store,
             send=collector.send,
-            flush=parts.router.flush,
+            flush=router.flush,
             factories=self._systems.factories,
             admins=self._systems.admins,
         )
@@ -315,7 +323,7 @@ class SamzaContainer:
             ),
             trackers=trackers,
             collector=collector,
-            router=parts.router,
+            router=router,
             clock=self.clock,
             checkpoints=writer,
             listener=parts.listener,
@@ -343,13 +351,11 @@ class SamzaContainer:
         return instance
 
     def _log_started(self, task_factory: Callable[[], Any], job_task_count: int) -> None:
-        cfg = self.config
+        cfg, broadcasts = self.config, self.config.task.broadcast_inputs
         log.info(
             "container_started",
             inputs=[str(ss) for ss in dict.fromkeys(cfg.task.inputs)],
-            broadcast_inputs=[
-                f"{b.system_stream}#{list(b.partitions)}" for b in cfg.task.broadcast_inputs
-            ],
+            broadcast_inputs=[f"{b.system_stream}#{list(b.partitions)}" for b in broadcasts],
             tasks=len(self.tasks),
             task_names=[str(t.name) for t in self.tasks],
             job_tasks=job_task_count,
@@ -357,33 +363,36 @@ class SamzaContainer:
             max_concurrency=cfg.task.max_concurrency,
             thread_pool_size=cfg.job.container_thread_pool_size,
             checkpoints=cfg.task.checkpoint_factory,
+            processing_guarantee=cfg.task.processing_guarantee,
         )
 
-    async def _read_checkpoints(self, models: list[TaskModel]) -> dict[TaskName, Checkpoint]:
-        assert self._systems is not None
-        self._checkpoints = checkpoint_manager(
-            self.config, self._systems.factories, self.checkpoint_namespace
-        )
-        if self._checkpoints is None:
-            log.warning(
-                "checkpoints_disabled",
-                reason="task.checkpoint.factory is not set; a restart will not resume",
+    def _routers_by_task(
+        self, tasks: Sequence[TaskPlan], serdes: StreamSerdes, run_loop: RunLoop
+    ) -> dict[TaskName, OutputRouter]:
+        """One router for all tasks, or under exactly-once one per task, over its producers."""
+        cfg, systems, checkpoints = self.config, self._systems, self._checkpoints
+        assert systems is not None and checkpoints is not None
+
+        def router(producers: Mapping[str, SystemProducer]) -> OutputRouter:
+            made = OutputRouter(
+                producers,
+                systems.admins,
+                serdes.output,
+                lambda ss: cfg.stream(ss).partitions or 1,
+                replication_for_new=lambda ss: cfg.stream(ss).replication_factor,
+                stream_id=lambda ss: cfg.stream(ss).stream_id,
+                framed=serdes.framed,
+                drop_errors=cfg.task.drop_producer_errors,
+                on_dropped=lambda n: self.metrics.counter(CONTAINER, "producer-errors").inc(n),
+                on_error=run_loop.fail,
             )
-            return {}
-        for model in models:
-            self._checkpoints.register(model.name)
-        await self._checkpoints.start()
-        found = {}
-        for model in models:
-            checkpoint = await self._checkpoints.read_last(model.name)
-            if checkpoint is not None:
-                found[model.name] = checkpoint
-                log.info(
-                    "checkpoint_read",
-                    task=model.name,
-                    offsets={str(ssp): o for ssp, o in checkpoint.offsets.items()},
-                )
-        return found
+            self._routers.append(made)
+            return made
+
+        if checkpoints.transactional_system is None:
+            shared = router(systems.producers)
+            return {t.name: shared for t in tasks}
+        return {t.name: router(checkpoints.producers(t.name, systems.producers)) for t in tasks}
 
     def _context(self, model: TaskModel, instance: TaskInstance) -> TaskContextImpl:
         return TaskContextImpl(
@@ -429,7 +438,7 @@ class SamzaContainer:
 class _SharedParts:
     """What every task instance of the container shares."""
 
-    router: OutputRouter
+    routers: Mapping[TaskName, OutputRouter]
     serdes: StreamSerdes
     listener: TaskListener
     space_freed: Callable[[], None]

@@ -27,10 +27,11 @@ from typing import Any
 
 import structlog
 
-from samzapy.api.errors import ConfigError
+from samzapy.api.errors import ConfigError, TaskFencedError
 from samzapy.config import ResolvedConfig
 from samzapy.container.container import SamzaContainer
 from samzapy.container.gauges import ProcessTotals
+from samzapy.container.lease import Lease
 from samzapy.container.streams import prepare_streams
 from samzapy.container.systems import started_admins, system_factory
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter, start_reporters
@@ -98,6 +99,9 @@ class JobRunner:
         #: The metric groups of the tasks of the container that stopped last: removed when
         #: the next assignment starts (kept at the end, for the final report).
         self._stale_groups: list[str] = []
+        #: kafka-group: the group lease (see lease.py) and the membership.
+        self._lease: Lease | None = None
+        self._membership: GroupMembership | None = None
 
     def request_stop(self, reason: str) -> None:
         if self._stop_reason is None:
@@ -148,10 +152,14 @@ class JobRunner:
         self.metrics.counter("coordinator", "rebalances", lambda: self.rebalances)
         self.metrics.gauge("coordinator", "tasks", lambda: len(self._tasks))
         log.info("group_joining", group=group_id, inputs=[str(ss) for ss in inputs])
+        self._lease = Lease(cfg.job.coordinator_session_timeout_ms, on_lost=self._lease_lost)
+        ticking = asyncio.ensure_future(self._lease.run())
         await membership.start()
+        self._membership = membership
         try:
             await self._serve(membership)
         finally:
+            ticking.cancel()
             await self._stop_container("leaving the group")
             await membership.stop()
             log.info("group_left", group=group_id)
@@ -176,7 +184,10 @@ class JobRunner:
                 raise failure
             if run is not None and run is self._container_run and run.done():
                 self._container_run = self._container = None
-                run.result()  # a failure ends the job
+                if isinstance(run.exception(), TaskFencedError):
+                    self._fenced(run.exception())  # type: ignore[arg-type]
+                    continue
+                run.result()  # any other failure ends the job
                 if self._stop_reason is None:
                     log.info("tasks_ended", tasks=_names(self._tasks))
                     return  # every task of this container ended
@@ -202,6 +213,8 @@ class JobRunner:
         self._assignment.set()
 
     async def _take(self, tasks: list[int]) -> None:
+        if self._lease is not None:
+            self._lease.renew()
         before = set(self._tasks)
         self._tasks = tasks
         for group in self._stale_groups:
@@ -214,6 +227,10 @@ class JobRunner:
             started_wait = asyncio.ensure_future(container.started.wait())
             await asyncio.wait([started_wait, run], return_when=asyncio.FIRST_COMPLETED)
             started_wait.cancel()
+            if run.done() and isinstance(run.exception(), TaskFencedError):
+                self._container_run = self._container = None
+                self._fenced(run.exception())  # type: ignore[arg-type]
+                return
             if run.done() and run.exception() is not None:
                 raise run.exception()  # type: ignore[misc]  # failed during start-up
         else:
@@ -238,8 +255,29 @@ class JobRunner:
         container.request_stop(reason)
         try:
             await asyncio.shield(run)
+        except TaskFencedError as exc:
+            self._fenced(exc)
         except Exception as exc:
             self._failure = self._failure or exc
+
+    def _lease_lost(self) -> None:
+        if self._container is not None:
+            self._container.abandon("its event loop stood still for longer than the session")
+
+    def _fenced(self, exc: TaskFencedError) -> None:
+        """Another container owns the task now: drop this container's tasks without
+        committing (done: it failed), and ask the group for a new assignment."""
+        log.warning(
+            "task_fenced",
+            task=exc.task_name,
+            epoch=exc.epoch,
+            error=str(exc),
+            tasks_dropped=_names(self._tasks),
+        )
+        self._tasks = []
+        self.health.ready = False
+        if self._membership is not None:
+            self._membership.rejoin()
 
     # -- shared ---------------------------------------------------------------------------------
 
@@ -251,6 +289,7 @@ class JobRunner:
             reporters=False,
             health=self.health,
             totals=self._totals,
+            lease=None if self._lease is None else self._lease.valid,
         )
         self._container = container
         if self._stop_reason is not None:

@@ -25,7 +25,12 @@ from typing import Any, Protocol
 import structlog
 
 from samzapy.api.context import RequestScope
-from samzapy.api.errors import SamzapyError, TaskCallbackTimeoutError, TaskError
+from samzapy.api.errors import (
+    SamzapyError,
+    TaskCallbackTimeoutError,
+    TaskError,
+    TaskFencedError,
+)
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.container.clock import Clock
 from samzapy.container.progress import TaskProgress
@@ -138,7 +143,10 @@ class RunLoop:
                 "ssp": str(error.ssp) if error.ssp else None,
                 "offset": error.offset,
             }
-        log.error("task_failed", error=str(error), exc_info=error, **fields)
+        if isinstance(error, TaskFencedError):
+            log.warning("container_fenced", error=str(error), task=error.task_name)
+        else:
+            log.error("task_failed", error=str(error), exc_info=error, **fields)
         self._end()
 
     def _end(self) -> None:

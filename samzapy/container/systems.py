@@ -32,7 +32,10 @@ class Systems:
     """The factories, admins, producers and input consumers of every configured system."""
 
     def __init__(self, config: ResolvedConfig) -> None:
+        """A system that carries an intermediate input of the job is read ``read_committed``
+        (samzapy writes those streams, in transactions under exactly-once)."""
         reading = set(input_systems(config))
+        committed = {ss.system for ss in config.task.inputs if config.stream(ss).intermediate}
         self.factories: dict[str, SystemFactory] = {}
         self.admins: dict[str, SystemAdmin] = {}
         self.producers: dict[str, SystemProducer] = {}
@@ -41,7 +44,9 @@ class Systems:
             self.factories[name] = factory = system_factory(config, name)
             self.admins[name] = factory.get_admin()
             self.producers[name] = factory.get_producer()
-            if name in reading:
+            if name in committed:
+                self.consumers[name] = factory.get_committed_consumer()
+            elif name in reading:
                 self.consumers[name] = factory.get_consumer()
 
     async def start_admins(self) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import structlog
 
 from samzapy.api.context import MessageCollector, RequestScope, TaskContext
-from samzapy.api.errors import ConfigError
+from samzapy.api.errors import ConfigError, TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.api.task import (
     AsyncStreamTask,
@@ -36,7 +36,7 @@ from samzapy.api.task import (
     WatermarkListenerTask,
     WindowableTask,
 )
-from samzapy.checkpoint.offsets import OffsetTracker
+from samzapy.checkpoint.offsets import OffsetTracker, oldest_in_flight
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.checkpoint.writer import TaskCheckpointWriter
 from samzapy.container.clock import Clock
@@ -220,14 +220,7 @@ class TaskInstance:
 
     def oldest_in_flight(self) -> tuple[float, SystemStreamPartition, str] | None:
         """When the longest-running call started, and its partition and offset."""
-        oldest: tuple[float, SystemStreamPartition, str] | None = None
-        for ssp, tracker in self._trackers.items():
-            for entry in tracker.pending():
-                if not entry.done:
-                    if oldest is None or entry.started < oldest[0]:
-                        oldest = (entry.started, ssp, entry.offset)
-                    break
-        return oldest
+        return oldest_in_flight(self._trackers)
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -309,7 +302,12 @@ class TaskInstance:
             changelog_offsets,
             control.to_json() if control.partitions or control.outputs else None,
         )
-        await self._checkpoints.write(checkpoint)
+        try:
+            await self._checkpoints.write(checkpoint)
+        except TaskFencedError as exc:
+            raise TaskFencedError(
+                f"task {self.name!r}: {exc}", task_name=self.name, epoch=self._checkpoints.epoch
+            ) from exc
         self._commits += 1
         self._committed_at = self._clock.now()
         self._committed_processed = self._state.processed

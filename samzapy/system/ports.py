@@ -134,6 +134,12 @@ class SystemConsumer(abc.ABC):
         metric); None when the system does not know it."""
         return None
 
+    async def position(self, ssp: SystemStreamPartition) -> str | None:
+        """The next offset the consumer will read of ``ssp``, when the system can tell: on a
+        log with transactions it moves past records it skips (aborted ones, transaction
+        markers), which a reader waiting for an offset needs to know."""
+        return None
+
 
 class SystemProducer(abc.ABC):
     """Writes to streams of a system."""
@@ -158,12 +164,44 @@ class SystemProducer(abc.ABC):
     async def flush(self) -> None:
         """Return once every message sent so far is durable; raise if any failed."""
 
+    def fence_with(self, may_write: Callable[[], bool]) -> None:  # noqa: B027 - optional hook
+        """From now on hand nothing more to the system once ``may_write()`` is False (the
+        container may have lost its tasks): what is not handed over yet is dropped. Checked
+        per batch, not per message."""
+
     def backpressure(self) -> asyncio.Future[None] | None:
         """A future to await before sending more, while the producer holds as much unsent
         data as it may; None when it can take more. The container checks it before each
         call to a task (once per turn on the hot path), so memory stays bounded when the
         destination is slower than the job."""
         return None
+
+
+class TransactionalProducer(SystemProducer):
+    """A producer whose sends are atomic in transactions (exactly-once processing).
+
+    ``start`` claims the producer's transactional id: an earlier producer with the same id is
+    fenced, and its open transaction aborted. Sends are only allowed inside a transaction.
+    ``commit`` flushes and commits the open transaction; a producer that was fenced raises
+    ``TaskFencedError`` from ``begin``, ``flush`` or ``commit``, and must not be used again.
+    """
+
+    @property
+    @abc.abstractmethod
+    def pending(self) -> bool:
+        """Whether anything was sent in the open transaction."""
+
+    @abc.abstractmethod
+    async def begin(self) -> None:
+        """Open a transaction."""
+
+    @abc.abstractmethod
+    async def commit(self) -> None:
+        """Flush, then commit the open transaction: all its sends become visible at once."""
+
+    @abc.abstractmethod
+    async def abort(self) -> None:
+        """Abort the open transaction: none of its sends will ever be read committed."""
 
 
 class SystemFactory(abc.ABC):
@@ -189,6 +227,22 @@ class SystemFactory(abc.ABC):
 
     @abc.abstractmethod
     def get_producer(self) -> SystemProducer: ...
+
+    def get_committed_consumer(self) -> SystemConsumer:
+        """A consumer that reads only what committed transactions wrote (samzapy's own
+        streams: checkpoints, changelogs, intermediate streams); systems without
+        transactions have nothing else to read."""
+        return self.get_consumer()
+
+    def get_transactional_producer(
+        self, transactional_id: str, *, timeout_ms: int
+    ) -> TransactionalProducer:
+        """A producer for ``transactional_id``, whose transactions the broker aborts after
+        ``timeout_ms``; systems without transactions refuse."""
+        raise StreamSystemError(
+            f"system {self.system_name!r} has no transactions: task.processing.guarantee "
+            "exactly-once needs every output, changelog and the checkpoints on one kafka system"
+        )
 
     def get_group_membership(
         self,
@@ -224,6 +278,9 @@ class GroupMembership(abc.ABC):
     def failure(self) -> BaseException | None:
         """Why the membership ended, once it has."""
 
+    def rejoin(self) -> None:  # noqa: B027 - optional hook
+        """Ask the group for a new assignment soon (this container dropped its tasks)."""
+
 
 __all__ = [
     "GroupMembership",
@@ -234,4 +291,5 @@ __all__ = [
     "SystemConsumer",
     "SystemFactory",
     "SystemProducer",
+    "TransactionalProducer",
 ]

@@ -2,7 +2,10 @@
 
 Restoring a store from its changelog and reading a checkpoint stream both read a partition
 from some offset up to the offset it had reached when they started (its ``upcoming`` offset),
-with a consumer of their own.
+with a consumer of their own that reads only what committed transactions wrote (samzapy's own
+streams are written in transactions under exactly-once processing). Aborted records and
+transaction markers take offsets but are never read: reading is done once the consumer's
+position has passed the end, whether or not a record at the end's last offset was seen.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ async def read_partition(
     """
     if start is not None and admin.compare_offsets(start, end) >= 0:
         return
-    consumer = factory.get_consumer()
+    consumer = factory.get_committed_consumer()
     consumer.register(ssp, start, OffsetDefault.OLDEST)
     await consumer.start()
     try:
@@ -46,6 +49,9 @@ async def read_partition(
         while True:
             batch = (await consumer.poll([ssp], _BATCH, min(_POLL_TIMEOUT_S, timeout))).get(ssp)
             if not batch:
+                position = await consumer.position(ssp)
+                if position is not None and admin.compare_offsets(position, end) >= 0:
+                    return  # what is left before the end is not to be read
                 if loop.time() - last_progress >= timeout:
                     raise StreamSystemError(
                         f"reading {name or ssp} received nothing for {timeout:g} s after {records} "

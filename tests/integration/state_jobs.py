@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samzapy import InitableTask, StreamTask
+from samzapy import InitableTask, OutgoingMessageEnvelope, StreamTask, SystemStream
 
 STORE = "counts"
 
@@ -47,3 +47,20 @@ class BadValue(InitableTask, StreamTask):
 
     def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
         self.store.put(_word(envelope.message), "not a long")
+
+
+class WordTotals(WordCount):
+    """Counts like WordCount and sends each word's new total, keyed by the word, to the
+    stream ``app.totals`` names (``system.stream``): the running totals of every word."""
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        system, _, stream = str(context.config["app.totals"]).partition(".")
+        self.totals = SystemStream(system, stream)
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        word = _word(envelope.message)
+        store = self.store
+        total = (store.get(word) or 0) + 1
+        store.put(word, total)
+        collector.send(OutgoingMessageEnvelope(self.totals, str(total).encode(), key=word.encode()))

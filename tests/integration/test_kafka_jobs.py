@@ -66,8 +66,14 @@ async def produce(bootstrap: str, topic: str, items: list[tuple[int, bytes | Non
         await producer.stop()
 
 
-async def read_all(bootstrap: str, topic: str) -> list[Any]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+async def read_all(bootstrap: str, topic: str, *, committed: bool = False) -> list[Any]:
+    """Every record of ``topic``; ``committed``: only those of committed transactions (up
+    to the partitions' last stable offsets)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        isolation_level="read_committed" if committed else "read_uncommitted",
+    )
     await consumer.start()
     try:
         partitions = consumer.partitions_for_topic(topic) or set()

@@ -61,8 +61,11 @@ def start_position(offset: str | None, default: str, bounds: OffsetBounds) -> tu
 class KafkaSystemConsumer(SystemConsumer):
     """Reads the registered partitions of one kafka system."""
 
-    def __init__(self, settings: KafkaSettings) -> None:
+    def __init__(self, settings: KafkaSettings, *, read_committed: bool = False) -> None:
+        """``read_committed``: read only what committed transactions wrote (else the
+        system's ``consumer.isolation.level``, Kafka's default being ``read_uncommitted``)."""
         self._settings = settings
+        self._read_committed = read_committed
         self._servers = ",".join(settings.consumer_servers)
         self._requested: dict[SystemStreamPartition, tuple[str | None, str]] = {}
         self._started = False
@@ -140,7 +143,10 @@ class KafkaSystemConsumer(SystemConsumer):
             await admin.stop()
 
     async def _open(self) -> Any:
-        return await started(AIOKafkaConsumer(**self._settings.consumer_kwargs()))
+        kwargs = self._settings.consumer_kwargs()
+        if self._read_committed:
+            kwargs["isolation_level"] = "read_committed"
+        return await started(AIOKafkaConsumer(**kwargs))
 
     async def _probe(self) -> None:
         await self._consumer.end_offsets(list(self._tp_of.values()))
@@ -151,6 +157,15 @@ class KafkaSystemConsumer(SystemConsumer):
             return None
         value = self._consumer.highwater(tp)
         return None if value is None else int(value)
+
+    async def position(self, ssp: SystemStreamPartition) -> str | None:
+        tp = self._tp_of.get(ssp)
+        if tp is None or self._consumer is None:
+            return None
+        try:
+            return str(await self._consumer.position(tp))
+        except KAFKA_ERRORS as exc:
+            raise stream_error(f"cannot read the position of {ssp}", exc) from exc
 
     async def stop(self) -> None:
         watch, self._watch = self._watch, None

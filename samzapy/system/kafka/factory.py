@@ -16,6 +16,7 @@ from samzapy.system.kafka.consumer import KafkaSystemConsumer
 from samzapy.system.kafka.group import KafkaGroupMembership
 from samzapy.system.kafka.producer import KafkaSystemProducer
 from samzapy.system.kafka.settings import KafkaSettings, kafka_settings
+from samzapy.system.kafka.transactional import KafkaTransactionalProducer
 from samzapy.system.ports import (
     GroupMembership,
     OffsetDefault,
@@ -23,6 +24,7 @@ from samzapy.system.ports import (
     SystemConsumer,
     SystemFactory,
     SystemProducer,
+    TransactionalProducer,
 )
 
 
@@ -45,6 +47,14 @@ class KafkaSystemFactory(SystemFactory):
 
     def get_producer(self) -> SystemProducer:
         return KafkaSystemProducer(self.settings)
+
+    def get_committed_consumer(self) -> SystemConsumer:
+        return KafkaSystemConsumer(self.settings, read_committed=True)
+
+    def get_transactional_producer(
+        self, transactional_id: str, *, timeout_ms: int
+    ) -> TransactionalProducer:
+        return KafkaTransactionalProducer(self.settings, transactional_id, timeout_ms=timeout_ms)
 
     def get_group_membership(
         self,

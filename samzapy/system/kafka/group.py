@@ -184,6 +184,12 @@ class KafkaGroupMembership(GroupMembership):
             return None
         return poller.exception()
 
+    def rejoin(self) -> None:
+        consumer = self._consumer
+        coordinator = getattr(consumer, "_coordinator", None)  # aiokafka has no public call
+        if coordinator is not None:
+            coordinator.request_rejoin()
+
     async def stop(self) -> None:
         """Leave the group (its tasks move to the other members at once)."""
         if self._poller is not None:

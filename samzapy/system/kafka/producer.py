@@ -86,11 +86,16 @@ class KafkaSystemProducer(SystemProducer):
         self._queues: dict[_Target, deque[_Queued]] = {}
         self._senders: dict[_Target, asyncio.Task[None]] = {}
         self._next_keyless: dict[str, int] = {}
+        #: The topics added to the aiokafka client's metadata topics.
+        self._tracked: set[str] = set()
+        self._may_write: Any = None
         #: One future per batch handed over, resolved once it is delivered or failed.
         self._unsettled: set[asyncio.Future[None]] = set()
         self._failures: list[tuple[str, int | None, BaseException]] = []
         #: Messages whose delivery failed, since the producer started.
         self.failed_sends = 0
+        #: Messages dropped because the container may have lost its tasks (``fence_with``).
+        self._dropped = 0
 
     async def start(self) -> None:
         if self._producer is None:
@@ -110,6 +115,12 @@ class KafkaSystemProducer(SystemProducer):
         """The partitions of ``topic``. A metadata request that no broker answers is retried
         for ``connect.timeout.ms``; one answered without the topic fails as aiokafka does."""
         producer = self._producer
+        if topic not in self._tracked:
+            # aiokafka refreshes the metadata of the topics added to its client only (all of
+            # them before the first is added): a topic it knew from that first refresh, and
+            # never added, drops out at the next one, and its batches wait for a leader forever.
+            self._tracked.add(topic)
+            producer.client.add_topic(topic)
 
         async def look_up() -> Any:
             client = producer.client
@@ -183,11 +194,18 @@ class KafkaSystemProducer(SystemProducer):
         if self._open.get(batch.target) is batch:
             self._hand_over(batch)
 
+    def fence_with(self, may_write: Any) -> None:
+        self._may_write = may_write
+
     def _hand_over(self, batch: _OpenBatch) -> None:
-        """Close an open batch and queue it for its partition's sender."""
+        """Close an open batch and queue it for its partition's sender (or drop it when the
+        container may have lost its tasks: ``fence_with``)."""
         del self._open[batch.target]
         if batch.timer is not None:
             batch.timer.cancel()
+        if self._may_write is not None and not self._may_write():
+            self._dropped += batch.builder.record_count()
+            return
         builder = batch.builder
         builder.close()  # a closed batch is sent at once, without lingering again
         settled = asyncio.get_running_loop().create_future()

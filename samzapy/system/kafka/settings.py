@@ -68,8 +68,11 @@ _REFUSED: Mapping[str, Mapping[str, str]] = {
         "key_serializer": _SERDES,
         "value_serializer": _SERDES,
         "partitioner": "samzapy picks partitions itself (by key, or sticky without one)",
-        "transactional_id": "samzapy's Kafka producer is not transactional",
-        "transaction_timeout_ms": "samzapy's Kafka producer is not transactional",
+        "transactional_id": (
+            "samzapy names each task's transactional producer itself (task.processing."
+            "guarantee: exactly-once)"
+        ),
+        "transaction_timeout_ms": "set task.transaction.timeout.ms instead",
         "ssl_context": _SECURITY,
         "sasl_oauth_token_provider": "OAUTHBEARER token providers are not configurable yet",
     },

@@ -131,6 +131,8 @@ def test_every_known_default_is_listed() -> None:
         "task.poll.timeout.ms": 100,
         "task.stall.timeout.ms": 300000,
         "task.stall.fail": False,
+        "task.processing.guarantee": "at-least-once",
+        "task.transaction.timeout.ms": -1,
         "systems.<name>.samza.fetch.threshold": 50000,
         "systems.<name>.namespace": "<name>",
         "systems.<name>.follow": False,

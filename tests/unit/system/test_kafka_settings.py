@@ -154,7 +154,7 @@ class TestPassThrough:
             ("consumer.auto.offset.reset", "starts at the stream's samza.offset.default"),
             ("consumer.value.deserializer", "configure serdes instead"),
             ("producer.partitioner", "samzapy picks partitions itself"),
-            ("producer.transactional.id", "not transactional"),
+            ("producer.transactional.id", "names each task.s transactional producer itself"),
             ("producer.ssl.context", "set the system's security.protocol, sasl.\\* and ssl.\\*"),
         ],
     )

@@ -1,0 +1,169 @@
+"""The checkpoints of a container's tasks: reading them at start-up, each task's writer, and
+under exactly-once each task's transactional producer.
+
+Start-up (``start``), in this order because the order is what fences a container that lost
+its tasks:
+
+1. exactly-once: start each task's transactional producer (``transactional.id`` from the job
+   name, job id and task name). Claiming the id aborts the transaction an earlier owner left
+   open and fences its producer, so nothing it writes later can commit;
+2. read each task's last checkpoint (``read_committed`` under exactly-once);
+3. ``claim``: write each checkpoint found back with this container's owner epoch (its epoch
+   plus one), so a container that lost a task without noticing cannot move its checkpoint.
+
+Under exactly-once a task's outputs, changelog writes and checkpoint all go through its own
+producer (``producers``); a send to any other system is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from samzapy.api.errors import StreamSystemError
+from samzapy.api.system import SystemStream, TaskName
+from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
+from samzapy.checkpoint.registry import checkpoint_manager
+from samzapy.checkpoint.transactional import TransactionalCheckpointManager
+from samzapy.checkpoint.writer import TaskCheckpointWriter, TransactionalCheckpointWriter
+from samzapy.config import ResolvedConfig
+from samzapy.system.ports import SystemFactory, SystemProducer, TransactionalProducer
+
+log = structlog.get_logger("samzapy.container")
+
+
+def transactional_id(config: ResolvedConfig, task: TaskName) -> str:
+    """``samzapy-<job.name>-<job.id>-<task>``: the same for a task wherever it runs."""
+    return re.sub(r"\s+", "-", f"samzapy-{config.job.name}-{config.job.id}-{task}")
+
+
+class RefusingProducer(SystemProducer):
+    """Under exactly-once, the producer of every system but the transactional one."""
+
+    def __init__(self, system: str, transactional: str) -> None:
+        self._system = system
+        self._transactional = transactional
+
+    def send(
+        self, system_stream: SystemStream, partition: int | None, key: Any, message: Any
+    ) -> None:
+        raise StreamSystemError(
+            f"cannot send to {system_stream}: task.processing.guarantee is exactly-once, and "
+            f"a task's outputs commit in a transaction of kafka system "
+            f"{self._transactional!r}; system {self._system!r} has none"
+        )
+
+    async def flush(self) -> None:
+        return None
+
+
+class ContainerCheckpoints:
+    """The checkpoint manager and the writers (and transactional producers) of the tasks."""
+
+    def __init__(
+        self,
+        config: ResolvedConfig,
+        factories: Mapping[str, SystemFactory],
+        namespace: str,
+        *,
+        task_count: int,
+        lease: Callable[[], bool] | None = None,
+    ) -> None:
+        self._config = config
+        self._factories = factories
+        self._lease = lease
+        self.manager: CheckpointManager | None = checkpoint_manager(
+            config, factories, namespace, task_count=task_count
+        )
+        self._producers: dict[TaskName, TransactionalProducer] = {}
+        self.writers: list[TaskCheckpointWriter] = []
+
+    @property
+    def transactional_system(self) -> str | None:
+        manager = self.manager
+        if isinstance(manager, TransactionalCheckpointManager):
+            return manager.system_factory.system_name
+        return None
+
+    async def start(self, tasks: Sequence[TaskName]) -> dict[TaskName, Checkpoint]:
+        """Steps 1 and 2; the checkpoints found, by task."""
+        manager = self.manager
+        if manager is None:
+            log.warning(
+                "checkpoints_disabled",
+                reason="task.checkpoint.factory is not set; a restart will not resume",
+            )
+            return {}
+        # 1. Claim the tasks' transactional ids.
+        system = self.transactional_system
+        if system is not None:
+            factory = self._factories[system]
+            timeout_ms = self._config.task.transaction_timeout
+            for task in tasks:
+                self._producers[task] = factory.get_transactional_producer(
+                    transactional_id(self._config, task), timeout_ms=timeout_ms
+                )
+            if self._lease is not None:
+                for producer in self._producers.values():
+                    producer.fence_with(self._lease)
+            await asyncio.gather(*(p.start() for p in self._producers.values()))
+        # 2. Read.
+        for task in tasks:
+            manager.register(task)
+        await manager.start()
+        found = {}
+        for task in tasks:
+            checkpoint = await manager.read_last(task)
+            if checkpoint is not None:
+                found[task] = checkpoint
+                log.info(
+                    "checkpoint_read",
+                    task=task,
+                    epoch=checkpoint.epoch,
+                    offsets={str(ssp): o for ssp, o in checkpoint.offsets.items()},
+                )
+        return found
+
+    def producers(self, task: TaskName, systems: Mapping[str, SystemProducer]) -> dict[str, Any]:
+        """The producers ``task`` sends through: the job's shared ones, or under exactly-once
+        its transactional producer, and refusals for every other system."""
+        system = self.transactional_system
+        if system is None:
+            return dict(systems)
+        out: dict[str, SystemProducer] = {s: RefusingProducer(s, system) for s in systems}
+        out[system] = self._producers[task]
+        return out
+
+    def writer(self, task: TaskName, last: Checkpoint | None) -> TaskCheckpointWriter:
+        manager = self.manager
+        writer: TaskCheckpointWriter
+        if isinstance(manager, TransactionalCheckpointManager):
+            writer = TransactionalCheckpointWriter(manager, self._producers[task], task, last)
+        else:
+            writer = TaskCheckpointWriter(manager, task, last, lease=self._lease)
+        self.writers.append(writer)
+        return writer
+
+    async def claim(self) -> None:
+        """Step 3, for every task's writer."""
+        for writer in self.writers:
+            await writer.claim()
+
+    async def stop(self) -> None:
+        """Stop the transactional producers (what they hold uncommitted is aborted: a clean
+        stop committed everything before) and the manager."""
+        producers, self._producers = list(self._producers.values()), {}
+        for producer in producers:
+            try:
+                await producer.stop()
+            except Exception as exc:
+                log.warning("system_stop_failed", part="transactional producer", error=repr(exc))
+        if self.manager is not None:
+            await self.manager.stop()
+
+
+__all__ = ["ContainerCheckpoints", "RefusingProducer", "transactional_id"]

@@ -1,0 +1,119 @@
+"""Owner epochs keep a task's checkpoint from moving behind its owner's back; exactly-once
+checkpoints live in a partition per task (here over the memory system)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from structlog.testing import capture_logs
+
+from samzapy import SystemStreamPartition, TaskFencedError, TaskName
+from samzapy.checkpoint.ports import Checkpoint
+from samzapy.checkpoint.stream import StreamCheckpointManager
+from samzapy.checkpoint.transactional import TransactionalCheckpointManager, task_partition
+from samzapy.checkpoint.writer import TaskCheckpointWriter
+from samzapy.system.inmemory import InMemoryBroker
+from samzapy.system.inmemory.factory import InMemorySystemFactory
+
+TASK = TaskName("Partition 1")
+IN = SystemStreamPartition("kafka", "words", 1)
+STREAM = "__samzapy_checkpoint_job_1"
+
+
+@pytest.fixture
+def factory() -> Iterator[InMemorySystemFactory]:
+    namespace = f"epochs-{uuid.uuid4().hex}"
+    yield InMemorySystemFactory("memory", {"namespace": namespace})
+    InMemoryBroker.drop_namespace(namespace)
+
+
+async def read(factory: InMemorySystemFactory, task: TaskName = TASK) -> Checkpoint | None:
+    manager = StreamCheckpointManager(factory, STREAM)
+    await manager.start()
+    try:
+        return await manager.read_last(task)
+    finally:
+        await manager.stop()
+
+
+async def test_a_taking_container_claims_the_task_and_a_stale_owner_no_longer_counts(
+    factory: InMemorySystemFactory,
+) -> None:
+    first = StreamCheckpointManager(factory, STREAM)
+    await first.start()
+    old_owner = TaskCheckpointWriter(first, TASK, None)
+    assert old_owner.epoch == 1
+    await old_owner.write(Checkpoint({IN: "10"}))
+    # Another container takes the task: it reads epoch 1 and claims epoch 2 at once.
+    second = StreamCheckpointManager(factory, STREAM)
+    await second.start()
+    found = await second.read_last(TASK)
+    new_owner = TaskCheckpointWriter(second, TASK, found)
+    assert new_owner.epoch == 2
+    await new_owner.claim()
+    # The old owner, not told yet, goes on writing: behind and ahead of the new owner.
+    with capture_logs() as logs:
+        await old_owner.write(Checkpoint({IN: "5"}))
+        await old_owner.write(Checkpoint({IN: "90"}))
+        assert await read(factory) == Checkpoint({IN: "10"}, epoch=2)
+    ignored = [e for e in logs if e["event"] == "stale_checkpoint_ignored"]
+    assert [(e["epoch"], e["newest_epoch"]) for e in ignored] == [(1, 2), (1, 2)]
+    await new_owner.write(Checkpoint({IN: "20"}))
+    assert await read(factory) == Checkpoint({IN: "20"}, epoch=2)
+    await first.stop()
+    await second.stop()
+
+
+async def test_a_checkpoint_written_before_epochs_counts_as_epoch_0(
+    factory: InMemorySystemFactory,
+) -> None:
+    manager = StreamCheckpointManager(factory, STREAM)
+    await manager.start()
+    await manager.write(TASK, Checkpoint({IN: "3"}))  # no epoch: an older samzapy
+    writer = TaskCheckpointWriter(manager, TASK, await manager.read_last(TASK))
+    assert writer.epoch == 1
+    await writer.claim()
+    assert await read(factory) == Checkpoint({IN: "3"}, epoch=1)
+    await manager.stop()
+
+
+async def test_a_writer_whose_lease_is_gone_writes_nothing(factory: InMemorySystemFactory) -> None:
+    manager = StreamCheckpointManager(factory, STREAM)
+    await manager.start()
+    valid = [True]
+    writer = TaskCheckpointWriter(manager, TASK, None, lease=lambda: valid[0])
+    await writer.write(Checkpoint({IN: "1"}))
+    valid[0] = False
+    with pytest.raises(TaskFencedError, match="may belong to another container by now") as info:
+        await writer.write(Checkpoint({IN: "2"}))
+    assert info.value.task_name == TASK and info.value.epoch == 1
+    assert await read(factory) == Checkpoint({IN: "1"}, epoch=1)
+    await manager.stop()
+
+
+async def test_exactly_once_checkpoints_have_a_partition_per_task_and_fall_back(
+    factory: InMemorySystemFactory,
+) -> None:
+    # The job ran at-least-once before: task 1 has a checkpoint in the old stream.
+    old = StreamCheckpointManager(factory, STREAM)
+    await old.start()
+    await old.write(TASK, Checkpoint({IN: "7"}, epoch=3))
+    await old.stop()
+    manager = TransactionalCheckpointManager(factory, STREAM, 4, fallback_stream=STREAM)
+    for task in (TaskName("Partition 0"), TASK):
+        manager.register(task)
+    await manager.start()
+    assert factory.broker.partition_count(STREAM + "-txn") == 4
+    assert await manager.read_last(TASK) == Checkpoint({IN: "7"}, epoch=3)
+    assert await manager.read_last(TaskName("Partition 0")) is None
+    stream, partition, key, _ = manager.record(TASK, Checkpoint({IN: "8"}, epoch=4))
+    assert (str(stream), partition, key) == (f"memory.{STREAM}-txn", 1, b"Partition 1")
+    await manager.stop()
+
+
+def test_exactly_once_needs_group_by_partition_task_names() -> None:
+    assert task_partition(TaskName("Partition 12")) == 12
+    with pytest.raises(Exception, match="group-by-partition task names"):
+        task_partition(TaskName("custom"))

@@ -1,0 +1,40 @@
+"""The group lease: a container whose loop stood still past the session timeout stops."""
+
+from __future__ import annotations
+
+from structlog.testing import capture_logs
+
+from samzapy.container.lease import Lease
+
+
+class Now:
+    def __init__(self) -> None:
+        self.value = 100.0
+
+    def __call__(self) -> float:
+        return self.value
+
+
+def test_the_lease_holds_while_the_loop_ticks_and_breaks_after_a_long_stand_still() -> None:
+    now, lost = Now(), []
+    lease = Lease(6000, lambda: lost.append(now.value), now=now)
+    for _ in range(20):  # ticks every 0.6 s: two minutes of a healthy loop
+        now.value += 0.6
+        assert lease.valid()
+    now.value += 7.0  # frozen for longer than the session
+    with capture_logs() as logs:
+        assert not lease.valid()
+    assert lost == [now.value]
+    assert [e["event"] for e in logs] == ["lease_lost"] and logs[0]["stood_still_s"] == 7.0
+    now.value += 0.1
+    assert not lease.valid(), "broken until the group hands tasks out again"
+    assert len(lost) == 1, "lost once"
+    lease.renew()
+    assert lease.valid()
+
+
+def test_a_stand_still_shorter_than_the_session_is_fine() -> None:
+    now = Now()
+    lease = Lease(6000, lambda: None, now=now)
+    now.value += 5.9
+    assert lease.valid()
