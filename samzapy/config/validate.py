@@ -325,7 +325,8 @@ class _Checker:
 
     def _cache_sizes(self, store: str) -> None:
         """A store's write cache holds the writes waiting: the batch fits in the cache."""
-        size_key, batch_key = f"stores.{store}.object.cache.size", f"stores.{store}.write.batch.size"
+        size_key = f"stores.{store}.object.cache.size"
+        batch_key = f"stores.{store}.write.batch.size"
         size, batch = self.values.get(size_key) or 0, self.values.get(batch_key)
         if isinstance(size, int) and isinstance(batch, int) and batch > size:
             self.problem(

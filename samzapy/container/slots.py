@@ -138,13 +138,10 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
         n = 0
         t = clock()
         while n < SYNC_TURN:
-            if queue is not None:
-                env = queue.popleft() if queue else None
-            else:
-                env = choose()
+            env = (queue.popleft() if queue else None) if queue is not None else choose()
             if env is None:
                 break
-            if type(env) is ControlEnvelope:
+            if isinstance(env, ControlEnvelope):
                 # In offset order with the messages: note theirs before the control's own.
                 if done is not None:
                     last[done.system_stream_partition] = done.offset

@@ -12,7 +12,7 @@ logged store, ``LoggedStorageEngine``, which sends each to the changelog) as one
 
 So a key written many times between two commits reaches the engine and the changelog once.
 Besides the dirty entries the cache keeps what reads fetched from the engine (a key the engine
-does not have, as None), and evicts the entry written or fetched longest ago first. ``iterate``
+does not have, as None), and evicts the entries that entered it first. ``iterate``
 writes the dirty entries back first, so the engine's order and snapshot cover them.
 
 ``close`` writes the dirty entries back before it closes the engine (a clean close keeps
@@ -44,7 +44,7 @@ class CachedStorageEngine(StorageEngine):
         self.inner = inner
         self.capacity = capacity
         self.write_batch_size = write_batch_size
-        #: Key -> value (None: the key has no value), oldest first.
+        #: Key -> value (None: the key has no value), in the order they entered the cache.
         self._entries: dict[bytes, bytes | None] = {}
         #: The keys whose entry the engine does not have yet, in the order first written.
         self._dirty: dict[bytes, None] = {}
@@ -85,7 +85,7 @@ class CachedStorageEngine(StorageEngine):
                 found.append(value)  # type: ignore[arg-type]
         if missing:
             fetched = dict(zip(missing, self.inner.get_many(missing), strict=True))
-            found = [fetched[k] if k in fetched else v for k, v in zip(keys, found, strict=True)]
+            found = [fetched.get(k, v) for k, v in zip(keys, found, strict=True)]
             for key, value in fetched.items():
                 entries[key] = value
             if len(entries) > self.capacity:
@@ -112,7 +112,6 @@ class CachedStorageEngine(StorageEngine):
 
     def _write(self, key: bytes, value: bytes | None) -> None:
         entries = self._entries
-        entries.pop(key, None)  # to the end: written last, evicted last
         entries[key] = value
         dirty = self._dirty
         dirty[key] = None

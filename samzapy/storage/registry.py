@@ -139,9 +139,7 @@ def open_store(
     engine = factory.create(store_name, task_name, directory, options, logged=changelog is not None)
     top: StorageEngine = engine if changelog is None else LoggedStorageEngine(engine, changelog)
     cache = CachedStorageEngine(top, size, batch) if size else None
-    return OpenStore(
-        engine, SerializedKeyValueStore(cache or top, key_serde, msg_serde), cache
-    )
+    return OpenStore(engine, SerializedKeyValueStore(cache or top, key_serde, msg_serde), cache)
 
 
 __all__ = [

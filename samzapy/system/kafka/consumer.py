@@ -16,8 +16,10 @@ prefetched. aiokafka builds a ConsumerRecord per message; this consumer has its 
 samzapy's envelopes instead, so a message costs one object, not two: it gives the fetcher a
 table of prefetched results (``_Prefetched``) that turns each partition's records into
 ``_EnvelopeRecords`` as they arrive. That reaches into aiokafka's fetcher; where the fetcher is
-not as expected, the envelopes are copied from aiokafka's records instead. An offset that runs out of range while running (retention overtook a slow
-reader) is reset to the partition's default with the same warning. Kafka partitions never
+not as expected, the envelopes are copied from aiokafka's records instead.
+
+An offset that runs out of range while running (retention overtook a slow reader) is reset
+to the partition's default with the same warning. Kafka partitions never
 end: there is no end-of-stream here. aiokafka reconnects by itself after a broker restart;
 the consumer only fails once the broker has been silent for longer than
 ``connect.timeout.ms`` (see ``connection.ContactWatch``).
@@ -95,7 +97,7 @@ class _Prefetched(collections.OrderedDict[Any, Any]):
 
     def __setitem__(self, tp: Any, result: Any) -> None:
         if type(result) is FetchResult:
-            records = getattr(result, "_partition_records", None)
+            records: Any = getattr(result, "_partition_records", None)
             ssp = self._ssp_of.get(tp)
             if ssp is not None and type(records) is PartitionRecords:
                 records.__class__ = _EnvelopeRecords
@@ -271,7 +273,6 @@ class KafkaSystemConsumer(SystemConsumer):
         watch.contact(now)
         ssp_of = self._ssp_of
         return {ssp_of[tp]: _envelopes(ssp_of[tp], records) for tp, records in batches.items()}
-
 
     async def _poll_nothing(
         self,
