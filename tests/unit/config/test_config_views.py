@@ -132,6 +132,7 @@ def test_every_known_default_is_listed() -> None:
         "task.stall.timeout.ms": 300000,
         "task.stall.fail": False,
         "systems.<name>.samza.fetch.threshold": 50000,
+        "stores.<name>.object.cache.size": 0,
         "systems.<name>.namespace": "<name>",
         "systems.<name>.follow": False,
         "systems.<name>.poll.interval.ms": 200,
