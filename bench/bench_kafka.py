@@ -53,7 +53,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -309,6 +309,16 @@ class Variant:
     runs: list[dict[str, float]] = field(default_factory=list)
 
 
+def samzapy_run(job_file: Path, log: Path, env: dict[str, str], tree: Path | None = None) -> int:
+    """Run ``samzapy run job_file`` to its end (the task classes and the meter from this
+    directory, samzapy from ``tree``, default this checkout), its output to ``log``."""
+    env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(tree or ROOT), str(BENCH)])}
+    with log.open("w") as out:
+        argv = [sys.executable, "-m", "samzapy.cli", "run", str(job_file)]
+        done = subprocess.run(argv, cwd=BENCH, env=env, stdout=out, stderr=out, check=False)
+    return done.returncode
+
+
 def run_variant(
     variant: Variant, bootstrap: str, source: str, n: int, workdir: Path, run: int
 ) -> dict[str, float]:
@@ -317,20 +327,18 @@ def run_variant(
     asyncio.run(create_topics(bootstrap, sink))
     result = workdir / f"result-{run}.json"
     log = workdir / f"{variant.name.replace('@', '-')}-{run}.log"
-    env = {**os.environ, "SAMZAPY_BENCH_MESSAGES": str(n), "SAMZAPY_BENCH_RESULT": str(result)}
+    env = {"SAMZAPY_BENCH_MESSAGES": str(n), "SAMZAPY_BENCH_RESULT": str(result)}
     if variant.job is None:
         argv = [sys.executable, str(Path(__file__).resolve()), "--child-plain"]
         argv += [bootstrap, source, sink, str(n), str(result)]
+        with log.open("w") as out:
+            code = subprocess.run(argv, cwd=BENCH, stdout=out, stderr=out, check=False).returncode
     else:
         job_file = workdir / f"job-{run}.yaml"
         job_file.write_text(variant.job(source, sink, f"bench-{uuid.uuid4().hex[:8]}"))
-        argv = [sys.executable, "-m", "samzapy.cli", "run", str(job_file)]
-        # The tree's samzapy first, then this directory (the task and the meter).
-        env["PYTHONPATH"] = os.pathsep.join([str(variant.tree or ROOT), str(BENCH)])
-    with log.open("w") as out:
-        done = subprocess.run(argv, cwd=BENCH, env=env, stdout=out, stderr=out, check=False)
-    if done.returncode != 0 or not result.exists():
-        raise SystemExit(f"{variant.name} failed (exit {done.returncode}); its log: {log}")
+        code = samzapy_run(job_file, log, env, variant.tree)
+    if code != 0 or not result.exists():
+        raise SystemExit(f"{variant.name} failed (exit {code}); its log: {log}")
     figures: dict[str, float] = json.loads(result.read_text())
     result.unlink()
     return figures
@@ -548,6 +556,33 @@ def arguments(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def prepared(
+    args: argparse.Namespace,
+    prefix: str,
+    fill_topic: Callable[[str, str, int], Awaitable[None]],
+    about: str = "",
+) -> Iterator[tuple[str, Path | None, Path, str, int]]:
+    """The broker, the earlier commit's tree (``--against``), a work directory and the input
+    topic, filled with ``--messages``: ``(bootstrap, before, workdir, source, n)``."""
+    with (
+        broker() as bootstrap,
+        tree_of(args.against) as before,
+        tempfile.TemporaryDirectory(prefix="samzapy-bench-") as tmp,
+    ):
+        source = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        asyncio.run(create_topics(bootstrap, source))
+        t0 = time.perf_counter()
+        asyncio.run(fill_topic(bootstrap, source, args.messages))
+        n = asyncio.run(end_offsets_total(bootstrap, source))
+        print(
+            f"broker {bootstrap}: {n:,} messages of {len(PAYLOAD)} bytes over {PARTITIONS} "
+            f"partitions{about}, filled in {time.perf_counter() - t0:.1f} s; {args.rounds} "
+            f"interleaved rounds, load average {os.getloadavg()[0]:.2f} at the start"
+        )
+        yield bootstrap, before, Path(tmp), source, n
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--child-plain"]:
         bootstrap, source, sink, n, result = sys.argv[2:7]
@@ -559,22 +594,7 @@ def main() -> None:
     parser = arguments(__doc__.splitlines()[0])
     parser.add_argument("--latency-seconds", type=float, default=0.0)
     args = parser.parse_args()
-    with (
-        broker() as bootstrap,
-        tree_of(args.against) as before,
-        tempfile.TemporaryDirectory(prefix="samzapy-bench-") as tmp,
-    ):
-        workdir = Path(tmp)
-        source = f"bench-in-{uuid.uuid4().hex[:6]}"
-        asyncio.run(create_topics(bootstrap, source))
-        t0 = time.perf_counter()
-        asyncio.run(fill(bootstrap, source, args.messages))
-        n = asyncio.run(end_offsets_total(bootstrap, source))
-        print(
-            f"broker {bootstrap}: {n:,} messages of {len(PAYLOAD)} bytes over {PARTITIONS} "
-            f"partitions, filled in {time.perf_counter() - t0:.1f} s; {args.rounds} "
-            f"interleaved rounds, load average {os.getloadavg()[0]:.2f} at the start"
-        )
+    with prepared(args, "bench-in", fill) as (bootstrap, before, workdir, source, n):
         variants = passthrough_variants(
             bootstrap, args.commit_ms, before, (args.against or "")[:10]
         )

@@ -35,11 +35,7 @@ import asyncio
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -47,20 +43,17 @@ from aiokafka import AIOKafkaProducer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_kafka import (
-    BENCH,
     PARTITIONS,
     PAYLOAD,
-    ROOT,
     Variant,
     arguments,
-    broker,
-    create_topics,
     end_offsets_total,
     interleaved,
     job_yaml,
     passthrough_variants,
+    prepared,
     report,
-    tree_of,
+    samzapy_run,
 )
 
 from samzapy import InitableTask, StreamTask
@@ -170,24 +163,13 @@ def restore(job: CountJob, bootstrap: str, source: str, keys: int, n: int) -> No
     asyncio.run(fill_keyed(bootstrap, source, PARTITIONS, keys, start=n))
     job_file, log = job.workdir / "restore.yaml", job.workdir / "restore.log"
     job_file.write_text(text)
-    result = job.workdir / "restore.json"
     env = {
-        **os.environ,
         "SAMZAPY_BENCH_MESSAGES": str(PARTITIONS),  # one new message per task
-        "SAMZAPY_BENCH_RESULT": str(result),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]),
+        "SAMZAPY_BENCH_RESULT": str(job.workdir / "restore.json"),
     }
-    with log.open("w") as out:
-        done = subprocess.run(
-            [sys.executable, "-m", "samzapy.cli", "run", str(job_file)],
-            cwd=BENCH,
-            env=env,
-            stdout=out,
-            stderr=out,
-            check=False,
-        )
-    if done.returncode != 0:
-        raise SystemExit(f"the restore failed (exit {done.returncode}):\n{log.read_text()[-3000:]}")
+    code = samzapy_run(job_file, log, env)
+    if code != 0:
+        raise SystemExit(f"the restore failed (exit {code}):\n{log.read_text()[-3000:]}")
     events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     restored = [e for e in events if e.get("event") == "store_restored"]
     replayed = sum(int(e["records"]) for e in restored)
@@ -202,22 +184,12 @@ def main() -> None:
     parser = arguments(__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=100_000)
     args = parser.parse_args()
-    with (
-        broker() as bootstrap,
-        tree_of(args.against) as before,
-        tempfile.TemporaryDirectory(prefix="samzapy-bench-state-") as tmp,
-    ):
-        workdir = Path(tmp)
-        source = f"bench-state-in-{uuid.uuid4().hex[:6]}"
-        asyncio.run(create_topics(bootstrap, source))
-        t0 = time.perf_counter()
-        asyncio.run(fill_keyed(bootstrap, source, args.messages, args.keys))
-        n = asyncio.run(end_offsets_total(bootstrap, source))
-        print(
-            f"broker {bootstrap}: {n:,} messages of {len(PAYLOAD)} bytes over {PARTITIONS} "
-            f"partitions, {min(args.keys, n):,} keys, filled in {time.perf_counter() - t0:.1f} s; "
-            f"{args.rounds} interleaved rounds, load average {os.getloadavg()[0]:.2f} at the start"
-        )
+    about = f", {min(args.keys, args.messages):,} keys"
+
+    async def fill(bootstrap: str, topic: str, n: int) -> None:
+        await fill_keyed(bootstrap, topic, n, args.keys)
+
+    with prepared(args, "bench-state-in", fill, about) as (bootstrap, before, workdir, source, n):
         label = (args.against or "")[:10]
         variants = passthrough_variants(bootstrap, args.commit_ms, before, label)
         counts = count_variants(bootstrap, workdir, args.commit_ms, before, label)
