@@ -1,35 +1,41 @@
-"""The cost of state: a stateful count beside a pass-through job, and the changelog restore rate.
+"""The cost of state: a stateful count beside a pass-through job and the plain aiokafka loop, in
+interleaved rounds, with the client's CPU time per message; then the changelog restore rate.
 
-One run, same broker, an 8-partition topic of N messages of 100 bytes (default 1,000,000) whose
-first 8 bytes are one of ~100,000 keys:
+One broker, an 8-partition topic of N messages of 100 bytes (default 1,000,000) whose first 8
+bytes are one of K keys (default 100,000; message i on partition i % 8, so each task counts
+its own K/8 keys). Each variant runs as bench_kafka's do (a fresh process, `samzapy run` with
+Kafka checkpoints, the log reporter and JSON logs, measured from its first message to the end
+of its graceful stop):
 
-(a) samzapy running bench_kafka's sync pass-through task (one output message per input);
-(b) samzapy running a stateful count: ``get`` + ``put`` per message on a RocksDB store keyed by
-    the message's first 8 bytes, with a Kafka changelog (one changelog record per message) and
-    Kafka checkpoints.
+- ``plain``: bench_kafka's plain aiokafka loop (consume -> produce);
+- ``samzapy@...``: bench_kafka's sync pass-through job;
+- ``count@...``: ``get`` + ``put`` per message on a RocksDB store keyed by the message's first
+  8 bytes, with a Kafka changelog: one changelog record per message;
+- ``count+cache@...``: the same with the store's write cache on
+  (``stores.counts.object.cache.size: 20000`` per task, more than a task's keys): a key
+  reaches RocksDB and the changelog once per commit interval.
 
-Prints both rates and b/a (goal >= 0.6). Then it deletes (b)'s local state and starts (b)'s job
-again: the container restores every store from the changelog, up to the offsets (b)'s final
-checkpoint recorded (N records over ~100,000 keys), before it processes one new message per
-partition. Prints the restore rate in records/s, from the ``store_restored`` events (records,
-elapsed_s) and from the wall time between the container's start and its first processed message.
+Printed per variant: median rate and CPU time per message, and the median per-round ratio to
+``plain``; for the counts, changelog records per message. The count's goal: >= 0.7 of the
+pass-through's rate with the cache on. ``--against COMMIT`` adds ``before:...`` variants of
+the pass-through and the count (no cache) from a temporary worktree of COMMIT.
 
-The broker comes from SAMZAPY_KAFKA_BOOTSTRAP, or is started with scripts/kafka.sh on a free port
-and stopped at the end (bench_kafka's ``broker()``).
+Then the restore: the local state of the last ``count@5000`` run is deleted and its job started
+again; every store is restored from its changelog up to the checkpointed offsets before the
+job processes one new message per partition. Printed: the records replayed per second, from
+the ``store_restored`` events (records, elapsed_s).
 
-Usage: python bench/bench_state.py [--messages N] [--keys K]
+Usage: python bench/bench_state.py [--messages N] [--keys K] [--rounds R]
+                                   [--commit-ms 5000,default] [--against COMMIT]
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
+import os
 import shutil
 import sys
-import tempfile
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -39,26 +45,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_kafka import (
     PARTITIONS,
     PAYLOAD,
-    broker,
-    create_topics,
+    Variant,
+    arguments,
     end_offsets_total,
-    job_config,
-    samzapy_loop,
-    timed_run,
+    interleaved,
+    job_yaml,
+    passthrough_variants,
+    prepared,
+    report,
+    samzapy_run,
 )
 
 from samzapy import InitableTask, StreamTask
-from samzapy.cli.logging import configure_logging
-from samzapy.container import SamzaContainer
-from samzapy.container.event_loop import loop_factory
 
-JOB_NAME = "bench-state"
 STORE = "counts"
 KEY_BYTES = 8
+CACHE_SIZE = 20_000
 
 
 class Count(InitableTask, StreamTask):
-    """(b): counts messages per key (the first 8 bytes) in the store ``counts``."""
+    """Counts messages per key (the first 8 bytes) in the store ``counts``."""
 
     def init(self, context: Any) -> None:
         self.store = context.get_store(STORE)
@@ -69,42 +75,21 @@ class Count(InitableTask, StreamTask):
         store.put(key, (store.get(key) or 0) + 1)
 
 
-class EventSink:
-    """The log stream: keeps the store events, passes warnings and errors on to stderr."""
-
-    def __init__(self) -> None:
-        self.restored: list[dict[str, Any]] = []
-
-    def write(self, text: str) -> int:
-        for line in text.splitlines():
-            if not line.startswith("{"):
-                continue
-            event = json.loads(line)
-            if event.get("event") == "store_restored":
-                self.restored.append(event)
-            elif event.get("level") in ("warning", "error", "critical"):
-                print(line, file=sys.stderr)
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-
 def keyed_message(i: int, keys: int) -> bytes:
     """100 bytes, the first 8 being key ``i % keys`` in decimal."""
     return b"%08d" % (i % keys) + PAYLOAD[KEY_BYTES:]
 
 
-async def fill_keyed(bootstrap: str, topic: str, n: int, keys: int) -> None:
-    """Like bench_kafka's ``fill``, with message ``i`` on partition ``i % 8``: each partition
-    gets its own ``keys / 8`` keys (when 8 divides ``keys``)."""
+async def fill_keyed(bootstrap: str, topic: str, n: int, keys: int, start: int = 0) -> None:
+    """Message ``i`` on partition ``i % 8``: each partition gets its own ``keys / 8`` keys
+    (when 8 divides ``keys``)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, acks=1)
     await producer.start()
     try:
         futures = []
         for p in range(PARTITIONS):
             batch = producer.create_batch()
-            for i in range(p, n, PARTITIONS):
+            for i in range(start + p, start + n, PARTITIONS):
                 value = keyed_message(i, keys)
                 if batch.append(key=None, value=value, timestamp=None) is None:
                     futures.append(await producer.send_batch(batch, topic, partition=p))
@@ -116,106 +101,125 @@ async def fill_keyed(bootstrap: str, topic: str, n: int, keys: int) -> None:
         await producer.stop()
 
 
-def stateful_config(
-    bootstrap: str, source: str, changelog: str, base_dir: Path, job_id: str, **extra: Any
-) -> Any:
-    return job_config(
-        bootstrap,
-        source,
-        "unused",
-        **{
-            "job.name": JOB_NAME,
-            "job.id": job_id,
-            "job.logged.store.base.dir": str(base_dir),
-            "task.class": "bench_state:Count",
-            "task.checkpoint.factory": "kafka",
+class CountJob:
+    """Builds the count's job files: each run a new job (name, changelog, state directory)."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        workdir: Path,
+        commit_ms: int | None,
+        cache: bool,
+        guarantee: str = "at-least-once",
+    ) -> None:
+        self.bootstrap, self.workdir, self.commit_ms, self.cache = (
+            bootstrap,
+            workdir,
+            commit_ms,
+            cache,
+        )
+        self.guarantee = guarantee
+        self.last: tuple[str, str, Path] | None = None  # job text, changelog, state directory
+
+    def __call__(self, source: str, sink: str, name: str) -> str:
+        changelog, state = f"{name}-changelog", self.workdir / f"state-{name}"
+        extra: dict[str, Any] = {
+            "job.logged.store.base.dir": str(state),
             f"stores.{STORE}.factory": "rocksdb",
             f"stores.{STORE}.key.serde": "bytes",
             f"stores.{STORE}.msg.serde": "long",
             f"stores.{STORE}.changelog": f"kafka.{changelog}",
-            **extra,
-        },
-    )
+            "task.processing.guarantee": self.guarantee,
+        }
+        if self.cache:
+            extra[f"stores.{STORE}.object.cache.size"] = CACHE_SIZE
+        text = job_yaml(
+            self.bootstrap,
+            source,
+            name=name,
+            task_class="bench_state:Count",
+            commit_ms=self.commit_ms,
+            extra=extra,
+        )
+        self.last = (text, changelog, state)
+        return text
+
+    def changelog_records(self) -> int:
+        assert self.last is not None
+        return asyncio.run(end_offsets_total(self.bootstrap, self.last[1]))
 
 
-async def stateful_loop(config: Any, n: int) -> float:
-    """(b): timed like bench_kafka's (b), until every changelog record is acknowledged."""
-    return await timed_run(config, Count, n)
+def count_variants(
+    bootstrap: str, workdir: Path, commits: list[int | None], before: Path | None, label: str
+) -> list[Variant]:
+    variants = []
+    for ms in commits:
+        tag = ms or "default"
+        if before is not None:
+            job = CountJob(bootstrap, workdir, ms, False)
+            variants.append(Variant(f"before:{label}:count@{tag}", job, before))
+        variants.append(Variant(f"count@{tag}", CountJob(bootstrap, workdir, ms, False)))
+        variants.append(Variant(f"count+cache@{tag}", CountJob(bootstrap, workdir, ms, True)))
+    return variants
 
 
-async def restore(config: Any, sink: EventSink) -> tuple[int, float, float]:
-    """Runs the job until it has processed one message per partition after its restore:
-    (records restored, sum of the stores' restore times, container start to first message)."""
-    sink.restored.clear()
-    container = SamzaContainer(config, task_factory=Count)
-    start = time.perf_counter()
-    job = asyncio.ensure_future(container.run())
-    while container.processed < 1:
-        if job.done():
-            job.result()
-        await asyncio.sleep(0.005)
-    first = time.perf_counter() - start
-    while container.processed < PARTITIONS:
-        if job.done():
-            job.result()
-        await asyncio.sleep(0.01)
-    container.request_stop("benchmark done")
-    await job
-    records = sum(int(e["records"]) for e in sink.restored)
-    return records, sum(float(e["elapsed_s"]) for e in sink.restored), first
-
-
-async def main(args: argparse.Namespace, bootstrap: str, sink: EventSink) -> None:
-    run = uuid.uuid4().hex[:6]
-    source, out_a = f"bench-state-in-{run}", f"bench-state-out-a-{run}"
-    changelog = f"bench-state-changelog-{run}"
-    await create_topics(bootstrap, source, out_a)
-    t0 = time.perf_counter()
-    await fill_keyed(bootstrap, source, args.messages, args.keys)
-    n = await end_offsets_total(bootstrap, source)
+def restore(job: CountJob, bootstrap: str, source: str, keys: int, n: int) -> None:
+    """Delete the local state of ``job``'s last run, start it again, and print its restore."""
+    assert job.last is not None
+    text, changelog, state = job.last
+    records = asyncio.run(end_offsets_total(bootstrap, changelog))
+    shutil.rmtree(state)
+    asyncio.run(fill_keyed(bootstrap, source, PARTITIONS, keys, start=n))
+    job_file, log = job.workdir / "restore.yaml", job.workdir / "restore.log"
+    job_file.write_text(text)
+    env = {
+        "SAMZAPY_BENCH_MESSAGES": str(PARTITIONS),  # one new message per task
+        "SAMZAPY_BENCH_RESULT": str(job.workdir / "restore.json"),
+    }
+    code = samzapy_run(job_file, log, env)
+    if code != 0:
+        raise SystemExit(f"the restore failed (exit {code}):\n{log.read_text()[-3000:]}")
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    restored = [e for e in events if e.get("event") == "store_restored"]
+    replayed = sum(int(e["records"]) for e in restored)
+    seconds = sum(float(e["elapsed_s"]) for e in restored)
     print(
-        f"broker {bootstrap}: {n:,} messages of {len(PAYLOAD)} bytes over {PARTITIONS} "
-        f"partitions, {min(args.keys, n):,} keys, filled in {time.perf_counter() - t0:.1f} s"
+        f"restore of the deleted stores from a {records:,}-record changelog: {replayed:,} "
+        f"records in {seconds:.2f} s of store_restored events, {replayed / seconds:,.0f} records/s"
     )
-    base_dir = Path(tempfile.mkdtemp(prefix="samzapy-bench-state-"))
-    try:
-        a = await samzapy_loop(bootstrap, source, out_a, n)
-        print(f"(a) samzapy, sync pass-through task              {a:>10,.0f} msg/s")
-        config = stateful_config(bootstrap, source, changelog, base_dir, uuid.uuid4().hex[:8])
-        b = await stateful_loop(config, n)
-        print(f"(b) samzapy, RocksDB count + Kafka changelog     {b:>10,.0f} msg/s")
-        print(f"    ratio b/a {b / a:.2f}   (goal >= 0.60)")
 
-        changelog_records = await end_offsets_total(bootstrap, changelog)
-        shutil.rmtree(base_dir / JOB_NAME)
-        await fill_keyed(bootstrap, source, PARTITIONS, args.keys)
-        records, store_seconds, first = await restore(config, sink)
-        print(
-            f"restore of the deleted stores from a {changelog_records:,}-record changelog: "
-            f"{records:,} records"
-        )
-        if store_seconds > 0:
-            print(
-                f"    store_restored events: {store_seconds:.2f} s in all, "
-                f"{records / store_seconds:>10,.0f} records/s"
-            )
-        print(
-            f"    container start to first message: {first:.2f} s, "
-            f"{records / first:>10,.0f} records/s"
-        )
-    finally:
-        shutil.rmtree(base_dir, ignore_errors=True)
+
+def main() -> None:
+    parser = arguments(__doc__.splitlines()[0])
+    parser.add_argument("--keys", type=int, default=100_000)
+    args = parser.parse_args()
+    about = f", {min(args.keys, args.messages):,} keys"
+
+    async def fill(bootstrap: str, topic: str, n: int) -> None:
+        await fill_keyed(bootstrap, topic, n, args.keys)
+
+    with prepared(args, "bench-state-in", fill, about) as (bootstrap, before, workdir, source, n):
+        label = (args.against or "")[:10]
+        variants = passthrough_variants(bootstrap, args.commit_ms, before, label)
+        counts = count_variants(bootstrap, workdir, args.commit_ms, before, label)
+        variants += counts
+
+        def changelog_per_message(variant: Variant, figures: dict[str, float]) -> None:
+            if isinstance(variant.job, CountJob):
+                figures["changelog_records_per_msg"] = variant.job.changelog_records() / n
+
+        interleaved(variants, args.rounds, bootstrap, source, n, workdir, changelog_per_message)
+        figures = report(variants)
+        print(f"load average {os.getloadavg()[0]:.2f} at the end")
+        for ms in args.commit_ms:
+            tag = ms or "default"
+            ratio = figures[f"count+cache@{tag}"]["rate"] / figures[f"samzapy@{tag}"]["rate"]
+            print(f"count+cache@{tag} / samzapy@{tag}: {ratio:.2f} of the rate (goal >= 0.70)")
+        last = next(v for v in counts if v.name.startswith("count@"))
+        restore(last.job, bootstrap, source, args.keys, n)
+        if args.json:
+            print(json.dumps(figures))
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=1_000_000)
-    parser.add_argument("--keys", type=int, default=100_000)
-    ns = parser.parse_args()
-    # Info level, so that the store_restored events reach the sink; the job logs little else
-    # (bench_kafka's job_config turns the progress events off).
-    events = EventSink()
-    configure_logging("json", "info", stream=events)  # type: ignore[arg-type]
-    factory, _ = loop_factory("uvloop")
-    with broker() as bootstrap, asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(main(ns, bootstrap, events))
+    main()

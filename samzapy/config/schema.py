@@ -308,6 +308,8 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("stores.<name>.msg.serde", _S, None, "Value serde."),
     ConfigKey("stores.<name>.changelog", _S, None, "Changelog, 'system.stream'."),
     ConfigKey("stores.<name>.rocksdb.*", _A, None, "RocksDB options."),
+    ConfigKey("stores.<name>.object.cache.size", _I, 0, "Write cache entries.", minimum=0),
+    ConfigKey("stores.<name>.write.batch.size", _I, None, "Writes per write-back.", minimum=1),
 )
 
 

@@ -39,6 +39,8 @@ from samzapy.system.serde import Serde
 
 log = structlog.get_logger("samzapy.collector")
 
+_thread = threading.get_ident
+
 
 def key_bytes(key: Any, serde: Serde | None) -> bytes:
     """The bytes a key is partitioned by: its serialized form, or UTF-8 text without a serde."""
@@ -150,16 +152,7 @@ class OutputRouter:
                 _framable(route, envelope.message)  # fail in the task's call, not later
             route.backlog.append(_Waiting(envelope, task))
             return
-        self._send(route, envelope)
-
-    def send_from_thread(self, envelope: OutgoingMessageEnvelope, task: TaskName | None) -> None:
-        """A send made on another thread, now on the loop: its error fails the container."""
-        try:
-            self.send(envelope, task)
-        except Exception as exc:
-            self._on_error(exc)
-
-    def _send(self, route: _Route, envelope: OutgoingMessageEnvelope) -> None:
+        # The route is ready: partition, serialize and hand over (the hot path, one call).
         partition = envelope.partition
         key = envelope.key
         if partition is None:
@@ -185,6 +178,13 @@ class OutputRouter:
             message = frame(_framable(route, message))
         route.producer.send(route.stream, partition, key, message)
         self.sent += 1
+
+    def send_from_thread(self, envelope: OutgoingMessageEnvelope, task: TaskName | None) -> None:
+        """A send made on another thread, now on the loop: its error fails the container."""
+        try:
+            self.send(envelope, task)
+        except Exception as exc:
+            self._on_error(exc)
 
     def broadcast_control(self, stream: SystemStream, record: bytes) -> None:
         """Send a framed control record to every partition of ``stream``, after everything
@@ -236,7 +236,7 @@ class OutputRouter:
                     self._broadcast(route, waiting.record)
                     continue
                 try:
-                    self._send(route, waiting.envelope)
+                    self.send(waiting.envelope)  # the route is ready now
                 except SamzapyError as exc:
                     if waiting.task is None:
                         raise
@@ -291,19 +291,20 @@ class TaskCollector:
     """A task's MessageCollector. Thread-safe: a send from another thread is handed to the
     event loop, ahead of the completion of the call that made it."""
 
-    __slots__ = ("_loop", "_loop_thread", "_router", "_task")
+    __slots__ = ("_loop", "_loop_thread", "_route", "_router", "_task")
 
     def __init__(
         self, router: OutputRouter, loop: asyncio.AbstractEventLoop, task: TaskName | None = None
     ) -> None:
         self._router = router
+        self._route = router.send
         self._loop = loop
         self._loop_thread = threading.get_ident()
         self._task = task
 
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
-        if threading.get_ident() == self._loop_thread:
-            self._router.send(envelope, self._task)
+        if _thread() == self._loop_thread:
+            self._route(envelope, self._task)
         else:
             self._loop.call_soon_threadsafe(self._router.send_from_thread, envelope, self._task)
 

@@ -116,6 +116,17 @@ class TaskInputs:
                 return q.ssp, q.queue[0].offset
         return None
 
+    def only(self) -> InputQueue | None:
+        """The queue of the one partition still read, when there is exactly one: the
+        round-robin choice among one queue is its order, so a slot may take its messages from
+        the queue itself (and call ``space_freed`` once it drained it to half)."""
+        active = self._active
+        return active[0] if len(active) == 1 else None
+
+    def space_freed(self) -> None:
+        """Wake the consumers: a queue was drained to half."""
+        self._space_freed()
+
     def choose(self) -> Envelope | None:
         """The next envelope, round-robin over the partitions that have one."""
         active = self._active

@@ -28,7 +28,7 @@ from samzapy.api.errors import TaskError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.clock import Clock
-from samzapy.container.inputs import ControlEnvelope, TaskInputs
+from samzapy.container.inputs import ControlEnvelope, Envelope, TaskInputs
 from samzapy.metrics.registry import Timer
 
 #: How many messages a sync task processes before it yields to the other tasks.
@@ -102,16 +102,25 @@ def _failed(
 
 
 async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
-    """A sync task on the loop thread: process up to SYNC_TURN messages, then yield."""
+    """A sync task on the loop thread: process up to SYNC_TURN messages, then yield.
+
+    The bookkeeping is per turn: the offsets processed are noted, the latencies recorded and
+    the count added once the turn ends (a barrier never runs inside a turn, so a commit sees
+    the same offsets). A task reading one partition takes its turn straight from that queue;
+    one reading several takes Samza's round-robin, message by message."""
     state = ctx.state
     collector, coordinator = ctx.collector, ctx.coordinator
     trackers = ctx.trackers
-    record = ctx.latency.update_ns
+    record_all = ctx.latency.update_all_ns
     backpressure = ctx.backpressure
     barrier = ctx.barrier
-    choose = ctx.inputs.choose
+    inputs = ctx.inputs
+    choose = inputs.choose
+    on_control = ctx.on_control
     close_iterators = ctx.close_iterators
     clock = time.perf_counter_ns
+    durations: list[int] = []
+    last: dict[SystemStreamPartition, str] = {}  # the offsets processed in this turn
     while True:
         if state.due and not await barrier():
             return
@@ -120,32 +129,65 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
         if (held := backpressure()) is not None:
             await held
             continue
-        env = None
+        single = inputs.only()
+        queue = single.queue if single is not None else None
+        before = len(queue) if queue is not None else 0
+        env: Envelope | None = None
+        done: IncomingMessageEnvelope | None = None  # one partition: the last processed
+        failure: Exception | None = None
         n = 0
+        t = clock()
         while n < SYNC_TURN:
-            env = choose()
+            env = (queue.popleft() if queue else None) if queue is not None else choose()
             if env is None:
                 break
             if isinstance(env, ControlEnvelope):
-                ctx.on_control(env)
+                # In offset order with the messages: note theirs before the control's own.
+                if done is not None:
+                    last[done.system_stream_partition] = done.offset
+                    done = None
+                for ssp, offset in last.items():
+                    trackers[ssp].last_processed = offset
+                last.clear()
+                on_control(env)
                 if state.due:
                     break
+                t = clock()
                 continue
             try:
-                t0 = clock()
                 process(env, collector, coordinator)
-                record(clock() - t0)
                 if close_iterators is not None:
                     close_iterators()
             except Exception as exc:
-                state.processed += n
-                ctx.fail(_failed(ctx.name, exc, env, "process()"))
-                return
-            trackers[env.system_stream_partition].last_processed = env.offset
+                failure = exc
+                break
+            now = clock()
+            durations.append(now - t)
+            t = now
+            if queue is None:
+                last[env.system_stream_partition] = env.offset
+            else:
+                done = env
             n += 1
             if state.due:
                 break
+        # The turn's bookkeeping.
+        if done is not None:
+            last[done.system_stream_partition] = done.offset
+        if last:
+            for ssp, offset in last.items():
+                trackers[ssp].last_processed = offset
+            last.clear()
+        if durations:
+            record_all(durations)
+            durations.clear()
         state.processed += n
+        if single is not None and before > single.low_mark >= len(single.queue):
+            inputs.space_freed()
+        if failure is not None:
+            assert isinstance(env, IncomingMessageEnvelope)
+            ctx.fail(_failed(ctx.name, failure, env, "process()"))
+            return
         if env is None:
             await state.wait()
         elif not state.due:

@@ -288,7 +288,7 @@ class TaskInstance:
         # 2. Stores.
         changelog_offsets: dict[str, str] = {}
         if self._stores:
-            self._stores.flush()
+            await self._stores.flush()
             changelog_offsets = await self._stores.changelog_offsets()
         # 3. Checkpoint.
         control = self._control

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from samzapy.api.errors import ConfigError
 from samzapy.api.system import TaskName
 from samzapy.config.classes import create
+from samzapy.storage.cached import CachedStorageEngine
 from samzapy.storage.inmemory import InMemoryStoreFactory
 from samzapy.storage.logged import ChangelogSender, LoggedStorageEngine
 from samzapy.storage.ports import StorageEngine, StoreFactory
@@ -81,10 +82,39 @@ def store_factory_for(store_name: str, factory: Any) -> StoreFactory:
 
 class OpenStore(NamedTuple):
     """A store as ``open_store`` assembled it: the engine the factory built (restores write
-    here, past the changelog) and the store the task gets."""
+    here, past the changelog and the cache), the store the task gets, and its write cache
+    (None without ``object.cache.size``)."""
 
     engine: StorageEngine
     store: SerializedKeyValueStore[Any, Any]
+    cache: CachedStorageEngine | None = None
+
+
+def cache_sizes(store_name: str, options: Mapping[str, Any]) -> tuple[int, int]:
+    """``object.cache.size`` and ``write.batch.size`` of a store's ``options`` (0, 0: no
+    cache); the batch size defaults to the cache size and may not exceed it."""
+    size = _count(store_name, options, "object.cache.size", 0)
+    batch = _count(store_name, options, "write.batch.size", 1)
+    if batch > size:
+        key = f"stores.{store_name}.write.batch.size"
+        raise ConfigError(
+            f"{key} must be at most stores.{store_name}.object.cache.size ({size}), got "
+            f"{batch}: the writes waiting to be written back live in the cache",
+            key=key,
+        )
+    return size, batch or size
+
+
+def _count(store_name: str, options: Mapping[str, Any], name: str, least: int) -> int:
+    key = f"stores.{store_name}.{name}"
+    value = options.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if type(value) is not int or value < least:
+        raise ConfigError(f"{key} must be an integer >= {least}, got {value!r}", key=key)
+    return value
 
 
 def open_store(
@@ -99,14 +129,24 @@ def open_store(
 ) -> OpenStore:
     """One task's store, assembled as the container runs it (and the store contract tests
     check it): the engine ``options["factory"]`` builds, told whether it is logged; with a
-    ``changelog``, every write is also sent there; the serdes on top.
+    ``changelog``, every write is also sent there; with ``object.cache.size``, a write cache
+    in front of both (``storage/cached.py``); the serdes on top.
 
     ``options`` are the store's keys with the ``stores.<name>.`` prefix removed.
     """
     factory = store_factory_for(store_name, options.get("factory"))
+    size, batch = cache_sizes(store_name, options)
     engine = factory.create(store_name, task_name, directory, options, logged=changelog is not None)
     top: StorageEngine = engine if changelog is None else LoggedStorageEngine(engine, changelog)
-    return OpenStore(engine, SerializedKeyValueStore(top, key_serde, msg_serde))
+    cache = CachedStorageEngine(top, size, batch) if size else None
+    return OpenStore(engine, SerializedKeyValueStore(cache or top, key_serde, msg_serde), cache)
 
 
-__all__ = ["BUILTIN_FACTORIES", "OpenStore", "factory_key", "open_store", "store_factory_for"]
+__all__ = [
+    "BUILTIN_FACTORIES",
+    "OpenStore",
+    "cache_sizes",
+    "factory_key",
+    "open_store",
+    "store_factory_for",
+]

@@ -31,6 +31,7 @@ from samzapy.api.envelope import OutgoingMessageEnvelope
 from samzapy.api.errors import StoreError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.config import StoreConfig
+from samzapy.storage.cached import CachedStorageEngine
 from samzapy.storage.logged import ChangelogSender
 from samzapy.storage.ports import StorageEngine
 from samzapy.storage.registry import open_store
@@ -59,6 +60,7 @@ class _Store:
         self.directory = directory
         self.changelog = changelog
         self.engine: StorageEngine | None = None
+        self.cache: CachedStorageEngine | None = None
         self.clean_offset: str | None = None
 
 
@@ -115,7 +117,7 @@ class TaskStores:
 
     def _open(self, name: str, store: _Store) -> None:
         config = store.config
-        store.engine, self.stores[name] = open_store(
+        store.engine, self.stores[name], store.cache = open_store(
             name,
             self.task_name,
             store.directory,
@@ -251,10 +253,19 @@ class TaskStores:
 
     # -- committing and closing ---------------------------------------------------------------
 
-    def flush(self) -> None:
-        """Step 2 of a commit: make the stores' writes durable. A logged store's writes are
-        durable once the producers are flushed (step 1); its local copy is not trusted after a
-        crash anyway, so only stores without a changelog flush their engine here."""
+    async def flush(self) -> None:
+        """Step 2 of a commit: make the stores' writes durable, before their changelog offsets
+        are read. The write caches are written back first; what that sends to the changelogs
+        is flushed with the producers (step 1 flushed everything sent before). A logged store's
+        writes are then durable; its local copy is not trusted after a crash anyway, so only
+        stores without a changelog flush their engine here."""
+        logged_back = False
+        for store in self._stores.values():
+            if store.cache is not None and store.cache.dirty:
+                store.cache.write_back()
+                logged_back = logged_back or store.changelog is not None
+        if logged_back:
+            await self._flush()
         for store in self._stores.values():
             if store.engine is not None and store.changelog is None:
                 store.engine.flush()
@@ -278,12 +289,19 @@ class TaskStores:
             kv.close_iterators()
 
     def close(self, clean_offsets: Mapping[str, str] | None = None) -> None:
-        """Close every store; after a clean final commit, mark the ones that match it."""
+        """Close every store; after a clean final commit, mark the ones that match it. Writes
+        still in a logged store's cache (after a failure) are dropped: the checkpoint does not
+        cover them; a store without changelog keeps them, as it would have without a cache."""
         for name, store in self._stores.items():
             engine = store.engine
             if engine is None:
                 continue
             try:
+                if store.cache is not None:
+                    if store.changelog is None:
+                        store.cache.write_back()
+                    store.cache.drop()
+                    store.cache = None
                 engine.flush()
                 engine.close()
             except StoreError as exc:

@@ -4,9 +4,11 @@ samzapy/storage/ports.py).
 Stores are built through ``open_store``, the assembly the container runs them through: the
 engine named by ``factory``, behind a ``string`` key serde and a ``json`` value serde, and for
 the ``+changelog`` variants logged (the engine told so, which makes RocksDB skip its own
-write-ahead log) with every write sent to a changelog, here a list. A "reopen" builds a new
-store over the same directory, as a restarted task would. ``persistent`` is the engine's
-capability flag: a persistent store keeps its entries across a reopen, the others start empty.
+write-ahead log) with every write sent to a changelog, here a list; the ``+cache`` variants
+put a write cache of 100 entries in front (``object.cache.size``, small so that the tests
+fill it). A "reopen" builds a new store over the same directory, as a restarted task would.
+``persistent`` is the engine's capability flag: a persistent store keeps its entries across a
+reopen, the others start empty.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ class StoreSource:
     """Opens stores of one engine over one directory, and closes them all at the end."""
 
     def __init__(self, variant: str, tmp_path: Path) -> None:
-        self.factory, _, logged = variant.partition("+")
-        self.logged = bool(logged)
+        self.factory, *extras = variant.split("+")
+        self.logged = "changelog" in extras
+        self.cached = "cache" in extras
         self.directory = tmp_path / "stores" / STORE / "Partition_0"
         self.opened: list[SerializedKeyValueStore[Any, Any]] = []
         #: What the logged variants sent to their changelog: (key bytes, value bytes or None).
@@ -49,15 +52,22 @@ class StoreSource:
     def open(
         self, key_serde: str = "string", msg_serde: str = "json", directory: str = ""
     ) -> SerializedKeyValueStore[Any, Any]:
-        _, store = open_store(
+        options: dict[str, Any] = {
+            "factory": self.factory,
+            "key.serde": key_serde,
+            "msg.serde": msg_serde,
+        }
+        if self.cached:
+            options["object.cache.size"] = 100
+        store = open_store(
             STORE,
             TASK,
             self.directory.parent / directory if directory else self.directory,
-            {"factory": self.factory, "key.serde": key_serde, "msg.serde": msg_serde},
+            options,
             SERDES.get(key_serde),
             SERDES.get(msg_serde),
             changelog=self._log if self.logged else None,
-        )
+        ).store
         self.opened.append(store)
         return store
 
@@ -69,7 +79,16 @@ class StoreSource:
             store.close()
 
 
-@pytest.fixture(params=["inmemory", "rocksdb", "inmemory+changelog", "rocksdb+changelog"])
+@pytest.fixture(
+    params=[
+        "inmemory",
+        "rocksdb",
+        "inmemory+changelog",
+        "rocksdb+changelog",
+        "inmemory+cache",
+        "rocksdb+changelog+cache",
+    ]
+)
 def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreSource]:
     source = StoreSource(request.param, tmp_path)
     yield source
@@ -372,3 +391,56 @@ class TestLoggedStoreContract:
         with pytest.raises(StoreError):
             store.put_all([("a", 1), (None, 2)])
         assert logged.changelog == []
+
+
+class TestCachedStoreContract:
+    """What a write cache adds: writes to a key between write-backs reach the engine and the
+    changelog once, at ``flush`` or when the cache is full, and reads see the cache."""
+
+    @pytest.fixture(params=["inmemory+changelog+cache", "rocksdb+changelog+cache"])
+    def cached(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreSource]:
+        source = StoreSource(request.param, tmp_path)
+        yield source
+        source.close_all()
+
+    def test_repeated_writes_reach_the_changelog_once_at_flush(self, cached: StoreSource) -> None:
+        store = cached.open()
+        for n in range(50):
+            store.put("a", n)
+            store.put("b", -n)
+        store.delete("b")
+        store.put_all([("c", 1), ("c", 2)])
+        assert cached.changelog == []
+        assert (store.get("a"), store.get("b"), store.get("c")) == (49, None, 2)
+        store.flush()
+        assert cached.changelog == [(b"a", b"49"), (b"b", None), (b"c", b"2")]
+        store.put("a", 50)
+        store.flush()
+        store.flush()
+        assert cached.changelog[3:] == [(b"a", b"50")]
+
+    def test_a_full_cache_writes_back_before_it_evicts(self, cached: StoreSource) -> None:
+        store = cached.open()
+        for i in range(99):
+            store.put(f"k{i:03d}", i)
+        assert cached.changelog == [], "99 dirty entries wait in a cache of 100"
+        store.get("missing")
+        assert cached.changelog == [], "the cache holds 100 entries"
+        store.get("also missing")  # one entry too many, and the oldest is dirty
+        assert [key for key, _ in cached.changelog] == [f"k{i:03d}".encode() for i in range(99)]
+        for i in range(100, 200):
+            store.put(f"k{i:03d}", i)  # the 100th dirty write writes the batch back
+        assert len(cached.changelog) == 99 + 100
+        for i in range(200, 300):
+            store.get(f"k{i:03d}")  # reads evict the oldest entries, all clean now
+        assert len(cached.changelog) == 199
+        assert store.get("k000") == 0 and store.get("k199") == 199
+
+    def test_iteration_sees_the_cached_writes(self, cached: StoreSource) -> None:
+        store = cached.open()
+        store.put("b", 2)
+        store.put("a", 1)
+        store.delete("a")
+        store.put("c", 3)
+        assert keys_of(store.all()) == ["b", "c"]
+        assert [key for key, _ in cached.changelog] == [b"b", b"a", b"c"]

@@ -233,6 +233,39 @@ class TestUnavailableOffsets:
             await consumer.stop()
 
 
+class TestConsumer:
+    async def test_envelopes_are_built_from_the_fetched_records_directly(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # aiokafka builds a ConsumerRecord per message; the consumer's fetcher builds the
+        # envelope instead, one object per message (with the installed aiokafka).
+        from aiokafka.consumer import fetcher
+
+        built: list[Any] = []
+        record_class = fetcher.ConsumerRecord
+        monkeypatch.setattr(
+            fetcher, "ConsumerRecord", lambda *a: built.append(a) or record_class(*a)
+        )
+        topic = topic_name("direct")
+        await admin.create_stream(topic, 2)
+        for p in range(2):
+            await produce(kafka_bootstrap, topic, p, [b"m%d-%d" % (p, i) for i in range(500)])
+        consumer = factory(kafka_bootstrap).get_consumer()
+        ssps = [ssp(topic, p) for p in range(2)]
+        for partition in ssps:
+            consumer.register(partition, None, OffsetDefault.OLDEST)
+        await consumer.start()
+        try:
+            got = await read(consumer, ssps, 1000)
+            batch = await consumer.poll(ssps, 10, 0.0)
+        finally:
+            await consumer.stop()
+        assert batch == {}
+        for p in range(2):
+            assert got[ssp(topic, p)] == [(str(i), None, b"m%d-%d" % (p, i)) for i in range(500)]
+        assert built == [], "no ConsumerRecord was built"
+
+
 class TestProducer:
     async def test_50000_messages_over_8_partitions_keep_their_order(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin

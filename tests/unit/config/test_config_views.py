@@ -134,6 +134,7 @@ def test_every_known_default_is_listed() -> None:
         "task.processing.guarantee": "at-least-once",
         "task.transaction.timeout.ms": -1,
         "systems.<name>.samza.fetch.threshold": 50000,
+        "stores.<name>.object.cache.size": 0,
         "systems.<name>.namespace": "<name>",
         "systems.<name>.follow": False,
         "systems.<name>.poll.interval.ms": 200,

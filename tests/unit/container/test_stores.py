@@ -79,20 +79,28 @@ def _reset() -> None:
     WordCount.fail_at = WordCount.stop_at = None
 
 
+#: Without a write cache, and with one smaller than the vocabulary (it writes back as it goes).
+CACHES = pytest.mark.parametrize("cache", [{}, {"stores.counts.object.cache.size": 4}])
+
+
+@CACHES
 @pytest.mark.parametrize("factory", ["inmemory", "rocksdb"])
-def test_counts_are_exact_and_logged_to_the_changelog(tmp_path: Path, factory: str) -> None:
+def test_counts_are_exact_and_logged_to_the_changelog(
+    tmp_path: Path, factory: str, cache: dict[str, int]
+) -> None:
     words = input_words(300)
-    runner = TestRunner(WordCount, store_config(tmp_path, factory))
+    runner = TestRunner(WordCount, store_config(tmp_path, factory, **cache))
     runner.add_input("words", words).run()
     assert changelog_state(runner.broker) == expected(words)
 
 
+@CACHES
 @pytest.mark.parametrize("factory", ["inmemory", "rocksdb"])
 def test_crash_after_the_checkpoint_restores_exactly_not_at_least_once(
-    tmp_path: Path, factory: str
+    tmp_path: Path, factory: str, cache: dict[str, int]
 ) -> None:
     words = input_words(300)
-    config = store_config(tmp_path, factory, **{"task.commit.ms": -1})
+    config = store_config(tmp_path, factory, **{"task.commit.ms": -1}, **cache)
     # First run: commits at offset 99 of each partition's... (explicit commit), then keeps
     # writing to the store and the changelog until it fails at offset 250.
     WordCount.fail_at = 250
@@ -116,6 +124,29 @@ def test_crash_after_the_checkpoint_restores_exactly_not_at_least_once(
     assert len(restored) == 2
     assert all(e["dropped_after_checkpoint"] > 0 for e in restored)
     assert all(e["kept_local"] is False for e in restored)
+
+
+@pytest.mark.parametrize("factory", ["inmemory", "rocksdb"])
+def test_a_write_cache_sends_each_key_once_per_commit(tmp_path: Path, factory: str) -> None:
+    words = input_words(300)
+    config = store_config(
+        tmp_path, factory, **{"task.commit.ms": -1, "stores.counts.object.cache.size": 100}
+    )
+
+    class CommitEvery100(WordCount):
+        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+            super().process(envelope, collector, coordinator)
+            if int(envelope.offset) % 100 == 99:
+                coordinator.commit(RequestScope.CURRENT_TASK)
+
+    runner = TestRunner(CommitEvery100, config).add_input("words", words)
+    runner.run()
+    assert changelog_state(runner.broker) == expected(words)
+    for p, partition_words in words.items():
+        intervals = [partition_words[i : i + 100] for i in range(0, 300, 100)]
+        assert len(runner.broker.records("counts-changelog", p)) == sum(
+            len(set(interval)) for interval in intervals
+        )
 
 
 def test_clean_restart_keeps_the_local_rocksdb_store(tmp_path: Path) -> None:

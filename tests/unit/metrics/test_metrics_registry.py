@@ -68,6 +68,18 @@ class TestTimer:
         assert timer.max_ns == 3_000
         assert timer.mean_ns == 2_000.0
 
+    def test_recording_a_turn_at_once_equals_one_by_one(self) -> None:
+        durations = [0, -3, 1, 7, 15, 16, 1_000, 123_456, 2**45, 5, 1_000]
+        one, turn = Timer(), Timer()
+        one.update_ns(4_000)
+        turn.update_ns(4_000)
+        for ns in durations:
+            one.update_ns(ns)
+        turn.update_all_ns(durations)
+        assert (turn.count, turn.total_ns, turn.max_ns) == (one.count, one.total_ns, one.max_ns)
+        assert turn._buckets == one._buckets
+        assert turn.summary() == one.summary()
+
     def test_small_durations_are_exact(self) -> None:
         timer = Timer()
         for ns in range(1, 11):

@@ -80,9 +80,10 @@ def test_import_path_factory_gets_the_store_task_directory_and_options(
     custom_module: str, tmp_path: Path
 ) -> None:
     options = {"factory": f"{custom_module}:RecordingFactory", "key.serde": "string"}
-    engine, store = open_store(
+    engine, store, cache = open_store(
         "counts", TaskName("Partition 3"), tmp_path / "d", options, StringSerde(), JsonSerde()
     )
+    assert cache is None, "no write cache without object.cache.size"
     store.put("a", {"n": 1})
     assert store.get("a") == {"n": 1}
     assert isinstance(engine, InMemoryStorageEngine) and store.engine is engine
@@ -103,3 +104,64 @@ def test_import_path_errors(custom_module: str) -> None:
 def test_open_store_without_factory_names_the_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=rf"^{KEY} is required"):
         open_store("counts", TaskName("t"), tmp_path, {}, StringSerde(), JsonSerde())
+
+
+def test_a_write_cache_sits_between_the_store_and_the_changelog(tmp_path: Path) -> None:
+    sent: list[tuple[bytes, bytes | None]] = []
+    options = {"factory": "inmemory", "object.cache.size": 10, "write.batch.size": 4}
+    engine, store, cache = open_store(
+        "counts",
+        TaskName("t"),
+        tmp_path,
+        options,
+        StringSerde(),
+        JsonSerde(),
+        changelog=lambda key, value: sent.append((key, value)),
+    )
+    assert cache is not None and store.engine is cache
+    assert (cache.capacity, cache.write_batch_size) == (10, 4)
+    for n in range(3):
+        store.put("a", n)
+    assert sent == [] and engine.get(b"a") is None and store.get("a") == 2
+    store.put("b", 1)
+    store.put("c", 1)
+    store.put("d", 1)  # the fourth dirty key: written back, each key once
+    assert sent == [(b"a", b"2"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")]
+    assert engine.get(b"a") == b"2"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"object.cache.size": -1},
+            r"^stores\.counts\.object\.cache\.size must be an integer >= 0, got -1$",
+        ),
+        (
+            {"object.cache.size": 10, "write.batch.size": 0},
+            r"^stores\.counts\.write\.batch\.size must be an integer >= 1, got 0$",
+        ),
+        (
+            {"object.cache.size": 10, "write.batch.size": 11},
+            r"^stores\.counts\.write\.batch\.size must be at most "
+            r"stores\.counts\.object\.cache\.size \(10\), got 11",
+        ),
+        (
+            {"write.batch.size": 5},
+            r"^stores\.counts\.write\.batch\.size must be at most "
+            r"stores\.counts\.object\.cache\.size \(0\), got 5",
+        ),
+    ],
+)
+def test_cache_sizes_are_checked_naming_the_key(
+    tmp_path: Path, options: dict[str, int], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        open_store(
+            "counts",
+            TaskName("t"),
+            tmp_path,
+            {"factory": "inmemory", **options},
+            StringSerde(),
+            JsonSerde(),
+        )
