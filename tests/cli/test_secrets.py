@@ -5,7 +5,8 @@ tracebacks when rich is installed) and through `samzapy validate`. The job's inp
 its `secure` Kafka system carries the SASL settings, the password from the environment (and a
 key the job declares secret in `job.redacted.keys`), so the resolved configuration, and with it
 the password, sits in the local variables of the frames the failure's traceback passes
-through; the failing task module also puts the password in its exception's message.
+through; the failing task module also puts the password in its exception's message as it is
+imported (a configuration error: exit 2, its traceback logged at debug level).
 """
 
 from __future__ import annotations
@@ -53,27 +54,33 @@ def test_a_failing_job_with_sasl_settings_never_shows_its_password(
     tmp_path: Path, log_format: str
 ) -> None:
     job = secure_job(tmp_path, "failing_task:Task")
-    done = samzapy("run", str(job), "--log-format", log_format, env=ENV)
+    done = samzapy("run", str(job), "--log-format", log_format, "--log-level", "debug", env=ENV)
     output = done.stdout + done.stderr
-    assert done.returncode == 1, output
+    assert done.returncode == 2, output
     assert "cannot log in as samzapy with '<redacted>'" in output
     assert "Traceback" in output or '"exc_info"' in output or '"exception"' in output, output
     assert_no_secret(output)
     # Tracebacks without their frames' local variables (rich's and structlog's show them).
     assert "resolved = " not in output and "'locals'" not in output and '"locals"' not in output
     if log_format == "json":
-        failed = [e for e in events(done.stdout) if e["event"] == "job_failed"]
-        assert len(failed) == 1, output
+        assert len([e for e in events(done.stdout) if e["event"] == "config_invalid"]) == 1
 
 
 def test_validate_prints_the_config_with_secrets_redacted(tmp_path: Path) -> None:
-    job = secure_job(tmp_path, "failing_task:Task")
+    job = secure_job(tmp_path, "jobs:Copy")
     done = samzapy("validate", str(job), env=ENV)
     assert done.returncode == 0, done.stderr
     assert_no_secret(done.stdout + done.stderr)
     assert "systems.secure.sasl.plain.password: <redacted>" in done.stdout
     assert "app.api.token: <redacted>" in done.stdout
     assert "systems.secure.sasl.plain.username: samzapy" in done.stdout
+
+
+def test_validate_redacts_a_task_module_failure_naming_the_password(tmp_path: Path) -> None:
+    done = samzapy("validate", str(secure_job(tmp_path, "failing_task:Task")), env=ENV)
+    assert done.returncode == 2
+    assert "cannot log in as samzapy with '<redacted>'" in done.stderr
+    assert_no_secret(done.stdout + done.stderr)
 
 
 def test_a_secret_of_the_wrong_type_is_not_repeated_in_the_error(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ container that lost its tasks while its event loop stood still cannot make its w
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import random
 import signal
@@ -38,6 +37,7 @@ from test_state_jobs import (  # noqa: E402
     checkpointed,
     end_offsets,
     has_processed,
+    kill_while_working,
     produce_words,
     state_job_file,
     zipf_words,
@@ -117,16 +117,7 @@ def test_running_totals_are_exactly_once_through_three_kill_9s(
         run = Job(job, "unused", tmp_path / f"run-{run_number}.log")
         if run_number == 3:
             break
-        target = rng.randint(n // 20, n // 5)
-        wait_for(
-            functools.partial(has_processed, run, target),
-            120,
-            f"{target} messages processed by run {run_number}",
-            run.proc,
-        )
-        time.sleep(rng.uniform(0, 0.3))
-        assert run.proc.poll() is None, f"run {run_number} exited before its kill"
-        run.stop(signal.SIGKILL)
+        kill_while_working(run, rng, rng.randint(n // 20, n // 5), run_number)
         # What the killed run wrote but never committed is there, and never read committed.
         everything = asyncio.run(read_all(kafka_bootstrap, totals))
         committed = asyncio.run(read_all(kafka_bootstrap, totals, committed=True))

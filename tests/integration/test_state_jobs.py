@@ -184,6 +184,19 @@ def counts_at(placed: dict[int, list[str]], offsets: dict[int, int]) -> Counter[
 # -- exact counts across kill -9 ------------------------------------------------------------------
 
 
+def kill_while_working(run: Job, rng: random.Random, target: int, run_number: int) -> None:
+    """SIGKILL ``run`` a random moment after it has processed ``target`` messages."""
+    wait_for(
+        functools.partial(has_processed, run, target),
+        120,
+        f"{target} messages processed by run {run_number}",
+        run.proc,
+    )
+    time.sleep(rng.uniform(0, 0.3))
+    assert run.proc.poll() is None, f"run {run_number} exited before its kill"
+    run.stop(signal.SIGKILL)
+
+
 def count_words_through_kills(
     bootstrap: str, tmp_path: Path, *, seed: int, n: int, kills: int, wipe_before: int | None
 ) -> None:
@@ -211,16 +224,7 @@ def count_words_through_kills(
             break
         # Each run processes at most about n/6 messages before its kill, so that none of them
         # reaches the end of the input first.
-        target = rng.randint(n // 20, n // 6)
-        wait_for(
-            functools.partial(has_processed, run, target),
-            90,
-            f"{target} messages processed by run {run_number}",
-            run.proc,
-        )
-        time.sleep(rng.uniform(0, 0.3))
-        assert run.proc.poll() is None, f"run {run_number} exited before its kill"
-        run.stop(signal.SIGKILL)
+        kill_while_working(run, rng, rng.randint(n // 20, n // 6), run_number)
         done = checkpointed(bootstrap, job)
         assert sum(done.values()) + len(done) < n, f"run {run_number} finished before its kill"
         ahead_of_checkpoint.append(changelog_state(bootstrap, changelog) != counts_at(placed, done))

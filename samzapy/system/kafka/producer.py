@@ -360,17 +360,21 @@ class KafkaSystemProducer(SystemProducer):
         return f"{reason}{more}; {self.failed_sends} messages failed since the start"
 
     async def stop(self) -> None:
-        producer = self._producer
-        if producer is None:
+        if self._producer is None:
             return
         try:
             await self.flush()
         finally:
-            self._producer = None
-            for batch in self._open.values():
-                if batch.timer is not None:
-                    batch.timer.cancel()
-            self._open.clear()
+            await self._close()
+
+    async def _close(self) -> None:
+        """Stop the client; open batches are dropped."""
+        producer, self._producer = self._producer, None
+        for batch in self._open.values():
+            if batch.timer is not None:
+                batch.timer.cancel()
+        self._open.clear()
+        if producer is not None:
             await stop_client(producer)
 
 

@@ -31,8 +31,7 @@ from aiokafka.errors import (
 )
 
 from samzapy.api.errors import StreamSystemError, TaskFencedError
-from samzapy.api.system import SystemStream
-from samzapy.system.kafka.connection import started, stop_client
+from samzapy.system.kafka.connection import started
 from samzapy.system.kafka.errors import KAFKA_ERRORS, describe
 from samzapy.system.kafka.producer import KafkaSystemProducer
 from samzapy.system.kafka.settings import KafkaSettings
@@ -84,11 +83,11 @@ class KafkaTransactionalProducer(KafkaSystemProducer, TransactionalProducer):
         await super().start()
         await self.begin()
 
-    def send(
-        self, system_stream: SystemStream, partition: int | None, key: Any, message: Any
-    ) -> None:
+    def _new_batch(self, target: Any) -> Any:
+        # Every first send to a partition in a transaction opens a batch (commit hands them
+        # all over): marking it here keeps the per-message send path as it is.
         self._pending = True
-        super().send(system_stream, partition, key, message)
+        return super()._new_batch(target)
 
     async def begin(self) -> None:
         try:
@@ -124,15 +123,7 @@ class KafkaTransactionalProducer(KafkaSystemProducer, TransactionalProducer):
     async def stop(self) -> None:
         """Stop without committing: what the open transaction holds is aborted by the broker
         (at once when the next producer of the id starts, else after its timeout)."""
-        producer = self._producer
-        if producer is None:
-            return
-        self._producer = None
-        for batch in self._open.values():
-            if batch.timer is not None:
-                batch.timer.cancel()
-        self._open.clear()
-        await stop_client(producer)
+        await self._close()
 
     def _error(self, what: str, exc: BaseException) -> StreamSystemError:
         cause = fenced_cause(exc)
