@@ -272,7 +272,7 @@ class JobRunner:
             )
         # 2. Start the tasks that came, in a container of their own.
         paused: dict[str, float] = {}
-        if handover.added:
+        if handover.added and not self._stopped.is_set():
             self.health.ready = False
             share = await self._shares.start(handover.added)
             if share.run.done():
