@@ -179,7 +179,11 @@ async def samzapy_loop(bootstrap: str, source: str, sink: str, n: int) -> float:
 async def timed_run(config: Any, task_factory: Any, n: int) -> float:
     """Messages per second of a container processing ``n`` messages, timed from its start
     until everything it sent is acknowledged."""
-    container = SamzaContainer(config, task_factory=task_factory)
+    return await timed(SamzaContainer(config, task_factory=task_factory), n)
+
+
+async def timed(container: SamzaContainer, n: int) -> float:
+    """``timed_run`` of a container already built (its metrics stay readable after)."""
     job = asyncio.ensure_future(container.run())
     start = time.perf_counter()
     while container.processed < n:

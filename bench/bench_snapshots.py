@@ -47,7 +47,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kafka import PARTITIONS, ROOT, broker, create_topics, end_offsets_total
+from bench_kafka import PARTITIONS, ROOT, broker, create_topics, end_offsets_total, timed
 from bench_state import STORE, Count, fill_keyed, stateful_config
 
 from samzapy.checkpoint.stream import checkpoint_stream_name
@@ -214,18 +214,8 @@ def restarts(bootstrap: str, sizes: list[int], tmp: Path) -> None:
 async def cost_run(config: Any, n: int) -> tuple[float, dict[str, Any]]:
     """Rate over ``n`` messages (until every output is acknowledged), and commit latency."""
     container = SamzaContainer(config, task_factory=Count)
-    job = asyncio.ensure_future(container.run())
-    start = time.perf_counter()
-    while container.processed < n:
-        if job.done():
-            job.result()
-        await asyncio.sleep(0.01)
-    await container.flush()
-    elapsed = time.perf_counter() - start
-    commits = container.metrics.snapshot().get(CONTAINER, {}).get("commit-latency", {})
-    container.request_stop("benchmark done")
-    await job
-    return n / elapsed, dict(commits)
+    rate = await timed(container, n)
+    return rate, dict(container.metrics.snapshot().get(CONTAINER, {}).get("commit-latency", {}))
 
 
 async def costs(bootstrap: str, n: int, keys: int, commit_ms: int, rounds: int, tmp: Path) -> None:

@@ -19,7 +19,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from samzapy.api.system import TaskName
 from samzapy.storage.rocksdb import RocksDBStoreFactory
@@ -32,32 +31,13 @@ from test_state_jobs import (  # noqa: E402
     STORE,
     checkpointed,
     processed,
+    produce_words,
     state_job_file,
     store_dir,
 )
 
 KEYS = 1_000_000
 KILL_AT = 600_000
-
-
-async def produce_keys(bootstrap: str, topic: str, n: int) -> None:
-    """Key i (``k0000000``...) once, on partition i % PARTITIONS, as key and value."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, acks="all")
-    await producer.start()
-    try:
-        futures = []
-        for partition in range(PARTITIONS):
-            batch = producer.create_batch()
-            for i in range(partition, n, PARTITIONS):
-                data = b"k%07d" % i
-                if batch.append(key=data, value=data, timestamp=None) is None:
-                    futures.append(await producer.send_batch(batch, topic, partition=partition))
-                    batch = producer.create_batch()
-                    batch.append(key=data, value=data, timestamp=None)
-            futures.append(await producer.send_batch(batch, topic, partition=partition))
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
 
 
 def stored_counts(tmp_path: Path) -> Counter[int]:
@@ -81,7 +61,8 @@ def test_a_million_key_store_restarts_from_its_snapshot_after_kill_9(
 ) -> None:
     source, changelog = name("keys"), name("counts-changelog")
     asyncio.run(create_topic(kafka_bootstrap, source, PARTITIONS))
-    asyncio.run(produce_keys(kafka_bootstrap, source, KEYS))
+    keys = {p: [f"k{i:07d}" for i in range(p, KEYS, PARTITIONS)] for p in range(PARTITIONS)}
+    asyncio.run(produce_words(kafka_bootstrap, source, keys))
     job = state_job_file(
         tmp_path,
         kafka_bootstrap,
