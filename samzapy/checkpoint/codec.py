@@ -6,7 +6,7 @@ The document (version 1)::
      "offsets": [{"system": "kafka", "stream": "in", "partition": 0, "offset": "42"}],
      "extra": {"partition_counts": {"kafka.in": 8},
                "changelog_offsets": {"counts": "1200"},
-               "control": {...}, "epoch": 4}}
+               "control": {...}, "epoch": 4, "snapshots": {"counts": "1200"}}}
 
 ``extra`` holds the typed fields of ``Checkpoint`` besides the offsets, each under its own key
 (absent when empty); keys this version does not know are ignored when read. Decoding checks
@@ -32,6 +32,7 @@ PARTITION_COUNTS = "partition_counts"
 CHANGELOG_OFFSETS = "changelog_offsets"
 CONTROL = "control"
 EPOCH = "epoch"
+SNAPSHOTS = "snapshots"
 
 
 def encode_checkpoint(task_name: str, checkpoint: Checkpoint) -> bytes:
@@ -68,6 +69,8 @@ def encode_checkpoint(task_name: str, checkpoint: Checkpoint) -> bytes:
         extra[CONTROL] = checkpoint.control
     if checkpoint.epoch is not None:
         extra[EPOCH] = checkpoint.epoch
+    if checkpoint.snapshots:
+        extra[SNAPSHOTS] = dict(sorted(checkpoint.snapshots.items()))
     document = {"version": DOCUMENT_VERSION, "task": str(task_name), "offsets": offsets}
     document["extra"] = extra
     try:
@@ -97,9 +100,10 @@ def decode_checkpoint(data: bytes, source: str) -> tuple[TaskName, Checkpoint]:
         checkpoint = Checkpoint(
             offsets=_offsets(entries),
             partition_counts=_partition_counts(extra.get(PARTITION_COUNTS)),
-            changelog_offsets=_changelog_offsets(extra.get(CHANGELOG_OFFSETS)),
+            changelog_offsets=_by_store(CHANGELOG_OFFSETS, extra.get(CHANGELOG_OFFSETS)),
             control=_control(extra.get(CONTROL)),
             epoch=_epoch(extra.get(EPOCH)),
+            snapshots=_by_store(SNAPSHOTS, extra.get(SNAPSHOTS)),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(f"corrupt checkpoint {source}: {exc}") from exc
@@ -136,11 +140,12 @@ def _partition_counts(value: Any) -> dict[SystemStream, int]:
     return counts
 
 
-def _changelog_offsets(value: Any) -> dict[str, str]:
+def _by_store(key: str, value: Any) -> dict[str, str]:
+    """``changelog_offsets`` or ``snapshots``: store names to strings."""
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise ValueError(f"'{CHANGELOG_OFFSETS}' must map store names to offsets, got {value!r}")
+        raise ValueError(f"'{key}' must map store names to strings, got {value!r}")
     return dict(value)
 
 
@@ -184,6 +189,7 @@ __all__ = [
     "DOCUMENT_VERSION",
     "EPOCH",
     "PARTITION_COUNTS",
+    "SNAPSHOTS",
     "check_partition_counts",
     "decode_checkpoint",
     "encode_checkpoint",

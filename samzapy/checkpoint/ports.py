@@ -24,7 +24,11 @@ class Checkpoint:
     - ``epoch``: the owner epoch of the container that wrote it: each container that takes
       a task writes with the epoch of the checkpoint it found plus one, and readers keep a
       task's checkpoint of the highest epoch, so a container that lost the task (and was not
-      told yet) cannot move its checkpoint backwards or forwards. None: written before epochs.
+      told yet) cannot move its checkpoint backwards or forwards. None: written before epochs;
+    - ``snapshots``: each logged store's local snapshot taken at the commit that wrote it
+      (the snapshot's id, by store name), which a restart after a crash opens instead of
+      replaying the whole changelog. Empty: none was taken (snapshots off, an in-memory
+      store, or written before snapshots).
 
     ``samzapy.checkpoint.codec`` turns it into the stored JSON document and back.
     """
@@ -34,6 +38,7 @@ class Checkpoint:
     changelog_offsets: Mapping[str, str] = field(default_factory=dict)
     control: Mapping[str, Any] | None = None
     epoch: int | None = None
+    snapshots: Mapping[str, str] = field(default_factory=dict)
 
 
 class CheckpointManager(abc.ABC):

@@ -217,6 +217,12 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
         "Exactly-once: transaction timeout; -1 derives it.",
         minimum=-1,
     ),
+    ConfigKey(
+        "task.transactional.state.checkpoint.enabled",
+        _B,
+        True,
+        "Snapshot RocksDB stores at each commit.",
+    ),
     # systems, any factory
     ConfigKey("systems.<name>.samza.factory", _S, None, "memory, file, kafka or module:Class."),
     ConfigKey("systems.<name>.samza.key.serde", _S, None, "Default key serde."),

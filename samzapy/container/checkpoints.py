@@ -153,17 +153,29 @@ class ContainerCheckpoints:
         for writer in self.writers:
             await writer.claim()
 
+    async def release(self, tasks: Sequence[TaskName]) -> None:
+        """The tasks left the container after their final commit: stop their transactional
+        producers (their writers stay, for the counts)."""
+        for task in tasks:
+            producer = self._producers.pop(task, None)
+            if producer is not None:
+                await _stop_producer(producer)
+
     async def stop(self) -> None:
         """Stop the transactional producers (what they hold uncommitted is aborted: a clean
         stop committed everything before) and the manager."""
         producers, self._producers = list(self._producers.values()), {}
         for producer in producers:
-            try:
-                await producer.stop()
-            except Exception as exc:
-                log.warning("system_stop_failed", part="transactional producer", error=repr(exc))
+            await _stop_producer(producer)
         if self.manager is not None:
             await self.manager.stop()
+
+
+async def _stop_producer(producer: TransactionalProducer) -> None:
+    try:
+        await producer.stop()
+    except Exception as exc:
+        log.warning("system_stop_failed", part="transactional producer", error=repr(exc))
 
 
 __all__ = ["ContainerCheckpoints", "RefusingProducer", "transactional_id"]

@@ -18,7 +18,7 @@ sent it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,7 @@ class SystemConsumers:
     def __init__(
         self,
         consumers: Mapping[str, SystemConsumer],
-        queues: Mapping[SystemStreamPartition, Sequence[InputQueue]],
+        queues: Mapping[SystemStreamPartition, list[InputQueue]],
         serdes: Mapping[SystemStreamPartition, InputSerdes],
         *,
         compare_offsets: Mapping[str, Callable[[str, str], int]],
@@ -86,6 +86,14 @@ class SystemConsumers:
                 if not fut.done():
                     fut.set_result(None)
             waiters.clear()
+
+    def release(self, queues: Iterable[InputQueue]) -> None:
+        """A task left: fill its queues no more (a partition no task reads is not polled)."""
+        for q in queues:
+            shared = self._queues.get(q.ssp)
+            if shared is not None and q in shared:
+                shared.remove(q)
+        self.space_freed()
 
     async def run(self, system: str) -> None:
         """Poll ``system`` until cancelled or until all its partitions ended."""

@@ -24,9 +24,7 @@ import concurrent.futures
 import functools
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Collection
 from typing import Any
 
 import structlog
@@ -34,35 +32,23 @@ import structlog
 from samzapy.api.errors import SamzapyError, TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.codec import check_partition_counts
-from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.config import ResolvedConfig
 from samzapy.config.classes import load_task_class
+from samzapy.container.assembly import TaskAssembly
 from samzapy.container.checkpoints import ContainerCheckpoints
 from samzapy.container.clock import Clock, LoopClock
-from samzapy.container.collector import OutputRouter, TaskCollector
+from samzapy.container.collector import OutputRouter
 from samzapy.container.consumers import SystemConsumers
-from samzapy.container.context import TaskContextImpl
-from samzapy.container.gauges import (
-    CONTAINER,
-    ProcessTotals,
-    partition_group,
-    register_task_metrics,
-    task_group,
-)
-from samzapy.container.grouper import TaskModel
-from samzapy.container.inputs import InputQueue, TaskInputs
-from samzapy.container.plan import TaskPlan, input_queues, job_model, plan_container
+from samzapy.container.gauges import CONTAINER, ProcessTotals, partition_group, task_group
+from samzapy.container.inputs import InputQueue
+from samzapy.container.plan import input_queues, job_model, plan_container
 from samzapy.container.run_loop import RunLoop
 from samzapy.container.serdes import StreamSerdes
 from samzapy.container.streams import prepare_changelogs, prepare_streams
 from samzapy.container.systems import Systems
-from samzapy.container.task_instance import TaskInstance, TaskListener
-from samzapy.control.reconcile import TaskControl
+from samzapy.container.task_instance import TaskInstance
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter
-from samzapy.metrics.registry import Timer
 from samzapy.metrics.reporter import start_reporters
-from samzapy.storage.task_stores import TaskStores
-from samzapy.system.ports import SystemProducer
 
 log = structlog.get_logger("samzapy.container")
 
@@ -108,10 +94,17 @@ class SamzaContainer:
         self._lease = lease
         self._systems: Systems | None = None
         self._checkpoints: ContainerCheckpoints | None = None
-        self._partitions: list[SystemStreamPartition] = []
+        self._partitions: dict[TaskName, list[SystemStreamPartition]] = {}
+        self._queues: dict[TaskName, dict[SystemStreamPartition, InputQueue]] = {}
+        self._task_routers: dict[TaskName, OutputRouter] = {}
+        self._consumers: SystemConsumers | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._reporters: list[MetricsReporter] = []
         self.tasks: list[TaskInstance] = []
+        #: Messages processed by the tasks released so far (the counts only grow), and the
+        #: tasks being released.
+        self._released_processed = 0
+        self._leaving: list[TaskInstance] = []
 
     @property
     def checkpoint_namespace(self) -> str:
@@ -127,16 +120,23 @@ class SamzaContainer:
     def metric_groups(self) -> list[str]:
         """The metric groups of this container's tasks and their input partitions (a
         JobRunner removes them once the tasks have left)."""
-        tasks = [task_group(t.name) for t in self.tasks]
-        return [*tasks, *dict.fromkeys(partition_group(ssp) for ssp in self._partitions)]
+        return self._groups([t.name for t in self.tasks])
+
+    def _groups(self, names: Collection[TaskName]) -> list[str]:
+        """The metric groups of tasks ``names`` and of the partitions only they read."""
+        read = self._partitions
+        others = {ssp for name, ssps in read.items() if name not in names for ssp in ssps}
+        ssps = dict.fromkeys(s for name in names for s in read.get(name, ()) if s not in others)
+        return [*(task_group(name) for name in names), *(partition_group(s) for s in ssps)]
 
     def _counts(self) -> dict[str, int]:
         return {"processed": self.processed, "commits": self.commit_count}
 
     @property
     def processed(self) -> int:
-        """Messages the container's tasks have processed so far."""
-        return sum(t.progress().processed for t in self.tasks)
+        """Messages the container's tasks (released ones included) have processed so far."""
+        running = [*self.tasks, *self._leaving]
+        return self._released_processed + sum(t.progress().processed for t in running)
 
     async def flush(self) -> None:
         """Return once everything the tasks sent so far is durable."""
@@ -241,22 +241,37 @@ class SamzaContainer:
         )
         if self._stop_reason is not None:
             run_loop.request_stop(self._stop_reason)
-        routers = self._routers_by_task(plan.tasks, serdes, run_loop)
         if cfg.job.container_thread_pool_size > 1:
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 cfg.job.container_thread_pool_size, thread_name_prefix="samzapy-task"
             )
-        parts = _SharedParts(
-            routers=routers,
+        self._consumers, self._queues = consumers, queues
+        self._assembly = assembly = TaskAssembly(
+            config=cfg,
+            systems=systems,
+            checkpoints=self._checkpoints,
             serdes=serdes,
+            clock=self.clock,
+            metrics=self.metrics,
             listener=run_loop,
+            fail=run_loop.fail,
             space_freed=consumers.space_freed,
             partition_counts=counts,
             job_task_count=job_task_count,
-            commit_latency=self.metrics.timer(CONTAINER, "commit-latency"),
+            executor=self._executor,
         )
+        self._task_routers = assembly.routers(plan.tasks)
+        self._routers = list(dict.fromkeys(self._task_routers.values()))
         for task_plan in plan.tasks:
-            self.tasks.append(self._task_instance(task_plan, task_factory(), queues, parts))
+            self._partitions[task_plan.name] = list(task_plan.last_processed)
+            self.tasks.append(
+                assembly.task(
+                    task_plan,
+                    task_factory(),
+                    queues[task_plan.name],
+                    self._task_routers[task_plan.name],
+                )
+            )
         self._totals.running(self._counts)
         for start in plan.starts:
             systems.consumers[start.ssp.system].register(start.ssp, start.offset, start.default)
@@ -277,78 +292,17 @@ class SamzaContainer:
             if task.stores:
                 task.stores.open()
                 checkpoint = task_plan.checkpoint
-                await task.stores.restore(checkpoint.changelog_offsets if checkpoint else {})
+                if checkpoint is None:
+                    await task.stores.restore({})
+                else:
+                    await task.stores.restore(checkpoint.changelog_offsets, checkpoint.snapshots)
         for task, task_plan in zip(self.tasks, plan.tasks, strict=True):
-            await task.init(self._context(task_plan.model, task))
+            await task.init(assembly.context(task_plan.model, task))
         for consumer in systems.consumers.values():
             await consumer.start()
         self.started.set()
         self.health.ready = True
         return run_loop
-
-    def _task_instance(
-        self,
-        plan: TaskPlan,
-        task: Any,
-        queues: dict[TaskName, dict[SystemStreamPartition, InputQueue]],
-        parts: _SharedParts,
-    ) -> TaskInstance:
-        cfg = self.config
-        assert self._systems is not None
-        control = TaskControl(carrying=plan.carrying, outputs=plan.outputs)
-        if plan.checkpoint is not None:
-            control.restore(plan.checkpoint.control)
-        assert self._checkpoints is not None
-        writer = self._checkpoints.writer(plan.name, plan.checkpoint)
-        router = parts.routers[plan.name]
-        trackers = {ssp: OffsetTracker(last) for ssp, last in plan.last_processed.items()}
-        self._partitions.extend(trackers)
-        collector = TaskCollector(router, asyncio.get_running_loop(), plan.name)
-        stores = TaskStores(
-            task_name=plan.name,
-            partition=plan.model.partition,
-            configs=cfg.stores,
-            base_dir=Path(cfg.job.logged_store_base_dir) / cfg.job.name,
-            serde=parts.serdes.store,
-            send=collector.send,
-            flush=router.flush,
-            factories=self._systems.factories,
-            admins=self._systems.admins,
-        )
-        instance = TaskInstance(
-            name=plan.name,
-            task=task,
-            inputs=TaskInputs(
-                queues[plan.name].values(), space_freed=parts.space_freed, ended=control.ended
-            ),
-            trackers=trackers,
-            collector=collector,
-            router=router,
-            clock=self.clock,
-            checkpoints=writer,
-            listener=parts.listener,
-            max_concurrency=cfg.task.max_concurrency,
-            executor=self._executor,
-            stores=stores,
-            control=control,
-            task_count=parts.job_task_count,
-            partition_counts=parts.partition_counts,
-            latency=self.metrics.timer(task_group(plan.name), "process-latency"),
-            commit_latency=parts.commit_latency,
-            track_call_starts=cfg.task.callback_timeout_ms > 0,
-        )
-        consumers = self._systems.consumers
-        register_task_metrics(
-            self.metrics,
-            instance,
-            writer,
-            [
-                (ssp, consumers[ssp.system], tracker)
-                for ssp, tracker in trackers.items()
-                if ssp.system in consumers
-            ],
-        )
-        return instance
 
     def _log_started(self, task_factory: Callable[[], Any], job_task_count: int) -> None:
         cfg, broadcasts = self.config, self.config.task.broadcast_inputs
@@ -366,42 +320,52 @@ class SamzaContainer:
             processing_guarantee=cfg.task.processing_guarantee,
         )
 
-    def _routers_by_task(
-        self, tasks: Sequence[TaskPlan], serdes: StreamSerdes, run_loop: RunLoop
-    ) -> dict[TaskName, OutputRouter]:
-        """One router for all tasks, or under exactly-once one per task, over its producers."""
-        cfg, systems, checkpoints = self.config, self._systems, self._checkpoints
-        assert systems is not None and checkpoints is not None
+    # -- releasing tasks while the others run ---------------------------------------------------
 
-        def router(producers: Mapping[str, SystemProducer]) -> OutputRouter:
-            made = OutputRouter(
-                producers,
-                systems.admins,
-                serdes.output,
-                lambda ss: cfg.stream(ss).partitions or 1,
-                replication_for_new=lambda ss: cfg.stream(ss).replication_factor,
-                stream_id=lambda ss: cfg.stream(ss).stream_id,
-                framed=serdes.framed,
-                drop_errors=cfg.task.drop_producer_errors,
-                on_dropped=lambda n: self.metrics.counter(CONTAINER, "producer-errors").inc(n),
-                on_error=run_loop.fail,
-            )
-            self._routers.append(made)
-            return made
-
-        if checkpoints.transactional_system is None:
-            shared = router(systems.producers)
-            return {t.name: shared for t in tasks}
-        return {t.name: router(checkpoints.producers(t.name, systems.producers)) for t in tasks}
-
-    def _context(self, model: TaskModel, instance: TaskInstance) -> TaskContextImpl:
-        return TaskContextImpl(
-            task_name=model.name,
-            config=self.config.raw,
-            system_stream_partitions=frozenset(model.ssps),
-            metrics=self.metrics,
-            stores=instance.stores.stores if instance.stores else None,
-        )
+    async def release(self, names: Collection[TaskName]) -> bool:
+        """Stop running tasks ``names`` while the others go on (a rebalance moved them): stop
+        dispatching to them, let their calls in flight finish (``task.shutdown.ms``), close,
+        commit, close their stores marked clean, and stop reading their partitions. False
+        when the container is stopping already (its stop commits every task). A failure
+        fails the whole container, as in ``run``."""
+        run_loop, consumers, checkpoints = self.run_loop, self._consumers, self._checkpoints
+        if run_loop is None or consumers is None or checkpoints is None:
+            return False
+        if run_loop.stop_reason is not None or run_loop.failure is not None:
+            return False
+        leaving = [t for t in self.tasks if t.name in names]
+        groups = self._groups([t.name for t in leaving])
+        # From now on the container's own stop leaves them alone.
+        self.tasks = [t for t in self.tasks if t.name not in names]
+        self._leaving = leaving
+        try:
+            await run_loop.release([t.name for t in leaving])
+            if run_loop.failure is not None:
+                raise run_loop.failure
+            for task in leaving:
+                await task.close()
+            for task in leaving:
+                await task.commit()
+            for task in leaving:
+                await task.close_stores(clean=True)
+        except BaseException as exc:
+            for task in leaving:
+                await task.close_stores(clean=False)
+            run_loop.fail(exc)
+            raise
+        finally:
+            self._leaving = []
+            self._released_processed += sum(t.progress().processed for t in leaving)
+        for task in leaving:
+            consumers.release(self._queues.pop(task.name).values())
+            self._partitions.pop(task.name, None)
+            router = self._task_routers.pop(task.name)
+            if router not in self._task_routers.values():
+                self._routers.remove(router)
+        await checkpoints.release([t.name for t in leaving])
+        for group in groups:
+            self.metrics.remove_group(group)
+        return True
 
     # -- shutdown -------------------------------------------------------------------------------
 
@@ -432,19 +396,6 @@ class SamzaContainer:
             await reporter.stop()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-@dataclass(frozen=True)
-class _SharedParts:
-    """What every task instance of the container shares."""
-
-    routers: Mapping[TaskName, OutputRouter]
-    serdes: StreamSerdes
-    listener: TaskListener
-    space_freed: Callable[[], None]
-    partition_counts: Mapping[SystemStream, int]
-    job_task_count: int
-    commit_latency: Timer
 
 
 __all__ = ["SamzaContainer"]

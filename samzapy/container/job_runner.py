@@ -5,14 +5,18 @@
 - ``static``: container ``job.container.id`` of ``job.container.count`` runs the tasks whose
   partition number k has ``k % count == id``, for as long as the job runs.
 - ``kafka-group`` (the default when every input is on a kafka system): the container joins
-  the job's consumer group (``GroupMembership``), whose assignor hands out whole tasks. Each
-  assignment runs in a SamzaContainer of its own. At a rebalance the group first revokes:
-  the container stops dispatching, lets the calls in flight finish (``task.shutdown.ms``),
-  closes the tasks, commits and closes their stores (kept locally, marked clean), and only
-  then does the group hand the tasks out again; the next SamzaContainer restores its tasks'
-  stores from their changelogs, calls ``init`` and resumes from the checkpoints. Every
-  rebalance is logged (``rebalance_started``, ``rebalance_completed`` with the tasks that came
-  and went and how long the handover took).
+  the job's consumer group (``GroupMembership``), whose assignor hands out whole tasks,
+  incrementally (KIP-429's two phases, see ``system/kafka/group.py``). Each assignment's new
+  tasks start in a SamzaContainer of their own next to the running ones (``shares.py``);
+  tasks that stay keep processing throughout. A task the group moves elsewhere is first
+  taken out of this container's assignment: its container stops dispatching to it, lets its
+  calls in flight finish (``task.shutdown.ms``), closes, commits and closes its stores
+  (kept locally, marked clean) while its other tasks go on; the runner then tells the group
+  when it stopped it and rejoins, and the next rebalance hands it to its new owner, which
+  restores its stores, calls ``init`` and resumes from that final checkpoint. Every
+  rebalance is logged (``rebalance_started``; ``tasks_released`` by the old owner;
+  ``rebalance_completed`` with the tasks kept, added and removed, how long the added tasks
+  were paused since their previous owner stopped them, and the handover time).
 
 The metrics reporters and the health state live here, across rebalances.
 """
@@ -22,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -32,6 +36,7 @@ from samzapy.config import ResolvedConfig
 from samzapy.container.container import SamzaContainer
 from samzapy.container.gauges import ProcessTotals
 from samzapy.container.lease import Lease
+from samzapy.container.shares import Shares, plan_handover
 from samzapy.container.streams import prepare_streams
 from samzapy.container.systems import started_admins, system_factory
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter, start_reporters
@@ -84,24 +89,36 @@ class JobRunner:
         self.mode = coordinator_of(config)
         self._stop_reason: str | None = None
         self._stopped = asyncio.Event()
+        #: static: the one container; kafka-group: the shares (one container per assignment
+        #: that brought tasks).
         self._container: SamzaContainer | None = None
-        self._container_run: asyncio.Task[None] | None = None
+        self._shares = Shares(self._new_container)
         self._reporters: list[MetricsReporter] = []
-        self._assigned: list[int] | None = None
+        self._assigned: tuple[list[int], Mapping[int, float]] | None = None
         self._assignment = asyncio.Event()
-        self._revoked_at: float | None = None
-        self._tasks: list[int] = []
-        self._failure: BaseException | None = None
+        self._assignments = 0
+        #: Set while no release is under way (a rebalance waits for one to finish).
+        self._settled = asyncio.Event()
+        self._settled.set()
+        self._rebalance_started_at: float | None = None
+        #: Tasks whose inputs all ended in this process (still this member's).
+        self._ended: set[int] = set()
         self.rebalances = 0
         #: The container counts of the process, across rebalances.
         self._totals = ProcessTotals()
         self._totals.register(self.metrics)
-        #: The metric groups of the tasks of the container that stopped last: removed when
-        #: the next assignment starts (kept at the end, for the final report).
+        #: The metric groups of tasks that left with a failed share: removed when the next
+        #: assignment starts (the groups of shares stopped at the end stay for the final
+        #: report).
         self._stale_groups: list[str] = []
         #: kafka-group: the group lease (see lease.py) and the membership.
         self._lease: Lease | None = None
         self._membership: GroupMembership | None = None
+
+    @property
+    def tasks(self) -> list[int]:
+        """The tasks this member owns now (kafka-group)."""
+        return sorted(self._shares.owned | self._ended)
 
     def request_stop(self, reason: str) -> None:
         if self._stop_reason is None:
@@ -109,6 +126,7 @@ class JobRunner:
         self._stopped.set()
         if self._container is not None:
             self._container.request_stop(reason)
+        self._shares.request_stop(reason)
 
     async def run(self) -> None:
         self._reporters = await start_reporters(self.config, self.metrics, self.health)
@@ -130,7 +148,8 @@ class JobRunner:
         if count > 1:
             index = container_index(cfg)
             share = _share(count, index)
-        await self._new_container(share).run()
+        self._container = self._new_container(share)
+        await self._container.run()
 
     # -- kafka-group --------------------------------------------------------------------------
 
@@ -146,11 +165,12 @@ class JobRunner:
             group_id=group_id,
             streams=[ss.stream for ss in inputs],
             session_timeout_ms=cfg.job.coordinator_session_timeout_ms,
-            on_revoked=self._on_revoked,
+            owned=lambda: self.tasks,
+            on_rebalance=self._on_rebalance,
             on_assigned=self._on_assigned,
         )
         self.metrics.counter("coordinator", "rebalances", lambda: self.rebalances)
-        self.metrics.gauge("coordinator", "tasks", lambda: len(self._tasks))
+        self.metrics.gauge("coordinator", "tasks", lambda: len(self.tasks))
         log.info("group_joining", group=group_id, inputs=[str(ss) for ss in inputs])
         self._lease = Lease(cfg.job.coordinator_session_timeout_ms, on_lost=self._lease_lost)
         ticking = asyncio.ensure_future(self._lease.run())
@@ -160,9 +180,10 @@ class JobRunner:
             await self._serve(membership)
         finally:
             ticking.cancel()
-            await self._stop_container("leaving the group")
+            await self._shares.stop("leaving the group")
             await membership.stop()
             log.info("group_left", group=group_id)
+        self._check_shares()  # a share that failed while stopping fails the job
 
     async def _serve(self, membership: GroupMembership) -> None:
         """Run each assignment until the job is stopped, fails, or this container's tasks
@@ -172,126 +193,139 @@ class JobRunner:
                 asyncio.ensure_future(self._assignment.wait()),
                 asyncio.ensure_future(self._stopped.wait()),
             ]
-            run = self._container_run
-            if run is not None:
-                waits.append(run)
-            await asyncio.wait(waits, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
-            for w in waits[:2]:
+            await asyncio.wait(
+                [*waits, *self._shares.runs()], timeout=1.0, return_when=asyncio.FIRST_COMPLETED
+            )
+            for w in waits:
                 w.cancel()
-            if self._failure is not None:
-                raise self._failure
             if (failure := membership.failure()) is not None:
                 raise failure
-            if run is not None and run is self._container_run and run.done():
-                self._container_run = self._container = None
-                if isinstance(run.exception(), TaskFencedError):
-                    self._fenced(run.exception())  # type: ignore[arg-type]
-                    continue
-                run.result()  # any other failure ends the job
-                if self._stop_reason is None:
-                    log.info("tasks_ended", tasks=_names(self._tasks))
-                    return  # every task of this container ended
+            self._check_shares()
+            if self._stopped.is_set():
+                return
             if self._assignment.is_set():
                 self._assignment.clear()
-                tasks, self._assigned = self._assigned or [], None
-                await self._take(tasks)
+                assigned, self._assigned = self._assigned, None
+                if assigned is not None:
+                    await self._take(membership, *assigned)
+            elif self._ended and not self._shares.shares:
+                log.info("tasks_ended", tasks=_names(sorted(self._ended)))
+                return  # every task of this container ended
 
-    async def _on_revoked(self, tasks: list[int]) -> None:
-        self._revoked_at = time.monotonic()
-        self.rebalances += 1
-        self.health.ready = False
-        log.info("rebalance_started", tasks_revoked=_names(tasks))
-        await self._stop_container("rebalance")
-        log.info(
-            "tasks_released",
-            tasks=_names(tasks),
-            elapsed_ms=round((time.monotonic() - self._revoked_at) * 1000, 1),
-        )
+    def _check_shares(self) -> None:
+        """Deal with the shares whose run ended: a fenced one's tasks are dropped (and the
+        group asked for a new assignment), any other failure fails the job, and a share
+        that ended by itself ended its tasks."""
+        for share in self._shares.done():
+            exc = None if share.run.cancelled() else share.run.exception()
+            if isinstance(exc, TaskFencedError):
+                self._stale_groups.extend(share.container.metric_groups)
+                self._fenced(exc, sorted(share.tasks))
+            elif exc is not None:
+                raise exc
+            elif self._stop_reason is None:
+                self._ended |= share.tasks
 
-    async def _on_assigned(self, tasks: list[int]) -> None:
-        self._assigned = tasks
+    async def _on_rebalance(self) -> None:
+        if self._assignments:
+            self.rebalances += 1
+            if self._rebalance_started_at is None:
+                self._rebalance_started_at = time.monotonic()
+            log.info("rebalance_started", tasks=_names(self.tasks))
+        # The group must learn what this member runs: a release under way finishes first.
+        await self._settled.wait()
+
+    async def _on_assigned(self, tasks: list[int], released: Mapping[int, float]) -> None:
+        self._assigned = (tasks, released)
         self._assignment.set()
 
-    async def _take(self, tasks: list[int]) -> None:
+    async def _take(
+        self, membership: GroupMembership, tasks: list[int], released: Mapping[int, float]
+    ) -> None:
+        """Hand over from the tasks this member runs to ``tasks``: release those that left
+        (and tell the group), start those that came; the others go on."""
         if self._lease is not None:
             self._lease.renew()
-        before = set(self._tasks)
-        self._tasks = tasks
+        self._assignments += 1
+        self._ended &= set(tasks)
+        handover = plan_handover([s.tasks for s in self._shares.shares], set(tasks) - self._ended)
         for group in self._stale_groups:
             self.metrics.remove_group(group)
         self._stale_groups = []
-        started = time.monotonic()
-        if tasks:
-            container = self._new_container(frozenset(tasks).__contains__)
-            run = self._container_run = asyncio.ensure_future(container.run())
-            started_wait = asyncio.ensure_future(container.started.wait())
-            await asyncio.wait([started_wait, run], return_when=asyncio.FIRST_COMPLETED)
-            started_wait.cancel()
-            if run.done() and isinstance(run.exception(), TaskFencedError):
-                self._container_run = self._container = None
-                self._fenced(run.exception())  # type: ignore[arg-type]
-                return
-            if run.done() and run.exception() is not None:
-                raise run.exception()  # type: ignore[misc]  # failed during start-up
-        else:
-            self.health.ready = True  # nothing to restore: ready as an idle member
-        since = self._revoked_at if self._revoked_at is not None else started
+        began = time.monotonic()
+        # 1. Release the tasks that left: the group gives them out once this member has
+        # rejoined without them.
+        if handover.removed:
+            stopped_at = time.time()
+            self._settled.clear()
+            try:
+                for group in await self._shares.release(handover, "rebalance"):
+                    self.metrics.remove_group(group)
+            finally:
+                self._settled.set()
+            membership.released(handover.removed, stopped_at)
+            membership.rejoin()
+            log.info(
+                "tasks_released",
+                tasks=_names(sorted(handover.removed)),
+                elapsed_ms=round((time.monotonic() - began) * 1000, 1),
+            )
+        # 2. Start the tasks that came, in a container of their own.
+        paused: dict[str, float] = {}
+        if handover.added and not self._stopped.is_set():
+            self.health.ready = False
+            share = await self._shares.start(handover.added)
+            if share.run.done():
+                return  # it failed while starting: the next check deals with it
+            now = time.time()
+            paused = {
+                f"Partition {t}": round((now - released[t]) * 1000, 1)
+                for t in sorted(handover.added)
+                if t in released
+            }
+        self.health.ready = True
+        since = self._rebalance_started_at if self._rebalance_started_at is not None else began
         log.info(
-            "rebalance_completed" if self._revoked_at is not None else "tasks_assigned",
-            tasks=_names(tasks),
-            tasks_added=_names(sorted(set(tasks) - before)),
-            tasks_removed=_names(sorted(before - set(tasks))),
+            "rebalance_completed" if self._rebalance_started_at is not None else "tasks_assigned",
+            tasks=_names(sorted(tasks)),
+            tasks_kept=_names(sorted(handover.kept)),
+            tasks_added=_names(sorted(handover.added)),
+            tasks_removed=_names(sorted(handover.removed)),
+            paused_ms=paused,
             handover_ms=round((time.monotonic() - since) * 1000, 1),
         )
-        self._revoked_at = None
-
-    async def _stop_container(self, reason: str) -> None:
-        """Stop the running container, if any, and wait for its commit."""
-        container, run = self._container, self._container_run
-        if container is None or run is None:
-            return
-        self._container = self._container_run = None
-        self._stale_groups = container.metric_groups
-        container.request_stop(reason)
-        try:
-            await asyncio.shield(run)
-        except TaskFencedError as exc:
-            self._fenced(exc)
-        except Exception as exc:
-            self._failure = self._failure or exc
+        self._rebalance_started_at = None
 
     def _lease_lost(self) -> None:
-        if self._container is not None:
-            self._container.abandon("its event loop stood still for longer than the session")
+        self._shares.abandon("its event loop stood still for longer than the session")
 
-    def _fenced(self, exc: TaskFencedError) -> None:
-        """Another container owns the task now: drop this container's tasks without
-        committing (done: it failed), and ask the group for a new assignment."""
+    def _fenced(self, exc: TaskFencedError, tasks: list[int]) -> None:
+        """Another container owns the task now: drop the tasks of the share that failed
+        without committing, and ask the group for a new assignment."""
         log.warning(
             "task_fenced",
             task=exc.task_name,
             epoch=exc.epoch,
             error=str(exc),
-            tasks_dropped=_names(self._tasks),
+            tasks_dropped=_names(tasks),
         )
-        self._tasks = []
-        self.health.ready = False
         if self._membership is not None:
             self._membership.rejoin()
 
     # -- shared ---------------------------------------------------------------------------------
 
-    def _new_container(self, tasks: Callable[[int], bool] | None) -> SamzaContainer:
+    def _new_container(
+        self, tasks: Callable[[int], bool] | frozenset[int] | None
+    ) -> SamzaContainer:
         container = SamzaContainer(
             self.config,
             metrics=self.metrics,
-            tasks=tasks,
+            tasks=tasks.__contains__ if isinstance(tasks, frozenset) else tasks,
             reporters=False,
             health=self.health,
             totals=self._totals,
             lease=None if self._lease is None else self._lease.valid,
         )
-        self._container = container
         if self._stop_reason is not None:
             container.request_stop(self._stop_reason)
         return container

@@ -9,6 +9,10 @@ stop:
 2. let every task finish the calls in flight, for at most ``task.shutdown.ms``;
 3. return to the container, which closes the tasks, flushes and commits.
 
+``release`` does steps 1 and 2 for some tasks only, while the others go on (a rebalance that
+moves them to another container); the container then commits them and stops reading their
+partitions.
+
 It knows tasks only through the ``RunLoopTask`` protocol below; the tasks report to it through
 the listener protocol they declare (``fail``, ``task_finished``, ``request_commit``,
 ``request_shutdown``), which it implements.
@@ -19,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import Any, Protocol
 
 import structlog
@@ -96,6 +100,7 @@ class RunLoop:
         self.shutdown_s = shutdown_ms / 1000
         self.progress_s = progress_interval_ms / 1000 if progress_interval_ms > 0 else None
         self._tasks: dict[TaskName, RunLoopTask] = {}
+        self._slots: dict[TaskName, list[asyncio.Task[None]]] = {}
         self._finished: set[TaskName] = set()
         self._shutdown_requested: set[TaskName] = set()
         self.failure: SamzapyError | None = None
@@ -203,6 +208,7 @@ class RunLoop:
                 st = loop.create_task(slot(), name=f"{task.name}-slot-{i}")
                 st.add_done_callback(self._background_done)
                 slot_tasks.append(st)
+                self._slots.setdefault(task.name, []).append(st)
         timer_task = loop.create_task(self._timers(), name="timers")
         timer_task.add_done_callback(self._background_done)
         try:
@@ -216,12 +222,28 @@ class RunLoop:
             # 2. Let the calls in flight complete, up to task.shutdown.ms.
             for task in tasks:
                 task.stop()
-            await self._drain(slot_tasks)
+            await self._drain(slot_tasks, tasks)
         await _cancel([*slot_tasks, timer_task])
         if self.failure is not None:
             raise self.failure
 
-    async def _drain(self, slot_tasks: list[asyncio.Task[None]]) -> None:
+    async def release(self, names: Collection[TaskName]) -> None:
+        """Stop the tasks ``names`` while the others go on: no new call starts, the calls in
+        flight may complete for up to ``task.shutdown.ms``; then the loop forgets them."""
+        leaving = [self._tasks.pop(name) for name in names if name in self._tasks]
+        for task in leaving:
+            task.stop()
+            if self.watchdog is not None:
+                self.watchdog.forget(str(task.name))
+        slots = [st for task in leaving for st in self._slots.pop(task.name, [])]
+        await self._drain(slots, leaving)
+        self._finished.difference_update(names)
+        self._shutdown_requested.difference_update(names)
+        self._stop_when_every_task_is_done()
+
+    async def _drain(
+        self, slot_tasks: Sequence[asyncio.Task[None]], tasks: Sequence[RunLoopTask]
+    ) -> None:
         running = [t for t in slot_tasks if not t.done()]
         if not running:
             return
@@ -231,7 +253,7 @@ class RunLoop:
         deadline.cancel()
         pending = [t for t in running if not t.done()]
         if pending:
-            progress = [t.progress() for t in self._tasks.values()]
+            progress = [t.progress() for t in tasks]
             log.warning(
                 "shutdown_timed_out",
                 shutdown_ms=int(self.shutdown_s * 1000),

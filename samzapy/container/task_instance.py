@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import structlog
 
 from samzapy.api.context import MessageCollector, RequestScope, TaskContext
-from samzapy.api.errors import ConfigError, TaskFencedError
+from samzapy.api.errors import ConfigError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.api.task import (
     AsyncStreamTask,
@@ -37,10 +37,10 @@ from samzapy.api.task import (
     WindowableTask,
 )
 from samzapy.checkpoint.offsets import OffsetTracker, oldest_in_flight
-from samzapy.checkpoint.ports import Checkpoint
 from samzapy.checkpoint.writer import TaskCheckpointWriter
 from samzapy.container.clock import Clock
 from samzapy.container.collector import OutputRouter
+from samzapy.container.commit import TaskCommit
 from samzapy.container.hooks import TaskHooks
 from samzapy.container.inputs import ControlEnvelope, TaskInputs
 from samzapy.container.progress import TaskProgress
@@ -141,7 +141,6 @@ class TaskInstance:
         self._coordinator = TaskCoordinatorImpl(self, listener)
         self._router = router
         self._clock = clock
-        self._checkpoints = checkpoints
         self._listener = listener
         self._max_concurrency = max_concurrency if is_async else 1
         self._executor = None if is_async else executor
@@ -150,7 +149,15 @@ class TaskInstance:
         self._hooks = TaskHooks(name, self._executor, self._close_iterators or (lambda: None))
         self._control = control if control is not None else TaskControl(carrying=())
         self._task_count = task_count
-        self._partition_counts = dict(partition_counts or {})
+        self._commit = TaskCommit(
+            name=name,
+            router=router,
+            checkpoints=checkpoints,
+            trackers=trackers,
+            stores=self._stores,
+            control=self._control,
+            partition_counts=dict(partition_counts or {}),
+        )
         self._latency = latency if latency is not None else Timer()
         self._commit_latency = commit_latency if commit_latency is not None else Timer()
         self._track_call_starts = track_call_starts
@@ -275,39 +282,9 @@ class TaskInstance:
             self._stores.close(offsets)
 
     async def commit(self) -> None:
-        """The commit protocol, run while nothing is in flight:
-
-        1. flush the producers: every output of the covered messages is durable;
-        2. flush the stores, and note how far their changelogs got;
-        3. write the checkpoint: the last fully processed offset of each partition, with the
-           changelog offsets and control bookkeeping consistent with it.
-        """
+        """The commit protocol (``commit.py``), run while nothing is in flight."""
         started = time.perf_counter_ns()
-        # 1. Producers.
-        await self._router.flush()
-        # 2. Stores.
-        changelog_offsets: dict[str, str] = {}
-        if self._stores:
-            await self._stores.flush()
-            changelog_offsets = await self._stores.changelog_offsets()
-        # 3. Checkpoint.
-        control = self._control
-        checkpoint = Checkpoint(
-            {
-                s: t.last_processed
-                for s, t in self._trackers.items()
-                if t.last_processed is not None
-            },
-            self._partition_counts,
-            changelog_offsets,
-            control.to_json() if control.partitions or control.outputs else None,
-        )
-        try:
-            await self._checkpoints.write(checkpoint)
-        except TaskFencedError as exc:
-            raise TaskFencedError(
-                f"task {self.name!r}: {exc}", task_name=self.name, epoch=self._checkpoints.epoch
-            ) from exc
+        await self._commit()
         self._commits += 1
         self._committed_at = self._clock.now()
         self._committed_processed = self._state.processed

@@ -151,6 +151,11 @@ class Watchdog:
                 if self.health is not None:
                     self.health.clear_problem(f"stalled:{name}")
 
+    def forget(self, name: str) -> None:
+        """The task left the container: its stall, if any, is no longer this one's problem."""
+        if self._seen.pop(name, None) is not None and self.health is not None:
+            self.health.clear_problem(f"stalled:{name}")
+
     def _stalled(self, progress: TaskProgress, stall: Stall) -> None:
         ssp, offset = progress.position or (None, None)
         detail = {

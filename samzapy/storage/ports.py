@@ -15,6 +15,9 @@ What an engine promises (each bullet is checked through ``tests/contract/test_st
   (when ``persistent``), and ``close`` is idempotent.
 - An engine's own failures (an unreadable directory, a disk error) are StoreErrors naming the
   store and the task.
+- An engine with ``snapshots`` writes, with ``snapshot``, a copy of every entry so far that
+  later writes leave untouched, and ``restore_snapshot`` replaces its entries with a
+  snapshot's, leaving the snapshot as it was (so it can be restored again).
 
 Engines are synchronous and used from the event loop's thread only: a store belongs to one task,
 and a task's callbacks never run at the same time as each other on the loop.
@@ -27,6 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from samzapy.api.errors import StoreError
 from samzapy.api.system import TaskName
 
 
@@ -35,6 +39,8 @@ class StorageEngine(ABC):
 
     #: True when the entries outlive the process (RocksDB); False for in-memory engines.
     persistent: ClassVar[bool] = False
+    #: True when the engine can ``snapshot`` its entries into a directory (RocksDB).
+    snapshots: ClassVar[bool] = False
 
     def __init__(self, store_name: str, task_name: TaskName) -> None:
         self.store_name = store_name
@@ -79,6 +85,16 @@ class StorageEngine(ABC):
     @abstractmethod
     def close(self) -> None:
         """Releases the engine (files, memory); closing it again does nothing."""
+
+    def snapshot(self, directory: Path) -> None:
+        """Writes a copy of every entry so far, flushed or not, to ``directory`` (which must
+        not exist; its parent must); later writes to the engine leave the copy untouched."""
+        raise StoreError(f"{self.description} cannot take snapshots")
+
+    def restore_snapshot(self, directory: Path) -> None:
+        """Replaces every entry with those of the snapshot in ``directory``, which is left as
+        it was; the engine stays open."""
+        raise StoreError(f"{self.description} cannot restore snapshots")
 
 
 class StoreFactory(ABC):

@@ -6,15 +6,21 @@ with the input offsets, how far each store's changelog partition had got (its *u
 offset after the commit's flush). Restoring at start-up:
 
 1. keep the local store only if the last clean shutdown left it exactly at the checkpointed
-   changelog offset (a marker file written after the final commit, removed at open); else
-   wipe it, since after a crash it may hold writes the checkpoint does not cover;
-2. replay the changelog up to the checkpointed offset (only the tail when the local store was
-   kept), so the store matches the input position exactly;
+   changelog offset (a marker file written after the final commit, removed at open); else,
+   since after a crash it may hold writes the checkpoint does not cover, replace it with the
+   snapshot the checkpoint names when this host has it (``snapshots.py``), else wipe it;
+2. replay the changelog up to the checkpointed offset (only the tail after the kept store or
+   the snapshot: nothing, for a snapshot taken by the commit that wrote the checkpoint), so
+   the store matches the input position exactly;
 3. read the records written after the checkpointed offset, and write each key they touched
    back to the changelog with its checkpointed value (or a tombstone), so a later restore
-   cannot bring them back.
+   cannot bring them back; remove the snapshots the checkpoint does not name.
 
 Without a checkpoint the state is empty: every changelog record is beyond it.
+
+With ``snapshots`` on, each commit snapshots every logged store that can (RocksDB) once its
+changelog offset is known (``snapshot``), the checkpoint names the snapshots, and once it is
+written the older ones are removed (``snapshots_committed``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from samzapy.storage.logged import ChangelogSender
 from samzapy.storage.ports import StorageEngine
 from samzapy.storage.registry import open_store
 from samzapy.storage.serialized import SerializedKeyValueStore
+from samzapy.storage.snapshots import StoreSnapshots, snapshot_offset
 from samzapy.system.ports import SystemAdmin, SystemFactory
 from samzapy.system.reader import read_partition
 from samzapy.system.serde import Serde
@@ -59,9 +66,15 @@ class _Store:
         self.config = config
         self.directory = directory
         self.changelog = changelog
+        self.snapshots = StoreSnapshots(directory)
         self.engine: StorageEngine | None = None
         self.cache: CachedStorageEngine | None = None
         self.clean_offset: str | None = None
+
+    @property
+    def snapshotting(self) -> bool:
+        """Whether commits snapshot this store: logged, on an engine that can."""
+        return self.changelog is not None and self.engine is not None and self.engine.snapshots
 
 
 class TaskStores:
@@ -79,9 +92,11 @@ class TaskStores:
         flush: Callable[[], Awaitable[None]],
         factories: Mapping[str, SystemFactory],
         admins: Mapping[str, SystemAdmin],
+        snapshots: bool = False,
     ) -> None:
         """``send`` sends a changelog record with the task's output (safe from a pooled task's
-        thread); ``flush`` returns once everything sent so far is durable."""
+        thread); ``flush`` returns once everything sent so far is durable; ``snapshots``:
+        snapshot the logged stores at each commit."""
         self.task_name = task_name
         self.partition = partition
         #: Changelog records replayed by the restore so far (a metric), and whether the
@@ -93,6 +108,7 @@ class TaskStores:
         self._flush = flush
         self._factories = factories
         self._admins = admins
+        self._snapshots = snapshots
         self._stores: dict[str, _Store] = {}
         for name, cfg in configs.items():
             changelog = None
@@ -137,22 +153,28 @@ class TaskStores:
 
         return sender
 
-    async def restore(self, changelog_offsets: Mapping[str, str]) -> None:
+    async def restore(
+        self, changelog_offsets: Mapping[str, str], snapshots: Mapping[str, str] | None = None
+    ) -> None:
         """Bring every logged store to its checkpointed changelog offset (module docstring);
-        ``changelog_offsets`` is empty without a checkpoint."""
-        offsets = changelog_offsets
+        ``changelog_offsets`` and ``snapshots`` (the checkpoint's) are empty without a
+        checkpoint."""
+        offsets, named = changelog_offsets, snapshots or {}
         for name, store in self._stores.items():
             if store.changelog is not None:
-                await self._restore(name, store, offsets.get(name))
+                await self._restore(name, store, offsets.get(name), named.get(name))
 
-    async def _restore(self, name: str, store: _Store, checkpointed: str | None) -> None:
+    async def _restore(
+        self, name: str, store: _Store, checkpointed: str | None, snapshot: str | None
+    ) -> None:
         ssp = store.changelog
         assert ssp is not None and store.engine is not None
         admin = self._admins[ssp.system]
         factory = self._factories[ssp.system]
         bounds = (await admin.offset_bounds([ssp]))[ssp]
         started = time.monotonic()
-        # 1. Keep the local store only if a clean shutdown left it at the checkpoint.
+        # 1. Keep the local store only if a clean shutdown left it at the checkpoint; else
+        # start from the checkpoint's snapshot, or from nothing.
         start: str | None = None
         kept = (
             store.engine.persistent
@@ -160,9 +182,13 @@ class TaskStores:
             and store.clean_offset is not None
             and admin.compare_offsets(store.clean_offset, checkpointed) <= 0
         )
+        opened = None
         if kept:
             start = store.clean_offset
-        else:
+        elif checkpointed is not None and snapshot is not None:
+            opened = self._from_snapshot(name, store, admin, snapshot, checkpointed)
+            start = None if opened is None else snapshot_offset(opened)
+        if not kept and opened is None:
             self._wipe(name, store)
         # 2. Replay up to the checkpointed offset.
         replayed = 0
@@ -175,6 +201,7 @@ class TaskStores:
         dropped, rewritten = 0, 0
         if trim_from is not None and admin.compare_offsets(trim_from, bounds.upcoming) < 0:
             dropped, rewritten = await self._trim(store, admin, factory, trim_from, bounds.upcoming)
+        store.snapshots.keep_only(snapshot if self._snapshots else None)
         elapsed = time.monotonic() - started
         log.info(
             "store_restored",
@@ -182,12 +209,40 @@ class TaskStores:
             store=name,
             changelog=str(ssp),
             kept_local=kept,
+            snapshot=opened,
             records=replayed,
             elapsed_s=round(elapsed, 3),
             rate=round(replayed / elapsed, 1) if elapsed > 0 else None,
             dropped_after_checkpoint=dropped,
             keys_rewritten=rewritten,
         )
+
+    def _from_snapshot(
+        self, name: str, store: _Store, admin: SystemAdmin, snapshot: str, checkpointed: str
+    ) -> str | None:
+        """Replace the local store with ``snapshot`` if this host has it and it does not go
+        past the checkpoint; the snapshot's id, or None when it cannot be used."""
+        assert store.engine is not None
+        path = store.snapshots.find(snapshot) if store.engine.snapshots else None
+        reason = None
+        if path is None:
+            reason = "not on this host"
+        elif admin.compare_offsets(snapshot_offset(snapshot), checkpointed) > 0:
+            reason = f"it goes past the checkpointed changelog offset {checkpointed}"
+        else:
+            try:
+                store.engine.restore_snapshot(path)
+                return snapshot
+            except StoreError as exc:
+                reason = str(exc)
+        log.info(
+            "store_snapshot_unused",
+            task=self.task_name,
+            store=name,
+            snapshot=snapshot,
+            reason=reason,
+        )
+        return None
 
     def _wipe(self, name: str, store: _Store) -> None:
         assert store.engine is not None
@@ -269,6 +324,24 @@ class TaskStores:
         for store in self._stores.values():
             if store.engine is not None and store.changelog is None:
                 store.engine.flush()
+
+    def snapshot(self, changelog_offsets: Mapping[str, str]) -> dict[str, str]:
+        """Step 2 of a commit, after ``changelog_offsets``: snapshot each logged store that can
+        (with snapshots on); the snapshots' ids by store, for the checkpoint."""
+        taken: dict[str, str] = {}
+        if not self._snapshots:
+            return taken
+        for name, store in self._stores.items():
+            offset = changelog_offsets.get(name)
+            if offset is not None and store.snapshotting:
+                assert store.engine is not None
+                taken[name] = store.snapshots.take(store.engine, offset)
+        return taken
+
+    def snapshots_committed(self, snapshots: Mapping[str, str]) -> None:
+        """A checkpoint naming ``snapshots`` is written: the older ones can go."""
+        for name, snapshot in snapshots.items():
+            self._stores[name].snapshots.keep_only(snapshot)
 
     async def changelog_offsets(self) -> dict[str, str]:
         """Each logged store's changelog offset after the commit's flush (upcoming)."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -250,8 +250,9 @@ class SystemFactory(abc.ABC):
         group_id: str,
         streams: Sequence[str],
         session_timeout_ms: int,
-        on_revoked: Callable[[list[int]], Awaitable[None]],
-        on_assigned: Callable[[list[int]], Awaitable[None]],
+        owned: Callable[[], Collection[int]],
+        on_rebalance: Callable[[], Awaitable[None]],
+        on_assigned: Callable[[list[int], Mapping[int, float]], Awaitable[None]],
     ) -> GroupMembership:
         """A membership of the job's group on this system (``job.coordinator.factory:
         kafka-group``); systems without a group protocol refuse."""
@@ -262,9 +263,16 @@ class SystemFactory(abc.ABC):
 
 
 class GroupMembership(abc.ABC):
-    """A container's membership of its job's group. Tasks are partition numbers. The group
-    calls ``on_revoked`` (awaited: the container gives its tasks up there) before every new
-    assignment, which ``on_assigned`` delivers."""
+    """A container's membership of its job's group. Tasks are partition numbers.
+
+    The protocol is incremental (KIP-429's two phases): a member reports the tasks it runs
+    (``owned``, read at every join); a rebalance never hands a task to a member while another
+    reports it, but first takes it from its owner's assignment, and the owner, once it has
+    released it, calls ``rejoin`` so that the next rebalance can give it out. ``on_rebalance``
+    is awaited before the member rejoins (the container finishes releasing tasks there), and
+    ``on_assigned(tasks, released)`` delivers each assignment, with the wall-clock time (s)
+    at which the previous owner of each newly assigned task stopped it, when it said so
+    (``released``)."""
 
     @abc.abstractmethod
     async def start(self) -> None:
@@ -280,6 +288,9 @@ class GroupMembership(abc.ABC):
 
     def rejoin(self) -> None:  # noqa: B027 - optional hook
         """Ask the group for a new assignment soon (this container dropped its tasks)."""
+
+    def released(self, tasks: Iterable[int], at: float) -> None:  # noqa: B027 - optional hook
+        """This member stopped ``tasks`` at wall-clock time ``at`` (s): tell their next owner."""
 
 
 __all__ = [

@@ -120,6 +120,7 @@ class TestCheckpointContract:
             },
             changelog_offsets={"counts": "12"},
             control={"partitions": {}, "watermarks": [1, 2]},
+            snapshots={"counts": "12-9f2c01ab"},
         )
         await manager.write(TASK, checkpoint)
         assert await manager.read_last(TASK) == checkpoint
@@ -233,6 +234,8 @@ class TestFileCheckpointManager:
             '{"version": 1, "task": "Partition 0", "offsets": [], '
             '"extra": {"changelog_offsets": {"counts": 12}}}',
             '{"version": 1, "task": "Partition 0", "offsets": [], "extra": {"control": []}}',
+            '{"version": 1, "task": "Partition 0", "offsets": [], '
+            '"extra": {"snapshots": ["counts"]}}',
         ],
     )
     async def test_malformed_documents_are_errors(self, tmp_path: Path, content: str) -> None:
@@ -254,6 +257,7 @@ class TestFileCheckpointManager:
             partition_counts={SystemStream("kafka", "page-views"): 2},
             changelog_offsets={"counts": "12"},
             control={"a": 1},
+            snapshots={"counts": "12-9f2c01ab"},
         )
         await manager.write(TASK, checkpoint)
         assert json.loads((tmp_path / "Partition_0.json").read_text()) == {
@@ -267,19 +271,34 @@ class TestFileCheckpointManager:
                 "partition_counts": {"kafka.page-views": 2},
                 "changelog_offsets": {"counts": "12"},
                 "control": {"a": 1},
+                "snapshots": {"counts": "12-9f2c01ab"},
             },
         }
 
-    async def test_a_document_with_unknown_extra_keys_still_loads(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize(
+        ("extra", "expected"),
+        [
+            # Written before snapshots: none.
+            (
+                '{"changelog_offsets": {"counts": "12"}, "epoch": 3}',
+                Checkpoint(offsets={}, changelog_offsets={"counts": "12"}, epoch=3, snapshots={}),
+            ),
+            # Written by a later version: what this one does not know is ignored.
+            (
+                '{"partition_counts": {"kafka.a.b": 3}, "later": 1}',
+                Checkpoint(offsets={}, partition_counts={SystemStream("kafka", "a.b"): 3}),
+            ),
+        ],
+    )
+    async def test_documents_of_other_versions_load(
+        self, tmp_path: Path, extra: str, expected: Checkpoint
+    ) -> None:
         manager = FileCheckpointManager(tmp_path)
         await manager.start()
         (tmp_path / "Partition_0.json").write_text(
-            '{"version": 1, "task": "Partition 0", "offsets": [], '
-            '"extra": {"partition_counts": {"kafka.a.b": 3}, "later": 1}}'
+            f'{{"version": 1, "task": "Partition 0", "offsets": [], "extra": {extra}}}'
         )
-        assert await manager.read_last(TASK) == Checkpoint(
-            offsets={}, partition_counts={SystemStream("kafka", "a.b"): 3}
-        )
+        assert await manager.read_last(TASK) == expected
 
     @pytest.mark.parametrize(
         ("task", "file_name"),

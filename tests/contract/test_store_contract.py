@@ -23,6 +23,7 @@ from samzapy.api.envelope import KV
 from samzapy.api.errors import StoreError
 from samzapy.api.store import KeyValueIterator, KeyValueStore
 from samzapy.api.system import TaskName
+from samzapy.storage.ports import StorageEngine
 from samzapy.storage.registry import open_store, store_factory_for
 from samzapy.storage.serialized import SerializedKeyValueStore
 from samzapy.system.serde import SerdeRegistry
@@ -52,6 +53,12 @@ class StoreSource:
     def open(
         self, key_serde: str = "string", msg_serde: str = "json", directory: str = ""
     ) -> SerializedKeyValueStore[Any, Any]:
+        return self.open_engine(key_serde, msg_serde, directory)[1]
+
+    def open_engine(
+        self, key_serde: str = "string", msg_serde: str = "json", directory: str = ""
+    ) -> tuple[StorageEngine, SerializedKeyValueStore[Any, Any]]:
+        """The engine the factory built (what a restore writes to) and the store over it."""
         options: dict[str, Any] = {
             "factory": self.factory,
             "key.serde": key_serde,
@@ -59,7 +66,7 @@ class StoreSource:
         }
         if self.cached:
             options["object.cache.size"] = 100
-        store = open_store(
+        opened = open_store(
             STORE,
             TASK,
             self.directory.parent / directory if directory else self.directory,
@@ -67,9 +74,10 @@ class StoreSource:
             SERDES.get(key_serde),
             SERDES.get(msg_serde),
             changelog=self._log if self.logged else None,
-        ).store
+        )
+        engine, store = opened.engine, opened.store
         self.opened.append(store)
-        return store
+        return engine, store
 
     def _log(self, key: bytes, value: bytes | None) -> None:
         self.changelog.append((key, value))
@@ -444,3 +452,38 @@ class TestCachedStoreContract:
         store.put("c", 3)
         assert keys_of(store.all()) == ["b", "c"]
         assert [key for key, _ in cached.changelog] == [b"b", b"a", b"c"]
+
+
+class TestSnapshotContract:
+    """Engines that say ``snapshots`` copy every entry, flushed or not, into a snapshot that
+    later writes leave alone, and restore it exactly, as often as asked; the others refuse."""
+
+    def test_a_snapshot_is_restored_exactly_and_stays_as_it_was(
+        self, source: StoreSource, tmp_path: Path
+    ) -> None:
+        engine, store = source.open_engine()
+        store.put_all((f"k{i}", i) for i in range(1000))
+        store.flush()
+        store.put("unflushed", "kept")  # a logged RocksDB store has no write-ahead log
+        snapshot = tmp_path / "snapshot"
+        if not engine.snapshots:
+            with pytest.raises(StoreError, match=rf"^{WHO} cannot take snapshots"):
+                engine.snapshot(snapshot)
+            with pytest.raises(StoreError, match=rf"^{WHO} cannot restore snapshots"):
+                engine.restore_snapshot(snapshot)
+            return
+        engine.snapshot(snapshot)
+        for attempt in range(2):
+            store.put("after", attempt)
+            store.delete("k1")
+            store.put("k2", "changed")
+            engine.restore_snapshot(snapshot)
+            assert store.get("after") is None
+            assert store.get("k1") == 1 and store.get("k2") == 2
+            assert store.get("unflushed") == "kept"
+            assert len(keys_of(store.all())) == 1001
+        # The snapshot outlives its store, and restores into another directory.
+        store.close()
+        engine, store = source.open_engine(directory="elsewhere")
+        engine.restore_snapshot(snapshot)
+        assert len(keys_of(store.all())) == 1001

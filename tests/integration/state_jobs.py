@@ -64,3 +64,26 @@ class WordTotals(WordCount):
         total = (store.get(word) or 0) + 1
         store.put(word, total)
         collector.send(OutgoingMessageEnvelope(self.totals, str(total).encode(), key=word.encode()))
+
+
+class TaggedTotals(WordTotals):
+    """Like WordTotals, to the task's own partition of ``app.totals``, the value being
+    ``<total> <app.container>``: which container counted it."""
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.tag = str(context.config["app.container"])
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        word = _word(envelope.message)
+        store = self.store
+        total = (store.get(word) or 0) + 1
+        store.put(word, total)
+        collector.send(
+            OutgoingMessageEnvelope(
+                self.totals,
+                f"{total} {self.tag}".encode(),
+                key=word.encode(),
+                partition=envelope.system_stream_partition.partition,
+            )
+        )

@@ -10,17 +10,23 @@ a path that is a file, a directory another process holds open. Each becomes a St
 the store, the task and the directory, and saying what to do: a store's changelog (when it has
 one) rebuilds a deleted directory, so deleting the directory is the remedy for corruption.
 
+Snapshots are RocksDB checkpoints: the memtable is written out, and the snapshot's directory
+holds hard links to the store's table files (immutable, so shared at no cost) and copies of
+the small files that describe them. Restoring one links the table files back the same way.
+
 Every rocksdict exception is translated here; nothing outside ``samzapy.storage.rocksdb`` sees
 one (import-linter keeps ``rocksdict`` imports in this package).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
-from rocksdict import Rdict, ReadOptions, WriteBatch, WriteOptions
+from rocksdict import Checkpoint, Rdict, ReadOptions, WriteBatch, WriteOptions
 
 from samzapy.api.errors import StoreError
 from samzapy.api.system import TaskName
@@ -37,6 +43,7 @@ class RocksDBStorageEngine(StorageEngine):
     """One task's instance of a store in a RocksDB directory of its own."""
 
     persistent = True
+    snapshots = True
 
     def __init__(
         self,
@@ -50,18 +57,23 @@ class RocksDBStorageEngine(StorageEngine):
         super().__init__(store_name, task_name)
         self.directory = Path(directory)
         self.settings = settings or RocksDBSettings()
+        self._wal = wal
         self._closed = False
         self._db = self._open()
-        if not wal:
+
+    def _open(self) -> Rdict:
+        db = self._open_directory()
+        if not self._wal:
             # A logged store: the changelog is its durability, and after a crash the container
-            # rebuilds it from there, so RocksDB's own write-ahead log would only cost time.
-            # (A clean close flushes the memtables first.)
+            # rebuilds it from there (or from a snapshot), so RocksDB's own write-ahead log
+            # would only cost time. (A clean close and a snapshot flush the memtables first.)
             write_options = WriteOptions()
             # rocksdict's stubs call it a method; at run time it is a property.
             write_options.disable_wal = True  # type: ignore[method-assign,assignment]
-            self._db.set_write_options(write_options)
+            db.set_write_options(write_options)
+        return db
 
-    def _open(self) -> Rdict:
+    def _open_directory(self) -> Rdict:
         where = f"{self.description} cannot open its RocksDB directory {str(self.directory)!r}"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -172,12 +184,45 @@ class RocksDBStorageEngine(StorageEngine):
                 f"{self.description}: closing RocksDB in {str(self.directory)!r} failed: {exc}"
             ) from exc
 
+    def snapshot(self, directory: Path) -> None:
+        try:
+            Checkpoint(self._db).create_checkpoint(str(directory))
+        except Exception as exc:
+            self._failed(f"snapshot to {str(directory)!r}", exc)
+
+    def restore_snapshot(self, directory: Path) -> None:
+        self.close()
+        try:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory.mkdir(parents=True)
+            for source in Path(directory).iterdir():
+                _link_or_copy(source, self.directory / source.name)
+        except OSError as exc:
+            raise StoreError(
+                f"{self.description}: restoring the snapshot {str(directory)!r} into "
+                f"{str(self.directory)!r} failed: {exc}"
+            ) from exc
+        self._db = self._open()
+        self._closed = False
+
     def property_int(self, name: str) -> int | None:
         """A RocksDB integer property, e.g. ``rocksdb.block-cache-capacity``."""
         try:
             return self._db.property_int_value(name)
         except Exception as exc:
             self._failed(f"property {name!r}", exc)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """A table file (``*.sst``, never changed once written) is linked; the files RocksDB
+    rewrites or appends to (MANIFEST, CURRENT, OPTIONS, logs) are copied."""
+    if source.suffix == ".sst":
+        try:
+            os.link(source, target)
+            return
+        except OSError:
+            pass  # another file system, or no hard links: copy instead
+    shutil.copy2(source, target)
 
 
 class RocksDBStoreFactory(StoreFactory):

@@ -8,7 +8,7 @@ a checkpoint start at the ``upcoming`` offset, as in Samza.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from samzapy.system.kafka.admin import KafkaSystemAdmin
@@ -62,15 +62,17 @@ class KafkaSystemFactory(SystemFactory):
         group_id: str,
         streams: Sequence[str],
         session_timeout_ms: int,
-        on_revoked: Callable[[list[int]], Awaitable[None]],
-        on_assigned: Callable[[list[int]], Awaitable[None]],
+        owned: Callable[[], Collection[int]],
+        on_rebalance: Callable[[], Awaitable[None]],
+        on_assigned: Callable[[list[int], Mapping[int, float]], Awaitable[None]],
     ) -> GroupMembership:
         return KafkaGroupMembership(
             self.settings,
             group_id=group_id,
             topics=streams,
             session_timeout_ms=session_timeout_ms,
-            on_revoked=on_revoked,
+            owned=owned,
+            on_rebalance=on_rebalance,
             on_assigned=on_assigned,
         )
 

@@ -9,18 +9,22 @@ up to its fair share. The group's consumer reads nothing (every partition is pau
 only carries membership and heartbeats; the container reads its tasks' partitions with its
 own consumer.
 
-The protocol is eager: at a rebalance every member gives up all its tasks first
-(``on_revoked``, awaited before the member rejoins: the container commits and closes them
-there), and only then does the new assignment start (``on_assigned``). So a task's new owner
-always starts from its last owner's final checkpoint; a member that died is noticed after
-``job.coordinator.session.timeout.ms`` and its tasks resume from their last checkpoint.
+The handover is incremental, in KIP-429's two phases, on Kafka's plain (eager) protocol: a
+member's metadata says which tasks it runs, and the assignor never gives a task to a member
+while another one reports it (``withhold_moving``): the first rebalance only takes it out of
+its owner's assignment. The owner keeps every other task running, drains, commits and closes
+that one, reports when it stopped it, and rejoins; the next rebalance finds the task owned by
+no one and gives it to its new member, with the time its previous owner stopped it. So a task
+never runs in two containers at once, and tasks that do not move never stop. A member that
+died is noticed after ``job.coordinator.session.timeout.ms``, and one that left has committed
+and closed its tasks first: either way no one reports their tasks, which go out at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -75,15 +79,56 @@ def assign_tasks(
     return {member: sorted(ts) for member, ts in result.items()}
 
 
-def _assignor(owned: Callable[[], list[int]]) -> type[AbstractPartitionAssignor]:
-    """An assignor class whose metadata reports this member's tasks (``owned``)."""
+def withhold_moving(
+    plan: Mapping[str, Sequence[int]], owned: Mapping[str, Iterable[int]]
+) -> dict[str, list[int]]:
+    """KIP-429's first phase: a task that ``plan`` gives to a member while another member
+    still reports owning it is given to no one in this generation. Its owner, finding it
+    gone from its assignment, releases it and rejoins; the next generation gives it out."""
+    owners: dict[int, set[str]] = {}
+    for member, tasks in owned.items():
+        for task in tasks:
+            owners.setdefault(task, set()).add(member)
+    return {
+        member: [t for t in tasks if owners.get(t, {member}) <= {member}]
+        for member, tasks in plan.items()
+    }
+
+
+def _decode(data: bytes | None) -> dict[str, Any]:
+    try:
+        decoded = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def _released(value: Any) -> dict[int, float]:
+    """``{"3": 1712345678.9}`` from the wire, checked."""
+    out: dict[int, float] = {}
+    if isinstance(value, dict):
+        for task, at in value.items():
+            if isinstance(at, int | float) and str(task).isdigit():
+                out[int(task)] = float(at)
+    return out
+
+
+def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssignor]:
+    """An assignor class whose metadata reports this member's tasks and the times it
+    released tasks since the last rebalance."""
 
     class TaskAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         name = ASSIGNOR_NAME
 
         @classmethod
         def metadata(cls, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
-            data = json.dumps({"tasks": owned()}).encode()
+            membership._reported = dict(membership._released)
+            data = json.dumps(
+                {
+                    "tasks": sorted(membership._owned()),
+                    "released": {str(t): at for t, at in membership._reported.items()},
+                }
+            ).encode()
             return ConsumerProtocolMemberMetadata(0, sorted(topics), data)
 
         @classmethod
@@ -93,22 +138,27 @@ def _assignor(owned: Callable[[], list[int]]) -> type[AbstractPartitionAssignor]
             topics = sorted({t for meta in members.values() for t in meta.subscription})
             counts = {t: len(cluster.partitions_for_topic(t) or ()) for t in topics}
             task_count = max(counts.values(), default=0)
-            previous = {}
+            previous: dict[str, list[int]] = {}
+            released: dict[int, float] = {}
             for member, meta in members.items():
+                data = _decode(meta.user_data)
                 try:
-                    previous[member] = [int(t) for t in json.loads(meta.user_data)["tasks"]]
+                    previous[member] = [int(t) for t in data["tasks"]]
                 except (ValueError, KeyError, TypeError):
                     previous[member] = []
-            plan = assign_tasks(range(task_count), previous)
+                released.update(_released(data.get("released")))
+            plan = withhold_moving(assign_tasks(range(task_count), previous), previous)
             out = {}
             for member, tasks in plan.items():
                 assignment = [(topic, [k for k in tasks if k < counts[topic]]) for topic in topics]
-                out[member] = ConsumerProtocolMemberAssignment(0, assignment, b"")
+                handed = {str(t): released[t] for t in tasks if t in released}
+                user_data = json.dumps({"released": handed}).encode()
+                out[member] = ConsumerProtocolMemberAssignment(0, assignment, user_data)
             return out
 
         @classmethod
         def on_assignment(cls, assignment: ConsumerProtocolMemberAssignment) -> None:
-            return None
+            membership._handed = _released(_decode(assignment.user_data).get("released"))
 
     return TaskAssignor
 
@@ -123,16 +173,23 @@ class KafkaGroupMembership(GroupMembership):
         group_id: str,
         topics: Sequence[str],
         session_timeout_ms: int,
-        on_revoked: Callable[[list[int]], Awaitable[None]],
-        on_assigned: Callable[[list[int]], Awaitable[None]],
+        owned: Callable[[], Collection[int]],
+        on_rebalance: Callable[[], Awaitable[None]],
+        on_assigned: Callable[[list[int], Mapping[int, float]], Awaitable[None]],
     ) -> None:
         self._settings = settings
         self.group_id = group_id
         self._topics = list(topics)
         self._session_timeout_ms = session_timeout_ms
-        self._on_revoked = on_revoked
+        self._owned = owned
+        self._on_rebalance = on_rebalance
         self._on_assigned = on_assigned
-        self.tasks: list[int] = []
+        #: When this member stopped tasks it gave up (wall clock, s), until a rebalance has
+        #: carried them to the leader; those the last metadata reported; those the
+        #: last assignment handed over with this member's new tasks.
+        self._released: dict[int, float] = {}
+        self._reported: dict[int, float] = {}
+        self._handed: dict[int, float] = {}
         self._consumer: Any = None
         self._poller: asyncio.Task[None] | None = None
 
@@ -143,7 +200,7 @@ class KafkaGroupMembership(GroupMembership):
             "group_id": self.group_id,
             "enable_auto_commit": False,
             "auto_offset_reset": "latest",  # never used: every partition stays paused
-            "partition_assignment_strategy": (_assignor(lambda: list(self.tasks)),),
+            "partition_assignment_strategy": (_assignor(self),),
             "session_timeout_ms": session,
             "heartbeat_interval_ms": max(100, session // 5),
             "rebalance_timeout_ms": max(session, 60000),
@@ -190,6 +247,10 @@ class KafkaGroupMembership(GroupMembership):
         if coordinator is not None:
             coordinator.request_rejoin()
 
+    def released(self, tasks: Iterable[int], at: float) -> None:
+        for task in tasks:
+            self._released[task] = at
+
     async def stop(self) -> None:
         """Leave the group (its tasks move to the other members at once)."""
         if self._poller is not None:
@@ -205,18 +266,22 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         self._membership = membership
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
-        membership = self._membership
-        tasks, membership.tasks = membership.tasks, []
-        if tasks:
-            await membership._on_revoked(tasks)
+        # Kafka's eager protocol revokes everything; samzapy's tasks keep running (the
+        # assignor never moves a task its owner still reports) until the next assignment.
+        await self._membership._on_rebalance()
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         membership = self._membership
         consumer = membership._consumer
         if consumer is not None and assigned:
             consumer.pause(*assigned)
-        membership.tasks = sorted({tp.partition for tp in assigned})
-        await membership._on_assigned(list(membership.tasks))
+        for task, at in membership._reported.items():
+            if membership._released.get(task) == at:
+                del membership._released[task]  # the leader has it now
+        membership._reported = {}
+        tasks = sorted({tp.partition for tp in assigned})
+        handed, membership._handed = membership._handed, {}
+        await membership._on_assigned(tasks, {t: at for t, at in handed.items() if t in tasks})
 
 
-__all__ = ["ASSIGNOR_NAME", "KafkaGroupMembership", "assign_tasks"]
+__all__ = ["ASSIGNOR_NAME", "KafkaGroupMembership", "assign_tasks", "withhold_moving"]

@@ -133,6 +133,7 @@ def test_every_known_default_is_listed() -> None:
         "task.stall.fail": False,
         "task.processing.guarantee": "at-least-once",
         "task.transaction.timeout.ms": -1,
+        "task.transactional.state.checkpoint.enabled": True,
         "systems.<name>.samza.fetch.threshold": 50000,
         "stores.<name>.object.cache.size": 0,
         "systems.<name>.namespace": "<name>",

@@ -14,8 +14,9 @@ import pytest
 from samzapy import ConfigError, StreamTask
 from samzapy.config import load_config, resolve
 from samzapy.container.job_runner import JobRunner, container_index, coordinator_of
+from samzapy.container.shares import plan_handover
 from samzapy.system.inmemory import InMemoryBroker
-from samzapy.system.kafka.group import assign_tasks
+from samzapy.system.kafka.group import assign_tasks, withhold_moving
 
 BASE = "job.name: j\ntask.class: m:C\n"
 
@@ -99,6 +100,79 @@ def test_every_plan_covers_each_task_once_is_balanced_and_sticky() -> None:
             }
             kept = exclusive & set(plan[member])
             assert kept == exclusive or len(plan[member]) == len(set(plan[member]) & set(held))
+
+
+# -- incremental handover: KIP-429's two phases ------------------------------------------------
+
+
+def test_a_task_another_member_still_owns_is_given_to_no_one() -> None:
+    owned = {"a": [0, 1, 2, 3, 4, 5], "b": [6, 7, 8, 9, 10, 11], "c": []}
+    plan = assign_tasks(range(12), owned)
+    first = withhold_moving(plan, owned)
+    # a and b keep four each; the four that go to c are withheld while a and b own them.
+    assert first["c"] == [] and first["a"] == plan["a"] and first["b"] == plan["b"]
+
+
+def test_a_task_two_members_report_goes_to_neither() -> None:
+    assert withhold_moving({"a": [1, 2], "b": [3]}, {"a": [1], "b": [1, 3]}) == {
+        "a": [2],
+        "b": [3],
+    }
+
+
+def generations(owned: dict[str, list[int]], n: int) -> list[dict[str, list[int]]]:
+    """Rebalances until nothing moves: each member runs what it was assigned (an owner
+    releases what its assignment lost before the next one); every generation's plan."""
+    plans = []
+    for _ in range(10):
+        plan = withhold_moving(assign_tasks(range(n), owned), owned)
+        plans.append(plan)
+        if plan == owned:
+            return plans
+        owned = plan
+    raise AssertionError(f"no stable assignment after 10 rebalances: {plans}")
+
+
+def test_a_join_settles_in_two_rebalances_and_kept_tasks_never_stop() -> None:
+    before = {"a": [0, 1, 2, 3], "b": [4, 5, 6, 7], "c": [8, 9, 10, 11], "d": []}
+    plans = generations(before, 12)
+    assert len(plans) == 3  # withheld, given out, stable
+    final = plans[-1]
+    assert sorted(len(ts) for ts in final.values()) == [3, 3, 3, 3]
+    for member in "abc":
+        kept = set(before[member]) & set(final[member])
+        assert all(kept <= set(plan[member]) for plan in plans)  # never stopped
+
+
+def test_no_task_ever_has_two_owners() -> None:
+    rng = random.Random(11)
+    for _ in range(300):
+        n = rng.randint(1, 30)
+        members = [f"m{i}" for i in range(rng.randint(1, 6))]
+        owned: dict[str, list[int]] = {m: [] for m in members}
+        for task in rng.sample(range(n), rng.randint(0, n)):
+            owned[rng.choice(members)].append(task)
+        owned[f"new{rng.randint(0, 9)}"] = []
+        for plan in generations(owned, n):
+            # A task runs where it ran until it is released, and starts elsewhere only once
+            # no one reports it: at no generation do two members run it.
+            holders = Counter(t for ts in plan.values() for t in ts)
+            assert max(holders.values(), default=1) == 1
+            for member, tasks in plan.items():
+                for task in tasks:
+                    others = [m for m, ts in owned.items() if m != member and task in ts]
+                    assert not others, (task, member, others)
+            owned = plan
+        assert sorted(t for ts in owned.values() for t in ts) == list(range(n))
+
+
+def test_the_handover_releases_from_each_share_and_stops_those_emptied() -> None:
+    handover = plan_handover([{0, 1}, {2}, {3, 4}], [1, 3, 4, 5])
+    assert handover.kept == {1, 3, 4}
+    assert handover.added == {5}
+    assert handover.removed == {0, 2}
+    assert handover.release == {0: frozenset({0})}
+    assert handover.stop == (1,)
 
 
 # -- static: two containers split one job's tasks --------------------------------------------

@@ -267,3 +267,122 @@ def test_pooled_sync_tasks_count_exactly_with_logged_stores(tmp_path: Path) -> N
     runner = TestRunner(WordCount, config)
     runner.add_input("words", words).run()
     assert changelog_state(runner.broker) == expected(words)
+
+
+# -- store snapshots --------------------------------------------------------------------------
+
+
+class CommitAt99(WordCount):
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        super().process(envelope, collector, coordinator)
+        if int(envelope.offset) == 99:
+            coordinator.commit(RequestScope.CURRENT_TASK)
+
+
+def crashed_at_250(tmp_path: Path, **extra: Any) -> tuple[TestRunner, dict[str, Any]]:
+    """A first run that commits at offset 99 of each partition, writes on and fails at 250
+    (its local stores hold writes past the checkpoint)."""
+    config = store_config(tmp_path, "rocksdb", **{"task.commit.ms": -1, **extra})
+    WordCount.fail_at = 250
+    first = TestRunner(CommitAt99, config).add_input("words", input_words(300))
+    with pytest.raises(TaskError):
+        first.run()
+    WordCount.fail_at = None
+    return first, config
+
+
+def snapshots_of(tmp_path: Path) -> dict[str, list[str]]:
+    root = tmp_path / "state" / "test-job" / "counts"
+    return {
+        d.name: sorted(s.name for s in d.iterdir())
+        for d in sorted(root.glob("*.snapshots"))
+        if d.is_dir()
+    }
+
+
+def test_a_crash_restarts_from_the_checkpoints_snapshot_replaying_nothing(tmp_path: Path) -> None:
+    first, config = crashed_at_250(tmp_path)
+    # The first run's commit at 99 snapshotted each task's store, and its checkpoint names it.
+    checkpointed = {t: ids for t, ids in snapshots_of(tmp_path).items()}
+    assert sorted(checkpointed) == ["Partition_0.snapshots", "Partition_1.snapshots"]
+    assert all(len(ids) == 1 for ids in checkpointed.values())
+    words = input_words(300)
+    with capture_logs() as logs:
+        TestRunner(WordCount, config, namespace=first.namespace).add_input("words", words).run()
+    assert changelog_state(first.broker) == expected(words)
+    restored = [e for e in logs if e["event"] == "store_restored"]
+    assert len(restored) == 2
+    for event in restored:
+        task_dir = str(event["task"]).replace(" ", "_") + ".snapshots"
+        assert event["snapshot"] is not None and event["kept_local"] is False
+        assert event["snapshot"] == checkpointed[task_dir][0]
+        # Nothing replayed: the snapshot is the checkpoint's state; what the crashed run wrote
+        # after it is read only to be dropped.
+        assert event["records"] == 0
+        assert event["dropped_after_checkpoint"] > 0
+    # The clean end's checkpoint names a newer snapshot, the only one left.
+    after = snapshots_of(tmp_path)
+    assert all(len(ids) == 1 for ids in after.values())
+    assert all(after[t] != checkpointed[t] for t in after)
+
+
+def test_without_snapshots_a_crash_replays_the_whole_changelog(tmp_path: Path) -> None:
+    off = {"task.transactional.state.checkpoint.enabled": False}
+    first, config = crashed_at_250(tmp_path, **off)
+    assert snapshots_of(tmp_path) == {}
+    words = input_words(300)
+    with capture_logs() as logs:
+        TestRunner(WordCount, config, namespace=first.namespace).add_input("words", words).run()
+    assert changelog_state(first.broker) == expected(words)
+    restored = [e for e in logs if e["event"] == "store_restored"]
+    assert [e["snapshot"] for e in restored] == [None, None]
+    assert all(e["records"] == 100 for e in restored)  # offsets 0..99, one write each
+
+
+def test_a_missing_snapshot_falls_back_to_the_changelog(tmp_path: Path) -> None:
+    import shutil
+
+    first, config = crashed_at_250(tmp_path)
+    for directory in (tmp_path / "state" / "test-job" / "counts").glob("*.snapshots"):
+        shutil.rmtree(directory)
+    words = input_words(300)
+    with capture_logs() as logs:
+        TestRunner(WordCount, config, namespace=first.namespace).add_input("words", words).run()
+    assert changelog_state(first.broker) == expected(words)
+    unused = [e for e in logs if e["event"] == "store_snapshot_unused"]
+    assert [e["reason"] for e in unused] == ["not on this host"] * 2
+    restored = [e for e in logs if e["event"] == "store_restored"]
+    assert [e["snapshot"] for e in restored] == [None, None]
+    assert all(e["records"] == 100 for e in restored)
+
+
+def test_a_commit_that_wrote_nothing_to_a_store_takes_no_new_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from samzapy.storage.rocksdb import RocksDBStorageEngine
+
+    taken: list[Path] = []
+    original = RocksDBStorageEngine.snapshot
+
+    def counting(self: RocksDBStorageEngine, directory: Path) -> None:
+        taken.append(directory)
+        original(self, directory)
+
+    monkeypatch.setattr(RocksDBStorageEngine, "snapshot", counting)
+
+    class WritesUntil99(WordCount):
+        """Counts offsets 0..99 only, and asks for a commit every 50 messages."""
+
+        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+            if int(envelope.offset) < 100:
+                super().process(envelope, collector, coordinator)
+            if int(envelope.offset) % 50 == 49:
+                coordinator.commit(RequestScope.CURRENT_TASK)
+
+    config = store_config(tmp_path, "rocksdb", **{"task.commit.ms": -1})
+    TestRunner(WritesUntil99, config).add_input("words", input_words(300)).run()
+    # Per task: commits at 49 and 99 snapshot; those at 149..299 and the final one find the
+    # changelog where the last snapshot left it, and take none.
+    assert len(taken) == 4
+    last = {path.parent.name: [path.name] for path in taken}
+    assert snapshots_of(tmp_path) == last

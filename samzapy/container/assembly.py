@@ -1,0 +1,151 @@
+"""Assembling a container's tasks from its plan: each task instance with its output router,
+checkpoint writer, stores, control bookkeeping and metrics (start-up step 5).
+
+Under at-least-once the tasks share one router over the job's producers; under exactly-once
+each task has its own, over its transactional producer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.checkpoint.offsets import OffsetTracker
+from samzapy.config import ResolvedConfig
+from samzapy.container.checkpoints import ContainerCheckpoints
+from samzapy.container.clock import Clock
+from samzapy.container.collector import OutputRouter, TaskCollector
+from samzapy.container.context import TaskContextImpl
+from samzapy.container.gauges import CONTAINER, register_task_metrics, task_group
+from samzapy.container.grouper import TaskModel
+from samzapy.container.inputs import InputQueue, TaskInputs
+from samzapy.container.plan import TaskPlan
+from samzapy.container.serdes import StreamSerdes
+from samzapy.container.systems import Systems
+from samzapy.container.task_instance import TaskInstance, TaskListener
+from samzapy.control.reconcile import TaskControl
+from samzapy.metrics import MetricsRegistry
+from samzapy.storage.task_stores import TaskStores
+from samzapy.system.ports import SystemProducer
+
+
+@dataclass(frozen=True)
+class TaskAssembly:
+    """What every task instance of one container is built from."""
+
+    config: ResolvedConfig
+    systems: Systems
+    checkpoints: ContainerCheckpoints
+    serdes: StreamSerdes
+    clock: Clock
+    metrics: MetricsRegistry
+    listener: TaskListener
+    fail: Callable[[BaseException], None]
+    space_freed: Callable[[], None]
+    partition_counts: Mapping[SystemStream, int]
+    job_task_count: int
+    executor: concurrent.futures.Executor | None
+
+    def routers(self, tasks: Sequence[TaskPlan]) -> dict[TaskName, OutputRouter]:
+        """One router for all tasks, or under exactly-once one per task, over its producers."""
+        cfg, systems = self.config, self.systems
+        serdes, metrics = self.serdes, self.metrics
+
+        def router(producers: Mapping[str, SystemProducer]) -> OutputRouter:
+            return OutputRouter(
+                producers,
+                systems.admins,
+                serdes.output,
+                lambda ss: cfg.stream(ss).partitions or 1,
+                replication_for_new=lambda ss: cfg.stream(ss).replication_factor,
+                stream_id=lambda ss: cfg.stream(ss).stream_id,
+                framed=serdes.framed,
+                drop_errors=cfg.task.drop_producer_errors,
+                on_dropped=lambda n: metrics.counter(CONTAINER, "producer-errors").inc(n),
+                on_error=self.fail,
+            )
+
+        if self.checkpoints.transactional_system is None:
+            shared = router(systems.producers)
+            return {t.name: shared for t in tasks}
+        return {
+            t.name: router(self.checkpoints.producers(t.name, systems.producers)) for t in tasks
+        }
+
+    def task(
+        self,
+        plan: TaskPlan,
+        task: Any,
+        queues: Mapping[SystemStreamPartition, InputQueue],
+        router: OutputRouter,
+    ) -> TaskInstance:
+        """The instance of ``plan``'s task, running ``task`` (the user's object)."""
+        cfg, systems = self.config, self.systems
+        control = TaskControl(carrying=plan.carrying, outputs=plan.outputs)
+        if plan.checkpoint is not None:
+            control.restore(plan.checkpoint.control)
+        writer = self.checkpoints.writer(plan.name, plan.checkpoint)
+        trackers = {ssp: OffsetTracker(last) for ssp, last in plan.last_processed.items()}
+        collector = TaskCollector(router, asyncio.get_running_loop(), plan.name)
+        stores = TaskStores(
+            task_name=plan.name,
+            partition=plan.model.partition,
+            configs=cfg.stores,
+            base_dir=Path(cfg.job.logged_store_base_dir) / cfg.job.name,
+            serde=self.serdes.store,
+            send=collector.send,
+            flush=router.flush,
+            factories=systems.factories,
+            admins=systems.admins,
+            snapshots=cfg.task.store_snapshots,
+        )
+        instance = TaskInstance(
+            name=plan.name,
+            task=task,
+            inputs=TaskInputs(queues.values(), space_freed=self.space_freed, ended=control.ended),
+            trackers=trackers,
+            collector=collector,
+            router=router,
+            clock=self.clock,
+            checkpoints=writer,
+            listener=self.listener,
+            max_concurrency=cfg.task.max_concurrency,
+            executor=self.executor,
+            stores=stores,
+            control=control,
+            task_count=self.job_task_count,
+            partition_counts=self.partition_counts,
+            latency=self.metrics.timer(task_group(plan.name), "process-latency"),
+            commit_latency=self.metrics.timer(CONTAINER, "commit-latency"),
+            track_call_starts=cfg.task.callback_timeout_ms > 0,
+        )
+        consumers = systems.consumers
+        register_task_metrics(
+            self.metrics,
+            instance,
+            writer,
+            [
+                (ssp, consumers[ssp.system], tracker)
+                for ssp, tracker in trackers.items()
+                if ssp.system in consumers
+            ],
+        )
+        return instance
+
+    def context(self, model: TaskModel, instance: TaskInstance) -> TaskContextImpl:
+        """What ``init`` gets."""
+        return TaskContextImpl(
+            task_name=model.name,
+            config=self.config.raw,
+            system_stream_partitions=frozenset(model.ssps),
+            metrics=self.metrics,
+            stores=instance.stores.stores if instance.stores else None,
+        )
+
+
+__all__ = ["TaskAssembly"]

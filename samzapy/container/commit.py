@@ -1,0 +1,82 @@
+"""A task's commit protocol, which its TaskInstance runs while nothing is in flight:
+
+1. flush the producers: every output of the covered messages is durable;
+2. flush the stores, note how far their changelogs got, and snapshot the logged stores
+   (``task.transactional.state.checkpoint.enabled``): each snapshot holds exactly what the
+   changelog holds up to the noted offset;
+3. write the checkpoint: the last fully processed offset of each partition, with the
+   changelog offsets, the snapshots and the control bookkeeping consistent with it (under
+   exactly-once the writer commits the task's transaction);
+4. once it is written, remove the snapshots older than the ones it names (until then a
+   crash restarts from the previous checkpoint, which needs its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from samzapy.api.errors import TaskFencedError
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.checkpoint.offsets import OffsetTracker
+from samzapy.checkpoint.ports import Checkpoint
+from samzapy.checkpoint.writer import TaskCheckpointWriter
+from samzapy.container.collector import OutputRouter
+from samzapy.control.reconcile import TaskControl
+from samzapy.storage.task_stores import TaskStores
+
+
+class TaskCommit:
+    """Commits one task: its outputs, its stores and its checkpoint."""
+
+    def __init__(
+        self,
+        *,
+        name: TaskName,
+        router: OutputRouter,
+        checkpoints: TaskCheckpointWriter,
+        trackers: Mapping[SystemStreamPartition, OffsetTracker],
+        stores: TaskStores | None,
+        control: TaskControl,
+        partition_counts: Mapping[SystemStream, int],
+    ) -> None:
+        self._name = name
+        self._router = router
+        self._checkpoints = checkpoints
+        self._trackers = trackers
+        self._stores = stores if stores else None
+        self._control = control
+        self._partition_counts = partition_counts
+
+    async def __call__(self) -> None:
+        # 1. Producers.
+        await self._router.flush()
+        # 2. Stores.
+        stores = self._stores
+        changelog_offsets: dict[str, str] = {}
+        snapshots: dict[str, str] = {}
+        if stores is not None:
+            await stores.flush()  # caches written back, their changelog records durable
+            changelog_offsets = await stores.changelog_offsets()
+            if self._checkpoints.enabled:
+                snapshots = stores.snapshot(changelog_offsets)
+        # 3. Checkpoint.
+        control = self._control
+        checkpoint = Checkpoint(
+            {s: last for s, t in self._trackers.items() if (last := t.last_processed) is not None},
+            self._partition_counts,
+            changelog_offsets,
+            control.to_json() if control.partitions or control.outputs else None,
+            snapshots=snapshots,
+        )
+        try:
+            written = await self._checkpoints.write(checkpoint)
+        except TaskFencedError as exc:
+            raise TaskFencedError(
+                f"task {self._name!r}: {exc}", task_name=self._name, epoch=self._checkpoints.epoch
+            ) from exc
+        # 4. Older snapshots.
+        if written and snapshots and stores is not None:
+            stores.snapshots_committed(snapshots)
+
+
+__all__ = ["TaskCommit"]
