@@ -231,6 +231,8 @@ class TaskStores:
             reason = f"it goes past the checkpointed changelog offset {checkpointed}"
         else:
             try:
+                if store.cache is not None:
+                    store.cache.drop()  # nothing cached may outlive the entries it stood for
                 store.engine.restore_snapshot(path)
                 return snapshot
             except StoreError as exc:
