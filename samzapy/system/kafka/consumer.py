@@ -13,10 +13,9 @@ Start-up, in order:
 ``poll`` pauses the partitions the container did not ask for (their queues are full) and
 resumes the ones it asks for, only when that set changes, then takes what aiokafka has
 prefetched. aiokafka builds a ConsumerRecord per message; this consumer has its fetcher build
-samzapy's envelopes instead, so a message costs one object, not two: it gives the fetcher a
-table of prefetched results (``_Prefetched``) that turns each partition's records into
-``_EnvelopeRecords`` as they arrive. That reaches into aiokafka's fetcher; where the fetcher is
-not as expected, the envelopes are copied from aiokafka's records instead.
+samzapy's envelopes instead, a record batch at a time (``fetched.py``), so a message costs
+one object, not two; where the fetcher is not as expected, the envelopes are copied from
+aiokafka's records instead.
 
 An offset that runs out of range while running (retention overtook a slow reader) is reset
 to the partition's default with the same warning. Kafka partitions never
@@ -28,14 +27,12 @@ the consumer only fails once the broker has been silent for longer than
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.consumer.fetcher import FetchResult, PartitionRecords
 from aiokafka.errors import OffsetOutOfRangeError
 
 from samzapy.api.envelope import IncomingMessageEnvelope
@@ -44,6 +41,7 @@ from samzapy.api.system import SystemStreamPartition
 from samzapy.system.kafka.admin import KafkaSystemAdmin
 from samzapy.system.kafka.connection import ContactWatch, connect, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
+from samzapy.system.kafka.fetched import build_envelopes, envelopes
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemConsumer, integer_offset
 
@@ -64,74 +62,6 @@ def start_position(offset: str | None, default: str, bounds: OffsetBounds) -> tu
         if oldest <= position <= upcoming:
             return position, False
     return (oldest if default == OffsetDefault.OLDEST else upcoming), offset is not None
-
-
-class _EnvelopeRecords(PartitionRecords):  # type: ignore[misc]
-    """aiokafka's records of one fetched partition, made directly into envelopes of
-    ``_ssp`` (set when ``_Prefetched`` takes the records over)."""
-
-    _ssp: SystemStreamPartition
-
-    def _consumer_record(self, tp: Any, record: Any) -> IncomingMessageEnvelope:
-        # The envelope's fields set here rather than through __init__: a call less per message.
-        envelope: IncomingMessageEnvelope = _new(IncomingMessageEnvelope)
-        envelope.system_stream_partition = self._ssp
-        envelope.offset = str(record.offset)
-        envelope.key = record.key
-        envelope.message = value = record.value
-        envelope.timestamp = record.timestamp
-        envelope.size = 0 if value is None else len(value)
-        return envelope
-
-
-_new = object.__new__
-
-
-class _Prefetched(collections.OrderedDict[Any, Any]):
-    """aiokafka's fetcher's results by partition (its ``_records``), which has the records of
-    the partitions of ``ssp_of`` built as envelopes (``_EnvelopeRecords``) as they arrive."""
-
-    def __init__(self, ssp_of: Mapping[Any, SystemStreamPartition]) -> None:
-        super().__init__()
-        self._ssp_of = ssp_of
-
-    def __setitem__(self, tp: Any, result: Any) -> None:
-        if type(result) is FetchResult:
-            records: Any = getattr(result, "_partition_records", None)
-            ssp = self._ssp_of.get(tp)
-            if ssp is not None and type(records) is PartitionRecords:
-                records.__class__ = _EnvelopeRecords
-                records._ssp = ssp
-        super().__setitem__(tp, result)
-
-
-def _build_envelopes(consumer: Any, ssp_of: Mapping[Any, SystemStreamPartition]) -> bool:
-    """Have ``consumer``'s fetcher build envelopes (see the module docstring); False when
-    the fetcher is not as expected (aiokafka's records are then copied)."""
-    fetcher = getattr(consumer, "_fetcher", None)
-    records = getattr(fetcher, "_records", None)
-    if type(records) is not collections.OrderedDict or records:
-        return False
-    fetcher._records = _Prefetched(ssp_of)  # type: ignore[union-attr]
-    return True
-
-
-def _envelopes(ssp: SystemStreamPartition, records: list[Any]) -> list[IncomingMessageEnvelope]:
-    """Envelopes of aiokafka's ConsumerRecords (what ``_EnvelopeRecords`` did not build)."""
-    if records and type(records[0]) is IncomingMessageEnvelope:
-        return records
-    envelope = IncomingMessageEnvelope
-    return [
-        envelope(
-            ssp,
-            str(r.offset),
-            r.key,
-            (value := r.value),
-            r.timestamp,
-            0 if value is None else len(value),
-        )
-        for r in records
-    ]
 
 
 class KafkaSystemConsumer(SystemConsumer):
@@ -193,7 +123,7 @@ class KafkaSystemConsumer(SystemConsumer):
         self._consumer = consumer
         self._tp_of = {ssp: TopicPartition(ssp.stream, ssp.partition) for ssp in positions}
         self._ssp_of = {tp: ssp for ssp, tp in self._tp_of.items()}
-        _build_envelopes(consumer, self._ssp_of)
+        build_envelopes(consumer, self._ssp_of)
         try:
             consumer.assign(list(self._tp_of.values()))
             for ssp, position in positions.items():
@@ -287,7 +217,7 @@ class KafkaSystemConsumer(SystemConsumer):
             return {}
         watch.contact(now)
         ssp_of = self._ssp_of
-        return {ssp_of[tp]: _envelopes(ssp_of[tp], records) for tp, records in batches.items()}
+        return {ssp_of[tp]: envelopes(ssp_of[tp], records) for tp, records in batches.items()}
 
     async def _poll_nothing(
         self,

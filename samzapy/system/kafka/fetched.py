@@ -1,0 +1,211 @@
+"""What the kafka consumer's fetcher fetched, made into samzapy's envelopes a record batch at a
+time (the input's hot path).
+
+aiokafka's fetcher keeps, per partition, a ``FetchResult`` over a ``PartitionRecords``: a
+generator that builds a ConsumerRecord per message, which ``getall`` takes one ``next`` at a
+time, and which the consumer would then copy into an envelope. Here the fetcher's table of
+results (``_Prefetched``) puts each new result over ``_EnvelopeRecords``, which decodes a
+whole record batch into envelopes in one loop, and gives it a ``getall`` that hands them out
+in slices: one object per message, no generator step or call per message.
+
+The records are read by aiokafka's rules: CRCs checked when ``check_crcs`` is on, control
+batches (transaction markers) skipped, and, read committed, the batches of aborted
+transactions skipped (``_skipped``); records before the fetch position (compacted message
+sets) are dropped, and the position moves past every batch read, whatever it held.
+
+This reaches into aiokafka's fetcher; ``build_envelopes`` checks that it is as expected and
+otherwise leaves it alone, and ``envelopes`` then copies aiokafka's records instead.
+"""
+
+from __future__ import annotations
+
+import collections
+import types
+from collections.abc import Mapping
+from typing import Any
+
+from aiokafka.consumer.fetcher import READ_COMMITTED, FetchResult, PartitionRecords
+from aiokafka.errors import CorruptRecordException
+
+from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.system import SystemStreamPartition
+
+_new = object.__new__
+
+#: What ``_EnvelopeRecords`` uses of aiokafka's PartitionRecords: attributes and methods.
+_RECORDS_FIELDS = (
+    "_records",
+    "_check_crcs",
+    "_isolation_level",
+    "_aborted_producers",
+    "_tp",
+    "next_fetch_offset",
+)
+_RECORDS_METHODS = ("_consume_aborted_up_to", "_contains_abort_marker")
+#: What ``_getall`` uses of aiokafka's FetchResult.
+_RESULT_FIELDS = ("_topic_partition", "_partition_records")
+_RESULT_METHODS = ("check_assignment", "has_more", "_update_position")
+
+
+class _EnvelopeRecords(PartitionRecords):  # type: ignore[misc]
+    """aiokafka's records of one fetched partition, decoded into envelopes of ``_ssp`` a
+    record batch at a time (the attributes are set by ``_Prefetched``)."""
+
+    _ssp: SystemStreamPartition
+    #: The envelopes of the record batch decoded last, handed out from ``_at`` on.
+    _ready: list[IncomingMessageEnvelope]
+    _at: int
+    #: The offset after that record batch.
+    _ready_end: int
+
+    def take(self, limit: int | None) -> list[IncomingMessageEnvelope]:
+        """Up to ``limit`` envelopes (None: every one left), in offset order; the fetch
+        position moves past them (past their whole batch once it is taken)."""
+        out: list[IncomingMessageEnvelope] = []
+        while limit is None or len(out) < limit:
+            ready, at = self._ready, self._at
+            if at >= len(ready):
+                if not self._decode_next():
+                    break
+                continue
+            end = len(ready) if limit is None else min(len(ready), at + limit - len(out))
+            if at == 0 and end == len(ready) and not out:
+                out = ready  # the whole batch: no copy (a new list is decoded next)
+            else:
+                out += ready[at:end]
+            self._at = end
+            if end == len(ready):
+                self.next_fetch_offset = self._ready_end
+            else:
+                self.next_fetch_offset = int(ready[end - 1].offset) + 1
+        return out
+
+    @property
+    def exhausted(self) -> bool:
+        return self._at >= len(self._ready) and not self._records.has_next()
+
+    def __next__(self) -> IncomingMessageEnvelope:
+        taken = self.take(1)
+        if not taken:
+            raise StopIteration
+        return taken[0]
+
+    def _decode_next(self) -> bool:
+        """Decode the next record batch that holds messages; False when none is left."""
+        records = self._records
+        while records.has_next():
+            batch = records.next_batch()
+            if self._check_crcs and not batch.validate_crc():
+                raise CorruptRecordException(f"Invalid CRC - {self._tp}")
+            if self._skipped(batch):
+                self.next_fetch_offset = batch.next_offset
+                continue
+            start, ssp = self.next_fetch_offset, self._ssp
+            ready: list[IncomingMessageEnvelope] = []
+            append = ready.append
+            for record in batch:
+                offset = record.offset
+                if offset < start:
+                    continue
+                # The fields set here rather than through __init__: a call less per message.
+                envelope: IncomingMessageEnvelope = _new(IncomingMessageEnvelope)
+                envelope.system_stream_partition = ssp
+                envelope.offset = str(offset)
+                envelope.key = record.key
+                envelope.message = value = record.value
+                envelope.timestamp = record.timestamp
+                envelope.size = 0 if value is None else len(value)
+                append(envelope)
+            if not ready:
+                self.next_fetch_offset = batch.next_offset
+                continue
+            self._ready, self._at, self._ready_end = ready, 0, batch.next_offset
+            return True
+        return False
+
+    def _skipped(self, batch: Any) -> bool:
+        """Whether ``batch`` holds no messages to read: a control batch (a transaction
+        marker), or, read committed, a batch of a transaction that was aborted."""
+        if self._isolation_level == READ_COMMITTED and batch.producer_id is not None:
+            self._consume_aborted_up_to(batch.base_offset)
+            if batch.is_control_batch and self._contains_abort_marker(batch):
+                # The abort marker ends the aborted transaction of its producer.
+                self._aborted_producers.discard(batch.producer_id)
+            if batch.is_transactional and batch.producer_id in self._aborted_producers:
+                return True
+        return bool(batch.is_control_batch)
+
+
+def _getall(result: Any, max_records: int | None = None) -> list[IncomingMessageEnvelope]:
+    """``FetchResult.getall`` of a result over ``_EnvelopeRecords``: its envelopes in slices.
+    (Set on the result itself: the fetcher tells results from errors by their exact type.)"""
+    if not result.check_assignment(result._topic_partition) or not result.has_more():
+        return []
+    records: _EnvelopeRecords = result._partition_records
+    envelopes = records.take(max_records)
+    result._update_position()
+    if records.exhausted:
+        result._partition_records = None
+    return envelopes
+
+
+class _Prefetched(collections.OrderedDict[Any, Any]):
+    """aiokafka's fetcher's results by partition (its ``_records``), which turns the results
+    of the partitions of ``ssp_of`` into results over ``_EnvelopeRecords`` as they arrive."""
+
+    def __init__(self, ssp_of: Mapping[Any, SystemStreamPartition]) -> None:
+        super().__init__()
+        self._ssp_of = ssp_of
+        #: Whether the first result had every field used (None: none seen yet).
+        self._as_expected: bool | None = None
+
+    def __setitem__(self, tp: Any, result: Any) -> None:
+        if type(result) is FetchResult:
+            records: Any = getattr(result, "_partition_records", None)
+            ssp = self._ssp_of.get(tp)
+            if self._as_expected is None and type(records) is PartitionRecords:
+                self._as_expected = all(hasattr(records, f) for f in _RECORDS_FIELDS) and all(
+                    hasattr(result, f) for f in _RESULT_FIELDS
+                )
+            if ssp is not None and self._as_expected and type(records) is PartitionRecords:
+                records.__class__ = _EnvelopeRecords
+                records._ssp = ssp
+                records._ready, records._at, records._ready_end = [], 0, 0
+                result.getall = types.MethodType(_getall, result)
+        super().__setitem__(tp, result)
+
+
+def build_envelopes(consumer: Any, ssp_of: Mapping[Any, SystemStreamPartition]) -> bool:
+    """Have ``consumer``'s fetcher build envelopes (see the module docstring); False when
+    the fetcher is not as expected (``envelopes`` then copies aiokafka's records)."""
+    fetcher = getattr(consumer, "_fetcher", None)
+    records = getattr(fetcher, "_records", None)
+    if type(records) is not collections.OrderedDict or records:
+        return False
+    methods = [(PartitionRecords, m) for m in _RECORDS_METHODS]
+    methods += [(FetchResult, m) for m in _RESULT_METHODS]
+    if not all(callable(getattr(cls, name, None)) for cls, name in methods):
+        return False
+    fetcher._records = _Prefetched(ssp_of)  # type: ignore[union-attr]
+    return True
+
+
+def envelopes(ssp: SystemStreamPartition, records: list[Any]) -> list[IncomingMessageEnvelope]:
+    """Envelopes of aiokafka's ConsumerRecords (what ``_EnvelopeRecords`` did not build)."""
+    if records and type(records[0]) is IncomingMessageEnvelope:
+        return records
+    envelope = IncomingMessageEnvelope
+    return [
+        envelope(
+            ssp,
+            str(r.offset),
+            r.key,
+            (value := r.value),
+            r.timestamp,
+            0 if value is None else len(value),
+        )
+        for r in records
+    ]
+
+
+__all__ = ["build_envelopes", "envelopes"]
