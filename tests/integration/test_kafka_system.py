@@ -324,6 +324,32 @@ class TestProducer:
         finally:
             await producer.stop()
 
+    async def test_backpressure_leaves_two_batches_per_partition_written(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        topic = topic_name("backpressure-wide")
+        await admin.create_stream(topic, 8)
+        settings = factory(kafka_bootstrap).settings
+        producer = KafkaSystemProducer(settings, max_unsettled_batches=4)
+        await producer.start()
+        try:
+            stream = SystemStream(SYSTEM, topic)
+            # 200 messages of 100 bytes per partition: one full 16 KiB batch each handed
+            # over, eight in all, more than the limit of four but two per partition written.
+            for i in range(1_600):
+                producer.send(stream, i % 8, None, b"x" * 100)
+            assert producer.backpressure() is None
+            # Four times as many: more than two per partition.
+            for i in range(4_800):
+                producer.send(stream, i % 8, None, b"x" * 100)
+            held = producer.backpressure()
+            assert held is not None and not held.done()
+            await asyncio.wait_for(held, 30)
+            await producer.flush()
+            assert producer.failed_sends == 0
+        finally:
+            await producer.stop()
+
     async def test_keyless_messages_stick_to_a_partition_per_batch(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin
     ) -> None:
