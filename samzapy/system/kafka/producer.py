@@ -54,13 +54,33 @@ _SEND_ERRORS: tuple[type[BaseException], ...] = (*KAFKA_ERRORS, StreamSystemErro
 _Target = tuple[str, int | None]
 
 
+#: The headers of every message (none); the record builder only reads them.
+_NO_HEADERS: list[Any] = []
+
+
 class _OpenBatch:
-    __slots__ = ("builder", "target", "timer")
+    """A batch being filled: aiokafka's BatchBuilder, and the append of the record batch
+    builder inside it, called directly (``append(offset in the batch, timestamp, key, value,
+    headers)``, None once full): the BatchBuilder's own append costs as much again in Python
+    per message. ``count`` is its message count, noted in the BatchBuilder when handed over."""
+
+    __slots__ = ("append", "builder", "count", "target", "timer")
 
     def __init__(self, builder: Any, target: _Target) -> None:
         self.builder = builder
+        records = getattr(builder, "_builder", None)
+        if type(getattr(builder, "_relative_offset", None)) is int and records is not None:
+            self.append = records.append
+        else:  # not the BatchBuilder expected: its own append
+            self.append = self._append_through_builder
+        self.count = 0
         self.target = target
         self.timer: asyncio.TimerHandle | None = None
+
+    def _append_through_builder(
+        self, offset: int, timestamp: Any, key: Any, value: Any, headers: Any
+    ) -> Any:
+        return self.builder.append(timestamp=timestamp, key=key, value=value)
 
 
 class _Queued:
@@ -168,14 +188,15 @@ class KafkaSystemProducer(SystemProducer):
         batch = self._open.get(target)
         if batch is None:
             batch = self._new_batch(target)
-        if batch.builder.append(key=key, value=message, timestamp=None) is None:
+        if batch.append(batch.count, None, key, message, _NO_HEADERS) is None:
             self._hand_over(batch)
             batch = self._new_batch(target)
-            if batch.builder.append(key=key, value=message, timestamp=None) is None:
+            if batch.append(0, None, key, message, _NO_HEADERS) is None:
                 raise StreamSystemError(
                     f"cannot send to {system_stream}: a message of {len(message or b'')} "
                     "bytes does not fit in an empty batch"
                 )
+        batch.count += 1
 
     def _new_batch(self, target: _Target) -> _OpenBatch:
         producer = self._producer
@@ -211,10 +232,11 @@ class KafkaSystemProducer(SystemProducer):
         del self._open[batch.target]
         if batch.timer is not None:
             batch.timer.cancel()
-        if self._may_write is not None and not self._may_write():
-            self._dropped += batch.builder.record_count()
-            return
         builder = batch.builder
+        builder._relative_offset = batch.count  # its record_count()
+        if self._may_write is not None and not self._may_write():
+            self._dropped += batch.count
+            return
         builder.close()  # a closed batch is sent at once, without lingering again
         settled = asyncio.get_running_loop().create_future()
         self._unsettled.add(settled)

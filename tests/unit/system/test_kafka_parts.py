@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from aiokafka import errors as kafka_errors
+from aiokafka.producer.message_accumulator import BatchBuilder
+from aiokafka.record.memory_records import MemoryRecords
 from structlog.testing import capture_logs
 
 import samzapy
@@ -22,6 +24,7 @@ from samzapy.system.kafka import KafkaSystemConsumer, KafkaSystemProducer, kafka
 from samzapy.system.kafka.connection import OUTAGES, ContactWatch, Outages, connect, retrying
 from samzapy.system.kafka.consumer import start_position
 from samzapy.system.kafka.errors import describe, error_name
+from samzapy.system.kafka.producer import _NO_HEADERS, _OpenBatch
 from samzapy.system.ports import OffsetBounds, OffsetDefault
 
 SETTINGS = kafka_settings("k", {"bootstrap.servers": "127.0.0.1:9"})
@@ -123,6 +126,39 @@ class TestProducerChecks:
         await producer.flush()
         await producer.stop()
         assert producer.failed_sends == 0
+
+
+class _PublicOnly:
+    """A batch builder with aiokafka's public append only."""
+
+    def __init__(self, builder: Any) -> None:
+        self.inner = builder
+
+    def append(self, *, timestamp: Any, key: Any, value: Any) -> Any:
+        return self.inner.append(timestamp=timestamp, key=key, value=value)
+
+
+class TestOpenBatch:
+    """The producer appends to aiokafka's record batch builder directly; a builder that is
+    not as expected gets its public append. Either way the batch holds the same records."""
+
+    @staticmethod
+    def fill(builder: Any) -> tuple[int, list[tuple[int, bytes | None, bytes]]]:
+        batch = _OpenBatch(builder, ("out", 0))
+        while batch.append(batch.count, None, b"k%d" % batch.count, b"v" * 50, _NO_HEADERS):
+            batch.count += 1
+        records = MemoryRecords(bytes((getattr(builder, "inner", builder))._build()))
+        read = [(r.offset, r.key, r.value) for r in records.next_batch()]
+        return batch.count, read
+
+    def test_direct_and_public_appends_build_the_same_batch(self) -> None:
+        direct = BatchBuilder(1024, 0)
+        assert _OpenBatch(direct, ("out", 0)).append == direct._builder.append
+        count, read = self.fill(direct)
+        assert count == len(read) > 5
+        assert read == [(i, b"k%d" % i, b"v" * 50) for i in range(count)]
+        public = _PublicOnly(BatchBuilder(1024, 0))
+        assert self.fill(public) == (count, read)
 
 
 class TestConnect:
