@@ -304,8 +304,10 @@ class KafkaSystemProducer(SystemProducer):
                 item = queue[0]
                 error: BaseException | None = None
                 try:
-                    # Returns at once once the topic's metadata is known.
-                    known = await self._partitions_for(topic)
+                    # Looked up (and retried) only while the topic's metadata is unknown.
+                    known = producer.client.cluster.partitions_for_topic(topic)
+                    if not known or topic not in self._tracked:
+                        known = await self._partitions_for(topic)
                     if partition in known:
                         delivery = await producer.send_batch(
                             item.builder, topic, partition=partition
