@@ -7,6 +7,7 @@ does. Every test works on topics of its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import uuid
 from collections.abc import AsyncIterator
@@ -299,16 +300,27 @@ class TestProducer:
                 (str(offset), key, value) for offset, (key, value) in enumerate(sent[p])
             ]
 
+    @staticmethod
+    @contextlib.asynccontextmanager
+    async def limited(
+        bootstrap: str, admin: KafkaSystemAdmin, partitions: int
+    ) -> AsyncIterator[tuple[KafkaSystemProducer, SystemStream]]:
+        """A producer held back from four undelivered batches, and a new stream."""
+        topic = topic_name("backpressure")
+        await admin.create_stream(topic, partitions)
+        producer = KafkaSystemProducer(factory(bootstrap).settings, max_unsettled_batches=4)
+        await producer.start()
+        try:
+            yield producer, SystemStream(SYSTEM, topic)
+            await producer.flush()
+            assert producer.failed_sends == 0
+        finally:
+            await producer.stop()
+
     async def test_backpressure_holds_until_half_the_batches_are_delivered(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin
     ) -> None:
-        topic = topic_name("backpressure")
-        await admin.create_stream(topic, 4)
-        settings = factory(kafka_bootstrap).settings
-        producer = KafkaSystemProducer(settings, max_unsettled_batches=4)
-        await producer.start()
-        try:
-            stream = SystemStream(SYSTEM, topic)
+        async with self.limited(kafka_bootstrap, admin, 4) as (producer, stream):
             assert producer.backpressure() is None
             # ~1,500 messages of 100 bytes per partition fill several 16 KiB batches each,
             # handed over as they fill: more than the limit of four, before any is delivered.
@@ -319,21 +331,11 @@ class TestProducer:
             await asyncio.wait_for(held, 30)
             # Released once at most half the limit is still on its way.
             assert producer.backpressure() is None
-            await producer.flush()
-            assert producer.failed_sends == 0
-        finally:
-            await producer.stop()
 
     async def test_backpressure_leaves_two_batches_per_partition_written(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin
     ) -> None:
-        topic = topic_name("backpressure-wide")
-        await admin.create_stream(topic, 8)
-        settings = factory(kafka_bootstrap).settings
-        producer = KafkaSystemProducer(settings, max_unsettled_batches=4)
-        await producer.start()
-        try:
-            stream = SystemStream(SYSTEM, topic)
+        async with self.limited(kafka_bootstrap, admin, 8) as (producer, stream):
             # 200 messages of 100 bytes per partition: one full 16 KiB batch each handed
             # over, eight in all, more than the limit of four but two per partition written.
             for i in range(1_600):
@@ -345,10 +347,6 @@ class TestProducer:
             held = producer.backpressure()
             assert held is not None and not held.done()
             await asyncio.wait_for(held, 30)
-            await producer.flush()
-            assert producer.failed_sends == 0
-        finally:
-            await producer.stop()
 
     async def test_keyless_messages_stick_to_a_partition_per_batch(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin
