@@ -3,7 +3,7 @@ aiokafka loop, in interleaved rounds, with the client's CPU time per message bes
 
 One broker, an 8-partition topic of N messages of 100 bytes (default 1,000,000). Each round
 runs every variant once, in a fresh process of its own, in an order that rotates from round to
-round, each writing to a topic of its own:
+round (backwards every other round), each writing to a topic of its own:
 
 - ``plain``: a plain aiokafka loop written as well as we can: one assigned consumer, ``getmany``
   in large batches, per-partition ``create_batch`` / ``send_batch`` on an idempotent ``acks=all``
@@ -358,13 +358,17 @@ def interleaved(
     workdir: Path,
     after: Callable[[Variant, dict[str, float]], None] | None = None,
 ) -> None:
-    """``rounds`` rounds of every variant; round r starts at variant r (the order rotates).
-    ``after`` may add figures to a run's once it ended. One unmeasured run of the plain loop
-    first warms the broker up (its JVM compiles the fetch path during the first reads)."""
+    """``rounds`` rounds of every variant; round r starts at variant r (the order rotates),
+    and every other round runs backwards, so that no variant always follows the same one
+    (the broker may still be busy with the previous run's output). ``after`` may add figures
+    to a run's once it ended. One unmeasured run of the plain loop first warms the broker up
+    (its JVM compiles the fetch path during the first reads)."""
     run_variant(Variant("warm-up"), bootstrap, source, n, workdir, 0)
     run = 0
     for r in range(rounds):
         order = [variants[(r + i) % len(variants)] for i in range(len(variants))]
+        if r % 2:
+            order.reverse()
         for variant in order:
             run += 1
             figures = run_variant(variant, bootstrap, source, n, workdir, run)
