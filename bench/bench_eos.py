@@ -27,8 +27,8 @@ from bench_kafka import (
     Variant,
     arguments,
     interleaved,
-    job_yaml,
     latency,
+    passthrough_job,
     prepared,
     report,
 )
@@ -42,19 +42,7 @@ def variants(bootstrap: str, workdir: Path) -> list[Variant]:
     out = [Variant("plain")]
     for ms in INTERVALS:
         for guarantee in GUARANTEES:
-
-            def job(
-                source: str, sink: str, name: str, ms: int | None = ms, g: str = guarantee
-            ) -> str:
-                return job_yaml(
-                    bootstrap,
-                    source,
-                    name=name,
-                    task_class="bench_kafka:PassThrough",
-                    commit_ms=ms,
-                    extra={"app.sink": sink, "task.processing.guarantee": g},
-                )
-
+            job = passthrough_job(bootstrap, ms, **{"task.processing.guarantee": guarantee})
             out.append(Variant(f"pass-through {guarantee}@{ms or 'default'}", job))
             out.append(
                 Variant(
@@ -87,7 +75,7 @@ def main() -> None:
                 )
                 print(f"{job}@{tag}: exactly-once / at-least-once {ratio:.2f} (goal >= 0.70)")
         rate = figures["pass-through at-least-once@default"]["rate"] / 2
-        for guarantee in GUARANTEES:
+        for guarantee in GUARANTEES if args.latency_seconds > 0 else ():
             p50, p99, count = asyncio.run(
                 latency(
                     bootstrap,

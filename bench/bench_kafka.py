@@ -453,19 +453,29 @@ def passthrough_variants(
         if tree is None and prefix != "samzapy":
             continue
         for ms in commits:
-
-            def job(source: str, sink: str, name: str, ms: int | None = ms) -> str:
-                return job_yaml(
-                    bootstrap,
-                    source,
-                    name=name,
-                    task_class="bench_kafka:PassThrough",
-                    commit_ms=ms,
-                    extra={"app.sink": sink},
-                )
-
-            variants.append(Variant(f"{prefix}@{ms or 'default'}", job, tree))
+            variants.append(
+                Variant(f"{prefix}@{ms or 'default'}", passthrough_job(bootstrap, ms), tree)
+            )
     return variants
+
+
+def passthrough_job(
+    bootstrap: str, commit_ms: int | None, **extra: Any
+) -> Callable[[str, str, str], str]:
+    """A variant's job: (source, sink, name) -> the pass-through's job file, at
+    ``commit_ms`` (None: the default) and with the ``extra`` keys."""
+
+    def job(source: str, sink: str, name: str) -> str:
+        return job_yaml(
+            bootstrap,
+            source,
+            name=name,
+            task_class="bench_kafka:PassThrough",
+            commit_ms=commit_ms,
+            extra={"app.sink": sink, **extra},
+        )
+
+    return job
 
 
 # -- latency ----------------------------------------------------------------------------------

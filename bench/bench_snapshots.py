@@ -60,18 +60,18 @@ from samzapy.container.gauges import CONTAINER
 JOB_NAME = "bench-snapshots"
 
 
-def stateful_config(
+def count_job(
     bootstrap: str, source: str, changelog: str, base_dir: Path, job_id: str, **extra: Any
-) -> ResolvedConfig:
-    """bench_state's count as an in-process container's configuration."""
-    cfg = {
+) -> dict[str, Any]:
+    """bench_state's count of ``source``'s keys as a job's keys (``extra`` added or
+    overriding)."""
+    return {
         "job.name": JOB_NAME,
         "job.id": job_id,
         "job.logged.store.base.dir": str(base_dir),
         "task.class": "bench_state:Count",
         "task.inputs": [f"kafka.{source}"],
         "task.checkpoint.factory": "kafka",
-        "task.progress.interval.ms": -1,
         "systems.kafka.samza.factory": "kafka",
         "systems.kafka.bootstrap.servers": bootstrap,
         "systems.kafka.default.stream.samza.offset.default": "oldest",
@@ -81,6 +81,14 @@ def stateful_config(
         f"stores.{STORE}.changelog": f"kafka.{changelog}",
         **extra,
     }
+
+
+def stateful_config(
+    bootstrap: str, source: str, changelog: str, base_dir: Path, job_id: str, **extra: Any
+) -> ResolvedConfig:
+    """bench_state's count as an in-process container's configuration (no progress events)."""
+    extra = {"task.progress.interval.ms": -1, **extra}
+    cfg = count_job(bootstrap, source, changelog, base_dir, job_id, **extra)
     return resolve(load_config(text=json.dumps(cfg)))
 
 
@@ -184,24 +192,19 @@ def _at(event: dict[str, Any]) -> float:
 def restart(bootstrap: str, source: str, snapshots: bool, tmp: Path) -> dict[str, Any]:
     """Count the topic, kill -9 once checkpointed, add a message per partition, restart."""
     job_id = uuid.uuid4().hex[:8]
-    cfg = {
-        "job.name": JOB_NAME,
-        "job.id": job_id,
-        "job.logged.store.base.dir": str(tmp / f"state-{job_id}"),
-        "task.class": "bench_snapshots:FirstCount",
-        "task.inputs": [f"kafka.{source}"],
-        "task.checkpoint.factory": "kafka",
-        "task.commit.ms": 1000,
-        "job.coordinator.factory": "static",
-        "systems.kafka.samza.factory": "kafka",
-        "systems.kafka.bootstrap.servers": bootstrap,
-        "systems.kafka.default.stream.samza.offset.default": "oldest",
-        f"stores.{STORE}.factory": "rocksdb",
-        f"stores.{STORE}.key.serde": "bytes",
-        f"stores.{STORE}.msg.serde": "long",
-        f"stores.{STORE}.changelog": f"kafka.bench-snapshots-changelog-{job_id}",
-        SNAPSHOTS: snapshots,
-    }
+    cfg = count_job(
+        bootstrap,
+        source,
+        f"bench-snapshots-changelog-{job_id}",
+        tmp / f"state-{job_id}",
+        job_id,
+        **{
+            "task.class": "bench_snapshots:FirstCount",
+            "task.commit.ms": 1000,
+            "job.coordinator.factory": "static",
+            SNAPSHOTS: snapshots,
+        },
+    )
     config = tmp / f"{job_id}.yaml"
     config.write_text(json.dumps(cfg))
     total = asyncio.run(end_offsets_total(bootstrap, source))
