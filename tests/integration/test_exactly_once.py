@@ -23,7 +23,6 @@ import pytest
 
 from samzapy import SystemStream, TaskFencedError
 from samzapy.checkpoint.stream import checkpoint_stream_name
-from samzapy.checkpoint.transactional import SUFFIX
 from samzapy.system.kafka import KafkaSystemFactory
 
 HERE = Path(__file__).resolve().parent
@@ -83,16 +82,7 @@ def assert_each_total_once(seen: dict[str, list[int]], words: list[str]) -> None
 
 def txn_checkpointed(bootstrap: str, job: Path) -> dict[int, int]:
     """The last processed input offset of each partition in the exactly-once checkpoints."""
-    cfg = json.loads(job.read_text())
-    topic = checkpoint_stream_name(cfg["job.name"], cfg["job.id"]) + SUFFIX
-    latest: dict[str, Any] = {}
-    for record in asyncio.run(read_all(bootstrap, topic, committed=True)):
-        latest[record.key.decode()] = json.loads(record.value) if record.value else None
-    offsets: dict[int, int] = {}
-    for doc in latest.values():
-        for entry in (doc or {}).get("offsets", []):
-            offsets[entry["partition"]] = int(entry["offset"])
-    return offsets
+    return checkpointed(bootstrap, job, exactly_once=True)
 
 
 # -- kill -9 ----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 
 from samzapy import SerdeError
 from samzapy.checkpoint.stream import checkpoint_stream_name
+from samzapy.checkpoint.transactional import SUFFIX as TRANSACTIONAL_SUFFIX
 from samzapy.config import load_config, resolve
 from samzapy.container import SamzaContainer
 
@@ -247,16 +248,20 @@ def test_job_output_then_restart_processes_nothing_twice(
     assert len(read) == 4
 
 
-def _last_checkpoints(bootstrap: str, job: Path) -> dict[int, int]:
+def checkpointed(bootstrap: str, job: Path, *, exactly_once: bool = False) -> dict[int, int]:
+    """The last checkpointed (last processed) input offset of each partition; with
+    ``exactly_once``, in the exactly-once checkpoints, read committed."""
     cfg = json.loads(job.read_text())
     topic = checkpoint_stream_name(cfg["job.name"], cfg["job.id"])
+    if exactly_once:
+        topic += TRANSACTIONAL_SUFFIX
     latest: dict[str, Any] = {}
-    for r in asyncio.run(read_all(bootstrap, topic)):
-        latest[r.key.decode()] = json.loads(r.value) if r.value is not None else None
-    offsets = {}
+    for record in asyncio.run(read_all(bootstrap, topic, committed=exactly_once)):
+        latest[record.key.decode()] = json.loads(record.value) if record.value else None
+    offsets: dict[int, int] = {}
     for doc in latest.values():
-        for o in doc["offsets"]:
-            offsets[o["partition"]] = int(o["offset"])
+        for entry in (doc or {}).get("offsets", []):
+            offsets[entry["partition"]] = int(entry["offset"])
     return offsets
 
 
@@ -275,8 +280,8 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_only_after_the_checkpoint(
     first = Job(job, out, tmp_path / "first.log")
     wait_for(lambda: output_count(kafka_bootstrap, out) >= 30_000, 120, "30k outputs", first.proc)
     first.stop(signal.SIGKILL)
-    checkpointed = _last_checkpoints(kafka_bootstrap, job)
-    assert checkpointed, "no checkpoint was written before the kill"
+    at_kill = checkpointed(kafka_bootstrap, job)
+    assert at_kill, "no checkpoint was written before the kill"
     second = Job(job, out, tmp_path / "second.log")
 
     def complete() -> bool:
@@ -290,7 +295,7 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_only_after_the_checkpoint(
     got = outputs(kafka_bootstrap, out)
     assert {int(r["v"]) for r in got} == set(range(n))
     dupes = [k for k, c in Counter((r["p"], r["o"]) for r in got).items() if c > 1]
-    assert all(o > checkpointed.get(p, -1) for p, o in dupes), "a duplicate precedes the checkpoint"
+    assert all(o > at_kill.get(p, -1) for p, o in dupes), "a duplicate precedes the checkpoint"
 
 
 # test_outage_logs.py stops the broker at start-up and mid-run.

@@ -27,11 +27,16 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 
-from samzapy.checkpoint.stream import checkpoint_stream_name
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from test_kafka_jobs import Job, create_topic, name, read_all, wait_for  # noqa: E402
+from test_kafka_jobs import (  # noqa: E402
+    Job,
+    checkpointed,
+    create_topic,
+    name,
+    read_all,
+    wait_for,
+)
 
 JOB_NAME = "state-it"
 STORE = "counts"
@@ -143,20 +148,6 @@ def processed(run: Job) -> int:
 
 def has_processed(run: Job, count: int) -> bool:
     return processed(run) >= count
-
-
-def checkpointed(bootstrap: str, job: Path) -> dict[int, int]:
-    """The last checkpointed (last processed) input offset of each partition."""
-    cfg = json.loads(job.read_text())
-    topic = checkpoint_stream_name(cfg["job.name"], cfg["job.id"])
-    latest: dict[str, Any] = {}
-    for record in asyncio.run(read_all(bootstrap, topic)):
-        latest[record.key.decode()] = json.loads(record.value) if record.value else None
-    offsets: dict[int, int] = {}
-    for doc in latest.values():
-        for entry in (doc or {}).get("offsets", []):
-            offsets[entry["partition"]] = int(entry["offset"])
-    return offsets
 
 
 def changelog_state(bootstrap: str, changelog: str) -> dict[str, int]:
