@@ -1,10 +1,21 @@
-"""What job authors import: task interfaces, envelopes, names, collector, coordinator, errors."""
+"""What job authors import: task interfaces, envelopes, names, collector, coordinator, errors,
+and the high-level API (applications, descriptors, MessageStream)."""
 
+from samzapy.api.application import StreamApplication, StreamApplicationDescriptor
 from samzapy.api.context import MessageCollector, RequestScope, TaskContext, TaskCoordinator
+from samzapy.api.descriptors import (
+    FileSystemDescriptor,
+    InMemorySystemDescriptor,
+    InputDescriptor,
+    KafkaSystemDescriptor,
+    KVSerde,
+    OutputDescriptor,
+)
 from samzapy.api.envelope import KV, IncomingMessageEnvelope, OutgoingMessageEnvelope
 from samzapy.api.errors import (
     CheckpointError,
     ConfigError,
+    OperatorError,
     SamzapyError,
     SerdeError,
     StoreError,
@@ -15,6 +26,7 @@ from samzapy.api.errors import (
 )
 from samzapy.api.metrics import MetricsRegistry
 from samzapy.api.store import KeyValueIterator, KeyValueStore
+from samzapy.api.stream import MessageStream, OutputStream
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.api.task import (
     AsyncStreamTask,
@@ -33,19 +45,30 @@ __all__ = [
     "ClosableTask",
     "ConfigError",
     "EndOfStreamListenerTask",
+    "FileSystemDescriptor",
+    "InMemorySystemDescriptor",
     "IncomingMessageEnvelope",
     "InitableTask",
+    "InputDescriptor",
+    "KVSerde",
+    "KafkaSystemDescriptor",
     "KeyValueIterator",
     "KeyValueStore",
-    "MetricsRegistry",
     "MessageCollector",
+    "MessageStream",
+    "MetricsRegistry",
+    "OperatorError",
     "OutgoingMessageEnvelope",
+    "OutputDescriptor",
+    "OutputStream",
     "RequestScope",
     "SamzapyError",
     "SerdeError",
     "StoreError",
-    "StreamTask",
+    "StreamApplication",
+    "StreamApplicationDescriptor",
     "StreamSystemError",
+    "StreamTask",
     "SystemStream",
     "SystemStreamPartition",
     "TaskCallbackTimeoutError",

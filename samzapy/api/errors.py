@@ -37,11 +37,26 @@ class TaskError(SamzapyError):
         task_name: TaskName | None = None,
         ssp: SystemStreamPartition | None = None,
         offset: str | None = None,
+        operator: str | None = None,
     ) -> None:
         super().__init__(message)
         self.task_name = task_name
         self.ssp = ssp
         self.offset = offset
+        #: The id of the application operator whose function failed, if any.
+        self.operator = operator
+
+
+class OperatorError(SamzapyError):
+    """A function of an application's operator failed (or its output could not be sent).
+
+    The task's error (a TaskError) names the operator, task, partition and offset; the
+    function's own exception is in ``__cause__``."""
+
+    def __init__(self, message: str, *, op_id: str, kind: str) -> None:
+        super().__init__(message)
+        self.op_id = op_id
+        self.kind = kind
 
 
 class TaskCallbackTimeoutError(TaskError):
@@ -81,6 +96,7 @@ class StoreError(SamzapyError):
 __all__ = [
     "CheckpointError",
     "ConfigError",
+    "OperatorError",
     "SamzapyError",
     "SerdeError",
     "StoreError",

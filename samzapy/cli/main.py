@@ -2,13 +2,14 @@
 
 ``samzapy run JOB_YAML`` runs one container until the job finishes, is stopped by SIGTERM or
 SIGINT, or fails; ``samzapy validate JOB_YAML`` prints the resolved configuration or its
-problems. Exit codes: 0 finished or stopped cleanly, 1 job failure, 2 configuration or usage
-error.
+problems; ``samzapy plan JOB_YAML`` prints an application's operator graph (``plan.py``).
+Exit codes: 0 finished or stopped cleanly, 1 job failure, 2 configuration or usage error.
 
 A run goes:
 
 1. configure logging (JSON lines on stdout by default);
 2. load and resolve the configuration (problems are logged as ``config_invalid``, exit 2);
+   for an application (``app.class``), describe and plan it first and merge its keys;
 3. bind ``job`` and ``container`` to every later log event, and load the task class (a class
    that cannot be loaded or is not a task is a configuration problem too: one
    ``config_invalid`` line, its cause's traceback only at debug level);
@@ -40,6 +41,7 @@ from samzapy.config import load_config, resolve
 from samzapy.config.classes import TASK_CLASS_KEY, load_task_class, split_class_path
 from samzapy.config.secrets import extra_patterns, redacted, secret_values
 from samzapy.container.event_loop import loop_factory
+from samzapy.operators.application import Application, is_application, load_application
 
 if TYPE_CHECKING:
     from samzapy.config import ResolvedConfig
@@ -60,6 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
     if args.command == "validate":
         return _validate(args.job_yaml, args.overrides)
+    if args.command == "plan":
+        from samzapy.cli.plan import print_plan
+
+        return print_plan(args.job_yaml, args.overrides, args.format, _load)
     return _run(args.job_yaml, args.overrides, args.log_format, args.log_level)
 
 
@@ -79,7 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     validate_cmd = commands.add_parser(
         "validate", help="print the resolved configuration of a job, or its problems"
     )
-    for cmd in (run_cmd, validate_cmd):
+    plan_cmd = commands.add_parser(
+        "plan", help="print an application's operator graph, streams and stores"
+    )
+    plan_cmd.add_argument("--format", choices=("text", "json"), default="text")
+    for cmd in (run_cmd, validate_cmd, plan_cmd):
         cmd.add_argument("job_yaml", metavar="JOB_YAML", help="the job's YAML configuration")
         cmd.add_argument(
             "--set",
@@ -102,8 +112,11 @@ def _override(text: str) -> str:
     return text
 
 
-def _load(job_yaml: str, overrides: Sequence[str]) -> ResolvedConfig:
-    """The resolved configuration; every failure, a missing file included, is a ConfigError."""
+def _load(job_yaml: str, overrides: Sequence[str]) -> tuple[ResolvedConfig, Application | None]:
+    """The resolved configuration, and the application when ``app.class`` is set (described
+    and planned, its keys merged under the file's); every failure, a missing file included,
+    is a ConfigError. An application that cannot be described is reported with the other
+    problems of the file."""
     path = Path(job_yaml)
     if not path.is_file():
         raise ConfigError(f"job file {job_yaml!r} does not exist or is not a file")
@@ -113,10 +126,31 @@ def _load(job_yaml: str, overrides: Sequence[str]) -> ResolvedConfig:
         raise ConfigError(f"job file {job_yaml!r} cannot be read: {exc}") from exc
     # Before anything can log the config's values: from here on they are scrubbed.
     add_secrets(secret_values(config))
+    app = None
+    if is_application(config):
+        try:
+            app = load_application(config)
+        except ConfigError as exc:
+            raise _with_other_problems(exc, config) from exc
+        config = app.config
     try:
-        return resolve(config)
+        return resolve(config), app
     except OSError as exc:
         raise ConfigError(f"job file {job_yaml!r} cannot be read: {exc}") from exc
+
+
+def _with_other_problems(app_error: ConfigError, config: Any) -> ConfigError:
+    """The application's problem, and those of the file's other keys (task.inputs, which
+    the application would have given, aside)."""
+    problems = list(app_error.problems)
+    try:
+        resolve(config)
+    except ConfigError as exc:
+        problems.extend(p for p in exc.problems if not p.startswith("task.inputs is required"))
+    if len(problems) == 1:
+        return app_error
+    text = f"{len(problems)} configuration problems:\n" + "\n".join(f"  {p}" for p in problems)
+    return ConfigError(text, key=app_error.key, problems=tuple(problems))
 
 
 def _add_working_directory_to_path() -> None:
@@ -130,11 +164,14 @@ def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
     _add_working_directory_to_path()
     problems: list[str] = []
     try:
-        resolved = _load(job_yaml, overrides)
+        resolved, _ = _load(job_yaml, overrides)
     except ConfigError as exc:
         problems.extend(exc.problems)
         resolved = None
-    problems.extend(_task_class_problems(job_yaml, overrides, resolved, problems))
+    if not any(p.startswith("app.class") for p in problems) and (
+        resolved is None or resolved.task.app_class is None
+    ):
+        problems.extend(_task_class_problems(job_yaml, overrides, resolved, problems))
     if problems or resolved is None:
         for problem in problems:
             print(scrub(problem), file=sys.stderr)
@@ -163,7 +200,10 @@ def _task_class_problems(
         return []
     else:
         try:
-            path = load_config(Path(job_yaml), overrides=overrides).get(TASK_CLASS_KEY)
+            raw = load_config(Path(job_yaml), overrides=overrides)
+            if is_application(raw):
+                return []  # an application: its own problems are reported
+            path = raw.get(TASK_CLASS_KEY)
             split_class_path(path, key=TASK_CLASS_KEY)
         except (ConfigError, OSError):
             return []  # the file or the key is unreadable: already reported
@@ -190,17 +230,19 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
     _add_working_directory_to_path()
     log: FilteringBoundLogger = structlog.get_logger("samzapy.cli")
     try:
-        resolved = _load(job_yaml, overrides)
+        resolved, app = _load(job_yaml, overrides)
     except ConfigError as exc:
         return _config_invalid(log, exc, path=job_yaml)
     with structlog.contextvars.bound_contextvars(
         job=resolved.job.name, container=resolved.job.container_id
     ):
+        if app is not None:
+            return _run_resolved(resolved, log, app.task_factory(resolved))
         try:
-            load_task_class(resolved.task.task_class)
+            load_task_class(resolved.task.task_class or "")
         except ConfigError as exc:
             return _config_invalid(log, exc, path=job_yaml)
-        return _run_resolved(resolved, log)
+        return _run_resolved(resolved, log, None)
 
 
 def _config_invalid(log: FilteringBoundLogger, exc: ConfigError, **fields: Any) -> int:
@@ -212,13 +254,17 @@ def _config_invalid(log: FilteringBoundLogger, exc: ConfigError, **fields: Any) 
     return EXIT_CONFIG
 
 
-def _run_resolved(resolved: ResolvedConfig, log: FilteringBoundLogger) -> int:
+def _run_resolved(
+    resolved: ResolvedConfig,
+    log: FilteringBoundLogger,
+    task_factory: Callable[[], Any] | None,
+) -> int:
     loop_factory, loop_name = _loop_factory(resolved.job.loop, log)
     log.info("event_loop_chosen", loop=loop_name, configured=resolved.job.loop)
     stopper = _SignalStopper(log)
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(_run_container(resolved, stopper))
+            runner.run(_run_container(resolved, stopper, task_factory))
     except ConfigError as exc:
         return _config_invalid(log, exc)
     except SamzapyError as exc:
@@ -289,11 +335,13 @@ class _SignalStopper:
         os._exit(EXIT_JOB_FAILED)
 
 
-async def _run_container(resolved: ResolvedConfig, stopper: _SignalStopper) -> None:
+async def _run_container(
+    resolved: ResolvedConfig, stopper: _SignalStopper, task_factory: Callable[[], Any] | None
+) -> None:
     # Imported here so that `samzapy validate` and `--version` never load the container.
     from samzapy.container.job_runner import JobRunner
 
-    container = JobRunner(resolved)
+    container = JobRunner(resolved, task_factory=task_factory)
     # What start-up made (modules, classes, the configuration) lives as long as the process:
     # keep it out of the collector's full passes, which the messages buffered in the input
     # queues set off every few seconds under load.

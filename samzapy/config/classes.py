@@ -99,7 +99,8 @@ def create(path: str, *, key: str, base: type | tuple[type, ...] = (), what: str
         return cls()
     except Exception as exc:
         raise ConfigError(
-            f"{key}: creating {path.strip()!r} with no arguments failed: {_cause(exc)}", key=key
+            f"{key}: creating {path.strip()!r} with no arguments failed: {describe_cause(exc)}",
+            key=key,
         ) from exc
 
 
@@ -131,12 +132,12 @@ def _import_module(module_name: str, path: str, key: str) -> Any:
 
 def _import_failed(module_name: str, path: str, key: str, exc: BaseException) -> ConfigError:
     return ConfigError(
-        f"{key}: importing module {module_name!r} (from {path!r}) failed: {_cause(exc)}",
+        f"{key}: importing module {module_name!r} (from {path!r}) failed: {describe_cause(exc)}",
         key=key,
     )
 
 
-def _cause(exc: BaseException) -> str:
+def describe_cause(exc: BaseException) -> str:
     """``Type: message``, with where it was raised: ``(tasks.py, line 3)``."""
     text = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, SyntaxError):
@@ -175,6 +176,7 @@ def _article(noun: str) -> str:
 __all__ = [
     "TASK_CLASS_KEY",
     "create",
+    "describe_cause",
     "load_class",
     "load_task_class",
     "split_class_path",

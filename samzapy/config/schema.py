@@ -161,6 +161,8 @@ KAFKA_SASL_MECHANISMS = ("plain", "gssapi", "scram-sha-256", "scram-sha-512")
 _I, _B, _S, _L, _E, _A = Kind.INT, Kind.BOOL, Kind.STR, Kind.STR_LIST, Kind.ENUM, Kind.ANY
 
 KNOWN_KEYS: tuple[ConfigKey, ...] = (
+    # app (outside NAMESPACES: other app.* keys stay the job's own, as before)
+    ConfigKey("app.class", _S, None, "An application: 'module:Class' (instead of task.class)."),
     # job
     ConfigKey("job.name", _S, None, "The job's name (state directories, metrics).", required=True),
     ConfigKey("job.id", _S, "1", "Distinguishes runs of the same job."),
@@ -180,8 +182,16 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("job.logged.store.base.dir", _S, "./state", "Where local stores live."),
     ConfigKey("job.redacted.keys", _L, (), "Further secret keys (globs), never shown."),
+    ConfigKey("job.default.system", _S, None, "Where an app's intermediate streams live."),
+    ConfigKey(
+        "job.intermediate.stream.partitions",
+        _I,
+        None,
+        "Partitions of an app's intermediate streams.",
+        minimum=1,
+    ),
     # task
-    ConfigKey("task.class", _S, None, "The task: 'module:Class' or 'dotted.Class'.", required=True),
+    ConfigKey("task.class", _S, None, "The task: 'module:Class' or 'dotted.Class'."),
     ConfigKey("task.inputs", _L, None, "Input streams, 'system.stream'.", required=True),
     ConfigKey("task.broadcast.inputs", _L, (), "'system.stream#N' or '#[A-B]' for all tasks."),
     ConfigKey("task.max.concurrency", _I, 1, "Messages in flight per task.", minimum=1),
@@ -302,7 +312,9 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("streams.<id>.samza.upstream.inputs", _L, (), "Inputs feeding it."),
     ConfigKey("streams.<id>.samza.watermark.lateness.ms", _I, None, "Lateness.", minimum=0),
     # serializers
-    ConfigKey("serializers.registry.<name>.class", _S, None, "A serde class, module:Class."),
+    ConfigKey(
+        "serializers.registry.<name>.class", _A, None, "A serde class, module:Class (or object)."
+    ),
     # metrics
     ConfigKey("metrics.reporters", _L, (), "log, prometheus or module:Class."),
     ConfigKey("metrics.reporter.interval.ms", _I, 60000, "Report interval.", minimum=1),

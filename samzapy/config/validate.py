@@ -214,6 +214,7 @@ class _Checker:
             elif key not in self:  # when present but ill-typed, that is already reported
                 hint = " (a list of 'system.stream')" if key == "task.inputs" else ""
                 self.problem(key, f"{key} is required{hint}")
+        self._require_task_or_app()
         for system in self.systems:
             key = f"systems.{system}.samza.factory"
             if key not in self:
@@ -223,15 +224,32 @@ class _Checker:
                     f"systems.{system}.path", f"systems.{system}.path is required for a file system"
                 )
 
+    def _require_task_or_app(self) -> None:
+        """A job runs a task class or an application: one of the two keys, not both."""
+        has_task, has_app = "task.class" in self, "app.class" in self
+        if has_task and has_app:
+            self.problem(
+                "app.class",
+                "task.class and app.class are both set: a job runs a task class (task.class) "
+                "or an application (app.class), not both",
+            )
+        elif not has_task and not has_app:
+            self.problem(
+                "task.class",
+                "task.class is required (a task class, 'module:Class'), or app.class for an "
+                "application",
+            )
+
     # 3. shapes and references ----------------------------------------------------------------
 
     def _shapes(self) -> None:
-        task_class = self.values.get("task.class")
-        if task_class and not (is_module_class(task_class) or _DOTTED_CLASS.fullmatch(task_class)):
-            self.problem(
-                "task.class",
-                f"task.class must be 'module:Class' or 'dotted.path.Class', got {task_class!r}",
-            )
+        for class_key in ("task.class", "app.class"):
+            path = self.values.get(class_key)
+            if path and not (is_module_class(path) or _DOTTED_CLASS.fullmatch(path)):
+                self.problem(
+                    class_key,
+                    f"{class_key} must be 'module:Class' or 'dotted.path.Class', got {path!r}",
+                )
         for system in self.systems:
             key = f"systems.{system}.samza.factory"
             value = self.values.get(key)
@@ -262,7 +280,15 @@ class _Checker:
         for name in self.serializers:
             key = f"serializers.registry.{name}.class"
             value = self.values.get(key)
-            if value is not None and not (is_module_class(value) or _DOTTED_CLASS.fullmatch(value)):
+            if value is None:
+                continue
+            if isinstance(value, str):
+                if not (is_module_class(value) or _DOTTED_CLASS.fullmatch(value)):
+                    self.problem(key, f"{key} must be a 'module:Class' path, got {value!r}")
+            elif not (
+                callable(getattr(value, "to_bytes", None))
+                and callable(getattr(value, "from_bytes", None))
+            ):  # an application's descriptors register serde objects
                 self.problem(key, f"{key} must be a 'module:Class' path, got {value!r}")
 
     def _references(self) -> None:
@@ -351,6 +377,9 @@ class _Checker:
     def _control_references(self) -> None:
         """Framed streams need a system; upstream inputs must be inputs of the job."""
         inputs = set(self.values.get("task.inputs") or ())
+        for item in self.values.get("task.broadcast.inputs") or ():
+            if (parsed := parse_broadcast(item)) is not None:
+                inputs.add(str(parsed[0]))
         for stream in self.streams:
             prefix = f"streams.{stream}.samza."
             framed = any(self.values.get(prefix + k) is True for k in ("intermediate", "framed"))

@@ -46,7 +46,8 @@ class BroadcastInput:
 class TaskConfig:
     """``task.*``: the task class, its inputs and the run loop's timings (milliseconds)."""
 
-    task_class: str
+    #: None for an application (``app.class``).
+    task_class: str | None
     inputs: tuple[SystemStream, ...]
     broadcast_inputs: tuple[BroadcastInput, ...]
     max_concurrency: int
@@ -71,6 +72,8 @@ class TaskConfig:
     #: Snapshot each logged RocksDB store at every commit, so a restart after a crash opens
     #: the snapshot the checkpoint names instead of replaying the whole changelog.
     store_snapshots: bool = True
+    #: An application's class (``app.class``) instead of a task class.
+    app_class: str | None = None
 
     @property
     def exactly_once(self) -> bool:
@@ -152,7 +155,7 @@ class ResolvedConfig:
     task: TaskConfig
     systems: Mapping[str, SystemConfig]
     streams: Mapping[str, StreamConfig]
-    serializers: Mapping[str, str]
+    serializers: Mapping[str, Any]
     metrics: MetricsConfig
     stores: Mapping[str, StoreConfig] = dataclasses.field(
         default_factory=lambda: MappingProxyType({})
@@ -270,7 +273,7 @@ def _task(v: Mapping[str, Any]) -> TaskConfig:
         assert parsed is not None  # validated
         broadcast.setdefault(parsed[0], set()).update(parsed[1])
     return TaskConfig(
-        task_class=v["task.class"],
+        task_class=v.get("task.class"),
         inputs=tuple(inputs),
         broadcast_inputs=tuple(BroadcastInput(ss, tuple(sorted(p))) for ss, p in broadcast.items()),
         max_concurrency=v["task.max.concurrency"],
@@ -291,6 +294,7 @@ def _task(v: Mapping[str, Any]) -> TaskConfig:
         processing_guarantee=v["task.processing.guarantee"],
         transaction_timeout_ms=v["task.transaction.timeout.ms"],
         store_snapshots=v["task.transactional.state.checkpoint.enabled"],
+        app_class=v.get("app.class"),
     )
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import structlog
 
-from samzapy.api.errors import SamzapyError, TaskFencedError
+from samzapy.api.errors import ConfigError, SamzapyError, TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.codec import check_partition_counts
 from samzapy.config import ResolvedConfig
@@ -181,7 +181,15 @@ class SamzaContainer:
 
     async def _start(self) -> RunLoop:
         cfg = self.config
-        task_factory = self._task_factory or load_task_class(cfg.task.task_class)
+        task_factory = self._task_factory
+        if task_factory is None:
+            if cfg.task.task_class is None:
+                raise ConfigError(
+                    "task.class is required: an application (app.class) runs through "
+                    "samzapy.operators, which gives the container its task factory",
+                    key="task.class",
+                )
+            task_factory = load_task_class(cfg.task.task_class)
         # 1. Systems and streams.
         self._systems = systems = Systems(cfg)
         if self._lease is not None:
@@ -314,6 +322,7 @@ class SamzaContainer:
             task_names=[str(t.name) for t in self.tasks],
             job_tasks=job_task_count,
             task_class=cfg.task.task_class if self._task_factory is None else repr(task_factory),
+            **({"app_class": cfg.task.app_class} if cfg.task.app_class else {}),
             max_concurrency=cfg.task.max_concurrency,
             thread_pool_size=cfg.job.container_thread_pool_size,
             checkpoints=cfg.task.checkpoint_factory,

@@ -82,8 +82,12 @@ class JobRunner:
         *,
         metrics: MetricsRegistry | None = None,
         health: Health | None = None,
+        task_factory: Callable[[], Any] | None = None,
     ) -> None:
+        """``task_factory``: makes each task (an application's operator tasks); None: the
+        class ``task.class`` names."""
         self.config = config
+        self._task_factory = task_factory
         self.metrics = metrics or MetricsRegistry()
         self.health = health if health is not None else Health()
         self.mode = coordinator_of(config)
@@ -319,6 +323,7 @@ class JobRunner:
     ) -> SamzaContainer:
         container = SamzaContainer(
             self.config,
+            task_factory=self._task_factory,
             metrics=self.metrics,
             tasks=tasks.__contains__ if isinstance(tasks, frozenset) else tasks,
             reporters=False,

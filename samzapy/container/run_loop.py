@@ -148,6 +148,8 @@ class RunLoop:
                 "ssp": str(error.ssp) if error.ssp else None,
                 "offset": error.offset,
             }
+            if error.operator is not None:
+                fields["operator"] = error.operator
         if isinstance(error, TaskFencedError):
             log.warning("container_fenced", error=str(error), task=error.task_name)
         else:

@@ -24,7 +24,7 @@ from typing import Any
 
 from samzapy.api.context import MessageCollector, TaskCoordinator
 from samzapy.api.envelope import IncomingMessageEnvelope
-from samzapy.api.errors import TaskError
+from samzapy.api.errors import OperatorError, TaskError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.clock import Clock
@@ -91,11 +91,20 @@ def _failed(
     name: TaskName, exc: BaseException, env: IncomingMessageEnvelope, what: str
 ) -> TaskError:
     ssp = env.system_stream_partition
+    operator = None
+    if isinstance(exc, OperatorError):
+        # An application's operator: name it, and keep the function's own error as the cause.
+        operator = exc.op_id
+        text = f"{exc}: {exc.__cause__!r}" if exc.__cause__ is not None else str(exc)
+        exc = exc.__cause__ if isinstance(exc.__cause__, BaseException) else exc
+    else:
+        text = repr(exc)
     error = TaskError(
-        f"{what} of task {name!r} failed on {ssp} at offset {env.offset}: {exc!r}",
+        f"{what} of task {name!r} failed on {ssp} at offset {env.offset}: {text}",
         task_name=name,
         ssp=ssp,
         offset=env.offset,
+        operator=operator,
     )
     error.__cause__ = exc
     return error

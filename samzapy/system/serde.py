@@ -174,12 +174,18 @@ class SerdeRegistry:
     """Resolves serde names to (cached) instances: job-defined classes first, then built-ins.
 
     ``custom`` maps a serde name to a ``module:Class`` (or dotted) path, as configured with
-    ``serializers.registry.<name>.class``; the class is instantiated with no arguments.
+    ``serializers.registry.<name>.class``; the class is instantiated with no arguments. An
+    application's descriptors may register serde objects under a name instead of a path.
     """
 
-    def __init__(self, custom: Mapping[str, str] | None = None) -> None:
-        self._custom = dict(custom or {})
+    def __init__(self, custom: Mapping[str, Any] | None = None) -> None:
+        self._custom: dict[str, str] = {}
         self._instances: dict[str, Serde] = {}
+        for name, path in (custom or {}).items():
+            if isinstance(path, str):
+                self._custom[name] = path
+            else:  # a serde object an application's descriptor gave
+                self._instances[name] = path
 
     def get(self, name: str | None) -> Serde:
         """The serde called ``name``; None means the pass-through ``none`` serde."""

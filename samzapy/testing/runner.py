@@ -13,6 +13,18 @@ ends through the control messages of its upstream tasks, as on Kafka.
         .run(timeout=10)
     )
     assert result.outputs("counts") == {0: [...]}
+
+An application runs the same way (``TestRunner.of(app)``), its descriptors' streams on the
+memory system whatever system they name, so the application a job file runs on Kafka is
+tested as it is:
+
+    result = (
+        TestRunner.of(WordCountApp)
+        .add_input_stream(lines_descriptor, ["a b", "c"])
+        .add_output_stream(counts_descriptor, partitions=2)
+        .run(timeout=10)
+    )
+    assert result.outputs(counts_descriptor) == {0: [...], 1: [...]}
 """
 
 from __future__ import annotations
@@ -24,13 +36,15 @@ from typing import Any
 
 import yaml
 
+from samzapy.api.descriptors import InputDescriptor, OutputDescriptor, StreamDescriptor
 from samzapy.api.envelope import KV
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
-from samzapy.config import load_config, resolve
+from samzapy.config import Config, ResolvedConfig, load_config, resolve
 from samzapy.container import Clock, SamzaContainer
 from samzapy.container.event_loop import loop_factory
 from samzapy.metrics import MetricsRegistry
+from samzapy.operators.application import Application, load_application
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.testing.clock import ManualClock
 
@@ -47,15 +61,18 @@ class TestResult:
         self._namespace = namespace
         self.container = container
 
-    def outputs(self, stream: str) -> dict[int, list[Any]]:
-        """Messages of an output stream, per partition, in order."""
+    def outputs(self, stream: str | StreamDescriptor) -> dict[int, list[Any]]:
+        """Messages of an output stream (its name, or an application's output descriptor),
+        per partition, in order."""
         return {p: [m for _, m in records] for p, records in self._records(stream).items()}
 
-    def keyed_outputs(self, stream: str) -> dict[int, list[KV]]:
+    def keyed_outputs(self, stream: str | StreamDescriptor) -> dict[int, list[KV]]:
         """Like ``outputs``, with each message's key: ``KV(key, message)``."""
         return {p: [KV(k, m) for k, m in records] for p, records in self._records(stream).items()}
 
-    def _records(self, stream: str) -> dict[int, list[tuple[Any, Any]]]:
+    def _records(self, stream: str | StreamDescriptor) -> dict[int, list[tuple[Any, Any]]]:
+        if isinstance(stream, StreamDescriptor):
+            stream = stream.physical_name
         count = self._broker.partition_count(stream)
         if count is None:
             raise KeyError(f"no stream {stream!r} was written or declared with add_output")
@@ -73,13 +90,14 @@ class TestResult:
 
 
 class TestRunner:
-    """Builds and runs a job of ``task_class`` on the in-memory system."""
+    """Builds and runs a job of ``task_class`` (or of an application, ``TestRunner.of``) on
+    the in-memory system."""
 
     __test__ = False  # not a pytest test class
 
     def __init__(
         self,
-        task_class: type[Any],
+        task_class: type[Any] | None,
         config: Mapping[str, Any] | None = None,
         *,
         clock: Clock | None = None,
@@ -97,6 +115,54 @@ class TestRunner:
         #: The running (or last run) container, for white-box tests.
         self.container: SamzaContainer | None = None
         self.broker = InMemoryBroker.for_namespace(self.namespace)
+        #: ``TestRunner.of``: the application (an instance or a class).
+        self._app: Any = None
+        self._app_streams: dict[str, StreamDescriptor] = {}
+        self._planned: tuple[ResolvedConfig, Application | None] | None = None
+
+    @classmethod
+    def of(
+        cls,
+        app: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        clock: Clock | None = None,
+        namespace: str | None = None,
+    ) -> TestRunner:
+        """A runner of application ``app`` (a StreamApplication instance or class)."""
+        runner = cls(None, config, clock=clock, namespace=namespace)
+        runner._app = app
+        return runner
+
+    def add_input_stream(
+        self,
+        input_descriptor: InputDescriptor,
+        messages: Sequence[Any] | Mapping[int, Sequence[Any]],
+    ) -> TestRunner:
+        """Messages for an application's input: a list (partition 0) or {partition:
+        [messages]}; a ``KV`` item gives the message a key (a keyed stream's messages are
+        ``KV``s). Messages are given as the application sees them, not serialized."""
+        self._app_stream(input_descriptor, InputDescriptor)
+        return self.add_input(input_descriptor.physical_name, messages)
+
+    def add_output_stream(
+        self, output_descriptor: OutputDescriptor, partitions: int = 1
+    ) -> TestRunner:
+        """Declare an application's output with its partition count (the default is one)."""
+        self._app_stream(output_descriptor, OutputDescriptor)
+        return self.add_output(output_descriptor.physical_name, partitions)
+
+    def add_config(self, key: str, value: Any) -> TestRunner:
+        """Set one config key, as the job file would."""
+        self._config[key] = value
+        return self
+
+    def _app_stream(self, descriptor: StreamDescriptor, kind: type[StreamDescriptor]) -> None:
+        if not isinstance(descriptor, kind):
+            raise TypeError(f"expected an {kind.__name__}, got {descriptor!r}")
+        if self._app is None:
+            raise TypeError("add_input_stream and add_output_stream are for TestRunner.of(app)")
+        self._app_streams[descriptor.stream_id] = descriptor
 
     def add_input(
         self, stream: str, messages: Sequence[Any] | Mapping[int, Sequence[Any]]
@@ -133,7 +199,7 @@ class TestRunner:
             raise RuntimeError(
                 "TestRunner.run() inside a running event loop: use await run_async()"
             )
-        configured = resolve(self._resolve_config()).job.loop
+        configured = self._resolved()[0].job.loop
         # A manual clock tells when every task is blocked from asyncio's own loop.
         factory, _ = loop_factory("asyncio" if isinstance(self._clock, ManualClock) else configured)
         with asyncio.Runner(loop_factory=factory) as runner:
@@ -146,9 +212,11 @@ class TestRunner:
                 "TestRunner needs at least one input: call add_input() or add_intermediate()"
             )
         self._prepare_streams()
+        resolved, app = self._resolved()
+        self._planned = None  # a second run describes the application again
         container = SamzaContainer(
-            resolve(self._resolve_config()),
-            task_factory=self._task_class,
+            resolved,
+            task_factory=self._task_class if app is None else app.task_factory(resolved),
             clock=self._clock,
         )
         self.container = container
@@ -174,8 +242,41 @@ class TestRunner:
             if self.broker.partition_count(stream) is None:
                 self.broker.create_stream(stream, partitions)
 
+    def _resolved(self) -> tuple[ResolvedConfig, Application | None]:
+        if self._planned is None:
+            self._planned = self._plan()
+        return self._planned
+
+    def _plan(self) -> tuple[ResolvedConfig, Application | None]:
+        if self._app is None:
+            return resolve(self._resolve_config()), None
+        base: dict[str, Any] = {
+            "job.name": "test-job",
+            "job.id": self.namespace,
+            "task.checkpoint.factory": "memory",
+        }
+        config = load_config(text=yaml.safe_dump(self._config), base=base)
+        app = load_application(config, self._app)
+        # Every system of the application is the memory system of this runner; the streams
+        # given here carry the messages as objects.
+        overrides: dict[str, Any] = {}
+        systems = {k.split(".")[1] for k in app.config if k.startswith("systems.")}
+        for system in systems:
+            overrides[f"systems.{system}.samza.factory"] = "memory"
+            overrides[f"systems.{system}.namespace"] = self.namespace
+        for stream_id in self._app_streams:
+            overrides[f"streams.{stream_id}.samza.key.serde"] = "none"
+            overrides[f"streams.{stream_id}.samza.msg.serde"] = "none"
+        merged = {**app.config, **overrides}
+        for key in [k for k in merged if k.startswith("systems.")]:
+            if key.split(".", 2)[2] not in ("samza.factory", "namespace"):
+                del merged[key]  # a real system's settings mean nothing to the memory system
+        resolved = resolve(Config(merged))
+        return resolved, app
+
     def _resolve_config(self) -> Any:
         cls = self._task_class
+        assert cls is not None
         base: dict[str, Any] = {
             "job.name": "test-job",
             "job.id": self.namespace,

@@ -31,7 +31,7 @@ def _key_rows(text: str) -> dict[str, list[str]]:
             continue
         cells = _cells(line)
         key = cells[0].strip("`")
-        if key.split(".", 1)[0] not in NAMESPACES:
+        if key.split(".", 1)[0] not in {*NAMESPACES, "app"}:
             continue  # another table (serdes, types)
         assert len(cells) == 4, f"row of {key} must have 4 cells, has {len(cells)}: {line}"
         assert key not in rows, f"{key} has two rows in {DOC.name}"

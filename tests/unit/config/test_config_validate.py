@@ -163,9 +163,15 @@ def test_empty_config_lists_every_required_key() -> None:
         resolve(load_config(text=""))
     assert info.value.problems == (
         "job.name is required",
-        "task.class is required",
         "task.inputs is required (a list of 'system.stream')",
+        "task.class is required (a task class, 'module:Class'), or app.class for an application",
     )
+
+
+def test_task_class_and_app_class_are_exclusive() -> None:
+    with pytest.raises(ConfigError, match=r"task\.class and app\.class are both set") as info:
+        resolve(load_config(text="app.class: apps:App\n", base=MINIMAL))
+    assert info.value.key == "app.class"
 
 
 def test_task_inputs_must_not_be_empty() -> None:

@@ -1,0 +1,122 @@
+"""``samzapy plan JOB_YAML``: an application's operator graph, streams and stores.
+
+Prints the inputs, each operator with its id and kind and what it reads and writes, the
+outputs, the intermediate streams with their partition counts, and the stores. A count that
+``job.intermediate.stream.partitions`` does not set is the largest input partition count:
+the inputs are looked up through the systems' admins (for at most ``LOOKUP_S`` seconds), and
+shown as unknown when they cannot be. ``--format json`` prints one JSON document and nothing
+else on stdout. Exit codes as ``samzapy validate``: 0, or 2 with the problems on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from samzapy.api.errors import ConfigError, SamzapyError
+from samzapy.cli.logging import configure_logging, scrub
+
+if TYPE_CHECKING:
+    from samzapy.config import ResolvedConfig
+    from samzapy.operators.application import Application
+
+LOOKUP_S = 10.0
+
+
+def print_plan(
+    job_yaml: str,
+    overrides: Sequence[str],
+    fmt: str,
+    load: Callable[[str, Sequence[str]], tuple[ResolvedConfig, Application | None]],
+) -> int:
+    configure_logging("console", "error", stream=sys.stderr)  # keep stdout pure
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        resolved, app = load(job_yaml, overrides)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(scrub(problem), file=sys.stderr)
+        return 2
+    if app is None:
+        print(
+            f"{job_yaml}: samzapy plan is for applications (app.class); this job runs the task "
+            f"class {resolved.task.task_class}",
+            file=sys.stderr,
+        )
+        return 2
+    document = app.plan.to_dict()
+    _fill_partitions(document, resolved)
+    if fmt == "json":
+        print(json.dumps(document, indent=2))
+    else:
+        print(_text(document))
+    return 0
+
+
+def _fill_partitions(document: dict[str, Any], resolved: ResolvedConfig) -> None:
+    """Sized at start-up: the largest input partition count, when the inputs can be found."""
+    pending = [s for s in document["intermediate_streams"] if s["partitions"] is None]
+    if not pending:
+        return
+    counts = _input_counts(resolved)
+    for stream in pending:
+        stream["partitions_rule"] = "largest input partition count"
+        if counts:
+            stream["partitions"] = max(counts)
+
+
+def _input_counts(resolved: ResolvedConfig) -> list[int]:
+    from samzapy.container.streams import partition_counts
+    from samzapy.container.systems import started_admins
+
+    inputs = [ss for ss in resolved.task.inputs if not resolved.stream(ss).intermediate]
+
+    async def lookup() -> list[int]:
+        async with started_admins(resolved) as admins:
+            return list((await partition_counts(admins, inputs)).values())
+
+    try:
+        return asyncio.run(asyncio.wait_for(lookup(), LOOKUP_S))
+    except (SamzapyError, TimeoutError, OSError):
+        return []
+
+
+def _text(document: dict[str, Any]) -> str:
+    lines = [f"application: {document['app']}", "inputs:"]
+    for s in document["inputs"]:
+        lines.append(f"  {s['stream_id']}: {s['system']}.{s['physical_name']}{_serdes(s)}")
+    lines.append("operators:")
+    for op in document["operators"]:
+        writes = f" -> {op['writes']}" if "writes" in op else ""
+        lines.append(f"  {op['op_id']} ({op['kind']}) <- {', '.join(op['inputs'])}{writes}")
+    lines.append("outputs:")
+    for s in document["outputs"]:
+        lines.append(f"  {s['stream_id']}: {s['system']}.{s['physical_name']}{_serdes(s)}")
+    lines.append("intermediate streams:")
+    for s in document["intermediate_streams"]:
+        partitions = s["partitions"] if s["partitions"] is not None else "unknown"
+        rule = f" ({s['partitions_rule']})" if "partitions_rule" in s else ""
+        lines.append(
+            f"  {s['system']}.{s['physical_name']}: {s['kind']} {s['op_id']}, partitions "
+            f"{partitions}{rule}, upstream {', '.join(s['upstream'])}{_serdes(s)}"
+        )
+    lines.append("stores:" + ("" if document["stores"] else " none"))
+    lines.extend(f"  {name}" for name in document["stores"])
+    return "\n".join(lines)
+
+
+def _serdes(stream: dict[str, Any]) -> str:
+    parts = []
+    if stream.get("key_serde"):
+        parts.append(f"key {stream['key_serde']}")
+    if stream.get("msg_serde"):
+        parts.append(f"msg {stream['msg_serde']}")
+    return f" [{', '.join(parts)}]" if parts else ""
+
+
+__all__ = ["LOOKUP_S", "print_plan"]

@@ -1,0 +1,125 @@
+"""Running an application: load it, describe it, plan it, and make its tasks.
+
+The steps, before anything is read or written:
+
+1. import ``app.class`` (a StreamApplication subclass) and create it, or take the instance or
+   class given (``TestRunner.of``);
+2. call ``describe`` with a descriptor over the job file's keys; a failure is a ConfigError
+   naming ``app.class``;
+3. plan the graph (``plan.py``): the job's streams, operators and the config keys they yield;
+4. merge: the job file's keys win over the application's; ``task.inputs`` comes from the
+   application only;
+5. once the merged config is resolved, ``task_factory`` makes each task's operator task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from samzapy.api.application import StreamApplication, StreamApplicationDescriptor
+from samzapy.api.errors import ConfigError
+from samzapy.api.system import SystemStream
+from samzapy.config import Config, ResolvedConfig
+from samzapy.config.classes import describe_cause, load_class
+from samzapy.operators.plan import AppPlan, plan_application
+from samzapy.operators.task import OperatorTaskFactory
+
+APP_CLASS_KEY = "app.class"
+
+
+@dataclass(frozen=True)
+class Application:
+    """A described and planned application, and the job's config merged with its keys."""
+
+    descriptor: StreamApplicationDescriptor
+    plan: AppPlan
+    config: Config
+
+    def task_factory(self, resolved: ResolvedConfig) -> OperatorTaskFactory:
+        """Step 5: the factory of operator tasks, over the streams as ``resolved`` places
+        them (the job file may rename a stream or move it to another system)."""
+        streams: dict[str, SystemStream] = {}
+        for plan in (*self.plan.inputs, *self.plan.outputs, *self.plan.intermediates):
+            entry = resolved.streams.get(plan.stream_id)
+            system = entry.system if entry is not None and entry.system else plan.system
+            physical = entry.physical_name if entry is not None else plan.physical_name
+            ss = SystemStream(system, physical)
+            if plan.role == "intermediate":
+                kind = "broadcast" if plan.broadcast else "partition_by"
+                streams[f"{kind}:{plan.op_id}"] = ss
+            else:
+                streams[plan.stream_id] = ss
+        return OperatorTaskFactory(self.descriptor.graph, self.plan, streams)
+
+
+def is_application(config: Mapping[str, Any]) -> bool:
+    return config.get(APP_CLASS_KEY) is not None
+
+
+def load_application(config: Config, app: Any = None) -> Application:
+    """Steps 1 to 4 for ``config`` (the job file's keys); ``app``: an application instance or
+    class to use instead of ``app.class``."""
+    if config.get("task.class") is not None:
+        raise ConfigError(
+            "task.class and app.class are both set: a job runs a task class (task.class) or "
+            "an application (app.class), not both",
+            key=APP_CLASS_KEY,
+        )
+    if app is None:
+        path = str(config.get(APP_CLASS_KEY))
+        cls = load_class(
+            path,
+            key=APP_CLASS_KEY,
+            base=StreamApplication,
+            what="an application: it must subclass samzapy.StreamApplication",
+        )
+        name = path.strip()
+        app = _create(cls, name)
+    else:
+        cls = app if isinstance(app, type) else type(app)
+        name = f"{cls.__module__}:{cls.__qualname__}"
+        if not issubclass(cls, StreamApplication):
+            raise ConfigError(f"{name} is not an application: it must subclass StreamApplication")
+        if isinstance(app, type):
+            app = _create(app, name)
+    # 2.
+    descriptor = StreamApplicationDescriptor(config)
+    try:
+        app.describe(descriptor)
+    except ConfigError as exc:
+        raise ConfigError(f"{APP_CLASS_KEY}: {name}: {exc}", key=APP_CLASS_KEY) from exc
+    except Exception as exc:
+        raise ConfigError(
+            f"{APP_CLASS_KEY}: describe() of {name} failed: {describe_cause(exc)}",
+            key=APP_CLASS_KEY,
+        ) from exc
+    # 3.
+    try:
+        plan = plan_application(descriptor, config, app=name)
+    except ConfigError as exc:
+        raise ConfigError(f"{APP_CLASS_KEY}: {name}: {exc}", key=exc.key or APP_CLASS_KEY) from exc
+    # 4.
+    for key in ("task.inputs", "task.broadcast.inputs"):
+        if config.get(key) is not None:
+            raise ConfigError(
+                f"{key} comes from the application ({APP_CLASS_KEY}): leave it out of the job file",
+                key=key,
+            )
+    merged = {**plan.config, **{k: v for k, v in config.items()}}
+    merged.setdefault(APP_CLASS_KEY, name)
+    return Application(descriptor, plan, Config(merged, source=config.source))
+
+
+def _create(cls: type[Any], name: str) -> Any:
+    try:
+        return cls()
+    except Exception as exc:
+        raise ConfigError(
+            f"{APP_CLASS_KEY}: creating {name!r} with no arguments failed: {describe_cause(exc)}",
+            key=APP_CLASS_KEY,
+        ) from exc
+
+
+__all__ = ["APP_CLASS_KEY", "Application", "is_application", "load_application"]

@@ -1,0 +1,403 @@
+"""The planner: an application's graph -> the job's streams, operators and config (pure).
+
+``plan_application`` checks the graph and says what the job is made of, as ``samzapy plan``
+prints it:
+
+1. the graph is frozen (``describe``'s methods refuse from now on) and checked: at least one
+   input, every input used by an operator, no output that is also an input (a cycle through a
+   stream);
+2. each intermediate stream is named ``<job.name>-<job.id>-<kind>-<op_id>`` (Samza's naming:
+   editing a lambda or adding an operator does not orphan a stream), placed on
+   ``job.default.system`` (else the one system every input is on), and sized: a broadcast
+   stream has one partition, every task reads it; a ``partition_by`` stream has
+   ``job.intermediate.stream.partitions``, else the largest input partition count, found at
+   start-up when the stream is created; its upstream inputs are the streams whose messages
+   reach the operator (end-of-stream and watermarks follow them);
+3. the config keys the descriptors and the intermediate streams yield: systems, streams,
+   serdes (serde objects registered under ``serializers.registry``), ``task.inputs`` and
+   ``task.broadcast.inputs``. The job file's keys win over these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from samzapy.api.application import StreamApplicationDescriptor
+from samzapy.api.descriptors import KVSerde, StreamDescriptor, SystemDescriptor, serde_label
+from samzapy.api.errors import ConfigError
+from samzapy.api.stream import ApplicationGraph, IntermediateStream, OperatorSpec
+
+#: Systems whose streams can carry an intermediate stream (written and read back framed).
+INTERMEDIATE_FACTORIES = ("kafka", "memory")
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """One stream of the job, as the application described it."""
+
+    stream_id: str
+    system: str
+    physical_name: str
+    role: str  # input, output, intermediate
+    key_serde: str | None
+    msg_serde: str | None
+    keyed: bool
+    #: intermediate: the count it is created with (None: the largest input's, at start-up).
+    partitions: int | None = None
+    broadcast: bool = False
+    op_id: str | None = None
+    #: intermediate: the streams whose messages reach its writer (``system.stream``).
+    upstream: tuple[str, ...] = ()
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.system}.{self.physical_name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "stream_id": self.stream_id,
+            "system": self.system,
+            "physical_name": self.physical_name,
+            "key_serde": self.key_serde,
+            "msg_serde": self.msg_serde,
+            "keyed": self.keyed,
+        }
+        if self.role == "intermediate":
+            out.update(
+                kind="broadcast" if self.broadcast else "partition_by",
+                op_id=self.op_id,
+                partitions=self.partitions,
+                upstream=list(self.upstream),
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class OperatorPlan:
+    op_id: str
+    kind: str
+    #: The ids of the operators (or input streams) it takes messages from.
+    inputs: tuple[str, ...]
+    #: send_to, partition_by, broadcast: the stream it writes (``system.stream``).
+    writes: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op_id": self.op_id, "kind": self.kind, "inputs": list(self.inputs)}
+        if self.writes is not None:
+            out["writes"] = self.writes
+        return out
+
+
+@dataclass(frozen=True)
+class AppPlan:
+    """What an application's job is made of, and the config keys it yields."""
+
+    app: str
+    inputs: tuple[StreamPlan, ...]
+    outputs: tuple[StreamPlan, ...]
+    intermediates: tuple[StreamPlan, ...]
+    operators: tuple[OperatorPlan, ...]
+    config: Mapping[str, Any] = field(repr=False)
+    #: The stores the job declares (``stores.<name>.*``).
+    stores: tuple[str, ...] = ()
+
+    def stream_of(self, stream_id: str) -> StreamPlan:
+        for plan in (*self.inputs, *self.outputs, *self.intermediates):
+            if plan.stream_id == stream_id:
+                return plan
+        raise KeyError(stream_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "app": self.app,
+            "inputs": [s.to_dict() for s in self.inputs],
+            "operators": [o.to_dict() for o in self.operators],
+            "outputs": [s.to_dict() for s in self.outputs],
+            "intermediate_streams": [s.to_dict() for s in self.intermediates],
+            "stores": list(self.stores),
+        }
+
+
+def intermediate_stream_id(job_name: str, job_id: str, kind: str, op_id: str) -> str:
+    """Samza's name for the intermediate stream of operator ``op_id``."""
+    return f"{job_name}-{job_id}-{kind}-{op_id}"
+
+
+def plan_application(
+    app_desc: StreamApplicationDescriptor, config: Mapping[str, Any], app: str = ""
+) -> AppPlan:
+    """Check and plan the graph ``app_desc`` holds; ``config``: the job file's flat keys."""
+    graph = app_desc.graph
+    graph.frozen = True  # 1.
+    _check_graph(graph)
+    keys = _Keys()
+    systems: dict[str, SystemDescriptor] = {}
+    inputs = tuple(
+        _stream_plan(spec.settings["descriptor"], "input", keys, systems)
+        for spec in graph.inputs.values()
+    )
+    outputs = tuple(
+        _stream_plan(out.descriptor, "output", keys, systems) for out in graph.outputs.values()
+    )
+    for stream in (*inputs, *outputs):
+        if stream.role == "output" and stream.qualified_name in {i.qualified_name for i in inputs}:
+            raise ConfigError(
+                f"output stream {stream.stream_id!r} ({stream.qualified_name}) is also an input "
+                "of the application: a cycle through a stream is not allowed"
+            )
+    # 2.
+    names = _IntermediateNames(graph, config, app_desc.default_system, systems)
+    intermediates = tuple(names.plan(stream, keys) for stream in graph.intermediates)
+    # 3.
+    for system in systems.values():
+        keys.update(system.to_config())
+    keys.set(
+        "task.inputs", [s.qualified_name for s in (*inputs, *intermediates) if not s.broadcast]
+    )
+    broadcasts = [f"{s.qualified_name}#0" for s in intermediates if s.broadcast]
+    if broadcasts:
+        keys.set("task.broadcast.inputs", broadcasts)
+    stores = sorted(
+        {k.split(".")[1] for k in config if k.startswith("stores.") and k.count(".") >= 2}
+    )
+    return AppPlan(
+        app=app,
+        inputs=inputs,
+        outputs=outputs,
+        intermediates=intermediates,
+        operators=tuple(_operator_plans(graph, {**{s.op_id: s for s in intermediates if s.op_id}})),
+        config=keys.values,
+        stores=tuple(stores),
+    )
+
+
+def _check_graph(graph: ApplicationGraph) -> None:
+    if not graph.inputs:
+        raise ConfigError(
+            "the application described no input: call app_desc.get_input_stream(...) in describe"
+        )
+    for stream_id, spec in graph.inputs.items():
+        if not spec.downstream:
+            raise ConfigError(
+                f"input stream {stream_id!r} is not used by any operator: apply an operator "
+                "to it, or leave it out"
+            )
+    for stream in graph.intermediates:
+        assert stream.reader is not None
+        if not stream.reader.downstream:
+            raise ConfigError(
+                f"the stream {stream.kind} {stream.op_id!r} returns is not used by any "
+                "operator: apply an operator to it, or leave the operator out"
+            )
+
+
+class _Keys:
+    """The config keys an application yields; one key set twice to different values is an
+    error naming it."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def set(self, key: str, value: Any) -> None:
+        if key in self.values and self.values[key] is not value and self.values[key] != value:
+            raise ConfigError(
+                f"the application's descriptors give {key} two values: "
+                f"{self.values[key]!r} and {value!r}",
+                key=key,
+            )
+        self.values[key] = value
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        for key, value in values.items():
+            self.set(key, value)
+
+    def serde(self, stream_id: str, which: str, serde: Any) -> str | None:
+        """The name ``streams.<id>.samza.<which>.serde`` gets: a serde name as it is, a serde
+        object registered as ``<stream_id>-<which>``."""
+        if serde is None:
+            return None
+        if isinstance(serde, str):
+            name = serde
+        else:
+            name = f"{stream_id}-{which}"
+            self.set(f"serializers.registry.{name}.class", serde)
+        self.set(f"streams.{stream_id}.samza.{which}.serde", name)
+        return name
+
+
+def _serdes(serde: Any) -> tuple[Any, Any]:
+    if isinstance(serde, KVSerde):
+        return serde.key_serde, serde.value_serde
+    return None, serde
+
+
+def _add_system(system: SystemDescriptor, systems: dict[str, SystemDescriptor]) -> None:
+    found = systems.setdefault(system.system_name, system)
+    if found is not system and found.factory != system.factory:
+        raise ConfigError(
+            f"system {system.system_name!r} is described twice with different factories "
+            f"({found.factory} and {system.factory})"
+        )
+
+
+def _stream_plan(
+    descriptor: StreamDescriptor, role: str, keys: _Keys, systems: dict[str, SystemDescriptor]
+) -> StreamPlan:
+    _add_system(descriptor.system_descriptor, systems)
+    keys.update(descriptor.to_config())
+    key_serde, msg_serde = _serdes(descriptor.serde)
+    keys.serde(descriptor.stream_id, "key", key_serde)
+    keys.serde(descriptor.stream_id, "msg", msg_serde)
+    return StreamPlan(
+        stream_id=descriptor.stream_id,
+        system=descriptor.system_name,
+        physical_name=descriptor.physical_name,
+        role=role,
+        key_serde=serde_label(key_serde),
+        msg_serde=serde_label(msg_serde),
+        keyed=descriptor.keyed,
+    )
+
+
+class _IntermediateNames:
+    """Names, places and sizes the intermediate streams."""
+
+    def __init__(
+        self,
+        graph: ApplicationGraph,
+        config: Mapping[str, Any],
+        default: SystemDescriptor | None,
+        systems: dict[str, SystemDescriptor],
+    ) -> None:
+        self.graph = graph
+        self.config = config
+        self.systems = systems
+        if not graph.intermediates:
+            return
+        job_name = config.get("job.name")
+        if not isinstance(job_name, str) or not job_name:
+            raise ConfigError("job.name is required", key="job.name")
+        self.job = (job_name, str(config.get("job.id") or "1"))
+        self.system = self._system(default)
+        partitions = config.get("job.intermediate.stream.partitions")
+        self.partitions = partitions if isinstance(partitions, int) and partitions > 0 else None
+
+    def _system(self, default: SystemDescriptor | None) -> str:
+        key = "job.default.system"
+        configured = self.config.get(key)
+        if isinstance(configured, str) and configured:
+            name = configured
+        elif default is not None:
+            _add_system(default, self.systems)
+            name = default.system_name
+        else:
+            used = {s.settings["descriptor"].system_name for s in self.graph.inputs.values()}
+            if len(used) != 1:
+                raise ConfigError(
+                    f"{key} must be set: partition_by and broadcast write intermediate streams "
+                    f"to it, and the inputs are on several systems ({', '.join(sorted(used))})",
+                    key=key,
+                )
+            name = used.pop()
+        factory = self.config.get(f"systems.{name}.samza.factory")
+        if factory is None and name in self.systems:
+            factory = self.systems[name].factory
+        if factory is not None and factory not in INTERMEDIATE_FACTORIES:
+            raise ConfigError(
+                f"{key}: intermediate streams of partition_by and broadcast need a kafka or "
+                f"memory system, and system {name!r} is {factory!r}: set {key} to one "
+                "(app_desc.with_default_system(...) or the job file)",
+                key=key,
+            )
+        return name
+
+    def plan(self, stream: IntermediateStream, keys: _Keys) -> StreamPlan:
+        stream_id = intermediate_stream_id(*self.job, stream.kind, stream.op_id)
+        broadcast = stream.kind == "broadcast"
+        prefix = f"streams.{stream_id}."
+        keys.set(prefix + "samza.system", self.system)
+        keys.set(prefix + "samza.intermediate", True)
+        key_serde, msg_serde = _serdes(stream.serde)
+        keys.serde(stream_id, "key", key_serde)
+        keys.serde(stream_id, "msg", msg_serde)
+        partitions = 1 if broadcast else self.partitions
+        if partitions is not None:
+            keys.set(prefix + "partitions", partitions)
+        assert stream.writer is not None
+        upstream = tuple(self._upstream(stream.writer))
+        keys.set(prefix + "samza.upstream.inputs", list(upstream))
+        return StreamPlan(
+            stream_id=stream_id,
+            system=self.system,
+            physical_name=stream_id,
+            role="intermediate",
+            key_serde=serde_label(key_serde),
+            msg_serde=serde_label(msg_serde),
+            keyed=not broadcast,
+            partitions=partitions,
+            broadcast=broadcast,
+            op_id=stream.op_id,
+            upstream=upstream,
+        )
+
+    def _upstream(self, spec: OperatorSpec) -> Iterable[str]:
+        """The streams whose messages reach ``spec``, in the graph's order."""
+        found: dict[str, None] = {}
+        seen: set[int] = set()
+        todo = [spec]
+        while todo:
+            op = todo.pop()
+            if id(op) in seen:
+                continue
+            seen.add(id(op))
+            if op.kind == "input":
+                found[self._qualified(op)] = None
+            todo.extend(op.upstream)
+        return sorted(found)
+
+    def _qualified(self, spec: OperatorSpec) -> str:
+        stream = spec.settings.get("intermediate")
+        if stream is not None:
+            stream_id = intermediate_stream_id(*self.job, stream.kind, stream.op_id)
+            return f"{self.system}.{stream_id}"
+        descriptor: StreamDescriptor = spec.settings["descriptor"]
+        return descriptor.qualified_name
+
+
+def _operator_plans(
+    graph: ApplicationGraph, intermediates: Mapping[str, StreamPlan]
+) -> Iterable[OperatorPlan]:
+    for spec in graph.operators:
+        writes = None
+        if spec.kind == "send_to":
+            writes = spec.settings["output"].descriptor.qualified_name
+        elif spec.kind in ("partition_by", "broadcast"):
+            writes = intermediates[spec.op_id].qualified_name
+        yield OperatorPlan(
+            op_id=spec.op_id,
+            kind=spec.kind,
+            inputs=tuple(_source_name(u, intermediates) for u in spec.upstream),
+            writes=writes,
+        )
+
+
+def _source_name(spec: OperatorSpec, intermediates: Mapping[str, StreamPlan]) -> str:
+    """An operator's input as ``samzapy plan`` names it: an operator id, or ``stream:<id>``."""
+    if spec.kind != "input":
+        return spec.op_id
+    stream = spec.settings.get("intermediate")
+    if stream is not None:
+        return f"stream:{intermediates[stream.op_id].stream_id}"
+    return f"stream:{spec.op_id}"
+
+
+__all__ = [
+    "INTERMEDIATE_FACTORIES",
+    "AppPlan",
+    "OperatorPlan",
+    "StreamPlan",
+    "intermediate_stream_id",
+    "plan_application",
+]

@@ -1,0 +1,307 @@
+"""The operator task: one task's copy of an application's graph (Samza's StreamOperatorTask).
+
+The container runs it like any task class: one instance per task, ``process`` (or
+``process_async`` when the graph has a ``flat_map_async``) per message, in offset order per
+partition, with every guarantee the container gives task classes. The task finds the input
+operator of the message's stream and hands it the message (``KV(key, message)`` for a keyed
+stream); a message is processed once every operator it reached is done with it.
+
+``OperatorTaskFactory`` builds the instances: each gets its own operators and its own copy of
+every function object (``copy.deepcopy``; plain functions and lambdas are shared, as they
+carry no per-task state). ``init`` calls the functions' ``init(context)`` once, in graph
+order, and registers the operators' metrics; ``close`` calls their ``close()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import types
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from samzapy.api.context import MessageCollector, TaskContext, TaskCoordinator
+from samzapy.api.envelope import KV, IncomingMessageEnvelope
+from samzapy.api.errors import ConfigError, OperatorError
+from samzapy.api.stream import ApplicationGraph, OperatorSpec
+from samzapy.api.system import SystemStream, SystemStreamPartition
+from samzapy.api.task import AsyncStreamTask, ClosableTask, InitableTask, StreamTask
+from samzapy.operators import impl
+from samzapy.operators.impl import SAMPLE_EVERY, InputOperator, OperatorImpl, TaskIO
+from samzapy.operators.plan import AppPlan
+
+#: Functions shared by every task as they are: they hold no state of their own.
+_SHARED = (types.FunctionType, types.BuiltinFunctionType, types.BuiltinMethodType)
+
+
+class _Function:
+    """One task's copy of an operator's function: what to call, and its init and close."""
+
+    __slots__ = ("call", "op", "target")
+
+    def __init__(self, op: OperatorSpec, fn: Any, what: str) -> None:
+        self.op = op
+        if isinstance(fn, _SHARED):
+            self.target = fn
+        else:
+            try:
+                self.target = copy.deepcopy(fn)
+            except Exception as exc:
+                raise ConfigError(
+                    f"the {what} of operator {op.op_id!r} ({op.kind}) cannot be copied for each "
+                    f"task (copy.deepcopy failed: {exc!r}): create what it cannot copy in its "
+                    "init(context) instead"
+                ) from exc
+        apply = getattr(self.target, "apply", None)
+        self.call: Callable[..., Any] = apply if callable(apply) else self.target
+
+    def hook(self, name: str) -> Callable[..., Any] | None:
+        if isinstance(self.target, _SHARED):
+            return None
+        method = getattr(self.target, name, None)
+        return method if callable(method) else None
+
+
+class OperatorGraph:
+    """One task's operators: the input operator of each stream, every operator in graph
+    order, the functions with their hooks, and the task's collector and coordinator."""
+
+    def __init__(self, graph: ApplicationGraph, streams: dict[str, SystemStream]) -> None:
+        self.io = TaskIO()
+        self.entries: dict[SystemStream, InputOperator] = {}
+        self.operators: list[OperatorImpl] = []
+        self.functions: list[_Function] = []
+        built: dict[int, OperatorImpl] = {}
+        readers = [s.reader for s in graph.intermediates if s.reader is not None]
+        for spec in [*graph.inputs.values(), *readers, *graph.operators]:
+            op = self._build(spec, streams)
+            built[id(spec)] = op
+            self.operators.append(op)
+            for upstream in spec.upstream:
+                built[id(upstream)].connect(op)
+
+    def _function(self, spec: OperatorSpec, fn: Any, what: str = "function") -> Callable[..., Any]:
+        function = _Function(spec, fn, what)
+        self.functions.append(function)
+        return function.call
+
+    def _build(self, spec: OperatorSpec, streams: dict[str, SystemStream]) -> OperatorImpl:
+        kind, op_id, s = spec.kind, spec.op_id, spec.settings
+        if kind == "input":
+            intermediate = s.get("intermediate")
+            if intermediate is not None:
+                stream = streams[f"{intermediate.kind}:{intermediate.op_id}"]
+                keyed = intermediate.kind == "partition_by"
+            else:
+                stream = streams[op_id]
+                keyed = s["descriptor"].keyed
+            entry = InputOperator(op_id, stream, keyed)
+            self.entries[stream] = entry
+            return entry
+        if kind == "map":
+            return impl.MapOperator(op_id, self._function(spec, spec.fn))
+        if kind == "filter":
+            return impl.FilterOperator(op_id, self._function(spec, spec.fn))
+        if kind == "flat_map":
+            return impl.FlatMapOperator(op_id, self._function(spec, spec.fn))
+        if kind == "flat_map_async":
+            return impl.FlatMapAsyncOperator(op_id, self._function(spec, spec.fn))
+        if kind == "sink":
+            return impl.SinkOperator(op_id, self._function(spec, spec.fn), self.io)
+        if kind == "send_to":
+            return impl.SendToOperator(op_id, streams[s["output"].stream_id], self.io)
+        if kind == "merge":
+            return impl.MergeOperator(op_id)
+        if kind == "partition_by":
+            return impl.PartitionByOperator(
+                op_id,
+                streams[f"partition_by:{op_id}"],
+                self._function(spec, s["key_fn"], "key function"),
+                self._function(spec, s["value_fn"], "value function"),
+                repr(s["stream"].serde),
+                self.io,
+            )
+        if kind == "broadcast":
+            serde = s["stream"].serde
+            label = serde if isinstance(serde, str | None) else type(serde).__qualname__
+            return impl.BroadcastOperator(op_id, streams[f"broadcast:{op_id}"], str(label), self.io)
+        raise AssertionError(f"unknown operator kind {kind!r}")
+
+
+class _OperatorTask(InitableTask, ClosableTask):
+    """What the sync and async operator tasks share: routing, init, close, metrics."""
+
+    def __init__(self, graph: OperatorGraph) -> None:
+        self.graph = graph
+        self._io = graph.io
+        self._entries: dict[SystemStreamPartition, InputOperator] = {}
+        self._countdown = SAMPLE_EVERY
+
+    def _entry(self, ssp: SystemStreamPartition) -> InputOperator:
+        entry = self.graph.entries.get(ssp.system_stream)
+        if entry is None:
+            raise OperatorError(
+                f"the application has no input operator for {ssp.system_stream}",
+                op_id="input",
+                kind="input",
+            )
+        self._entries[ssp] = entry
+        return entry
+
+    def _bind(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        io = self._io
+        io.collector, io.coordinator, io.send = collector, coordinator, collector.send
+
+    async def init(self, context: TaskContext) -> None:
+        for function in self.graph.functions:
+            hook = function.hook("init")
+            if hook is None:
+                continue
+            try:
+                result = hook(context)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                op = function.op
+                raise OperatorError(
+                    f"init of the function of operator {op.op_id!r} ({op.kind}) failed: {exc!r}",
+                    op_id=op.op_id,
+                    kind=op.kind,
+                ) from exc
+        self._register_metrics(context)
+
+    async def close(self) -> None:
+        failure: BaseException | None = None
+        for function in self.graph.functions:
+            hook = function.hook("close")
+            if hook is None:
+                continue
+            try:
+                result = hook()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:  # close every function, then report the first failure
+                if failure is None:
+                    op = function.op
+                    failure = OperatorError(
+                        f"close of the function of operator {op.op_id!r} ({op.kind}) failed: "
+                        f"{exc!r}",
+                        op_id=op.op_id,
+                        kind=op.kind,
+                    )
+                    failure.__cause__ = exc
+        if failure is not None:
+            raise failure
+
+    def _register_metrics(self, context: TaskContext) -> None:
+        metrics: Any = context.metrics
+        group = f"task.{context.task_name}"
+        for op in self.graph.operators:
+            metrics.counter(
+                group,
+                f"{op.op_id}-messages-in",
+                _reader(op, "messages_in"),
+                help=f"Messages operator {op.op_id} ({op.kind}) received",
+                unit="messages",
+            )
+            metrics.counter(
+                group,
+                f"{op.op_id}-messages-out",
+                _reader(op, "messages_out"),
+                help=f"Messages operator {op.op_id} ({op.kind}) passed on or sent",
+                unit="messages",
+            )
+            if op.kind != "input":
+                op.timer = metrics.timer(
+                    group,
+                    f"{op.op_id}-process-latency",
+                    help=f"Time in operator {op.op_id} ({op.kind}), sampled",
+                )
+
+    def _route(self, envelope: IncomingMessageEnvelope) -> Awaitable[Any] | None:
+        entry = self._entries.get(envelope.system_stream_partition)
+        if entry is None:
+            entry = self._entry(envelope.system_stream_partition)
+        message = KV(envelope.key, envelope.message) if entry.keyed else envelope.message
+        countdown = self._countdown - 1
+        if countdown:
+            self._countdown = countdown
+            return entry.on_message(message)
+        self._countdown = SAMPLE_EVERY
+        return entry.timed(message)
+
+
+def _reader(op: OperatorImpl, name: str) -> Callable[[], int]:
+    return lambda: int(getattr(op, name))
+
+
+class StreamOperatorTask(_OperatorTask, StreamTask):
+    """The operator task of a graph with no asynchronous operator."""
+
+    def process(
+        self,
+        envelope: IncomingMessageEnvelope,
+        collector: MessageCollector,
+        coordinator: TaskCoordinator,
+    ) -> None:
+        if self._io.collector is not collector:
+            self._bind(collector, coordinator)
+        self._route(envelope)
+
+
+class AsyncStreamOperatorTask(_OperatorTask, AsyncStreamTask):
+    """The operator task of a graph with a ``flat_map_async``: a message is processed once
+    the awaitables of every operator it reached completed."""
+
+    def __init__(self, graph: OperatorGraph) -> None:
+        super().__init__(graph)
+        self._done: asyncio.Future[None] | None = None
+
+    def process_async(
+        self,
+        envelope: IncomingMessageEnvelope,
+        collector: MessageCollector,
+        coordinator: TaskCoordinator,
+    ) -> Awaitable[Any]:
+        if self._io.collector is not collector:
+            self._bind(collector, coordinator)
+        pending = self._route(envelope)
+        if pending is not None:
+            return pending
+        done = self._done
+        if done is None:
+            done = self._done = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+        return done
+
+
+class OperatorTaskFactory:
+    """Makes the operator task of each task; ``streams``: where each stream of the plan is
+    (its ``system.physical-name`` after the job file's keys)."""
+
+    def __init__(self, graph: ApplicationGraph, plan: AppPlan, streams: dict[str, SystemStream]):
+        self.graph = graph
+        self.plan = plan
+        self._streams = streams
+        self.is_async = any(op.kind == "flat_map_async" for op in graph.operators)
+
+    def __call__(self) -> _OperatorTask:
+        graph = OperatorGraph(self.graph, self._streams)
+        if self.is_async:
+            return AsyncStreamOperatorTask(graph)
+        return StreamOperatorTask(graph)
+
+    def __repr__(self) -> str:
+        return f"app {self.plan.app}" if self.plan.app else "app"
+
+    def functions(self) -> Iterator[str]:
+        yield from (op.op_id for op in self.graph.operators)
+
+
+__all__ = [
+    "AsyncStreamOperatorTask",
+    "OperatorGraph",
+    "OperatorTaskFactory",
+    "StreamOperatorTask",
+]

@@ -1,0 +1,273 @@
+"""Whole applications through TestRunner.of: each operator, several partitions, several
+partition_by stages, merge, broadcast, flat_map_async's concurrency, and their errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any, ClassVar
+
+import pytest
+
+from samzapy import (
+    KV,
+    ConfigError,
+    InMemorySystemDescriptor,
+    KafkaSystemDescriptor,
+    KVSerde,
+    StreamApplication,
+    StreamApplicationDescriptor,
+    TaskError,
+)
+from samzapy.testing import TestRunner
+
+KAFKA = KafkaSystemDescriptor("kafka")
+LINES = KAFKA.get_input_descriptor("lines", "json")
+WORDS = KAFKA.get_output_descriptor("words", KVSerde("string", "json"))
+COUNTS = KAFKA.get_output_descriptor("counts", KVSerde("string", "json"))
+
+
+class Lambda(StreamApplication):
+    """An application whose describe is a function given to it."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        self.fn(app_desc)
+
+
+def run(fn: Any, inputs: Any, outputs: dict[Any, int], **config: Any) -> Any:
+    runner = TestRunner.of(Lambda(fn), config)
+    for descriptor, messages in inputs:
+        runner.add_input_stream(descriptor, messages)
+    for descriptor, partitions in outputs.items():
+        runner.add_output_stream(descriptor, partitions)
+    return runner.run(timeout=20)
+
+
+def flat(by_partition: dict[int, list[Any]]) -> list[Any]:
+    return [m for p in sorted(by_partition) for m in by_partition[p]]
+
+
+def test_map_filter_flat_map_and_send_to_keep_each_partitions_order() -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        out = d.get_output_stream(WORDS)
+        (
+            d.get_input_stream(LINES)
+            .flat_map(str.split)
+            .filter(lambda w: w != "the")
+            .map(lambda w: KV(w, w.upper()))
+            .send_to(out)
+        )
+
+    lines = {0: ["the cat sat", "on the mat"], 1: ["a dog"]}
+    result = run(app, [(LINES, lines)], {WORDS: 1})
+    assert sorted(flat(result.keyed_outputs(WORDS))) == sorted(
+        KV(w, w.upper()) for w in ["cat", "sat", "on", "mat", "a", "dog"]
+    )
+    # partition 0's words in their order, whatever task 1 interleaved
+    words = [kv.key for kv in flat(result.keyed_outputs(WORDS)) if kv.key not in ("a", "dog")]
+    assert words == ["cat", "sat", "on", "mat"]
+
+
+def test_a_keyed_input_gives_kvs_and_a_plain_one_values() -> None:
+    seen: list[Any] = []
+    keyed = KAFKA.get_input_descriptor("keyed", KVSerde("string", "json"))
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(keyed).sink(lambda m, c, k: seen.append(m))
+        d.get_input_stream(LINES).sink(lambda m, c, k: seen.append(m))
+
+    run(app, [(keyed, [KV("k", 1)]), (LINES, [KV("ignored", "v")])], {})
+    assert sorted(map(repr, seen)) == sorted([repr(KV("k", 1)), repr("v")])
+
+
+class CountWords:
+    """A function object with per-task state: init gives each task its own counts."""
+
+    inits: ClassVar[list[str]] = []
+    closes = 0
+
+    def init(self, context: Any) -> None:
+        CountWords.inits.append(str(context.task_name))
+        self.counts: Counter[str] = Counter()
+
+    def apply(self, kv: KV) -> KV:
+        self.counts[kv.key] += 1
+        return KV(kv.key, self.counts[kv.key])
+
+    def close(self) -> None:
+        CountWords.closes += 1
+
+
+def count_app(stages: int) -> Any:
+    def app(d: StreamApplicationDescriptor) -> None:
+        words = d.get_input_stream(LINES).flat_map(str.split)
+        stream = words.partition_by(lambda w: w, lambda w: w, KVSerde("string", "json"), "s1")
+        for n in range(2, stages + 1):
+            stream = stream.partition_by(
+                lambda kv: kv.key, lambda kv: kv.value, KVSerde("string", "json"), f"s{n}"
+            )
+        stream.map(CountWords()).send_to(d.get_output_stream(COUNTS))
+
+    return app
+
+
+@pytest.mark.parametrize("stages", [1, 3])
+def test_counts_through_partition_by_stages_are_exact_and_the_job_ends(stages: int) -> None:
+    CountWords.inits, CountWords.closes = [], 0
+    lines = {p: [f"w{(p * 7 + i) % 11} w{i % 5}" for i in range(40)] for p in range(4)}
+    result = run(count_app(stages), [(LINES, lines)], {COUNTS: 3})
+    expected = Counter(w for ls in lines.values() for line in ls for w in line.split())
+    final: dict[str, int] = {}
+    for p, records in result.keyed_outputs(COUNTS).items():
+        for kv in records:
+            # each word is counted by one task only, so its counts rise 1, 2, 3... in order
+            assert kv.value == final.get(kv.key, 0) + 1, (p, kv)
+            final[kv.key] = kv.value
+    assert final == dict(expected)
+    assert sorted(CountWords.inits) == [f"Partition {p}" for p in range(4)]
+    assert CountWords.closes == 4
+    # every task checkpointed its partition of every stream, the intermediate ones included
+    assert all(len(offsets) == 1 + stages for offsets in result.checkpoints.values())
+
+
+def test_partition_by_routes_each_key_to_one_partition() -> None:
+    seen: dict[str, set[int]] = {}
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(LINES).partition_by(
+            lambda m: m, lambda m: m, KVSerde("string", "json"), "p"
+        ).sink(lambda m, c, k: None)
+
+    lines = {p: [f"k{i}" for i in range(30)] for p in range(3)}
+    result = run(app, [(LINES, lines)], {})
+    broker = result._broker  # the intermediate stream, as written
+    names = {ssp.stream for offsets in result.checkpoints.values() for ssp in offsets}
+    (intermediate,) = [n for n in names if "partition_by" in n]
+    for p in range(broker.partition_count(intermediate)):
+        for key, _ in broker.records(intermediate, p):
+            if key is not None:
+                seen.setdefault(key, set()).add(p)
+    assert len(seen) == 30
+    assert all(len(ps) == 1 for ps in seen.values())
+
+
+def test_merge_takes_every_message_of_every_stream() -> None:
+    other = KAFKA.get_input_descriptor("other", "json")
+    out = KAFKA.get_output_descriptor("out", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        a = d.get_input_stream(LINES).map(lambda m: f"a:{m}")
+        b = d.get_input_stream(other).map(lambda m: f"b:{m}")
+        a.merge([b]).send_to(d.get_output_stream(out))
+
+    result = run(app, [(LINES, ["1", "2"]), (other, ["3"])], {out: 1})
+    assert sorted(flat(result.outputs(out))) == ["a:1", "a:2", "b:3"]
+
+
+def test_broadcast_gives_every_task_every_message() -> None:
+    seen: dict[str, list[Any]] = {}
+
+    class Record:
+        def init(self, context: Any) -> None:
+            self.name = str(context.task_name)
+
+        def apply(self, m: Any, collector: Any, coordinator: Any) -> None:
+            seen.setdefault(self.name, []).append(m)
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.with_default_system(InMemorySystemDescriptor("memory"))
+        d.get_input_stream(LINES).broadcast("json", "all").sink(Record())
+
+    lines = {0: ["x", "y"], 1: ["z"], 2: []}
+    run(app, [(LINES, lines)], {})
+    assert sorted(seen) == ["Partition 0", "Partition 1", "Partition 2"]
+    assert all(sorted(ms) == ["x", "y", "z"] for ms in seen.values())
+
+
+def test_flat_map_async_keeps_at_most_max_concurrency_in_flight() -> None:
+    state = {"now": 0, "peak": 0}
+
+    async def enrich(m: str) -> list[str]:
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        await asyncio.sleep(0.002)
+        state["now"] -= 1
+        return [m, m + "!"]
+
+    out = KAFKA.get_output_descriptor("out", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(LINES).flat_map_async(enrich).send_to(d.get_output_stream(out))
+
+    result = run(
+        app, [(LINES, [str(i) for i in range(60)])], {out: 1}, **{"task.max.concurrency": 4}
+    )
+    assert state["peak"] == 4
+    assert sorted(flat(result.outputs(out))) == sorted(
+        [str(i) for i in range(60)] + [f"{i}!" for i in range(60)]
+    )
+    assert result.checkpoints["Partition 0"]
+    assert list(result.checkpoints["Partition 0"].values()) == ["59"]
+
+
+def test_operator_metrics_count_messages_in_and_out() -> None:
+    out = KAFKA.get_output_descriptor("out", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(LINES).filter(lambda m: m % 2 == 0).send_to(d.get_output_stream(out))
+
+    result = run(app, [(LINES, list(range(300)))], {out: 1})
+    snapshot = result.metrics.snapshot()["task.Partition 0"]
+    assert snapshot["filter-1-messages-in"] == 300
+    assert snapshot["filter-1-messages-out"] == 150
+    assert snapshot["send_to-1-messages-in"] == 150
+    assert snapshot["lines-messages-out"] == 300
+    assert snapshot["filter-1-process-latency"]["count"] >= 2  # sampled: 1 in 128
+
+
+def test_a_failing_function_fails_the_task_naming_operator_partition_and_offset() -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(LINES).map(lambda m: 1 // m).sink(lambda m, c, k: None)
+
+    with pytest.raises(TaskError) as info:
+        run(app, [(LINES, {0: [1, 1], 1: [2, 0, 3]})], {})
+    error = info.value
+    assert error.operator == "map-1"
+    assert (str(error.ssp), error.offset) == ("kafka.lines#1", "1")
+    assert isinstance(error.__cause__, ZeroDivisionError)
+    assert "operator 'map-1' (map)" in str(error)
+
+
+def test_a_message_partition_by_cannot_serialize_names_the_operator_and_serde() -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(LINES).partition_by(
+            lambda m: m, lambda m: m, KVSerde("string", "json"), "by-key"
+        ).sink(lambda m, c, k: None)
+
+    with pytest.raises(
+        TaskError,
+        match=r"operator 'by-key' \(partition_by\) cannot serialize "
+        r"a message with its serde KVSerde\(string, json\)",
+    ) as info:
+        run(app, [(LINES, [7])], {})
+    assert info.value.operator == "by-key"
+
+
+def test_a_function_that_cannot_be_copied_per_task_is_a_config_error() -> None:
+    import threading
+
+    class Locked:
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+
+        def apply(self, m: Any) -> Any:
+            return m
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(LINES).map(Locked()).sink(lambda m, c, k: None)
+
+    with pytest.raises(ConfigError, match=r"operator 'map-1' \(map\) cannot be copied"):
+        run(app, [(LINES, [1])], {})

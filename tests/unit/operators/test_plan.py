@@ -1,0 +1,282 @@
+"""The planner and the descriptors: the keys an application yields, and its start-up errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from samzapy import (
+    ConfigError,
+    FileSystemDescriptor,
+    InMemorySystemDescriptor,
+    KafkaSystemDescriptor,
+    KVSerde,
+    StreamApplication,
+    StreamApplicationDescriptor,
+)
+from samzapy.config import Config, resolve
+from samzapy.operators.application import load_application
+from samzapy.operators.plan import plan_application
+from samzapy.system.serde import JsonSerde
+
+JOB = {"job.name": "wc", "job.id": "2"}
+
+
+def describe(fn: Any, config: dict[str, Any] | None = None) -> Any:
+    desc = StreamApplicationDescriptor({**JOB, **(config or {})})
+    fn(desc)
+    return desc
+
+
+def plan(fn: Any, config: dict[str, Any] | None = None) -> Any:
+    return plan_application(describe(fn, config), {**JOB, **(config or {})}, app="t:App")
+
+
+KAFKA = KafkaSystemDescriptor("kafka")
+
+
+def test_descriptors_yield_the_keys_of_a_job_file() -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        kafka = KafkaSystemDescriptor("kafka").with_bootstrap_servers(["127.0.0.1:9092"])
+        kafka.with_producer_configs({"compression.type": "lz4"})
+        views = kafka.get_input_descriptor("views", KVSerde("string", "json"))
+        views.with_offset_default("oldest").with_physical_name("page-views")
+        out = d.get_output_stream(kafka.get_output_descriptor("counts", "long"))
+        d.get_input_stream(views).send_to(out)
+
+    keys = plan(app).config
+    assert keys == {
+        "systems.kafka.samza.factory": "kafka",
+        "systems.kafka.bootstrap.servers": "127.0.0.1:9092",
+        "systems.kafka.producer.compression.type": "lz4",
+        "streams.views.samza.system": "kafka",
+        "streams.views.samza.physical.name": "page-views",
+        "streams.views.samza.offset.default": "oldest",
+        "streams.views.samza.key.serde": "string",
+        "streams.views.samza.msg.serde": "json",
+        "streams.counts.samza.system": "kafka",
+        "streams.counts.samza.msg.serde": "long",
+        "task.inputs": ["kafka.page-views"],
+    }
+
+
+def test_a_serde_object_is_registered_under_the_stream() -> None:
+    serde = JsonSerde()
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        views = d.get_input_stream(KAFKA.get_input_descriptor("views", serde))
+        views.sink(lambda m, c, k: None)
+
+    keys = plan(app).config
+    assert keys["streams.views.samza.msg.serde"] == "views-msg"
+    assert keys["serializers.registry.views-msg.class"] is serde
+    resolved = resolve(Config({**JOB, **keys, "app.class": "t:App"}))
+    assert resolved.serializers["views-msg"] is serde
+
+
+def test_partition_by_streams_are_named_sized_and_fed_by_their_upstream_inputs() -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        lines = d.get_input_stream(KAFKA.get_input_descriptor("lines", "json"))
+        words = lines.flat_map(str.split).partition_by(str, str, "string", "by-word")
+        by_len = words.partition_by(lambda kv: len(kv.key), lambda kv: kv.key, "json", "by-len")
+        by_len.sink(lambda m, c, k: None)
+
+    p = plan(app, {"job.intermediate.stream.partitions": 6})
+    first, second = p.intermediates
+    assert first.stream_id == "wc-2-partition_by-by-word"
+    assert second.stream_id == "wc-2-partition_by-by-len"
+    assert (first.partitions, first.upstream) == (6, ("kafka.lines",))
+    assert second.upstream == ("kafka.wc-2-partition_by-by-word",)
+    keys = p.config
+    assert keys["streams.wc-2-partition_by-by-word.samza.intermediate"] is True
+    assert keys["streams.wc-2-partition_by-by-word.samza.key.serde"] == "string"
+    assert keys["streams.wc-2-partition_by-by-len.samza.upstream.inputs"] == [
+        "kafka.wc-2-partition_by-by-word"
+    ]
+    assert keys["task.inputs"] == [
+        "kafka.lines",
+        "kafka.wc-2-partition_by-by-word",
+        "kafka.wc-2-partition_by-by-len",
+    ]
+    assert [(o.op_id, o.kind, o.inputs) for o in p.operators] == [
+        ("flat_map-1", "flat_map", ("stream:lines",)),
+        ("by-word", "partition_by", ("flat_map-1",)),
+        ("by-len", "partition_by", ("stream:wc-2-partition_by-by-word",)),
+        ("sink-1", "sink", ("stream:wc-2-partition_by-by-len",)),
+    ]
+
+
+def test_without_a_setting_a_partition_by_stream_is_sized_at_start_up() -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        lines = d.get_input_stream(KAFKA.get_input_descriptor("lines", "json"))
+        lines.partition_by(str, str, "string", "p").sink(lambda m, c, k: None)
+
+    (stream,) = plan(app).intermediates
+    assert stream.partitions is None
+    assert "streams.wc-2-partition_by-p.partitions" not in plan(app).config
+
+
+def test_a_broadcast_stream_has_one_partition_every_task_reads() -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        lines = d.get_input_stream(KAFKA.get_input_descriptor("lines", "json"))
+        lines.broadcast("json", "all").sink(lambda m, c, k: None)
+
+    p = plan(app)
+    assert p.config["streams.wc-2-broadcast-all.partitions"] == 1
+    assert p.config["task.broadcast.inputs"] == ["kafka.wc-2-broadcast-all#0"]
+    assert p.config["task.inputs"] == ["kafka.lines"]
+
+
+def test_intermediate_streams_need_a_system_that_carries_them() -> None:
+    files = FileSystemDescriptor("files")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        lines = d.get_input_stream(files.get_input_descriptor("lines", "json"))
+        lines.partition_by(str, str, "string", "p").sink(lambda m, c, k: None)
+
+    with pytest.raises(ConfigError, match=r"job\.default\.system: .*system 'files' is 'file'"):
+        plan(app)
+    p = plan(app, {"job.default.system": "mem", "systems.mem.samza.factory": "memory"})
+    assert p.intermediates[0].system == "mem"
+
+    def with_default(d: StreamApplicationDescriptor) -> None:
+        d.with_default_system(InMemorySystemDescriptor("memory"))
+        app(d)
+
+    p = plan(with_default)
+    assert p.intermediates[0].qualified_name == "memory.wc-2-partition_by-p"
+    assert p.config["systems.memory.samza.factory"] == "memory"
+
+
+def test_inputs_on_several_systems_need_a_default_system() -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        a = d.get_input_stream(KAFKA.get_input_descriptor("a", "json"))
+        b = d.get_input_stream(InMemorySystemDescriptor("mem").get_input_descriptor("b"))
+        a.merge([b]).partition_by(str, str, "string", "p").sink(lambda m, c, k: None)
+
+    with pytest.raises(ConfigError, match=r"job\.default\.system must be set.*kafka, mem"):
+        plan(app)
+
+
+@pytest.mark.parametrize(
+    ("build", "error"),
+    [
+        (lambda d: None, r"described no input"),
+        (
+            lambda d: d.get_input_stream(KAFKA.get_input_descriptor("a")),
+            r"input stream 'a' is not used by any operator",
+        ),
+        (
+            lambda d: d.get_input_stream(KAFKA.get_input_descriptor("a")).partition_by(
+                str, str, "json", "p"
+            ),
+            r"the stream partition_by 'p' returns is not used",
+        ),
+        (
+            lambda d: d.get_input_stream(KAFKA.get_input_descriptor("a")).send_to(
+                d.get_output_stream(KAFKA.get_output_descriptor("a"))
+            ),
+            r"output stream 'a' \(kafka\.a\) is also an input of the application: a cycle",
+        ),
+    ],
+)
+def test_graph_errors_at_start_up(build: Any, error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        plan(build)
+
+
+def test_operator_ids_are_checked_when_described() -> None:
+    desc = StreamApplicationDescriptor(JOB)
+    lines = desc.get_input_stream(KAFKA.get_input_descriptor("lines"))
+    lines.partition_by(str, str, "json", "p")
+    with pytest.raises(ConfigError, match=r"op_id 'p' is used twice"):
+        lines.broadcast("json", "p")
+    with pytest.raises(ConfigError, match=r"the op_id of partition_by must match .*'a b'"):
+        lines.partition_by(str, str, "json", "a b")
+    with pytest.raises(ConfigError, match=r"partition_by needs an op_id"):
+        lines.partition_by(str, str, "json", None)  # type: ignore[arg-type]
+
+
+def test_two_outputs_with_one_stream_id_and_different_serdes_are_refused() -> None:
+    desc = StreamApplicationDescriptor(JOB)
+    first = desc.get_output_stream(KAFKA.get_output_descriptor("out", "json"))
+    assert desc.get_output_stream(KAFKA.get_output_descriptor("out", "json")) is first
+    with pytest.raises(ConfigError, match=r"'out' is described twice with different serdes"):
+        desc.get_output_stream(KAFKA.get_output_descriptor("out", "string"))
+
+
+def test_describing_after_start_up_is_refused() -> None:
+    desc = StreamApplicationDescriptor(JOB)
+    lines = desc.get_input_stream(KAFKA.get_input_descriptor("lines"))
+    lines.sink(lambda m, c, k: None)
+    plan_application(desc, JOB)
+    with pytest.raises(ConfigError, match=r"map was called after the application was described"):
+        lines.map(str)
+    with pytest.raises(ConfigError, match=r"get_input_stream was called after"):
+        desc.get_input_stream(KAFKA.get_input_descriptor("other"))
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda: KAFKA.get_input_descriptor("a.b"), r"a stream id must match"),
+        (lambda: KAFKA.get_input_descriptor("a", 42), r"the serde of stream 'a' must be"),
+        (
+            lambda: KAFKA.get_input_descriptor("a").with_offset_default("newest"),
+            r"with_offset_default of stream 'a' takes one of oldest, upcoming, got 'newest'",
+        ),
+        (lambda: KVSerde("string", KVSerde("a", "b")), r"value_serde must be a serde name"),
+    ],
+)
+def test_descriptor_errors(call: Any, error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        call()
+
+
+class _App(StreamApplication):
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        kafka = KafkaSystemDescriptor("kafka")
+        views = app_desc.get_input_stream(kafka.get_input_descriptor("views", "json"))
+        views.send_to(app_desc.get_output_stream(kafka.get_output_descriptor("out", "json")))
+
+
+def test_keys_the_job_file_sets_win_over_the_application() -> None:
+    file_keys = {
+        **JOB,
+        "systems.kafka.bootstrap.servers": "broker:9092",
+        "streams.out.samza.physical.name": "renamed",
+        "streams.views.samza.msg.serde": "string",
+    }
+    app = load_application(Config(file_keys), _App)
+    resolved = resolve(app.config)
+    assert resolved.task.app_class == f"{__name__}:_App"
+    assert resolved.streams["views"].msg_serde == "string"
+    factory = app.task_factory(resolved)
+    task = factory()
+    (send,) = [op for op in task.graph.operators if op.kind == "send_to"]
+    assert str(send.stream) == "kafka.renamed"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("extra", "error"),
+    [
+        ({"task.inputs": ["kafka.x"]}, r"task\.inputs comes from the application"),
+        ({"task.class": "t:T"}, r"task\.class and app\.class are both set"),
+    ],
+)
+def test_keys_an_application_owns(extra: dict[str, Any], error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        load_application(Config({**JOB, **extra}), _App)
+
+
+class _Broken(StreamApplication):
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        raise KeyError("boom")
+
+
+def test_a_failing_describe_names_app_class() -> None:
+    with pytest.raises(
+        ConfigError, match=r"app\.class: describe\(\) of .*_Broken failed: KeyError"
+    ):
+        load_application(Config(JOB), _Broken)
