@@ -207,7 +207,7 @@ class TestRunner:
 
     async def run_async(self, timeout: float = 30.0) -> TestResult:  # noqa: ASYNC109
         """``run`` for code already inside an event loop."""
-        if not self._inputs and not self._intermediate:
+        if self._app is None and not self._inputs and not self._intermediate:
             raise ValueError(
                 "TestRunner needs at least one input: call add_input() or add_intermediate()"
             )

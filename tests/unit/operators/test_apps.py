@@ -271,3 +271,37 @@ def test_a_function_that_cannot_be_copied_per_task_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match=r"operator 'map-1' \(map\) cannot be copied"):
         run(app, [(LINES, [1])], {})
+
+
+def test_watermarks_flow_through_every_partition_by_stage() -> None:
+    from samzapy.control.wire import WATERMARK, decode
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        first = d.get_input_stream(LINES).partition_by(
+            lambda m: m, lambda m: m, KVSerde("string", "json"), "one"
+        )
+        first.partition_by(
+            lambda kv: kv.key, lambda kv: kv.value, KVSerde("string", "json"), "two"
+        ).sink(lambda m, c, k: None)
+
+    runner = TestRunner.of(Lambda(app))
+    runner.add_config("streams.lines.samza.watermark.lateness.ms", 0)
+    runner.add_config("streams.lines.samza.msg.serde", "none")
+    runner.broker.create_stream("lines", 2)
+    for p, times in {0: [1_000, 5_000], 1: [2_000, 3_000]}.items():
+        for t in times:
+            runner.broker.append("lines", p, None, f"m{t}", timestamp=t)
+    runner.broker.end_stream("lines")
+    result = runner.run(timeout=20)
+    for stage in ("one", "two"):
+        stream = f"test-job-{runner.namespace}-partition_by-{stage}"
+        for p in range(2):
+            marks = [
+                decoded[1].timestamp
+                for _, record in result._broker.records(stream, p)
+                if (decoded := decode(record))[0] == WATERMARK
+            ]
+            # each writer task sends its watermarks in order; the last one of the job is
+            # the minimum over the input partitions' largest event times
+            assert marks, (stage, p)
+            assert min(marks[-2:]) == 3_000, (stage, p, marks)

@@ -1,0 +1,90 @@
+"""Applications through the real command: `samzapy run`, `plan` and `validate` of app.class."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from test_run import events, read_jsonl, samzapy, write_partitions
+
+
+def app_yaml(tmp_path: Path, app: str, **extra: object) -> Path:
+    cfg = {
+        "job.name": "clitest",
+        "app.class": f"apps:{app}",
+        "task.checkpoint.factory": "file",
+        "task.checkpoint.dir": str(tmp_path / "checkpoints"),
+        "systems.files.samza.factory": "file",
+        "systems.files.path": str(tmp_path / "data"),
+        **extra,
+    }
+    path = tmp_path / "app.yaml"
+    path.write_text(json.dumps(cfg))  # JSON is YAML
+    return path
+
+
+def test_an_application_runs_to_the_end_of_its_input_with_exact_counts(tmp_path: Path) -> None:
+    inputs = {p: [{"k": f"k{(p + i) % 7}", "n": i} for i in range(50)] for p in range(3)}
+    write_partitions(tmp_path / "data", "in", inputs)
+    proc = samzapy("run", str(app_yaml(tmp_path, "CountByKey")))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    started = [e for e in events(proc.stdout) if e["event"] == "container_started"]
+    assert started[0]["app_class"] == "apps:CountByKey"
+    assert started[0]["inputs"] == ["files.in", "mem.clitest-1-partition_by-by-k"]
+    final: dict[str, int] = {}
+    for record in read_jsonl(tmp_path / "data" / "out" / "0.jsonl"):
+        assert record["count"] == final.get(record["key"], 0) + 1
+        final[record["key"]] = record["count"]
+    assert final == dict(Counter(m["k"] for ms in inputs.values() for m in ms))
+
+
+def test_a_failing_function_exits_1_naming_operator_partition_and_offset(tmp_path: Path) -> None:
+    msgs = [{"k": "a", "n": i} for i in range(20)]
+    msgs[7]["bad"] = True
+    write_partitions(tmp_path / "data", "in", {0: msgs})
+    proc = samzapy("run", str(app_yaml(tmp_path, "CountByKey")))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (failed,) = [e for e in events(proc.stdout) if e["event"] == "task_failed"]
+    # the message reached Tally through the intermediate stream: its offset there
+    assert failed["operator"] == "map-1"
+    assert failed["ssp"] == "mem.clitest-1-partition_by-by-k#0"
+    assert failed["offset"] == "7"
+    assert "ValueError" in failed["error"]
+
+
+def test_plan_prints_the_graph_and_json_only_json(tmp_path: Path) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [], 1: [], 2: [], 3: []})
+    job = app_yaml(tmp_path, "CountByKey")
+    text = samzapy("plan", str(job), cwd=tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert "by-k (partition_by) <- stream:in -> mem.clitest-1-partition_by-by-k" in text.stdout
+    assert "partitions 4 (largest input partition count)" in text.stdout
+    doc = json.loads(samzapy("plan", str(job), "--format", "json", cwd=tmp_path).stdout)
+    assert [o["kind"] for o in doc["operators"]] == ["partition_by", "map", "send_to"]
+    (stream,) = doc["intermediate_streams"]
+    assert (stream["physical_name"], stream["partitions"]) == ("clitest-1-partition_by-by-k", 4)
+    assert stream["upstream"] == ["files.in"]
+    sized = samzapy(
+        "plan", str(job), "--format", "json", "--set", "job.intermediate.stream.partitions=6"
+    )
+    assert json.loads(sized.stdout)["intermediate_streams"][0]["partitions"] == 6
+
+
+def test_validate_and_run_report_a_bad_graph_with_the_files_other_problems(tmp_path: Path) -> None:
+    job = app_yaml(tmp_path, "TwoIds", **{"task.commit.ms": "soon"})
+    checked = samzapy("validate", str(job), cwd=tmp_path)
+    assert checked.returncode == 2
+    assert "app.class: apps:TwoIds: op_id 'x' is used twice" in checked.stderr
+    assert "task.commit.ms" in checked.stderr
+    proc = samzapy("run", str(job))
+    assert proc.returncode == 2
+    (invalid,) = [e for e in events(proc.stdout) if e["event"] == "config_invalid"]
+    assert any("op_id 'x' is used twice" in p for p in invalid["problems"])
+
+
+def test_task_class_and_app_class_together_are_refused(tmp_path: Path) -> None:
+    job = app_yaml(tmp_path, "CountByKey", **{"task.class": "jobs:Copy"})
+    proc = samzapy("validate", str(job), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "task.class and app.class are both set" in proc.stderr
