@@ -139,8 +139,7 @@ class InputOperator(OperatorImpl):
         return self.emit(message)
 
     def transform(self, message: Any) -> list[Any]:
-        self.out += 1
-        return [message]
+        return [message]  # counted by the task (see fusion.fuse_input)
 
 
 class MapOperator(OperatorImpl):
@@ -264,9 +263,16 @@ class FlatMapAsyncOperator(OperatorImpl):
         if self.timer is not None:
             self.timer.update_ns(_clock() - t0)
         self.out += len(results)
+        if not timed:
+            emit = self.emit
+            for result in results:
+                pending = emit(result)
+                if pending is not None:
+                    await pending
+            return
         for result in results:
             for op in self.downstream:
-                pending = op.timed(result) if timed else op.on_message(result)
+                pending = op.timed(result)
                 if pending is not None:
                     await pending
 
@@ -293,6 +299,22 @@ class TaskIO:
         self.send: Callable[[OutgoingMessageEnvelope], None] = _nothing
 
 
+class SendingOperator(OperatorImpl):
+    """An operator that sends to a stream: ``send`` is the task's collector's, bound when the
+    task gets its collector (one attribute on the hot path)."""
+
+    __slots__ = ("send", "stream")
+
+    def __init__(self, op_id: str, stream: SystemStream) -> None:
+        super().__init__(op_id)
+        self.stream = stream
+        self.send: Callable[[OutgoingMessageEnvelope], None] = _nothing
+
+    def transform(self, message: Any) -> list[Any]:
+        self.on_message(message)
+        return []
+
+
 class SinkOperator(OperatorImpl):
     kind = "sink"
     __slots__ = ("fn", "io")
@@ -315,17 +337,12 @@ class SinkOperator(OperatorImpl):
         return []
 
 
-class SendToOperator(OperatorImpl):
+class SendToOperator(SendingOperator):
     """Sends each message to its output stream: a ``KV``'s key with its value, anything else
     with no key."""
 
     kind = "send_to"
-    __slots__ = ("io", "stream")
-
-    def __init__(self, op_id: str, stream: SystemStream, io: TaskIO) -> None:
-        super().__init__(op_id)
-        self.stream = stream
-        self.io = io
+    __slots__ = ()
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
         if type(message) is KV:
@@ -333,21 +350,17 @@ class SendToOperator(OperatorImpl):
         else:
             envelope = OutgoingMessageEnvelope(self.stream, message)
         try:
-            self.io.send(envelope)
+            self.send(envelope)
         except Exception as exc:
             raise self.failed(exc, f"send to {self.stream}") from exc
         return None
 
-    def transform(self, message: Any) -> list[Any]:
-        self.on_message(message)
-        return []
 
-
-class PartitionByOperator(OperatorImpl):
+class PartitionByOperator(SendingOperator):
     """Sends ``KV(key_fn(m), value_fn(m))`` to the intermediate stream, partitioned by the key."""
 
     kind = "partition_by"
-    __slots__ = ("io", "key_fn", "serde", "stream", "value_fn")
+    __slots__ = ("key_fn", "serde", "value_fn")
 
     def __init__(
         self,
@@ -356,14 +369,11 @@ class PartitionByOperator(OperatorImpl):
         key_fn: Callable[[Any], Any],
         value_fn: Callable[[Any], Any],
         serde: str,
-        io: TaskIO,
     ) -> None:
-        super().__init__(op_id)
-        self.stream = stream
+        super().__init__(op_id, stream)
         self.key_fn = key_fn
         self.value_fn = value_fn
         self.serde = serde
-        self.io = io
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
         try:
@@ -375,7 +385,7 @@ class PartitionByOperator(OperatorImpl):
         except Exception as exc:
             raise self.failed(exc, "value function") from exc
         try:
-            self.io.send(OutgoingMessageEnvelope(self.stream, value, key))
+            self.send(OutgoingMessageEnvelope(self.stream, value, key))
         except SerdeError as exc:
             raise OperatorError(
                 f"operator {self.op_id!r} (partition_by) cannot serialize a message with its "
@@ -387,26 +397,20 @@ class PartitionByOperator(OperatorImpl):
             raise self.failed(exc, f"send to {self.stream}") from exc
         return None
 
-    def transform(self, message: Any) -> list[Any]:
-        self.on_message(message)
-        return []
 
-
-class BroadcastOperator(OperatorImpl):
+class BroadcastOperator(SendingOperator):
     """Sends each message to the one partition of the broadcast stream every task reads."""
 
     kind = "broadcast"
-    __slots__ = ("io", "serde", "stream")
+    __slots__ = ("serde",)
 
-    def __init__(self, op_id: str, stream: SystemStream, serde: str, io: TaskIO) -> None:
-        super().__init__(op_id)
-        self.stream = stream
+    def __init__(self, op_id: str, stream: SystemStream, serde: str) -> None:
+        super().__init__(op_id, stream)
         self.serde = serde
-        self.io = io
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
         try:
-            self.io.send(OutgoingMessageEnvelope(self.stream, message, partition=0))
+            self.send(OutgoingMessageEnvelope(self.stream, message, partition=0))
         except SerdeError as exc:
             raise OperatorError(
                 f"operator {self.op_id!r} (broadcast) cannot serialize a message with its "
@@ -425,6 +429,7 @@ class BroadcastOperator(OperatorImpl):
 
 __all__ = [
     "SAMPLE_EVERY",
+    "SendingOperator",
     "TaskIO",
     "BroadcastOperator",
     "FilterOperator",

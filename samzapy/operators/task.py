@@ -22,13 +22,14 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from samzapy.api.context import MessageCollector, TaskContext, TaskCoordinator
-from samzapy.api.envelope import KV, IncomingMessageEnvelope
+from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import ConfigError, OperatorError
 from samzapy.api.stream import ApplicationGraph, OperatorSpec
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.api.task import AsyncStreamTask, ClosableTask, InitableTask, StreamTask
 from samzapy.operators import impl
-from samzapy.operators.impl import SAMPLE_EVERY, InputOperator, OperatorImpl, TaskIO
+from samzapy.operators.fusion import Chain, fuse, fuse_input
+from samzapy.operators.impl import InputOperator, OperatorImpl, TaskIO
 from samzapy.operators.plan import AppPlan
 
 #: Functions shared by every task as they are: they hold no state of their own.
@@ -80,6 +81,13 @@ class OperatorGraph:
             self.operators.append(op)
             for upstream in spec.upstream:
                 built[id(upstream)].connect(op)
+        for op in self.operators:
+            if op.downstream:
+                op.emit = fuse(op)
+        #: Each input operator's fused chain, by its id.
+        self.chains: dict[str, Chain] = {
+            entry.op_id: fuse_input(entry) for entry in self.entries.values()
+        }
 
     def _function(self, spec: OperatorSpec, fn: Any, what: str = "function") -> Callable[..., Any]:
         function = _Function(spec, fn, what)
@@ -110,7 +118,7 @@ class OperatorGraph:
         if kind == "sink":
             return impl.SinkOperator(op_id, self._function(spec, spec.fn), self.io)
         if kind == "send_to":
-            return impl.SendToOperator(op_id, streams[s["output"].stream_id], self.io)
+            return impl.SendToOperator(op_id, streams[s["output"].stream_id])
         if kind == "merge":
             return impl.MergeOperator(op_id)
         if kind == "partition_by":
@@ -120,12 +128,11 @@ class OperatorGraph:
                 self._function(spec, s["key_fn"], "key function"),
                 self._function(spec, s["value_fn"], "value function"),
                 repr(s["stream"].serde),
-                self.io,
             )
         if kind == "broadcast":
             serde = s["stream"].serde
             label = serde if isinstance(serde, str | None) else type(serde).__qualname__
-            return impl.BroadcastOperator(op_id, streams[f"broadcast:{op_id}"], str(label), self.io)
+            return impl.BroadcastOperator(op_id, streams[f"broadcast:{op_id}"], str(label))
         raise AssertionError(f"unknown operator kind {kind!r}")
 
 
@@ -135,10 +142,12 @@ class _OperatorTask(InitableTask, ClosableTask):
     def __init__(self, graph: OperatorGraph) -> None:
         self.graph = graph
         self._io = graph.io
-        self._entries: dict[SystemStreamPartition, InputOperator] = {}
-        self._countdown = SAMPLE_EVERY
+        #: The fused chain of each input partition's stream (``fusion.fuse_input``), and the
+        #: one chain of a task that reads one stream only.
+        self._chains: dict[SystemStreamPartition, Chain] = {}
+        self._single: Chain | None = None
 
-    def _entry(self, ssp: SystemStreamPartition) -> InputOperator:
+    def _chain(self, ssp: SystemStreamPartition) -> Chain:
         entry = self.graph.entries.get(ssp.system_stream)
         if entry is None:
             raise OperatorError(
@@ -146,12 +155,15 @@ class _OperatorTask(InitableTask, ClosableTask):
                 op_id="input",
                 kind="input",
             )
-        self._entries[ssp] = entry
-        return entry
+        chain = self._chains[ssp] = self.graph.chains[entry.op_id]
+        return chain
 
     def _bind(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
         io = self._io
         io.collector, io.coordinator, io.send = collector, coordinator, collector.send
+        for op in self.graph.operators:
+            if isinstance(op, impl.SendingOperator):
+                op.send = collector.send
 
     async def init(self, context: TaskContext) -> None:
         for function in self.graph.functions:
@@ -170,6 +182,11 @@ class _OperatorTask(InitableTask, ClosableTask):
                     kind=op.kind,
                 ) from exc
         self._register_metrics(context)
+        streams = {ssp.system_stream for ssp in context.system_stream_partitions}
+        if len(streams) == 1:
+            entry = self.graph.entries.get(streams.pop())
+            if entry is not None:
+                self._single = self.graph.chains[entry.op_id]
 
     async def close(self) -> None:
         failure: BaseException | None = None
@@ -219,18 +236,6 @@ class _OperatorTask(InitableTask, ClosableTask):
                     help=f"Time in operator {op.op_id} ({op.kind}), sampled",
                 )
 
-    def _route(self, envelope: IncomingMessageEnvelope) -> Awaitable[Any] | None:
-        entry = self._entries.get(envelope.system_stream_partition)
-        if entry is None:
-            entry = self._entry(envelope.system_stream_partition)
-        message = KV(envelope.key, envelope.message) if entry.keyed else envelope.message
-        countdown = self._countdown - 1
-        if countdown:
-            self._countdown = countdown
-            return entry.on_message(message)
-        self._countdown = SAMPLE_EVERY
-        return entry.timed(message)
-
 
 def _reader(op: OperatorImpl, name: str) -> Callable[[], int]:
     return lambda: int(getattr(op, name))
@@ -247,7 +252,12 @@ class StreamOperatorTask(_OperatorTask, StreamTask):
     ) -> None:
         if self._io.collector is not collector:
             self._bind(collector, coordinator)
-        self._route(envelope)
+        chain = self._single
+        if chain is None:
+            chain = self._chains.get(envelope.system_stream_partition)
+            if chain is None:
+                chain = self._chain(envelope.system_stream_partition)
+        chain(envelope)
 
 
 class AsyncStreamOperatorTask(_OperatorTask, AsyncStreamTask):
@@ -266,7 +276,10 @@ class AsyncStreamOperatorTask(_OperatorTask, AsyncStreamTask):
     ) -> Awaitable[Any]:
         if self._io.collector is not collector:
             self._bind(collector, coordinator)
-        pending = self._route(envelope)
+        chain = self._chains.get(envelope.system_stream_partition)
+        if chain is None:
+            chain = self._chain(envelope.system_stream_partition)
+        pending = chain(envelope)
         if pending is not None:
             return pending
         done = self._done
