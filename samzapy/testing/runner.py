@@ -265,8 +265,11 @@ class TestRunner:
             overrides[f"systems.{system}.samza.factory"] = "memory"
             overrides[f"systems.{system}.namespace"] = self.namespace
         for stream_id in self._app_streams:
-            overrides[f"streams.{stream_id}.samza.key.serde"] = "none"
-            overrides[f"streams.{stream_id}.samza.msg.serde"] = "none"
+            for which in ("key", "msg"):
+                key = f"streams.{stream_id}.samza.{which}.serde"
+                if key not in self._config:  # add_config's own setting wins
+                    overrides[key] = "none"
+            overrides[f"streams.{stream_id}.samza.framed"] = False
         merged = {**app.config, **overrides}
         for key in [k for k in merged if k.startswith("systems.")]:
             if key.split(".", 2)[2] not in ("samza.factory", "namespace"):

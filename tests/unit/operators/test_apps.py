@@ -305,3 +305,44 @@ def test_watermarks_flow_through_every_partition_by_stage() -> None:
             # the minimum over the input partitions' largest event times
             assert marks, (stage, p)
             assert min(marks[-2:]) == 3_000, (stage, p, marks)
+
+
+def test_a_stream_used_twice_feeds_both_branches_in_order() -> None:
+    evens = KAFKA.get_output_descriptor("evens", "json")
+    tens = KAFKA.get_output_descriptor("tens", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        numbers = d.get_input_stream(LINES).map(int)
+        numbers.filter(lambda n: n % 2 == 0).send_to(d.get_output_stream(evens))
+        numbers.map(lambda n: n * 10).send_to(d.get_output_stream(tens))
+
+    result = run(app, [(LINES, [str(i) for i in range(300)])], {evens: 1, tens: 1})
+    assert result.outputs(evens) == {0: list(range(0, 300, 2))}
+    assert result.outputs(tens) == {0: [n * 10 for n in range(300)]}
+    snapshot = result.metrics.snapshot()["task.Partition 0"]
+    assert snapshot["map-1-messages-out"] == 300
+    assert (snapshot["filter-1-messages-in"], snapshot["filter-1-messages-out"]) == (300, 150)
+
+
+@pytest.mark.parametrize(
+    ("build", "operator"),
+    [
+        (lambda s, out: s.filter(lambda m: 1 // m).send_to(out), "filter-1"),
+        (lambda s, out: s.map(lambda m: m).send_to(out), "send_to-1"),  # unserializable
+        (lambda s, out: s.flat_map(lambda m: [1 // m]).send_to(out), "flat_map-1"),
+    ],
+)
+def test_every_fused_step_fails_as_its_own_operator(build: Any, operator: str) -> None:
+    out = KAFKA.get_output_descriptor("out", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        build(d.get_input_stream(LINES), d.get_output_stream(out))
+
+    runner = TestRunner.of(Lambda(app)).add_input_stream(LINES, [1, 0])
+    runner.add_output_stream(out).add_config("streams.out.samza.msg.serde", "json")
+    if operator == "send_to-1":
+        runner = TestRunner.of(Lambda(app)).add_input_stream(LINES, [{1, 2}])
+        runner.add_output_stream(out).add_config("streams.out.samza.msg.serde", "json")
+    with pytest.raises(TaskError) as info:
+        runner.run(timeout=10)
+    assert info.value.operator == operator
