@@ -27,8 +27,8 @@ from samzapy.operators.impl import (
     InputOperator,
     MapOperator,
     OperatorImpl,
-    SendToOperator,
 )
+from samzapy.operators.sends import SendToOperator
 
 Chain = Callable[[Any], Awaitable[Any] | None]
 

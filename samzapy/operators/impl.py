@@ -1,4 +1,5 @@
-"""The operator implementations: one task's running copy of an application's graph.
+"""The operator implementations that transform: one task's running copy of an application's
+graph is made of these and of the operators that write (``sends.py``).
 
 Each operator takes a message (``on_message``) and hands what it makes to the operators after
 it. Everything synchronous returns None; an operator that has work still to finish (an
@@ -22,8 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from samzapy.api.envelope import KV, OutgoingMessageEnvelope
-from samzapy.api.errors import OperatorError, SamzapyError, SerdeError
+from samzapy.api.errors import OperatorError
 from samzapy.api.system import SystemStream
 
 #: One message in this many is timed through the operators it reaches.
@@ -288,150 +288,8 @@ class MergeOperator(OperatorImpl):
         return [message]
 
 
-class TaskIO:
-    """The task's collector and coordinator, as the operators that send or sink use them."""
-
-    __slots__ = ("collector", "coordinator", "send")
-
-    def __init__(self) -> None:
-        self.collector: Any = None
-        self.coordinator: Any = None
-        self.send: Callable[[OutgoingMessageEnvelope], None] = _nothing
-
-
-class SendingOperator(OperatorImpl):
-    """An operator that sends to a stream: ``send`` is the task's collector's, bound when the
-    task gets its collector (one attribute on the hot path)."""
-
-    __slots__ = ("send", "stream")
-
-    def __init__(self, op_id: str, stream: SystemStream) -> None:
-        super().__init__(op_id)
-        self.stream = stream
-        self.send: Callable[[OutgoingMessageEnvelope], None] = _nothing
-
-    def transform(self, message: Any) -> list[Any]:
-        self.on_message(message)
-        return []
-
-
-class SinkOperator(OperatorImpl):
-    kind = "sink"
-    __slots__ = ("fn", "io")
-
-    def __init__(self, op_id: str, fn: Callable[[Any, Any, Any], Any], io: TaskIO) -> None:
-        super().__init__(op_id)
-        self.fn = fn
-        self.io = io
-
-    def on_message(self, message: Any) -> Awaitable[Any] | None:
-        io = self.io
-        try:
-            self.fn(message, io.collector, io.coordinator)
-        except Exception as exc:
-            raise self.failed(exc) from exc
-        return None
-
-    def transform(self, message: Any) -> list[Any]:
-        self.on_message(message)
-        return []
-
-
-class SendToOperator(SendingOperator):
-    """Sends each message to its output stream: a ``KV``'s key with its value, anything else
-    with no key."""
-
-    kind = "send_to"
-    __slots__ = ()
-
-    def on_message(self, message: Any) -> Awaitable[Any] | None:
-        if type(message) is KV:
-            envelope = OutgoingMessageEnvelope(self.stream, message[1], message[0])
-        else:
-            envelope = OutgoingMessageEnvelope(self.stream, message)
-        try:
-            self.send(envelope)
-        except Exception as exc:
-            raise self.failed(exc, f"send to {self.stream}") from exc
-        return None
-
-
-class PartitionByOperator(SendingOperator):
-    """Sends ``KV(key_fn(m), value_fn(m))`` to the intermediate stream, partitioned by the key."""
-
-    kind = "partition_by"
-    __slots__ = ("key_fn", "serde", "value_fn")
-
-    def __init__(
-        self,
-        op_id: str,
-        stream: SystemStream,
-        key_fn: Callable[[Any], Any],
-        value_fn: Callable[[Any], Any],
-        serde: str,
-    ) -> None:
-        super().__init__(op_id, stream)
-        self.key_fn = key_fn
-        self.value_fn = value_fn
-        self.serde = serde
-
-    def on_message(self, message: Any) -> Awaitable[Any] | None:
-        try:
-            key = self.key_fn(message)
-        except Exception as exc:
-            raise self.failed(exc, "key function") from exc
-        try:
-            value = self.value_fn(message)
-        except Exception as exc:
-            raise self.failed(exc, "value function") from exc
-        try:
-            self.send(OutgoingMessageEnvelope(self.stream, value, key))
-        except SerdeError as exc:
-            raise OperatorError(
-                f"operator {self.op_id!r} (partition_by) cannot serialize a message with its "
-                f"serde {self.serde}: {exc}",
-                op_id=self.op_id,
-                kind=self.kind,
-            ) from exc
-        except Exception as exc:
-            raise self.failed(exc, f"send to {self.stream}") from exc
-        return None
-
-
-class BroadcastOperator(SendingOperator):
-    """Sends each message to the one partition of the broadcast stream every task reads."""
-
-    kind = "broadcast"
-    __slots__ = ("serde",)
-
-    def __init__(self, op_id: str, stream: SystemStream, serde: str) -> None:
-        super().__init__(op_id, stream)
-        self.serde = serde
-
-    def on_message(self, message: Any) -> Awaitable[Any] | None:
-        try:
-            self.send(OutgoingMessageEnvelope(self.stream, message, partition=0))
-        except SerdeError as exc:
-            raise OperatorError(
-                f"operator {self.op_id!r} (broadcast) cannot serialize a message with its "
-                f"serde {self.serde}: {exc}",
-                op_id=self.op_id,
-                kind=self.kind,
-            ) from exc
-        except SamzapyError as exc:
-            raise self.failed(exc, f"send to {self.stream}") from exc
-        return None
-
-    def transform(self, message: Any) -> list[Any]:
-        self.on_message(message)
-        return []
-
-
 __all__ = [
     "SAMPLE_EVERY",
-    "SendingOperator",
-    "TaskIO",
-    "BroadcastOperator",
     "FilterOperator",
     "FlatMapAsyncOperator",
     "FlatMapOperator",
@@ -439,7 +297,4 @@ __all__ = [
     "MapOperator",
     "MergeOperator",
     "OperatorImpl",
-    "PartitionByOperator",
-    "SendToOperator",
-    "SinkOperator",
 ]

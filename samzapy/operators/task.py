@@ -27,10 +27,11 @@ from samzapy.api.errors import ConfigError, OperatorError
 from samzapy.api.stream import ApplicationGraph, OperatorSpec
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.api.task import AsyncStreamTask, ClosableTask, InitableTask, StreamTask
-from samzapy.operators import impl
+from samzapy.operators import impl, sends
 from samzapy.operators.fusion import Chain, fuse, fuse_input
-from samzapy.operators.impl import InputOperator, OperatorImpl, TaskIO
+from samzapy.operators.impl import InputOperator, OperatorImpl
 from samzapy.operators.plan import AppPlan
+from samzapy.operators.sends import TaskIO
 
 #: Functions shared by every task as they are: they hold no state of their own.
 _SHARED = (types.FunctionType, types.BuiltinFunctionType, types.BuiltinMethodType)
@@ -116,13 +117,13 @@ class OperatorGraph:
         if kind == "flat_map_async":
             return impl.FlatMapAsyncOperator(op_id, self._function(spec, spec.fn))
         if kind == "sink":
-            return impl.SinkOperator(op_id, self._function(spec, spec.fn), self.io)
+            return sends.SinkOperator(op_id, self._function(spec, spec.fn), self.io)
         if kind == "send_to":
-            return impl.SendToOperator(op_id, streams[s["output"].stream_id])
+            return sends.SendToOperator(op_id, streams[s["output"].stream_id])
         if kind == "merge":
             return impl.MergeOperator(op_id)
         if kind == "partition_by":
-            return impl.PartitionByOperator(
+            return sends.PartitionByOperator(
                 op_id,
                 streams[f"partition_by:{op_id}"],
                 self._function(spec, s["key_fn"], "key function"),
@@ -132,7 +133,7 @@ class OperatorGraph:
         if kind == "broadcast":
             serde = s["stream"].serde
             label = serde if isinstance(serde, str | None) else type(serde).__qualname__
-            return impl.BroadcastOperator(op_id, streams[f"broadcast:{op_id}"], str(label))
+            return sends.BroadcastOperator(op_id, streams[f"broadcast:{op_id}"], str(label))
         raise AssertionError(f"unknown operator kind {kind!r}")
 
 
@@ -162,7 +163,7 @@ class _OperatorTask(InitableTask, ClosableTask):
         io = self._io
         io.collector, io.coordinator, io.send = collector, coordinator, collector.send
         for op in self.graph.operators:
-            if isinstance(op, impl.SendingOperator):
+            if isinstance(op, sends.SendingOperator):
                 op.send = collector.send
 
     async def init(self, context: TaskContext) -> None:
