@@ -164,7 +164,9 @@ def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
     _add_working_directory_to_path()
     problems: list[str] = []
     try:
-        resolved, _ = _load(job_yaml, overrides)
+        resolved, app = _load(job_yaml, overrides)
+        if app is not None:
+            app.task_factory(resolved)  # the checks that need the resolved config
     except ConfigError as exc:
         problems.extend(exc.problems)
         resolved = None
@@ -237,7 +239,11 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
         job=resolved.job.name, container=resolved.job.container_id
     ):
         if app is not None:
-            return _run_resolved(resolved, log, app.task_factory(resolved))
+            try:
+                factory = app.task_factory(resolved)
+            except ConfigError as exc:
+                return _config_invalid(log, exc, path=job_yaml)
+            return _run_resolved(resolved, log, factory)
         try:
             load_task_class(resolved.task.task_class or "")
         except ConfigError as exc:

@@ -40,6 +40,7 @@ class Application:
     def task_factory(self, resolved: ResolvedConfig) -> OperatorTaskFactory:
         """Step 5: the factory of operator tasks, over the streams as ``resolved`` places
         them (the job file may rename a stream or move it to another system)."""
+        _check_memory_intermediates(self.plan, resolved)
         streams: dict[str, SystemStream] = {}
         for plan in (*self.plan.inputs, *self.plan.outputs, *self.plan.intermediates):
             entry = resolved.streams.get(plan.stream_id)
@@ -52,6 +53,34 @@ class Application:
             else:
                 streams[plan.stream_id] = ss
         return OperatorTaskFactory(self.descriptor.graph, self.plan, streams)
+
+
+def _check_memory_intermediates(plan: AppPlan, resolved: ResolvedConfig) -> None:
+    """A memory system lives in one process: intermediate streams on it need every task of
+    the job in this container (the static coordinator, one container)."""
+    on_memory = [
+        s.qualified_name
+        for s in plan.intermediates
+        if (system := resolved.systems.get(s.system)) is not None and system.factory == "memory"
+    ]
+    if not on_memory:
+        return
+    coordinator = resolved.job.coordinator_factory
+    if coordinator is None:
+        factories = {
+            resolved.systems[ss.system].factory
+            for ss in resolved.task.inputs
+            if ss.system in resolved.systems
+        }
+        coordinator = "kafka-group" if factories == {"kafka"} else "static"
+    if coordinator != "static" or resolved.job.container_count != 1:
+        raise ConfigError(
+            f"job.default.system: the intermediate streams {', '.join(on_memory)} are on a "
+            "memory system, which lives in one process, so the job must run in one container "
+            "(job.coordinator.factory: static, job.container.count: 1); put them on a kafka "
+            "system to share the job among containers",
+            key="job.default.system",
+        )
 
 
 def is_application(config: Mapping[str, Any]) -> bool:

@@ -280,3 +280,23 @@ def test_a_failing_describe_names_app_class() -> None:
         ConfigError, match=r"app\.class: describe\(\) of .*_Broken failed: KeyError"
     ):
         load_application(Config(JOB), _Broken)
+
+
+class _MemoryIntermediates(StreamApplication):
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        app_desc.with_default_system(InMemorySystemDescriptor("mem"))
+        lines = app_desc.get_input_stream(KAFKA.get_input_descriptor("lines", "json"))
+        lines.partition_by(str, str, "string", "p").sink(lambda m, c, k: None)
+
+
+def test_memory_intermediate_streams_need_one_container() -> None:
+    base = {**JOB, "systems.kafka.bootstrap.servers": "127.0.0.1:9092"}
+    app = load_application(Config(base), _MemoryIntermediates)
+    app.task_factory(resolve(app.config))  # static, one container: fine
+    for extra in (
+        {"job.coordinator.factory": "kafka-group"},
+        {"job.coordinator.factory": "static", "job.container.count": 2},
+    ):
+        app = load_application(Config({**base, **extra}), _MemoryIntermediates)
+        with pytest.raises(ConfigError, match=r"mem\.wc-2-partition_by-p are on a memory system"):
+            app.task_factory(resolve(app.config))
