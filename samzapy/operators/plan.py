@@ -135,11 +135,12 @@ def plan_application(
     keys = _Keys()
     systems: dict[str, SystemDescriptor] = {}
     inputs = tuple(
-        _stream_plan(spec.settings["descriptor"], "input", keys, systems)
+        _stream_plan(spec.settings["descriptor"], "input", keys, systems, config)
         for spec in graph.inputs.values()
     )
     outputs = tuple(
-        _stream_plan(out.descriptor, "output", keys, systems) for out in graph.outputs.values()
+        _stream_plan(out.descriptor, "output", keys, systems, config)
+        for out in graph.outputs.values()
     )
     for stream in (*inputs, *outputs):
         if stream.role == "output" and stream.qualified_name in {i.qualified_name for i in inputs}:
@@ -167,7 +168,9 @@ def plan_application(
         inputs=inputs,
         outputs=outputs,
         intermediates=intermediates,
-        operators=tuple(_operator_plans(graph, {**{s.op_id: s for s in intermediates if s.op_id}})),
+        operators=tuple(
+            _operator_plans(graph, {s.op_id: s for s in intermediates if s.op_id}, config)
+        ),
         config=keys.values,
         stores=tuple(stores),
     )
@@ -242,18 +245,32 @@ def _add_system(system: SystemDescriptor, systems: dict[str, SystemDescriptor]) 
         )
 
 
+def placed(descriptor: StreamDescriptor, config: Mapping[str, Any]) -> tuple[str, str]:
+    """The stream's system and physical name: the job file's (``streams.<id>.samza.system``,
+    ``streams.<id>.samza.physical.name``) win over the descriptor's."""
+    prefix = f"streams.{descriptor.stream_id}.samza."
+    system = config.get(prefix + "system") or descriptor.system_name
+    physical = config.get(prefix + "physical.name") or descriptor.physical_name
+    return str(system), str(physical)
+
+
 def _stream_plan(
-    descriptor: StreamDescriptor, role: str, keys: _Keys, systems: dict[str, SystemDescriptor]
+    descriptor: StreamDescriptor,
+    role: str,
+    keys: _Keys,
+    systems: dict[str, SystemDescriptor],
+    config: Mapping[str, Any],
 ) -> StreamPlan:
     _add_system(descriptor.system_descriptor, systems)
+    system, physical_name = placed(descriptor, config)
     keys.update(descriptor.to_config())
     key_serde, msg_serde = _serdes(descriptor.serde)
     keys.serde(descriptor.stream_id, "key", key_serde)
     keys.serde(descriptor.stream_id, "msg", msg_serde)
     return StreamPlan(
         stream_id=descriptor.stream_id,
-        system=descriptor.system_name,
-        physical_name=descriptor.physical_name,
+        system=system,
+        physical_name=physical_name,
         role=role,
         key_serde=serde_label(key_serde),
         msg_serde=serde_label(msg_serde),
@@ -293,7 +310,9 @@ class _IntermediateNames:
             _add_system(default, self.systems)
             name = default.system_name
         else:
-            used = {s.settings["descriptor"].system_name for s in self.graph.inputs.values()}
+            used = {
+                placed(s.settings["descriptor"], self.config)[0] for s in self.graph.inputs.values()
+            }
             if len(used) != 1:
                 raise ConfigError(
                     f"{key} must be set: partition_by and broadcast write intermediate streams "
@@ -362,17 +381,17 @@ class _IntermediateNames:
         if stream is not None:
             stream_id = intermediate_stream_id(*self.job, stream.kind, stream.op_id)
             return f"{self.system}.{stream_id}"
-        descriptor: StreamDescriptor = spec.settings["descriptor"]
-        return descriptor.qualified_name
+        system, physical_name = placed(spec.settings["descriptor"], self.config)
+        return f"{system}.{physical_name}"
 
 
 def _operator_plans(
-    graph: ApplicationGraph, intermediates: Mapping[str, StreamPlan]
+    graph: ApplicationGraph, intermediates: Mapping[str, StreamPlan], config: Mapping[str, Any]
 ) -> Iterable[OperatorPlan]:
     for spec in graph.operators:
         writes = None
         if spec.kind == "send_to":
-            writes = spec.settings["output"].descriptor.qualified_name
+            writes = ".".join(placed(spec.settings["output"].descriptor, config))
         elif spec.kind in ("partition_by", "broadcast"):
             writes = intermediates[spec.op_id].qualified_name
         yield OperatorPlan(

@@ -300,3 +300,17 @@ def test_memory_intermediate_streams_need_one_container() -> None:
         app = load_application(Config({**base, **extra}), _MemoryIntermediates)
         with pytest.raises(ConfigError, match=r"mem\.wc-2-partition_by-p are on a memory system"):
             app.task_factory(resolve(app.config))
+
+
+def test_the_job_file_may_rename_an_input_or_move_it_to_another_system() -> None:
+    file_keys = {
+        **JOB,
+        "streams.views.samza.physical.name": "page-views",
+        "streams.views.samza.system": "other",
+        "systems.other.samza.factory": "kafka",
+    }
+    app = load_application(Config(file_keys), _App)
+    assert app.config["task.inputs"] == ["other.page-views"]
+    assert [s.qualified_name for s in app.plan.inputs] == ["other.page-views"]
+    task = app.task_factory(resolve(app.config))()
+    assert [str(ss) for ss in task.graph.entries] == ["other.page-views"]

@@ -1,0 +1,76 @@
+"""Applications of the high-level API that the application tests run through `samzapy run`.
+
+Each takes the topics it reads and writes from the job file's own keys (``app.views``,
+``app.words``, ...), as an operator would move a job to other topics without editing code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samzapy import (
+    KV,
+    KafkaSystemDescriptor,
+    KVSerde,
+    StreamApplication,
+    StreamApplicationDescriptor,
+)
+
+STORE = "counts"
+#: The op_id of WordTotals' partition_by: its intermediate stream is
+#: ``<job.name>-<job.id>-partition_by-by-word``.
+BY_WORD = "by-word"
+
+
+def _topic(app_desc: StreamApplicationDescriptor, key: str) -> str:
+    return str(app_desc.config[key])
+
+
+class MobileViews(StreamApplication):
+    """Keeps the mobile page views of ``app.views`` (framed JSON ``{"p", "i", "device"}``) and
+    sends each view's ``i`` to ``app.mobile``, keyed by ``p<p>`` so that one source
+    partition's views land, in order, on one output partition."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        kafka = KafkaSystemDescriptor("kafka")
+        views = kafka.get_input_descriptor("views", "json").with_framed()
+        views.with_physical_name(_topic(app_desc, "app.views"))
+        mobile = kafka.get_output_descriptor("mobile", KVSerde("string", "json"))
+        mobile.with_physical_name(_topic(app_desc, "app.mobile"))
+        (
+            app_desc.get_input_stream(views)
+            .filter(lambda view: view["device"] == "mobile")
+            .map(lambda view: KV(f"p{view['p']}", view["i"]))
+            .send_to(app_desc.get_output_stream(mobile))
+        )
+
+
+class Totals:
+    """A word's new running total in the store ``counts``: each task counts its own words."""
+
+    def init(self, context: Any) -> None:
+        self.store = context.get_store(STORE)
+
+    def apply(self, kv: KV) -> KV:
+        total = (self.store.get(kv.key) or 0) + 1
+        self.store.put(kv.key, total)
+        return KV(kv.key, str(total))
+
+
+class WordTotals(StreamApplication):
+    """Repartitions the words of ``app.words`` (string messages) by themselves, counts them
+    in the RocksDB store ``counts`` and sends each word's new total, keyed by the word, to
+    ``app.totals``."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        kafka = KafkaSystemDescriptor("kafka")
+        words = kafka.get_input_descriptor("words", "string")
+        words.with_physical_name(_topic(app_desc, "app.words"))
+        totals = kafka.get_output_descriptor("totals", KVSerde("string", "string"))
+        totals.with_physical_name(_topic(app_desc, "app.totals"))
+        (
+            app_desc.get_input_stream(words)
+            .partition_by(lambda w: w, lambda w: w, KVSerde("string", "string"), BY_WORD)
+            .map(Totals())
+            .send_to(app_desc.get_output_stream(totals))
+        )
