@@ -4,11 +4,14 @@
 2. generate the page-view dataset (seeded CSV) and create the topic ``page-views``;
 3. run the PySpark batch job (local mode): every row to ``page-views``, framed, then each
    Spark task's watermark and end-of-stream;
-4. start the profile service and run ``samzapy run configs/pageviews-pipeline.yaml``, which
-   finishes by itself when Spark's batch has ended;
+4. start the profile service and run ``samzapy run configs/pageviews-pipeline.yaml`` (the
+   application of ``app.py``), which finishes by itself when Spark's batch has ended;
 5. read the results back, print rows in, results out, times and rates, and stop the broker.
 
-    python -m examples.pipeline.demo [--rows 200000] [--out data/pipeline]
+    python -m examples.pipeline.demo [--rows 200000] [--out data/pipeline] [--config JOB_YAML]
+
+``--config configs/pageviews-pipeline-task.yaml`` runs the same job as a task class
+(``tasks.py``) instead.
 """
 
 from __future__ import annotations
@@ -107,8 +110,10 @@ async def read_topic(bootstrap: str, topic: str) -> list[Any]:
         await consumer.stop()
 
 
-async def run_daemon(bootstrap: str, state: Path, log_path: Path) -> tuple[int, float]:
-    """Run the samzapy job with the profile service up; echo its progress lines."""
+async def run_daemon(
+    bootstrap: str, state: Path, log_path: Path, config: Path = CONFIG
+) -> tuple[int, float]:
+    """Run the samzapy job of ``config`` with the profile service up; echo its progress lines."""
     service = ProfileService(delay_ms=2.0)
     await service.start()
     env = {
@@ -121,7 +126,7 @@ async def run_daemon(bootstrap: str, state: Path, log_path: Path) -> tuple[int, 
     }
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "samzapy", "run", str(CONFIG),
+        sys.executable, "-m", "samzapy", "run", str(config),
         cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -146,6 +151,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="run the PySpark -> samzapy pipeline")
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--out", type=Path, default=ROOT / "data" / "pipeline")
+    parser.add_argument("--config", type=Path, default=CONFIG, help="the samzapy job to run")
     args = parser.parse_args()
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -154,7 +160,7 @@ def main() -> int:
         say(f"starting a Kafka broker on {broker.bootstrap}")
         broker.up()
         try:
-            return _pipeline(broker.bootstrap, args.rows, out, Path(tmp))
+            return _pipeline(broker.bootstrap, args.rows, out, Path(tmp), args.config.resolve())
         finally:
             say("stopping the broker")
             broker.down()
@@ -172,8 +178,11 @@ class PipelineResult:
     enriched: list[dict[str, Any]] = field(default_factory=list)
 
 
-def run_pipeline(bootstrap: str, csv_path: Path, out: Path, tmp: Path) -> PipelineResult:
-    """Steps 2-5 against the broker at ``bootstrap`` (``page-views`` must not exist yet)."""
+def run_pipeline(
+    bootstrap: str, csv_path: Path, out: Path, tmp: Path, config: Path = CONFIG
+) -> PipelineResult:
+    """Steps 2-5 against the broker at ``bootstrap`` (``page-views`` must not exist yet), with
+    the samzapy job of ``config``."""
     asyncio.run(create_topic(bootstrap, "page-views", SOURCE_PARTITIONS))
     say("running the PySpark batch job (local mode)")
     spark = subprocess.run(
@@ -189,10 +198,11 @@ def run_pipeline(bootstrap: str, csv_path: Path, out: Path, tmp: Path) -> Pipeli
         f"Spark wrote {written['rows']:,} rows from {written['spark_partitions']} tasks in "
         f"{written['write_s']:.1f} s ({written['rows'] / written['write_s']:,.0f} rows/s)"
     )
-    say("running the samzapy job until Spark's batch has ended")
-    code, elapsed = asyncio.run(run_daemon(bootstrap, tmp / "state", out / "samzapy.log"))
+    say(f"running the samzapy job of {config.name} until Spark's batch has ended")
+    code, elapsed = asyncio.run(run_daemon(bootstrap, tmp / "state", out / "samzapy.log", config))
     result = PipelineResult(written, code, elapsed)
     if code == 0:
+        # A member's counts are on one partition, in order: the last one read is its final.
         for record in asyncio.run(read_topic(bootstrap, "member-view-counts")):
             entry = json.loads(record.value)
             result.counts[entry["member_id"]] = entry
@@ -202,10 +212,10 @@ def run_pipeline(bootstrap: str, csv_path: Path, out: Path, tmp: Path) -> Pipeli
     return result
 
 
-def _pipeline(bootstrap: str, rows: int, out: Path, tmp: Path) -> int:
+def _pipeline(bootstrap: str, rows: int, out: Path, tmp: Path, config: Path) -> int:
     csv_path = generate(rows, out / "page-views.csv")
     say(f"dataset: {rows:,} page views in {csv_path}")
-    result = run_pipeline(bootstrap, csv_path, out, tmp)
+    result = run_pipeline(bootstrap, csv_path, out, tmp, config)
     log_path = out / "samzapy.log"
     if result.code != 0:
         say(f"samzapy exited {result.code}; its log: {log_path}")

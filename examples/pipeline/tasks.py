@@ -1,4 +1,6 @@
-"""The pipeline's samzapy job: page views written by Spark, counted per member, enriched.
+"""The pipeline's samzapy job as a task class: page views written by Spark, counted per member,
+enriched (``configs/pageviews-pipeline-task.yaml``; ``make demo`` runs the same job as the
+application of ``app.py``).
 
 Stage 1 reads ``page-views`` (framed, keyed by page, as the Spark job writes it) and
 repartitions each view by member id through the intermediate stream ``page-views-by-member``.

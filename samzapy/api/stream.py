@@ -233,7 +233,9 @@ class MessageStream:
         graph.check_open(kind)
         stream = IntermediateStream(kind, op_id, serde)
         stream.writer = graph.add(kind, [self._spec], None, op_id, stream=stream, **settings)
-        reader = OperatorSpec(graph, "input", f"{op_id}-input", intermediate=stream)
+        reader = OperatorSpec(
+            graph, "input", graph.new_op_id("input", f"{op_id}-input"), intermediate=stream
+        )
         stream.reader = reader
         graph.intermediates.append(stream)
         return MessageStream(reader)
@@ -275,6 +277,12 @@ def add_input(graph: ApplicationGraph, descriptor: InputDescriptor) -> MessageSt
             f"get_input_stream was called twice for stream {stream_id!r}: keep the first "
             "MessageStream and apply several operators to it"
         )
+    if stream_id in graph.op_ids:
+        raise ConfigError(
+            f"input stream {stream_id!r} has the id of an operator: an input's operator id is "
+            "its stream id, and operator ids must be unique"
+        )
+    graph.op_ids.add(stream_id)
     spec = OperatorSpec(graph, "input", stream_id, descriptor=descriptor)
     graph.inputs[stream_id] = spec
     return MessageStream(spec)

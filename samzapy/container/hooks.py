@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from samzapy.api.errors import TaskError
+from samzapy.api.errors import OperatorError, TaskError
 from samzapy.api.system import TaskName
 
 
@@ -37,7 +37,7 @@ class TaskHooks:
                 await result
             self._after_call()
         except Exception as exc:
-            raise self._failed(what, exc) from exc
+            raise self._failed(what, exc) from _cause(exc)
 
     async def call_at_barrier(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
         """A hook run at a barrier (window, on_watermark): on the thread pool when the task's
@@ -52,10 +52,24 @@ class TaskHooks:
                 await result
             self._after_call()
         except Exception as exc:
-            raise self._failed(what, exc) from exc
+            raise self._failed(what, exc) from _cause(exc)
 
     def _failed(self, what: str, exc: Exception) -> TaskError:
+        if isinstance(exc, OperatorError):  # an application's function: name its operator
+            error = TaskError(
+                f"{what}() of task {self._name!r} failed: {exc}",
+                task_name=self._name,
+                operator=exc.op_id,
+            )
+            return error
         return TaskError(f"{what}() of task {self._name!r} failed: {exc!r}", task_name=self._name)
+
+
+def _cause(exc: Exception) -> BaseException:
+    """The user's own exception: an operator's function's, not the OperatorError around it."""
+    if isinstance(exc, OperatorError) and exc.__cause__ is not None:
+        return exc.__cause__
+    return exc
 
 
 __all__ = ["TaskHooks"]

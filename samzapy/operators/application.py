@@ -108,7 +108,8 @@ def load_application(config: Config, app: Any = None) -> Application:
         app = _create(cls, name)
     else:
         cls = app if isinstance(app, type) else type(app)
-        name = f"{cls.__module__}:{cls.__qualname__}"
+        # A class defined in a function (a test's) is named without its "<locals>" step.
+        name = f"{cls.__module__}:{cls.__qualname__.replace('<locals>.', '')}"
         if not issubclass(cls, StreamApplication):
             raise ConfigError(f"{name} is not an application: it must subclass StreamApplication")
         if isinstance(app, type):

@@ -346,3 +346,21 @@ def test_every_fused_step_fails_as_its_own_operator(build: Any, operator: str) -
     with pytest.raises(TaskError) as info:
         runner.run(timeout=10)
     assert info.value.operator == operator
+
+
+def test_a_failing_init_names_its_operator_with_the_functions_own_error() -> None:
+    class BadInit:
+        def init(self, context: Any) -> None:
+            raise LookupError("no profile service")
+
+        def apply(self, m: Any) -> Any:
+            return m
+
+    class Local(StreamApplication):  # a class of a function: TestRunner.of takes it
+        def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+            app_desc.get_input_stream(LINES).map(BadInit()).sink(lambda m, c, k: None)
+
+    with pytest.raises(TaskError, match=r"init\(\) of task 'Partition 0' failed") as info:
+        TestRunner.of(Local).add_input_stream(LINES, [1]).run(timeout=10)
+    assert info.value.operator == "map-1"
+    assert isinstance(info.value.__cause__, LookupError)

@@ -314,3 +314,15 @@ def test_the_job_file_may_rename_an_input_or_move_it_to_another_system() -> None
     assert [s.qualified_name for s in app.plan.inputs] == ["other.page-views"]
     task = app.task_factory(resolve(app.config))()
     assert [str(ss) for ss in task.graph.entries] == ["other.page-views"]
+
+
+def test_operator_ids_and_input_stream_ids_share_one_namespace() -> None:
+    desc = StreamApplicationDescriptor(JOB)
+    lines = desc.get_input_stream(KAFKA.get_input_descriptor("lines"))
+    with pytest.raises(ConfigError, match=r"op_id 'lines' is used twice"):
+        lines.broadcast("json", "lines")
+    lines.partition_by(str, str, "json", "p")
+    with pytest.raises(ConfigError, match=r"op_id 'p-input' is used twice"):
+        lines.broadcast("json", "p-input")
+    with pytest.raises(ConfigError, match=r"input stream 'p' has the id of an operator"):
+        desc.get_input_stream(KAFKA.get_input_descriptor("p"))

@@ -1,0 +1,142 @@
+"""The pipeline's samzapy job as an application of the high-level API (``make demo`` runs it).
+
+The same job as ``tasks.py``'s ``PageViewPipeline``, described as a graph of operators:
+
+    page-views (framed, keyed by page, as the Spark job writes it)
+      -> partition_by(member)          the intermediate stream
+                                       pageviews-pipeline-<job.id>-partition_by-by-member
+      -> flat_map_async(CountAndEnrich) count in the RocksDB store ``views`` (Kafka changelog),
+                                       then the member's country from the profile service
+      -> enriched-page-views           each view with its member's country
+      -> member-view-counts            the member's running count, on every view
+
+There is no window operator yet, so the count is sent on every view rather than every window:
+the last record per member (keyed by member, so one partition holds all of a member's
+records, in order) is its final count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, NamedTuple
+
+from examples.pipeline.profiles import fetch_profile
+from samzapy import (
+    KV,
+    KafkaSystemDescriptor,
+    KVSerde,
+    StreamApplication,
+    StreamApplicationDescriptor,
+    TaskContext,
+)
+
+ENRICHED = "enriched-page-views"
+COUNTS = "member-view-counts"
+DEFAULT_PROFILES_URL = "http://127.0.0.1:8765"
+
+
+class Routed(NamedTuple):
+    """One result of ``CountAndEnrich``: the output stream it goes to, and its message."""
+
+    stream: str
+    message: KV
+
+
+class CountAndEnrich:
+    """Counts each member's views in the store ``views`` and enriches each view with the
+    member's country, looked up in the profile service (up to ``task.max.concurrency``
+    lookups in flight per task, one per member at a time).
+
+    ``apply`` is called in offset order and updates the count before it returns, so
+    concurrent lookups never race on it; the awaitable it returns completes after the
+    lookup. A member's results complete in the order of its views, so the last count sent
+    for a member is its final one.
+    """
+
+    def init(self, context: TaskContext) -> None:
+        self.views = context.get_store("views")
+        self.profiles_url = str(context.config.get("app.profiles.url", DEFAULT_PROFILES_URL))
+        self.countries: dict[str, str] = {}
+        self.lookups: dict[str, asyncio.Future[str]] = {}
+        # Per member: completes when the member's latest view has its results.
+        self.latest: dict[str, asyncio.Future[None]] = {}
+
+    def apply(self, kv: KV) -> Awaitable[list[Routed]]:
+        member, view = kv.key, kv.value
+        # Synchronous, in offset order: the count.
+        views = (self.views.get(member) or 0) + 1
+        self.views.put(member, views)
+        previous = self.latest.get(member)
+        done = self.latest[member] = asyncio.get_running_loop().create_future()
+        return self._enrich(member, view, views, previous, done)
+
+    async def _enrich(
+        self,
+        member: str,
+        view: dict[str, Any],
+        views: int,
+        previous: asyncio.Future[None] | None,
+        done: asyncio.Future[None],
+    ) -> list[Routed]:
+        try:
+            country = self.countries.get(member)
+            if country is None:
+                # One lookup per member at a time; concurrent views of that member share it.
+                pending = self.lookups.get(member)
+                if pending is None:
+                    pending = self.lookups[member] = asyncio.ensure_future(self._lookup(member))
+                country = await pending
+            # The member's earlier view first: its results are sent as soon as it returns,
+            # before this one wakes up, so its count never arrives after this one's.
+            if previous is not None and not previous.done():
+                await previous
+            count = {"member_id": member, "views": views, "country": country}
+            return [
+                Routed(ENRICHED, KV(member, {**view, "country": country})),
+                Routed(COUNTS, KV(member, count)),
+            ]
+        finally:
+            done.set_result(None)
+            if self.latest.get(member) is done:
+                del self.latest[member]
+
+    async def _lookup(self, member: str) -> str:
+        try:
+            country = str((await fetch_profile(self.profiles_url, member))["country"])
+        finally:
+            self.lookups.pop(member, None)
+        self.countries[member] = country
+        return country
+
+
+def to_enriched(routed: Routed) -> bool:
+    return routed.stream == ENRICHED
+
+
+def to_counts(routed: Routed) -> bool:
+    return routed.stream == COUNTS
+
+
+def message(routed: Routed) -> KV:
+    return routed.message
+
+
+class PageViewPipelineApp(StreamApplication):
+    """Repartition by member, count and enrich, send to the two outputs. The job file
+    (``configs/pageviews-pipeline.yaml``) gives the broker, the store, the partition counts
+    and ``task.max.concurrency``."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        kafka = KafkaSystemDescriptor("kafka")
+        page_views = kafka.get_input_descriptor("page-views", "json").with_framed()
+        keyed = KVSerde("string", "json")
+        enriched = app_desc.get_output_stream(kafka.get_output_descriptor(ENRICHED, keyed))
+        counts = app_desc.get_output_stream(kafka.get_output_descriptor(COUNTS, keyed))
+        results = (
+            app_desc.get_input_stream(page_views)
+            .partition_by(lambda view: view["member_id"], lambda view: view, keyed, "by-member")
+            .flat_map_async(CountAndEnrich())
+        )
+        results.filter(to_enriched).map(message).send_to(enriched)
+        results.filter(to_counts).map(message).send_to(counts)
