@@ -31,30 +31,48 @@ from samzapy.operators.impl import (
 from samzapy.operators.sends import SendToOperator
 
 Chain = Callable[[Any], Awaitable[Any] | None]
+#: An input's chain, shaped as a task's ``process``: ``(envelope, collector, coordinator)``.
+Entry = Callable[[Any, Any, Any], Awaitable[Any] | None]
 
 
-def fuse_input(entry: InputOperator) -> Chain:
-    """One function taking an envelope of ``entry``'s stream through the whole chain: the
-    message (``KV(key, message)`` for a keyed stream) counted as the input's, one in
-    ``SAMPLE_EVERY`` timed through every operator it reaches, the others fused."""
+def fuse_input(entry: InputOperator, bind: Callable[[Any, Any], None]) -> Entry:
+    """One function taking an envelope of ``entry``'s stream through the whole chain, with
+    the signature of a task's ``process``: ``bind(collector, coordinator)`` the first time a
+    collector comes (the operators that send keep its ``send``), the message (``KV(key,
+    message)`` for a keyed stream) counted as the input's, one in ``SAMPLE_EVERY`` timed
+    through every operator it reaches, the others fused."""
+    if SAMPLE_EVERY & (SAMPLE_EVERY - 1):
+        raise AssertionError("SAMPLE_EVERY must be a power of two")
     message = "KV(envelope.key, envelope.message)" if entry.keyed else "envelope.message"
     prologue = [
+        "if collector is not bound:",
+        "    bound = collector",
+        "    bind(collector, coordinator)",
         f"message = {message}",
-        "n = o0.out + 1",
-        "o0.out = n",
-        f"if not n % {SAMPLE_EVERY}:",
+        "c0 += 1",
+        f"if not c0 & {SAMPLE_EVERY - 1}:",
         "    return o0.timed(message)",
     ]
-    return _compile(entry, "envelope", prologue)
+    chain: Entry = _compile(entry, "envelope, collector, coordinator", prologue, {"bind": bind})
+    return chain
 
 
 def fuse(first: OperatorImpl) -> Chain:
     """One function doing what ``first.emit`` does (the chain after ``first``)."""
-    return _compile(first, "message", [])
+    chain: Chain = _compile(first, "message", [], {})
+    return chain
 
 
-def _compile(first: OperatorImpl, argument: str, prologue: list[str]) -> Chain:
-    bound: dict[str, Any] = {"KV": KV, "OGE": OutgoingMessageEnvelope, "o0": first}
+def _compile(
+    first: OperatorImpl, arguments: str, prologue: list[str], extra: dict[str, Any]
+) -> Any:
+    """Writes ``make(<bound values>)``, which returns the chain and a function reading its
+    counters: closure cells (``c0`` the first operator's, when the prologue counts it; one
+    per filter), cheaper than an attribute of an operator."""
+    bound: dict[str, Any] = {"KV": KV, "OGE": OutgoingMessageEnvelope, "o0": first, **extra}
+    counters: list[tuple[str, OperatorImpl]] = []
+    if any("c0" in line for line in prologue):
+        counters.append(("c0", first))
     body: list[str] = list(prologue)
     op = first
     n = 0
@@ -80,6 +98,7 @@ def _compile(first: OperatorImpl, argument: str, prologue: list[str]) -> Chain:
             ]
         elif isinstance(nxt, FilterOperator):
             bound[f"f{n}"] = nxt.fn
+            counters.append((f"c{n}", nxt))
             body += [
                 "try:",
                 f"    keep = f{n}(message)",
@@ -87,7 +106,7 @@ def _compile(first: OperatorImpl, argument: str, prologue: list[str]) -> Chain:
                 f"    raise {o}.failed(exc) from exc",
                 "if not keep:",
                 "    return None",
-                f"{o}.out += 1",
+                f"c{n} += 1",
             ]
         elif isinstance(nxt, SendToOperator):
             bound[f"s{n}"] = nxt.stream
@@ -107,12 +126,29 @@ def _compile(first: OperatorImpl, argument: str, prologue: list[str]) -> Chain:
             body.append(f"return {o}.on_message(message)")
             break
         op = nxt
-    defaults = ", ".join(f"{name}={name}" for name in bound)
-    source = f"def chain({argument}, {defaults}):\n" + "".join(f"    {line}\n" for line in body)
+    cells = [name for name, _ in counters]
+    if "bind" in bound:
+        cells.append("bound")
+    lines = [f"def make({', '.join(bound)}):"]
+    lines += [f"    {cell} = {'None' if cell == 'bound' else '0'}" for cell in cells]
+    lines.append(f"    def chain({arguments}):")
+    if cells:
+        lines.append(f"        nonlocal {', '.join(cells)}")
+    lines += [f"        {line}" for line in body]
+    counted = ", ".join(name for name, _ in counters)
+    lines += ["    def counts():", f"        return ({counted}{',' if counters else ''})"]
+    lines.append("    return chain, counts")
     namespace: dict[str, Any] = {}
-    exec(compile(source, f"<fused chain after {first.op_id}>", "exec"), dict(bound), namespace)
-    chain: Chain = namespace["chain"]
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<fused chain after {first.op_id}>", "exec"), {}, namespace)
+    chain, counts = namespace["make"](**bound)
+    for index, (_, counted_op) in enumerate(counters):
+        counted_op.fused_counts.append(_reader(counts, index))
     return chain
 
 
-__all__ = ["Chain", "fuse", "fuse_input"]
+def _reader(counts: Callable[[], tuple[int, ...]], index: int) -> Callable[[], int]:
+    return lambda: counts()[index]
+
+
+__all__ = ["Chain", "Entry", "fuse", "fuse_input"]

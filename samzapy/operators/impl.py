@@ -27,7 +27,7 @@ from samzapy.api.errors import OperatorError
 from samzapy.api.system import SystemStream
 
 #: One message in this many is timed through the operators it reaches.
-SAMPLE_EVERY = 128
+SAMPLE_EVERY = 1024
 
 _clock = time.perf_counter_ns
 
@@ -48,7 +48,7 @@ class OperatorImpl:
     #: Whether the operator counts its output itself (else it equals its input).
     counts_out = False
 
-    __slots__ = ("downstream", "emit", "op_id", "out", "timer", "upstream")
+    __slots__ = ("downstream", "emit", "fused_counts", "op_id", "out", "timer", "upstream")
 
     def __init__(self, op_id: str) -> None:
         self.op_id = op_id
@@ -56,6 +56,8 @@ class OperatorImpl:
         self.upstream: list[OperatorImpl] = []
         self.emit: Callable[[Any], Awaitable[Any] | None] = _nothing
         self.out = 0
+        #: The counts fused chains keep of this operator (``fusion.py``), beside ``out``.
+        self.fused_counts: list[Callable[[], int]] = []
         self.timer: Any = None  # a metrics Timer once registered
 
     # -- wiring ------------------------------------------------------------------------------
@@ -108,7 +110,9 @@ class OperatorImpl:
 
     @property
     def messages_out(self) -> int:
-        return self.out if self.counts_out else self.messages_in
+        if not self.counts_out:
+            return self.messages_in
+        return self.out + sum(count() for count in self.fused_counts)
 
     def failed(self, exc: BaseException, what: str = "function") -> OperatorError:
         return OperatorError(

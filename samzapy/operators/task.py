@@ -28,7 +28,7 @@ from samzapy.api.stream import ApplicationGraph, OperatorSpec
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.api.task import AsyncStreamTask, ClosableTask, InitableTask, StreamTask
 from samzapy.operators import impl, sends
-from samzapy.operators.fusion import Chain, fuse, fuse_input
+from samzapy.operators.fusion import Entry, fuse, fuse_input
 from samzapy.operators.impl import InputOperator, OperatorImpl
 from samzapy.operators.plan import AppPlan
 from samzapy.operators.sends import TaskIO
@@ -85,10 +85,10 @@ class OperatorGraph:
         for op in self.operators:
             if op.downstream:
                 op.emit = fuse(op)
-        #: Each input operator's fused chain, by its id.
-        self.chains: dict[str, Chain] = {
-            entry.op_id: fuse_input(entry) for entry in self.entries.values()
-        }
+
+    def fuse_inputs(self, bind: Callable[[Any, Any], None]) -> dict[str, Entry]:
+        """Each input operator's fused chain, by its id (``fusion.fuse_input``)."""
+        return {entry.op_id: fuse_input(entry, bind) for entry in self.entries.values()}
 
     def _function(self, spec: OperatorSpec, fn: Any, what: str = "function") -> Callable[..., Any]:
         function = _Function(spec, fn, what)
@@ -143,12 +143,12 @@ class _OperatorTask(InitableTask, ClosableTask):
     def __init__(self, graph: OperatorGraph) -> None:
         self.graph = graph
         self._io = graph.io
-        #: The fused chain of each input partition's stream (``fusion.fuse_input``), and the
-        #: one chain of a task that reads one stream only.
-        self._chains: dict[SystemStreamPartition, Chain] = {}
-        self._single: Chain | None = None
+        #: Each input operator's fused chain (``fusion.fuse_input``), by its id, and by the
+        #: input partitions seen so far.
+        self._entries = graph.fuse_inputs(self._bind)
+        self._chains: dict[SystemStreamPartition, Entry] = {}
 
-    def _chain(self, ssp: SystemStreamPartition) -> Chain:
+    def _chain(self, ssp: SystemStreamPartition) -> Entry:
         entry = self.graph.entries.get(ssp.system_stream)
         if entry is None:
             raise OperatorError(
@@ -156,7 +156,7 @@ class _OperatorTask(InitableTask, ClosableTask):
                 op_id="input",
                 kind="input",
             )
-        chain = self._chains[ssp] = self.graph.chains[entry.op_id]
+        chain = self._chains[ssp] = self._entries[entry.op_id]
         return chain
 
     def _bind(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
@@ -183,11 +183,10 @@ class _OperatorTask(InitableTask, ClosableTask):
                     kind=op.kind,
                 ) from exc
         self._register_metrics(context)
-        streams = {ssp.system_stream for ssp in context.system_stream_partitions}
-        if len(streams) == 1:
-            entry = self.graph.entries.get(streams.pop())
-            if entry is not None:
-                self._single = self.graph.chains[entry.op_id]
+        self._single_stream(context)
+
+    def _single_stream(self, context: TaskContext) -> None:
+        """A task that reads one stream: its fused chain is the task's ``process``."""
 
     async def close(self) -> None:
         failure: BaseException | None = None
@@ -251,14 +250,18 @@ class StreamOperatorTask(_OperatorTask, StreamTask):
         collector: MessageCollector,
         coordinator: TaskCoordinator,
     ) -> None:
-        if self._io.collector is not collector:
-            self._bind(collector, coordinator)
-        chain = self._single
+        chain = self._chains.get(envelope.system_stream_partition)
         if chain is None:
-            chain = self._chains.get(envelope.system_stream_partition)
-            if chain is None:
-                chain = self._chain(envelope.system_stream_partition)
-        chain(envelope)
+            chain = self._chain(envelope.system_stream_partition)
+        chain(envelope, collector, coordinator)
+
+    def _single_stream(self, context: TaskContext) -> None:
+        # The container looks ``process`` up once init has returned: a task that reads one
+        # stream gets that stream's chain itself, with no routing per message.
+        streams = {ssp.system_stream for ssp in context.system_stream_partitions}
+        entry = self.graph.entries.get(streams.pop()) if len(streams) == 1 else None
+        if entry is not None:
+            self.process = self._entries[entry.op_id]  # type: ignore[method-assign,assignment]
 
 
 class AsyncStreamOperatorTask(_OperatorTask, AsyncStreamTask):
@@ -275,12 +278,10 @@ class AsyncStreamOperatorTask(_OperatorTask, AsyncStreamTask):
         collector: MessageCollector,
         coordinator: TaskCoordinator,
     ) -> Awaitable[Any]:
-        if self._io.collector is not collector:
-            self._bind(collector, coordinator)
         chain = self._chains.get(envelope.system_stream_partition)
         if chain is None:
             chain = self._chain(envelope.system_stream_partition)
-        pending = chain(envelope)
+        pending = chain(envelope, collector, coordinator)
         if pending is not None:
             return pending
         done = self._done
