@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3.11 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
 
-.PHONY: help venv run demo test test-pythons docker-test lint docker-lint typecheck check unit bench bench-kafka bench-state bench-snapshots bench-eos bench-spark clean kafka-fetch kafka-up kafka-down spark-fetch
+.PHONY: help venv run demo test test-pythons docker-test lint docker-lint typecheck check unit bench bench-kafka bench-app bench-state bench-snapshots bench-eos bench-spark clean kafka-fetch kafka-up kafka-down spark-fetch
 
 help:
 	@echo "make run        run the quick-start job on the file system (no broker; the first run installs the runtime, about 15 s)"
@@ -21,6 +21,7 @@ help:
 	@echo "make docker-test build the image on a Docker engine of its own and run jobs in it"
 	@echo "make bench      run-loop throughput benchmark (figures with their references)"
 	@echo "make bench-kafka consume -> produce over a real broker, beside a plain aiokafka loop"
+	@echo "make bench-app   high-level API (app.class) beside task classes doing the same work"
 	@echo "make bench-state stateful count (RocksDB + changelog) beside pass-through; restore rate"
 	@echo "make bench-snapshots restart after kill -9 with and without store snapshots; their cost"
 	@echo "make bench-eos   exactly-once beside at-least-once: throughput, CPU, latency"
@@ -99,6 +100,9 @@ bench: $(VENV)/.installed
 
 bench-kafka: $(VENV)/.installed
 	$(PY) bench/bench_kafka.py
+
+bench-app: $(VENV)/.installed
+	$(PY) bench/bench_app.py
 
 bench-state: $(VENV)/.installed
 	$(PY) bench/bench_state.py

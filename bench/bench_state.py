@@ -36,6 +36,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,16 @@ def keyed_message(i: int, keys: int) -> bytes:
     return b"%08d" % (i % keys) + PAYLOAD[KEY_BYTES:]
 
 
-async def fill_keyed(bootstrap: str, topic: str, n: int, keys: int, start: int = 0) -> None:
-    """Message ``i`` on partition ``i % 8``: each partition gets its own ``keys / 8`` keys
-    (when 8 divides ``keys``)."""
+async def fill_keyed(
+    bootstrap: str,
+    topic: str,
+    n: int,
+    keys: int,
+    start: int = 0,
+    message: Callable[[int, int], bytes] = keyed_message,
+) -> None:
+    """Message ``i`` (``message(i, keys)``) on partition ``i % 8``: each partition gets its
+    own ``keys / 8`` keys (when 8 divides ``keys``)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, acks=1)
     await producer.start()
     try:
@@ -90,7 +98,7 @@ async def fill_keyed(bootstrap: str, topic: str, n: int, keys: int, start: int =
         for p in range(PARTITIONS):
             batch = producer.create_batch()
             for i in range(start + p, start + n, PARTITIONS):
-                value = keyed_message(i, keys)
+                value = message(i, keys)
                 if batch.append(key=None, value=value, timestamp=None) is None:
                     futures.append(await producer.send_batch(batch, topic, partition=p))
                     batch = producer.create_batch()
