@@ -311,6 +311,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("streams.<id>.samza.framed", _B, False, "Carries control messages."),
     ConfigKey("streams.<id>.samza.upstream.inputs", _L, (), "Inputs feeding it."),
     ConfigKey("streams.<id>.samza.watermark.lateness.ms", _I, None, "Lateness.", minimum=0),
+    ConfigKey("streams.<id>.producer.linger.ms", _I, None, "Batch linger when written.", minimum=0),
     # serializers
     ConfigKey(
         "serializers.registry.<name>.class", _A, None, "A serde class, module:Class (or object)."

@@ -121,6 +121,9 @@ class StreamConfig:
     framed: bool
     upstream_inputs: tuple[SystemStream, ...]
     watermark_lateness_ms: int | None
+    #: How long the producer holds a batch of this stream open (None: the system's linger;
+    #: an intermediate or framed stream gets ``FRAMED_LINGER_MS``).
+    linger_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +340,7 @@ def _stream(stream_id: str, v: Mapping[str, Any]) -> StreamConfig:
         framed=v[prefix + "samza.framed"],
         upstream_inputs=_system_streams(v[prefix + "samza.upstream.inputs"]),
         watermark_lateness_ms=v.get(prefix + "samza.watermark.lateness.ms"),
+        linger_ms=v.get(prefix + "producer.linger.ms"),
     )
 
 

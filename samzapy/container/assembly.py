@@ -33,6 +33,10 @@ from samzapy.metrics import MetricsRegistry
 from samzapy.storage.task_stores import TaskStores
 from samzapy.system.ports import SystemProducer
 
+#: How long a batch of an intermediate (framed) stream is held open by default, in ms
+#: (Kafka Streams' producers linger 100 ms).
+FRAMED_LINGER_MS = 50
+
 
 @dataclass(frozen=True)
 class TaskAssembly:
@@ -65,6 +69,7 @@ class TaskAssembly:
                 replication_for_new=lambda ss: cfg.stream(ss).replication_factor,
                 stream_id=lambda ss: cfg.stream(ss).stream_id,
                 framed=serdes.framed,
+                linger_ms=lambda ss: linger_ms(cfg, ss, serdes.framed(ss)),
                 drop_errors=cfg.task.drop_producer_errors,
                 on_dropped=lambda n: metrics.counter(CONTAINER, "producer-errors").inc(n),
                 on_error=self.fail,
@@ -148,4 +153,16 @@ class TaskAssembly:
         )
 
 
-__all__ = ["TaskAssembly"]
+def linger_ms(cfg: ResolvedConfig, ss: SystemStream, framed: bool) -> int | None:
+    """How long the producer holds a batch of ``ss`` open: the stream's
+    ``producer.linger.ms``, else ``FRAMED_LINGER_MS`` for a framed (intermediate) stream,
+    which the job or another reads back: at a few thousand messages a second per partition,
+    the system's 5 ms makes batches of a dozen records, each written, fetched and decoded
+    on its own; else the system's own."""
+    own = cfg.stream(ss).linger_ms
+    if own is not None:
+        return own
+    return FRAMED_LINGER_MS if framed else None
+
+
+__all__ = ["FRAMED_LINGER_MS", "TaskAssembly", "linger_ms"]

@@ -82,8 +82,22 @@ class _Waiting:
         self.task = task
 
 
+#: Keys whose partition a route remembers (murmur2 in Python costs about 1.8 us a key); past
+#: this many, it starts over.
+PARTITION_CACHE_SIZE = 65536
+
+
 class _Route:
-    __slots__ = ("backlog", "framed", "key_serde", "msg_serde", "partitions", "producer", "stream")
+    __slots__ = (
+        "backlog",
+        "framed",
+        "key_serde",
+        "msg_serde",
+        "partition_cache",
+        "partitions",
+        "producer",
+        "stream",
+    )
 
     def __init__(
         self,
@@ -99,8 +113,19 @@ class _Route:
         self.msg_serde = msg_serde
         self.framed = framed
         self.partitions = 0
+        #: The partition of each key bytes seen lately (for ``partitions``).
+        self.partition_cache: dict[bytes, int] = {}
         #: Messages waiting for the partition count; None once the route is ready.
         self.backlog: list[_Waiting | _ControlRecord] | None = []
+
+    def partition_of(self, key: bytes) -> int:
+        """Kafka's partition of ``key``, remembered."""
+        partition = partition_for(key, self.partitions)
+        cache = self.partition_cache
+        if len(cache) >= PARTITION_CACHE_SIZE:
+            cache.clear()
+        cache[key] = partition
+        return partition
 
 
 class OutputRouter:
@@ -119,6 +144,7 @@ class OutputRouter:
         framed: Callable[[SystemStream], bool] = lambda ss: False,
         drop_errors: bool = False,
         on_dropped: Callable[[int], None] = lambda n: None,
+        linger_ms: Callable[[SystemStream], int | None] = lambda ss: None,
     ) -> None:
         self._producers = producers
         self._admins = admins
@@ -129,6 +155,7 @@ class OutputRouter:
         self._framed = framed
         self._drop_errors = drop_errors
         self._on_dropped = on_dropped
+        self._linger_ms = linger_ms
         self._on_error = on_error
         self._routes: dict[SystemStream, _Route] = {}
         self._resolving: set[asyncio.Task[None]] = set()
@@ -155,10 +182,23 @@ class OutputRouter:
         # The route is ready: partition, serialize and hand over (the hot path, one call).
         partition = envelope.partition
         key = envelope.key
+        serialized = False
         if partition is None:
-            pkey = envelope.partition_key if envelope.partition_key is not None else key
+            pkey = envelope.partition_key
+            if pkey is None and key is not None and route.key_serde is not None:
+                key = pkey = route.key_serde.to_bytes(key)  # serialized once, for both
+                serialized = True
+            elif pkey is None:
+                pkey = key
             if pkey is not None and route.partitions > 1:
-                partition = partition_for(key_bytes(pkey, route.key_serde), route.partitions)
+                if not serialized:
+                    pkey = key_bytes(pkey, route.key_serde)
+                if type(pkey) is bytes:
+                    partition = route.partition_cache.get(pkey)
+                    if partition is None:
+                        partition = route.partition_of(pkey)
+                else:
+                    partition = partition_for(pkey, route.partitions)
             elif pkey is not None:
                 partition = 0
         elif not 0 <= partition < route.partitions:
@@ -169,7 +209,7 @@ class OutputRouter:
                 f"(streams.{self._stream_id(route.stream)}.partitions, used when samzapy "
                 "creates the stream)"
             )
-        if key is not None and route.key_serde is not None:
+        if key is not None and route.key_serde is not None and not serialized:
             key = route.key_serde.to_bytes(key)
         message = envelope.message
         if route.msg_serde is not None and message is not None:
@@ -211,6 +251,9 @@ class OutputRouter:
         key_serde, msg_serde = self._serdes_for(stream)
         route = _Route(stream, producer, key_serde, msg_serde, self._framed(stream))
         self._routes[stream] = route
+        linger_ms = self._linger_ms(stream)
+        if linger_ms is not None:
+            producer.linger(stream.stream, linger_ms)
         task = asyncio.get_running_loop().create_task(self._resolve(route))
         self._resolving.add(task)
         task.add_done_callback(self._resolving.discard)
@@ -230,6 +273,7 @@ class OutputRouter:
                 )
                 log.info("stream_created", stream=str(route.stream), partitions=count)
             route.partitions = count
+            route.partition_cache.clear()
             backlog, route.backlog = route.backlog or [], None
             for waiting in backlog:
                 if isinstance(waiting, _ControlRecord):

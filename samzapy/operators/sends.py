@@ -120,15 +120,18 @@ class PartitionByOperator(SendingOperator):
         try:
             self.send(OutgoingMessageEnvelope(self.stream, value, key))
         except SerdeError as exc:
-            raise OperatorError(
-                f"operator {self.op_id!r} (partition_by) cannot serialize a message with its "
-                f"serde {self.serde}: {exc}",
-                op_id=self.op_id,
-                kind=self.kind,
-            ) from exc
+            raise self.unserializable(exc) from exc
         except Exception as exc:
             raise self.failed(exc, f"send to {self.stream}") from exc
         return None
+
+    def unserializable(self, exc: SerdeError) -> OperatorError:
+        return OperatorError(
+            f"operator {self.op_id!r} (partition_by) cannot serialize a message with its "
+            f"serde {self.serde}: {exc}",
+            op_id=self.op_id,
+            kind=self.kind,
+        )
 
 
 class BroadcastOperator(SendingOperator):

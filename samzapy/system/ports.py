@@ -169,6 +169,10 @@ class SystemProducer(abc.ABC):
         container may have lost its tasks): what is not handed over yet is dropped. Checked
         per batch, not per message."""
 
+    def linger(self, stream: str, linger_ms: int) -> None:  # noqa: B027 - optional hook
+        """Hold the messages of ``stream`` up to ``linger_ms`` before handing them over, to
+        write fewer, larger batches (a producer that does not batch ignores it)."""
+
     def backpressure(self) -> asyncio.Future[None] | None:
         """A future to await before sending more, while the producer holds as much unsent
         data as it may; None when it can take more. The container checks it before each

@@ -106,6 +106,8 @@ class KafkaSystemProducer(SystemProducer):
         self._release_at = self._max_unsettled // 2
         self._servers = ",".join(settings.producer_servers)
         self._linger_s = float(settings.producer_kwargs()["linger_ms"]) / 1000
+        #: Topics held open longer or shorter than ``producer.linger.ms`` (``linger``).
+        self._lingers: dict[str, float] = {}
         self._producer: Any = None
         self._open: dict[_Target, _OpenBatch] = {}
         #: Full batches waiting for their partition's sender task, in order.
@@ -216,8 +218,12 @@ class KafkaSystemProducer(SystemProducer):
                 raise StreamSystemError(self._out_of_range(topic, partition, known))
         batch = _OpenBatch(producer.create_batch(), target)
         self._open[target] = batch
-        batch.timer = asyncio.get_running_loop().call_later(self._linger_s, self._lingered, batch)
+        linger = self._lingers.get(topic, self._linger_s) if self._lingers else self._linger_s
+        batch.timer = asyncio.get_running_loop().call_later(linger, self._lingered, batch)
         return batch
+
+    def linger(self, stream: str, linger_ms: int) -> None:
+        self._lingers[stream] = linger_ms / 1000
 
     def _lingered(self, batch: _OpenBatch) -> None:
         if self._open.get(batch.target) is batch:

@@ -139,3 +139,35 @@ async def test_a_send_to_an_unknown_system_names_it() -> None:
     with pytest.raises(StreamSystemError, match=r"no system named 'nowhere' is configured"):
         setup.router.send(OutgoingMessageEnvelope(SystemStream("nowhere", "x"), "m"))
     await asyncio.sleep(0)
+
+
+def test_a_route_remembers_key_partitions_up_to_a_bound() -> None:
+    from samzapy.container import collector
+    from samzapy.system.partitioner import partition_for
+
+    route = collector._Route(SystemStream("s", "t"), None, None, None, False)  # type: ignore[arg-type]
+    route.partitions = 8
+    keys = [f"k{i}".encode() for i in range(collector.PARTITION_CACHE_SIZE + 10)]
+    for key in keys:
+        assert route.partition_of(key) == partition_for(key, 8)
+        assert route.partition_cache[key] == partition_for(key, 8)
+    assert len(route.partition_cache) <= collector.PARTITION_CACHE_SIZE
+
+
+def test_framed_streams_ask_their_producer_for_a_longer_linger() -> None:
+    from samzapy.config import load_config, resolve
+    from samzapy.container.assembly import FRAMED_LINGER_MS, linger_ms
+
+    cfg = resolve(
+        load_config(
+            text=(
+                "job.name: j\ntask.class: m:T\ntask.inputs: [k.in]\n"
+                "systems.k.samza.factory: memory\n"
+                "streams.mid: {samza.system: k, samza.intermediate: true}\n"
+                "streams.slow: {samza.system: k, samza.intermediate: true, producer.linger.ms: 7}\n"
+            )
+        )
+    )
+    assert linger_ms(cfg, SystemStream("k", "mid"), framed=True) == FRAMED_LINGER_MS
+    assert linger_ms(cfg, SystemStream("k", "slow"), framed=True) == 7
+    assert linger_ms(cfg, SystemStream("k", "out"), framed=False) is None

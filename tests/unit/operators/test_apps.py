@@ -330,6 +330,12 @@ def test_a_stream_used_twice_feeds_both_branches_in_order() -> None:
         (lambda s, out: s.filter(lambda m: 1 // m).send_to(out), "filter-1"),
         (lambda s, out: s.map(lambda m: m).send_to(out), "send_to-1"),  # unserializable
         (lambda s, out: s.flat_map(lambda m: [1 // m]).send_to(out), "flat_map-1"),
+        (
+            lambda s, out: s.partition_by(lambda m: 1 // m, str, "json", "by").sink(
+                lambda m, c, k: None
+            ),
+            "by",
+        ),
     ],
 )
 def test_every_fused_step_fails_as_its_own_operator(build: Any, operator: str) -> None:
