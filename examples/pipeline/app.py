@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, NamedTuple
 
-from examples.pipeline.profiles import fetch_profile
+from examples.pipeline.profiles import Countries
 from samzapy import (
     KV,
     KafkaSystemDescriptor,
@@ -57,8 +57,7 @@ class CountAndEnrich:
     def init(self, context: TaskContext) -> None:
         self.views = context.get_store("views")
         self.profiles_url = str(context.config.get("app.profiles.url", DEFAULT_PROFILES_URL))
-        self.countries: dict[str, str] = {}
-        self.lookups: dict[str, asyncio.Future[str]] = {}
+        self.countries = Countries(self.profiles_url)
         # Per member: completes when the member's latest view has its results.
         self.latest: dict[str, asyncio.Future[None]] = {}
 
@@ -80,13 +79,7 @@ class CountAndEnrich:
         done: asyncio.Future[None],
     ) -> list[Routed]:
         try:
-            country = self.countries.get(member)
-            if country is None:
-                # One lookup per member at a time; concurrent views of that member share it.
-                pending = self.lookups.get(member)
-                if pending is None:
-                    pending = self.lookups[member] = asyncio.ensure_future(self._lookup(member))
-                country = await pending
+            country = await self.countries.of(member)
             # The member's earlier view first: its results are sent as soon as it returns,
             # before this one wakes up, so its count never arrives after this one's.
             if previous is not None and not previous.done():
@@ -100,14 +93,6 @@ class CountAndEnrich:
             done.set_result(None)
             if self.latest.get(member) is done:
                 del self.latest[member]
-
-    async def _lookup(self, member: str) -> str:
-        try:
-            country = str((await fetch_profile(self.profiles_url, member))["country"])
-        finally:
-            self.lookups.pop(member, None)
-        self.countries[member] = country
-        return country
 
 
 def to_enriched(routed: Routed) -> bool:

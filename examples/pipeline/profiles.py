@@ -94,6 +94,33 @@ async def fetch_profile(base_url: str, member_id: str, timeout: float = 5.0) -> 
     return result
 
 
+class Countries:
+    """Members' countries from the service at ``base_url``, each looked up once: concurrent
+    callers asking for one member share its one lookup in flight."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.known: dict[str, str] = {}
+        self.lookups: dict[str, asyncio.Future[str]] = {}
+
+    async def of(self, member: str) -> str:
+        country = self.known.get(member)
+        if country is not None:
+            return country
+        pending = self.lookups.get(member)
+        if pending is None:
+            pending = self.lookups[member] = asyncio.ensure_future(self._lookup(member))
+        return await pending
+
+    async def _lookup(self, member: str) -> str:
+        try:
+            country = str((await fetch_profile(self.base_url, member))["country"])
+        finally:
+            self.lookups.pop(member, None)
+        self.known[member] = country
+        return country
+
+
 async def _serve(port: int) -> None:
     service = ProfileService(port)
     await service.start()

@@ -16,11 +16,10 @@ end-of-stream: the last record per member is its final count).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
-from examples.pipeline.profiles import fetch_profile
+from examples.pipeline.profiles import Countries
 from samzapy import (
     AsyncStreamTask,
     EndOfStreamListenerTask,
@@ -44,9 +43,8 @@ class PageViewPipeline(AsyncStreamTask, InitableTask, WindowableTask, EndOfStrea
     def init(self, context: TaskContext) -> None:
         self.views = context.get_store("views")
         self.profiles_url = str(context.config.get("app.profiles.url", "http://127.0.0.1:8765"))
-        self.countries: dict[str, str] = {}
+        self.countries = Countries(self.profiles_url)
         self.changed: set[str] = set()
-        self.lookups: dict[str, asyncio.Future[str]] = {}
 
     def process_async(
         self,
@@ -65,22 +63,8 @@ class PageViewPipeline(AsyncStreamTask, InitableTask, WindowableTask, EndOfStrea
         return self._enrich(view, member, collector)
 
     async def _enrich(self, view: dict[str, Any], member: str, collector: Any) -> None:
-        country = self.countries.get(member)
-        if country is None:
-            # One lookup per member at a time; concurrent views of that member share it.
-            pending = self.lookups.get(member)
-            if pending is None:
-                pending = self.lookups[member] = asyncio.ensure_future(self._lookup(member))
-            country = await pending
+        country = await self.countries.of(member)
         collector.send(OutgoingMessageEnvelope(ENRICHED, {**view, "country": country}, key=member))
-
-    async def _lookup(self, member: str) -> str:
-        try:
-            country = str((await fetch_profile(self.profiles_url, member))["country"])
-        finally:
-            self.lookups.pop(member, None)
-        self.countries[member] = country
-        return country
 
     def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
         self._emit_counts(collector)
@@ -91,7 +75,8 @@ class PageViewPipeline(AsyncStreamTask, InitableTask, WindowableTask, EndOfStrea
     def _emit_counts(self, collector: MessageCollector) -> None:
         for member in sorted(self.changed):
             views = self.views.get(member)
-            record = {"member_id": member, "views": views, "country": self.countries.get(member)}
+            country = self.countries.known.get(member)
+            record = {"member_id": member, "views": views, "country": country}
             collector.send(OutgoingMessageEnvelope(COUNTS, record, key=member))
         self.changed.clear()
 

@@ -154,18 +154,17 @@ class MapOperator(OperatorImpl):
         super().__init__(op_id)
         self.fn = fn
 
-    def on_message(self, message: Any) -> Awaitable[Any] | None:
+    def _apply(self, message: Any) -> Any:
         try:
-            result = self.fn(message)
+            return self.fn(message)
         except Exception as exc:
             raise self.failed(exc) from exc
-        return self.emit(result)
+
+    def on_message(self, message: Any) -> Awaitable[Any] | None:
+        return self.emit(self._apply(message))
 
     def transform(self, message: Any) -> list[Any]:
-        try:
-            return [self.fn(message)]
-        except Exception as exc:
-            raise self.failed(exc) from exc
+        return [self._apply(message)]
 
 
 class FilterOperator(OperatorImpl):
@@ -177,25 +176,21 @@ class FilterOperator(OperatorImpl):
         super().__init__(op_id)
         self.fn = fn
 
-    def on_message(self, message: Any) -> Awaitable[Any] | None:
+    def _keep(self, message: Any) -> bool:
         try:
             keep = self.fn(message)
         except Exception as exc:
             raise self.failed(exc) from exc
         if keep:
             self.out += 1
-            return self.emit(message)
-        return None
+            return True
+        return False
+
+    def on_message(self, message: Any) -> Awaitable[Any] | None:
+        return self.emit(message) if self._keep(message) else None
 
     def transform(self, message: Any) -> list[Any]:
-        try:
-            keep = self.fn(message)
-        except Exception as exc:
-            raise self.failed(exc) from exc
-        if keep:
-            self.out += 1
-            return [message]
-        return []
+        return [message] if self._keep(message) else []
 
 
 class FlatMapOperator(OperatorImpl):
