@@ -286,7 +286,11 @@ def test_word_totals_through_partition_by_are_read_committed_exactly_once_across
         # stream.
         target = rng.randint(n // 10, n // 3)
         kill_after_a_commit(kafka_bootstrap, run, job, rng, target, exactly_once=True)
-        assert input_left(kafka_bootstrap, job, exactly_once=True), "finished before its kill"
+        # Killed with work left: the input not all read, or its words not all counted (the
+        # input stage may run ahead of the counting stage by the intermediate stream).
+        assert input_left(kafka_bootstrap, job, exactly_once=True) or not all_totals_committed(
+            kafka_bootstrap, totals, Counter(words)
+        ), "finished before its kill"
         everything = asyncio.run(read_all(kafka_bootstrap, totals))
         committed = asyncio.run(read_all(kafka_bootstrap, totals, committed=True))
         uncommitted_seen = uncommitted_seen or len(everything) > len(committed)
@@ -320,7 +324,9 @@ def test_word_totals_through_partition_by_lose_nothing_at_least_once_across_a_ki
     kill_after_a_commit(
         kafka_bootstrap, first, job, rng, rng.randint(n // 5, n // 2), exactly_once=False
     )
-    assert input_left(kafka_bootstrap, job, exactly_once=False), "finished before its kill"
+    assert input_left(kafka_bootstrap, job, exactly_once=False) or output_count(
+        kafka_bootstrap, totals
+    ) < len(words), "finished before its kill"
     second = Job(job, "unused", tmp_path / "run-1.log")
     counts = Counter(words)
 
