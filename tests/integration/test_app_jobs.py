@@ -26,8 +26,6 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from samzapy.checkpoint.stream import checkpoint_stream_name
-from samzapy.checkpoint.transactional import SUFFIX as TRANSACTIONAL_SUFFIX
 from samzapy.control import USER_MESSAGE, EndOfStreamMessage, decode, encode_control, frame
 
 HERE = Path(__file__).resolve().parent
@@ -37,6 +35,7 @@ from app_jobs import BY_WORD, STORE  # noqa: E402
 from test_exactly_once import assert_each_total_once, committed_totals  # noqa: E402
 from test_kafka_jobs import (  # noqa: E402
     Job,
+    checkpoint_entries,
     create_topic,
     name,
     output_count,
@@ -182,17 +181,9 @@ def intermediate_words(bootstrap: str, topic: str) -> Counter[str]:
 def checkpoints(bootstrap: str, job: Path, *, exactly_once: bool) -> dict[tuple[str, int], int]:
     """The last checkpointed offset of every partition of every input, the intermediate stream
     included; with ``exactly_once``, of the transactional checkpoints, read committed."""
-    cfg = json.loads(job.read_text())
-    topic = checkpoint_stream_name(cfg["job.name"], cfg["job.id"])
-    if exactly_once:
-        topic += TRANSACTIONAL_SUFFIX
-    latest: dict[str, Any] = {}
-    for record in asyncio.run(read_all(bootstrap, topic, committed=exactly_once)):
-        latest[record.key.decode()] = json.loads(record.value) if record.value else None
     return {
         (entry["stream"], entry["partition"]): int(entry["offset"])
-        for doc in latest.values()
-        for entry in (doc or {}).get("offsets", [])
+        for entry in checkpoint_entries(bootstrap, job, exactly_once=exactly_once)
     }
 
 

@@ -248,9 +248,11 @@ def test_job_output_then_restart_processes_nothing_twice(
     assert len(read) == 4
 
 
-def checkpointed(bootstrap: str, job: Path, *, exactly_once: bool = False) -> dict[int, int]:
-    """The last checkpointed (last processed) input offset of each partition; with
-    ``exactly_once``, in the exactly-once checkpoints, read committed."""
+def checkpoint_entries(
+    bootstrap: str, job: Path, *, exactly_once: bool = False
+) -> list[dict[str, Any]]:
+    """The offset entries (stream, partition, offset) of every task's last checkpoint; with
+    ``exactly_once``, of the exactly-once checkpoints, read committed."""
     cfg = json.loads(job.read_text())
     topic = checkpoint_stream_name(cfg["job.name"], cfg["job.id"])
     if exactly_once:
@@ -258,11 +260,14 @@ def checkpointed(bootstrap: str, job: Path, *, exactly_once: bool = False) -> di
     latest: dict[str, Any] = {}
     for record in asyncio.run(read_all(bootstrap, topic, committed=exactly_once)):
         latest[record.key.decode()] = json.loads(record.value) if record.value else None
-    offsets: dict[int, int] = {}
-    for doc in latest.values():
-        for entry in (doc or {}).get("offsets", []):
-            offsets[entry["partition"]] = int(entry["offset"])
-    return offsets
+    return [entry for doc in latest.values() for entry in (doc or {}).get("offsets", [])]
+
+
+def checkpointed(bootstrap: str, job: Path, *, exactly_once: bool = False) -> dict[int, int]:
+    """The last checkpointed (last processed) input offset of each partition; with
+    ``exactly_once``, in the exactly-once checkpoints, read committed."""
+    entries = checkpoint_entries(bootstrap, job, exactly_once=exactly_once)
+    return {entry["partition"]: int(entry["offset"]) for entry in entries}
 
 
 @pytest.mark.timeout(400)
