@@ -272,8 +272,11 @@ class TestRunner:
             overrides[f"streams.{stream_id}.samza.framed"] = False
         merged = {**app.config, **overrides}
         for key in [k for k in merged if k.startswith("systems.")]:
-            if key.split(".", 2)[2] not in ("samza.factory", "namespace"):
-                del merged[key]  # a real system's settings mean nothing to the memory system
+            setting = key.split(".", 2)[2]
+            if setting != "namespace" and not setting.startswith(("samza.", "default.stream.")):
+                # A real system's own settings (brokers, security, clients' options) mean
+                # nothing to the memory system; samzapy's (serdes, offset defaults) stay.
+                del merged[key]
         resolved = resolve(Config(merged))
         return resolved, app
 

@@ -370,3 +370,25 @@ def test_a_failing_init_names_its_operator_with_the_functions_own_error() -> Non
         TestRunner.of(Local).add_input_stream(LINES, [1]).run(timeout=10)
     assert info.value.operator == "map-1"
     assert isinstance(info.value.__cause__, LookupError)
+
+
+def test_the_test_runner_keeps_a_systems_samzapy_settings_and_drops_its_clients() -> None:
+    kafka = KafkaSystemDescriptor("kafka").with_bootstrap_servers("broker:9092")
+    kafka.with_system_configs({"samza.msg.serde": "json"})
+    source = kafka.get_input_descriptor("src")
+    seen: list[Any] = []
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(source).broadcast(None, "all").sink(lambda m, c, k: seen.append(m))
+
+    runner = TestRunner.of(Lambda(app)).add_input_stream(source, [{"a": 1}])
+    resolved, _ = runner._resolved()
+    assert resolved.systems["kafka"].factory == "memory"
+    assert "systems.kafka.bootstrap.servers" not in resolved.raw
+    # the broadcast stream takes the system's json serde: its messages are serialized for real
+    assert (
+        resolved.stream(next(iter(resolved.task.broadcast_inputs)).system_stream).msg_serde
+        == "json"
+    )
+    runner.run(timeout=10)
+    assert seen == [{"a": 1}]
