@@ -42,13 +42,15 @@ class _Function:
 
     __slots__ = ("call", "op", "target")
 
-    def __init__(self, op: OperatorSpec, fn: Any, what: str) -> None:
+    def __init__(self, op: OperatorSpec, fn: Any, what: str, memo: dict[int, Any]) -> None:
         self.op = op
         if isinstance(fn, _SHARED):
             self.target = fn
         else:
             try:
-                self.target = copy.deepcopy(fn)
+                # One memo per task: an object given to several operators stays one object
+                # in each task (as Samza deserializes a task's whole graph at once).
+                self.target = copy.deepcopy(fn, memo)
             except Exception as exc:
                 raise ConfigError(
                     f"the {what} of operator {op.op_id!r} ({op.kind}) cannot be copied for each "
@@ -74,6 +76,7 @@ class OperatorGraph:
         self.entries: dict[SystemStream, InputOperator] = {}
         self.operators: list[OperatorImpl] = []
         self.functions: list[_Function] = []
+        self._memo: dict[int, Any] = {}
         built: dict[int, OperatorImpl] = {}
         readers = [s.reader for s in graph.intermediates if s.reader is not None]
         for spec in [*graph.inputs.values(), *readers, *graph.operators]:
@@ -91,8 +94,9 @@ class OperatorGraph:
         return {entry.op_id: fuse_input(entry, bind) for entry in self.entries.values()}
 
     def _function(self, spec: OperatorSpec, fn: Any, what: str = "function") -> Callable[..., Any]:
-        function = _Function(spec, fn, what)
-        self.functions.append(function)
+        function = _Function(spec, fn, what, self._memo)
+        if all(f.target is not function.target for f in self.functions):
+            self.functions.append(function)  # its init and close run once per task
         return function.call
 
     def _build(self, spec: OperatorSpec, streams: dict[str, SystemStream]) -> OperatorImpl:

@@ -56,7 +56,15 @@ class TestResult:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, broker: InMemoryBroker, namespace: str, container: SamzaContainer) -> None:
+    def __init__(
+        self,
+        broker: InMemoryBroker,
+        namespace: str,
+        container: SamzaContainer,
+        names: dict[str, str] | None = None,
+    ) -> None:
+        #: An application's streams by id: the name the job gave each (the config may rename).
+        self._names = names or {}
         self._broker = broker
         self._namespace = namespace
         self.container = container
@@ -72,7 +80,7 @@ class TestResult:
 
     def _records(self, stream: str | StreamDescriptor) -> dict[int, list[tuple[Any, Any]]]:
         if isinstance(stream, StreamDescriptor):
-            stream = stream.physical_name
+            stream = self._names.get(stream.stream_id, stream.physical_name)
         count = self._broker.partition_count(stream)
         if count is None:
             raise KeyError(f"no stream {stream!r} was written or declared with add_output")
@@ -211,9 +219,10 @@ class TestRunner:
             raise ValueError(
                 "TestRunner needs at least one input: call add_input() or add_intermediate()"
             )
-        self._prepare_streams()
         resolved, app = self._resolved()
         self._planned = None  # a second run describes the application again
+        names = self._place_app_streams(resolved)
+        self._prepare_streams()
         container = SamzaContainer(
             resolved,
             task_factory=self._task_class if app is None else app.task_factory(resolved),
@@ -224,7 +233,7 @@ class TestRunner:
             await asyncio.wait_for(container.run(), timeout)
         except TimeoutError:
             raise TimeoutError(f"the job did not finish within {timeout} s") from None
-        return TestResult(self.broker, container.checkpoint_namespace, container)
+        return TestResult(self.broker, container.checkpoint_namespace, container, names)
 
     def _prepare_streams(self) -> None:
         for stream, by_partition in self._inputs.items():
@@ -241,6 +250,19 @@ class TestRunner:
         for stream, partitions in {**self._outputs, **self._intermediate}.items():
             if self.broker.partition_count(stream) is None:
                 self.broker.create_stream(stream, partitions)
+
+    def _place_app_streams(self, resolved: ResolvedConfig) -> dict[str, str]:
+        """The name each of an application's streams has in the job (its config may rename
+        one): what was added under the descriptor's name moves to it."""
+        names: dict[str, str] = {}
+        for stream_id, descriptor in self._app_streams.items():
+            entry = resolved.streams.get(stream_id)
+            name = entry.physical_name if entry is not None else descriptor.physical_name
+            names[stream_id] = name
+            for table in (self._inputs, self._outputs):
+                if descriptor.physical_name in table and name != descriptor.physical_name:
+                    table[name] = table.pop(descriptor.physical_name)  # type: ignore[assignment]
+        return names
 
     def _resolved(self) -> tuple[ResolvedConfig, Application | None]:
         if self._planned is None:

@@ -392,3 +392,48 @@ def test_the_test_runner_keeps_a_systems_samzapy_settings_and_drops_its_clients(
     )
     runner.run(timeout=10)
     assert seen == [{"a": 1}]
+
+
+def test_the_test_runner_follows_a_stream_its_config_renames() -> None:
+    source = KAFKA.get_input_descriptor("src", "json")
+    out = KAFKA.get_output_descriptor("out", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(source).map(lambda m: m + 1).send_to(d.get_output_stream(out))
+
+    renames = {"streams.src.samza.physical.name": "in2", "streams.out.samza.physical.name": "o2"}
+    result = (
+        TestRunner.of(Lambda(app), renames)
+        .add_input_stream(source, [1, 2])
+        .add_output_stream(out, partitions=2)
+        .run(timeout=10)
+    )
+    assert sorted(flat(result.outputs(out))) == [2, 3]
+    assert len(result.outputs("o2")) == 2
+
+
+def test_one_function_object_given_to_two_operators_stays_one_in_each_task() -> None:
+    other = KAFKA.get_input_descriptor("other", "json")
+    out = KAFKA.get_output_descriptor("out", "json")
+
+    class Dedup:
+        inits = 0
+
+        def init(self, context: Any) -> None:
+            Dedup.inits += 1
+            self.seen: set[Any] = set()
+
+        def apply(self, m: Any) -> bool:
+            new = m not in self.seen
+            self.seen.add(m)
+            return new
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        dedup = Dedup()
+        a = d.get_input_stream(LINES).filter(dedup)
+        b = d.get_input_stream(other).filter(dedup)
+        a.merge([b]).send_to(d.get_output_stream(out))
+
+    result = run(app, [(LINES, [1, 2, 3]), (other, [2, 3, 4])], {out: 1})
+    assert sorted(flat(result.outputs(out))) == [1, 2, 3, 4]
+    assert Dedup.inits == 1
