@@ -33,6 +33,13 @@ def check_id(value: Any, what: str) -> str:
     return value
 
 
+def _offset(offset: Any, what: str) -> str:
+    """``offset`` if it is ``oldest`` or ``upcoming``; a ConfigError naming ``what``."""
+    if offset not in _OFFSETS:
+        raise ConfigError(f"{what} takes one of {', '.join(_OFFSETS)}, got {offset!r}")
+    return str(offset)
+
+
 class KVSerde:
     """A serde for keyed messages: the stream's messages are ``KV(key, value)``."""
 
@@ -149,12 +156,9 @@ class InputDescriptor(StreamDescriptor):
 
     def with_offset_default(self, offset: str) -> InputDescriptor:
         """``oldest`` or ``upcoming``: where to start without a checkpoint."""
-        if offset not in _OFFSETS:
-            raise ConfigError(
-                f"with_offset_default of stream {self.stream_id!r} takes one of "
-                f"{', '.join(_OFFSETS)}, got {offset!r}"
-            )
-        self._configs["samza.offset.default"] = offset
+        self._configs["samza.offset.default"] = _offset(
+            offset, f"with_offset_default of stream {self.stream_id!r}"
+        )
         return self
 
     def with_reset_offset(self, reset: bool = True) -> InputDescriptor:
@@ -189,12 +193,9 @@ class SystemDescriptor:
 
     def with_default_stream_offset_default(self, offset: str) -> SystemDescriptor:
         """Where the system's streams start without a checkpoint: ``oldest`` or ``upcoming``."""
-        if offset not in _OFFSETS:
-            raise ConfigError(
-                f"with_default_stream_offset_default of system {self.system_name!r} takes one "
-                f"of {', '.join(_OFFSETS)}, got {offset!r}"
-            )
-        self._configs["default.stream.samza.offset.default"] = offset
+        self._configs["default.stream.samza.offset.default"] = _offset(
+            offset, f"with_default_stream_offset_default of system {self.system_name!r}"
+        )
         return self
 
     def with_system_configs(self, configs: Mapping[str, Any]) -> SystemDescriptor:

@@ -138,12 +138,11 @@ class InputOperator(OperatorImpl):
         self.stream = stream
         self.keyed = keyed
 
-    def on_message(self, message: Any) -> Awaitable[Any] | None:
-        self.out += 1
-        return self.emit(message)
+    # No on_message: an input's messages enter through its fused chain (fusion.fuse_input),
+    # which counts them.
 
     def transform(self, message: Any) -> list[Any]:
-        return [message]  # counted by the task (see fusion.fuse_input)
+        return [message]  # counted by the fused chain
 
 
 class MapOperator(OperatorImpl):

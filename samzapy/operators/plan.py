@@ -103,12 +103,6 @@ class AppPlan:
     #: The stores the job declares (``stores.<name>.*``).
     stores: tuple[str, ...] = ()
 
-    def stream_of(self, stream_id: str) -> StreamPlan:
-        for plan in (*self.inputs, *self.outputs, *self.intermediates):
-            if plan.stream_id == stream_id:
-                return plan
-        raise KeyError(stream_id)
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "app": self.app,

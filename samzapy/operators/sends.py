@@ -22,14 +22,13 @@ def _nothing(envelope: OutgoingMessageEnvelope) -> None:
 
 
 class TaskIO:
-    """The task's collector and coordinator, as the operators that send or sink use them."""
+    """The task's collector and coordinator, as ``sink`` hands them to its function."""
 
-    __slots__ = ("collector", "coordinator", "send")
+    __slots__ = ("collector", "coordinator")
 
     def __init__(self) -> None:
         self.collector: Any = None
         self.coordinator: Any = None
-        self.send: Callable[[OutgoingMessageEnvelope], None] = _nothing
 
 
 class SendingOperator(OperatorImpl):

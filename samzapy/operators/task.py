@@ -18,7 +18,7 @@ import asyncio
 import copy
 import inspect
 import types
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from samzapy.api.context import MessageCollector, TaskContext, TaskCoordinator
@@ -165,7 +165,7 @@ class _OperatorTask(InitableTask, ClosableTask):
 
     def _bind(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
         io = self._io
-        io.collector, io.coordinator, io.send = collector, coordinator, collector.send
+        io.collector, io.coordinator = collector, coordinator
         for op in self.graph.operators:
             if isinstance(op, sends.SendingOperator):
                 op.send = collector.send
@@ -313,9 +313,6 @@ class OperatorTaskFactory:
 
     def __repr__(self) -> str:
         return f"app {self.plan.app}" if self.plan.app else "app"
-
-    def functions(self) -> Iterator[str]:
-        yield from (op.op_id for op in self.graph.operators)
 
 
 __all__ = [
