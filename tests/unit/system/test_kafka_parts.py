@@ -421,3 +421,25 @@ def test_a_fenced_broker_is_a_transient_topic_error(
     from samzapy.system.kafka.errors import transient_topic_error
 
     assert transient_topic_error(code, message) is transient
+
+
+async def test_a_stream_given_its_own_linger_holds_its_batches_that_long() -> None:
+    class _Cluster:
+        def partitions_for_topic(self, topic: str) -> set[int]:
+            return {0}
+
+    class _AioProducer:
+        client = type("Client", (), {"cluster": _Cluster()})()
+
+        def create_batch(self) -> Any:
+            return BatchBuilder(1024, 0)
+
+    producer = KafkaSystemProducer(SETTINGS)
+    producer._producer = _AioProducer()
+    producer.linger("mid", 50)
+    loop = asyncio.get_running_loop()
+    for topic, linger_s in (("mid", 0.05), ("out", 0.005)):  # out: the 5 ms default
+        batch = producer._new_batch((topic, 0))
+        assert batch.timer is not None
+        assert batch.timer.when() - loop.time() == pytest.approx(linger_s, abs=0.004)
+        batch.timer.cancel()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -185,3 +186,22 @@ class TestSerdeRegistry:
         with pytest.raises(ConfigError, match=message) as info:
             SerdeRegistry(custom).get(name)
         assert info.value.key == f"serializers.registry.{name}.class"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'\xef\xbb\xbf{"k":1}',  # UTF-8 with a BOM
+        '{"k":1}'.encode("utf-16"),  # UTF-16 with its BOM
+        b' {"k":1} ',
+    ],
+)
+def test_json_reads_what_json_loads_reads_from_bytes(data: bytes) -> None:
+    # The UTF-8 fast path falls back to json.loads for anything it cannot read itself.
+    assert JsonSerde().from_bytes(data) == json.loads(data) == {"k": 1}
+
+
+def test_json_refuses_invalid_utf8_and_invalid_json_bytes() -> None:
+    for data in (b'{"k":"\xff"}', b'{"k":'):
+        with pytest.raises(SerdeError, match=r"json serde cannot decode"):
+            JsonSerde().from_bytes(data)
