@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3.11 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
 
-.PHONY: help venv run demo test test-pythons docker-test lint docker-lint typecheck check unit bench bench-kafka bench-app bench-state bench-snapshots bench-eos bench-spark clean kafka-fetch kafka-up kafka-down spark-fetch
+.PHONY: help venv run demo test test-pythons docker-test lint docker-lint typecheck check unit bench bench-kafka bench-app bench-state bench-snapshots bench-eos bench-spark bench-dedup clean kafka-fetch kafka-up kafka-down spark-fetch
 
 help:
 	@echo "make run        run the quick-start job on the file system (no broker; the first run installs the runtime, about 15 s)"
@@ -26,6 +26,7 @@ help:
 	@echo "make bench-snapshots restart after kill -9 with and without store snapshots; their cost"
 	@echo "make bench-eos   exactly-once beside at-least-once: throughput, CPU, latency"
 	@echo "make bench-spark Spark -> Kafka rows/s, framed (two methods) beside Spark's plain sink"
+	@echo "make bench-dedup two stages through an intermediate stream, with and without origins"
 	@echo "make clean      remove the quick-start's output and state"
 	@echo "make kafka-up   start a local Kafka broker on 127.0.0.1:9092 (KAFKA_BOOTSTRAP=127.0.0.1:PORT moves it)"
 	@echo "make kafka-down stop it"
@@ -115,6 +116,9 @@ bench-eos: $(VENV)/.installed
 
 bench-spark: $(VENV)/.installed
 	$(PY) bench/bench_spark.py
+
+bench-dedup: $(VENV)/.installed
+	$(PY) bench/bench_dedup.py
 
 clean:
 	rm -rf output state data/pipeline

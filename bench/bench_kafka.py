@@ -357,13 +357,15 @@ def interleaved(
     n: int,
     workdir: Path,
     after: Callable[[Variant, dict[str, float]], None] | None = None,
+    warm_up: int | None = None,
 ) -> None:
     """``rounds`` rounds of every variant; round r starts at variant r (the order rotates),
     and every other round runs backwards, so that no variant always follows the same one
     (the broker may still be busy with the previous run's output). ``after`` may add figures
     to a run's once it ended. One unmeasured run of the plain loop first warms the broker up
-    (its JVM compiles the fetch path during the first reads)."""
-    run_variant(Variant("warm-up"), bootstrap, source, n, workdir, 0)
+    (its JVM compiles the fetch path during the first reads), of ``warm_up`` messages (None:
+    ``n``; the plain loop can read no more than the topic holds)."""
+    run_variant(Variant("warm-up"), bootstrap, source, warm_up or n, workdir, 0)
     run = 0
     for r in range(rounds):
         order = [variants[(r + i) % len(variants)] for i in range(len(variants))]

@@ -16,21 +16,38 @@ class KV(NamedTuple):
     value: Any
 
 
+class RawRecord(NamedTuple):
+    """An input record as it was read, before any serde or frame decoding: what a dead letter
+    (``task.dead.letter.stream``) carries. ``headers``: the record's ``(name, bytes)`` pairs."""
+
+    key: Any
+    value: Any
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
 class IncomingMessageEnvelope:
     """A message read from one partition, with its offset (a string, as in Samza).
 
     A bounded partition ends with ``end_of_stream(ssp)``, whose offset is
     ``END_OF_STREAM_OFFSET``; the container acts on it, tasks never receive it.
+
+    ``raw``, the ``RawRecord`` as read, is set only when the job has a dead-letter stream
+    (``__init__`` leaves it unset, so that reading costs nothing otherwise): read it with
+    ``raw_record(envelope)``.
     """
 
     __slots__ = (
         "key",
         "message",
         "offset",
+        "raw",
         "size",
         "system_stream_partition",
         "timestamp",
     )
+
+    #: Unset unless the job has a dead-letter stream (the class docstring).
+    raw: RawRecord
 
     def __init__(
         self,
@@ -64,6 +81,12 @@ class IncomingMessageEnvelope:
         )
 
 
+def raw_record(envelope: IncomingMessageEnvelope) -> RawRecord | None:
+    """The record ``envelope`` was read from, when it was kept (a dead-letter stream)."""
+    raw: RawRecord | None = getattr(envelope, "raw", None)
+    return raw
+
+
 class OutgoingMessageEnvelope:
     """A message a task sends. Partition: explicit, else by partition_key, else by key."""
 
@@ -90,4 +113,11 @@ class OutgoingMessageEnvelope:
         )
 
 
-__all__ = ["END_OF_STREAM_OFFSET", "KV", "IncomingMessageEnvelope", "OutgoingMessageEnvelope"]
+__all__ = [
+    "END_OF_STREAM_OFFSET",
+    "KV",
+    "IncomingMessageEnvelope",
+    "OutgoingMessageEnvelope",
+    "RawRecord",
+    "raw_record",
+]

@@ -6,8 +6,8 @@ transaction, and a transaction spans one Kafka cluster. So:
 1. checkpoints are in a stream (``task.checkpoint.factory`` kafka or stream) on a kafka
    system: *the* transactional system of the job;
 2. every store changelog is on that system;
-3. every stream the job declares, other than its inputs, is on that system (a send to any
-   other system fails at run time too);
+3. every stream the job declares, other than its inputs, and its dead-letter stream are on
+   that system (a send to any other system fails at run time too);
 4. ``task.commit.ms`` is positive (a transaction commits at each commit) and shorter than
    ``task.transaction.timeout.ms`` when that is set (the broker aborts longer transactions);
 5. failed sends are not dropped (``task.drop.producer.errors``): their transaction cannot
@@ -59,6 +59,12 @@ def exactly_once_problems(
             ss = parse_system_stream(value)
             if ss is not None and ss[0] != system:
                 problem(key, f"{key} must be on {where} when {why}, got {value!r}")
+    dead_letter = values.get("task.dead.letter.stream")
+    if isinstance(dead_letter, str) and dead_letter.partition(".")[0] != system:
+        problem(
+            "task.dead.letter.stream",
+            f"task.dead.letter.stream must be on {where} when {why}, got {dead_letter!r}",
+        )
     inputs = {parse_system_stream(i) for i in values.get("task.inputs") or ()}
     for stream in streams:
         prefix = f"streams.{stream}.samza."

@@ -201,6 +201,8 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("task.shutdown.ms", _I, 30000, "Graceful shutdown deadline.", minimum=0),
     ConfigKey("task.drop.deserialization.errors", _B, False, "Skip undecodable messages."),
     ConfigKey("task.drop.producer.errors", _B, False, "Ignore failed sends."),
+    ConfigKey("task.drop.process.errors", _B, False, "Skip messages process() fails on."),
+    ConfigKey("task.dead.letter.stream", _S, None, "Where dropped messages go: system.stream."),
     ConfigKey("task.checkpoint.factory", _S, None, "Checkpoint manager; unset is off."),
     ConfigKey(
         "task.checkpoint.dir", _S, "./state/<job.name>/checkpoints", "File checkpoints' dir."
@@ -309,6 +311,9 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("streams.<id>.replication.factor", _I, None, "Replicas on creation.", minimum=-1),
     ConfigKey("streams.<id>.samza.intermediate", _B, False, "Written and read by the job."),
     ConfigKey("streams.<id>.samza.framed", _B, False, "Carries control messages."),
+    ConfigKey(
+        "streams.<id>.samza.origins", _B, True, "Records carry their origin (readers dedupe)."
+    ),
     ConfigKey("streams.<id>.samza.upstream.inputs", _L, (), "Inputs feeding it."),
     ConfigKey("streams.<id>.samza.watermark.lateness.ms", _I, None, "Lateness.", minimum=0),
     ConfigKey("streams.<id>.producer.linger.ms", _I, None, "Batch linger when written.", minimum=0),

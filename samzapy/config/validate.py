@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from samzapy.api.system import SystemStream
+from samzapy.config.drops import dead_letter_problems
 from samzapy.config.guarantee import exactly_once_problems
 from samzapy.config.loader import Config, Problem, config_error
 from samzapy.config.schema import (
@@ -340,6 +341,7 @@ class _Checker:
                 )
         self._control_references()
         exactly_once_problems(self.values, self.factories, self.streams, self.problem)
+        dead_letter_problems(self.values, self.factories, self.problem)
         known = {*BUILTIN_SERDES, *self.serializers}
         for key in self.serde_keys:
             name = self.values[key]

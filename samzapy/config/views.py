@@ -74,6 +74,10 @@ class TaskConfig:
     store_snapshots: bool = True
     #: An application's class (``app.class``) instead of a task class.
     app_class: str | None = None
+    #: Drop a message whose process (or process_async) failed, instead of failing the job.
+    drop_process_errors: bool = False
+    #: Where every dropped message is written as it was read (None: nowhere).
+    dead_letter_stream: SystemStream | None = None
 
     @property
     def exactly_once(self) -> bool:
@@ -124,6 +128,8 @@ class StreamConfig:
     #: How long the producer holds a batch of this stream open (None: the system's linger;
     #: an intermediate or framed stream gets ``FRAMED_LINGER_MS``).
     linger_ms: int | None = None
+    #: A framed stream's records carry their origin, so its readers drop replayed copies.
+    origins: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +304,8 @@ def _task(v: Mapping[str, Any]) -> TaskConfig:
         transaction_timeout_ms=v["task.transaction.timeout.ms"],
         store_snapshots=v["task.transactional.state.checkpoint.enabled"],
         app_class=v.get("app.class"),
+        drop_process_errors=v["task.drop.process.errors"],
+        dead_letter_stream=parse_system_stream(v.get("task.dead.letter.stream") or ""),
     )
 
 
@@ -341,6 +349,7 @@ def _stream(stream_id: str, v: Mapping[str, Any]) -> StreamConfig:
         upstream_inputs=_system_streams(v[prefix + "samza.upstream.inputs"]),
         watermark_lateness_ms=v.get(prefix + "samza.watermark.lateness.ms"),
         linger_ms=v.get(prefix + "producer.linger.ms"),
+        origins=v[prefix + "samza.origins"],
     )
 
 

@@ -9,26 +9,32 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from samzapy.api.context import MessageCollector
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.api.task import AsyncStreamTask
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.config import ResolvedConfig
 from samzapy.container.checkpoints import ContainerCheckpoints
 from samzapy.container.clock import Clock
 from samzapy.container.collector import OutputRouter, TaskCollector
 from samzapy.container.context import TaskContextImpl
+from samzapy.container.drops import task_drops
 from samzapy.container.gauges import CONTAINER, register_task_metrics, task_group
 from samzapy.container.grouper import TaskModel
 from samzapy.container.inputs import InputQueue, TaskInputs
+from samzapy.container.origins import OriginCollector
 from samzapy.container.plan import TaskPlan
 from samzapy.container.serdes import StreamSerdes
 from samzapy.container.systems import Systems
 from samzapy.container.task_instance import TaskInstance, TaskListener
-from samzapy.control.reconcile import TaskControl
+from samzapy.control.origins import ReaderOrigins, WriterOrigins
+from samzapy.control.reconcile import TaskControl, saved_epochs
 from samzapy.metrics import MetricsRegistry
 from samzapy.storage.task_stores import TaskStores
 from samzapy.system.ports import SystemProducer
@@ -70,6 +76,7 @@ class TaskAssembly:
                 stream_id=lambda ss: cfg.stream(ss).stream_id,
                 framed=serdes.framed,
                 linger_ms=lambda ss: linger_ms(cfg, ss, serdes.framed(ss)),
+                origins=lambda ss: cfg.stream(ss).origins,
                 drop_errors=cfg.task.drop_producer_errors,
                 on_dropped=lambda n: metrics.counter(CONTAINER, "producer-errors").inc(n),
                 on_error=self.fail,
@@ -91,12 +98,20 @@ class TaskAssembly:
     ) -> TaskInstance:
         """The instance of ``plan``'s task, running ``task`` (the user's object)."""
         cfg, systems = self.config, self.systems
-        control = TaskControl(carrying=plan.carrying, outputs=plan.outputs)
-        if plan.checkpoint is not None:
-            control.restore(plan.checkpoint.control)
+        control = self._control(plan, is_async=isinstance(task, AsyncStreamTask))
         writer = self.checkpoints.writer(plan.name, plan.checkpoint)
         trackers = {ssp: OffsetTracker(last) for ssp, last in plan.last_processed.items()}
-        collector = TaskCollector(router, asyncio.get_running_loop(), plan.name)
+        loop = asyncio.get_running_loop()
+        collector = TaskCollector(router, loop, plan.name)
+        sends: MessageCollector = collector
+        if control.writer is not None:
+            sends = OriginCollector(
+                router,
+                loop,
+                plan.name,
+                control.writer,
+                is_async=isinstance(task, AsyncStreamTask),
+            )
         stores = TaskStores(
             task_name=plan.name,
             partition=plan.model.partition,
@@ -114,7 +129,7 @@ class TaskAssembly:
             task=task,
             inputs=TaskInputs(queues.values(), space_freed=self.space_freed, ended=control.ended),
             trackers=trackers,
-            collector=collector,
+            collector=sends,
             router=router,
             clock=self.clock,
             checkpoints=writer,
@@ -128,6 +143,12 @@ class TaskAssembly:
             latency=self.metrics.timer(task_group(plan.name), "process-latency"),
             commit_latency=self.metrics.timer(CONTAINER, "commit-latency"),
             track_call_starts=cfg.task.callback_timeout_ms > 0,
+            drops=task_drops(
+                cfg.task,
+                plan.name,
+                self.checkpoints.producers(plan.name, systems.producers),
+                functools.partial(self.metrics.counter, CONTAINER, "process-errors"),
+            ),
         )
         consumers = systems.consumers
         register_task_metrics(
@@ -141,6 +162,42 @@ class TaskAssembly:
             ],
         )
         return instance
+
+    def _control(self, plan: TaskPlan, *, is_async: bool) -> TaskControl:
+        """The task's control bookkeeping, with its origins as a writer of framed streams
+        and a reader of them, taken up from its checkpoint."""
+        cfg, framed = self.config, self.serdes.framed
+        control = TaskControl(carrying=plan.carrying, outputs=plan.outputs)
+        ssps = plan.model.ssps
+        # An async task with several calls in flight sends their records interleaved: a
+        # source's positions would not rise on a partition, so its output carries none.
+        concurrent = is_async and cfg.task.max_concurrency > 1
+        if (plan.outputs or self.framed_outputs) and not concurrent:
+            checkpoint = plan.checkpoint
+            control.writer = WriterOrigins.starting(
+                str(plan.name),
+                ssps,
+                saved=saved_epochs(checkpoint.control) if checkpoint is not None else None,
+                checkpointed=checkpoint.offsets if checkpoint is not None else {},
+                reset=[ssp for ssp in ssps if cfg.stream(ssp.system_stream).reset_offset],
+            )
+        framed_inputs = [ssp for ssp in ssps if framed(ssp.system_stream)]
+        if framed_inputs:
+            control.reader = ReaderOrigins(framed_inputs)
+        if plan.checkpoint is not None:
+            control.restore(plan.checkpoint.control)
+        return control
+
+    @property
+    def framed_outputs(self) -> bool:
+        """Whether the job may send to a framed stream it does not read (``samza.framed``)."""
+        inputs = set(self.config.task.inputs)
+        return any(
+            entry.framed
+            and entry.system is not None
+            and SystemStream(entry.system, entry.physical_name) not in inputs
+            for entry in self.config.streams.values()
+        )
 
     def context(self, model: TaskModel, instance: TaskInstance) -> TaskContextImpl:
         """What ``init`` gets."""

@@ -57,6 +57,16 @@ class RefusingProducer(SystemProducer):
             f"{self._transactional!r}; system {self._system!r} has none"
         )
 
+    def send_with_headers(
+        self,
+        system_stream: SystemStream,
+        partition: int | None,
+        key: Any,
+        message: Any,
+        headers: Any,
+    ) -> None:
+        self.send(system_stream, partition, key, message)
+
     async def flush(self) -> None:
         return None
 

@@ -10,7 +10,8 @@ naming the task, the input partition and offset. ``flush`` returns once everythi
 is durable, which is what a commit needs before it writes a checkpoint.
 
 Messages to a framed stream (``samza.intermediate`` or ``samza.framed``) are framed after
-serialization; ``broadcast_control`` sends a control record to every partition of a stream,
+serialization, with their origin when the sender gives one (``samzapy.control.origins``);
+``broadcast_control`` sends a control record to every partition of a stream,
 in order with the messages sent before it.
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from samzapy.api.envelope import OutgoingMessageEnvelope
+from samzapy.api.envelope import IncomingMessageEnvelope, OutgoingMessageEnvelope
 from samzapy.api.errors import (
     SamzapyError,
     SerdeError,
@@ -32,6 +33,7 @@ from samzapy.api.errors import (
     TaskFencedError,
 )
 from samzapy.api.system import SystemStream, TaskName
+from samzapy.control.origins import WriterOrigins
 from samzapy.control.wire import frame
 from samzapy.system.partitioner import partition_for
 from samzapy.system.ports import SystemAdmin, SystemProducer
@@ -73,13 +75,23 @@ class _ControlRecord:
 
 
 class _Waiting:
-    """A message waiting in a route's backlog, with the task that sent it."""
+    """A message waiting in a route's backlog, with the task that sent it and its origin."""
 
-    __slots__ = ("envelope", "task")
+    __slots__ = ("envelope", "ordinal", "origin", "task", "writer")
 
-    def __init__(self, envelope: OutgoingMessageEnvelope, task: TaskName | None) -> None:
+    def __init__(
+        self,
+        envelope: OutgoingMessageEnvelope,
+        task: TaskName | None,
+        writer: WriterOrigins | None,
+        origin: IncomingMessageEnvelope | None,
+        ordinal: int,
+    ) -> None:
         self.envelope = envelope
         self.task = task
+        self.writer = writer
+        self.origin = origin
+        self.ordinal = ordinal
 
 
 #: Keys whose partition a route remembers (murmur2 in Python costs about 1.8 us a key); past
@@ -93,6 +105,7 @@ class _Route:
         "framed",
         "key_serde",
         "msg_serde",
+        "origins",
         "partition_cache",
         "partitions",
         "producer",
@@ -106,12 +119,15 @@ class _Route:
         key_serde: Serde | None,
         msg_serde: Serde | None,
         framed: bool,
+        origins: bool = True,
     ) -> None:
         self.stream = stream
         self.producer = producer
         self.key_serde = key_serde
         self.msg_serde = msg_serde
         self.framed = framed
+        #: Whether its framed records carry their origin.
+        self.origins = framed and origins
         self.partitions = 0
         #: The partition of each key bytes seen lately (for ``partitions``).
         self.partition_cache: dict[bytes, int] = {}
@@ -145,6 +161,7 @@ class OutputRouter:
         drop_errors: bool = False,
         on_dropped: Callable[[int], None] = lambda n: None,
         linger_ms: Callable[[SystemStream], int | None] = lambda ss: None,
+        origins: Callable[[SystemStream], bool] = lambda ss: True,
     ) -> None:
         self._producers = producers
         self._admins = admins
@@ -156,6 +173,7 @@ class OutputRouter:
         self._drop_errors = drop_errors
         self._on_dropped = on_dropped
         self._linger_ms = linger_ms
+        self._origins = origins
         self._on_error = on_error
         self._routes: dict[SystemStream, _Route] = {}
         self._resolving: set[asyncio.Task[None]] = set()
@@ -169,15 +187,24 @@ class OutputRouter:
                 self._open_route(stream)
         await self.flush()
 
-    def send(self, envelope: OutgoingMessageEnvelope, task: TaskName | None = None) -> None:
-        """Route ``envelope``; ``task``, the sender, is named if it cannot be routed later."""
+    def send(
+        self,
+        envelope: OutgoingMessageEnvelope,
+        task: TaskName | None = None,
+        writer: WriterOrigins | None = None,
+        origin: IncomingMessageEnvelope | None = None,
+        ordinal: int = 0,
+    ) -> None:
+        """Route ``envelope``; ``task``, the sender, is named if it cannot be routed later.
+        ``writer``: the sender's origins, and ``origin``: the input message whose
+        ``ordinal``-th send this is (a framed stream's record carries them)."""
         route = self._routes.get(envelope.system_stream)
         if route is None:
             route = self._open_route(envelope.system_stream)
         if route.backlog is not None:
             if route.framed and route.msg_serde is None and envelope.message is not None:
                 _framable(route, envelope.message)  # fail in the task's call, not later
-            route.backlog.append(_Waiting(envelope, task))
+            route.backlog.append(_Waiting(envelope, task, writer, origin, ordinal))
             return
         # The route is ready: partition, serialize and hand over (the hot path, one call).
         partition = envelope.partition
@@ -215,14 +242,29 @@ class OutputRouter:
         if route.msg_serde is not None and message is not None:
             message = route.msg_serde.to_bytes(message)
         if route.framed and message is not None:
-            message = frame(_framable(route, message))
+            if writer is not None and origin is not None and route.origins:
+                message = writer.tag(
+                    origin.system_stream_partition,
+                    origin.offset,
+                    ordinal,
+                    _framable(route, message),
+                )
+            else:
+                message = frame(_framable(route, message))
         route.producer.send(route.stream, partition, key, message)
         self.sent += 1
 
-    def send_from_thread(self, envelope: OutgoingMessageEnvelope, task: TaskName | None) -> None:
+    def send_from_thread(
+        self,
+        envelope: OutgoingMessageEnvelope,
+        task: TaskName | None,
+        writer: WriterOrigins | None = None,
+        origin: IncomingMessageEnvelope | None = None,
+        ordinal: int = 0,
+    ) -> None:
         """A send made on another thread, now on the loop: its error fails the container."""
         try:
-            self.send(envelope, task)
+            self.send(envelope, task, writer, origin, ordinal)
         except Exception as exc:
             self._on_error(exc)
 
@@ -249,7 +291,9 @@ class OutputRouter:
                 f"(expected systems.{stream.system}.samza.factory)"
             )
         key_serde, msg_serde = self._serdes_for(stream)
-        route = _Route(stream, producer, key_serde, msg_serde, self._framed(stream))
+        route = _Route(
+            stream, producer, key_serde, msg_serde, self._framed(stream), self._origins(stream)
+        )
         self._routes[stream] = route
         linger_ms = self._linger_ms(stream)
         if linger_ms is not None:
@@ -280,7 +324,10 @@ class OutputRouter:
                     self._broadcast(route, waiting.record)
                     continue
                 try:
-                    self.send(waiting.envelope)  # the route is ready now
+                    # The route is ready now.
+                    self.send(
+                        waiting.envelope, None, waiting.writer, waiting.origin, waiting.ordinal
+                    )
                 except SamzapyError as exc:
                     if waiting.task is None:
                         raise

@@ -65,7 +65,7 @@ class TaskCommit:
             {s: last for s, t in self._trackers.items() if (last := t.last_processed) is not None},
             self._partition_counts,
             changelog_offsets,
-            control.to_json() if control.partitions or control.outputs else None,
+            control.to_json() if control.checkpointed else None,
             snapshots=snapshots,
         )
         try:

@@ -24,11 +24,19 @@ from typing import Any
 
 import structlog
 
-from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
 from samzapy.api.errors import SerdeError
 from samzapy.api.system import SystemStreamPartition
+from samzapy.container.drops import DroppedEnvelope
 from samzapy.container.inputs import ControlEnvelope, Envelope, InputQueue
-from samzapy.control.wire import USER_MESSAGE, FrameError, WatermarkMessage, decode
+from samzapy.control.wire import (
+    USER_MESSAGE,
+    USER_MESSAGE_WITH_ORIGIN,
+    FrameError,
+    Origin,
+    WatermarkMessage,
+    decode,
+)
 from samzapy.system.ports import SystemConsumer
 from samzapy.system.serde import Serde
 
@@ -65,7 +73,11 @@ class SystemConsumers:
         poll_timeout: float,
         drop_deserialization_errors: bool,
         on_dropped: Callable[[SystemStreamPartition], None] = lambda ssp: None,
+        dead_letters: bool = False,
     ) -> None:
+        """``dead_letters``: the job has a dead-letter stream: every envelope keeps the record
+        as read (``raw``), and a message dropped here is queued as a ``DroppedEnvelope`` for
+        its task to write its dead letter."""
         self._consumers = consumers
         self._queues = queues
         self._serdes = serdes
@@ -73,6 +85,7 @@ class SystemConsumers:
         self._poll_timeout = poll_timeout
         self._drop = drop_deserialization_errors
         self._on_dropped = on_dropped
+        self._dead_letters = dead_letters
         self._space_waiters: dict[str, asyncio.Future[None]] = {}
         self._drop_logged_at: dict[SystemStreamPartition, float] = {}
         self._ended: set[SystemStreamPartition] = set()
@@ -131,6 +144,8 @@ class SystemConsumers:
         return ssp in self._ended or all(q.ended for q in self._queues[ssp])
 
     def _deliver(self, ssp: SystemStreamPartition, records: list[IncomingMessageEnvelope]) -> None:
+        if self._dead_letters:
+            _keep_raw(records)
         envelopes: list[Envelope] = list(records)
         if records[-1].is_end_of_stream:
             self._ended.add(ssp)
@@ -175,14 +190,22 @@ class SystemConsumers:
                 continue
             try:
                 message = env.message
+                origin: Origin | None = None
                 if framed and message is not None:
                     kind, decoded = decode(message)
-                    if kind != USER_MESSAGE:
+                    if kind == USER_MESSAGE_WITH_ORIGIN:
+                        # The task's reader drops it if applied already (origins.py).
+                        origin = decoded
+                        message = decoded.message
+                    elif kind != USER_MESSAGE:
                         out.append(ControlEnvelope(ssp, env.offset, decoded))
                         continue
-                    message = decoded
+                    else:
+                        message = decoded
                 if msg_serde is not None and message is not None:
                     message = msg_serde.from_bytes(message)
+                if origin is not None:
+                    origin.message, message = message, origin
                 env.message = message
                 if key_serde is not None and env.key is not None:
                     env.key = key_serde.from_bytes(env.key)
@@ -194,6 +217,8 @@ class SystemConsumers:
                         "set task.drop.deserialization.errors: true to drop such records"
                     ) from exc
                 self._dropped(ssp, env, exc)
+                if self._dead_letters:
+                    out.append(DroppedEnvelope(ssp, env.offset, env.raw, exc))
                 continue
             out.append(env)
         return out
@@ -235,6 +260,13 @@ class SystemConsumers:
                 error=str(exc),
                 reason="deserialization failed and task.drop.deserialization.errors is true",
             )
+
+
+def _keep_raw(records: list[IncomingMessageEnvelope]) -> None:
+    """Keep each record as read, before the serdes, where its system did not."""
+    for env in records:
+        if not hasattr(env, "raw"):
+            env.raw = RawRecord(env.key, env.message)
 
 
 __all__ = ["EVENT_TIME_TASK", "InputSerdes", "SystemConsumers"]

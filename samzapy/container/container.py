@@ -233,7 +233,11 @@ class SamzaContainer:
             poll_timeout=cfg.task.poll_timeout_ms / 1000,
             drop_deserialization_errors=cfg.task.drop_deserialization_errors,
             on_dropped=lambda ssp: self.metrics.counter(CONTAINER, "deserialization-errors").inc(),
+            dead_letters=cfg.task.dead_letter_stream is not None,
         )
+        if cfg.task.dead_letter_stream is not None:
+            for consumer in systems.consumers.values():
+                consumer.keep_raw()
         self.run_loop = run_loop = RunLoop(
             consumers=[functools.partial(consumers.run, s) for s in sorted(systems.consumers)],
             clock=self.clock,
@@ -293,6 +297,8 @@ class SamzaContainer:
         declared = [
             SystemStream(s.system, s.physical_name) for s in cfg.streams.values() if s.system
         ]
+        if cfg.task.dead_letter_stream is not None:
+            declared.append(cfg.task.dead_letter_stream)
         for router in self._routers:
             await router.prepare(declared)
         await self._checkpoints.claim()

@@ -74,6 +74,8 @@ def register_task_metrics(
     registry.gauge(group, "checkpoint-age-seconds", _age(checkpoints, time.monotonic()))
     if task.stores:
         registry.gauge(group, "restored-records", _restored(task.stores))
+    if task.duplicates_dropped is not None:
+        registry.counter(group, "duplicates-dropped", lambda: task.duplicates_dropped or 0)
     for ssp, consumer, tracker in lag:
         registry.gauge(partition_group(ssp), "lag", _lag(consumer, ssp, tracker))
 

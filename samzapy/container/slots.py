@@ -28,6 +28,7 @@ from samzapy.api.errors import OperatorError, TaskError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.clock import Clock
+from samzapy.container.drops import DroppedEnvelope, Drops
 from samzapy.container.inputs import ControlEnvelope, Envelope, TaskInputs
 from samzapy.metrics.registry import Timer
 
@@ -85,6 +86,8 @@ class SlotContext:
     executor: concurrent.futures.Executor | None
     #: Note when each async call started (callback timeouts are on).
     track_call_starts: bool
+    #: What to do with a message the task cannot process (None: fail the job).
+    drops: Drops | None = None
 
 
 def _failed(
@@ -107,6 +110,24 @@ def _failed(
         operator=operator,
     )
     error.__cause__ = exc
+    return error
+
+
+def _process_failed(
+    ctx: SlotContext, exc: BaseException, env: IncomingMessageEnvelope, what: str
+) -> BaseException | None:
+    """The error the task fails with, or None when the message was dropped."""
+    error = _failed(ctx.name, exc, env, what)
+    return error if ctx.drops is None else ctx.drops.process_failed(error, env)
+
+
+def _passed(ctx: SlotContext, env: DroppedEnvelope) -> BaseException | None:
+    """A message the consumer dropped: write its dead letter, then count its offset as
+    processed. The error the task fails with, or None."""
+    error = ctx.drops.deserialization_failed(env) if ctx.drops is not None else None
+    if error is None:
+        tracker = ctx.trackers[env.system_stream_partition]
+        tracker.completed(tracker.invoked(env.offset))
     return error
 
 
@@ -143,7 +164,7 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
         before = len(queue) if queue is not None else 0
         env: Envelope | None = None
         done: IncomingMessageEnvelope | None = None  # one partition: the last processed
-        failure: Exception | None = None
+        failure: BaseException | None = None
         n = 0
         t = clock()
         while n < SYNC_TURN:
@@ -158,7 +179,10 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
                 for ssp, offset in last.items():
                     trackers[ssp].last_processed = offset
                 last.clear()
-                on_control(env)
+                if type(env) is not DroppedEnvelope:
+                    on_control(env)
+                elif (failure := _passed(ctx, env)) is not None:
+                    break
                 if state.due:
                     break
                 t = clock()
@@ -168,8 +192,10 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
                 if close_iterators is not None:
                     close_iterators()
             except Exception as exc:
-                failure = exc
-                break
+                if (failure := _process_failed(ctx, exc, env, "process()")) is not None:
+                    break
+                if close_iterators is not None:  # dropped: it counts as processed
+                    close_iterators()
             now = clock()
             durations.append(now - t)
             t = now
@@ -194,8 +220,7 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
         if single is not None and before > single.low_mark >= len(single.queue):
             inputs.space_freed()
         if failure is not None:
-            assert isinstance(env, IncomingMessageEnvelope)
-            ctx.fail(_failed(ctx.name, failure, env, "process()"))
+            ctx.fail(failure)
             return
         if env is None:
             await state.wait()
@@ -224,15 +249,20 @@ async def pool_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
             await state.wait()
             continue
         if isinstance(env, ControlEnvelope):
-            ctx.on_control(env)
+            if type(env) is not DroppedEnvelope:
+                ctx.on_control(env)
+            elif (failure := _passed(ctx, env)) is not None:
+                ctx.fail(failure)
+                return
             continue
         state.inflight = 1
         t0 = clock()
         try:
             await loop.run_in_executor(ctx.executor, process, env, collector, coordinator)
         except Exception as exc:
-            ctx.fail(_failed(ctx.name, exc, env, "process()"))
-            return
+            if (failure := _process_failed(ctx, exc, env, "process()")) is not None:
+                ctx.fail(failure)
+                return
         finally:
             state.inflight = 0
         ctx.latency.update_ns(clock() - t0)
@@ -268,7 +298,11 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
             await state.wait()
             continue
         if isinstance(env, ControlEnvelope):
-            ctx.on_control(env)
+            if type(env) is not DroppedEnvelope:
+                ctx.on_control(env)
+            elif (failure := _passed(ctx, env)) is not None:
+                ctx.fail(failure)
+                return
             continue
         tracker = trackers[env.system_stream_partition]
         entry = tracker.invoked(env.offset)
@@ -292,9 +326,10 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
                     f"process_async must return an awaitable, got {type(result).__name__}"
                 )
         except Exception as exc:
-            state.inflight -= 1
-            ctx.fail(_failed(ctx.name, exc, env, "process_async()"))
-            return
+            if (failure := _process_failed(ctx, exc, env, "process_async()")) is not None:
+                state.inflight -= 1
+                ctx.fail(failure)
+                return
         state.inflight -= 1
         tracker.completed(entry)
         record(clock() - t0)

@@ -41,8 +41,10 @@ from samzapy.checkpoint.writer import TaskCheckpointWriter
 from samzapy.container.clock import Clock
 from samzapy.container.collector import OutputRouter
 from samzapy.container.commit import TaskCommit
+from samzapy.container.drops import Drops
 from samzapy.container.hooks import TaskHooks
 from samzapy.container.inputs import ControlEnvelope, TaskInputs
+from samzapy.container.origins import OriginCollector, clear_cursor, reading, writing
 from samzapy.container.progress import TaskProgress
 from samzapy.container.slots import SlotContext, SlotState, async_slot, inline_slot, pool_slot
 from samzapy.control.reconcile import TaskControl
@@ -120,6 +122,7 @@ class TaskInstance:
         latency: Timer | None = None,
         commit_latency: Timer | None = None,
         track_call_starts: bool = False,
+        drops: Drops | None = None,
     ) -> None:
         """``control``: the control-message bookkeeping; ``task_count``: what this task's own
         control messages announce (the job's task count); ``partition_counts``: recorded in
@@ -163,6 +166,7 @@ class TaskInstance:
         self._track_call_starts = track_call_starts
         self._windows = 0
         self._commits = 0
+        self._dropped_logged = 0
         self._committed_at: float | None = None
         self._committed_processed = 0
         self._input_watermark_due: int | None = None
@@ -192,6 +196,7 @@ class TaskInstance:
             close_iterators=self._close_iterators,
             executor=self._executor,
             track_call_starts=track_call_starts,
+            drops=drops,
         )
 
     # -- what the run loop and the container see ------------------------------------------------
@@ -251,13 +256,16 @@ class TaskInstance:
     def slots(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
         """The coroutine functions to run for this task, one per permit."""
         ctx = self._slot_context
+        process = self._task.process_async if self._is_async else self._task.process
+        if isinstance(self._collector, OriginCollector):
+            process = writing(process, self._collector)
+        if self._control.reader is not None:
+            process = reading(process, self._control.reader, is_async=self._is_async)
         if self._is_async:
-            return [functools.partial(async_slot, ctx, self._task.process_async)] * (
-                self._max_concurrency
-            )
+            return [functools.partial(async_slot, ctx, process)] * self._max_concurrency
         if self._executor is not None:
-            return [functools.partial(pool_slot, ctx, self._task.process)]
-        return [functools.partial(inline_slot, ctx, self._task.process)]
+            return [functools.partial(pool_slot, ctx, process)]
+        return [functools.partial(inline_slot, ctx, process)]
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -281,10 +289,25 @@ class TaskInstance:
             offsets = await self._stores.changelog_offsets() if clean else None
             self._stores.close(offsets)
 
+    @property
+    def duplicates_dropped(self) -> int | None:
+        """Records of framed inputs dropped as copies of ones applied (None: no such input)."""
+        reader = self._control.reader
+        return None if reader is None else reader.dropped
+
     async def commit(self) -> None:
         """The commit protocol (``commit.py``), run while nothing is in flight."""
         started = time.perf_counter_ns()
         await self._commit()
+        reader = self._control.reader
+        if reader is not None and reader.dropped > self._dropped_logged:
+            log.info(
+                "duplicates_dropped",
+                task=self.name,
+                count=reader.dropped - self._dropped_logged,
+                reason="records a restarted upstream task wrote again (their origin was applied)",
+            )
+            self._dropped_logged = reader.dropped
         self._commits += 1
         self._committed_at = self._clock.now()
         self._committed_processed = self._state.processed
@@ -367,6 +390,8 @@ class TaskInstance:
             await self._state.wait()
             return True
         self._state.due |= _RUNNING
+        if self._is_async:
+            clear_cursor()  # what a barrier sends is caused by no one message
         try:
             if due & _END:
                 await self._end_of_stream()

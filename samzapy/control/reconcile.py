@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from samzapy.api.system import SystemStream, SystemStreamPartition
+from samzapy.control.origins import ReaderOrigins, WriterOrigins
 from samzapy.control.wire import ControlMessage, EndOfStreamMessage
 
 
@@ -97,6 +98,8 @@ class TaskControl:
 
     ``outputs`` maps each intermediate stream the job writes to the task's partitions of
     that stream's upstream inputs (possibly none: the task then ends its writing at once).
+    ``writer`` and ``reader``: the task's origins (``origins.py``) as a writer of framed
+    streams and as a reader of them, checkpointed here too.
     """
 
     def __init__(
@@ -113,6 +116,13 @@ class TaskControl:
         self.input_watermark: int | None = None
         self.output_watermarks: dict[SystemStream, int] = {}
         self._ends_sent: set[SystemStream] = set()
+        self.writer: WriterOrigins | None = None
+        self.reader: ReaderOrigins | None = None
+
+    @property
+    def checkpointed(self) -> bool:
+        """Whether a checkpoint records this bookkeeping (there is some)."""
+        return bool(self.partitions or self.outputs or self.writer or self.reader)
 
     # -- receiving ------------------------------------------------------------------------------
 
@@ -184,11 +194,19 @@ class TaskControl:
     # -- checkpoint -----------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "partitions": {str(ssp): s.to_json() for ssp, s in self.partitions.items()},
             "inputWatermark": self.input_watermark,
             "outputWatermarks": {str(ss): wm for ss, wm in self.output_watermarks.items()},
         }
+        origins: dict[str, Any] = {}
+        if self.writer is not None:
+            origins["epochs"] = self.writer.to_json()
+        if self.reader is not None:
+            origins["applied"] = self.reader.to_json()
+        if origins:
+            data["origins"] = origins
+        return data
 
     def restore(self, data: Mapping[str, Any] | None) -> None:
         """Take up the bookkeeping of a checkpoint (written by ``to_json``)."""
@@ -208,6 +226,13 @@ class TaskControl:
         for ss in self.outputs:
             if (wm := outputs.get(str(ss))) is not None:
                 self.output_watermarks[ss] = int(wm)
+        if self.reader is not None:
+            self.reader.restore((data.get("origins") or {}).get("applied"))
 
 
-__all__ = ["PartitionControl", "TaskControl"]
+def saved_epochs(data: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The writer epochs a checkpoint's control bookkeeping recorded (``to_json``)."""
+    return ((data or {}).get("origins") or {}).get("epochs")
+
+
+__all__ = ["PartitionControl", "TaskControl", "saved_epochs"]

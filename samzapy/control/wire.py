@@ -2,9 +2,22 @@
 control messages:
 
     IntermediateMessage => MessageType MessageData
-      MessageType => one byte: 0 user message, 1 watermark, 2 end-of-stream
+      MessageType => one byte: 0 user message, 1 watermark, 2 end-of-stream,
+                     3 user message with its origin
       MessageData => the user serde's bytes, or for a control message the UTF-8 JSON object
-                     {"version": 1, "taskName": str, "taskCount": int[, "timestamp": int ms]}
+                     {"version": 1, "taskName": str, "taskCount": int[, "timestamp": int ms]},
+                     or for type 3: Origin, then the user serde's bytes
+      Origin => SourceLength Source Epoch Offset Ordinal
+        SourceLength => uint16, big-endian: the length of Source
+        Source => UTF-8 "<writer task>" NUL "<system>.<stream>.<partition>" of the input
+                  partition whose message caused the record
+        Epoch => uint64: the writer's epoch of that input partition (moves on a reset)
+        Offset => uint64: the input message's offset
+        Ordinal => uint32: the record's place among the sends that message caused
+
+Epoch, Offset and Ordinal together are the record's *position*: compared as bytes they
+compare as the tuple of numbers, which is how a reader drops a record it already applied
+(``samzapy.control.origins``).
 
 A record whose value is null (a Kafka tombstone) is a user message whose body is None. The
 functions here are pure and shared by the container and by writers in other runtimes
@@ -14,17 +27,26 @@ functions here are pure and shared by the container and by writers in other runt
 from __future__ import annotations
 
 import json
+import struct
 from dataclasses import dataclass
 from typing import Any
 
 USER_MESSAGE = 0
 WATERMARK = 1
 END_OF_STREAM = 2
+USER_MESSAGE_WITH_ORIGIN = 3
+
+#: The bytes of a position: epoch (8), offset (8), ordinal (4).
+POSITION_SIZE = 20
 
 #: The control-message version this code writes and reads.
 VERSION = 1
 
 _USER_PREFIX = bytes([USER_MESSAGE])
+_POSITION = struct.Struct(">QQI")
+_EPOCH = struct.Struct(">Q")
+_SOURCE_LENGTH = struct.Struct(">H")
+_POSITION_TAIL = struct.Struct(">QI")
 
 
 class FrameError(ValueError):
@@ -57,6 +79,37 @@ def frame(payload: bytes) -> bytes:
     return _USER_PREFIX + payload
 
 
+def origin_prefix(writer_task: str, input_partition: str, epoch: int) -> bytes:
+    """The first bytes of every record a writer task sends for messages of one input
+    partition in one epoch: type byte, source and epoch."""
+    source = f"{writer_task}\0{input_partition}".encode()
+    if len(source) > 0xFFFF:
+        raise ValueError(f"an origin's source is at most 65535 bytes, got {len(source)}")
+    return (
+        bytes([USER_MESSAGE_WITH_ORIGIN])
+        + _SOURCE_LENGTH.pack(len(source))
+        + source
+        + _EPOCH.pack(epoch)
+    )
+
+
+def frame_with_origin(prefix: bytes, offset: int, ordinal: int, payload: bytes) -> bytes:
+    """The framed record of a user message: ``prefix`` (``origin_prefix``), the input
+    message's offset, the send's ordinal, then the serialized body."""
+    return prefix + _POSITION_TAIL.pack(offset, ordinal) + payload
+
+
+def position(epoch: int, offset: int, ordinal: int) -> bytes:
+    """A position's bytes (as a type-3 record carries it)."""
+    return _POSITION.pack(epoch, offset, ordinal)
+
+
+def position_numbers(raw: bytes) -> tuple[int, int, int]:
+    """``(epoch, offset, ordinal)`` of a position's bytes."""
+    epoch, offset, ordinal = _POSITION.unpack(raw)
+    return epoch, offset, ordinal
+
+
 def encode_control(message: ControlMessage) -> bytes:
     """The framed record of a control message."""
     body: dict[str, Any] = {
@@ -73,8 +126,8 @@ def encode_control(message: ControlMessage) -> bytes:
 
 
 def decode(record: bytes | bytearray | memoryview) -> tuple[int, Any]:
-    """``(USER_MESSAGE, payload bytes)`` or ``(WATERMARK | END_OF_STREAM, ControlMessage)``;
-    FrameError says what is wrong with the record."""
+    """``(USER_MESSAGE, payload bytes)``, ``(USER_MESSAGE_WITH_ORIGIN, Origin)`` or
+    ``(WATERMARK | END_OF_STREAM, ControlMessage)``; FrameError says what is wrong."""
     if not isinstance(record, bytes | bytearray | memoryview):
         raise FrameError(f"a framed record must be bytes, got {type(record).__name__}")
     if not record:
@@ -82,10 +135,13 @@ def decode(record: bytes | bytearray | memoryview) -> tuple[int, Any]:
     kind = record[0]
     if kind == USER_MESSAGE:
         return USER_MESSAGE, bytes(record[1:])
+    if kind == USER_MESSAGE_WITH_ORIGIN:
+        return kind, decode_origin(record)
     if kind not in (WATERMARK, END_OF_STREAM):
         raise FrameError(
             f"unknown type byte {kind} (expected {USER_MESSAGE} user message, {WATERMARK} "
-            f"watermark or {END_OF_STREAM} end-of-stream)"
+            f"watermark, {END_OF_STREAM} end-of-stream or {USER_MESSAGE_WITH_ORIGIN} user "
+            "message with its origin)"
         )
     what = "watermark" if kind == WATERMARK else "end-of-stream"
     try:
@@ -113,16 +169,71 @@ def decode(record: bytes | bytearray | memoryview) -> tuple[int, Any]:
     return kind, WatermarkMessage(task_name, task_count, timestamp)
 
 
+class Origin:
+    """A type-3 record taken apart: ``source`` and ``position`` as bytes (a reader compares
+    them as they are), and ``message``: the serialized body (which the container replaces
+    with the deserialized one, so a task's reader keeps one object per message)."""
+
+    __slots__ = ("message", "position", "source")
+
+    def __init__(self, source: bytes, position: bytes, message: Any) -> None:
+        self.source = source
+        self.position = position
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"Origin({self.describe()}, message={self.message!r})"
+
+    def describe(self) -> dict[str, Any]:
+        """The origin as JSON-friendly fields (for logs and tools)."""
+        writer, _, partition = self.source.decode("utf-8", "replace").partition("\0")
+        epoch, offset, ordinal = position_numbers(self.position)
+        return {
+            "writer": writer,
+            "input": partition,
+            "epoch": epoch,
+            "offset": offset,
+            "ordinal": ordinal,
+        }
+
+
+def decode_origin(record: bytes | bytearray | memoryview) -> Origin:
+    """The origin and body of a type-3 record (FrameError if it is cut short)."""
+    if len(record) < 3:
+        raise FrameError("the origin of a user message is cut short (no source length)")
+    (length,) = _SOURCE_LENGTH.unpack_from(record, 1)
+    end = 3 + length
+    if len(record) < end + POSITION_SIZE:
+        raise FrameError(
+            f"the origin of a user message is cut short: {len(record)} bytes, expected at "
+            f"least {end + POSITION_SIZE} for a {length}-byte source"
+        )
+    source = bytes(record[3:end])
+    if b"\0" not in source:
+        raise FrameError(f"the origin's source {source!r} has no NUL between task and input")
+    return Origin(
+        source, bytes(record[end : end + POSITION_SIZE]), bytes(record[end + POSITION_SIZE :])
+    )
+
+
 __all__ = [
     "END_OF_STREAM",
+    "POSITION_SIZE",
     "USER_MESSAGE",
+    "USER_MESSAGE_WITH_ORIGIN",
     "VERSION",
     "WATERMARK",
     "ControlMessage",
     "EndOfStreamMessage",
     "FrameError",
+    "Origin",
     "WatermarkMessage",
     "decode",
+    "decode_origin",
     "encode_control",
     "frame",
+    "frame_with_origin",
+    "origin_prefix",
+    "position",
+    "position_numbers",
 ]

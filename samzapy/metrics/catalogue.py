@@ -51,6 +51,16 @@ DESCRIPTIONS: Final[dict[str, Description]] = {
         "messages",
         "counter",
     ),
+    "process-errors": Description(
+        "Input messages the task failed on and that were dropped (task.drop.process.errors)",
+        "messages",
+        "counter",
+    ),
+    "duplicates-dropped": Description(
+        "Records of intermediate streams dropped as copies a restarted upstream task wrote again",
+        "messages",
+        "counter",
+    ),
     "in-flight": Description(
         "Calls of the task's process (or process_async) started and not yet completed",
         "calls",

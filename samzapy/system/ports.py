@@ -134,6 +134,11 @@ class SystemConsumer(abc.ABC):
         metric); None when the system does not know it."""
         return None
 
+    def keep_raw(self) -> None:  # noqa: B027 - optional hook
+        """Called before ``start`` when the job has a dead-letter stream: set ``raw`` on
+        every envelope, the record as read with its headers (``RawRecord``). A consumer
+        that does not leaves it to the container, which keeps key and message only."""
+
     async def position(self, ssp: SystemStreamPartition) -> str | None:
         """The next offset the consumer will read of ``ssp``, when the system can tell: on a
         log with transactions it moves past records it skips (aborted ones, transaction
@@ -159,6 +164,22 @@ class SystemProducer(abc.ABC):
         message: Any,
     ) -> None:
         """Queue one serialized message; must not block the event loop."""
+
+    def send_with_headers(
+        self,
+        system_stream: SystemStream,
+        partition: int | None,
+        key: Any,
+        message: Any,
+        headers: Sequence[tuple[str, bytes]],
+    ) -> None:
+        """``send`` with record headers, ``(name, bytes)`` pairs (a dead letter); made
+        durable by ``flush`` like any send. A system without headers refuses."""
+        raise StreamSystemError(
+            f"cannot send to {system_stream}: system {system_stream.system!r} does not keep "
+            "record headers, which a dead letter needs (task.dead.letter.stream must be on a "
+            "kafka or memory system)"
+        )
 
     @abc.abstractmethod
     async def flush(self) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord, raw_record
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.file.factory import FileSystemFactory
@@ -458,3 +458,35 @@ class TestSystemContract:
             producer.send(SystemStream(SYSTEM, s), 2, None, b"x")
             await producer.flush()
         await producer.stop()
+
+    async def test_headers_sent_read_back_with_the_record_as_read(
+        self, harness: SystemHarness
+    ) -> None:
+        """A dead letter's headers (task.dead.letter.stream): sent with ``send_with_headers``,
+        read back in ``raw`` by a consumer asked to ``keep_raw``; a system without headers
+        refuses them at once."""
+        s = harness.stream("letters")
+        await harness.create_stream(s, 1)
+        producer = harness.factory(bounded=True).get_producer()
+        await producer.start()
+        stream = SystemStream(SYSTEM, s)
+        headers = [("samzapy.error", b"bad"), ("trace", b"\x00\xff")]
+        if isinstance(harness, FileHarness):
+            with pytest.raises(StreamSystemError, match="does not keep record headers"):
+                producer.send_with_headers(stream, 0, b"k", b"v", headers)
+            await producer.stop()
+            return
+        producer.send_with_headers(stream, 0, b"k", b"v", headers)
+        producer.send(stream, 0, b"k2", b"w")
+        await producer.flush()
+        await producer.stop()
+        consumer = harness.factory(bounded=False).get_consumer()
+        consumer.keep_raw()
+        consumer.register(ssp(s, 0), None, OffsetDefault.OLDEST)
+        await consumer.start()
+        got = (await read_all(consumer, [ssp(s, 0)], count=2))[ssp(s, 0)]
+        assert [raw_record(e) for e in got] == [
+            RawRecord(b"k", b"v", tuple(headers)),
+            RawRecord(b"k2", b"w", ()),
+        ]
+        await consumer.stop()

@@ -26,7 +26,14 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from samzapy.control import USER_MESSAGE, EndOfStreamMessage, decode, encode_control, frame
+from samzapy.control import (
+    USER_MESSAGE,
+    USER_MESSAGE_WITH_ORIGIN,
+    EndOfStreamMessage,
+    decode,
+    encode_control,
+    frame,
+)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -173,7 +180,9 @@ def intermediate_words(bootstrap: str, topic: str) -> Counter[str]:
     words: Counter[str] = Counter()
     for record in asyncio.run(read_all(bootstrap, topic, committed=True)):
         kind, payload = decode(record.value)
-        if kind == USER_MESSAGE:
+        if kind == USER_MESSAGE_WITH_ORIGIN:
+            payload = payload.message
+        if kind in (USER_MESSAGE, USER_MESSAGE_WITH_ORIGIN):
             words[payload.decode()] += 1
     return words
 

@@ -24,13 +24,15 @@ Record = tuple[Any, Any, int | None]
 
 
 class InMemoryPartition:
-    """One partition: its records and whether it has ended."""
+    """One partition: its records, whether it has ended, and the headers of the records
+    that have any (by offset; a dead letter's)."""
 
-    __slots__ = ("ended", "records")
+    __slots__ = ("ended", "headers", "records")
 
     def __init__(self) -> None:
         self.records: list[Record] = []
         self.ended = False
+        self.headers: dict[int, tuple[tuple[str, bytes], ...]] = {}
 
 
 class InMemoryBroker:
@@ -108,8 +110,10 @@ class InMemoryBroker:
         key: Any,
         message: Any,
         timestamp: int | None = None,
+        headers: tuple[tuple[str, bytes], ...] = (),
     ) -> str:
-        """Append one record and return its offset; wakes waiting consumers."""
+        """Append one record (with ``headers``, ``(name, bytes)`` pairs) and return its
+        offset; wakes waiting consumers."""
         part = self.partition(stream, partition)
         if part.ended:
             raise StreamSystemError(
@@ -118,6 +122,8 @@ class InMemoryBroker:
             )
         records = part.records
         records.append((key, message, timestamp))
+        if headers:
+            part.headers[len(records) - 1] = tuple(headers)
         if self._waiters:
             self._wake()
         return str(len(records) - 1)
@@ -140,6 +146,10 @@ class InMemoryBroker:
     def records(self, stream: str, partition: int) -> list[tuple[Any, Any]]:
         """The ``(key, message)`` pairs of a partition, in offset order."""
         return [(key, message) for key, message, _ in self.partition(stream, partition).records]
+
+    def headers(self, stream: str, partition: int, offset: str) -> tuple[tuple[str, bytes], ...]:
+        """The headers of the record at ``offset`` (none for most records)."""
+        return self.partition(stream, partition).headers.get(int(offset), ())
 
     # -- waiting ------------------------------------------------------------------------
 

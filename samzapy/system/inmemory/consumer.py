@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 
-from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.inmemory.broker import InMemoryBroker, InMemoryPartition
@@ -40,6 +40,10 @@ class InMemorySystemConsumer(SystemConsumer):
         self._requested: dict[SystemStreamPartition, tuple[str | None, str]] = {}
         self._cursors: dict[SystemStreamPartition, _Cursor] = {}
         self._started = False
+        self._keep_raw = False
+
+    def keep_raw(self) -> None:
+        self._keep_raw = True
 
     def register(self, ssp: SystemStreamPartition, offset: str | None, default: str) -> None:
         if self._started:
@@ -127,6 +131,10 @@ class InMemorySystemConsumer(SystemConsumer):
                     )
                 ]
                 cursor.position = end
+                if self._keep_raw:
+                    headers = partition.headers
+                    for env, (key, message, _) in zip(batch, records[position:end], strict=True):
+                        env.raw = RawRecord(key, message, headers.get(int(env.offset), ()))
                 if end == available and partition.ended and len(batch) < max_messages:
                     batch.append(envelope.end_of_stream(ssp))
                     cursor.eos_sent = True

@@ -11,7 +11,7 @@ without a checkpoint start at the oldest record.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from samzapy.api.errors import ConfigError
@@ -79,6 +79,16 @@ class InMemorySystemProducer(SystemProducer):
         message: Any,
     ) -> None:
         self._append(system_stream.stream, 0 if partition is None else partition, key, message)
+
+    def send_with_headers(
+        self,
+        system_stream: SystemStream,
+        partition: int | None,
+        key: Any,
+        message: Any,
+        headers: Sequence[tuple[str, bytes]],
+    ) -> None:
+        self._append(system_stream.stream, partition or 0, key, message, headers=tuple(headers))
 
     async def flush(self) -> None:
         return None

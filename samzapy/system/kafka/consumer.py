@@ -81,6 +81,7 @@ class KafkaSystemConsumer(SystemConsumer):
         self._tp_of: dict[SystemStreamPartition, Any] = {}
         self._active: frozenset[SystemStreamPartition] = frozenset()
         self._active_tps: tuple[Any, ...] = ()
+        self._keep_raw = False
 
     def register(self, ssp: SystemStreamPartition, offset: str | None, default: str) -> None:
         if self._started:
@@ -95,6 +96,9 @@ class KafkaSystemConsumer(SystemConsumer):
                 f"got {default!r}"
             )
         self._requested[ssp] = (offset, default)
+
+    def keep_raw(self) -> None:
+        self._keep_raw = True
 
     # -- start and stop -----------------------------------------------------------------
 
@@ -123,7 +127,7 @@ class KafkaSystemConsumer(SystemConsumer):
         self._consumer = consumer
         self._tp_of = {ssp: TopicPartition(ssp.stream, ssp.partition) for ssp in positions}
         self._ssp_of = {tp: ssp for ssp, tp in self._tp_of.items()}
-        build_envelopes(consumer, self._ssp_of)
+        build_envelopes(consumer, self._ssp_of, self._keep_raw)
         try:
             consumer.assign(list(self._tp_of.values()))
             for ssp, position in positions.items():
@@ -217,7 +221,8 @@ class KafkaSystemConsumer(SystemConsumer):
             return {}
         watch.contact(now)
         ssp_of = self._ssp_of
-        return {ssp_of[tp]: envelopes(ssp_of[tp], records) for tp, records in batches.items()}
+        keep = self._keep_raw
+        return {ssp_of[tp]: envelopes(ssp_of[tp], rs, keep) for tp, rs in batches.items()}
 
     async def _poll_nothing(
         self,

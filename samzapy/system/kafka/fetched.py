@@ -27,7 +27,7 @@ from typing import Any
 from aiokafka.consumer.fetcher import READ_COMMITTED, FetchResult, PartitionRecords
 from aiokafka.errors import CorruptRecordException
 
-from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
 from samzapy.api.system import SystemStreamPartition
 
 _new = object.__new__
@@ -57,6 +57,8 @@ class _EnvelopeRecords(PartitionRecords):  # type: ignore[misc]
     _at: int
     #: The offset after that record batch.
     _ready_end: int
+    #: Keep each record as read on its envelope (``raw``: a dead-letter stream).
+    _keep_raw: bool
 
     def take(self, limit: int | None) -> list[IncomingMessageEnvelope]:
         """Up to ``limit`` envelopes (None: every one left), in offset order; the fetch
@@ -103,7 +105,8 @@ class _EnvelopeRecords(PartitionRecords):  # type: ignore[misc]
             start, ssp = self.next_fetch_offset, self._ssp
             ready: list[IncomingMessageEnvelope] = []
             append = ready.append
-            for record in batch:
+            kept = [r for r in batch if r.offset >= start] if self._keep_raw else None
+            for record in batch if kept is None else kept:
                 offset = record.offset
                 if offset < start:
                     continue
@@ -116,6 +119,10 @@ class _EnvelopeRecords(PartitionRecords):  # type: ignore[misc]
                 envelope.timestamp = record.timestamp
                 envelope.size = 0 if value is None else len(value)
                 append(envelope)
+            if kept is not None:  # a dead-letter stream: the records as read, too
+                for envelope, record in zip(ready, kept, strict=True):
+                    headers = tuple((n, bytes(v)) for n, v in record.headers or ())
+                    envelope.raw = RawRecord(record.key, record.value, headers)
             if not ready:
                 self.next_fetch_offset = batch.next_offset
                 continue
@@ -153,9 +160,10 @@ class _Prefetched(collections.OrderedDict[Any, Any]):
     """aiokafka's fetcher's results by partition (its ``_records``), which turns the results
     of the partitions of ``ssp_of`` into results over ``_EnvelopeRecords`` as they arrive."""
 
-    def __init__(self, ssp_of: Mapping[Any, SystemStreamPartition]) -> None:
+    def __init__(self, ssp_of: Mapping[Any, SystemStreamPartition], keep_raw: bool) -> None:
         super().__init__()
         self._ssp_of = ssp_of
+        self._keep_raw = keep_raw
         #: Whether the first result had every field used (None: none seen yet).
         self._as_expected: bool | None = None
 
@@ -171,13 +179,17 @@ class _Prefetched(collections.OrderedDict[Any, Any]):
                 records.__class__ = _EnvelopeRecords
                 records._ssp = ssp
                 records._ready, records._at, records._ready_end = [], 0, 0
+                records._keep_raw = self._keep_raw
                 result.getall = types.MethodType(_getall, result)
         super().__setitem__(tp, result)
 
 
-def build_envelopes(consumer: Any, ssp_of: Mapping[Any, SystemStreamPartition]) -> bool:
-    """Have ``consumer``'s fetcher build envelopes (see the module docstring); False when
-    the fetcher is not as expected (``envelopes`` then copies aiokafka's records)."""
+def build_envelopes(
+    consumer: Any, ssp_of: Mapping[Any, SystemStreamPartition], keep_raw: bool = False
+) -> bool:
+    """Have ``consumer``'s fetcher build envelopes (see the module docstring), with each
+    record as read in ``raw`` when ``keep_raw``; False when the fetcher is not as expected
+    (``envelopes`` then copies aiokafka's records)."""
     fetcher = getattr(consumer, "_fetcher", None)
     records = getattr(fetcher, "_records", None)
     if type(records) is not collections.OrderedDict or records:
@@ -186,16 +198,19 @@ def build_envelopes(consumer: Any, ssp_of: Mapping[Any, SystemStreamPartition]) 
     methods += [(FetchResult, m) for m in _RESULT_METHODS]
     if not all(callable(getattr(cls, name, None)) for cls, name in methods):
         return False
-    fetcher._records = _Prefetched(ssp_of)  # type: ignore[union-attr]
+    fetcher._records = _Prefetched(ssp_of, keep_raw)  # type: ignore[union-attr]
     return True
 
 
-def envelopes(ssp: SystemStreamPartition, records: list[Any]) -> list[IncomingMessageEnvelope]:
-    """Envelopes of aiokafka's ConsumerRecords (what ``_EnvelopeRecords`` did not build)."""
+def envelopes(
+    ssp: SystemStreamPartition, records: list[Any], keep_raw: bool = False
+) -> list[IncomingMessageEnvelope]:
+    """Envelopes of aiokafka's ConsumerRecords (what ``_EnvelopeRecords`` did not build),
+    with each record as read in ``raw`` when ``keep_raw``."""
     if records and type(records[0]) is IncomingMessageEnvelope:
         return records
     envelope = IncomingMessageEnvelope
-    return [
+    built = [
         envelope(
             ssp,
             str(r.offset),
@@ -206,6 +221,11 @@ def envelopes(ssp: SystemStreamPartition, records: list[Any]) -> list[IncomingMe
         )
         for r in records
     ]
+    if keep_raw:
+        for env, r in zip(built, records, strict=True):
+            headers = tuple((n, bytes(v)) for n, v in r.headers or ())
+            env.raw = RawRecord(r.key, r.value, headers)
+    return built
 
 
 __all__ = ["build_envelopes", "envelopes"]

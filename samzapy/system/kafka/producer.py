@@ -80,6 +80,8 @@ class _OpenBatch:
     def _append_through_builder(
         self, offset: int, timestamp: Any, key: Any, value: Any, headers: Any
     ) -> Any:
+        if headers:  # a dead letter's
+            return self.builder.append(timestamp=timestamp, key=key, value=value, headers=headers)
         return self.builder.append(timestamp=timestamp, key=key, value=value)
 
 
@@ -181,6 +183,7 @@ class KafkaSystemProducer(SystemProducer):
         partition: int | None,
         key: Any,
         message: Any,
+        headers: Any = _NO_HEADERS,
     ) -> None:
         if type(message) is not bytes and message is not None:
             message = _as_bytes(system_stream, "message", message)
@@ -190,15 +193,25 @@ class KafkaSystemProducer(SystemProducer):
         batch = self._open.get(target)
         if batch is None:
             batch = self._new_batch(target)
-        if batch.append(batch.count, None, key, message, _NO_HEADERS) is None:
+        if batch.append(batch.count, None, key, message, headers) is None:
             self._hand_over(batch)
             batch = self._new_batch(target)
-            if batch.append(0, None, key, message, _NO_HEADERS) is None:
+            if batch.append(0, None, key, message, headers) is None:
                 raise StreamSystemError(
                     f"cannot send to {system_stream}: a message of {len(message or b'')} "
                     "bytes does not fit in an empty batch"
                 )
         batch.count += 1
+
+    def send_with_headers(
+        self,
+        system_stream: SystemStream,
+        partition: int | None,
+        key: Any,
+        message: Any,
+        headers: Any,
+    ) -> None:
+        self.send(system_stream, partition, key, message, [(n, bytes(v)) for n, v in headers])
 
     def _new_batch(self, target: _Target) -> _OpenBatch:
         producer = self._producer

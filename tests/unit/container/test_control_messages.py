@@ -26,7 +26,14 @@ from samzapy import (
     TaskError,
     WatermarkListenerTask,
 )
-from samzapy.control import EndOfStreamMessage, WatermarkMessage, decode, encode_control, frame
+from samzapy.control import (
+    USER_MESSAGE_WITH_ORIGIN,
+    EndOfStreamMessage,
+    WatermarkMessage,
+    decode,
+    encode_control,
+    frame,
+)
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.testing import TestRunner, wait_all_tasks_blocked
 
@@ -82,7 +89,14 @@ def counted(broker: InMemoryBroker) -> Counter[str]:
 
 
 def framed_records(broker: InMemoryBroker, stream: str, partition: int) -> list[tuple[int, Any]]:
-    return [decode(m) for _k, m in broker.records(stream, partition)]
+    """The records of a framed stream, a user message as ``(0, body)`` with or without its
+    origin."""
+    return [_plain(decode(m)) for _k, m in broker.records(stream, partition)]
+
+
+def _plain(decoded: tuple[int, Any]) -> tuple[int, Any]:
+    kind, body = decoded
+    return (0, body.message) if kind == USER_MESSAGE_WITH_ORIGIN else decoded
 
 
 UPSTREAM = {

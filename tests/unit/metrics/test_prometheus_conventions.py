@@ -27,6 +27,7 @@ GROUPS = {
     "commit-latency": "container",
     "producer-errors": "container",
     "deserialization-errors": "container",
+    "process-errors": "container",
     "rebalances": "coordinator",
     "tasks": "coordinator",
     "lag": "partition.kafka.in#0",

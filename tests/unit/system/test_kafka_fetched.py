@@ -21,7 +21,7 @@ from aiokafka.record.memory_records import MemoryRecords
 from aiokafka.record.util import calc_crc32c
 from aiokafka.structs import TopicPartition
 
-from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord, raw_record
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.kafka.fetched import build_envelopes, envelopes
 
@@ -104,10 +104,10 @@ def aiokafka_reads(name: str, isolation: int) -> tuple[list[tuple[Any, ...]], in
 
 
 async def samzapy_reads(
-    name: str, isolation: int, limit: int | None
+    name: str, isolation: int, limit: int | None, keep_raw: bool = False
 ) -> tuple[list[tuple[Any, ...]], int, list[int]]:
     """What the installed table hands out: the envelopes, the final position, and the
-    position after each slice."""
+    position after each slice; ``keep_raw``: each envelope keeps its record as read."""
     data, aborted, start = RECORD_SETS[name]
     subscription = SubscriptionState()
     subscription.assign_from_user({TP})
@@ -116,7 +116,7 @@ async def samzapy_reads(
     fetcher = type("Fetcher", (), {})()
     fetcher._records = collections.OrderedDict()
     consumer = type("Consumer", (), {"_fetcher": fetcher})()
-    assert build_envelopes(consumer, {TP: SSP})
+    assert build_envelopes(consumer, {TP: SSP}, keep_raw)
     records = PartitionRecords(
         TP, MemoryRecords(data), list(aborted), start, None, None, True, isolation
     )
@@ -133,6 +133,10 @@ async def samzapy_reads(
         out += taken
         positions.append(assignment.state_value(TP).position)
     assert all(type(e) is IncomingMessageEnvelope and e.system_stream_partition == SSP for e in out)
+    if keep_raw:
+        assert [raw_record(e) for e in out] == [RawRecord(e.key, e.message) for e in out]
+    else:
+        assert all(raw_record(e) is None for e in out)
     read = [(e.offset, e.key, e.message, e.timestamp, e.size) for e in out]
     return read, assignment.state_value(TP).position, positions
 
@@ -148,6 +152,15 @@ async def test_envelopes_hold_what_aiokafka_reads(name: str, isolation: int, lim
     # Each slice moved the position to just past the last envelope handed out, or past its
     # whole batch; never backwards.
     assert positions == sorted(positions)
+
+
+@pytest.mark.parametrize("name", list(RECORD_SETS))
+async def test_records_kept_as_read_are_each_envelopes_own(name: str) -> None:
+    """A dead-letter stream: each envelope keeps its own record (compaction gaps, records
+    before the fetch position and aborted batches included), and reads stay the same."""
+    expected, end = aiokafka_reads(name, READ_COMMITTED)
+    read, position, _ = await samzapy_reads(name, READ_COMMITTED, 2, keep_raw=True)
+    assert (read, position) == (expected, end)
 
 
 async def test_aborted_transactions_are_skipped_only_read_committed() -> None:

@@ -1,0 +1,54 @@
+"""What the drop policies ask of a job's configuration: ``task.dead.letter.stream``.
+
+1. it is ``system.stream``, on a defined system that keeps record headers (a dead letter
+   carries the input's headers and those naming its error: not a ``file`` system);
+2. something is dropped: ``task.drop.process.errors`` or ``task.drop.deserialization.errors``
+   is true (else the stream would stay empty, which is more likely a mistake).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from samzapy.config.schema import KEYLESS_FACTORIES
+
+KEY = "task.dead.letter.stream"
+DROP_KEYS = ("task.drop.process.errors", "task.drop.deserialization.errors")
+
+
+def dead_letter_problems(
+    values: Mapping[str, Any],
+    factories: Mapping[str, str | None],
+    problem: Callable[[str, str], None],
+) -> None:
+    """Report, through ``problem(key, message)``, what is wrong with ``values``' (typed keys)
+    dead-letter stream; nothing when none is set."""
+    value = values.get(KEY)
+    if value is None:
+        return
+    system, dot, stream = str(value).partition(".")
+    if not (dot and system and stream):
+        problem(KEY, f"{KEY} must be 'system.stream', got {value!r}")
+        return
+    if system not in factories:
+        problem(
+            KEY,
+            f"{KEY} refers to system '{system}', which is not defined "
+            f"(set systems.{system}.samza.factory)",
+        )
+    elif factories[system] in KEYLESS_FACTORIES:
+        problem(
+            KEY,
+            f"{KEY}: system '{system}' (samza.factory {factories[system]}) does not keep record "
+            "headers, which a dead letter carries; use a kafka or memory system",
+        )
+    if not any(values.get(k) is True for k in DROP_KEYS):
+        problem(
+            KEY,
+            f"{KEY} is set, but nothing is dropped: set {DROP_KEYS[0]} or {DROP_KEYS[1]} to "
+            f"true, or unset {KEY}",
+        )
+
+
+__all__ = ["DROP_KEYS", "KEY", "dead_letter_problems"]

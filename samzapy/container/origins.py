@@ -1,0 +1,158 @@
+"""Origins in a task: its sends carry them, its reads of framed streams are deduplicated.
+
+The bookkeeping is ``samzapy.control.origins``; here is how a task instance applies it,
+without touching the slots (``slots.py``): the task's ``process`` (or ``process_async``) is
+wrapped once when the task starts.
+
+- A *writer* (a task that may send to a framed stream) gets an ``OriginCollector``: each
+  send made during a call for an input message carries that message's partition, offset
+  and the send's ordinal; the router tags the record with them when its stream is framed.
+  A sync task makes one call at a time, so the current message is an attribute, set before
+  the call and cleared after (sends from ``window``, ``on_watermark`` or
+  ``on_end_of_stream`` carry none). An async task may have several calls in flight: the
+  current message is a context variable, set in the slot's own asyncio task before each call
+  (so it follows the call through its awaits and into the tasks it creates) and cleared
+  before each barrier.
+- A *reader* (a task with a framed input) gets the records that carry an origin as
+  ``Origin`` objects from its consumer; the wrapper drops those its ``ReaderOrigins`` already
+  applied (the call is skipped, the offset counts as processed) and hands the rest on with
+  the body in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from samzapy.api.envelope import IncomingMessageEnvelope, OutgoingMessageEnvelope
+from samzapy.api.system import TaskName
+from samzapy.container.collector import OutputRouter
+from samzapy.control.origins import ReaderOrigins, WriterOrigins
+from samzapy.control.wire import Origin
+
+_thread = threading.get_ident
+
+
+class _Cursor:
+    """The input message of an async call in flight, and how many sends it made."""
+
+    __slots__ = ("env", "ordinal")
+
+    def __init__(self, env: IncomingMessageEnvelope) -> None:
+        self.env = env
+        self.ordinal = 0
+
+
+#: The current call's cursor in each asyncio task of an async writer (None: no message).
+_CURSOR: contextvars.ContextVar[_Cursor | None] = contextvars.ContextVar(
+    "samzapy_origin_cursor", default=None
+)
+
+
+class OriginCollector:
+    """A writer task's MessageCollector: sends carry the origin of the current message."""
+
+    __slots__ = (
+        "_loop",
+        "_loop_thread",
+        "_router",
+        "_task",
+        "_writer",
+        "env",
+        "is_async",
+        "ordinal",
+    )
+
+    def __init__(
+        self,
+        router: OutputRouter,
+        loop: asyncio.AbstractEventLoop,
+        task: TaskName,
+        writer: WriterOrigins,
+        *,
+        is_async: bool,
+    ) -> None:
+        self._router = router
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._task = task
+        self._writer = writer
+        self.is_async = is_async
+        #: A sync task's current input message (None between calls), and its sends so far.
+        self.env: IncomingMessageEnvelope | None = None
+        self.ordinal = 0
+
+    def send(self, envelope: OutgoingMessageEnvelope) -> None:
+        if self.is_async:
+            cursor = _CURSOR.get()
+            if cursor is None:
+                env = None
+                ordinal = 0
+            else:
+                env, ordinal = cursor.env, cursor.ordinal
+                cursor.ordinal = ordinal + 1
+        else:
+            env, ordinal = self.env, self.ordinal
+            self.ordinal = ordinal + 1
+        writer = self._writer if env is not None else None
+        if _thread() == self._loop_thread:
+            self._router.send(envelope, self._task, writer, env, ordinal)
+        else:
+            self._loop.call_soon_threadsafe(
+                self._router.send_from_thread, envelope, self._task, writer, env, ordinal
+            )
+
+
+def clear_cursor() -> None:
+    """No message is current in this asyncio task any more (before a barrier)."""
+    if _CURSOR.get() is not None:
+        _CURSOR.set(None)
+
+
+def writing(process: Callable[..., Any], collector: OriginCollector) -> Callable[..., Any]:
+    """``process`` (or ``process_async``) with its sends carrying the message's origin."""
+    if collector.is_async:
+        cursor_var = _CURSOR
+
+        def process_async(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
+            cursor_var.set(_Cursor(env))
+            return process(env, c, coordinator)
+
+        return process_async
+
+    def process_sync(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
+        collector.env = env
+        collector.ordinal = 0
+        try:
+            return process(env, c, coordinator)
+        finally:
+            collector.env = None
+
+    return process_sync
+
+
+def reading(
+    process: Callable[..., Any], reader: ReaderOrigins, *, is_async: bool
+) -> Callable[..., Any]:
+    """``process`` (or ``process_async``) skipping the records ``reader`` already applied."""
+    admit = reader.admit
+    skipped: Any = None
+    if is_async:
+        skipped = asyncio.get_running_loop().create_future()
+        skipped.set_result(None)
+
+    def process_read(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
+        message = env.message
+        if type(message) is Origin:
+            if not admit(env.system_stream_partition, message.source, message.position):
+                return skipped
+            env.message = message.message
+        return process(env, c, coordinator)
+
+    return process_read
+
+
+__all__ = ["OriginCollector", "clear_cursor", "reading", "writing"]

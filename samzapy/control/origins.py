@@ -1,0 +1,171 @@
+"""Origins: how a reader of an intermediate stream drops what a writer wrote twice.
+
+Under at-least-once a writer task that restarts (after a crash, a move to another container,
+or being fenced) replays its inputs from its last checkpoint and sends again what it had
+sent since. Every user message a samzapy task writes to a framed stream for an input
+message carries its origin (``wire.py``, type 3): its *source* (writer task, input
+partition) and its *position* (the writer's epoch of that partition, the input message's
+offset, the send's ordinal among that message's sends).
+
+A reader task keeps, per partition it reads and per source, the highest position it has
+applied, checkpointed with its offsets (a commit runs with nothing in flight, so the two
+agree), and drops every record at or below it. Within one epoch a source's records reach a
+partition in increasing position: the writer reads each input partition in offset order,
+sends a message's records in order, and the producer keeps order per partition. A replay
+starts again from the writer's checkpoint, below what the reader applied, and climbs the
+same positions, so the reader applies exactly what it had not. This holds however the
+writer's inputs interleave, as long as the records a writer sends for an input message (and
+the partitions they go to) are a function of that message and the writer's restored state.
+
+The epoch makes a reset safe: a writer that re-reads an input partition *on purpose*
+(``samza.reset.offset``) or because the partition went back (a recreated topic: the first
+offset read is not past the checkpointed one) moves to the next epoch, whose positions are
+all above the old ones, so the reader takes its records as new. The epoch is kept in the
+writer's checkpoint and derived only from it, so a replay of the same checkpoint derives the
+same epoch and is deduplicated like any other.
+
+Records without an origin (type 0: written by ``samzapy.spark``, by a window, a watermark
+or end-of-stream listener, or by an older writer) are never dropped. Bookkeeping per reader
+partition is bounded by writer tasks x their input partitions, never by messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from samzapy.api.system import SystemStreamPartition
+from samzapy.control.wire import (
+    frame_with_origin,
+    origin_prefix,
+    position,
+    position_numbers,
+)
+
+
+class WriterOrigins:
+    """The origins one writer task gives the records it sends for its input messages."""
+
+    __slots__ = ("_floor", "_prefixes", "epochs", "task_name")
+
+    def __init__(
+        self,
+        task_name: str,
+        epochs: Mapping[SystemStreamPartition, int],
+        floors: Mapping[SystemStreamPartition, int] | None = None,
+    ) -> None:
+        """``epochs``: each input partition's epoch; ``floors``: the checkpointed offset of
+        the partitions the task resumes after (a first message at or below it is a reset)."""
+        self.task_name = task_name
+        self.epochs = dict(epochs)
+        self._floor = dict(floors or {})
+        self._prefixes: dict[SystemStreamPartition, bytes] = {}
+
+    @classmethod
+    def starting(
+        cls,
+        task_name: str,
+        ssps: Iterable[SystemStreamPartition],
+        *,
+        saved: Mapping[str, Any] | None,
+        checkpointed: Mapping[SystemStreamPartition, str],
+        reset: Iterable[SystemStreamPartition] = (),
+    ) -> WriterOrigins:
+        """The origins of a task starting from its checkpoint: ``saved`` the epochs it
+        recorded (``to_json``), ``checkpointed`` its input offsets there, ``reset`` the
+        partitions whose checkpointed offsets are ignored (``samza.reset.offset``)."""
+        saved = saved or {}
+        resetting = set(reset)
+        epochs: dict[SystemStreamPartition, int] = {}
+        floors: dict[SystemStreamPartition, int] = {}
+        for ssp in ssps:
+            epoch = int(saved.get(str(ssp), 0))
+            offset = checkpointed.get(ssp)
+            if offset is not None and ssp in resetting:
+                epoch += 1  # the partition is read again on purpose: new records
+            elif offset is not None and (number := _integer(offset)) is not None:
+                floors[ssp] = number
+            epochs[ssp] = epoch
+        return cls(task_name, epochs, floors)
+
+    def tag(self, ssp: SystemStreamPartition, offset: str, ordinal: int, payload: bytes) -> bytes:
+        """The framed record of ``payload``, the ``ordinal``-th send caused by the message at
+        ``offset`` of ``ssp``; untagged (type 0) when the offset is not an integer."""
+        try:
+            number = int(offset)
+        except ValueError:
+            return b"\x00" + payload
+        prefix = self._prefixes.get(ssp)
+        if prefix is None:
+            prefix = self._start(ssp, number)
+            if prefix is None:
+                return b"\x00" + payload
+        return frame_with_origin(prefix, number, ordinal, payload)
+
+    def _start(self, ssp: SystemStreamPartition, first: int) -> bytes | None:
+        """The prefix of ``ssp``, at its first tagged message (``first``: its offset)."""
+        if first < 0 or ssp not in self.epochs:
+            return None
+        floor = self._floor.pop(ssp, None)
+        if floor is not None and first <= floor:
+            # The partition went back past the checkpoint: a reset (a recreated topic).
+            self.epochs[ssp] += 1
+        prefix = origin_prefix(self.task_name, _name(ssp), self.epochs[ssp])
+        self._prefixes[ssp] = prefix
+        return prefix
+
+    def to_json(self) -> dict[str, int]:
+        return {str(ssp): epoch for ssp, epoch in sorted(self.epochs.items())}
+
+
+class ReaderOrigins:
+    """The highest position applied per (partition read, source) of one reader task."""
+
+    __slots__ = ("applied", "dropped")
+
+    def __init__(self, ssps: Iterable[SystemStreamPartition]) -> None:
+        self.applied: dict[SystemStreamPartition, dict[bytes, bytes]] = {ssp: {} for ssp in ssps}
+        self.dropped = 0
+
+    def admit(self, ssp: SystemStreamPartition, source: bytes, at: bytes) -> bool:
+        """Whether the record at position ``at`` from ``source`` on ``ssp`` is new (and note
+        it applied); False: a copy of one already applied."""
+        seen = self.applied[ssp]
+        last = seen.get(source)
+        if last is not None and at <= last:
+            self.dropped += 1
+            return False
+        seen[source] = at
+        return True
+
+    def to_json(self) -> dict[str, dict[str, list[int]]]:
+        return {
+            str(ssp): {
+                source.decode(): list(position_numbers(at))
+                for source, at in sorted(sources.items())
+            }
+            for ssp, sources in self.applied.items()
+            if sources
+        }
+
+    def restore(self, data: Mapping[str, Any] | None) -> None:
+        """Take up what a checkpoint recorded (``to_json``)."""
+        for ssp, sources in self.applied.items():
+            for source, numbers in ((data or {}).get(str(ssp)) or {}).items():
+                epoch, offset, ordinal = (int(n) for n in numbers)
+                sources[source.encode()] = position(epoch, offset, ordinal)
+
+
+def _name(ssp: SystemStreamPartition) -> str:
+    return f"{ssp.system}.{ssp.stream}.{ssp.partition}"
+
+
+def _integer(offset: str) -> int | None:
+    try:
+        number = int(offset)
+    except (TypeError, ValueError):
+        return None
+    return number if number >= 0 else None
+
+
+__all__ = ["ReaderOrigins", "WriterOrigins"]

@@ -1,0 +1,244 @@
+"""Messages a task cannot process: task.drop.process.errors and task.dead.letter.stream, in
+each kind of slot, for deserialization drops and for an application's operators."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from samzapy import (
+    KV,
+    AsyncStreamTask,
+    InMemorySystemDescriptor,
+    StreamApplication,
+    StreamApplicationDescriptor,
+    StreamTask,
+    TaskError,
+    TaskFencedError,
+)
+from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.container.drops import DEAD_LETTER_HEADERS, Drops
+from samzapy.system.ports import SystemProducer
+from samzapy.testing import TestRunner
+
+SENT: list[Any] = []
+
+
+def _poisoned(message: Any) -> None:
+    if message == "poison":
+        raise ValueError(f"cannot take {message}")
+
+
+class Forward(StreamTask):
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        _poisoned(envelope.message)
+        SENT.append(envelope.message)
+
+
+class ForwardAsync(AsyncStreamTask):
+    async def process_async(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        await asyncio.sleep(0)
+        _poisoned(envelope.message)
+        SENT.append(envelope.message)
+
+
+def _inputs(partitions: int) -> dict[int, list[Any]]:
+    return {
+        p: [f"m{p}-0", "poison", f"m{p}-2", f"m{p}-3", "poison", f"m{p}-5"]
+        for p in range(partitions)
+    }
+
+
+def _headers(runner: TestRunner, stream: str, offset: int) -> dict[str, bytes]:
+    return dict(runner.broker.headers(stream, 0, str(offset)))
+
+
+SLOTS = [
+    pytest.param(Forward, {}, 1, id="inline-one-partition"),
+    pytest.param(Forward, {}, 3, id="inline-round-robin"),
+    pytest.param(Forward, {"job.container.thread.pool.size": 2}, 2, id="pool"),
+    pytest.param(ForwardAsync, {"task.max.concurrency": 4}, 2, id="async"),
+]
+DROP = {"task.drop.process.errors": True, "task.dead.letter.stream": "memory.dlq"}
+
+
+@pytest.mark.parametrize(("task", "config", "partitions"), SLOTS)
+def test_a_failed_message_is_dropped_and_the_task_goes_on(
+    task: type, config: dict[str, Any], partitions: int
+) -> None:
+    SENT.clear()
+    runner = TestRunner(task, {**config, **DROP}).add_input("in", _inputs(partitions))
+    with capture_logs() as logs:
+        result = runner.run(timeout=10)
+    assert sorted(SENT) == sorted(
+        m for ms in _inputs(partitions).values() for m in ms if m != "poison"
+    )
+    assert result.metrics.snapshot()["container"]["process-errors"] == 2 * partitions
+    # the checkpoint moved past every message, dropped ones included
+    for offsets in result.checkpoints.values():
+        assert set(offsets.values()) == {"5"}
+    dropped = [e for e in logs if e["event"] == "message_dropped"]
+    # at most once per partition per minute
+    assert sorted(e["ssp"] for e in dropped) == [f"memory.in#{p}" for p in range(partitions)]
+    assert {e["offset"] for e in dropped} == {"1"}
+    assert all(e["error"] == "ValueError('cannot take poison')" for e in dropped)
+    # each poison message in the dead-letter stream, as read
+    letters = runner.broker.records("dlq", 0)
+    assert letters == [(None, "poison")] * (2 * partitions)
+    seen = set()
+    for offset in range(len(letters)):
+        headers = _headers(runner, "dlq", offset)
+        assert headers["samzapy.error"] == b"cannot take poison"
+        assert headers["samzapy.error.type"] == b"ValueError"
+        assert headers["samzapy.dropped.by"] == b"task.drop.process.errors"
+        assert headers["samzapy.stream"] == b"memory.in"
+        assert int(headers["samzapy.time"]) > 0
+        seen.add((headers["samzapy.task"], headers["samzapy.partition"], headers["samzapy.offset"]))
+    assert seen == {
+        (f"Partition {p}".encode(), str(p).encode(), o)
+        for p in range(partitions)
+        for o in (b"1", b"4")
+    }
+
+
+@pytest.mark.parametrize(("task", "config", "partitions"), SLOTS)
+def test_without_the_policy_a_failed_message_fails_the_job(
+    task: type, config: dict[str, Any], partitions: int
+) -> None:
+    SENT.clear()
+    runner = TestRunner(task, config).add_input("in", _inputs(partitions))
+    with pytest.raises(TaskError, match=r"at offset 1: ValueError\('cannot take poison'\)"):
+        runner.run(timeout=10)
+
+
+def test_the_dead_letter_keeps_the_records_bytes_key_and_headers() -> None:
+    """A deserialization drop (bytes the json serde refuses) and a process drop: each dead
+    letter is the record as read, its key and headers first, then the error's headers."""
+    SENT.clear()
+    runner = TestRunner(
+        Forward,
+        {
+            "task.drop.process.errors": True,
+            "task.drop.deserialization.errors": True,
+            "task.dead.letter.stream": "memory.dlq",
+            "streams.in.samza.msg.serde": "json",
+            "streams.in.samza.key.serde": "string",
+        },
+    )
+    broker = runner.broker
+    broker.create_stream("in", 1)
+    broker.append("in", 0, b"k0", b'"a"')
+    broker.append("in", 0, b"k1", b"{not json", headers=(("trace", b"\x00\x01"),))
+    broker.append("in", 0, b"k2", b'"poison"', headers=(("trace", b"t2"),))
+    broker.append("in", 0, b"k3", b'"b"')
+    broker.end_stream("in")
+    with capture_logs() as logs:
+        result = runner.add_input("in", []).run(timeout=10)
+    assert SENT == ["a", "b"]
+    assert broker.records("dlq", 0) == [(b"k1", b"{not json"), (b"k2", b'"poison"')]
+    first, second = (broker.headers("dlq", 0, str(o)) for o in (0, 1))
+    assert first[0] == ("trace", b"\x00\x01") and second[0] == ("trace", b"t2")
+    assert [name for name, _ in first[1:]] == list(DEAD_LETTER_HEADERS[:-1])
+    assert dict(first)["samzapy.dropped.by"] == b"task.drop.deserialization.errors"
+    assert dict(first)["samzapy.error.type"] == b"samzapy.api.errors.SerdeError"
+    assert dict(first)["samzapy.offset"] == b"1"
+    assert dict(second)["samzapy.dropped.by"] == b"task.drop.process.errors"
+    assert dict(second)["samzapy.offset"] == b"2"
+    assert result.checkpoints[TaskName("Partition 0")] == {
+        SystemStreamPartition("memory", "in", 0): "3"
+    }
+    snapshot = result.metrics.snapshot()["container"]
+    assert snapshot["process-errors"] == 1 and snapshot["deserialization-errors"] == 1
+    assert [e["offset"] for e in logs if e["event"] == "message_dropped"] == ["1", "2"]
+
+
+def test_a_deserialization_drop_without_a_dead_letter_stream_is_only_dropped() -> None:
+    SENT.clear()
+    runner = TestRunner(
+        Forward,
+        {"task.drop.deserialization.errors": True, "streams.in.samza.msg.serde": "json"},
+    ).add_input("in", [b'"a"', b"{bad", b'"b"'])
+    result = runner.run(timeout=10)
+    assert SENT == ["a", "b"]
+    assert runner.broker.partition_count("dlq") is None
+    assert set(next(iter(result.checkpoints.values())).values()) == {"2"}
+
+
+MEMORY = InMemorySystemDescriptor("memory")
+LINES = MEMORY.get_input_descriptor("lines")
+OUT = MEMORY.get_output_descriptor("out")
+
+
+class Inverse(StreamApplication):
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        app_desc.get_input_stream(LINES).map(lambda m: 1 / m).send_to(
+            app_desc.get_output_stream(OUT)
+        )
+
+
+def test_an_application_drops_what_its_operator_fails_on_and_names_the_operator() -> None:
+    runner = TestRunner.of(Inverse, DROP).add_input_stream(LINES, [1, 0, 4])
+    runner.add_output_stream(OUT)
+    with capture_logs() as logs:
+        result = runner.run(timeout=10)
+    assert result.outputs(OUT) == {0: [1.0, 0.25]}
+    (dropped,) = [e for e in logs if e["event"] == "message_dropped"]
+    assert dropped["operator"] == "map-1" and "ZeroDivisionError" in dropped["error"]
+    assert runner.broker.records("dlq", 0) == [(None, 0)]
+    headers = dict(runner.broker.headers("dlq", 0, "0"))
+    assert headers["samzapy.operator"] == b"map-1"
+    assert headers["samzapy.error.type"] == b"ZeroDivisionError"
+
+
+# -- the policy on its own ------------------------------------------------------------------
+
+
+class Refusing(SystemProducer):
+    def send(self, system_stream: Any, partition: Any, key: Any, message: Any) -> None:
+        raise AssertionError("not used")
+
+    async def flush(self) -> None:
+        return None
+
+
+def _failure(cause: BaseException, env: IncomingMessageEnvelope) -> TaskError:
+    error = TaskError("process() failed", task_name=TaskName("Partition 0"), offset=env.offset)
+    error.__cause__ = cause
+    return error
+
+
+async def test_a_dead_letter_that_cannot_be_sent_fails_the_task() -> None:
+    drops = Drops(
+        TaskName("Partition 0"),
+        drop_process_errors=True,
+        dead_letter=SystemStream("files", "dlq"),
+        producer=Refusing(),
+    )
+    env = IncomingMessageEnvelope(SystemStreamPartition("memory", "in", 0), "7", None, "x")
+    env.raw = RawRecord(None, b"x")
+    error = drops.process_failed(_failure(ValueError("bad"), env), env)
+    assert isinstance(error, TaskError)
+    assert str(error).startswith(
+        "task 'Partition 0' cannot write the dead letter of memory.in#0 at offset 7 to files.dlq "
+        "(task.dead.letter.stream): cannot send to files.dlq: system 'files' does not keep "
+        "record headers"
+    )
+
+
+async def test_a_fenced_task_is_never_dropped() -> None:
+    drops = Drops(TaskName("Partition 0"), drop_process_errors=True)
+    env = IncomingMessageEnvelope(SystemStreamPartition("memory", "in", 0), "7", None, "x")
+    failure = _failure(TaskFencedError("fenced"), env)
+    assert drops.process_failed(failure, env) is failure
+    assert drops.process_failed(_failure(ValueError("bad"), env), env) is None
+
+
+def test_keyed_inputs_keep_their_keys_in_the_dead_letter() -> None:
+    SENT.clear()
+    runner = TestRunner(Forward, DROP).add_input("in", [KV("a", "x"), KV("b", "poison")])
+    runner.run(timeout=10)
+    assert runner.broker.records("dlq", 0) == [("b", "poison")]

@@ -1,0 +1,263 @@
+"""Origins: the record format of type 3, the writer's epochs and the reader's drop rule."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from samzapy.api.system import SystemStreamPartition
+from samzapy.control.origins import ReaderOrigins, WriterOrigins
+from samzapy.control.reconcile import TaskControl, saved_epochs
+from samzapy.control.wire import (
+    USER_MESSAGE,
+    USER_MESSAGE_WITH_ORIGIN,
+    FrameError,
+    Origin,
+    decode,
+    origin_prefix,
+    position,
+)
+
+IN0 = SystemStreamPartition("kafka", "lines", 0)
+IN1 = SystemStreamPartition("kafka", "lines", 1)
+MID0 = SystemStreamPartition("kafka", "words", 0)
+MID1 = SystemStreamPartition("kafka", "words", 1)
+
+
+def origin_of(record: bytes) -> Origin:
+    kind, origin = decode(record)
+    assert kind == USER_MESSAGE_WITH_ORIGIN
+    assert isinstance(origin, Origin)
+    return origin
+
+
+# -- the record format ---------------------------------------------------------------------------
+
+
+def test_a_tagged_record_carries_source_position_and_body() -> None:
+    writer = WriterOrigins("Partition 1", {IN1: 4})
+    origin = origin_of(writer.tag(IN1, "17", 2, b'"word"'))
+    assert origin.message == b'"word"'
+    assert origin.describe() == {
+        "writer": "Partition 1",
+        "input": "kafka.lines.1",
+        "epoch": 4,
+        "offset": 17,
+        "ordinal": 2,
+    }
+    assert origin.position == position(4, 17, 2)
+
+
+def test_positions_compare_as_bytes_in_the_order_of_their_numbers() -> None:
+    numbers = [
+        (e, o, n) for e in (0, 1, 255, 2**40) for o in (0, 9, 10, 256, 2**62) for n in (0, 1, 300)
+    ]
+    as_bytes = sorted(numbers, key=lambda t: position(*t))
+    assert as_bytes == sorted(numbers)
+
+
+def test_an_offset_that_is_no_integer_sends_the_record_without_origin() -> None:
+    writer = WriterOrigins("t", {IN0: 0})
+    assert decode(writer.tag(IN0, "not-a-number", 0, b"x")) == (USER_MESSAGE, b"x")
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        (b"\x03", "no source length"),
+        (b"\x03\x00", "no source length"),
+        (b"\x03\x00\x05abc", "cut short"),
+        (origin_prefix("t", "kafka.x.0", 0)[:-3], "cut short"),
+        (b"\x03\x00\x03abc" + bytes(20), "no NUL"),
+    ],
+)
+def test_a_cut_or_malformed_origin_is_a_frame_error(record: bytes, problem: str) -> None:
+    with pytest.raises(FrameError, match=problem):
+        decode(record)
+
+
+def test_an_empty_body_after_an_origin_is_an_empty_message() -> None:
+    record = WriterOrigins("t", {IN0: 0}).tag(IN0, "3", 0, b"")
+    assert origin_of(record).message == b""
+
+
+# -- the writer's epochs -------------------------------------------------------------------------
+
+
+def test_a_first_start_and_a_restart_before_any_checkpoint_share_epoch_zero() -> None:
+    first = WriterOrigins.starting("t", [IN0], saved=None, checkpointed={})
+    again = WriterOrigins.starting("t", [IN0], saved=None, checkpointed={})
+    assert first.epochs == again.epochs == {IN0: 0}
+
+
+def test_a_restart_keeps_the_checkpointed_epoch() -> None:
+    saved = {"kafka.lines#0": 3}
+    assert str(IN0) == "kafka.lines#0"
+    writer = WriterOrigins.starting("t", [IN0, IN1], saved=saved, checkpointed={IN0: "41"})
+    assert writer.epochs == {IN0: 3, IN1: 0}
+    assert origin_of(writer.tag(IN0, "42", 0, b"x")).position == position(3, 42, 0)
+
+
+def test_a_reset_of_a_checkpointed_partition_moves_to_the_next_epoch_every_time_the_same() -> None:
+    saved = {str(IN0): 3, str(IN1): 7}
+    for _ in range(2):  # a crash before the first checkpoint derives the same epoch again
+        writer = WriterOrigins.starting(
+            "t", [IN0, IN1], saved=saved, checkpointed={IN0: "41"}, reset=[IN0, IN1]
+        )
+        # IN1 had no checkpointed offset: the earlier run read it from its default too.
+        assert writer.epochs == {IN0: 4, IN1: 7}
+
+
+def test_a_partition_that_went_back_past_its_checkpoint_moves_to_the_next_epoch() -> None:
+    # A recreated topic: the consumer found the checkpointed offset gone and read from 0.
+    writer = WriterOrigins.starting("t", [IN0], saved={str(IN0): 2}, checkpointed={IN0: "500"})
+    assert origin_of(writer.tag(IN0, "0", 0, b"x")).position == position(3, 0, 0)
+    assert origin_of(writer.tag(IN0, "1", 0, b"x")).position == position(3, 1, 0)
+    assert writer.to_json() == {str(IN0): 3}
+
+
+def test_a_partition_read_on_past_its_checkpoint_keeps_its_epoch() -> None:
+    writer = WriterOrigins.starting("t", [IN0], saved={str(IN0): 2}, checkpointed={IN0: "500"})
+    assert origin_of(writer.tag(IN0, "501", 0, b"x")).position == position(2, 501, 0)
+
+
+def test_epochs_travel_in_the_control_checkpoint() -> None:
+    control = TaskControl(carrying=[])
+    control.writer = WriterOrigins("t", {IN0: 5})
+    assert control.checkpointed
+    assert saved_epochs(control.to_json()) == {str(IN0): 5}
+    assert not TaskControl(carrying=[]).checkpointed
+
+
+# -- the reader's drop rule ----------------------------------------------------------------------
+
+
+def run_writer(
+    writer: WriterOrigins,
+    inputs: dict[SystemStreamPartition, list[int]],
+    order: list[SystemStreamPartition],
+    fan_out: int = 3,
+) -> dict[SystemStreamPartition, list[bytes]]:
+    """What ``writer`` sends to two partitions when it reads ``inputs`` in ``order`` (input
+    partition by input partition, each in offset order): ``fan_out`` records a message, to
+    the partitions picked by the record's content (a function of the message)."""
+    out: dict[SystemStreamPartition, list[bytes]] = {MID0: [], MID1: []}
+    cursors = {ssp: iter(offsets) for ssp, offsets in inputs.items()}
+    for ssp in order:
+        offset = next(cursors[ssp])
+        for ordinal in range(fan_out):
+            body = f"{ssp.partition}:{offset}:{ordinal}".encode()
+            target = MID0 if (offset + ordinal) % 2 == 0 else MID1
+            out[target].append(writer.tag(ssp, str(offset), ordinal, body))
+    return out
+
+
+def applied(reader: ReaderOrigins, ssp: SystemStreamPartition, records: list[bytes]) -> list[bytes]:
+    taken = []
+    for record in records:
+        origin = origin_of(record)
+        if reader.admit(ssp, origin.source, origin.position):
+            taken.append(origin.message)
+    return taken
+
+
+def interleaving(
+    counts: dict[SystemStreamPartition, int], seed: int
+) -> list[SystemStreamPartition]:
+    order = [ssp for ssp, n in counts.items() for _ in range(n)]
+    random.Random(seed).shuffle(order)
+    return order
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_replay_from_the_checkpoint_is_applied_once_however_inputs_interleave(seed: int) -> None:
+    """The writer reads two inputs interleaved, crashes after 30 messages having sent them,
+    and restarts from a checkpoint taken halfway: its replay interleaves the inputs
+    differently. Each reader partition applies every record once."""
+    first_order = interleaving({IN0: 20, IN1: 20}, seed)[:30]
+    first = run_writer(
+        WriterOrigins("w", {IN0: 0, IN1: 0}),
+        {IN0: list(range(20)), IN1: list(range(20))},
+        first_order,
+    )
+    done = {ssp: first_order.count(ssp) // 2 for ssp in (IN0, IN1)}  # checkpointed counts
+    replay = run_writer(
+        WriterOrigins.starting(
+            "w", [IN0, IN1], saved={}, checkpointed={s: str(n - 1) for s, n in done.items()}
+        ),
+        {ssp: list(range(n, 20)) for ssp, n in done.items()},
+        interleaving({ssp: 20 - n for ssp, n in done.items()}, seed + 100),
+    )
+    for mid in (MID0, MID1):
+        reader = ReaderOrigins([mid])
+        taken = applied(reader, mid, first[mid] + replay[mid])
+        expected = {origin_of(r).message for r in first[mid] + replay[mid]}
+        assert sorted(taken) == sorted(expected)  # each once, none lost
+        assert len(taken) == len(set(taken))
+        assert reader.dropped > 0
+
+
+def test_a_reader_restarted_from_its_checkpoint_drops_what_it_had_applied_by_then() -> None:
+    writer = WriterOrigins("w", {IN0: 0})
+    records = run_writer(writer, {IN0: list(range(10))}, [IN0] * 10, fan_out=1)[MID0]
+    reader = ReaderOrigins([MID0])
+    applied(reader, MID0, records[:3])
+    restored = ReaderOrigins([MID0])
+    restored.restore(reader.to_json())
+    # The reader replays from its own checkpoint (after record 3), then the writer's replay
+    # of everything follows.
+    assert applied(restored, MID0, records[3:] + records) == [
+        origin_of(r).message for r in records[3:]
+    ]
+
+
+def test_a_writer_reset_is_taken_as_new_records() -> None:
+    first = WriterOrigins.starting("w", [IN0], saved={}, checkpointed={})
+    records = run_writer(first, {IN0: list(range(5))}, [IN0] * 5, fan_out=1)[MID0]
+    again = WriterOrigins.starting(
+        "w", [IN0], saved=first.to_json(), checkpointed={IN0: "4"}, reset=[IN0]
+    )
+    reprocessed = run_writer(again, {IN0: list(range(5))}, [IN0] * 5, fan_out=1)[MID0]
+    reader = ReaderOrigins([MID0])
+    assert len(applied(reader, MID0, records + reprocessed)) == len(records) + len(reprocessed)
+    # A zombie of the old epoch, late, is a copy.
+    assert applied(reader, MID0, records[-1:]) == []
+
+
+def test_a_writer_that_moved_containers_is_the_same_source() -> None:
+    """The task's name, not the container, is the source: a task moved to another container
+    resumes from its checkpoint and its replay is dropped."""
+    before = WriterOrigins.starting("Partition 3", [IN0], saved={}, checkpointed={})
+    records = run_writer(before, {IN0: list(range(6))}, [IN0] * 6, fan_out=2)[MID0]
+    after = WriterOrigins.starting(
+        "Partition 3", [IN0], saved=before.to_json(), checkpointed={IN0: "2"}
+    )
+    replay = run_writer(after, {IN0: list(range(3, 6))}, [IN0] * 3, fan_out=2)[MID0]
+    reader = ReaderOrigins([MID0])
+    assert len(applied(reader, MID0, records + replay)) == len(records)
+    assert reader.dropped == len(replay)
+
+
+def test_writers_and_partitions_are_kept_apart() -> None:
+    a = WriterOrigins("a", {IN0: 0})
+    b = WriterOrigins("b", {IN0: 0})
+    reader = ReaderOrigins([MID0, MID1])
+    ra = a.tag(IN0, "5", 0, b"a5")
+    rb = b.tag(IN0, "1", 0, b"b1")
+    assert applied(reader, MID0, [ra, rb]) == [b"a5", b"b1"]
+    # The same writer's lower position on another partition is not a copy.
+    assert applied(reader, MID1, [a.tag(IN0, "1", 0, b"a1")]) == [b"a1"]
+
+
+def test_bookkeeping_grows_with_sources_not_messages() -> None:
+    writer = WriterOrigins("w", {IN0: 0, IN1: 0})
+    reader = ReaderOrigins([MID0])
+    for offset, ssp in itertools.product(range(1000), (IN0, IN1)):
+        origin = origin_of(writer.tag(ssp, str(offset), 0, b"x"))
+        reader.admit(MID0, origin.source, origin.position)
+    assert len(reader.applied[MID0]) == 2
+    assert reader.to_json() == {
+        str(MID0): {"w\0kafka.lines.0": [0, 999, 0], "w\0kafka.lines.1": [0, 999, 0]}
+    }
