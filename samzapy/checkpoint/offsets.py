@@ -51,6 +51,15 @@ class OffsetTracker:
         while pending and pending[0].done:
             self.last_processed = pending.popleft().offset
 
+    def newest(self) -> PendingMessage:
+        """The latest invocation (``invoked`` was called for it)."""
+        return self._pending[-1]
+
+    def oldest_offset(self) -> str | None:
+        """The offset of the oldest invocation still in flight (None: none)."""
+        pending = self._pending
+        return pending[0].offset if pending else None
+
     def pending(self) -> Iterator[PendingMessage]:
         """The invocations not yet covered by ``last_processed``, in invocation order."""
         return iter(self._pending)

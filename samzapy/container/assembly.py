@@ -98,7 +98,7 @@ class TaskAssembly:
     ) -> TaskInstance:
         """The instance of ``plan``'s task, running ``task`` (the user's object)."""
         cfg, systems = self.config, self.systems
-        control = self._control(plan, is_async=isinstance(task, AsyncStreamTask))
+        control = self._control(plan)
         writer = self.checkpoints.writer(plan.name, plan.checkpoint)
         trackers = {ssp: OffsetTracker(last) for ssp, last in plan.last_processed.items()}
         loop = asyncio.get_running_loop()
@@ -111,6 +111,7 @@ class TaskAssembly:
                 plan.name,
                 control.writer,
                 is_async=isinstance(task, AsyncStreamTask),
+                concurrent=isinstance(task, AsyncStreamTask) and cfg.task.max_concurrency > 1,
             )
         stores = TaskStores(
             task_name=plan.name,
@@ -163,16 +164,13 @@ class TaskAssembly:
         )
         return instance
 
-    def _control(self, plan: TaskPlan, *, is_async: bool) -> TaskControl:
+    def _control(self, plan: TaskPlan) -> TaskControl:
         """The task's control bookkeeping, with its origins as a writer of framed streams
         and a reader of them, taken up from its checkpoint."""
         cfg, framed = self.config, self.serdes.framed
         control = TaskControl(carrying=plan.carrying, outputs=plan.outputs)
         ssps = plan.model.ssps
-        # An async task with several calls in flight sends their records interleaved: a
-        # source's positions would not rise on a partition, so its output carries none.
-        concurrent = is_async and cfg.task.max_concurrency > 1
-        if (plan.outputs or self.framed_outputs) and not concurrent:
+        if plan.outputs or self.framed_outputs:
             checkpoint = plan.checkpoint
             control.writer = WriterOrigins.starting(
                 str(plan.name),

@@ -77,7 +77,7 @@ class _ControlRecord:
 class _Waiting:
     """A message waiting in a route's backlog, with the task that sent it and its origin."""
 
-    __slots__ = ("envelope", "ordinal", "origin", "task", "writer")
+    __slots__ = ("envelope", "floor", "ordinal", "origin", "task", "writer")
 
     def __init__(
         self,
@@ -86,12 +86,14 @@ class _Waiting:
         writer: WriterOrigins | None,
         origin: IncomingMessageEnvelope | None,
         ordinal: int,
+        floor: str | None,
     ) -> None:
         self.envelope = envelope
         self.task = task
         self.writer = writer
         self.origin = origin
         self.ordinal = ordinal
+        self.floor = floor
 
 
 #: Keys whose partition a route remembers (murmur2 in Python costs about 1.8 us a key); past
@@ -194,17 +196,19 @@ class OutputRouter:
         writer: WriterOrigins | None = None,
         origin: IncomingMessageEnvelope | None = None,
         ordinal: int = 0,
+        floor: str | None = None,
     ) -> None:
         """Route ``envelope``; ``task``, the sender, is named if it cannot be routed later.
         ``writer``: the sender's origins, and ``origin``: the input message whose
-        ``ordinal``-th send this is (a framed stream's record carries them)."""
+        ``ordinal``-th send this is, ``floor`` the sender's oldest message in flight (a
+        framed stream's record carries them)."""
         route = self._routes.get(envelope.system_stream)
         if route is None:
             route = self._open_route(envelope.system_stream)
         if route.backlog is not None:
             if route.framed and route.msg_serde is None and envelope.message is not None:
                 _framable(route, envelope.message)  # fail in the task's call, not later
-            route.backlog.append(_Waiting(envelope, task, writer, origin, ordinal))
+            route.backlog.append(_Waiting(envelope, task, writer, origin, ordinal, floor))
             return
         # The route is ready: partition, serialize and hand over (the hot path, one call).
         partition = envelope.partition
@@ -248,6 +252,7 @@ class OutputRouter:
                     origin.offset,
                     ordinal,
                     _framable(route, message),
+                    floor,
                 )
             else:
                 message = frame(_framable(route, message))
@@ -261,10 +266,11 @@ class OutputRouter:
         writer: WriterOrigins | None = None,
         origin: IncomingMessageEnvelope | None = None,
         ordinal: int = 0,
+        floor: str | None = None,
     ) -> None:
         """A send made on another thread, now on the loop: its error fails the container."""
         try:
-            self.send(envelope, task, writer, origin, ordinal)
+            self.send(envelope, task, writer, origin, ordinal, floor)
         except Exception as exc:
             self._on_error(exc)
 
@@ -326,7 +332,12 @@ class OutputRouter:
                 try:
                     # The route is ready now.
                     self.send(
-                        waiting.envelope, None, waiting.writer, waiting.origin, waiting.ordinal
+                        waiting.envelope,
+                        None,
+                        waiting.writer,
+                        waiting.origin,
+                        waiting.ordinal,
+                        waiting.floor,
                     )
                 except SamzapyError as exc:
                     if waiting.task is None:

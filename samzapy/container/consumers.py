@@ -193,7 +193,7 @@ class SystemConsumers:
                 origin: Origin | None = None
                 if framed and message is not None:
                     kind, decoded = decode(message)
-                    if kind == USER_MESSAGE_WITH_ORIGIN:
+                    if kind >= USER_MESSAGE_WITH_ORIGIN:  # 3 or 4: with its origin
                         # The task's reader drops it if applied already (origins.py).
                         origin = decoded
                         message = decoded.message

@@ -12,7 +12,9 @@ wrapped once when the task starts.
   ``on_end_of_stream`` carry none). An async task may have several calls in flight: the
   current message is a context variable, set in the slot's own asyncio task before each call
   (so it follows the call through its awaits and into the tasks it creates) and cleared
-  before each barrier.
+  before each barrier; a send made once its call completed carries none. With
+  ``task.max.concurrency`` > 1 each send also carries the writer's *floor*, the offset of its
+  oldest message of that partition still in flight (type 4).
 - A *reader* (a task with a framed input) gets the records that carry an origin as
   ``Origin`` objects from its consumer; the wrapper drops those its ``ReaderOrigins`` already
   applied (the call is skipped, the offset counts as processed) and hands the rest on with
@@ -24,11 +26,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from samzapy.api.envelope import IncomingMessageEnvelope, OutgoingMessageEnvelope
-from samzapy.api.system import TaskName
+from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.collector import OutputRouter
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
 from samzapy.control.wire import Origin
@@ -37,13 +40,16 @@ _thread = threading.get_ident
 
 
 class _Cursor:
-    """The input message of an async call in flight, and how many sends it made."""
+    """The input message of an async call in flight, how many sends it made, its entry in
+    its partition's tracker and that tracker."""
 
-    __slots__ = ("env", "ordinal")
+    __slots__ = ("entry", "env", "ordinal", "tracker")
 
-    def __init__(self, env: IncomingMessageEnvelope) -> None:
+    def __init__(self, env: IncomingMessageEnvelope, tracker: OffsetTracker) -> None:
         self.env = env
         self.ordinal = 0
+        self.tracker = tracker
+        self.entry = tracker.newest()  # the slot noted the call just before
 
 
 #: The current call's cursor in each asyncio task of an async writer (None: no message).
@@ -61,6 +67,7 @@ class OriginCollector:
         "_router",
         "_task",
         "_writer",
+        "concurrent",
         "env",
         "is_async",
         "ordinal",
@@ -74,35 +81,41 @@ class OriginCollector:
         writer: WriterOrigins,
         *,
         is_async: bool,
+        concurrent: bool = False,
     ) -> None:
+        """``concurrent``: an async task with several calls in flight (sends carry floors)."""
         self._router = router
         self._loop = loop
         self._loop_thread = threading.get_ident()
         self._task = task
         self._writer = writer
         self.is_async = is_async
+        self.concurrent = concurrent
         #: A sync task's current input message (None between calls), and its sends so far.
         self.env: IncomingMessageEnvelope | None = None
         self.ordinal = 0
 
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
+        floor = None
         if self.is_async:
             cursor = _CURSOR.get()
-            if cursor is None:
-                env = None
+            if cursor is None or cursor.entry.done:
+                env = None  # no call, or a send after its call completed
                 ordinal = 0
             else:
                 env, ordinal = cursor.env, cursor.ordinal
                 cursor.ordinal = ordinal + 1
+                if self.concurrent:
+                    floor = cursor.tracker.oldest_offset()
         else:
             env, ordinal = self.env, self.ordinal
             self.ordinal = ordinal + 1
         writer = self._writer if env is not None else None
         if _thread() == self._loop_thread:
-            self._router.send(envelope, self._task, writer, env, ordinal)
+            self._router.send(envelope, self._task, writer, env, ordinal, floor)
         else:
             self._loop.call_soon_threadsafe(
-                self._router.send_from_thread, envelope, self._task, writer, env, ordinal
+                self._router.send_from_thread, envelope, self._task, writer, env, ordinal, floor
             )
 
 
@@ -112,13 +125,17 @@ def clear_cursor() -> None:
         _CURSOR.set(None)
 
 
-def writing(process: Callable[..., Any], collector: OriginCollector) -> Callable[..., Any]:
+def writing(
+    process: Callable[..., Any],
+    collector: OriginCollector,
+    trackers: Mapping[SystemStreamPartition, OffsetTracker],
+) -> Callable[..., Any]:
     """``process`` (or ``process_async``) with its sends carrying the message's origin."""
     if collector.is_async:
         cursor_var = _CURSOR
 
         def process_async(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
-            cursor_var.set(_Cursor(env))
+            cursor_var.set(_Cursor(env, trackers[env.system_stream_partition]))
             return process(env, c, coordinator)
 
         return process_async
@@ -147,7 +164,8 @@ def reading(
     def process_read(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
         message = env.message
         if type(message) is Origin:
-            if not admit(env.system_stream_partition, message.source, message.position):
+            ssp = env.system_stream_partition
+            if not admit(ssp, message.source, message.position, message.floor):
                 return skipped
             env.message = message.message
         return process(env, c, coordinator)

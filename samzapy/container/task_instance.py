@@ -258,7 +258,7 @@ class TaskInstance:
         ctx = self._slot_context
         process = self._task.process_async if self._is_async else self._task.process
         if isinstance(self._collector, OriginCollector):
-            process = writing(process, self._collector)
+            process = writing(process, self._collector, self._trackers)
         if self._control.reader is not None:
             process = reading(process, self._control.reader, is_async=self._is_async)
         if self._is_async:

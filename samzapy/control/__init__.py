@@ -10,6 +10,7 @@ writer sends again.
 from samzapy.control.wire import (
     END_OF_STREAM,
     USER_MESSAGE,
+    USER_MESSAGE_WITH_FLOOR,
     USER_MESSAGE_WITH_ORIGIN,
     WATERMARK,
     ControlMessage,
@@ -25,6 +26,7 @@ from samzapy.control.wire import (
 __all__ = [
     "END_OF_STREAM",
     "USER_MESSAGE",
+    "USER_MESSAGE_WITH_FLOOR",
     "USER_MESSAGE_WITH_ORIGIN",
     "WATERMARK",
     "ControlMessage",

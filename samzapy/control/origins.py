@@ -24,8 +24,17 @@ all above the old ones, so the reader takes its records as new. The epoch is kep
 writer's checkpoint and derived only from it, so a replay of the same checkpoint derives the
 same epoch and is deduplicated like any other.
 
+A writer with several calls in flight (an async task above ``task.max.concurrency`` 1)
+sends its calls' records interleaved, so positions do not rise along a partition. Its records
+(type 4) also carry its *floor*: the offset of its oldest call of that input partition still
+in flight, so every record of an older message was sent before. For such a source the reader
+keeps the highest floor it saw and the positions above it that it applied, and drops a record
+below the floor or among those: bounded by the calls in flight, and exact for the same reason,
+since a replay's floor never claims more than the writer (or its zombie) had completed.
+
 Records without an origin (type 0: written by ``samzapy.spark``, by a window, a watermark
-or end-of-stream listener, or by an older writer) are never dropped. Bookkeeping per reader
+or end-of-stream listener, after an async call completed, or by an older writer) are never
+dropped. Bookkeeping per reader
 partition is bounded by writer tasks x their input partitions, never by messages.
 """
 
@@ -36,6 +45,7 @@ from typing import Any
 
 from samzapy.api.system import SystemStreamPartition
 from samzapy.control.wire import (
+    frame_with_floor,
     frame_with_origin,
     origin_prefix,
     position,
@@ -46,7 +56,7 @@ from samzapy.control.wire import (
 class WriterOrigins:
     """The origins one writer task gives the records it sends for its input messages."""
 
-    __slots__ = ("_floor", "_prefixes", "epochs", "task_name")
+    __slots__ = ("_prefixes", "_resumed", "epochs", "task_name")
 
     def __init__(
         self,
@@ -58,7 +68,7 @@ class WriterOrigins:
         the partitions the task resumes after (a first message at or below it is a reset)."""
         self.task_name = task_name
         self.epochs = dict(epochs)
-        self._floor = dict(floors or {})
+        self._resumed = dict(floors or {})
         self._prefixes: dict[SystemStreamPartition, bytes] = {}
 
     @classmethod
@@ -88,9 +98,18 @@ class WriterOrigins:
             epochs[ssp] = epoch
         return cls(task_name, epochs, floors)
 
-    def tag(self, ssp: SystemStreamPartition, offset: str, ordinal: int, payload: bytes) -> bytes:
+    def tag(
+        self,
+        ssp: SystemStreamPartition,
+        offset: str,
+        ordinal: int,
+        payload: bytes,
+        floor: str | None = None,
+    ) -> bytes:
         """The framed record of ``payload``, the ``ordinal``-th send caused by the message at
-        ``offset`` of ``ssp``; untagged (type 0) when the offset is not an integer."""
+        ``offset`` of ``ssp``; untagged (type 0) when the offset is not an integer. ``floor``:
+        for a writer with several calls in flight, the offset of its oldest message of
+        ``ssp`` in flight (type 4)."""
         try:
             number = int(offset)
         except ValueError:
@@ -100,14 +119,16 @@ class WriterOrigins:
             prefix = self._start(ssp, number)
             if prefix is None:
                 return b"\x00" + payload
+        if floor is not None:
+            return frame_with_floor(prefix, number, ordinal, min(int(floor), number), payload)
         return frame_with_origin(prefix, number, ordinal, payload)
 
     def _start(self, ssp: SystemStreamPartition, first: int) -> bytes | None:
         """The prefix of ``ssp``, at its first tagged message (``first``: its offset)."""
         if first < 0 or ssp not in self.epochs:
             return None
-        floor = self._floor.pop(ssp, None)
-        if floor is not None and first <= floor:
+        resumed = self._resumed.pop(ssp, None)
+        if resumed is not None and first <= resumed:
             # The partition went back past the checkpoint: a reset (a recreated topic).
             self.epochs[ssp] += 1
         prefix = origin_prefix(self.task_name, _name(ssp), self.epochs[ssp])
@@ -118,30 +139,112 @@ class WriterOrigins:
         return {str(ssp): epoch for ssp, epoch in sorted(self.epochs.items())}
 
 
+class _Unordered:
+    """What a reader applied from one source whose records came out of position order (a
+    writer with several calls in flight, type 4): every position at or below ``low``, every
+    position below ``floor`` (the epoch, the highest floor seen, ordinal 0), and those in
+    ``seen`` (above both)."""
+
+    __slots__ = ("epoch", "floor", "low", "seen")
+
+    def __init__(self, epoch: bytes, low: bytes, floor: bytes, seen: set[bytes]) -> None:
+        self.epoch = epoch
+        self.low = low
+        self.floor = floor
+        self.seen = seen
+
+    def applied(self, at: bytes) -> bool:
+        return at <= self.low or at < self.floor or at in self.seen
+
+    def prune(self) -> None:
+        """Forget the positions the low position or the floor covers."""
+        low, floor = self.low, self.floor
+        self.seen = {at for at in self.seen if at > low and at >= floor}
+
+    def to_json(self) -> dict[str, Any]:
+        self.prune()
+        return {
+            "low": list(position_numbers(self.low)) if self.low else None,
+            "floor": list(position_numbers(self.floor)),
+            "seen": sorted(list(position_numbers(at)) for at in self.seen),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> _Unordered:
+        floor = _position(data["floor"])
+        low = _position(data["low"]) if data.get("low") is not None else b""
+        return cls(floor[:8], low, floor, {_position(at) for at in data.get("seen") or ()})
+
+
+#: Positions a source may leave unpruned in ``_Unordered.seen`` between two prunes.
+_PRUNE_AT = 256
+
+
 class ReaderOrigins:
-    """The highest position applied per (partition read, source) of one reader task."""
+    """The positions applied per (partition read, source) of one reader task: per source,
+    the highest position (a writer with one call in flight, type 3: its records rise along
+    a partition), or an ``_Unordered`` record of them (type 4)."""
 
     __slots__ = ("applied", "dropped")
 
     def __init__(self, ssps: Iterable[SystemStreamPartition]) -> None:
-        self.applied: dict[SystemStreamPartition, dict[bytes, bytes]] = {ssp: {} for ssp in ssps}
+        self.applied: dict[SystemStreamPartition, dict[bytes, bytes | _Unordered]] = {
+            ssp: {} for ssp in ssps
+        }
         self.dropped = 0
 
-    def admit(self, ssp: SystemStreamPartition, source: bytes, at: bytes) -> bool:
-        """Whether the record at position ``at`` from ``source`` on ``ssp`` is new (and note
-        it applied); False: a copy of one already applied."""
-        seen = self.applied[ssp]
-        last = seen.get(source)
-        if last is not None and at <= last:
+    def admit(
+        self, ssp: SystemStreamPartition, source: bytes, at: bytes, floor: bytes | None = None
+    ) -> bool:
+        """Whether the record at position ``at`` (with the writer's ``floor``, type 4) from
+        ``source`` on ``ssp`` is new (and note it applied); False: a copy of one applied."""
+        sources = self.applied[ssp]
+        last = sources.get(source)
+        if floor is None and type(last) is bytes:  # the common case: one call in flight
+            if at <= last:
+                self.dropped += 1
+                return False
+            sources[source] = at
+            return True
+        if last is None or (type(last) is _Unordered and at[:8] > last.epoch):
+            last = None  # the first record of the source, or of its next epoch
+        elif type(last) is bytes:
+            if at[:8] > last[:8]:
+                last = None
+            else:  # the writer now has several calls in flight (or restarted so)
+                last = _Unordered(last[:8], last, last[:8] + bytes(12), set())
+                sources[source] = last
+        if last is None:
+            if floor is None:
+                sources[source] = at
+            else:
+                sources[source] = _Unordered(at[:8], b"", at[:8] + floor + bytes(4), {at})
+            return True
+        assert isinstance(last, _Unordered)
+        if at[:8] < last.epoch or last.applied(at):
             self.dropped += 1
             return False
-        seen[source] = at
+        if floor is None:
+            # One call in flight: every position below this one was sent before it.
+            last.low = at
+            last.prune()
+            if not last.seen:
+                sources[source] = at
+            return True
+        last.seen.add(at)
+        low = last.epoch + floor + bytes(4)
+        if low > last.floor:
+            last.floor = low
+        if len(last.seen) > _PRUNE_AT:
+            last.prune()
         return True
 
-    def to_json(self) -> dict[str, dict[str, list[int]]]:
+    def to_json(self) -> dict[str, dict[str, Any]]:
         return {
             str(ssp): {
-                source.decode(): list(position_numbers(at))
+                source.decode(): (
+                    at.to_json() if isinstance(at, _Unordered) else list(position_numbers(at))
+                )
                 for source, at in sorted(sources.items())
             }
             for ssp, sources in self.applied.items()
@@ -151,9 +254,15 @@ class ReaderOrigins:
     def restore(self, data: Mapping[str, Any] | None) -> None:
         """Take up what a checkpoint recorded (``to_json``)."""
         for ssp, sources in self.applied.items():
-            for source, numbers in ((data or {}).get(str(ssp)) or {}).items():
-                epoch, offset, ordinal = (int(n) for n in numbers)
-                sources[source.encode()] = position(epoch, offset, ordinal)
+            for source, saved in ((data or {}).get(str(ssp)) or {}).items():
+                sources[source.encode()] = (
+                    _Unordered.from_json(saved) if isinstance(saved, dict) else _position(saved)
+                )
+
+
+def _position(numbers: Any) -> bytes:
+    epoch, offset, ordinal = (int(n) for n in numbers)
+    return position(epoch, offset, ordinal)
 
 
 def _name(ssp: SystemStreamPartition) -> str:

@@ -3,10 +3,11 @@ control messages:
 
     IntermediateMessage => MessageType MessageData
       MessageType => one byte: 0 user message, 1 watermark, 2 end-of-stream,
-                     3 user message with its origin
+                     3 user message with its origin, 4 user message with its origin and floor
       MessageData => the user serde's bytes, or for a control message the UTF-8 JSON object
                      {"version": 1, "taskName": str, "taskCount": int[, "timestamp": int ms]},
-                     or for type 3: Origin, then the user serde's bytes
+                     or for type 3: Origin, then the user serde's bytes,
+                     or for type 4: Origin, Floor, then the user serde's bytes
       Origin => SourceLength Source Epoch Offset Ordinal
         SourceLength => uint16, big-endian: the length of Source
         Source => UTF-8 "<writer task>" NUL "<system>.<stream>.<partition>" of the input
@@ -14,6 +15,9 @@ control messages:
         Epoch => uint64: the writer's epoch of that input partition (moves on a reset)
         Offset => uint64: the input message's offset
         Ordinal => uint32: the record's place among the sends that message caused
+      Floor => uint64: the offset of the writer's oldest message of that input partition
+               still in flight when it sent the record (type 4: a writer with several calls
+               in flight, whose records do not reach a partition in position order)
 
 Epoch, Offset and Ordinal together are the record's *position*: compared as bytes they
 compare as the tuple of numbers, which is how a reader drops a record it already applied
@@ -35,6 +39,7 @@ USER_MESSAGE = 0
 WATERMARK = 1
 END_OF_STREAM = 2
 USER_MESSAGE_WITH_ORIGIN = 3
+USER_MESSAGE_WITH_FLOOR = 4
 
 #: The bytes of a position: epoch (8), offset (8), ordinal (4).
 POSITION_SIZE = 20
@@ -43,10 +48,13 @@ POSITION_SIZE = 20
 VERSION = 1
 
 _USER_PREFIX = bytes([USER_MESSAGE])
+_FLOOR_TYPE = bytes([USER_MESSAGE_WITH_FLOOR])
 _POSITION = struct.Struct(">QQI")
 _EPOCH = struct.Struct(">Q")
 _SOURCE_LENGTH = struct.Struct(">H")
 _POSITION_TAIL = struct.Struct(">QI")
+_POSITION_FLOOR_TAIL = struct.Struct(">QIQ")
+_FLOOR_SIZE = 8
 
 
 class FrameError(ValueError):
@@ -99,6 +107,12 @@ def frame_with_origin(prefix: bytes, offset: int, ordinal: int, payload: bytes) 
     return prefix + _POSITION_TAIL.pack(offset, ordinal) + payload
 
 
+def frame_with_floor(prefix: bytes, offset: int, ordinal: int, floor: int, payload: bytes) -> bytes:
+    """``frame_with_origin``, type 4: the writer's ``floor`` after the position
+    (``prefix`` from ``origin_prefix``, its type byte replaced here)."""
+    return _FLOOR_TYPE + prefix[1:] + _POSITION_FLOOR_TAIL.pack(offset, ordinal, floor) + payload
+
+
 def position(epoch: int, offset: int, ordinal: int) -> bytes:
     """A position's bytes (as a type-3 record carries it)."""
     return _POSITION.pack(epoch, offset, ordinal)
@@ -135,13 +149,13 @@ def decode(record: bytes | bytearray | memoryview) -> tuple[int, Any]:
     kind = record[0]
     if kind == USER_MESSAGE:
         return USER_MESSAGE, bytes(record[1:])
-    if kind == USER_MESSAGE_WITH_ORIGIN:
+    if kind in (USER_MESSAGE_WITH_ORIGIN, USER_MESSAGE_WITH_FLOOR):
         return kind, decode_origin(record)
     if kind not in (WATERMARK, END_OF_STREAM):
         raise FrameError(
             f"unknown type byte {kind} (expected {USER_MESSAGE} user message, {WATERMARK} "
-            f"watermark, {END_OF_STREAM} end-of-stream or {USER_MESSAGE_WITH_ORIGIN} user "
-            "message with its origin)"
+            f"watermark, {END_OF_STREAM} end-of-stream, {USER_MESSAGE_WITH_ORIGIN} user "
+            f"message with its origin or {USER_MESSAGE_WITH_FLOOR} with its origin and floor)"
         )
     what = "watermark" if kind == WATERMARK else "end-of-stream"
     try:
@@ -174,12 +188,16 @@ class Origin:
     them as they are), and ``message``: the serialized body (which the container replaces
     with the deserialized one, so a task's reader keeps one object per message)."""
 
-    __slots__ = ("message", "position", "source")
+    __slots__ = ("floor", "message", "position", "source")
 
-    def __init__(self, source: bytes, position: bytes, message: Any) -> None:
+    def __init__(
+        self, source: bytes, position: bytes, message: Any, floor: bytes | None = None
+    ) -> None:
         self.source = source
         self.position = position
         self.message = message
+        #: Type 4: the writer's floor (8 bytes, big-endian); None for type 3.
+        self.floor = floor
 
     def __repr__(self) -> str:
         return f"Origin({self.describe()}, message={self.message!r})"
@@ -188,38 +206,44 @@ class Origin:
         """The origin as JSON-friendly fields (for logs and tools)."""
         writer, _, partition = self.source.decode("utf-8", "replace").partition("\0")
         epoch, offset, ordinal = position_numbers(self.position)
-        return {
+        fields: dict[str, Any] = {
             "writer": writer,
             "input": partition,
             "epoch": epoch,
             "offset": offset,
             "ordinal": ordinal,
         }
+        if self.floor is not None:
+            fields["floor"] = int.from_bytes(self.floor, "big")
+        return fields
 
 
 def decode_origin(record: bytes | bytearray | memoryview) -> Origin:
-    """The origin and body of a type-3 record (FrameError if it is cut short)."""
+    """The origin and body of a type-3 or type-4 record (FrameError if it is cut short)."""
     if len(record) < 3:
         raise FrameError("the origin of a user message is cut short (no source length)")
     (length,) = _SOURCE_LENGTH.unpack_from(record, 1)
     end = 3 + length
-    if len(record) < end + POSITION_SIZE:
+    floor_size = _FLOOR_SIZE if record[0] == USER_MESSAGE_WITH_FLOOR else 0
+    body = end + POSITION_SIZE + floor_size
+    if len(record) < body:
         raise FrameError(
             f"the origin of a user message is cut short: {len(record)} bytes, expected at "
-            f"least {end + POSITION_SIZE} for a {length}-byte source"
+            f"least {body} for a {length}-byte source"
         )
     source = bytes(record[3:end])
     if b"\0" not in source:
         raise FrameError(f"the origin's source {source!r} has no NUL between task and input")
-    return Origin(
-        source, bytes(record[end : end + POSITION_SIZE]), bytes(record[end + POSITION_SIZE :])
-    )
+    position = bytes(record[end : end + POSITION_SIZE])
+    floor = bytes(record[end + POSITION_SIZE : body]) if floor_size else None
+    return Origin(source, position, bytes(record[body:]), floor)
 
 
 __all__ = [
     "END_OF_STREAM",
     "POSITION_SIZE",
     "USER_MESSAGE",
+    "USER_MESSAGE_WITH_FLOOR",
     "USER_MESSAGE_WITH_ORIGIN",
     "VERSION",
     "WATERMARK",
@@ -232,6 +256,7 @@ __all__ = [
     "decode_origin",
     "encode_control",
     "frame",
+    "frame_with_floor",
     "frame_with_origin",
     "origin_prefix",
     "position",

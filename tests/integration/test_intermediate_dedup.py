@@ -3,7 +3,8 @@
 The job of issue 27, as a user builds it: stage 1 splits lines into words and sends each
 word, keyed by itself, to an intermediate stream; stage 2 counts the words in a RocksDB store
 with a Kafka changelog. Two containers share its tasks under the default ``kafka-group``
-coordinator and the default guarantee (at-least-once). Three times, a random container is
+coordinator and the default guarantee (at-least-once), as a sync task and as an async task
+with eight calls in flight (its sends interleave). Three times, a random container is
 killed with SIGKILL at a random moment and started again. A killed stage 1 replays its lines
 from its last checkpoint and writes their words again; stage 2 must count each word once.
 """
@@ -36,7 +37,11 @@ from test_kafka_jobs import (  # noqa: E402
 )
 from test_state_jobs import changelog_state, end_offsets, zipf_words  # noqa: E402
 
-from samzapy.control import USER_MESSAGE_WITH_ORIGIN, decode  # noqa: E402
+from samzapy.control import (  # noqa: E402
+    USER_MESSAGE_WITH_FLOOR,
+    USER_MESSAGE_WITH_ORIGIN,
+    decode,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -45,7 +50,14 @@ LINES = 24_000
 
 
 def job_file(
-    tmp_path: Path, bootstrap: str, source: str, words: str, changelog: str, job_id: str, n: int
+    tmp_path: Path,
+    bootstrap: str,
+    source: str,
+    words: str,
+    changelog: str,
+    job_id: str,
+    n: int,
+    task: dict[str, Any],
 ) -> Path:
     """Container ``n``'s job file: the same job, its own state directory (its own host)."""
     cfg: dict[str, Any] = {
@@ -53,7 +65,6 @@ def job_file(
         "job.id": job_id,
         "job.logged.store.base.dir": str(tmp_path / f"state-{n}"),
         "job.coordinator.session.timeout.ms": 6000,
-        "task.class": "control_jobs:SplitAndCount",
         "task.inputs": [f"kafka.{source}", f"kafka.{words}"],
         "task.checkpoint.factory": "kafka",
         "task.commit.ms": 1000,
@@ -69,6 +80,7 @@ def job_file(
         "stores.counts.key.serde": "string",
         "stores.counts.msg.serde": "long",
         "stores.counts.changelog": f"kafka.{changelog}",
+        **task,
     }
     path = tmp_path / f"job-{n}.yaml"
     path.write_text(json.dumps(cfg))
@@ -111,8 +123,16 @@ def positions(bootstrap: str, job: Path) -> dict[tuple[str, int], int]:
     }
 
 
+@pytest.mark.parametrize(
+    "task",
+    [
+        {"task.class": "control_jobs:SplitAndCount"},
+        {"task.class": "control_jobs:AsyncSplitAndCount", "task.max.concurrency": 8},
+    ],
+    ids=["sync", "async-concurrency-8"],
+)
 def test_two_containers_three_kill_9s_count_every_word_exactly_once(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, task: dict[str, Any]
 ) -> None:
     rng = random.Random(27)
     source, words_topic, changelog = name("lines"), name("words"), name("counts-changelog")
@@ -122,7 +142,7 @@ def test_two_containers_three_kill_9s_count_every_word_exactly_once(
     asyncio.run(produce_lines(kafka_bootstrap, source, lines))
     job_id = uuid.uuid4().hex[:8]
     files = [
-        job_file(tmp_path, kafka_bootstrap, source, words_topic, changelog, job_id, n)
+        job_file(tmp_path, kafka_bootstrap, source, words_topic, changelog, job_id, n, task)
         for n in range(2)
     ]
     env = {"SAMZAPY_TEST_WORDS": words_topic}
@@ -168,7 +188,11 @@ def test_two_containers_three_kill_9s_count_every_word_exactly_once(
         for record in asyncio.run(read_all(kafka_bootstrap, words_topic))
         if record.value is not None
     ]
-    tagged = [body for kind, body in written if kind == USER_MESSAGE_WITH_ORIGIN]
+    tagged = [
+        body
+        for kind, body in written
+        if kind in (USER_MESSAGE_WITH_ORIGIN, USER_MESSAGE_WITH_FLOOR)
+    ]
     assert len(tagged) > len(words), (len(tagged), len(words))
     dropped = [
         event

@@ -26,7 +26,7 @@ from samzapy import (
 )
 from samzapy.api.system import SystemStream
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
-from samzapy.control import USER_MESSAGE, USER_MESSAGE_WITH_ORIGIN, decode
+from samzapy.control import USER_MESSAGE, USER_MESSAGE_WITH_FLOOR, USER_MESSAGE_WITH_ORIGIN, decode
 from samzapy.testing import TestRunner
 
 WORDS = SystemStream("memory", "words")
@@ -88,7 +88,7 @@ def user_records(runner: TestRunner) -> tuple[int, int]:
     for p in range(2):
         for _key, record in runner.broker.records("words", p):
             kinds[decode(record)[0]] += 1
-    return kinds[USER_MESSAGE_WITH_ORIGIN], kinds[USER_MESSAGE]
+    return kinds[USER_MESSAGE_WITH_ORIGIN] + kinds[USER_MESSAGE_WITH_FLOOR], kinds[USER_MESSAGE]
 
 
 @pytest.mark.parametrize(
@@ -97,8 +97,9 @@ def user_records(runner: TestRunner) -> tuple[int, int]:
         (SyncSplitter, {}),
         (SyncSplitter, {"job.container.thread.pool.size": 2}),
         (AsyncSplitter, {"task.max.concurrency": 1}),
+        (AsyncSplitter, {"task.max.concurrency": 4}),
     ],
-    ids=["sync", "thread-pool", "async"],
+    ids=["sync", "thread-pool", "async", "async-concurrent"],
 )
 def test_a_restarted_writer_s_replay_is_counted_once(
     task: type[CrashOnce], config: dict[str, Any]
@@ -149,13 +150,56 @@ def test_the_reader_s_bookkeeping_is_checkpointed_and_bounded() -> None:
                 assert epoch == 0
 
 
-def test_an_async_writer_with_calls_in_flight_together_sends_without_origins() -> None:
-    """Its calls' sends interleave, so positions would not rise: at-least-once, as documented."""
+def test_an_async_writer_with_calls_in_flight_together_sends_its_floor() -> None:
+    """Its calls' sends interleave: each record carries the oldest call in flight (type 4)."""
     settings = {**UPSTREAM, "job.name": "split", "task.max.concurrency": 4}
     AsyncSplitter.crashing = False
     upstream = TestRunner(AsyncSplitter, settings).add_input("lines", LINES)
     upstream.run(timeout=20)
-    assert user_records(upstream) == (0, sum(EXPECTED.values()))
+    kinds: Counter[int] = Counter()
+    for p in range(2):
+        for _key, record in upstream.broker.records("words", p):
+            kind, body = decode(record)
+            kinds[kind] += 1
+            if kind == USER_MESSAGE_WITH_FLOOR:
+                origin = body.describe()
+                assert origin["floor"] <= origin["offset"]
+    assert kinds[USER_MESSAGE_WITH_FLOOR] == sum(EXPECTED.values())
+
+
+class LateSender(AsyncStreamTask):
+    """Sends one word in the call and one from a task it leaves running after the call."""
+
+    async def process_async(
+        self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any
+    ) -> None:
+        collector.send(OutgoingMessageEnvelope(WORDS, envelope.message, key="now"))
+        if envelope.message != "first":
+            return
+
+        async def later() -> None:
+            for _ in range(3):
+                await asyncio.sleep(0)
+            collector.send(OutgoingMessageEnvelope(WORDS, "later", key="later"))
+
+        self.pending = asyncio.get_running_loop().create_task(later())
+
+
+def test_a_send_made_after_its_call_completed_carries_no_origin() -> None:
+    """Nothing says a replay would send it again, in the same place: at-least-once."""
+    settings = {**UPSTREAM, "job.name": "late", "task.max.concurrency": 2}
+    lines = ["first", *(f"line {i}" for i in range(200))]
+    upstream = TestRunner(LateSender, settings).add_input("lines", {0: lines})
+    upstream.run(timeout=20)
+    kinds = {}
+    for p in range(2):
+        for _key, record in upstream.broker.records("words", p):
+            kind, body = decode(record)
+            if kind in (USER_MESSAGE_WITH_FLOOR, USER_MESSAGE):
+                text = body.message if kind == USER_MESSAGE_WITH_FLOOR else body
+                kinds[text] = kind
+    assert kinds[b'"first"'] == USER_MESSAGE_WITH_FLOOR
+    assert kinds[b'"later"'] == USER_MESSAGE
 
 
 def test_a_stream_with_origins_off_gets_plain_framed_records() -> None:

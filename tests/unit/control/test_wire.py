@@ -134,11 +134,11 @@ def test_frame_error_is_a_value_error() -> None:
     assert issubclass(FrameError, ValueError)
 
 
-@pytest.mark.parametrize("kind", [4, 127, 255])
+@pytest.mark.parametrize("kind", [5, 127, 255])
 def test_unknown_type_byte_is_rejected(kind: int) -> None:
     expected = (
         rf"^unknown type byte {kind} \(expected 0 user message, 1 watermark, "
-        r"2 end-of-stream or 3 user message with its origin\)$"
+        r"2 end-of-stream, 3 user message with its origin or 4 with its origin and floor\)$"
     )
     with pytest.raises(FrameError, match=expected):
         decode(bytes([kind]) + b'{"version":1,"taskName":"t","taskCount":1}')
