@@ -104,7 +104,7 @@ class TaskAssembly:
         loop = asyncio.get_running_loop()
         collector = TaskCollector(router, loop, plan.name)
         sends: MessageCollector = collector
-        if control.writer is not None:
+        if control.writer is not None and self.tags_origins(plan):
             sends = OriginCollector(
                 router,
                 loop,
@@ -169,13 +169,14 @@ class TaskAssembly:
         and a reader of them, taken up from its checkpoint."""
         cfg, framed = self.config, self.serdes.framed
         control = TaskControl(carrying=plan.carrying, outputs=plan.outputs)
-        ssps = plan.model.ssps
-        if plan.outputs or self.framed_outputs:
-            checkpoint = plan.checkpoint
+        ssps, checkpoint = plan.model.ssps, plan.checkpoint
+        saved = saved_epochs(checkpoint.control) if checkpoint is not None else None
+        if plan.outputs or self.framed_outputs or saved:
+            # Kept whenever the task has epochs, so that they never go back.
             control.writer = WriterOrigins.starting(
-                str(plan.name),
+                f"{cfg.job.name}-{cfg.job.id}/{plan.name}",
                 ssps,
-                saved=saved_epochs(checkpoint.control) if checkpoint is not None else None,
+                saved=saved,
                 checkpointed=checkpoint.offsets if checkpoint is not None else {},
                 reset=[ssp for ssp in ssps if cfg.stream(ssp.system_stream).reset_offset],
             )
@@ -185,6 +186,12 @@ class TaskAssembly:
         if plan.checkpoint is not None:
             control.restore(plan.checkpoint.control)
         return control
+
+    def tags_origins(self, plan: TaskPlan) -> bool:
+        """Whether the task's sends carry origins: it may write a framed stream, and the
+        guarantee is at-least-once (under exactly-once, transactions already hide what a
+        dead writer sent)."""
+        return bool(plan.outputs or self.framed_outputs) and not self.config.task.exactly_once
 
     @property
     def framed_outputs(self) -> bool:

@@ -65,6 +65,15 @@ def _framable(route: _Route, message: Any) -> bytes:
     )
 
 
+def _spread(offset: str, ordinal: int, partitions: int) -> int | None:
+    """The partition of a keyless record with an origin: a function of the origin, spread
+    over the partitions (None: let the producer choose, for an offset that is no integer)."""
+    try:
+        return (int(offset) * 31 + ordinal) % partitions
+    except ValueError:
+        return None
+
+
 class _ControlRecord:
     """A control record waiting in a route's backlog, for every partition."""
 
@@ -232,6 +241,9 @@ class OutputRouter:
                     partition = partition_for(pkey, route.partitions)
             elif pkey is not None:
                 partition = 0
+            elif writer is not None and origin is not None and route.origins:
+                # No key: a replay must still send the record where it went the first time.
+                partition = _spread(origin.offset, ordinal, route.partitions)
         elif not 0 <= partition < route.partitions:
             raise StreamSystemError(
                 f"partition {partition} is out of range for {route.stream}, which has "

@@ -34,6 +34,16 @@ from samzapy.container.inputs import ControlEnvelope
 from samzapy.metrics.registry import Counter
 from samzapy.system.ports import SystemProducer
 
+
+class NotAwaitableError(TypeError):
+    """``process_async`` returned something that is not awaitable: the task's code is wrong,
+    not the message."""
+
+
+#: Failures never dropped under task.drop.process.errors: a fenced task, a task whose code
+#: breaks the contract, and a process out of memory.
+_NEVER_DROPPED = (TaskFencedError, NotAwaitableError, MemoryError)
+
 log = structlog.get_logger("samzapy.drops")
 
 #: Drops are logged at most once per partition per interval (as deserialization drops are).
@@ -142,7 +152,7 @@ class Drops:
         """The task's call on ``env`` failed with ``error`` (the cause: its own exception).
         Returns the error the task fails with, or None when the message was dropped."""
         cause = error.__cause__ if error.__cause__ is not None else error
-        if not self.drop_process_errors or isinstance(cause, TaskFencedError):
+        if not self.drop_process_errors or isinstance(cause, _NEVER_DROPPED):
             return error
         ssp = env.system_stream_partition
         self._counted()
@@ -231,6 +241,7 @@ def task_drops(
 
 
 __all__ = [
+    "NotAwaitableError",
     "DEAD_LETTER_HEADERS",
     "DROP_LOG_INTERVAL_S",
     "DroppedEnvelope",

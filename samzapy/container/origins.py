@@ -29,12 +29,16 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import structlog
+
 from samzapy.api.envelope import IncomingMessageEnvelope, OutgoingMessageEnvelope
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.collector import OutputRouter
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
 from samzapy.control.wire import Origin
+
+log = structlog.get_logger("samzapy.task")
 
 _thread = threading.get_ident
 
@@ -71,6 +75,7 @@ class OriginCollector:
         "env",
         "is_async",
         "ordinal",
+        "thread",
     )
 
     def __init__(
@@ -91,9 +96,12 @@ class OriginCollector:
         self._writer = writer
         self.is_async = is_async
         self.concurrent = concurrent
-        #: A sync task's current input message (None between calls), and its sends so far.
+        #: A sync task's current input message (None between calls), its sends so far, and
+        #: the thread making the call (sends from other threads carry no origin: nothing
+        #: orders them with the call's own).
         self.env: IncomingMessageEnvelope | None = None
         self.ordinal = 0
+        self.thread = 0
 
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
         floor = None
@@ -109,7 +117,10 @@ class OriginCollector:
                     floor = cursor.tracker.oldest_offset()
         else:
             env, ordinal = self.env, self.ordinal
-            self.ordinal = ordinal + 1
+            if env is not None and _thread() != self.thread:
+                env = None
+            else:
+                self.ordinal = ordinal + 1
         writer = self._writer if env is not None else None
         if _thread() == self._loop_thread:
             self._router.send(envelope, self._task, writer, env, ordinal, floor)
@@ -130,19 +141,27 @@ def writing(
     collector: OriginCollector,
     trackers: Mapping[SystemStreamPartition, OffsetTracker],
 ) -> Callable[..., Any]:
-    """``process`` (or ``process_async``) with its sends carrying the message's origin."""
+    """``process`` (or ``process_async``) with its sends carrying the message's origin; the
+    first message of each partition settles its epoch (``WriterOrigins.observe``)."""
+    writer = collector._writer
+    unresolved, observe = writer.unresolved, writer.observe
     if collector.is_async:
         cursor_var = _CURSOR
 
         def process_async(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
+            if unresolved:
+                observe(env.system_stream_partition, env.offset)
             cursor_var.set(_Cursor(env, trackers[env.system_stream_partition]))
             return process(env, c, coordinator)
 
         return process_async
 
     def process_sync(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
+        if unresolved:
+            observe(env.system_stream_partition, env.offset)
         collector.env = env
         collector.ordinal = 0
+        collector.thread = _thread()
         try:
             return process(env, c, coordinator)
         finally:
@@ -152,9 +171,11 @@ def writing(
 
 
 def reading(
-    process: Callable[..., Any], reader: ReaderOrigins, *, is_async: bool
+    process: Callable[..., Any], reader: ReaderOrigins, *, is_async: bool, threaded: bool
 ) -> Callable[..., Any]:
-    """``process`` (or ``process_async``) skipping the records ``reader`` already applied."""
+    """``process`` (or ``process_async``) skipping the records ``reader`` already applied.
+    ``threaded``: calls run on the thread pool, and ``reader.busy`` says when one is running
+    (a call cancelled at a stop goes on in its thread)."""
     admit = reader.admit
     skipped: Any = None
     if is_async:
@@ -170,7 +191,65 @@ def reading(
             env.message = message.message
         return process(env, c, coordinator)
 
-    return process_read
+    if not threaded:
+        return process_read
+
+    def process_read_in_pool(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
+        reader.busy = True
+        try:
+            return process_read(env, c, coordinator)
+        finally:
+            reader.busy = False
+
+    return process_read_in_pool
 
 
-__all__ = ["OriginCollector", "clear_cursor", "reading", "writing"]
+def with_origins(
+    process: Callable[..., Any],
+    collector: Any,
+    reader: ReaderOrigins | None,
+    trackers: Mapping[SystemStreamPartition, OffsetTracker],
+    *,
+    is_async: bool,
+    threaded: bool,
+) -> Callable[..., Any]:
+    """A task's ``process`` (or ``process_async``) as its slots call it: writing origins
+    when its collector is an ``OriginCollector``, reading them when it has a ``reader``."""
+    if isinstance(collector, OriginCollector):
+        process = writing(process, collector, trackers)
+    if reader is not None:
+        process = reading(process, reader, is_async=is_async, threaded=threaded)
+    return process
+
+
+def committable(reader: ReaderOrigins, in_flight: int, task: TaskName) -> bool:
+    """Whether a reader's task may commit: not when a stop cancelled calls still in flight
+    (what it applied is then ahead of its offsets: the last checkpoint stands, and the
+    restart reads the rest again)."""
+    if reader.busy or in_flight:
+        log.warning("checkpoint_skipped", task=task, reason="calls in flight were cancelled")
+        return False
+    return True
+
+
+def log_dropped(reader: ReaderOrigins, logged: int, task: TaskName) -> int:
+    """Log the copies dropped since ``logged`` were; return how many are logged now."""
+    if reader.dropped > logged:
+        log.info(
+            "duplicates_dropped",
+            task=task,
+            count=reader.dropped - logged,
+            reason="records a restarted upstream task wrote again (their origin was applied)",
+        )
+    return reader.dropped
+
+
+__all__ = [
+    "OriginCollector",
+    "clear_cursor",
+    "committable",
+    "log_dropped",
+    "reading",
+    "with_origins",
+    "writing",
+]

@@ -28,7 +28,7 @@ from samzapy.api.errors import OperatorError, TaskError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.clock import Clock
-from samzapy.container.drops import DroppedEnvelope, Drops
+from samzapy.container.drops import DroppedEnvelope, Drops, NotAwaitableError
 from samzapy.container.inputs import ControlEnvelope, Envelope, TaskInputs
 from samzapy.metrics.registry import Timer
 
@@ -322,7 +322,7 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
             elif inspect.isawaitable(result):
                 await result
             else:
-                raise TypeError(
+                raise NotAwaitableError(
                     f"process_async must return an awaitable, got {type(result).__name__}"
                 )
         except Exception as exc:

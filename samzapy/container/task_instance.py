@@ -44,7 +44,7 @@ from samzapy.container.commit import TaskCommit
 from samzapy.container.drops import Drops
 from samzapy.container.hooks import TaskHooks
 from samzapy.container.inputs import ControlEnvelope, TaskInputs
-from samzapy.container.origins import OriginCollector, clear_cursor, reading, writing
+from samzapy.container.origins import clear_cursor, committable, log_dropped, with_origins
 from samzapy.container.progress import TaskProgress
 from samzapy.container.slots import SlotContext, SlotState, async_slot, inline_slot, pool_slot
 from samzapy.control.reconcile import TaskControl
@@ -256,11 +256,14 @@ class TaskInstance:
     def slots(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
         """The coroutine functions to run for this task, one per permit."""
         ctx = self._slot_context
-        process = self._task.process_async if self._is_async else self._task.process
-        if isinstance(self._collector, OriginCollector):
-            process = writing(process, self._collector, self._trackers)
-        if self._control.reader is not None:
-            process = reading(process, self._control.reader, is_async=self._is_async)
+        process = with_origins(
+            self._task.process_async if self._is_async else self._task.process,
+            self._collector,
+            self._control.reader,
+            self._trackers,
+            is_async=self._is_async,
+            threaded=self._executor is not None,
+        )
         if self._is_async:
             return [functools.partial(async_slot, ctx, process)] * self._max_concurrency
         if self._executor is not None:
@@ -297,17 +300,13 @@ class TaskInstance:
 
     async def commit(self) -> None:
         """The commit protocol (``commit.py``), run while nothing is in flight."""
+        reader = self._control.reader
+        if reader is not None and not committable(reader, self._state.inflight, self.name):
+            return
         started = time.perf_counter_ns()
         await self._commit()
-        reader = self._control.reader
-        if reader is not None and reader.dropped > self._dropped_logged:
-            log.info(
-                "duplicates_dropped",
-                task=self.name,
-                count=reader.dropped - self._dropped_logged,
-                reason="records a restarted upstream task wrote again (their origin was applied)",
-            )
-            self._dropped_logged = reader.dropped
+        if reader is not None:
+            self._dropped_logged = log_dropped(reader, self._dropped_logged, self.name)
         self._commits += 1
         self._committed_at = self._clock.now()
         self._committed_processed = self._state.processed

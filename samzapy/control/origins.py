@@ -54,27 +54,37 @@ from samzapy.control.wire import (
 
 
 class WriterOrigins:
-    """The origins one writer task gives the records it sends for its input messages."""
+    """The origins one writer task gives the records it sends for its input messages.
 
-    __slots__ = ("_prefixes", "_resumed", "epochs", "task_name")
+    ``writer``, the source's first part, names the job and the task (two jobs writing one
+    framed stream are different sources). The epoch of each input partition is settled at
+    the first message the task reads from it (``observe``): one at or below the checkpointed
+    offset the task resumed after means the partition went back (a reset), and moves it to
+    the next epoch, before anything is sent or checkpointed for it."""
+
+    __slots__ = ("_carried", "_prefixes", "epochs", "unresolved", "writer")
 
     def __init__(
         self,
-        task_name: str,
+        writer: str,
         epochs: Mapping[SystemStreamPartition, int],
-        floors: Mapping[SystemStreamPartition, int] | None = None,
+        resumed: Mapping[SystemStreamPartition, int] | None = None,
+        carried: Mapping[str, int] | None = None,
     ) -> None:
-        """``epochs``: each input partition's epoch; ``floors``: the checkpointed offset of
-        the partitions the task resumes after (a first message at or below it is a reset)."""
-        self.task_name = task_name
+        """``epochs``: each input partition's epoch; ``resumed``: the checkpointed offset of
+        the partitions the task resumes after; ``carried``: saved epochs of partitions the
+        task no longer reads, kept for when it does again."""
+        self.writer = writer
         self.epochs = dict(epochs)
-        self._resumed = dict(floors or {})
+        #: The partitions whose first message was not seen yet, with their resumed offset.
+        self.unresolved = dict(resumed or {})
+        self._carried = dict(carried or {})
         self._prefixes: dict[SystemStreamPartition, bytes] = {}
 
     @classmethod
     def starting(
         cls,
-        task_name: str,
+        writer: str,
         ssps: Iterable[SystemStreamPartition],
         *,
         saved: Mapping[str, Any] | None,
@@ -83,20 +93,33 @@ class WriterOrigins:
     ) -> WriterOrigins:
         """The origins of a task starting from its checkpoint: ``saved`` the epochs it
         recorded (``to_json``), ``checkpointed`` its input offsets there, ``reset`` the
-        partitions whose checkpointed offsets are ignored (``samza.reset.offset``)."""
-        saved = saved or {}
+        partitions whose checkpointed offsets are ignored (``samza.reset.offset``). An epoch
+        never goes back: saved epochs of partitions not read now are carried on."""
+        saved = dict(saved or {})
         resetting = set(reset)
         epochs: dict[SystemStreamPartition, int] = {}
-        floors: dict[SystemStreamPartition, int] = {}
+        resumed: dict[SystemStreamPartition, int] = {}
         for ssp in ssps:
-            epoch = int(saved.get(str(ssp), 0))
+            epoch = int(saved.pop(str(ssp), 0))
             offset = checkpointed.get(ssp)
             if offset is not None and ssp in resetting:
                 epoch += 1  # the partition is read again on purpose: new records
             elif offset is not None and (number := _integer(offset)) is not None:
-                floors[ssp] = number
+                resumed[ssp] = number
             epochs[ssp] = epoch
-        return cls(task_name, epochs, floors)
+        return cls(writer, epochs, resumed, {k: int(v) for k, v in saved.items()})
+
+    def observe(self, ssp: SystemStreamPartition, offset: str) -> None:
+        """The task reads the message at ``offset`` of ``ssp`` (called while ``unresolved``
+        is not empty): the first one settles the partition's epoch."""
+        resumed = self.unresolved.pop(ssp, None)
+        if resumed is None:
+            return
+        number = _integer(offset)
+        if number is not None and number <= resumed:
+            # The partition went back past the checkpoint: a reset (a recreated topic).
+            self.epochs[ssp] += 1
+            self._prefixes.pop(ssp, None)
 
     def tag(
         self,
@@ -110,33 +133,22 @@ class WriterOrigins:
         ``offset`` of ``ssp``; untagged (type 0) when the offset is not an integer. ``floor``:
         for a writer with several calls in flight, the offset of its oldest message of
         ``ssp`` in flight (type 4)."""
-        try:
-            number = int(offset)
-        except ValueError:
-            return b"\x00" + payload
+        number = _integer(offset)
         prefix = self._prefixes.get(ssp)
         if prefix is None:
-            prefix = self._start(ssp, number)
-            if prefix is None:
+            if number is None or ssp not in self.epochs:
                 return b"\x00" + payload
+            prefix = origin_prefix(self.writer, _name(ssp), self.epochs[ssp])
+            self._prefixes[ssp] = prefix
+        elif number is None:
+            return b"\x00" + payload
         if floor is not None:
             return frame_with_floor(prefix, number, ordinal, min(int(floor), number), payload)
         return frame_with_origin(prefix, number, ordinal, payload)
 
-    def _start(self, ssp: SystemStreamPartition, first: int) -> bytes | None:
-        """The prefix of ``ssp``, at its first tagged message (``first``: its offset)."""
-        if first < 0 or ssp not in self.epochs:
-            return None
-        resumed = self._resumed.pop(ssp, None)
-        if resumed is not None and first <= resumed:
-            # The partition went back past the checkpoint: a reset (a recreated topic).
-            self.epochs[ssp] += 1
-        prefix = origin_prefix(self.task_name, _name(ssp), self.epochs[ssp])
-        self._prefixes[ssp] = prefix
-        return prefix
-
     def to_json(self) -> dict[str, int]:
-        return {str(ssp): epoch for ssp, epoch in sorted(self.epochs.items())}
+        epochs = {**self._carried, **{str(ssp): e for ssp, e in self.epochs.items()}}
+        return dict(sorted(epochs.items()))
 
 
 class _Unordered:
@@ -185,13 +197,15 @@ class ReaderOrigins:
     the highest position (a writer with one call in flight, type 3: its records rise along
     a partition), or an ``_Unordered`` record of them (type 4)."""
 
-    __slots__ = ("applied", "dropped")
+    __slots__ = ("applied", "busy", "dropped")
 
     def __init__(self, ssps: Iterable[SystemStreamPartition]) -> None:
         self.applied: dict[SystemStreamPartition, dict[bytes, bytes | _Unordered]] = {
             ssp: {} for ssp in ssps
         }
         self.dropped = 0
+        #: A call on the thread pool is running (set by the container, see ``reading``).
+        self.busy = False
 
     def admit(
         self, ssp: SystemStreamPartition, source: bytes, at: bytes, floor: bytes | None = None

@@ -232,7 +232,11 @@ def decode_origin(record: bytes | bytearray | memoryview) -> Origin:
             f"least {body} for a {length}-byte source"
         )
     source = bytes(record[3:end])
-    if b"\0" not in source:
+    try:
+        text = source.decode()
+    except UnicodeDecodeError as exc:
+        raise FrameError(f"the origin's source {source!r} is not UTF-8: {exc}") from None
+    if "\0" not in text:
         raise FrameError(f"the origin's source {source!r} has no NUL between task and input")
     position = bytes(record[end : end + POSITION_SIZE])
     floor = bytes(record[end + POSITION_SIZE : body]) if floor_size else None

@@ -424,6 +424,8 @@ async def test_a_restart_between_first_and_last_end_of_stream_neither_hangs_nor_
         (b"\x07hello", r"unknown type byte 7"),
         (b"\x02{not json", r"end-of-stream message is not valid JSON"),
         (b"\x01[1, 2]", r"watermark message must be a JSON object"),
+        (b"\x03\x00\x09t\x00x.y.0", r"origin of a user message is cut short"),
+        (b"\x04\x00\x03\xff\x00y" + bytes(28), r"source .* is not UTF-8"),
     ],
 )
 def test_a_bad_framed_record_fails_the_job_naming_partition_and_offset(

@@ -145,7 +145,11 @@ def test_the_reader_s_bookkeeping_is_checkpointed_and_bounded() -> None:
         assert applied
         # One entry per (writer task, input partition) that sent to the partition.
         for sources in applied.values():
-            assert set(sources) <= {"Partition 0\0memory.lines.0", "Partition 1\0memory.lines.1"}
+            writer = f"split-{upstream.namespace}/"
+            assert set(sources) <= {
+                f"{writer}Partition 0\0memory.lines.0",
+                f"{writer}Partition 1\0memory.lines.1",
+            }
             for epoch, _offset, _ordinal in sources.values():
                 assert epoch == 0
 

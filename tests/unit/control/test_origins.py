@@ -73,6 +73,8 @@ def test_an_offset_that_is_no_integer_sends_the_record_without_origin() -> None:
         (b"\x03\x00\x05abc", "cut short"),
         (origin_prefix("t", "kafka.x.0", 0)[:-3], "cut short"),
         (b"\x03\x00\x03abc" + bytes(20), "no NUL"),
+        (b"\x03\x00\x05\xff\xfe\x00x." + bytes(20), "not UTF-8"),
+        (b"\x04\x00\x03a\x00b" + bytes(24), "cut short"),
     ],
 )
 def test_a_cut_or_malformed_origin_is_a_frame_error(record: bytes, problem: str) -> None:
@@ -115,14 +117,36 @@ def test_a_reset_of_a_checkpointed_partition_moves_to_the_next_epoch_every_time_
 def test_a_partition_that_went_back_past_its_checkpoint_moves_to_the_next_epoch() -> None:
     # A recreated topic: the consumer found the checkpointed offset gone and read from 0.
     writer = WriterOrigins.starting("t", [IN0], saved={str(IN0): 2}, checkpointed={IN0: "500"})
+    writer.observe(IN0, "0")
     assert origin_of(writer.tag(IN0, "0", 0, b"x")).position == position(3, 0, 0)
+    writer.observe(IN0, "1")
     assert origin_of(writer.tag(IN0, "1", 0, b"x")).position == position(3, 1, 0)
     assert writer.to_json() == {str(IN0): 3}
 
 
+def test_the_reset_is_settled_at_the_first_message_read_not_the_first_sent() -> None:
+    """The recreated topic's first messages send nothing to a framed stream, and a commit
+    records their offsets: the epoch it records is already the new one."""
+    writer = WriterOrigins.starting("t", [IN0], saved={str(IN0): 2}, checkpointed={IN0: "500"})
+    writer.observe(IN0, "0")  # filtered: no send
+    saved = writer.to_json()
+    assert saved == {str(IN0): 3}
+    after = WriterOrigins.starting("t", [IN0], saved=saved, checkpointed={IN0: "9"})
+    after.observe(IN0, "10")
+    assert origin_of(after.tag(IN0, "10", 0, b"x")).position == position(3, 10, 0)
+
+
 def test_a_partition_read_on_past_its_checkpoint_keeps_its_epoch() -> None:
     writer = WriterOrigins.starting("t", [IN0], saved={str(IN0): 2}, checkpointed={IN0: "500"})
+    writer.observe(IN0, "501")
     assert origin_of(writer.tag(IN0, "501", 0, b"x")).position == position(2, 501, 0)
+    assert not writer.unresolved
+
+
+def test_epochs_of_partitions_not_read_now_are_carried_on() -> None:
+    """An epoch never goes back: a run that does not read a partition keeps its epoch."""
+    writer = WriterOrigins.starting("t", [IN1], saved={str(IN0): 4, str(IN1): 1}, checkpointed={})
+    assert writer.to_json() == {str(IN0): 4, str(IN1): 1}
 
 
 def test_epochs_travel_in_the_control_checkpoint() -> None:

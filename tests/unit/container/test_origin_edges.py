@@ -1,0 +1,181 @@
+"""Origins where the order of sends is not the order of a task's calls: sends from other
+threads, sends after an async call completed, calls cancelled at a stop, several tasks
+reading one partition, keyless records. None of them may make a reader drop a record it
+never applied (a duplicate is the worst they may cause)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections import Counter
+from typing import Any, ClassVar
+
+import pytest
+from test_control_messages import UPSTREAM, Counter2, counted
+
+from samzapy import (
+    AsyncStreamTask,
+    IncomingMessageEnvelope,
+    OutgoingMessageEnvelope,
+    StreamTask,
+)
+from samzapy.api.context import RequestScope
+from samzapy.api.system import SystemStream, SystemStreamPartition
+from samzapy.container.origins import reading
+from samzapy.control import USER_MESSAGE, USER_MESSAGE_WITH_ORIGIN, decode
+from samzapy.control.origins import ReaderOrigins, WriterOrigins
+from samzapy.testing import TestRunner
+
+WORDS = SystemStream("memory", "words")
+POOL = concurrent.futures.ThreadPoolExecutor(4)
+
+
+def count_downstream(namespace: str) -> Counter[str]:
+    downstream = (
+        TestRunner(Counter2, {"job.name": "count"}, namespace=namespace)
+        .add_intermediate("words", partitions=2)
+        .add_output("counts", partitions=2)
+    )
+    downstream.run(timeout=20)
+    return counted(downstream.broker)
+
+
+class ThreadedSplitter(StreamTask):
+    """Sends all words but the last from worker threads, then the last one itself, all to
+    one partition: the threads' sends reach the loop after the call's own."""
+
+    def process(self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
+        *rest, last = envelope.message.split()
+        sends = [
+            POOL.submit(collector.send, OutgoingMessageEnvelope(WORDS, w, key="same")) for w in rest
+        ]
+        concurrent.futures.wait(sends)
+        collector.send(OutgoingMessageEnvelope(WORDS, last, key="same"))
+
+
+def test_sends_from_other_threads_carry_no_origin_and_nothing_is_dropped() -> None:
+    """On the thread pool (on the loop thread, a helper thread's sends reach the loop only
+    once the task yields: after its end-of-stream here, whatever their origin)."""
+    lines = {0: ["a b c", "d e f"], 1: ["g h", "i j k"]}
+    settings = {**UPSTREAM, "job.name": "split", "job.container.thread.pool.size": 2}
+    upstream = TestRunner(ThreadedSplitter, settings)
+    upstream.add_input("lines", lines).run(timeout=20)
+    kinds = Counter(
+        decode(record)[0] for p in range(2) for _k, record in upstream.broker.records("words", p)
+    )
+    assert kinds[USER_MESSAGE_WITH_ORIGIN] == 4  # the last word of each line
+    assert kinds[USER_MESSAGE] == 7
+    expected = Counter(w for ls in lines.values() for line in ls for w in line.split())
+    assert count_downstream(upstream.namespace) == expected
+
+
+class Splitter(StreamTask):
+    def process(self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
+        for word in envelope.message.split():
+            collector.send(OutgoingMessageEnvelope(WORDS, word, key="k"))
+
+
+class StallingReader(AsyncStreamTask):
+    """Stops the container at ``slow`` and outlasts task.shutdown.ms there (cancelled)."""
+
+    stalling: ClassVar[bool] = True
+    done: ClassVar[list[str]] = []
+
+    async def process_async(
+        self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any
+    ) -> None:
+        if envelope.message == "slow" and type(self).stalling:
+            coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+            await asyncio.sleep(5)
+        type(self).done.append(envelope.message)
+
+
+def test_a_call_cancelled_at_a_stop_is_processed_after_the_restart() -> None:
+    """Its record was admitted when the call started; the task does not commit what it
+    admitted ahead of its offsets (checkpoint_skipped), so the restart reads it again."""
+    upstream = TestRunner(Splitter, {**UPSTREAM, "job.name": "split"})
+    upstream.add_input("lines", {0: ["a b slow c d"], 1: ["e f"]}).run(timeout=20)
+    settings = {"job.name": "read", "task.shutdown.ms": 100, "task.max.concurrency": 1}
+    StallingReader.done = []
+    StallingReader.stalling = True
+    TestRunner(StallingReader, settings, namespace=upstream.namespace).add_intermediate(
+        "words", partitions=2
+    ).run(timeout=20)
+    assert "slow" not in StallingReader.done
+    StallingReader.stalling = False
+    TestRunner(StallingReader, settings, namespace=upstream.namespace).add_intermediate(
+        "words", partitions=2
+    ).run(timeout=20)
+    assert "slow" in StallingReader.done
+    assert set(StallingReader.done) == set(["a", "b", "slow", "c", "d", "e", "f"])
+
+
+def test_tasks_sharing_an_envelope_each_drop_a_replay() -> None:
+    """A partition read by several tasks (a broadcast input): each task unwraps its own
+    copy of the envelope, so each reader sees the origin."""
+    upstream_ssp = SystemStreamPartition("kafka", "lines", 0)
+    ssp = SystemStreamPartition("kafka", "words", 0)
+    writer = WriterOrigins("w", {upstream_ssp: 0})
+    record = writer.tag(upstream_ssp, "7", 0, b"body")
+    runner = TestRunner(Splitter, {"job.name": "share"})
+    del runner
+    seen: dict[str, list[Any]] = {"A": [], "B": []}
+    readers = {name: ReaderOrigins([ssp]) for name in seen}
+    calls = {
+        name: reading(
+            lambda env, c, k, name=name: seen[name].append(env.message),
+            readers[name],
+            is_async=False,
+            threaded=False,
+        )
+        for name in seen
+    }
+    from samzapy.container.consumers import _copy
+
+    for _ in range(2):  # the record, then a writer's replay of it
+        _kind, origin = decode(record)
+        origin.message = "word"
+        env = IncomingMessageEnvelope(ssp, "1", None, origin)
+        copy = _copy(env)  # what the consumer queues to the second task
+        calls["A"](env, None, None)
+        calls["B"](copy, None, None)
+    assert seen == {"A": ["word"], "B": ["word"]}
+
+
+class KeylessSplitter(StreamTask):
+    def process(self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
+        for word in envelope.message.split():
+            collector.send(OutgoingMessageEnvelope(WORDS, word))
+
+
+def test_a_keyless_record_with_an_origin_goes_where_its_origin_says() -> None:
+    """A replay must send it to the partition it went to the first time."""
+    placements = []
+    for _ in range(2):
+        upstream = TestRunner(KeylessSplitter, {**UPSTREAM, "job.name": "keyless"})
+        upstream.add_input("lines", {0: ["a b c d e f g h"]}).run(timeout=20)
+        placements.append(
+            {
+                p: [
+                    body.message
+                    for _k, r in upstream.broker.records("words", p)
+                    if (body := decode(r)[1]) and hasattr(body, "source")
+                ]
+                for p in range(2)
+            }
+        )
+    assert placements[0] == placements[1]
+    assert all(placements[0].values())  # spread over both partitions
+
+
+class Forgot(AsyncStreamTask):
+    def process_async(  # type: ignore[override]
+        self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any
+    ) -> None:
+        return None
+
+
+def test_a_process_async_that_returns_no_awaitable_is_never_dropped() -> None:
+    runner = TestRunner(Forgot, {"task.drop.process.errors": True}).add_input("lines", {0: ["a"]})
+    with pytest.raises(Exception, match="process_async must return an awaitable"):
+        runner.run(timeout=20)
