@@ -31,6 +31,9 @@ class IncomingMessageEnvelope:
     A bounded partition ends with ``end_of_stream(ssp)``, whose offset is
     ``END_OF_STREAM_OFFSET``; the container acts on it, tasks never receive it.
 
+    ``origin``: the record as read when it carries its origin (a framed stream's type 3 or
+    4: the container drops what a restarted writer sent twice), else None.
+
     ``raw``, the ``RawRecord`` as read, is set only when the job has a dead-letter stream
     (``__init__`` leaves it unset, so that reading costs nothing otherwise): read it with
     ``raw_record(envelope)``.
@@ -40,6 +43,7 @@ class IncomingMessageEnvelope:
         "key",
         "message",
         "offset",
+        "origin",
         "raw",
         "size",
         "system_stream_partition",
@@ -64,6 +68,7 @@ class IncomingMessageEnvelope:
         self.message = message
         self.timestamp = timestamp
         self.size = size
+        self.origin: bytes | None = None
 
     @classmethod
     def end_of_stream(cls, ssp: SystemStreamPartition) -> IncomingMessageEnvelope:

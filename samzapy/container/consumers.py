@@ -33,7 +33,6 @@ from samzapy.control.wire import (
     USER_MESSAGE,
     USER_MESSAGE_WITH_ORIGIN,
     FrameError,
-    Origin,
     WatermarkMessage,
     decode,
 )
@@ -194,22 +193,17 @@ class SystemConsumers:
                 continue
             try:
                 message = env.message
-                origin: Origin | None = None
                 if framed and message is not None:
                     kind, decoded = decode(message)
                     if kind >= USER_MESSAGE_WITH_ORIGIN:  # 3 or 4: with its origin
                         # The task's reader drops it if applied already (origins.py).
-                        origin = decoded
-                        message = decoded.message
+                        env.origin = message
                     elif kind != USER_MESSAGE:
                         out.append(ControlEnvelope(ssp, env.offset, decoded))
                         continue
-                    else:
-                        message = decoded
+                    message = decoded
                 if msg_serde is not None and message is not None:
                     message = msg_serde.from_bytes(message)
-                if origin is not None:
-                    origin.message, message = message, origin
                 env.message = message
                 if key_serde is not None and env.key is not None:
                     env.key = key_serde.from_bytes(env.key)
@@ -280,6 +274,7 @@ def _copy(env: Envelope) -> Envelope:
     copy = IncomingMessageEnvelope(
         env.system_stream_partition, env.offset, env.key, env.message, env.timestamp, env.size
     )
+    copy.origin = env.origin
     if (raw := raw_record(env)) is not None:
         copy.raw = raw
     return copy

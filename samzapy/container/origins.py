@@ -15,10 +15,9 @@ wrapped once when the task starts.
   before each barrier; a send made once its call completed carries none. With
   ``task.max.concurrency`` > 1 each send also carries the writer's *floor*, the offset of its
   oldest message of that partition still in flight (type 4).
-- A *reader* (a task with a framed input) gets the records that carry an origin as
-  ``Origin`` objects from its consumer; the wrapper drops those its ``ReaderOrigins`` already
-  applied (the call is skipped, the offset counts as processed) and hands the rest on with
-  the body in place.
+- A *reader* (a task with a framed input) gets from its consumer the envelopes of records
+  that carry an origin with the record as read in ``origin``; the wrapper drops those its
+  ``ReaderOrigins`` already applied (the call is skipped, the offset counts as processed).
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.collector import OutputRouter
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
-from samzapy.control.wire import Origin
 
 log = structlog.get_logger("samzapy.task")
 
@@ -101,10 +99,11 @@ class OriginCollector:
         #: orders them with the call's own).
         self.env: IncomingMessageEnvelope | None = None
         self.ordinal = 0
-        self.thread = 0
+        self.thread = self._loop_thread
 
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
         floor = None
+        me = _thread()
         if self.is_async:
             cursor = _CURSOR.get()
             if cursor is None or cursor.entry.done:
@@ -117,12 +116,12 @@ class OriginCollector:
                     floor = cursor.tracker.oldest_offset()
         else:
             env, ordinal = self.env, self.ordinal
-            if env is not None and _thread() != self.thread:
+            if env is not None and me != self.thread:
                 env = None
             else:
                 self.ordinal = ordinal + 1
         writer = self._writer if env is not None else None
-        if _thread() == self._loop_thread:
+        if me == self._loop_thread:
             self._router.send(envelope, self._task, writer, env, ordinal, floor)
         else:
             self._loop.call_soon_threadsafe(
@@ -140,6 +139,8 @@ def writing(
     process: Callable[..., Any],
     collector: OriginCollector,
     trackers: Mapping[SystemStreamPartition, OffsetTracker],
+    *,
+    threaded: bool = False,
 ) -> Callable[..., Any]:
     """``process`` (or ``process_async``) with its sends carrying the message's origin; the
     first message of each partition settles its epoch (``WriterOrigins.observe``)."""
@@ -161,13 +162,19 @@ def writing(
             observe(env.system_stream_partition, env.offset)
         collector.env = env
         collector.ordinal = 0
-        collector.thread = _thread()
         try:
             return process(env, c, coordinator)
         finally:
             collector.env = None
 
-    return process_sync
+    if not threaded:
+        return process_sync
+
+    def process_in_pool(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
+        collector.thread = _thread()  # the pool's thread making this call
+        return process_sync(env, c, coordinator)
+
+    return process_in_pool
 
 
 def reading(
@@ -183,12 +190,9 @@ def reading(
         skipped.set_result(None)
 
     def process_read(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
-        message = env.message
-        if type(message) is Origin:
-            ssp = env.system_stream_partition
-            if not admit(ssp, message.source, message.position, message.floor):
-                return skipped
-            env.message = message.message
+        record = env.origin
+        if record is not None and not admit(env.system_stream_partition, record):
+            return skipped
         return process(env, c, coordinator)
 
     if not threaded:
@@ -216,7 +220,7 @@ def with_origins(
     """A task's ``process`` (or ``process_async``) as its slots call it: writing origins
     when its collector is an ``OriginCollector``, reading them when it has a ``reader``."""
     if isinstance(collector, OriginCollector):
-        process = writing(process, collector, trackers)
+        process = writing(process, collector, trackers, threaded=threaded)
     if reader is not None:
         process = reading(process, reader, is_async=is_async, threaded=threaded)
     return process

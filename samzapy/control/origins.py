@@ -40,16 +40,22 @@ partition is bounded by writer tasks x their input partitions, never by messages
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from samzapy.api.system import SystemStreamPartition
 from samzapy.control.wire import (
+    FLOOR_END,
+    ORIGIN_END,
+    SOURCE_SIZE,
+    USER_MESSAGE_WITH_ORIGIN,
     frame_with_floor,
     frame_with_origin,
     origin_prefix,
     position,
     position_numbers,
+    source_id,
 )
 
 
@@ -133,15 +139,18 @@ class WriterOrigins:
         ``offset`` of ``ssp``; untagged (type 0) when the offset is not an integer. ``floor``:
         for a writer with several calls in flight, the offset of its oldest message of
         ``ssp`` in flight (type 4)."""
-        number = _integer(offset)
         prefix = self._prefixes.get(ssp)
-        if prefix is None:
-            if number is None or ssp not in self.epochs:
+        if prefix is not None and floor is None:  # the hot path
+            try:
+                return prefix + _PACK_TAIL(int(offset), ordinal) + payload
+            except (ValueError, struct.error):
                 return b"\x00" + payload
-            prefix = origin_prefix(self.writer, _name(ssp), self.epochs[ssp])
-            self._prefixes[ssp] = prefix
-        elif number is None:
+        number = _integer(offset)
+        if number is None or ssp not in self.epochs:
             return b"\x00" + payload
+        if prefix is None:
+            prefix = origin_prefix(source_id(self.writer, _name(ssp)), self.epochs[ssp])
+            self._prefixes[ssp] = prefix
         if floor is not None:
             return frame_with_floor(prefix, number, ordinal, min(int(floor), number), payload)
         return frame_with_origin(prefix, number, ordinal, payload)
@@ -185,11 +194,16 @@ class _Unordered:
     def from_json(cls, data: Mapping[str, Any]) -> _Unordered:
         floor = _position(data["floor"])
         low = _position(data["low"]) if data.get("low") is not None else b""
-        return cls(floor[:8], low, floor, {_position(at) for at in data.get("seen") or ()})
+        return cls(floor[:_E], low, floor, {_position(at) for at in data.get("seen") or ()})
 
 
 #: Positions a source may leave unpruned in ``_Unordered.seen`` between two prunes.
 _PRUNE_AT = 256
+#: Packs a record's offset and ordinal after its prefix.
+_PACK_TAIL = struct.Struct(">QI").pack
+#: Where a record's position starts, and the size of an epoch.
+_S = 1 + SOURCE_SIZE
+_E = 4
 
 
 class ReaderOrigins:
@@ -207,35 +221,50 @@ class ReaderOrigins:
         #: A call on the thread pool is running (set by the container, see ``reading``).
         self.busy = False
 
-    def admit(
-        self, ssp: SystemStreamPartition, source: bytes, at: bytes, floor: bytes | None = None
-    ) -> bool:
-        """Whether the record at position ``at`` (with the writer's ``floor``, type 4) from
-        ``source`` on ``ssp`` is new (and note it applied); False: a copy of one applied."""
+    def admit(self, ssp: SystemStreamPartition, record: bytes) -> bool:
+        """Whether ``record`` (a type-3 or type-4 record read from ``ssp``) is new, noting
+        it applied; False: a copy of one applied."""
+        source = record[1:_S]
+        at = record[_S:ORIGIN_END]
         sources = self.applied[ssp]
         last = sources.get(source)
-        if floor is None and type(last) is bytes:  # the common case: one call in flight
-            if at <= last:
-                self.dropped += 1
-                return False
-            sources[source] = at
-            return True
-        if last is None or (type(last) is _Unordered and at[:8] > last.epoch):
+        if record[0] == USER_MESSAGE_WITH_ORIGIN:
+            if type(last) is bytes:  # the common case: one call in flight
+                if at <= last:
+                    self.dropped += 1
+                    return False
+                sources[source] = at
+                return True
+            floor = None
+        else:
+            floor = record[ORIGIN_END:FLOOR_END]
+        return self._admit(sources, source, last, at, floor)
+
+    def _admit(
+        self,
+        sources: dict[bytes, bytes | _Unordered],
+        source: bytes,
+        last: bytes | _Unordered | None,
+        at: bytes,
+        floor: bytes | None,
+    ) -> bool:
+        epoch = at[:_E]
+        if last is None or (type(last) is _Unordered and epoch > last.epoch):
             last = None  # the first record of the source, or of its next epoch
         elif type(last) is bytes:
-            if at[:8] > last[:8]:
+            if epoch > last[:_E]:
                 last = None
             else:  # the writer now has several calls in flight (or restarted so)
-                last = _Unordered(last[:8], last, last[:8] + bytes(12), set())
+                last = _Unordered(last[:_E], last, last[:_E] + bytes(12), set())
                 sources[source] = last
         if last is None:
             if floor is None:
                 sources[source] = at
             else:
-                sources[source] = _Unordered(at[:8], b"", at[:8] + floor + bytes(4), {at})
+                sources[source] = _Unordered(epoch, b"", epoch + floor + bytes(4), {at})
             return True
         assert isinstance(last, _Unordered)
-        if at[:8] < last.epoch or last.applied(at):
+        if epoch < last.epoch or last.applied(at):
             self.dropped += 1
             return False
         if floor is None:
@@ -246,7 +275,7 @@ class ReaderOrigins:
                 sources[source] = at
             return True
         last.seen.add(at)
-        low = last.epoch + floor + bytes(4)
+        low = epoch + floor + bytes(4)
         if low > last.floor:
             last.floor = low
         if len(last.seen) > _PRUNE_AT:
@@ -256,7 +285,7 @@ class ReaderOrigins:
     def to_json(self) -> dict[str, dict[str, Any]]:
         return {
             str(ssp): {
-                source.decode(): (
+                source.hex(): (
                     at.to_json() if isinstance(at, _Unordered) else list(position_numbers(at))
                 )
                 for source, at in sorted(sources.items())
@@ -269,7 +298,7 @@ class ReaderOrigins:
         """Take up what a checkpoint recorded (``to_json``)."""
         for ssp, sources in self.applied.items():
             for source, saved in ((data or {}).get(str(ssp)) or {}).items():
-                sources[source.encode()] = (
+                sources[bytes.fromhex(source)] = (
                     _Unordered.from_json(saved) if isinstance(saved, dict) else _position(saved)
                 )
 

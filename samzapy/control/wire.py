@@ -8,11 +8,12 @@ control messages:
                      {"version": 1, "taskName": str, "taskCount": int[, "timestamp": int ms]},
                      or for type 3: Origin, then the user serde's bytes,
                      or for type 4: Origin, Floor, then the user serde's bytes
-      Origin => SourceLength Source Epoch Offset Ordinal
-        SourceLength => uint16, big-endian: the length of Source
-        Source => UTF-8 "<writer task>" NUL "<system>.<stream>.<partition>" of the input
-                  partition whose message caused the record
-        Epoch => uint64: the writer's epoch of that input partition (moves on a reset)
+      Origin => Source Epoch Offset Ordinal
+        Source => 8 bytes: the first 8 bytes of the BLAKE2b hash of the UTF-8 text
+                  "<job.name>-<job.id>/<task>" NUL "<system>.<stream>.<partition>": the writer
+                  and the input partition whose message caused the record
+        Epoch => uint32, big-endian: the writer's epoch of that input partition (moves on a
+                 reset)
         Offset => uint64: the input message's offset
         Ordinal => uint32: the record's place among the sends that message caused
       Floor => uint64: the offset of the writer's oldest message of that input partition
@@ -21,7 +22,8 @@ control messages:
 
 Epoch, Offset and Ordinal together are the record's *position*: compared as bytes they
 compare as the tuple of numbers, which is how a reader drops a record it already applied
-(``samzapy.control.origins``).
+(``samzapy.control.origins``). The header is fixed-size (25 bytes, 33 for type 4), so a
+reader takes it apart with slices.
 
 A record whose value is null (a Kafka tombstone) is a user message whose body is None. The
 functions here are pure and shared by the container and by writers in other runtimes
@@ -30,6 +32,7 @@ functions here are pure and shared by the container and by writers in other runt
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from dataclasses import dataclass
@@ -41,20 +44,22 @@ END_OF_STREAM = 2
 USER_MESSAGE_WITH_ORIGIN = 3
 USER_MESSAGE_WITH_FLOOR = 4
 
-#: The bytes of a position: epoch (8), offset (8), ordinal (4).
-POSITION_SIZE = 20
+#: The bytes of a source, of a position (epoch 4, offset 8, ordinal 4), and where the body
+#: of a type-3 and a type-4 record starts.
+SOURCE_SIZE = 8
+POSITION_SIZE = 16
+ORIGIN_END = 1 + SOURCE_SIZE + POSITION_SIZE
+FLOOR_END = ORIGIN_END + 8
 
 #: The control-message version this code writes and reads.
 VERSION = 1
 
 _USER_PREFIX = bytes([USER_MESSAGE])
 _FLOOR_TYPE = bytes([USER_MESSAGE_WITH_FLOOR])
-_POSITION = struct.Struct(">QQI")
-_EPOCH = struct.Struct(">Q")
-_SOURCE_LENGTH = struct.Struct(">H")
+_POSITION = struct.Struct(">IQI")
+_EPOCH = struct.Struct(">I")
 _POSITION_TAIL = struct.Struct(">QI")
 _POSITION_FLOOR_TAIL = struct.Struct(">QIQ")
-_FLOOR_SIZE = 8
 
 
 class FrameError(ValueError):
@@ -87,18 +92,15 @@ def frame(payload: bytes) -> bytes:
     return _USER_PREFIX + payload
 
 
-def origin_prefix(writer_task: str, input_partition: str, epoch: int) -> bytes:
-    """The first bytes of every record a writer task sends for messages of one input
-    partition in one epoch: type byte, source and epoch."""
-    source = f"{writer_task}\0{input_partition}".encode()
-    if len(source) > 0xFFFF:
-        raise ValueError(f"an origin's source is at most 65535 bytes, got {len(source)}")
-    return (
-        bytes([USER_MESSAGE_WITH_ORIGIN])
-        + _SOURCE_LENGTH.pack(len(source))
-        + source
-        + _EPOCH.pack(epoch)
-    )
+def source_id(writer: str, input_partition: str) -> bytes:
+    """The 8 bytes that name a source in its records (see the module docstring)."""
+    return hashlib.blake2b(f"{writer}\0{input_partition}".encode(), digest_size=8).digest()
+
+
+def origin_prefix(source: bytes, epoch: int) -> bytes:
+    """The first bytes of every record a writer sends for messages of one input partition
+    in one epoch: type byte, ``source`` (``source_id``) and epoch."""
+    return bytes([USER_MESSAGE_WITH_ORIGIN]) + source + _EPOCH.pack(epoch)
 
 
 def frame_with_origin(prefix: bytes, offset: int, ordinal: int, payload: bytes) -> bytes:
@@ -140,8 +142,9 @@ def encode_control(message: ControlMessage) -> bytes:
 
 
 def decode(record: bytes | bytearray | memoryview) -> tuple[int, Any]:
-    """``(USER_MESSAGE, payload bytes)``, ``(USER_MESSAGE_WITH_ORIGIN, Origin)`` or
-    ``(WATERMARK | END_OF_STREAM, ControlMessage)``; FrameError says what is wrong."""
+    """``(USER_MESSAGE | USER_MESSAGE_WITH_ORIGIN | USER_MESSAGE_WITH_FLOOR, payload bytes)``
+    or ``(WATERMARK | END_OF_STREAM, ControlMessage)``; FrameError says what is wrong. The
+    origin of a type-3 or type-4 record: ``decode_origin``."""
     if not isinstance(record, bytes | bytearray | memoryview):
         raise FrameError(f"a framed record must be bytes, got {type(record).__name__}")
     if not record:
@@ -150,7 +153,13 @@ def decode(record: bytes | bytearray | memoryview) -> tuple[int, Any]:
     if kind == USER_MESSAGE:
         return USER_MESSAGE, bytes(record[1:])
     if kind in (USER_MESSAGE_WITH_ORIGIN, USER_MESSAGE_WITH_FLOOR):
-        return kind, decode_origin(record)
+        end = ORIGIN_END if kind == USER_MESSAGE_WITH_ORIGIN else FLOOR_END
+        if len(record) < end:
+            raise FrameError(
+                f"the origin of a user message is cut short: {len(record)} bytes, expected at "
+                f"least {end}"
+            )
+        return kind, bytes(record[end:])
     if kind not in (WATERMARK, END_OF_STREAM):
         raise FrameError(
             f"unknown type byte {kind} (expected {USER_MESSAGE} user message, {WATERMARK} "
@@ -183,69 +192,55 @@ def decode(record: bytes | bytearray | memoryview) -> tuple[int, Any]:
     return kind, WatermarkMessage(task_name, task_count, timestamp)
 
 
+@dataclass(frozen=True)
 class Origin:
-    """A type-3 record taken apart: ``source`` and ``position`` as bytes (a reader compares
-    them as they are), and ``message``: the serialized body (which the container replaces
-    with the deserialized one, so a task's reader keeps one object per message)."""
+    """A type-3 or type-4 record's origin, taken apart (for tools and tests: the container
+    reads the record's bytes as they are)."""
 
-    __slots__ = ("floor", "message", "position", "source")
+    source: bytes
+    epoch: int
+    offset: int
+    ordinal: int
+    #: Type 4: the writer's floor; None for type 3.
+    floor: int | None
+    #: The serialized body.
+    message: bytes
 
-    def __init__(
-        self, source: bytes, position: bytes, message: Any, floor: bytes | None = None
-    ) -> None:
-        self.source = source
-        self.position = position
-        self.message = message
-        #: Type 4: the writer's floor (8 bytes, big-endian); None for type 3.
-        self.floor = floor
-
-    def __repr__(self) -> str:
-        return f"Origin({self.describe()}, message={self.message!r})"
+    @property
+    def position(self) -> bytes:
+        return position(self.epoch, self.offset, self.ordinal)
 
     def describe(self) -> dict[str, Any]:
         """The origin as JSON-friendly fields (for logs and tools)."""
-        writer, _, partition = self.source.decode("utf-8", "replace").partition("\0")
-        epoch, offset, ordinal = position_numbers(self.position)
         fields: dict[str, Any] = {
-            "writer": writer,
-            "input": partition,
-            "epoch": epoch,
-            "offset": offset,
-            "ordinal": ordinal,
+            "source": self.source.hex(),
+            "epoch": self.epoch,
+            "offset": self.offset,
+            "ordinal": self.ordinal,
         }
         if self.floor is not None:
-            fields["floor"] = int.from_bytes(self.floor, "big")
+            fields["floor"] = self.floor
         return fields
 
 
 def decode_origin(record: bytes | bytearray | memoryview) -> Origin:
-    """The origin and body of a type-3 or type-4 record (FrameError if it is cut short)."""
-    if len(record) < 3:
-        raise FrameError("the origin of a user message is cut short (no source length)")
-    (length,) = _SOURCE_LENGTH.unpack_from(record, 1)
-    end = 3 + length
-    floor_size = _FLOOR_SIZE if record[0] == USER_MESSAGE_WITH_FLOOR else 0
-    body = end + POSITION_SIZE + floor_size
-    if len(record) < body:
-        raise FrameError(
-            f"the origin of a user message is cut short: {len(record)} bytes, expected at "
-            f"least {body} for a {length}-byte source"
-        )
-    source = bytes(record[3:end])
-    try:
-        text = source.decode()
-    except UnicodeDecodeError as exc:
-        raise FrameError(f"the origin's source {source!r} is not UTF-8: {exc}") from None
-    if "\0" not in text:
-        raise FrameError(f"the origin's source {source!r} has no NUL between task and input")
-    position = bytes(record[end : end + POSITION_SIZE])
-    floor = bytes(record[end + POSITION_SIZE : body]) if floor_size else None
-    return Origin(source, position, bytes(record[body:]), floor)
+    """The origin and body of a type-3 or type-4 record (FrameError if it is not one)."""
+    kind, payload = decode(record)
+    if kind not in (USER_MESSAGE_WITH_ORIGIN, USER_MESSAGE_WITH_FLOOR):
+        raise FrameError(f"a record of type {kind} has no origin")
+    epoch, offset, ordinal = _POSITION.unpack_from(record, 1 + SOURCE_SIZE)
+    floor = None
+    if kind == USER_MESSAGE_WITH_FLOOR:
+        (floor,) = struct.unpack_from(">Q", record, ORIGIN_END)
+    return Origin(bytes(record[1 : 1 + SOURCE_SIZE]), epoch, offset, ordinal, floor, payload)
 
 
 __all__ = [
     "END_OF_STREAM",
+    "FLOOR_END",
+    "ORIGIN_END",
     "POSITION_SIZE",
+    "SOURCE_SIZE",
     "USER_MESSAGE",
     "USER_MESSAGE_WITH_FLOOR",
     "USER_MESSAGE_WITH_ORIGIN",
@@ -265,4 +260,5 @@ __all__ = [
     "origin_prefix",
     "position",
     "position_numbers",
+    "source_id",
 ]

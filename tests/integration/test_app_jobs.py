@@ -180,8 +180,6 @@ def intermediate_words(bootstrap: str, topic: str) -> Counter[str]:
     words: Counter[str] = Counter()
     for record in asyncio.run(read_all(bootstrap, topic, committed=True)):
         kind, payload = decode(record.value)
-        if kind == USER_MESSAGE_WITH_ORIGIN:
-            payload = payload.message
         if kind in (USER_MESSAGE, USER_MESSAGE_WITH_ORIGIN):
             words[payload.decode()] += 1
     return words

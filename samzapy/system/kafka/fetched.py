@@ -118,6 +118,7 @@ class _EnvelopeRecords(PartitionRecords):  # type: ignore[misc]
                 envelope.message = value = record.value
                 envelope.timestamp = record.timestamp
                 envelope.size = 0 if value is None else len(value)
+                envelope.origin = None
                 append(envelope)
             if kept is not None:  # a dead-letter stream: the records as read, too
                 for envelope, record in zip(ready, kept, strict=True):

@@ -27,6 +27,7 @@ from samzapy import (
 from samzapy.api.system import SystemStream
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.control import USER_MESSAGE, USER_MESSAGE_WITH_FLOOR, USER_MESSAGE_WITH_ORIGIN, decode
+from samzapy.control.wire import decode_origin, source_id
 from samzapy.testing import TestRunner
 
 WORDS = SystemStream("memory", "words")
@@ -82,6 +83,17 @@ class AsyncSplitter(CrashOnce, AsyncStreamTask):
             collector.send(OutgoingMessageEnvelope(WORDS, word, key=word))
 
 
+def count_downstream(namespace: str) -> tuple[Counter[str], TestRunner]:
+    """Run the counting job over the intermediate stream of ``namespace``: its counts."""
+    downstream = (
+        TestRunner(Counter2, {"job.name": "count"}, namespace=namespace)
+        .add_intermediate("words", partitions=2)
+        .add_output("counts", partitions=2)
+    )
+    downstream.run(timeout=20)
+    return counted(downstream.broker), downstream
+
+
 def user_records(runner: TestRunner) -> tuple[int, int]:
     """(records with an origin, records without) on the intermediate stream."""
     kinds: Counter[int] = Counter()
@@ -114,13 +126,7 @@ def test_a_restarted_writer_s_replay_is_counted_once(
     tagged, untagged = user_records(first)
     assert untagged == 0
     assert tagged > sum(EXPECTED.values())  # the replay wrote part of the output again
-    downstream = (
-        TestRunner(Counter2, {"job.name": "count"}, namespace=first.namespace)
-        .add_intermediate("words", partitions=2)
-        .add_output("counts", partitions=2)
-    )
-    downstream.run(timeout=20)
-    assert counted(downstream.broker) == EXPECTED
+    assert count_downstream(first.namespace)[0] == EXPECTED
 
 
 def test_the_reader_s_bookkeeping_is_checkpointed_and_bounded() -> None:
@@ -128,13 +134,8 @@ def test_the_reader_s_bookkeeping_is_checkpointed_and_bounded() -> None:
     SyncSplitter.crashing = False
     upstream = TestRunner(SyncSplitter, settings).add_input("lines", LINES)
     upstream.run(timeout=20)
-    downstream = (
-        TestRunner(Counter2, {"job.name": "count"}, namespace=upstream.namespace)
-        .add_intermediate("words", partitions=2)
-        .add_output("counts", partitions=2)
-    )
-    downstream.run(timeout=20)
-    assert counted(downstream.broker) == EXPECTED
+    counts, downstream = count_downstream(upstream.namespace)
+    assert counts == EXPECTED
     container = downstream.container
     assert container is not None
     checkpoints = InMemoryCheckpointManager.checkpoints_for(container.checkpoint_namespace)
@@ -147,8 +148,8 @@ def test_the_reader_s_bookkeeping_is_checkpointed_and_bounded() -> None:
         for sources in applied.values():
             writer = f"split-{upstream.namespace}/"
             assert set(sources) <= {
-                f"{writer}Partition 0\0memory.lines.0",
-                f"{writer}Partition 1\0memory.lines.1",
+                source_id(f"{writer}Partition 0", "memory.lines.0").hex(),
+                source_id(f"{writer}Partition 1", "memory.lines.1").hex(),
             }
             for epoch, _offset, _ordinal in sources.values():
                 assert epoch == 0
@@ -163,11 +164,11 @@ def test_an_async_writer_with_calls_in_flight_together_sends_its_floor() -> None
     kinds: Counter[int] = Counter()
     for p in range(2):
         for _key, record in upstream.broker.records("words", p):
-            kind, body = decode(record)
+            kind, _body = decode(record)
             kinds[kind] += 1
             if kind == USER_MESSAGE_WITH_FLOOR:
-                origin = body.describe()
-                assert origin["floor"] <= origin["offset"]
+                origin = decode_origin(record)
+                assert origin.floor is not None and origin.floor <= origin.offset
     assert kinds[USER_MESSAGE_WITH_FLOOR] == sum(EXPECTED.values())
 
 
@@ -200,8 +201,7 @@ def test_a_send_made_after_its_call_completed_carries_no_origin() -> None:
         for _key, record in upstream.broker.records("words", p):
             kind, body = decode(record)
             if kind in (USER_MESSAGE_WITH_FLOOR, USER_MESSAGE):
-                text = body.message if kind == USER_MESSAGE_WITH_FLOOR else body
-                kinds[text] = kind
+                kinds[body] = kind
     assert kinds[b'"first"'] == USER_MESSAGE_WITH_FLOOR
     assert kinds[b'"later"'] == USER_MESSAGE
 

@@ -11,7 +11,8 @@ from collections import Counter
 from typing import Any, ClassVar
 
 import pytest
-from test_control_messages import UPSTREAM, Counter2, counted
+from test_control_messages import UPSTREAM
+from test_origin_dedup import count_downstream
 
 from samzapy import (
     AsyncStreamTask,
@@ -28,16 +29,6 @@ from samzapy.testing import TestRunner
 
 WORDS = SystemStream("memory", "words")
 POOL = concurrent.futures.ThreadPoolExecutor(4)
-
-
-def count_downstream(namespace: str) -> Counter[str]:
-    downstream = (
-        TestRunner(Counter2, {"job.name": "count"}, namespace=namespace)
-        .add_intermediate("words", partitions=2)
-        .add_output("counts", partitions=2)
-    )
-    downstream.run(timeout=20)
-    return counted(downstream.broker)
 
 
 class ThreadedSplitter(StreamTask):
@@ -66,7 +57,7 @@ def test_sends_from_other_threads_carry_no_origin_and_nothing_is_dropped() -> No
     assert kinds[USER_MESSAGE_WITH_ORIGIN] == 4  # the last word of each line
     assert kinds[USER_MESSAGE] == 7
     expected = Counter(w for ls in lines.values() for line in ls for w in line.split())
-    assert count_downstream(upstream.namespace) == expected
+    assert count_downstream(upstream.namespace)[0] == expected
 
 
 class Splitter(StreamTask):
@@ -133,9 +124,8 @@ def test_tasks_sharing_an_envelope_each_drop_a_replay() -> None:
     from samzapy.container.consumers import _copy
 
     for _ in range(2):  # the record, then a writer's replay of it
-        _kind, origin = decode(record)
-        origin.message = "word"
-        env = IncomingMessageEnvelope(ssp, "1", None, origin)
+        env = IncomingMessageEnvelope(ssp, "1", None, "word")
+        env.origin = record
         copy = _copy(env)  # what the consumer queues to the second task
         calls["A"](env, None, None)
         calls["B"](copy, None, None)
@@ -157,9 +147,10 @@ def test_a_keyless_record_with_an_origin_goes_where_its_origin_says() -> None:
         placements.append(
             {
                 p: [
-                    body.message
+                    body
                     for _k, r in upstream.broker.records("words", p)
-                    if (body := decode(r)[1]) and hasattr(body, "source")
+                    if (decoded := decode(r))[0] == USER_MESSAGE_WITH_ORIGIN
+                    and (body := decoded[1])
                 ]
                 for p in range(2)
             }
