@@ -68,7 +68,15 @@ class WriterOrigins:
     offset the task resumed after means the partition went back (a reset), and moves it to
     the next epoch, before anything is sent or checkpointed for it."""
 
-    __slots__ = ("_carried", "_prefixes", "epochs", "unresolved", "writer")
+    __slots__ = (
+        "_carried",
+        "_last_prefix",
+        "_last_ssp",
+        "_prefixes",
+        "epochs",
+        "unresolved",
+        "writer",
+    )
 
     def __init__(
         self,
@@ -86,6 +94,8 @@ class WriterOrigins:
         self.unresolved = dict(resumed or {})
         self._carried = dict(carried or {})
         self._prefixes: dict[SystemStreamPartition, bytes] = {}
+        self._last_ssp: SystemStreamPartition | None = None
+        self._last_prefix = b""
 
     @classmethod
     def starting(
@@ -126,6 +136,7 @@ class WriterOrigins:
             # The partition went back past the checkpoint: a reset (a recreated topic).
             self.epochs[ssp] += 1
             self._prefixes.pop(ssp, None)
+            self._last_ssp = None
 
     def tag(
         self,
@@ -139,7 +150,13 @@ class WriterOrigins:
         ``offset`` of ``ssp``; untagged (type 0) when the offset is not an integer. ``floor``:
         for a writer with several calls in flight, the offset of its oldest message of
         ``ssp`` in flight (type 4)."""
-        prefix = self._prefixes.get(ssp)
+        prefix: bytes | None
+        if ssp is self._last_ssp:  # a message's sends, and a partition's, come in runs
+            prefix = self._last_prefix
+        else:
+            prefix = self._prefixes.get(ssp)
+            if prefix is not None:
+                self._last_ssp, self._last_prefix = ssp, prefix
         if prefix is not None and floor is None:  # the hot path
             try:
                 return prefix + _PACK_TAIL(int(offset), ordinal) + payload
@@ -211,13 +228,15 @@ class ReaderOrigins:
     the highest position (a writer with one call in flight, type 3: its records rise along
     a partition), or an ``_Unordered`` record of them (type 4)."""
 
-    __slots__ = ("applied", "busy", "dropped")
+    __slots__ = ("_last_sources", "_last_ssp", "applied", "busy", "dropped")
 
     def __init__(self, ssps: Iterable[SystemStreamPartition]) -> None:
         self.applied: dict[SystemStreamPartition, dict[bytes, bytes | _Unordered]] = {
             ssp: {} for ssp in ssps
         }
         self.dropped = 0
+        self._last_ssp: SystemStreamPartition | None = None
+        self._last_sources: dict[bytes, bytes | _Unordered] = {}
         #: A call on the thread pool is running (set by the container, see ``reading``).
         self.busy = False
 
@@ -226,7 +245,11 @@ class ReaderOrigins:
         it applied; False: a copy of one applied."""
         source = record[1:_S]
         at = record[_S:ORIGIN_END]
-        sources = self.applied[ssp]
+        if ssp is self._last_ssp:  # a partition's records come in runs: skip its hash
+            sources = self._last_sources
+        else:
+            sources = self._last_sources = self.applied[ssp]
+            self._last_ssp = ssp
         last = sources.get(source)
         if record[0] == USER_MESSAGE_WITH_ORIGIN:
             if type(last) is bytes:  # the common case: one call in flight
