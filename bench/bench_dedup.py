@@ -9,6 +9,9 @@ message to the end of its graceful stop, at 2N messages processed: both stages):
 forwards every message to the intermediate stream ``mid`` (8 partitions) keyed by its first 8
 bytes; stage 2 counts it in a RocksDB store with a Kafka changelog (``get`` + ``put``).
 
+A third variant, ``padded``, is the job without origins whose stage 1 adds as many bytes to
+each message as an origin does: what the bytes cost, apart from the work.
+
 Printed per variant: median rate (messages of both stages per second) and CPU time per
 message, and the median per-round ratio to ``no-origins``. The goal: origins >= 0.97 of the
 rate. ``--against COMMIT`` adds the job on an earlier commit (where ``samza.origins`` does not
@@ -40,6 +43,7 @@ from bench_kafka import (
 from bench_state import KEY_BYTES, fill_keyed
 
 from samzapy import InitableTask, OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzapy.control.wire import ORIGIN_END
 
 STORE = "counts"
 
@@ -62,7 +66,25 @@ class ForwardAndCount(InitableTask, StreamTask):
             collector.send(OutgoingMessageEnvelope(self.mid, message, key=key))
 
 
-def two_stage_job(bootstrap: str, workdir: Path, commit_ms: int | None, origins: bool) -> Any:
+class PaddedForwardAndCount(ForwardAndCount):
+    """``ForwardAndCount`` whose stage 1 adds ``PADDING`` bytes to each message: what the
+    origin's bytes cost without the origin."""
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        if envelope.system_stream_partition.stream == self.mid.stream:
+            super().process(envelope, collector, coordinator)
+            return
+        message = envelope.message
+        collector.send(OutgoingMessageEnvelope(self.mid, message + PADDING, key=message[:8]))
+
+
+#: As many bytes as an origin adds to a record (type 3).
+PADDING = b"p" * (ORIGIN_END - 1)
+
+
+def two_stage_job(
+    bootstrap: str, workdir: Path, commit_ms: int | None, origins: bool, padded: bool = False
+) -> Any:
     def job(source: str, sink: str, name: str) -> str:
         mid = f"{name}-mid"
         extra: dict[str, Any] = {
@@ -83,7 +105,7 @@ def two_stage_job(bootstrap: str, workdir: Path, commit_ms: int | None, origins:
             bootstrap,
             source,
             name=name,
-            task_class="bench_dedup:ForwardAndCount",
+            task_class=f"bench_dedup:{'Padded' if padded else ''}ForwardAndCount",
             commit_ms=commit_ms,
             extra=extra,
         )
@@ -112,6 +134,9 @@ def main() -> None:
                 Variant(f"no-origins@{tag}", two_stage_job(bootstrap, workdir, ms, False))
             )
             variants.append(Variant(f"origins@{tag}", two_stage_job(bootstrap, workdir, ms, True)))
+            variants.append(
+                Variant(f"padded@{tag}", two_stage_job(bootstrap, workdir, ms, False, padded=True))
+            )
             if before is not None:
                 label = f"before:{(args.against or '')[:10]}@{tag}"
                 variants.append(Variant(label, two_stage_job(bootstrap, workdir, ms, True), before))
