@@ -403,7 +403,9 @@ class OutputRouter:
 
 class TaskCollector:
     """A task's MessageCollector. Thread-safe: a send from another thread is handed to the
-    event loop, ahead of the completion of the call that made it."""
+    event loop. When the call that made it runs on the thread pool, the send is routed ahead
+    of the call's completion. When the call runs on the loop thread, the send waits until
+    the task yields, after the call's own sends, and possibly after a barrier."""
 
     __slots__ = ("_loop", "_loop_thread", "_route", "_router", "_task")
 
