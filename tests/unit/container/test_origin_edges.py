@@ -170,3 +170,16 @@ def test_a_process_async_that_returns_no_awaitable_is_never_dropped() -> None:
     runner = TestRunner(Forgot, {"task.drop.process.errors": True}).add_input("lines", {0: ["a"]})
     with pytest.raises(Exception, match="process_async must return an awaitable"):
         runner.run(timeout=20)
+
+
+class OutOfMemory(StreamTask):
+    def process(self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any) -> None:
+        raise MemoryError("no room")
+
+
+def test_a_memory_error_is_never_dropped() -> None:
+    """The process, not the message, is in trouble: the job stops."""
+    runner = TestRunner(OutOfMemory, {"task.drop.process.errors": True})
+    runner.add_input("lines", {0: ["a"]})
+    with pytest.raises(Exception, match="no room"):
+        runner.run(timeout=20)
