@@ -24,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord, raw_record
+from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
 from samzapy.api.errors import SerdeError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.container.drops import DroppedEnvelope
@@ -157,11 +157,7 @@ class SystemConsumers:
                 self._derive_watermark(ssp, envelopes, serdes.lateness_ms)
             if not envelopes:
                 return
-        queues = self._queues[ssp]
-        for i, q in enumerate(queues):
-            if i and serdes is not None and serdes.framed:
-                # Each task's reader unwraps its envelopes' origins: its own copies.
-                envelopes = [_copy(env) for env in envelopes]
+        for q in self._queues[ssp]:
             if q.start_offset is None:
                 q.queue.extend(envelopes)
             else:
@@ -265,19 +261,6 @@ def _keep_raw(records: list[IncomingMessageEnvelope]) -> None:
     for env in records:
         if not hasattr(env, "raw"):
             env.raw = RawRecord(env.key, env.message)
-
-
-def _copy(env: Envelope) -> Envelope:
-    """A user message's envelope as a new object (a control envelope as it is)."""
-    if type(env) is not IncomingMessageEnvelope:
-        return env
-    copy = IncomingMessageEnvelope(
-        env.system_stream_partition, env.offset, env.key, env.message, env.timestamp, env.size
-    )
-    copy.origin = env.origin
-    if (raw := raw_record(env)) is not None:
-        copy.raw = raw
-    return copy
 
 
 __all__ = ["EVENT_TIME_TASK", "InputSerdes", "SystemConsumers"]
