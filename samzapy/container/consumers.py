@@ -27,7 +27,7 @@ import structlog
 from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
 from samzapy.api.errors import SerdeError
 from samzapy.api.system import SystemStreamPartition
-from samzapy.container.drops import DroppedEnvelope
+from samzapy.container.drops import DropLog, DroppedEnvelope
 from samzapy.container.inputs import ControlEnvelope, Envelope, InputQueue
 from samzapy.control.wire import (
     USER_MESSAGE,
@@ -41,8 +41,6 @@ from samzapy.system.serde import Serde
 
 log = structlog.get_logger("samzapy.consumers")
 
-# Drops of undeserializable messages are logged at most once per partition per interval.
-_DROP_LOG_INTERVAL_S = 60.0
 
 #: The upstream task name of watermarks derived from message timestamps.
 EVENT_TIME_TASK = "event-time"
@@ -86,7 +84,7 @@ class SystemConsumers:
         self._on_dropped = on_dropped
         self._dead_letters = dead_letters
         self._space_waiters: dict[str, asyncio.Future[None]] = {}
-        self._drop_logged_at: dict[SystemStreamPartition, float] = {}
+        self._drop_log = DropLog()
         self._ended: set[SystemStreamPartition] = set()
         self._derived: dict[SystemStreamPartition, int] = {}
 
@@ -243,10 +241,7 @@ class SystemConsumers:
 
     def _dropped(self, ssp: SystemStreamPartition, env: IncomingMessageEnvelope, exc: Any) -> None:
         self._on_dropped(ssp)
-        now = asyncio.get_running_loop().time()
-        last = self._drop_logged_at.get(ssp)
-        if last is None or now - last >= _DROP_LOG_INTERVAL_S:
-            self._drop_logged_at[ssp] = now
+        if self._drop_log.due(ssp):
             log.warning(
                 "message_dropped",
                 ssp=str(ssp),

@@ -46,8 +46,27 @@ _NEVER_DROPPED = (TaskFencedError, NotAwaitableError, MemoryError)
 
 log = structlog.get_logger("samzapy.drops")
 
-#: Drops are logged at most once per partition per interval (as deserialization drops are).
+#: Drops (of either kind) are logged at most once per partition per interval.
 DROP_LOG_INTERVAL_S = 60.0
+
+
+class DropLog:
+    """Says when a drop on a partition is to be logged: at most once per partition per
+    ``DROP_LOG_INTERVAL_S``, by the loop's clock."""
+
+    __slots__ = ("_logged_at",)
+
+    def __init__(self) -> None:
+        self._logged_at: dict[SystemStreamPartition, float] = {}
+
+    def due(self, ssp: SystemStreamPartition) -> bool:
+        now = asyncio.get_running_loop().time()
+        last = self._logged_at.get(ssp)
+        if last is not None and now - last < DROP_LOG_INTERVAL_S:
+            return False
+        self._logged_at[ssp] = now
+        return True
+
 
 #: The headers a dead letter carries after the input record's own (values UTF-8 text).
 DEAD_LETTER_HEADERS = (
@@ -144,7 +163,7 @@ class Drops:
         self.dead_letter_stream = dead_letter
         self._producer = producer
         self._counted = counted
-        self._logged_at: dict[SystemStreamPartition, float] = {}
+        self._log = DropLog()
 
     def process_failed(
         self, error: TaskError, env: IncomingMessageEnvelope
@@ -156,7 +175,7 @@ class Drops:
             return error
         ssp = env.system_stream_partition
         self._counted()
-        if self._should_log(ssp):
+        if self._log.due(ssp):
             log.warning(
                 "message_dropped",
                 task=str(self.task),
@@ -174,14 +193,6 @@ class Drops:
         there). Returns the error the task fails with, or None."""
         ssp = env.system_stream_partition
         return self._write(env.record, env.error, DESERIALIZATION_ERRORS_KEY, ssp, env.offset)
-
-    def _should_log(self, ssp: SystemStreamPartition) -> bool:
-        now = asyncio.get_running_loop().time()
-        last = self._logged_at.get(ssp)
-        if last is not None and now - last < DROP_LOG_INTERVAL_S:
-            return False
-        self._logged_at[ssp] = now
-        return True
 
     def _write(
         self,
@@ -244,6 +255,7 @@ __all__ = [
     "NotAwaitableError",
     "DEAD_LETTER_HEADERS",
     "DROP_LOG_INTERVAL_S",
+    "DropLog",
     "DroppedEnvelope",
     "Drops",
     "dead_letter_headers",
