@@ -237,7 +237,8 @@ def committable(reader: ReaderOrigins, in_flight: int, task: TaskName) -> bool:
 
 
 def log_dropped(reader: ReaderOrigins, logged: int, task: TaskName) -> int:
-    """Log the copies dropped since ``logged`` were; return how many are logged now."""
+    """Log how many copies were dropped since ``logged`` of them were; return the count
+    logged now."""
     if reader.dropped > logged:
         log.info(
             "duplicates_dropped",

@@ -34,8 +34,8 @@ since a replay's floor never claims more than the writer (or its zombie) had com
 
 Records without an origin (type 0: written by ``samzapy.spark``, by a window, a watermark
 or end-of-stream listener, after an async call completed, or by an older writer) are never
-dropped. Bookkeeping per reader
-partition is bounded by writer tasks x their input partitions, never by messages.
+dropped. Bookkeeping per reader partition is bounded by writer tasks x their input
+partitions, never by messages.
 """
 
 from __future__ import annotations
@@ -46,7 +46,9 @@ from typing import Any
 
 from samzapy.api.system import SystemStreamPartition
 from samzapy.control.wire import (
+    EPOCH_SIZE,
     FLOOR_END,
+    OFFSET_ORDINAL,
     ORIGIN_END,
     SOURCE_SIZE,
     USER_MESSAGE_WITH_ORIGIN,
@@ -216,11 +218,13 @@ class _Unordered:
 
 #: Positions a source may leave unpruned in ``_Unordered.seen`` between two prunes.
 _PRUNE_AT = 256
-#: Packs a record's offset and ordinal after its prefix.
-_PACK_TAIL = struct.Struct(">QI").pack
-#: Where a record's position starts, and the size of an epoch.
+_PACK_TAIL = OFFSET_ORDINAL.pack
+#: Where a record's position starts, and the size of its epoch.
 _S = 1 + SOURCE_SIZE
-_E = 4
+_E = EPOCH_SIZE
+#: A position's offset and ordinal at 0, and its ordinal at 0 (after an 8-byte offset).
+_NO_OFFSET_ORDINAL = OFFSET_ORDINAL.pack(0, 0)
+_NO_ORDINAL = _NO_OFFSET_ORDINAL[8:]
 
 
 class ReaderOrigins:
@@ -278,13 +282,13 @@ class ReaderOrigins:
             if epoch > last[:_E]:
                 last = None
             else:  # the writer now has several calls in flight (or restarted so)
-                last = _Unordered(last[:_E], last, last[:_E] + bytes(12), set())
+                last = _Unordered(last[:_E], last, last[:_E] + _NO_OFFSET_ORDINAL, set())
                 sources[source] = last
         if last is None:
             if floor is None:
                 sources[source] = at
             else:
-                sources[source] = _Unordered(epoch, b"", epoch + floor + bytes(4), {at})
+                sources[source] = _Unordered(epoch, b"", epoch + floor + _NO_ORDINAL, {at})
             return True
         assert isinstance(last, _Unordered)
         if epoch < last.epoch or last.applied(at):
@@ -298,7 +302,7 @@ class ReaderOrigins:
                 sources[source] = at
             return True
         last.seen.add(at)
-        low = epoch + floor + bytes(4)
+        low = epoch + floor + _NO_ORDINAL
         if low > last.floor:
             last.floor = low
         if len(last.seen) > _PRUNE_AT:

@@ -44,12 +44,16 @@ END_OF_STREAM = 2
 USER_MESSAGE_WITH_ORIGIN = 3
 USER_MESSAGE_WITH_FLOOR = 4
 
-#: The bytes of a source, of a position (epoch 4, offset 8, ordinal 4), and where the body
-#: of a type-3 and a type-4 record starts.
+#: The bytes of a source, of a position's epoch and of the whole position (epoch, offset 8,
+#: ordinal 4), and where the body of a type-3 and a type-4 record starts.
 SOURCE_SIZE = 8
-POSITION_SIZE = 16
+EPOCH_SIZE = 4
+POSITION_SIZE = EPOCH_SIZE + 8 + 4
 ORIGIN_END = 1 + SOURCE_SIZE + POSITION_SIZE
 FLOOR_END = ORIGIN_END + 8
+
+#: A position's offset and ordinal, after the prefix (``origin_prefix``) of its record.
+OFFSET_ORDINAL = struct.Struct(">QI")
 
 #: The control-message version this code writes and reads.
 VERSION = 1
@@ -58,7 +62,6 @@ _USER_PREFIX = bytes([USER_MESSAGE])
 _FLOOR_TYPE = bytes([USER_MESSAGE_WITH_FLOOR])
 _POSITION = struct.Struct(">IQI")
 _EPOCH = struct.Struct(">I")
-_POSITION_TAIL = struct.Struct(">QI")
 _POSITION_FLOOR_TAIL = struct.Struct(">QIQ")
 
 
@@ -106,7 +109,7 @@ def origin_prefix(source: bytes, epoch: int) -> bytes:
 def frame_with_origin(prefix: bytes, offset: int, ordinal: int, payload: bytes) -> bytes:
     """The framed record of a user message: ``prefix`` (``origin_prefix``), the input
     message's offset, the send's ordinal, then the serialized body."""
-    return prefix + _POSITION_TAIL.pack(offset, ordinal) + payload
+    return prefix + OFFSET_ORDINAL.pack(offset, ordinal) + payload
 
 
 def frame_with_floor(prefix: bytes, offset: int, ordinal: int, floor: int, payload: bytes) -> bytes:
@@ -237,7 +240,9 @@ def decode_origin(record: bytes | bytearray | memoryview) -> Origin:
 
 __all__ = [
     "END_OF_STREAM",
+    "EPOCH_SIZE",
     "FLOOR_END",
+    "OFFSET_ORDINAL",
     "ORIGIN_END",
     "POSITION_SIZE",
     "SOURCE_SIZE",
