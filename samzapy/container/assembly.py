@@ -171,7 +171,7 @@ class TaskAssembly:
         control = TaskControl(carrying=plan.carrying, outputs=plan.outputs)
         ssps, checkpoint = plan.model.ssps, plan.checkpoint
         saved = saved_epochs(checkpoint.control) if checkpoint is not None else None
-        if plan.outputs or self.framed_outputs or saved:
+        if self._writes_framed(plan) or saved:
             # Kept whenever the task has epochs, so that they never go back.
             control.writer = WriterOrigins.starting(
                 f"{cfg.job.name}-{cfg.job.id}/{plan.name}",
@@ -191,9 +191,13 @@ class TaskAssembly:
         """Whether the task's sends carry origins: it may write a framed stream, and the
         guarantee is at-least-once (under exactly-once, transactions already hide what a
         dead writer sent)."""
-        return bool(plan.outputs or self.framed_outputs) and not self.config.task.exactly_once
+        return self._writes_framed(plan) and not self.config.task.exactly_once
 
-    @property
+    def _writes_framed(self, plan: TaskPlan) -> bool:
+        """Whether the task may send to a framed stream."""
+        return bool(plan.outputs) or self.framed_outputs
+
+    @functools.cached_property
     def framed_outputs(self) -> bool:
         """Whether the job may send to a framed stream it does not read (``samza.framed``)."""
         inputs = set(self.config.task.inputs)
