@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from samzapy.config.guarantee import parse_system_stream
 from samzapy.config.schema import KEYLESS_FACTORIES
 
 KEY = "task.dead.letter.stream"
@@ -27,10 +28,11 @@ def dead_letter_problems(
     value = values.get(KEY)
     if value is None:
         return
-    system, dot, stream = str(value).partition(".")
-    if not (dot and system and stream):
+    parsed = parse_system_stream(str(value))
+    if parsed is None:
         problem(KEY, f"{KEY} must be 'system.stream', got {value!r}")
         return
+    system = parsed[0]
     if system not in factories:
         problem(
             KEY,
