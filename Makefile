@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3.11 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
 
-.PHONY: help venv run demo test test-pythons docker-test lint docker-lint typecheck check unit bench bench-kafka bench-app bench-state bench-snapshots bench-eos bench-spark bench-dedup clean kafka-fetch kafka-up kafka-down spark-fetch
+.PHONY: help venv run demo test test-pythons docker-test lint docker-lint typecheck check unit bench bench-kafka bench-app bench-state bench-snapshots bench-eos bench-spark bench-dedup clean kafka-fetch kafka-up kafka-down kafka-status spark-fetch
 
 help:
 	@echo "make run        run the quick-start job on the file system (no broker; the first run installs the runtime, about 15 s)"
@@ -28,8 +28,10 @@ help:
 	@echo "make bench-spark Spark -> Kafka rows/s, framed (two methods) beside Spark's plain sink"
 	@echo "make bench-dedup two stages through an intermediate stream, with and without origins"
 	@echo "make clean      remove the quick-start's output and state"
-	@echo "make kafka-up   start a local Kafka broker on 127.0.0.1:9092 (KAFKA_BOOTSTRAP=127.0.0.1:PORT moves it)"
-	@echo "make kafka-down stop it"
+	@echo "make kafka-up   start a local Kafka broker on 127.0.0.1:9092, its data in .kafka/9092"
+	@echo "                (KAFKA_BOOTSTRAP=127.0.0.1:PORT: the broker of PORT, in .kafka/PORT)"
+	@echo "make kafka-down stop the broker of that port; brokers of other ports keep running"
+	@echo "make kafka-status whether that broker runs and answers"
 
 # The runtime: samzapy and its dependencies only (no dev tools, no PySpark).
 $(VENV)/.runtime: pyproject.toml
@@ -131,6 +133,9 @@ kafka-up:
 
 kafka-down:
 	scripts/kafka.sh down
+
+kafka-status:
+	scripts/kafka.sh status
 
 spark-fetch:
 	scripts/spark.sh fetch

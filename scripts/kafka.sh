@@ -4,15 +4,31 @@
 #
 #   scripts/kafka.sh fetch    download the broker's jars into the cache (quick when already there)
 #   scripts/kafka.sh up       fetch if needed, format the data dir once, start, wait until it answers
-#   scripts/kafka.sh down     SIGTERM, wait up to 30 s, then SIGKILL
+#   scripts/kafka.sh down     stop the port's broker: SIGTERM, wait up to 30 s, then SIGKILL
 #   scripts/kafka.sh status   exit 0 when a broker answers on the port, 1 otherwise
+#
+# One broker per port, each with a data dir of its own: by default <repo>/.kafka/<port>, so
+# `KAFKA_BOOTSTRAP=127.0.0.1:19092 make kafka-up` starts a second broker beside the one on 9092.
+# The data dir's broker.pid records "<pid> <port>", and the script only ever stops the process it
+# records for the port it was asked about; a broker of another port is left running:
+#   - `up` on a port whose data dir holds a running broker of another port (one SAMZAPY_KAFKA_DIR
+#     given for two ports) fails at once, naming that broker's port;
+#   - `up` on a port where some other Kafka broker already answers uses it as it is (and `down`
+#     will not stop it); a port, or controller port, taken by anything else fails at once;
+#   - `down` and `status` on a port that is not the recorded broker's say so and touch nothing;
+#   - a broker this `up` started that does not answer in KAFKA_START_TIMEOUT is stopped; one an
+#     earlier `up` started is left to `down`.
+# A broker.pid holding only a pid (written by an older kafka.sh) takes its port from the data
+# dir's server.properties; such a broker ran from <repo>/.kafka itself: SAMZAPY_KAFKA_DIR=.kafka
+# scripts/kafka.sh down stops it.
 #
 # Environment (all optional):
 #   KAFKA_BOOTSTRAP        the broker's address, 127.0.0.1:<port> (127.0.0.1:9092): the same
 #                          variable the example jobs in configs/ read, so one setting moves both
 #   KAFKA_PORT             client listener port; overrides KAFKA_BOOTSTRAP's (the test suite's)
-#   KAFKA_CONTROLLER_PORT  KRaft controller listener port (KAFKA_PORT + 1)
-#   SAMZAPY_KAFKA_DIR      data dir: server.properties, logs/, broker.log, broker.pid (<repo>/.kafka)
+#   KAFKA_CONTROLLER_PORT  KRaft controller listener port (the port + 1)
+#   SAMZAPY_KAFKA_DIR      data dir: server.properties, logs/, broker.log, broker.pid
+#                          (<repo>/.kafka/<port>)
 #   SAMZAPY_CACHE          jar cache; jars go to $SAMZAPY_CACHE/kafka-<version>/lib (~/.cache/samzapy)
 #   KAFKA_VERSION          Kafka version to fetch (default: <kafka.version> in kafka/pom.xml)
 #   KAFKA_HEAP_OPTS        JVM heap flags (-Xmx512m -Xms256m)
@@ -53,11 +69,17 @@ bootstrap_port() {
     [[ "$port" =~ ^[0-9]+$ ]] || die "KAFKA_BOOTSTRAP=$address: expected 127.0.0.1:<port>"
     echo "$port"
 }
+# Hints name KAFKA_BOOTSTRAP, the variable the example jobs read, to move the broker.
+MOVE_HINT="choose another port with KAFKA_BOOTSTRAP=127.0.0.1:<port>"
 if [[ -z "${KAFKA_PORT:-}" ]]; then
     KAFKA_PORT="$(bootstrap_port)"
+else
+    [[ "$KAFKA_PORT" =~ ^[0-9]+$ ]] || die "KAFKA_PORT=$KAFKA_PORT: expected a port number"
+    MOVE_HINT="$MOVE_HINT (KAFKA_PORT=$KAFKA_PORT is set too and wins: change or unset it)"
 fi
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
-DATA="${SAMZAPY_KAFKA_DIR:-$ROOT/.kafka}"
+# Per port by default, so that brokers on two ports never share a data dir or a pid file.
+DATA="${SAMZAPY_KAFKA_DIR:-$ROOT/.kafka/$KAFKA_PORT}"
 [[ "$DATA" == /* ]] || DATA="$PWD/$DATA" # server.properties needs an absolute path
 PID_FILE="$DATA/broker.pid"
 LOG_FILE="$DATA/broker.log"
@@ -116,15 +138,24 @@ kafka_answers() {
     [[ "${reply:8:12}" == "0000002a0000" ]]
 }
 
-# Prints the pid in the pid file when it names a live Kafka broker; fails otherwise.
-broker_pid() {
-    local pid
+# Reads $DATA/broker.pid. When it names a live Kafka broker started from $DATA, sets REC_PID and
+# REC_PORT (the client port it was started for) and returns 0; otherwise returns 1.
+recorded() {
+    local pid port args
+    REC_PID="" REC_PORT=""
     [[ -f "$PID_FILE" ]] || return 1
-    pid="$(cat "$PID_FILE")"
+    read -r pid port _ <"$PID_FILE" || [[ -n "${pid:-}" ]] || return 1
     [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    # A pid is only ours if it still runs kafka.Kafka: pids are reused after a crash or reboot.
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka' || return 1
-    echo "$pid"
+    # A pid is only ours if it still runs kafka.Kafka on this data dir's server.properties (its
+    # last argument): pids are reused after a crash or reboot.
+    mapfile -d "" args 2>/dev/null <"/proc/$pid/cmdline" || return 1
+    ((${#args[@]} >= 2)) && [[ "${args[-2]}" == kafka.Kafka && "${args[-1]}" -ef "$PROPS" ]] ||
+        return 1
+    if [[ ! "${port:-}" =~ ^[0-9]+$ ]]; then # a pid file of an older kafka.sh: pid only
+        port="$(sed -n 's|^listeners=PLAINTEXT://[^,]*:\([0-9]*\).*|\1|p' "$PROPS")"
+        [[ -n "$port" ]] || return 1
+    fi
+    REC_PID=$pid REC_PORT=$port
 }
 
 # 0 while process $1 runs. An exited broker stays a zombie until init reaps it, which some
@@ -197,21 +228,35 @@ format_once() {
 }
 
 up() {
-    local pid port
-    if kafka_answers "$KAFKA_PORT"; then
-        say "a Kafka broker already answers on 127.0.0.1:$KAFKA_PORT"
-        return 0
-    fi
-    if pid="$(broker_pid)"; then
+    local pid started=""
+    if recorded; then
+        if [[ "$REC_PORT" != "$KAFKA_PORT" ]]; then
+            die "$DATA is the data dir of broker $REC_PID on 127.0.0.1:$REC_PORT, which is left" \
+                "running; give the broker for 127.0.0.1:$KAFKA_PORT a data dir of its own" \
+                "(unset SAMZAPY_KAFKA_DIR for <repo>/.kafka/$KAFKA_PORT, or set another one)"
+        fi
+        pid=$REC_PID
+        if kafka_answers "$KAFKA_PORT"; then
+            say "broker $pid (from $PID_FILE) already answers on 127.0.0.1:$KAFKA_PORT"
+            return 0
+        fi
         say "broker $pid (from $PID_FILE) is running but not answering yet; waiting for it"
     else
-        rm -f "$PID_FILE"
-        for port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
-            if port_open "$port"; then
-                die "port 127.0.0.1:$port is taken by something that is not a Kafka broker;" \
-                    "choose free ports with KAFKA_PORT / KAFKA_CONTROLLER_PORT"
+        rm -f "$PID_FILE" # stale: its process is gone, or is no broker of this data dir
+        if port_open "$KAFKA_PORT"; then
+            # Someone else's listener: never waited on, never stopped.
+            if kafka_answers "$KAFKA_PORT"; then
+                say "a Kafka broker not started from $DATA already answers on" \
+                    "127.0.0.1:$KAFKA_PORT; using it (\`down\` leaves it running)"
+                return 0
             fi
-        done
+            die "127.0.0.1:$KAFKA_PORT is taken by a process that is not a Kafka broker; $MOVE_HINT"
+        fi
+        if port_open "$KAFKA_CONTROLLER_PORT"; then
+            die "127.0.0.1:$KAFKA_CONTROLLER_PORT, the controller port of a broker on" \
+                "127.0.0.1:$KAFKA_PORT, is taken by another process; $MOVE_HINT, or" \
+                "KAFKA_CONTROLLER_PORT=<port> for the controller alone"
+        fi
         command -v "$JAVA" >/dev/null || die "java not found: install Java 17+ or set JAVA_HOME"
         fetch
         mkdir -p "$DATA"
@@ -230,11 +275,12 @@ up() {
             ${KAFKA_OPTS:-} -cp "$LIB/*" kafka.Kafka "$PROPS" \
             >>"$LOG_FILE" 2>&1 </dev/null &
         pid=$!
-        echo "$pid" >"$PID_FILE"
+        echo "$pid $KAFKA_PORT" >"$PID_FILE" # the port: see the header
         say "started Kafka $KAFKA_VERSION broker $pid on 127.0.0.1:$KAFKA_PORT (log: $LOG_FILE)"
         if [[ -n "${KAFKA_OWNER_PID:-}" ]]; then
             watch_owner "$KAFKA_OWNER_PID" "$pid"
         fi
+        started=1
     fi
 
     local deadline=$((SECONDS + ${KAFKA_START_TIMEOUT:-60}))
@@ -246,6 +292,11 @@ up() {
         fi
         if ((SECONDS >= deadline)); then
             log_tail
+            if [[ -z "$started" ]]; then
+                die "broker $pid did not answer on 127.0.0.1:$KAFKA_PORT within" \
+                    "${KAFKA_START_TIMEOUT:-60} s; an earlier \`up\` started it: left running" \
+                    "(scripts/kafka.sh down stops it)"
+            fi
             stop_pid "$pid"
             die "broker $pid did not answer on 127.0.0.1:$KAFKA_PORT within" \
                 "${KAFKA_START_TIMEOUT:-60} s; stopped it"
@@ -286,16 +337,35 @@ stop_pid() {
 
 down() {
     local pid
-    if ! pid="$(broker_pid)"; then
+    if ! recorded; then
         rm -f "$PID_FILE"
         if kafka_answers "$KAFKA_PORT"; then
+            local legacy="" old_pid=""
+            if [[ -z "${SAMZAPY_KAFKA_DIR:-}" && -f "$ROOT/.kafka/broker.pid" ]]; then
+                read -r old_pid _ <"$ROOT/.kafka/broker.pid" || true
+            fi
+            if [[ "$old_pid" =~ ^[0-9]+$ ]] && alive "$old_pid"; then
+                legacy=" (an older kafka.sh ran its broker from $ROOT/.kafka:"
+                legacy+=" SAMZAPY_KAFKA_DIR=$ROOT/.kafka scripts/kafka.sh down stops it)"
+            fi
             die "a broker answers on 127.0.0.1:$KAFKA_PORT but $DATA has no pid file for it;" \
-                "it was not started with this SAMZAPY_KAFKA_DIR, so it is left running"
+                "it was not started with this SAMZAPY_KAFKA_DIR, so it is left running$legacy"
         fi
         say "no broker running from $DATA"
         return 0
     fi
-    say "stopping broker $pid"
+    pid=$REC_PID
+    if [[ "$REC_PORT" != "$KAFKA_PORT" ]]; then
+        # Stopping it would stop a broker nobody asked about.
+        if kafka_answers "$KAFKA_PORT"; then
+            die "a broker answers on 127.0.0.1:$KAFKA_PORT, but $PID_FILE records broker $pid" \
+                "of 127.0.0.1:$REC_PORT; neither is stopped"
+        fi
+        say "no broker of 127.0.0.1:$KAFKA_PORT runs from $DATA; its broker $pid serves" \
+            "127.0.0.1:$REC_PORT and is left running"
+        return 0
+    fi
+    say "stopping broker $pid on 127.0.0.1:$KAFKA_PORT"
     stop_pid "$pid"
     say "broker $pid stopped"
 }
@@ -303,11 +373,12 @@ down() {
 # --- status ------------------------------------------------------------------------------------
 
 status() {
-    local pid
-    if pid="$(broker_pid)"; then
-        say "broker $pid running from $DATA (Kafka $KAFKA_VERSION)"
-    else
+    if ! recorded; then
         say "no broker process recorded in $DATA"
+    elif [[ "$REC_PORT" == "$KAFKA_PORT" ]]; then
+        say "broker $REC_PID running from $DATA (Kafka $KAFKA_VERSION)"
+    else
+        say "broker $REC_PID running from $DATA serves 127.0.0.1:$REC_PORT, not $KAFKA_PORT"
     fi
     if kafka_answers "$KAFKA_PORT"; then
         say "a Kafka broker answers on 127.0.0.1:$KAFKA_PORT"
