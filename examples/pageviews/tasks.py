@@ -3,6 +3,8 @@
 ``PageViewCounter`` keeps a count per member for its partition (state is isolated per
 partition, so a member's views all land in one task when the input is partitioned by member).
 It emits the counts when its input ends, and, when ``task.window.ms`` is set, every window.
+The counts are in memory, or, when ``app.counts.store`` names one of the job's stores, in that
+store: with a changelog they survive restarts and crashes (``configs/kafka-pageviews.yaml``).
 
 ``DeadLetters`` wraps any StreamTask with shared try/except logic: the container needs no
 special support for it (a task wraps another to add behaviour, as Samza advises).
@@ -38,6 +40,8 @@ class PageViewCounter(InitableTask, StreamTask, WindowableTask, EndOfStreamListe
             ".", 1
         )
         self.output = SystemStream(system, stream)
+        store = context.config.get("app.counts.store")
+        self.store = context.get_store(str(store)) if store else None
         self.counts: Counter[str] = Counter()
         self.changed: set[str] = set()
 
@@ -51,7 +55,10 @@ class PageViewCounter(InitableTask, StreamTask, WindowableTask, EndOfStreamListe
         member = view["member_id"]
         if not isinstance(member, str) or not member:
             raise ValueError(f"member_id must be a non-empty string, got {member!r}")
-        self.counts[member] += 1
+        if self.store is not None:
+            self.store.put(member, (self.store.get(member) or 0) + 1)
+        else:
+            self.counts[member] += 1
         self.changed.add(member)
 
     def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
@@ -64,10 +71,15 @@ class PageViewCounter(InitableTask, StreamTask, WindowableTask, EndOfStreamListe
         for member in members:
             collector.send(
                 OutgoingMessageEnvelope(
-                    self.output, {"member_id": member, "views": self.counts[member]}, key=member
+                    self.output, {"member_id": member, "views": self._count(member)}, key=member
                 )
             )
         self.changed.clear()
+
+    def _count(self, member: str) -> int:
+        if self.store is not None:
+            return int(self.store.get(member) or 0)
+        return self.counts[member]
 
 
 class DeadLetters(InitableTask, StreamTask, WindowableTask, EndOfStreamListenerTask):

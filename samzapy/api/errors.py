@@ -27,6 +27,17 @@ class ConfigError(SamzapyError):
         self.problems = problems or (message,)
 
 
+class InputMissingError(ConfigError):
+    """An input stream of the job does not exist on its system: the job cannot start until
+    it is created (a configuration problem, not a failure of the job)."""
+
+    def __init__(self, message: str, *, system: str, stream: str, hint: str) -> None:
+        super().__init__(message, key="task.inputs")
+        self.system = system
+        self.stream = stream
+        self.hint = hint
+
+
 class TaskError(SamzapyError):
     """User code failed. The original exception is in ``__cause__``."""
 

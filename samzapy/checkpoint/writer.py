@@ -6,6 +6,9 @@ task's checkpoint of the highest epoch, so the writes of a container that lost t
 without noticing yet do not count. At-least-once writes go through the checkpoint manager;
 under exactly-once (``TransactionalCheckpointWriter``) the checkpoint record is the last write
 of the task's transaction, which the write then commits.
+
+With ``group`` (``group.py``) each checkpoint's input offsets are copied to the job's consumer
+group: after the write, or under exactly-once inside the transaction the write commits.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import structlog
 
 from samzapy.api.errors import TaskFencedError
 from samzapy.api.system import TaskName
+from samzapy.checkpoint.group import GroupOffsets
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.checkpoint.transactional import TransactionalCheckpointManager
 from samzapy.system.ports import TransactionalProducer
@@ -42,11 +46,13 @@ class TaskCheckpointWriter:
         last: Checkpoint | None,
         *,
         lease: Callable[[], bool] | None = None,
+        group: GroupOffsets | None = None,
     ) -> None:
         self._manager = manager
         self.task_name = task_name
         self._last = last
         self._lease = lease
+        self._group = group
         #: This container's owner epoch for the task.
         self.epoch = (0 if last is None else last.epoch or 0) + 1
         #: How many checkpoints were written, and when the last one was (monotonic seconds).
@@ -69,6 +75,7 @@ class TaskCheckpointWriter:
             return False
         self._check_lease()
         await self._write(stamped)
+        self._written(stamped)
         self._last = stamped
         self.written += 1
         self.written_at = time.monotonic()
@@ -82,6 +89,10 @@ class TaskCheckpointWriter:
 
     def _changed(self, checkpoint: Checkpoint) -> bool:
         return checkpoint != self._last
+
+    def _written(self, checkpoint: Checkpoint) -> None:
+        if self._group is not None:
+            self._group.checkpointed(checkpoint.offsets)
 
     def _check_lease(self) -> None:
         if self._lease is not None and not self._lease():
@@ -107,8 +118,10 @@ class TransactionalCheckpointWriter(TaskCheckpointWriter):
         producer: TransactionalProducer,
         task_name: TaskName,
         last: Checkpoint | None,
+        *,
+        group: GroupOffsets | None = None,
     ) -> None:
-        super().__init__(manager, task_name, last)
+        super().__init__(manager, task_name, last, group=group)
         self._transactions = manager
         self._producer = producer
 
@@ -119,8 +132,13 @@ class TransactionalCheckpointWriter(TaskCheckpointWriter):
     async def _write(self, checkpoint: Checkpoint) -> None:
         stream, partition, key, value = self._transactions.record(self.task_name, checkpoint)
         self._producer.send(stream, partition, key, value)
+        if self._group is not None:
+            await self._group.in_transaction(self._producer, checkpoint.offsets)
         await self._producer.commit()
         self._transactions.committed(self.task_name, checkpoint)
+
+    def _written(self, checkpoint: Checkpoint) -> None:
+        return None  # the offsets went into the transaction
 
 
 __all__ = ["TaskCheckpointWriter", "TransactionalCheckpointWriter"]

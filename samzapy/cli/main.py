@@ -2,17 +2,20 @@
 
 ``samzapy run JOB_YAML`` runs one container until the job finishes, is stopped by SIGTERM or
 SIGINT, or fails; ``samzapy validate JOB_YAML`` prints the resolved configuration or its
-problems; ``samzapy plan JOB_YAML`` prints an application's operator graph (``plan.py``).
+problems; ``samzapy plan JOB_YAML`` prints an application's operator graph (``plan.py``);
+``samzapy checkpoint show|set JOB_YAML`` reads or moves a job's checkpoints
+(``checkpoint_tool.py``); ``samzapy tail JOB_YAML STREAM`` prints a stream's messages as the
+job reads them (``tail.py``).
 Exit codes: 0 finished or stopped cleanly, 1 job failure, 2 configuration or usage error.
 
 A run goes:
 
 1. configure logging (JSON lines on stdout by default);
-2. load and resolve the configuration (problems are logged as ``config_invalid``, exit 2);
-   for an application (``app.class``), describe and plan it first and merge its keys;
-3. bind ``job`` and ``container`` to every later log event, and load the task class (a class
-   that cannot be loaded or is not a task is a configuration problem too: one
-   ``config_invalid`` line, its cause's traceback only at debug level);
+2. check the job file as ``samzapy validate`` does (``problems.check_job``: load and resolve,
+   describe and plan an application, load the task class, build the systems' factories...);
+3. bind ``job`` and ``container`` to every later log event; any problem found in 2. is logged
+   as one ``config_invalid`` line listing them all (the traceback of a cause, a task module
+   that failed to import say, only at debug level), exit 2;
 4. run the container on uvloop (or asyncio when ``job.loop`` says so or uvloop is missing),
    with SIGTERM and SIGINT asking it to stop gracefully; a second signal forces the exit;
 5. log the outcome once and return its exit code.
@@ -27,7 +30,6 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -35,22 +37,24 @@ import yaml
 from structlog.typing import FilteringBoundLogger
 
 from samzapy import __version__
-from samzapy.api.errors import ConfigError, SamzapyError
-from samzapy.cli.logging import FORMATS, LEVELS, add_secrets, configure_logging, scrub
-from samzapy.config import load_config, resolve
-from samzapy.config.classes import TASK_CLASS_KEY, load_task_class, split_class_path
-from samzapy.config.secrets import extra_patterns, redacted, secret_values
+from samzapy.api.errors import ConfigError, InputMissingError, SamzapyError
+from samzapy.cli.logging import FORMATS, LEVELS, configure_logging, scrub
+from samzapy.cli.problems import check_job, load_job
+from samzapy.config.secrets import extra_patterns, redacted
 from samzapy.container.event_loop import loop_factory
-from samzapy.operators.application import Application, is_application, load_application
 
 if TYPE_CHECKING:
     from samzapy.config import ResolvedConfig
+    from samzapy.operators.application import Application
 
 EXIT_OK = 0
 EXIT_JOB_FAILED = 1
 EXIT_CONFIG = 2
 
 _STOP_SIGNALS = ("SIGTERM", "SIGINT")
+#: The operator tools: each module has HELP, add_arguments(parser, job_arguments) and
+#: run(args, load) -> int.
+_TOOLS = {"checkpoint": "samzapy.cli.checkpoint_tool", "tail": "samzapy.cli.tail"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from samzapy.cli.plan import print_plan
 
         return print_plan(args.job_yaml, args.overrides, args.format, _load)
+    if args.command in _TOOLS:
+        code: int = _tool(args.command).run(args, _load)
+        return code
     return _run(args.job_yaml, args.overrides, args.log_format, args.log_level)
 
 
@@ -90,19 +97,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan_cmd.add_argument("--format", choices=("text", "json"), default="text")
     for cmd in (run_cmd, validate_cmd, plan_cmd):
-        cmd.add_argument("job_yaml", metavar="JOB_YAML", help="the job's YAML configuration")
-        cmd.add_argument(
-            "--set",
-            dest="overrides",
-            action="append",
-            default=[],
-            type=_override,
-            metavar="KEY=VALUE",
-            help="override one configuration key (repeatable)",
-        )
+        _job_arguments(cmd)
     run_cmd.add_argument("--log-format", choices=FORMATS, default="json")
     run_cmd.add_argument("--log-level", choices=LEVELS, default="info")
+    for name in _TOOLS:
+        tool = _tool(name)
+        tool.add_arguments(commands.add_parser(name, help=tool.HELP), _job_arguments)
     return parser
+
+
+def _job_arguments(cmd: argparse.ArgumentParser) -> None:
+    """JOB_YAML and ``--set KEY=VALUE``, which every command takes."""
+    cmd.add_argument("job_yaml", metavar="JOB_YAML", help="the job's YAML configuration")
+    cmd.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        type=_override,
+        metavar="KEY=VALUE",
+        help="override one configuration key (repeatable)",
+    )
+
+
+def _tool(name: str) -> Any:
+    import importlib
+
+    return importlib.import_module(_TOOLS[name])
 
 
 def _override(text: str) -> str:
@@ -115,42 +136,11 @@ def _override(text: str) -> str:
 def _load(job_yaml: str, overrides: Sequence[str]) -> tuple[ResolvedConfig, Application | None]:
     """The resolved configuration, and the application when ``app.class`` is set (described
     and planned, its keys merged under the file's); every failure, a missing file included,
-    is a ConfigError. An application that cannot be described is reported with the other
-    problems of the file."""
-    path = Path(job_yaml)
-    if not path.is_file():
-        raise ConfigError(f"job file {job_yaml!r} does not exist or is not a file")
-    try:
-        config = load_config(path, overrides=overrides)
-    except OSError as exc:
-        raise ConfigError(f"job file {job_yaml!r} cannot be read: {exc}") from exc
-    # Before anything can log the config's values: from here on they are scrubbed.
-    add_secrets(secret_values(config))
-    app = None
-    if is_application(config):
-        try:
-            app = load_application(config)
-        except ConfigError as exc:
-            raise _with_other_problems(exc, config) from exc
-        config = app.config
-    try:
-        return resolve(config), app
-    except OSError as exc:
-        raise ConfigError(f"job file {job_yaml!r} cannot be read: {exc}") from exc
-
-
-def _with_other_problems(app_error: ConfigError, config: Any) -> ConfigError:
-    """The application's problem, and those of the file's other keys (task.inputs, which
-    the application would have given, aside)."""
-    problems = list(app_error.problems)
-    try:
-        resolve(config)
-    except ConfigError as exc:
-        problems.extend(p for p in exc.problems if not p.startswith("task.inputs is required"))
-    if len(problems) == 1:
-        return app_error
-    text = f"{len(problems)} configuration problems:\n" + "\n".join(f"  {p}" for p in problems)
-    return ConfigError(text, key=app_error.key, problems=tuple(problems))
+    is one ConfigError listing the file's problems (``problems.load_job``)."""
+    check = load_job(job_yaml, overrides)
+    if check.errors or check.resolved is None:
+        raise check.error()
+    return check.resolved, check.app
 
 
 def _add_working_directory_to_path() -> None:
@@ -162,20 +152,10 @@ def _add_working_directory_to_path() -> None:
 def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
     configure_logging("console", "warning", stream=sys.stderr)  # keep stdout pure YAML
     _add_working_directory_to_path()
-    problems: list[str] = []
-    try:
-        resolved, app = _load(job_yaml, overrides)
-        if app is not None:
-            app.task_factory(resolved)  # the checks that need the resolved config
-    except ConfigError as exc:
-        problems.extend(exc.problems)
-        resolved = None
-    if not any(p.startswith("app.class") for p in problems) and (
-        resolved is None or resolved.task.app_class is None
-    ):
-        problems.extend(_task_class_problems(job_yaml, overrides, resolved, problems))
-    if problems or resolved is None:
-        for problem in problems:
+    check = check_job(job_yaml, overrides)  # the same check as `samzapy run`
+    resolved = check.resolved
+    if check.errors or resolved is None:
+        for problem in check.problems:
             print(scrub(problem), file=sys.stderr)
         return EXIT_CONFIG
     values = redacted(resolved.to_dict(), extra_patterns(resolved.raw))
@@ -186,34 +166,6 @@ def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
     except BrokenPipeError:  # `samzapy validate job.yaml | head` closed the pipe early
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
-
-
-def _task_class_problems(
-    job_yaml: str,
-    overrides: Sequence[str],
-    resolved: ResolvedConfig | None,
-    problems: list[str],
-) -> list[str]:
-    """What is wrong with loading the task class, checked even when other keys have problems
-    (unless ``task.class`` itself is among them), so that validate lists every problem."""
-    if resolved is not None:
-        path: Any = resolved.task.task_class
-    elif any(p.startswith(TASK_CLASS_KEY) for p in problems):
-        return []
-    else:
-        try:
-            raw = load_config(Path(job_yaml), overrides=overrides)
-            if is_application(raw):
-                return []  # an application: its own problems are reported
-            path = raw.get(TASK_CLASS_KEY)
-            split_class_path(path, key=TASK_CLASS_KEY)
-        except (ConfigError, OSError):
-            return []  # the file or the key is unreadable: already reported
-    try:
-        load_task_class(path)
-    except ConfigError as exc:
-        return list(exc.problems)
-    return []
 
 
 def _plain(value: Any) -> Any:
@@ -231,31 +183,31 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
     configure_logging(log_format, log_level)
     _add_working_directory_to_path()
     log: FilteringBoundLogger = structlog.get_logger("samzapy.cli")
-    try:
-        resolved, app = _load(job_yaml, overrides)
-    except ConfigError as exc:
-        return _config_invalid(log, exc, path=job_yaml)
+    check = check_job(job_yaml, overrides)  # the same check as `samzapy validate`
+    resolved = check.resolved
+    if resolved is None:
+        return _config_invalid(log, check.error(), causes=check.causes, path=job_yaml)
     with structlog.contextvars.bound_contextvars(
         job=resolved.job.name, container=resolved.job.container_id
     ):
-        if app is not None:
-            try:
-                factory = app.task_factory(resolved)
-            except ConfigError as exc:
-                return _config_invalid(log, exc, path=job_yaml)
-            return _run_resolved(resolved, log, factory)
-        try:
-            load_task_class(resolved.task.task_class or "")
-        except ConfigError as exc:
-            return _config_invalid(log, exc, path=job_yaml)
-        return _run_resolved(resolved, log, None)
+        if check.errors:
+            return _config_invalid(log, check.error(), causes=check.causes, path=job_yaml)
+        return _run_resolved(resolved, log, check.task_factory)
 
 
-def _config_invalid(log: FilteringBoundLogger, exc: ConfigError, **fields: Any) -> int:
+def _config_invalid(
+    log: FilteringBoundLogger,
+    exc: ConfigError,
+    *,
+    causes: Sequence[BaseException] | None = None,
+    **fields: Any,
+) -> int:
     """Log a configuration error as one ``config_invalid`` line; the traceback of what caused
     it (a task module that raised while importing, say) only at debug level."""
-    if exc.__cause__ is not None:
-        log.debug("config_error_cause", error=str(exc), exc_info=exc.__cause__)
+    if causes is None:
+        causes = [exc.__cause__] if exc.__cause__ is not None else []
+    for cause in causes:
+        log.debug("config_error_cause", error=str(exc), exc_info=cause)
     log.error("config_invalid", **fields, problems=list(exc.problems), exit_code=EXIT_CONFIG)
     return EXIT_CONFIG
 
@@ -271,6 +223,15 @@ def _run_resolved(
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(_run_container(resolved, stopper, task_factory))
+    except InputMissingError as exc:
+        log.error(
+            "input_missing",
+            system=exc.system,
+            stream=exc.stream,
+            hint=exc.hint,
+            exit_code=EXIT_CONFIG,
+        )
+        return EXIT_CONFIG
     except ConfigError as exc:
         return _config_invalid(log, exc)
     except SamzapyError as exc:

@@ -3,7 +3,8 @@
 The check runs in four steps:
 
 1. type every key of samzapy's namespaces (an unknown key is a problem, with the nearest known
-   key suggested); keys outside the namespaces are the job's own and pass untouched;
+   key suggested, whatever its value: one set to null, ``${VAR:-null}`` say, is "not set" but
+   still misspelt); keys outside the namespaces are the job's own and pass untouched;
 2. require the required keys (``job.name``, ``task.class``, ``task.inputs``, each system's
    factory, a file system's path);
 3. check the shapes and references: class paths, ``system.stream`` names, broadcast partitions,
@@ -127,8 +128,11 @@ class _Checker:
         self.problems.append(Problem(key, message))
 
     def run(self) -> Checked:
-        for key, value in self.present.items():  # 1.
-            self._type(key, value)
+        for key, value in self.config.items():  # 1.
+            if key in self.present:
+                self._type(key, value)
+            else:  # set to null: not typed or used, but its name must still be known
+                self._type(key, value, unset=True)
         self._require()  # 2.
         self._shapes()  # 3.
         self._references()
@@ -141,7 +145,8 @@ class _Checker:
 
     # 1. typing -------------------------------------------------------------------------------
 
-    def _type(self, key: str, value: Any) -> None:
+    def _type(self, key: str, value: Any, *, unset: bool = False) -> None:
+        """Type ``key``'s value into ``values``; an ``unset`` key (null) is only looked up."""
         if key.partition(".")[0] not in NAMESPACES:
             self.values[key] = value
             return
@@ -153,12 +158,15 @@ class _Checker:
             spec = allowed[0] if allowed else None
             if spec is None and factory not in SYSTEM_FACTORIES:
                 # a module:Class factory takes any key; a missing or invalid one is reported once
-                self.values[key] = value
+                if not unset:
+                    self.values[key] = value
                 return
         elif matches:
             spec = matches[0]
         if spec is None:
             self.problem(key, self._unknown(key, matches))
+            return
+        if unset:
             return
         try:
             self.values[key] = spec.coerce(value)

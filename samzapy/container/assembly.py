@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,10 @@ class TaskAssembly:
     partition_counts: Mapping[SystemStream, int]
     job_task_count: int
     executor: concurrent.futures.Executor | None
+    #: Each task's input partitions' lag readers, filled as the tasks are made.
+    lags: dict[TaskName, dict[SystemStreamPartition, Callable[[], float]]] = field(
+        default_factory=dict
+    )
 
     def routers(self, tasks: Sequence[TaskPlan]) -> dict[TaskName, OutputRouter]:
         """One router for all tasks, or under exactly-once one per task, over its producers."""
@@ -152,7 +156,7 @@ class TaskAssembly:
             ),
         )
         consumers = systems.consumers
-        register_task_metrics(
+        self.lags[plan.name] = register_task_metrics(
             self.metrics,
             instance,
             writer,

@@ -26,6 +26,7 @@ import structlog
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream, TaskName
+from samzapy.checkpoint.group import GroupOffsets
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.checkpoint.registry import checkpoint_manager
 from samzapy.checkpoint.transactional import TransactionalCheckpointManager
@@ -82,10 +83,12 @@ class ContainerCheckpoints:
         *,
         task_count: int,
         lease: Callable[[], bool] | None = None,
+        group: GroupOffsets | None = None,
     ) -> None:
         self._config = config
         self._factories = factories
         self._lease = lease
+        self._group = group
         self.manager: CheckpointManager | None = checkpoint_manager(
             config, factories, namespace, task_count=task_count
         )
@@ -152,9 +155,14 @@ class ContainerCheckpoints:
         manager = self.manager
         writer: TaskCheckpointWriter
         if isinstance(manager, TransactionalCheckpointManager):
-            writer = TransactionalCheckpointWriter(manager, self._producers[task], task, last)
+            group = self._group
+            if group is not None and group.system != manager.system_factory.system_name:
+                group = None  # a transaction commits offsets to its own cluster's groups
+            writer = TransactionalCheckpointWriter(
+                manager, self._producers[task], task, last, group=group
+            )
         else:
-            writer = TaskCheckpointWriter(manager, task, last, lease=self._lease)
+            writer = TaskCheckpointWriter(manager, task, last, lease=self._lease, group=self._group)
         self.writers.append(writer)
         return writer
 

@@ -32,6 +32,7 @@ import structlog
 from samzapy.api.errors import ConfigError, SamzapyError, TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.codec import check_partition_counts
+from samzapy.checkpoint.group import GroupOffsets
 from samzapy.config import ResolvedConfig
 from samzapy.config.classes import load_task_class
 from samzapy.container.assembly import TaskAssembly
@@ -44,6 +45,7 @@ from samzapy.container.inputs import InputQueue
 from samzapy.container.plan import input_queues, job_model, plan_container
 from samzapy.container.run_loop import RunLoop
 from samzapy.container.serdes import StreamSerdes
+from samzapy.container.startup import unless_stopped
 from samzapy.container.streams import prepare_changelogs, prepare_streams
 from samzapy.container.systems import Systems
 from samzapy.container.task_instance import TaskInstance
@@ -68,12 +70,15 @@ class SamzaContainer:
         health: Health | None = None,
         totals: ProcessTotals | None = None,
         lease: Callable[[], bool] | None = None,
+        group_offsets: GroupOffsets | None = None,
     ) -> None:
         """``tasks``: whether to run the task of partition number k (None: every task of the
         job); ``reporters``: start the configured metrics reporters; ``totals``: the process's
         container counts this container adds to (a JobRunner's, which starts the reporters
         once for all its containers; None: its own); ``lease``: whether the container may
-        still be sure it owns its tasks (a JobRunner's group lease; None: always)."""
+        still be sure it owns its tasks (a JobRunner's group lease; None: always);
+        ``group_offsets``: where the checkpoints' input offsets are copied (the job's
+        consumer group, a JobRunner's; None: nowhere)."""
         self.config = config
         self._task_filter = tasks
         #: What /healthz and /readyz report; the stall watchdog records stalled tasks here.
@@ -89,9 +94,12 @@ class SamzaContainer:
             totals.register(self.metrics)
         self._totals = totals
         self._stop_reason: str | None = None
+        #: Set by request_stop: cuts start-up short (a broker that does not answer yet).
+        self._stopping = asyncio.Event()
         self.run_loop: RunLoop | None = None
         self._routers: list[OutputRouter] = []
         self._lease = lease
+        self._group_offsets = group_offsets
         self._systems: Systems | None = None
         self._checkpoints: ContainerCheckpoints | None = None
         self._partitions: dict[TaskName, list[SystemStreamPartition]] = {}
@@ -104,6 +112,7 @@ class SamzaContainer:
         #: Messages processed by the tasks released so far (the counts only grow), and the
         #: tasks being released.
         self._released_processed = 0
+        self._released_commits = 0
         self._leaving: list[TaskInstance] = []
 
     @property
@@ -113,7 +122,15 @@ class SamzaContainer:
 
     @property
     def commit_count(self) -> int:
-        """Checkpoints written so far."""
+        """Commits the container's tasks (released ones included) have made so far: the
+        sum of the tasks' own ``commits`` metrics."""
+        running = [*self.tasks, *self._leaving]
+        return self._released_commits + sum(t.progress().commits for t in running)
+
+    @property
+    def checkpoints_written(self) -> int:
+        """Checkpoint records written so far: one per commit that moved a task's checkpoint,
+        and one per task taken over (its checkpoint claimed with this container's epoch)."""
         return sum(w.written for w in self._checkpoints.writers) if self._checkpoints else 0
 
     @property
@@ -130,7 +147,11 @@ class SamzaContainer:
         return [*(task_group(name) for name in names), *(partition_group(s) for s in ssps)]
 
     def _counts(self) -> dict[str, int]:
-        return {"processed": self.processed, "commits": self.commit_count}
+        return {
+            "processed": self.processed,
+            "commits": self.commit_count,
+            "checkpoints": self.checkpoints_written,
+        }
 
     @property
     def processed(self) -> int:
@@ -151,6 +172,7 @@ class SamzaContainer:
     def request_stop(self, reason: str) -> None:
         """Graceful stop: stop consuming, finish in-flight work, close, commit."""
         self._stop_reason = reason
+        self._stopping.set()
         if self.run_loop is not None:
             self.run_loop.request_stop(reason)
 
@@ -158,7 +180,12 @@ class SamzaContainer:
         """Run the job until it ends or is stopped; raise SamzapyError if it failed."""
         started = time.monotonic()
         try:
-            run_loop = await self._start()
+            started_loop = await unless_stopped(self._start(), self._stopping)
+            if started_loop is None:
+                log.info("startup_stopped", reason=self._stop_reason)
+                await self._close_tasks_after_failure()
+                return
+            run_loop = started_loop
             await run_loop.run(self.tasks)
             await self._finish()
         except BaseException:
@@ -175,6 +202,7 @@ class SamzaContainer:
             elapsed_s=round(elapsed, 3),
             rate=round(processed / elapsed, 1) if elapsed > 0 else None,
             commits=self.commit_count,
+            checkpoints_written=self.checkpoints_written,
         )
 
     # -- start-up -------------------------------------------------------------------------------
@@ -206,6 +234,7 @@ class SamzaContainer:
             self.checkpoint_namespace,
             task_count=job_task_count,
             lease=self._lease,
+            group=self._group_offsets,
         )
         checkpoints = await self._checkpoints.start([m.name for m in models])
         check_partition_counts(checkpoints, counts)
@@ -272,6 +301,7 @@ class SamzaContainer:
             job_task_count=job_task_count,
             executor=self._executor,
         )
+        run_loop.lags = assembly.lags
         self._task_routers = assembly.routers(plan.tasks)
         self._routers = list(dict.fromkeys(self._task_routers.values()))
         for task_plan in plan.tasks:
@@ -333,6 +363,7 @@ class SamzaContainer:
             thread_pool_size=cfg.job.container_thread_pool_size,
             checkpoints=cfg.task.checkpoint_factory,
             processing_guarantee=cfg.task.processing_guarantee,
+            group=None if self._group_offsets is None else self._group_offsets.group_id,
         )
 
     # -- releasing tasks while the others run ---------------------------------------------------
@@ -371,6 +402,7 @@ class SamzaContainer:
         finally:
             self._leaving = []
             self._released_processed += sum(t.progress().processed for t in leaving)
+            self._released_commits += sum(t.progress().commits for t in leaving)
         for task in leaving:
             consumers.release(self._queues.pop(task.name).values())
             self._partitions.pop(task.name, None)

@@ -27,7 +27,7 @@ class ProcessTotals:
     """The container counts of every SamzaContainer this process ran, for its whole life."""
 
     def __init__(self) -> None:
-        self._ended = {"processed": 0, "commits": 0}
+        self._ended = {"processed": 0, "commits": 0, "checkpoints": 0}
         self._running: list[Callable[[], dict[str, int]]] = []
 
     def running(self, counts: Callable[[], dict[str, int]]) -> None:
@@ -48,6 +48,7 @@ class ProcessTotals:
         """Export the totals as the ``container`` group's counters (once per registry)."""
         registry.counter(CONTAINER, "messages-processed", lambda: self.value("processed"))
         registry.counter(CONTAINER, "commits", lambda: self.value("commits"))
+        registry.counter(CONTAINER, "checkpoints-written", lambda: self.value("checkpoints"))
 
 
 def task_group(name: str) -> str:
@@ -63,9 +64,10 @@ def register_task_metrics(
     task: TaskInstance,
     checkpoints: TaskCheckpointWriter,
     lag: Sequence[tuple[SystemStreamPartition, SystemConsumer, OffsetTracker]],
-) -> None:
+) -> dict[SystemStreamPartition, Callable[[], float]]:
     """Per task: messages processed, calls in flight, windows, commits, checkpoint age and
-    restored records; per input partition: the consumer lag."""
+    restored records; per input partition: the consumer lag (returned too, for the
+    ``progress`` line)."""
     group = task_group(task.name)
     registry.counter(group, "messages-processed", lambda: task.progress().processed)
     registry.gauge(group, "in-flight", lambda: task.progress().in_flight)
@@ -76,8 +78,10 @@ def register_task_metrics(
         registry.gauge(group, "restored-records", _restored(task.stores))
     if task.duplicates_dropped is not None:
         registry.counter(group, "duplicates-dropped", lambda: task.duplicates_dropped or 0)
-    for ssp, consumer, tracker in lag:
-        registry.gauge(partition_group(ssp), "lag", _lag(consumer, ssp, tracker))
+    lags = {ssp: _lag(consumer, ssp, tracker) for ssp, consumer, tracker in lag}
+    for ssp, read in lags.items():
+        registry.gauge(partition_group(ssp), "lag", read)
+    return lags
 
 
 def _lag(
@@ -107,4 +111,10 @@ def _restored(stores: TaskStores) -> Callable[[], float]:
     return lambda: stores.restored_records
 
 
-__all__ = ["CONTAINER", "ProcessTotals", "partition_group", "register_task_metrics", "task_group"]
+__all__ = [
+    "CONTAINER",
+    "ProcessTotals",
+    "partition_group",
+    "register_task_metrics",
+    "task_group",
+]

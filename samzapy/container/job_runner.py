@@ -32,11 +32,13 @@ from typing import Any
 import structlog
 
 from samzapy.api.errors import ConfigError, TaskFencedError
+from samzapy.checkpoint.group import GroupOffsets
 from samzapy.config import ResolvedConfig
 from samzapy.container.container import SamzaContainer
 from samzapy.container.gauges import ProcessTotals
 from samzapy.container.lease import Lease
 from samzapy.container.shares import Shares, plan_handover
+from samzapy.container.startup import unless_stopped
 from samzapy.container.streams import prepare_streams
 from samzapy.container.systems import started_admins, system_factory
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter, start_reporters
@@ -55,6 +57,12 @@ def coordinator_of(config: ResolvedConfig) -> str:
     systems = {ss.system for ss in config.task.inputs}
     factories = {config.systems[s].factory for s in systems if s in config.systems}
     return KAFKA_GROUP if factories == {"kafka"} else STATIC
+
+
+def job_group_id(config: ResolvedConfig) -> str:
+    """The job's Kafka consumer group: the one ``kafka-group`` containers join, and the one
+    every coordinator commits the checkpointed input offsets to."""
+    return f"samzapy.{config.job.name}.{config.job.id}"
 
 
 def container_index(config: ResolvedConfig) -> int:
@@ -118,6 +126,8 @@ class JobRunner:
         #: kafka-group: the group lease (see lease.py) and the membership.
         self._lease: Lease | None = None
         self._membership: GroupMembership | None = None
+        #: The checkpoints' input offsets, copied to the job's consumer group.
+        self._group_offsets: GroupOffsets | None = None
 
     @property
     def tasks(self) -> list[int]:
@@ -152,8 +162,13 @@ class JobRunner:
         if count > 1:
             index = container_index(cfg)
             share = _share(count, index)
+        self._group_offsets = group_offsets_without_membership(cfg)
         self._container = self._new_container(share)
-        await self._container.run()
+        try:
+            await self._container.run()
+        finally:
+            if self._group_offsets is not None:
+                await self._group_offsets.stop()
 
     # -- kafka-group --------------------------------------------------------------------------
 
@@ -162,9 +177,10 @@ class JobRunner:
         inputs = list(dict.fromkeys(cfg.task.inputs))
         factory = system_factory(cfg, inputs[0].system)
         # The group hands out the partitions of existing topics: create what is missing first.
-        async with started_admins(cfg) as admins:
-            await prepare_streams(cfg, admins)
-        group_id = f"samzapy.{cfg.job.name}.{cfg.job.id}"
+        if await unless_stopped(_streams_prepared(cfg), self._stopped) is None:
+            log.info("startup_stopped", reason=self._stop_reason)
+            return
+        group_id = job_group_id(cfg)
         membership: GroupMembership = factory.get_group_membership(
             group_id=group_id,
             streams=[ss.stream for ss in inputs],
@@ -178,13 +194,24 @@ class JobRunner:
         log.info("group_joining", group=group_id, inputs=[str(ss) for ss in inputs])
         self._lease = Lease(cfg.job.coordinator_session_timeout_ms, on_lost=self._lease_lost)
         ticking = asyncio.ensure_future(self._lease.run())
-        await membership.start()
+        if await unless_stopped(_joined(membership), self._stopped) is None:
+            ticking.cancel()
+            await membership.stop()
+            log.info("startup_stopped", reason=self._stop_reason)
+            return
         self._membership = membership
+        committer = membership.offset_committer()
+        if committer is not None:
+            self._group_offsets = GroupOffsets(
+                committer, system=inputs[0].system, group_id=group_id
+            )
         try:
             await self._serve(membership)
         finally:
             ticking.cancel()
             await self._shares.stop("leaving the group")
+            if self._group_offsets is not None:
+                await self._group_offsets.stop()  # the final checkpoints' offsets, as a member
             await membership.stop()
             log.info("group_left", group=group_id)
         self._check_shares()  # a share that failed while stopping fails the job
@@ -330,10 +357,35 @@ class JobRunner:
             health=self.health,
             totals=self._totals,
             lease=None if self._lease is None else self._lease.valid,
+            group_offsets=self._group_offsets,
         )
         if self._stop_reason is not None:
             container.request_stop(self._stop_reason)
         return container
+
+
+async def _streams_prepared(config: ResolvedConfig) -> bool:
+    async with started_admins(config) as admins:
+        await prepare_streams(config, admins)
+    return True
+
+
+async def _joined(membership: GroupMembership) -> bool:
+    await membership.start()
+    return True
+
+
+def group_offsets_without_membership(config: ResolvedConfig) -> GroupOffsets | None:
+    """Commits to the job's group without joining it (``static``, and ``samzapy checkpoint
+    set``), on the system of its first input that has consumer groups (None when none has)."""
+    group_id = job_group_id(config)
+    for system in dict.fromkeys(ss.system for ss in config.task.inputs):
+        if system not in config.systems:
+            continue
+        committer = system_factory(config, system).get_offset_committer(group_id)
+        if committer is not None:
+            return GroupOffsets(committer, system=system, group_id=group_id)
+    return None
 
 
 def _share(count: int, index: int) -> Callable[[int], bool]:

@@ -1,8 +1,10 @@
-"""TaskProgress: a read-only snapshot of how far one task has got and what it is doing."""
+"""TaskProgress: a read-only snapshot of how far one task has got and what it is doing; and
+the lag summary the ``progress`` line carries."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 from samzapy.api.system import SystemStreamPartition, TaskName
 
@@ -34,4 +36,18 @@ class TaskProgress(NamedTuple):
     committed_processed: int
 
 
-__all__ = ["TaskProgress"]
+def lag_summary(
+    lags: Iterable[tuple[SystemStreamPartition, Callable[[], float]]],
+) -> dict[str, Any]:
+    """The ``progress`` line's lag: messages between each input partition's next offset and
+    its high watermark, summed; and the partition furthest behind, with its lag."""
+    total, worst, worst_ssp = 0, 0, None
+    for ssp, read in lags:
+        value = int(read())
+        total += value
+        if value > worst:
+            worst, worst_ssp = value, ssp
+    return {"lag": total, "lag_max": worst, "lag_max_partition": worst_ssp and str(worst_ssp)}
+
+
+__all__ = ["TaskProgress", "lag_summary"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Collection, Coroutine, Sequence
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
 import structlog
@@ -37,7 +37,7 @@ from samzapy.api.errors import (
 )
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.container.clock import Clock
-from samzapy.container.progress import TaskProgress
+from samzapy.container.progress import TaskProgress, lag_summary
 from samzapy.container.watchdog import Watchdog
 from samzapy.metrics import Health
 
@@ -100,6 +100,8 @@ class RunLoop:
         self.shutdown_s = shutdown_ms / 1000
         self.progress_s = progress_interval_ms / 1000 if progress_interval_ms > 0 else None
         self._tasks: dict[TaskName, RunLoopTask] = {}
+        #: Each task's input partitions' lag readers (the container's), for ``progress``.
+        self.lags: Mapping[TaskName, Mapping[SystemStreamPartition, Callable[[], float]]] = {}
         self._slots: dict[TaskName, list[asyncio.Task[None]]] = {}
         self._finished: set[TaskName] = set()
         self._shutdown_requested: set[TaskName] = set()
@@ -317,6 +319,9 @@ class RunLoop:
                     rate=round((processed - last_processed) / max(wall - last_time, 1e-9), 1),
                     in_flight=sum(p.in_flight for p in progress),
                     tasks_running=sum(1 for p in progress if not p.finished),
+                    **lag_summary(
+                        item for t in tasks for item in self.lags.get(t.name, {}).items()
+                    ),
                 )
                 last_processed, last_time = processed, wall
                 next_progress = _next_after(next_progress, self.progress_s, now)

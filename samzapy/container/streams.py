@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 
 import structlog
 
-from samzapy.api.errors import ConfigError, StoreError, StreamSystemError
+from samzapy.api.errors import ConfigError, InputMissingError, StoreError
 from samzapy.api.system import SystemStream
 from samzapy.config import ResolvedConfig
 from samzapy.system.ports import SystemAdmin
@@ -29,13 +29,30 @@ async def prepare_streams(
     inputs = list(dict.fromkeys(config.task.inputs))
     await _create_intermediate_streams(config, admins, inputs)
     broadcast = [b.system_stream for b in config.task.broadcast_inputs]
-    return await partition_counts(admins, [*inputs, *broadcast])
+    return await partition_counts(admins, [*inputs, *broadcast], config)
+
+
+def how_to_create(config: ResolvedConfig | None, system: str, stream: str) -> str:
+    """What to do about a missing input: for a kafka system, the command that creates it."""
+    system_config = config.systems.get(system) if config is not None else None
+    if system_config is not None and system_config.factory == "kafka":
+        servers = system_config.params.get("bootstrap.servers") or "<bootstrap servers>"
+        if isinstance(servers, list | tuple):
+            servers = ",".join(str(s) for s in servers)
+        return (
+            f"create it first: kafka-topics.sh --bootstrap-server {servers} --create "
+            f"--topic {stream} --partitions <N>; or correct task.inputs"
+        )
+    return f"create it on system {system!r} first, or correct task.inputs"
 
 
 async def partition_counts(
-    admins: Mapping[str, SystemAdmin], streams: Iterable[SystemStream]
+    admins: Mapping[str, SystemAdmin],
+    streams: Iterable[SystemStream],
+    config: ResolvedConfig | None = None,
 ) -> dict[SystemStream, int]:
-    """The partition count of each of ``streams``; StreamSystemError if one is missing."""
+    """The partition count of each of ``streams``; InputMissingError (a configuration
+    problem, with how to create it when ``config`` says) if one is missing."""
     by_system: dict[str, list[str]] = defaultdict(list)
     for ss in dict.fromkeys(streams):
         by_system[ss.system].append(ss.stream)
@@ -44,9 +61,12 @@ async def partition_counts(
         found = await admins[system].partition_counts(names)
         for name in names:
             if name not in found:
-                raise StreamSystemError(
-                    f"input stream {system}.{name} does not exist on system {system!r} "
-                    "(check task.inputs and the system's settings)"
+                hint = how_to_create(config, system, name)
+                raise InputMissingError(
+                    f"input stream {system}.{name} does not exist on system {system!r}: {hint}",
+                    system=system,
+                    stream=name,
+                    hint=hint,
                 )
             counts[SystemStream(system, name)] = found[name]
     return counts

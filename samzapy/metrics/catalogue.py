@@ -30,8 +30,15 @@ DESCRIPTIONS: Final[dict[str, Description]] = {
         "Messages whose processing completed, since the process started", "messages", "counter"
     ),
     "commits": Description(
-        "Commits completed (producers flushed, stores flushed, checkpoint written)",
+        "Commits completed (producers flushed, stores flushed, checkpoint written if it moved);"
+        " the container's is the sum of its tasks'",
         "commits",
+        "counter",
+    ),
+    "checkpoints-written": Description(
+        "Checkpoint records written: one per commit that moved a checkpoint, and one per task"
+        " taken over (its checkpoint claimed with the container's epoch)",
+        "records",
         "counter",
     ),
     "windows": Description("Calls of the task's window method completed", "calls", "counter"),

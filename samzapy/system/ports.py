@@ -228,6 +228,29 @@ class TransactionalProducer(SystemProducer):
     async def abort(self) -> None:
         """Abort the open transaction: none of its sends will ever be read committed."""
 
+    async def send_offsets(
+        self, group_id: str, offsets: Mapping[SystemStreamPartition, int]
+    ) -> None:
+        """Commit ``offsets`` (the next offset to read, per input partition) to the consumer
+        group ``group_id`` as part of the open transaction: they count when it commits, and
+        never if it aborts. Systems without consumer groups do nothing."""
+        return None
+
+
+class GroupOffsetCommitter(abc.ABC):
+    """Commits a job's input offsets to its consumer group on the system, where the system's
+    own tools look for them (for Kafka: ``kafka-consumer-groups --describe``, lag exporters,
+    Kafka UIs). The offsets are the next offset to read of each partition (Kafka's
+    convention). samzapy never reads them back: its checkpoints stay the truth for restarts."""
+
+    @abc.abstractmethod
+    async def commit(self, offsets: Mapping[SystemStreamPartition, int]) -> None:
+        """Commit ``offsets``; raises StreamSystemError when the group refuses them (a
+        rebalance under way) or the system cannot be reached."""
+
+    async def stop(self) -> None:  # noqa: B027 - optional hook
+        """Release what the commits opened."""
+
 
 class SystemFactory(abc.ABC):
     """Builds the parts of one configured system. ``config`` holds the system's own keys,
@@ -286,6 +309,11 @@ class SystemFactory(abc.ABC):
             "kafka-group needs every input on a kafka system (use static)"
         )
 
+    def get_offset_committer(self, group_id: str) -> GroupOffsetCommitter | None:
+        """Commits offsets to the group ``group_id`` without joining it (the ``static``
+        coordinator); None: the system has no consumer groups."""
+        return None
+
 
 class GroupMembership(abc.ABC):
     """A container's membership of its job's group. Tasks are partition numbers.
@@ -317,9 +345,15 @@ class GroupMembership(abc.ABC):
     def released(self, tasks: Iterable[int], at: float) -> None:  # noqa: B027 - optional hook
         """This member stopped ``tasks`` at wall-clock time ``at`` (s): tell their next owner."""
 
+    def offset_committer(self) -> GroupOffsetCommitter | None:
+        """Commits offsets to the group as this member (the broker checks its generation, so
+        a member the group has moved on from cannot commit); None: the group keeps none."""
+        return None
+
 
 __all__ = [
     "GroupMembership",
+    "GroupOffsetCommitter",
     "OffsetBounds",
     "integer_offset",
     "OffsetDefault",

@@ -138,12 +138,14 @@ def test_unimportable_task_class_exits_2(tmp_path: Path) -> None:
     assert "task.class" in proc.stdout + proc.stderr
 
 
-def test_missing_input_stream_exits_1_naming_it(tmp_path: Path) -> None:
+def test_missing_input_stream_exits_2_naming_it(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     job = job_yaml(tmp_path, "Copy")
     proc = samzapy("run", str(job))
-    assert proc.returncode == 1
-    assert "files.in does not exist" in proc.stdout
+    assert proc.returncode == 2  # a configuration problem, not a job failure
+    [line] = [json.loads(x) for x in proc.stdout.splitlines() if '"input_missing"' in x]
+    assert (line["system"], line["stream"]) == ("files", "in")
+    assert "create it on system 'files' first" in line["hint"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -226,3 +228,27 @@ def test_changed_partition_count_stops_the_job_naming_the_input(tmp_path: Path) 
     (failed,) = [e for e in events(proc.stdout) if e["event"] == "job_failed"]
     assert "input files.in had 2 partitions" in failed["error"]
     assert "has 3 now" in failed["error"]
+
+
+def test_every_problem_s_cause_is_logged_at_debug_before_the_one_config_invalid_line(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "badtask.py").write_text("raise ValueError('the task module broke')\n")
+    (tmp_path / "badserde.py").write_text("raise KeyError('the serde module broke')\n")
+    job = job_yaml(
+        tmp_path,
+        "Copy",
+        **{"task.class": "badtask:Task", "serializers.registry.broken.class": "badserde:Serde"},
+    )
+    proc = samzapy("run", str(job), "--log-level", "debug", cwd=tmp_path)
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    logged = events(proc.stdout)
+    causes = [json.dumps(e) for e in logged if e["event"] == "config_error_cause"]
+    assert len(causes) == 2
+    assert "the task module broke" in causes[0] and "the serde module broke" in causes[1]
+    assert logged[-1]["event"] == "config_invalid"
+    assert [p.split(":")[0] for p in logged[-1]["problems"]] == [
+        "task.class",
+        "serializers.registry.broken.class",
+    ]

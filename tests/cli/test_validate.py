@@ -170,6 +170,28 @@ class TestValidate:
         assert result.returncode == 0, result.stderr
         assert flat(yaml.safe_load(result.stdout))["job.name"] == "wordcount"
 
+    def test_what_run_builds_before_it_starts_is_checked_too(self, tmp_path: Path) -> None:
+        """Reporters, serdes, stores and the checkpoint manager: built by ``run`` before the
+        job processes anything, so their problems are validate's too."""
+        path = tmp_path / "built.yaml"
+        path.write_text(
+            VALID_JOB
+            + "metrics.reporters: [log, nosuchreporters:Reporter]\n"
+            + "serializers.registry.fancy.class: nosuchserdes:Fancy\n"
+            + "stores.counts.key.serde: string\n"
+            + "task.checkpoint.factory: stream\n"
+        )
+        result = run("validate", str(path), cwd=tmp_path)
+
+        assert result.returncode == 2
+        assert [line.split(" ")[0] for line in result.stderr.splitlines()] == [
+            "metrics.reporters:",
+            "serializers.registry.fancy.class:",
+            "stores.counts.factory",
+            "task.checkpoint.factory",
+        ]
+        assert "stores.counts.factory is required for store 'counts'" in result.stderr
+
 
 class TestUsage:
     @pytest.mark.parametrize(

@@ -225,6 +225,45 @@ class KafkaSystemAdmin(SystemAdmin):
             bounds[ssp] = OffsetBounds(None if oldest >= upcoming else str(oldest), str(upcoming))
         return bounds
 
+    async def offsets_for_time(
+        self, ssps: Iterable[SystemStreamPartition], timestamp_ms: int
+    ) -> dict[SystemStreamPartition, str | None]:
+        """The first offset of each partition whose message timestamp is at or after
+        ``timestamp_ms`` (Kafka's ListOffsets by time); None when every message is older.
+        Used by ``samzapy checkpoint set --to TIME``."""
+        wanted = list(dict.fromkeys(ssps))
+        if not wanted:
+            return {}
+        _, consumer = await self._clients()
+        await self.check_partitions(wanted)
+        tps = {ssp: TopicPartition(ssp.stream, ssp.partition) for ssp in wanted}
+        what = f"look up offsets by time in Kafka topics {sorted({s.stream for s in wanted})}"
+        found = await self._call(
+            lambda: consumer.offsets_for_times({tp: timestamp_ms for tp in tps.values()}), what
+        )
+        return {
+            ssp: None if found.get(tp) is None else str(found[tp].offset) for ssp, tp in tps.items()
+        }
+
+    async def group_members(self, group_id: str) -> list[tuple[str, str, str]]:
+        """The live members of consumer group ``group_id``: (member id, client id, host)
+        each; empty when the group has none or does not exist. Used by ``samzapy checkpoint
+        set``, which refuses to move a job's offsets while containers run it."""
+        admin, _ = await self._clients()
+        responses = await self._call(
+            functools.partial(admin.describe_consumer_groups, [group_id]),
+            f"describe consumer group {group_id!r}",
+        )
+        members: list[tuple[str, str, str]] = []
+        for response in responses:
+            for code, _group, _state, _type, _protocol, group_members, *_ in response.groups:
+                if code != NO_ERROR:
+                    raise StreamSystemError(
+                        f"cannot describe consumer group {group_id!r}: {error_name(code)}"
+                    )
+                members.extend((m[0], m[1], m[2]) for m in group_members)
+        return members
+
     async def check_partitions(self, ssps: Iterable[SystemStreamPartition]) -> None:
         """Raise unless every partition exists (offset look-ups would wait for it instead)."""
         wanted = list(ssps)

@@ -10,7 +10,9 @@ not change them.
 ``OUTAGES`` logs one ``broker_unreachable`` warning when the brokers of a system stop
 answering and one ``broker_reachable`` (with the outage's length and the failed attempts)
 when any of its clients is answered again, however many clients and attempts saw it: an
-outage is two lines in the log, not one per attempt.
+outage is two lines in the log, not one per attempt. While a call waits for the broker
+(start-up, an admin call), ``broker_unreachable`` says when the wait gives up, and
+``broker_still_unreachable`` follows every ``REMIND_S`` until it does.
 
 A running client reconnects on its own (aiokafka retries inside), so a broker restart goes
 unnoticed. ``ContactWatch`` is how a consumer tells a restart from an outage: it notes each
@@ -41,6 +43,8 @@ MAX_BACKOFF_S = 5.0
 MIN_ATTEMPT_S = 1.0
 #: How often an idle consumer checks the broker still answers (at most).
 PROBE_INTERVAL_S = 5.0
+#: How often a call that waits for an unreachable broker says it still waits.
+REMIND_S = 10.0
 
 
 class Outages:
@@ -49,6 +53,7 @@ class Outages:
     def __init__(self) -> None:
         self._open: dict[tuple[str, str], tuple[float, int]] = {}
         self._answered: dict[tuple[str, str], float] = {}
+        self._reminded: dict[tuple[str, str], float] = {}
 
     def failed(
         self,
@@ -57,8 +62,10 @@ class Outages:
         client: str,
         error: BaseException,
         attempted_at: float | None = None,
+        gives_up_in_s: float | None = None,
     ) -> None:
-        """A client of ``system`` could not reach ``servers``: log it if no outage is open.
+        """A client of ``system`` could not reach ``servers``: log it if no outage is open
+        (with ``gives_up_in_s``, when the caller waits that long at most).
 
         An attempt made (``attempted_at``, ``time.monotonic()``) before the brokers last
         answered is stale (it began during the outage just closed) and is not a new outage.
@@ -77,6 +84,26 @@ class Outages:
             client=client,
             bootstrap_servers=servers,
             error=describe(error),
+            **({} if gives_up_in_s is None else {"gives_up_in_s": round(gives_up_in_s, 1)}),
+        )
+
+    def still_failing(self, system: str, servers: str, client: str, gives_up_in_s: float) -> None:
+        """A call still waits for ``servers``: say so (``broker_still_unreachable``), once
+        per ``REMIND_S`` however many calls wait."""
+        key = (system, servers)
+        opened = self._open.get(key)
+        now = time.monotonic()
+        if opened is None or now - self._reminded.get(key, opened[0]) < REMIND_S * 0.9:
+            return
+        self._reminded[key] = now
+        log.warning(
+            "broker_still_unreachable",
+            system=system,
+            client=client,
+            bootstrap_servers=servers,
+            outage_s=round(now - opened[0], 1),
+            failed_attempts=opened[1],
+            gives_up_in_s=round(max(gives_up_in_s, 0.0), 1),
         )
 
     def answered(self, system: str, servers: str) -> None:
@@ -154,36 +181,48 @@ async def retrying(
     deadline = loop.time() + timeout_ms / 1000
     delay = INITIAL_BACKOFF_S
     attempt = 0
-    while True:
-        attempt += 1
-        attempted_at = time.monotonic()
-        try:
-            async with asyncio.timeout(max(deadline - loop.time(), MIN_ATTEMPT_S)):
-                result = await call()
-        except UNREACHABLE as exc:
-            last: BaseException = exc
-        except KAFKA_ERRORS as exc:
-            if fatal is None:
-                raise
-            raise fatal(exc) from exc
-        else:
-            OUTAGES.answered(system, servers)
-            return result
-        now = loop.time()
-        if first_failure is None:  # the clock starts at the first failure
-            first_failure, deadline = now, now + timeout_ms / 1000
-        OUTAGES.failed(system, servers, client, last, attempted_at)
-        if now >= deadline:
-            OUTAGES.gave_up(system, servers)
-            doing = f" to {what}" if what else ""
-            raise StreamSystemError(
-                f"cannot reach Kafka at {servers}{doing} after {attempt} attempts over "
-                f"{now - first_failure:.1f} s: {describe(last)} (system {system!r}; check "
-                f"systems.{system}.bootstrap.servers, or allow more time with "
-                f"systems.{system}.connect.timeout.ms, now {timeout_ms})"
-            ) from last
-        await asyncio.sleep(min(delay, deadline - now))
-        delay = min(delay * 2, MAX_BACKOFF_S)
+    reminder: asyncio.TimerHandle | None = None
+
+    def remind() -> None:
+        nonlocal reminder
+        OUTAGES.still_failing(system, servers, client, deadline - loop.time())
+        reminder = loop.call_later(REMIND_S, remind)
+
+    try:
+        while True:
+            attempt += 1
+            attempted_at = time.monotonic()
+            try:
+                async with asyncio.timeout(max(deadline - loop.time(), MIN_ATTEMPT_S)):
+                    result = await call()
+            except UNREACHABLE as exc:
+                last: BaseException = exc
+            except KAFKA_ERRORS as exc:
+                if fatal is None:
+                    raise
+                raise fatal(exc) from exc
+            else:
+                OUTAGES.answered(system, servers)
+                return result
+            now = loop.time()
+            if first_failure is None:  # the clock starts at the first failure
+                first_failure, deadline = now, now + timeout_ms / 1000
+                reminder = loop.call_later(REMIND_S, remind)
+            OUTAGES.failed(system, servers, client, last, attempted_at, deadline - now)
+            if now >= deadline:
+                OUTAGES.gave_up(system, servers)
+                doing = f" to {what}" if what else ""
+                raise StreamSystemError(
+                    f"cannot reach Kafka at {servers}{doing} after {attempt} attempts over "
+                    f"{now - first_failure:.1f} s: {describe(last)} (system {system!r}; check "
+                    f"systems.{system}.bootstrap.servers, or allow more time with "
+                    f"systems.{system}.connect.timeout.ms, now {timeout_ms})"
+                ) from last
+            await asyncio.sleep(min(delay, deadline - now))
+            delay = min(delay * 2, MAX_BACKOFF_S)
+    finally:
+        if reminder is not None:
+            reminder.cancel()
 
 
 async def started(client: T) -> T:

@@ -14,11 +14,13 @@ from typing import Any
 from samzapy.system.kafka.admin import KafkaSystemAdmin
 from samzapy.system.kafka.consumer import KafkaSystemConsumer
 from samzapy.system.kafka.group import KafkaGroupMembership
+from samzapy.system.kafka.group_offsets import KafkaGroupOffsets
 from samzapy.system.kafka.producer import KafkaSystemProducer
 from samzapy.system.kafka.settings import KafkaSettings, kafka_settings
 from samzapy.system.kafka.transactional import KafkaTransactionalProducer
 from samzapy.system.ports import (
     GroupMembership,
+    GroupOffsetCommitter,
     OffsetDefault,
     SystemAdmin,
     SystemConsumer,
@@ -75,6 +77,9 @@ class KafkaSystemFactory(SystemFactory):
             on_rebalance=on_rebalance,
             on_assigned=on_assigned,
         )
+
+    def get_offset_committer(self, group_id: str) -> GroupOffsetCommitter | None:
+        return KafkaGroupOffsets(self.settings, group_id)
 
 
 __all__ = ["KafkaSystemFactory"]

@@ -37,8 +37,9 @@ from aiokafka.coordinator.protocol import (
 
 from samzapy.system.kafka.connection import connect, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
+from samzapy.system.kafka.group_offsets import KafkaGroupOffsets
 from samzapy.system.kafka.settings import KafkaSettings
-from samzapy.system.ports import GroupMembership
+from samzapy.system.ports import GroupMembership, GroupOffsetCommitter
 
 log = structlog.get_logger("samzapy.kafka")
 
@@ -250,6 +251,9 @@ class KafkaGroupMembership(GroupMembership):
     def released(self, tasks: Iterable[int], at: float) -> None:
         for task in tasks:
             self._released[task] = at
+
+    def offset_committer(self) -> GroupOffsetCommitter:
+        return KafkaGroupOffsets(self._settings, self.group_id, member=lambda: self._consumer)
 
     async def stop(self) -> None:
         """Leave the group (its tasks move to the other members at once)."""

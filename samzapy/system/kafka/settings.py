@@ -13,6 +13,11 @@ pure apart from reading the TLS files named by ``ssl.*``:
 - ``security.protocol``, ``sasl.*`` and ``ssl.*``: see ``security``; one set-up shared by
   the admin, the consumer and the producer.
 - ``connect.timeout.ms`` and ``default.stream.replication.factor``.
+
+``kafka_settings`` reports every problem of the system's keys in one ConfigError.
+``client_option_problems`` is the ``consumer.*``/``producer.*`` part alone, for any mapping of
+the system's keys, typed or not: ``samzapy validate`` and ``samzapy run`` check the options
+with it even when other keys of the job are wrong (a key set to null is checked by name).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from samzapy.api.errors import ConfigError
+from samzapy.config.loader import Problem, config_error
 from samzapy.config.schema import to_int
 from samzapy.system.kafka.security import security_options
 
@@ -158,42 +164,87 @@ class KafkaSettings:
 
 
 def kafka_settings(system_name: str, config: Mapping[str, Any]) -> KafkaSettings:
-    """Translate the system's keys; ConfigError names the first key that does not fit."""
+    """Translate the system's keys; one ConfigError lists every key that does not fit."""
 
     def key(name: str) -> str:
         return f"systems.{system_name}.{name}"
 
-    general = _servers(key("bootstrap.servers"), config.get("bootstrap.servers"))
-    consumer_servers = _servers(
-        key("consumer.bootstrap.servers"), config.get("consumer.bootstrap.servers")
+    problems: list[Problem] = []
+
+    def checked(step: Callable[[], Any], fallback: Any) -> Any:
+        try:
+            return step()
+        except ConfigError as exc:
+            problems.extend(Problem(exc.key, message) for message in exc.problems)
+            return fallback
+
+    general = checked(
+        lambda: _servers(key("bootstrap.servers"), config.get("bootstrap.servers")), ()
     )
-    producer_servers = _servers(
-        key("producer.bootstrap.servers"), config.get("producer.bootstrap.servers")
+    consumer_servers = checked(
+        lambda: _servers(
+            key("consumer.bootstrap.servers"), config.get("consumer.bootstrap.servers")
+        ),
+        (),
+    )
+    producer_servers = checked(
+        lambda: _servers(
+            key("producer.bootstrap.servers"), config.get("producer.bootstrap.servers")
+        ),
+        (),
     )
     servers = general or consumer_servers or producer_servers
-    if not servers:
-        raise ConfigError(
-            f"{key('bootstrap.servers')} must be set to the Kafka brokers, "
-            "'host:port,host:port' or a list (or set consumer.bootstrap.servers and "
-            "producer.bootstrap.servers)",
-            key=key("bootstrap.servers"),
+    if not servers and not problems:
+        problems.append(
+            Problem(
+                key("bootstrap.servers"),
+                f"{key('bootstrap.servers')} must be set to the Kafka brokers, "
+                "'host:port,host:port' or a list (or set consumer.bootstrap.servers and "
+                "producer.bootstrap.servers)",
+            )
         )
+    security = checked(lambda: security_options(key, config), {})
+    options = {side: _pass_through(side, key, config, problems) for side in _REFUSED}
+    connect_timeout_ms = checked(
+        lambda: _int(
+            key("connect.timeout.ms"), config.get("connect.timeout.ms"), DEFAULT_CONNECT_TIMEOUT_MS
+        ),
+        DEFAULT_CONNECT_TIMEOUT_MS,
+    )
+    replication_factor = checked(
+        lambda: _replication_factor(
+            key("default.stream.replication.factor"),
+            config.get("default.stream.replication.factor"),
+        ),
+        DEFAULT_REPLICATION_FACTOR,
+    )
+    if problems:
+        raise config_error(problems, None)
     return KafkaSettings(
         system_name=system_name,
         servers=servers,
         consumer_servers=consumer_servers or servers,
         producer_servers=producer_servers or servers,
-        security=security_options(key, config),
-        consumer_options=_pass_through("consumer", key, config),
-        producer_options=_pass_through("producer", key, config),
-        connect_timeout_ms=_int(
-            key("connect.timeout.ms"), config.get("connect.timeout.ms"), DEFAULT_CONNECT_TIMEOUT_MS
-        ),
-        replication_factor=_replication_factor(
-            key("default.stream.replication.factor"),
-            config.get("default.stream.replication.factor"),
-        ),
+        security=security,
+        consumer_options=options["consumer"],
+        producer_options=options["producer"],
+        connect_timeout_ms=connect_timeout_ms,
+        replication_factor=replication_factor,
     )
+
+
+def client_option_problems(system_name: str, config: Mapping[str, Any]) -> list[str]:
+    """What is wrong with the ``consumer.*`` and ``producer.*`` keys of ``config`` (the
+    system's keys, ``systems.<system_name>.`` stripped): names the aiokafka client does not
+    take or that samzapy manages, and values of the wrong type. Pure."""
+
+    def key(name: str) -> str:
+        return f"systems.{system_name}.{name}"
+
+    problems: list[Problem] = []
+    for side in _REFUSED:
+        _pass_through(side, key, config, problems)
+    return [problem.message for problem in problems]
 
 
 def _servers(key: str, value: Any) -> tuple[str, ...]:
@@ -235,9 +286,11 @@ def _replication_factor(key: str, value: Any) -> int:
 
 
 def _pass_through(
-    side: str, key: Callable[[str], str], config: Mapping[str, Any]
+    side: str, key: Callable[[str], str], config: Mapping[str, Any], problems: list[Problem]
 ) -> dict[str, Any]:
-    """``<side>.<dotted.name>`` keys as keyword arguments of the side's aiokafka class."""
+    """``<side>.<dotted.name>`` keys as keyword arguments of the side's aiokafka class; each
+    key that does not fit is added to ``problems``. A key set to None is only checked by name
+    (None means "not set")."""
     accepted = ACCEPTED[side]
     refused = _REFUSED[side]
     java = _JAVA_NAMES[side]
@@ -251,10 +304,14 @@ def _pass_through(
         argument = dotted.replace(".", "_").replace("-", "_")
         argument = java.get(argument, argument)
         if argument in refused:
-            raise ConfigError(f"{full} cannot be set: {refused[argument]}", key=full)
-        if argument not in accepted:
-            raise ConfigError(_unknown(side, full, dotted, accepted, refused), key=full)
-        options[argument] = _coerce(full, value, accepted[argument])
+            problems.append(Problem(full, f"{full} cannot be set: {refused[argument]}"))
+        elif argument not in accepted:
+            problems.append(Problem(full, _unknown(side, full, dotted, accepted, refused)))
+        elif value is not None:
+            try:
+                options[argument] = _coerce(full, value, accepted[argument])
+            except ConfigError as exc:
+                problems.append(Problem(full, str(exc)))
     return options
 
 
@@ -318,5 +375,6 @@ __all__ = [
     "DEFAULT_REPLICATION_FACTOR",
     "PRODUCER_DEFAULTS",
     "KafkaSettings",
+    "client_option_problems",
     "kafka_settings",
 ]

@@ -21,6 +21,7 @@ shorter (the configuration refuses otherwise).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -31,8 +32,10 @@ from aiokafka.errors import (
 )
 
 from samzapy.api.errors import StreamSystemError, TaskFencedError
+from samzapy.api.system import SystemStreamPartition
 from samzapy.system.kafka.connection import started
 from samzapy.system.kafka.errors import KAFKA_ERRORS, describe
+from samzapy.system.kafka.group_offsets import kafka_offsets
 from samzapy.system.kafka.producer import KafkaSystemProducer
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.ports import TransactionalProducer
@@ -112,6 +115,16 @@ class KafkaTransactionalProducer(KafkaSystemProducer, TransactionalProducer):
         except KAFKA_ERRORS as exc:
             raise self._error("commit its transaction", exc) from exc
         await self.begin()
+
+    async def send_offsets(
+        self, group_id: str, offsets: Mapping[SystemStreamPartition, int]
+    ) -> None:
+        if not offsets:
+            return
+        try:
+            await self._producer.send_offsets_to_transaction(kafka_offsets(offsets), group_id)
+        except KAFKA_ERRORS as exc:
+            raise self._error(f"add offsets for consumer group {group_id!r}", exc) from exc
 
     async def abort(self) -> None:
         try:

@@ -152,6 +152,14 @@ def test_null_means_unset() -> None:
     assert config.task.checkpoint_factory is None
 
 
+@pytest.mark.parametrize("value", ["~", "'${SAMZAPY_TEST_UNSET:-null}'", "5000"])
+def test_an_unknown_key_is_reported_whatever_its_value(value: str) -> None:
+    assert problems(f"task.comit.ms: {value}\nsystems.mem.nmespace: {value}\n") == (
+        "unknown key 'task.comit.ms'; did you mean 'task.commit.ms'?",
+        "unknown key 'systems.mem.nmespace'; did you mean 'systems.mem.namespace'?",
+    )
+
+
 def test_job_name_is_required() -> None:
     with pytest.raises(ConfigError, match=r"^job\.name is required$") as info:
         resolve(load_config(text="", base={k: v for k, v in MINIMAL.items() if k != "job.name"}))

@@ -681,6 +681,10 @@ def test_metrics_per_task_and_per_container() -> None:
     assert snap["task.Partition 0"]["in-flight"] == 0
     assert snap["task.Partition 0"]["commits"] >= 1
     assert snap["task.Partition 0"]["windows"] == 0
+    # The container's commits are its tasks' commits; checkpoint records are counted apart.
+    task_commits = sum(snap[f"task.Partition {p}"]["commits"] for p in (0, 1))
+    assert snap["container"]["commits"] == task_commits
+    assert "checkpoints-written" in snap["container"]
 
 
 def test_a_class_that_is_not_a_task_is_a_config_error() -> None:

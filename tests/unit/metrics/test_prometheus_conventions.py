@@ -24,6 +24,7 @@ from prometheus_conventions import families, problems
 GROUPS = {
     "messages-processed": "container",
     "commits": "container",
+    "checkpoints-written": "container",
     "commit-latency": "container",
     "producer-errors": "container",
     "deserialization-errors": "container",

@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from samzapy.api.errors import ConfigError
 from samzapy.config import load_config, resolve
 from samzapy.system.kafka import KafkaSystemFactory, kafka_settings
-from samzapy.system.kafka.settings import ACCEPTED, KafkaSettings
+from samzapy.system.kafka.settings import ACCEPTED, KafkaSettings, client_option_problems
 from samzapy.system.ports import OffsetDefault
 from samzapy.system.registry import system_factory_class
 
@@ -180,6 +180,29 @@ class TestPassThrough:
             return
         with pytest.raises(ConfigError, match=rf"^systems\.kafka\.{key} must be {expected}"):
             dotted({key: value})
+
+    def test_every_key_that_does_not_fit_is_listed_in_one_error(self) -> None:
+        with pytest.raises(ConfigError) as info:
+            dotted({"consumer.group.id": "x", "producer.lingr.ms": 5, "connect.timeout.ms": -1})
+        assert [p.split(" ")[0] for p in info.value.problems] == [
+            "systems.kafka.consumer.group.id",
+            "systems.kafka.producer.lingr.ms",
+            "systems.kafka.connect.timeout.ms",
+        ]
+
+    def test_client_option_problems_checks_any_keys_and_names_set_to_null(self) -> None:
+        keys = {
+            "consumer.fetch.max.wait.mss": None,
+            "consumer.fetch.max.wait.ms": None,
+            "producer.linger.ms": "soon",
+            "producer.acks": "all",
+            "bootstrap.servers": "not checked here",
+        }
+        assert [p.split(" ")[0] for p in client_option_problems("kafka", keys)] == [
+            "systems.kafka.consumer.fetch.max.wait.mss",
+            "systems.kafka.producer.linger.ms",
+        ]
+        assert client_option_problems("kafka", {"producer.linger.ms": 5}) == []
 
 
 class TestTimeoutsAndReplication:

@@ -1,0 +1,115 @@
+"""GroupOffsets: each checkpoint's input offsets, copied to the job's consumer group.
+
+The job's consumer group (``samzapy.<job.name>.<job.id>``) is where Kafka's tools look for a
+consumer's position and lag. After a task's checkpoint is written (``checkpointed``), its
+input offsets on the group's system are committed there too, in the background: a commit
+never holds up a task, the offsets of the tasks that checkpoint together go out in one
+request, and at most one request is in flight. A commit that fails (a rebalance under way,
+the broker away) is logged once as ``group_commit_failed`` and its offsets are committed with
+the next checkpoint's; it never stops the job, and ``group_commit_resumed`` says when commits
+go through again. Nothing reads these offsets back: the checkpoints decide where a restart
+resumes. Under exactly-once the offsets go into each task's transaction instead
+(``in_transaction``).
+
+Kafka's committed offset is the next offset to read, one past the checkpoint's last
+processed offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+
+import structlog
+
+from samzapy.api.system import SystemStreamPartition
+from samzapy.system.ports import GroupOffsetCommitter, TransactionalProducer
+
+log = structlog.get_logger("samzapy.checkpoint")
+
+#: How long the final commit at a clean stop may take before it is given up.
+STOP_TIMEOUT_S = 5.0
+
+
+class GroupOffsets:
+    """Commits the checkpointed offsets of ``system``'s partitions to ``group_id``."""
+
+    def __init__(self, committer: GroupOffsetCommitter, *, system: str, group_id: str) -> None:
+        self._committer = committer
+        self.system = system
+        self.group_id = group_id
+        self._pending: dict[SystemStreamPartition, int] = {}
+        self._running: asyncio.Task[None] | None = None
+        #: Whether the last commit failed (its failure was logged), and how many commits
+        #: went through.
+        self._failing = False
+        self.committed = 0
+
+    def next_offsets(
+        self, offsets: Mapping[SystemStreamPartition, str]
+    ) -> dict[SystemStreamPartition, int]:
+        """The group's offsets for a checkpoint's ``offsets``: those of the group's system,
+        one past the last processed."""
+        out = {}
+        for ssp, offset in offsets.items():
+            if ssp.system == self.system:
+                with contextlib.suppress(ValueError):
+                    out[ssp] = int(offset) + 1
+        return out
+
+    def checkpointed(self, offsets: Mapping[SystemStreamPartition, str]) -> None:
+        """A checkpoint with these input offsets was written: commit them soon."""
+        self._pending.update(self.next_offsets(offsets))
+        if self._pending and (self._running is None or self._running.done()):
+            self._running = asyncio.get_running_loop().create_task(
+                self._commit_pending(), name="group-offsets"
+            )
+
+    async def in_transaction(
+        self, producer: TransactionalProducer, offsets: Mapping[SystemStreamPartition, str]
+    ) -> None:
+        """Exactly-once: add a checkpoint's offsets to the task's open transaction."""
+        await producer.send_offsets(self.group_id, self.next_offsets(offsets))
+
+    async def _commit_pending(self) -> None:
+        while self._pending:
+            offsets, self._pending = self._pending, {}
+            try:
+                await self._committer.commit(offsets)
+            except Exception as exc:
+                # Kept for the next checkpoint, under what it brings.
+                self._pending = {**offsets, **self._pending}
+                if not self._failing:
+                    self._failing = True
+                    log.warning(
+                        "group_commit_failed",
+                        group=self.group_id,
+                        error=str(exc),
+                        error_type=type(exc).__name__,
+                        retry="with the next checkpoint",
+                    )
+                return
+            self.committed += 1
+            if self._failing:
+                self._failing = False
+                log.info("group_commit_resumed", group=self.group_id)
+
+    async def stop(self) -> None:
+        """Commit what is pending (for up to ``STOP_TIMEOUT_S``), then close."""
+        running = self._running
+        try:
+            if running is not None and not running.done():
+                await asyncio.wait_for(asyncio.shield(running), STOP_TIMEOUT_S)
+            if self._pending:
+                await asyncio.wait_for(self._commit_pending(), STOP_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("group_commit_failed", group=self.group_id, error="timed out at stop")
+        finally:
+            if running is not None and not running.done():
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
+            await self._committer.stop()
+
+
+__all__ = ["GroupOffsets"]

@@ -1,0 +1,439 @@
+"""``samzapy checkpoint show|set JOB_YAML``: read a job's checkpoints, or move its inputs.
+
+``show`` prints each task's last checkpoint as one JSON object per line on stdout (task,
+owner epoch, input offsets, changelog offsets, snapshots), tasks without one left out.
+
+``set --to oldest|upcoming|TIME|FILE`` writes a new checkpoint of input offsets for the
+job's tasks, Samza's checkpoint tool in samzapy's terms:
+
+1. refuse unless the job keeps its checkpoints where this process can reach them (not
+   ``memory``) and, under ``kafka-group``, the job's consumer group has no live member
+   (they are named; exit 1);
+2. read the checkpoints, as ``show`` does (a missing checkpoint stream is not created);
+3. work out each partition's new offset: ``oldest`` and ``upcoming`` from the partition's
+   bounds, a time from the broker's offsets for it (Kafka's ListOffsets by time), a file
+   line by line (every problem named by its line; exit 2 before anything is written);
+4. plan each task's checkpoint (``checkpoint_plan.plan_task``) and print what changes, one
+   line per task and partition, ``old -> new``; ``--dry-run`` stops here;
+5. write the checkpoints of the tasks that change through the job's own path
+   (``ContainerCheckpoints``: the next owner epoch, and under exactly-once the task's
+   transactional producer, which fences any producer of the task still alive). If the
+   checkpoints read again there differ from those planned from, nothing is written.
+
+Exit codes: 0 done, 1 refused because the job runs or a system failed, 2 a configuration
+or usage problem (the job file, ``--to``, a line of the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from samzapy.api.errors import CheckpointError, ConfigError, SamzapyError
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.checkpoint.file import FileCheckpointManager
+from samzapy.checkpoint.ports import Checkpoint
+from samzapy.checkpoint.registry import checkpoint_manager
+from samzapy.checkpoint.stream import StreamCheckpointManager
+from samzapy.checkpoint.transactional import TransactionalCheckpointManager
+from samzapy.cli.checkpoint_plan import (
+    FILE,
+    OLDEST,
+    STDIN,
+    TIME,
+    PlanError,
+    Target,
+    TaskMove,
+    describe,
+    high_watermark_problems,
+    last_processed,
+    parse_positions,
+    parse_target,
+    plan_task,
+    show_line,
+)
+from samzapy.cli.logging import configure_logging, scrub
+from samzapy.config import ResolvedConfig
+from samzapy.container.checkpoints import ContainerCheckpoints
+from samzapy.container.grouper import TaskModel
+from samzapy.container.job_runner import (
+    KAFKA_GROUP,
+    coordinator_of,
+    group_offsets_without_membership,
+    job_group_id,
+)
+from samzapy.container.plan import job_model
+from samzapy.container.streams import partition_counts
+from samzapy.container.systems import system_factory
+from samzapy.system.ports import SystemAdmin, SystemFactory
+
+HELP = "print a job's checkpoints, or move its input offsets (show|set)"
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+
+
+class JobRunningError(SamzapyError):
+    """The job's consumer group has live members: its checkpoints are not to be moved."""
+
+
+class _TimeLookup(Protocol):
+    async def __call__(
+        self, ssps: Iterable[SystemStreamPartition], timestamp_ms: int
+    ) -> dict[SystemStreamPartition, str | None]: ...
+
+
+def add_arguments(
+    parser: argparse.ArgumentParser, job_arguments: Callable[[argparse.ArgumentParser], None]
+) -> None:
+    commands = parser.add_subparsers(dest="checkpoint_command", required=True, metavar="show|set")
+    show = commands.add_parser("show", help="print each task's last checkpoint as a JSON line")
+    move = commands.add_parser(
+        "set", help="write a checkpoint of new input offsets for the job's tasks"
+    )
+    for cmd in (show, move):
+        job_arguments(cmd)
+    move.add_argument(
+        "--to",
+        required=True,
+        metavar="oldest|upcoming|TIME|FILE",
+        help="oldest or upcoming message of every partition; the first message at or after "
+        "an ISO 8601 time with a time zone; or a file of JSON lines as `show` prints them "
+        "(- for standard input), whose tasks get the offsets on their line",
+    )
+    move.add_argument("--dry-run", action="store_true", help="print the changes, write nothing")
+    move.add_argument(
+        "--reset-stores",
+        action="store_true",
+        help="also drop the tasks' changelog offsets and snapshots: the restart empties "
+        "their logged stores",
+    )
+
+
+def run(args: argparse.Namespace, load: Callable[..., Any]) -> int:
+    configure_logging("console", "warning", stream=sys.stderr)  # stdout: the tool's output
+    if os.getcwd() not in sys.path:  # an application's classes, as `samzapy run` finds them
+        sys.path.insert(0, os.getcwd())
+    try:
+        config, _ = load(args.job_yaml, args.overrides)
+        if args.checkpoint_command == "show":
+            return asyncio.run(_show(config))
+        target = _target(args.to)
+        return asyncio.run(_set(config, target, dry_run=args.dry_run, reset=args.reset_stores))
+    except (ConfigError, PlanError) as exc:
+        problems = exc.problems if isinstance(exc, PlanError) else list(exc.problems)
+        for problem in problems:
+            print(scrub(problem), file=sys.stderr)
+        return EXIT_USAGE
+    except SamzapyError as exc:
+        print(f"samzapy checkpoint {args.checkpoint_command}: {scrub(str(exc))}", file=sys.stderr)
+        return EXIT_REFUSED
+
+
+def _target(text: str) -> Target:
+    return parse_target(text, is_file=text not in (OLDEST, "upcoming") and os.path.isfile(text))
+
+
+# -- the job's facts ----------------------------------------------------------------------------
+
+
+class _Job:
+    """A job's systems (admins started), its inputs' partition counts and its tasks."""
+
+    def __init__(self, config: ResolvedConfig) -> None:
+        self.config = config
+        self.factories: dict[str, SystemFactory] = {
+            name: system_factory(config, name) for name in config.systems
+        }
+        self.admins: dict[str, SystemAdmin] = {}
+        self.counts: dict[SystemStream, int] = {}
+        self.models: list[TaskModel] = []
+        self.task_count = 0
+
+    @property
+    def namespace(self) -> str:
+        return f"{self.config.job.name}-{self.config.job.id}"
+
+    async def start(self) -> None:
+        for name, factory in self.factories.items():
+            self.admins[name] = admin = factory.get_admin()
+            await admin.start()
+        cfg = self.config
+        streams = [*cfg.task.inputs, *(b.system_stream for b in cfg.task.broadcast_inputs)]
+        self.counts = await partition_counts(self.admins, streams)
+        self.models, self.task_count = job_model(cfg, self.counts)
+
+    async def stop(self) -> None:
+        for admin in self.admins.values():
+            await admin.stop()
+
+    def check_manager(self) -> None:
+        factory = self.config.task.checkpoint_factory
+        if factory is None:
+            raise PlanError(
+                ["task.checkpoint.factory is not set: the job keeps no checkpoints to show or move"]
+            )
+        if factory == "memory":
+            raise PlanError(
+                [
+                    "task.checkpoint.factory is memory: the job's checkpoints live in its own "
+                    "process, out of this tool's reach (use file or kafka)"
+                ]
+            )
+
+    async def read_checkpoints(self) -> dict[TaskName, Checkpoint]:
+        """Every task's last checkpoint, read as the container reads them, without creating
+        a checkpoint stream or directory that does not exist yet."""
+        self.check_manager()
+        manager = checkpoint_manager(
+            self.config, self.factories, self.namespace, task_count=self.task_count
+        )
+        assert manager is not None
+        if isinstance(manager, FileCheckpointManager) and not manager.directory.is_dir():
+            return {}
+        if isinstance(manager, StreamCheckpointManager):
+            admin = self.admins[manager.system_factory.system_name]
+            fallback = (
+                manager.fallback_stream
+                if isinstance(manager, TransactionalCheckpointManager)
+                else None
+            )
+            wanted = [manager.stream, *([fallback] if fallback else [])]
+            existing = await admin.partition_counts(wanted)
+            if manager.stream not in existing:
+                if fallback is None or fallback not in existing:
+                    return {}
+                # Exactly-once, before its first commit: the at-least-once checkpoints.
+                manager = StreamCheckpointManager(manager.system_factory, fallback)
+        for model in self.models:
+            manager.register(model.name)
+        await manager.start()
+        try:
+            found = {}
+            for model in self.models:
+                checkpoint = await manager.read_last(model.name)
+                if checkpoint is not None:
+                    found[model.name] = checkpoint
+            return found
+        finally:
+            await manager.stop()
+
+    async def live_members(self) -> list[tuple[str, str, str]]:
+        """The members of the job's consumer group (kafka-group only: static containers
+        join no group)."""
+        cfg = self.config
+        if coordinator_of(cfg) != KAFKA_GROUP or not cfg.task.inputs:
+            return []
+        lookup = getattr(self.admins[cfg.task.inputs[0].system], "group_members", None)
+        if lookup is None:
+            return []
+        members: list[tuple[str, str, str]] = await lookup(job_group_id(cfg))
+        return members
+
+    async def upcoming_and_oldest(
+        self, ssps: Iterable[SystemStreamPartition]
+    ) -> dict[SystemStreamPartition, tuple[int, int]]:
+        """Each partition's (first offset held, upcoming offset); both the upcoming one when
+        the partition is empty."""
+        by_system: dict[str, list[SystemStreamPartition]] = defaultdict(list)
+        for ssp in dict.fromkeys(ssps):
+            by_system[ssp.system].append(ssp)
+        out = {}
+        for system, wanted in by_system.items():
+            for ssp, bounds in (await self.admins[system].offset_bounds(wanted)).items():
+                upcoming = _integer(system, bounds.upcoming)
+                oldest = upcoming if bounds.oldest is None else _integer(system, bounds.oldest)
+                out[ssp] = (oldest, upcoming)
+        return out
+
+    async def first_at(
+        self, ssps: Sequence[SystemStreamPartition], timestamp_ms: int
+    ) -> dict[SystemStreamPartition, int | None]:
+        by_system: dict[str, list[SystemStreamPartition]] = defaultdict(list)
+        for ssp in ssps:
+            by_system[ssp.system].append(ssp)
+        out: dict[SystemStreamPartition, int | None] = {}
+        for system, wanted in by_system.items():
+            lookup: _TimeLookup | None = getattr(self.admins[system], "offsets_for_time", None)
+            if lookup is None:
+                raise PlanError(
+                    [
+                        f"--to: system {system!r} cannot find offsets by time (only kafka "
+                        "systems can): use oldest, upcoming or a file of offsets"
+                    ]
+                )
+            for ssp, offset in (await lookup(wanted, timestamp_ms)).items():
+                out[ssp] = None if offset is None else _integer(system, offset)
+        return out
+
+
+def _integer(system: str, offset: str) -> int:
+    try:
+        return int(offset)
+    except ValueError:
+        raise PlanError(
+            [
+                f"system {system!r} has offsets that are not integers ({offset!r}): this tool "
+                "can only move integer offsets"
+            ]
+        ) from None
+
+
+# -- show ---------------------------------------------------------------------------------------
+
+
+async def _show(config: ResolvedConfig) -> int:
+    job = _Job(config)
+    try:
+        await job.start()
+        found = await job.read_checkpoints()
+    finally:
+        await job.stop()
+    try:
+        for model in job.models:
+            checkpoint = found.get(model.name)
+            if checkpoint is not None:
+                print(show_line(model.name, checkpoint))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `samzapy checkpoint show job.yaml | head -1` closed the pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    missing = [str(m.name) for m in job.models if m.name not in found]
+    if missing:
+        print(f"no checkpoint yet: {', '.join(missing)}", file=sys.stderr)
+    return EXIT_OK
+
+
+# -- set ----------------------------------------------------------------------------------------
+
+
+async def _set(config: ResolvedConfig, target: Target, *, dry_run: bool, reset: bool) -> int:
+    job = _Job(config)
+    try:
+        job.check_manager()
+        # The file first: its problems are the operator's to fix, whatever the job does.
+        lines = _read_lines(target) if target.kind == FILE else None
+        await job.start()
+        # 1. Nobody may be running the job.
+        members = await job.live_members()
+        if members:
+            raise JobRunningError(_running_message(config, members))
+        # 2. The checkpoints.
+        found = await job.read_checkpoints()
+        # 3. The new offsets, by task.
+        targets = await _targets(job, target, lines)
+    finally:
+        await job.stop()
+    # 4. The plan.
+    moves = [
+        plan_task(task, found.get(task), offsets, job.counts, reset_stores=reset)
+        for task, offsets in targets.items()
+    ]
+    for move in moves:
+        for line in describe(move):
+            print(line)
+    changing = [m for m in moves if m.changed]
+    if dry_run:
+        print(f"dry run: {len(changing)} checkpoint(s) would be written, none was")
+        return EXIT_OK
+    if not changing:
+        print("nothing to change: no checkpoint written")
+        return EXIT_OK
+    # 5. Write.
+    await _write(job, found, changing)
+    print(
+        f"wrote {len(changing)} checkpoint(s): "
+        + ", ".join(f"{m.task} (epoch {m.new.epoch})" for m in changing)
+    )
+    return EXIT_OK
+
+
+def _read_lines(target: Target) -> list[str]:
+    assert target.path is not None
+    if target.path == STDIN:
+        return sys.stdin.read().splitlines()
+    try:
+        with open(target.path, encoding="utf-8") as file:
+            return file.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError([f"--to: cannot read {target.path!r}: {exc}"]) from exc
+
+
+def _running_message(config: ResolvedConfig, members: Sequence[tuple[str, str, str]]) -> str:
+    listed = "; ".join(
+        f"{member} (client {client}, host {host})" for member, client, host in members
+    )
+    return (
+        f"refused: consumer group {job_group_id(config)!r} of job {config.job.name!r} has "
+        f"{len(members)} live member(s): {listed}. Moving the offsets of a running job would "
+        "be undone by its next commit: stop every container of the job, then run this again"
+    )
+
+
+async def _targets(
+    job: _Job, target: Target, lines: list[str] | None
+) -> dict[TaskName, dict[SystemStreamPartition, str]]:
+    """Step 3: each task's new last processed offsets (for a file, only its tasks')."""
+    if target.kind == FILE:
+        assert lines is not None and target.path is not None
+        source = "<stdin>" if target.path == STDIN else target.path
+        entries, problems = parse_positions(lines, source, job.models, job.counts)
+        named = [ssp for entry in entries for ssp in entry.offsets]
+        bounds = await job.upcoming_and_oldest(named)
+        upcoming = {ssp: b[1] for ssp, b in bounds.items()}
+        problems += high_watermark_problems(entries, upcoming, source)
+        if problems:
+            # In line order, every one of them: nothing is written.
+            raise PlanError([text for _, text in sorted(problems, key=lambda p: p[0])])
+        return {e.task: {ssp: str(offset) for ssp, offset in e.offsets.items()} for e in entries}
+    ssps = [ssp for model in job.models for ssp in model.ssps]
+    bounds = await job.upcoming_and_oldest(ssps)
+    if target.kind == OLDEST:
+        first = {ssp: oldest for ssp, (oldest, _) in bounds.items()}
+    elif target.kind == TIME:
+        assert target.timestamp_ms is not None
+        found = await job.first_at(list(bounds), target.timestamp_ms)
+        # No message at or after the time: start at the end.
+        first = {ssp: bounds[ssp][1] if o is None else o for ssp, o in found.items()}
+    else:
+        first = {ssp: upcoming for ssp, (_, upcoming) in bounds.items()}
+    return {
+        model.name: {ssp: last_processed(first[ssp]) for ssp in model.ssps} for model in job.models
+    }
+
+
+async def _write(
+    job: _Job, planned_from: Mapping[TaskName, Checkpoint], moves: Sequence[TaskMove]
+) -> None:
+    """Step 5, through the container's own checkpoint path."""
+    # The group's offsets follow, so Kafka's tools show the new position at once.
+    group = group_offsets_without_membership(job.config)
+    checkpoints = ContainerCheckpoints(
+        job.config, job.factories, job.namespace, task_count=job.task_count, group=group
+    )
+    try:
+        found = await checkpoints.start([m.name for m in job.models])
+        if dict(found) != dict(planned_from):
+            changed = sorted(
+                str(t)
+                for t in set(found) | set(planned_from)
+                if found.get(t) != planned_from.get(t)
+            )
+            raise CheckpointError(
+                f"the checkpoints of {', '.join(changed)} changed while this tool planned: "
+                "something runs the job; nothing was written"
+            )
+        for move in moves:
+            await checkpoints.writer(move.task, found.get(move.task)).write(move.new)
+    finally:
+        await checkpoints.stop()
+        if group is not None:
+            await group.stop()
+
+
+__all__ = ["HELP", "JobRunningError", "add_arguments", "run"]

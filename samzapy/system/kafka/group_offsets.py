@@ -1,0 +1,103 @@
+"""Input offsets committed to the job's Kafka consumer group, where Kafka's tools read them.
+
+``kafka-consumer-groups --describe``, kafka-lag-exporter, Burrow and the Kafka UIs show a
+group's lag from the offsets committed to it. samzapy's checkpoints stay the truth for
+restarts (they hold changelog offsets and snapshots too), and these commits copy their input
+offsets, as Kafka Streams commits its offsets to its group:
+
+- under ``kafka-group`` the container commits as the member it is: the broker checks the
+  member's generation, so a container the group has moved on from cannot commit;
+- under ``static`` no container joins the group; the commits carry no generation, which the
+  broker accepts while the group has no members;
+- under exactly-once the offsets go into each task's transaction instead
+  (``KafkaTransactionalProducer.send_offsets``), as Kafka Streams does.
+
+aiokafka commits only partitions assigned to its consumer; a task that is being handed over
+has already left the member's assignment when it makes its final commit, so both kinds go
+straight through the consumer's group coordinator, which commits any partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
+
+from samzapy.api.errors import StreamSystemError
+from samzapy.api.system import SystemStreamPartition
+from samzapy.system.kafka.connection import connect, started, stop_client
+from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
+from samzapy.system.kafka.settings import KafkaSettings
+from samzapy.system.ports import GroupOffsetCommitter
+
+
+def kafka_offsets(
+    offsets: Mapping[SystemStreamPartition, int],
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    return {
+        TopicPartition(s.stream, s.partition): OffsetAndMetadata(o, "") for s, o in offsets.items()
+    }
+
+
+class KafkaGroupOffsets(GroupOffsetCommitter):
+    """Commits through the group coordinator of an aiokafka consumer with the group's id:
+    the member's own (``member``), or, without one, a consumer of its own that never joins."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        group_id: str,
+        *,
+        member: Callable[[], Any] | None = None,
+    ) -> None:
+        self._settings = settings
+        self.group_id = group_id
+        self._member = member
+        self._own: Any = None
+
+    async def _consumer(self) -> Any:
+        if self._member is not None:
+            consumer = self._member()
+            if consumer is None:
+                raise StreamSystemError(f"not a member of consumer group {self.group_id!r} now")
+            return consumer
+        if self._own is None:
+            settings = self._settings
+            self._own = await connect(
+                self._open,
+                servers=",".join(settings.consumer_servers),
+                timeout_ms=settings.connect_timeout_ms,
+                system=settings.system_name,
+                client="group offsets",
+            )
+        return self._own
+
+    async def _open(self) -> Any:
+        kwargs = {
+            **self._settings.consumer_kwargs(),
+            "group_id": self.group_id,
+            "enable_auto_commit": False,
+        }
+        return await started(AIOKafkaConsumer(**kwargs))
+
+    async def commit(self, offsets: Mapping[SystemStreamPartition, int]) -> None:
+        if not offsets:
+            return
+        consumer = await self._consumer()
+        commit: Callable[..., Awaitable[None]] = consumer._coordinator.commit_offsets
+        try:
+            await commit(None, kafka_offsets(offsets))
+        except KAFKA_ERRORS as exc:
+            raise stream_error(
+                f"cannot commit offsets to consumer group {self.group_id!r}", exc
+            ) from exc
+
+    async def stop(self) -> None:
+        own, self._own = self._own, None
+        if own is not None:
+            await stop_client(own)
+
+
+__all__ = ["KafkaGroupOffsets", "kafka_offsets"]
