@@ -12,17 +12,23 @@ offsets, as Kafka Streams commits its offsets to its group:
 - under exactly-once the offsets go into each task's transaction instead
   (``KafkaTransactionalProducer.send_offsets``), as Kafka Streams does.
 
-aiokafka commits only partitions assigned to its consumer; a task that is being handed over
-has already left the member's assignment when it makes its final commit, so both kinds go
-straight through the consumer's group coordinator, which commits any partition.
+aiokafka commits only partitions assigned to its consumer (a task being handed over has left
+the member's assignment when it makes its final commit), and its coordinator answers a commit
+refused for a stale generation by dropping the member's id, or by rejoining: a copy of the
+offsets must never cost the group a rebalance. So the request is sent here, through the
+consumer's coordinator connection with its current generation and member id, and any refusal
+is only raised.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import NoError, for_code
+from aiokafka.protocol.commit import OffsetCommitRequest
 from aiokafka.structs import OffsetAndMetadata
 
 from samzapy.api.errors import StreamSystemError
@@ -39,6 +45,29 @@ def kafka_offsets(
     return {
         TopicPartition(s.stream, s.partition): OffsetAndMetadata(o, "") for s, o in offsets.items()
     }
+
+
+async def _commit(coordinator: Any, offsets: Mapping[SystemStreamPartition, int]) -> None:
+    """One OffsetCommit request as the coordinator's member (generation -1 and no member id
+    for a consumer that never joined); raises the first partition's error, if any."""
+    await coordinator.ensure_coordinator_known()
+    by_topic: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+    for ssp, offset in offsets.items():
+        by_topic[ssp.stream].append((ssp.partition, offset, ""))
+    request = OffsetCommitRequest(
+        coordinator.group_id,
+        coordinator.generation,
+        coordinator.member_id,
+        OffsetCommitRequest.DEFAULT_RETENTION_TIME,
+        list(by_topic.items()),
+    )
+    send: Callable[[Any], Awaitable[Any]] = coordinator._send_req
+    response = await send(request)
+    for _topic, partitions in response.topics:
+        for _partition, code in partitions:
+            error = for_code(code)
+            if error is not NoError:
+                raise error()
 
 
 class KafkaGroupOffsets(GroupOffsetCommitter):
@@ -86,9 +115,8 @@ class KafkaGroupOffsets(GroupOffsetCommitter):
         if not offsets:
             return
         consumer = await self._consumer()
-        commit: Callable[..., Awaitable[None]] = consumer._coordinator.commit_offsets
         try:
-            await commit(None, kafka_offsets(offsets))
+            await _commit(consumer._coordinator, offsets)
         except KAFKA_ERRORS as exc:
             raise stream_error(
                 f"cannot commit offsets to consumer group {self.group_id!r}", exc
