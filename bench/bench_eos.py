@@ -12,12 +12,17 @@ Then the end-to-end latency (p50, p99) of the pass-through at half the at-least-
 pass-through's median rate, with a commit interval of 1 s, read ``read_committed`` for
 exactly-once (its outputs become visible at each commit).
 
+With ``--against COMMIT`` the exactly-once jobs also run on that earlier commit, in the
+same rounds, and the ratios of this checkout's to that commit's are printed.
+
 Usage: python bench/bench_eos.py [--messages N] [--rounds R] [--latency-seconds S]
+       [--against COMMIT]
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import sys
 from pathlib import Path
 
@@ -38,18 +43,19 @@ GUARANTEES = ("at-least-once", "exactly-once")
 INTERVALS = (None, 100)  # None: the default, 60 s
 
 
-def variants(bootstrap: str, workdir: Path) -> list[Variant]:
+def variants(bootstrap: str, workdir: Path, before: Path | None = None) -> list[Variant]:
     out = [Variant("plain")]
     for ms in INTERVALS:
         for guarantee in GUARANTEES:
             job = passthrough_job(bootstrap, ms, **{"task.processing.guarantee": guarantee})
-            out.append(Variant(f"pass-through {guarantee}@{ms or 'default'}", job))
-            out.append(
-                Variant(
-                    f"count {guarantee}@{ms or 'default'}",
-                    CountJob(bootstrap, workdir, ms, False, guarantee),
-                )
-            )
+            count = CountJob(bootstrap, workdir, ms, False, guarantee)
+            tag = f"{guarantee}@{ms or 'default'}"
+            out.append(Variant(f"pass-through {tag}", job))
+            out.append(Variant(f"count {tag}", count))
+            if before is not None and guarantee == "exactly-once":
+                earlier = CountJob(bootstrap, workdir, ms, False, guarantee)
+                out.append(Variant(f"before: pass-through {tag}", job, before))
+                out.append(Variant(f"before: count {tag}", earlier, before))
     return out
 
 
@@ -62,8 +68,8 @@ def main() -> None:
     async def fill(bootstrap: str, topic: str, n: int) -> None:
         await fill_keyed(bootstrap, topic, n, 100_000)
 
-    with prepared(args, "bench-eos-in", fill) as (bootstrap, _, workdir, source, n):
-        measured = variants(bootstrap, workdir)
+    with prepared(args, "bench-eos-in", fill) as (bootstrap, before, workdir, source, n):
+        measured = variants(bootstrap, workdir, before)
         interleaved(measured, args.rounds, bootstrap, source, n, workdir)
         figures = report(measured)
         for job in ("pass-through", "count"):
@@ -74,6 +80,17 @@ def main() -> None:
                     / figures[f"{job} at-least-once@{tag}"]["rate"]
                 )
                 print(f"{job}@{tag}: exactly-once / at-least-once {ratio:.2f} (goal >= 0.70)")
+                if before is not None:
+                    by_name = {v.name: v for v in measured}
+                    now = by_name[f"{job} exactly-once@{tag}"].runs
+                    then = by_name[f"before: {job} exactly-once@{tag}"].runs
+                    pairs = list(zip(now, then, strict=True))
+                    rate = statistics.median(a["rate"] / b["rate"] for a, b in pairs)
+                    cpu = statistics.median(a["cpu_us"] / b["cpu_us"] for a, b in pairs)
+                    print(
+                        f"{job} exactly-once@{tag}: this checkout / {args.against[:10]}, "
+                        f"median of per-round ratios: rate {rate:.2f}, CPU per message {cpu:.2f}"
+                    )
         rate = figures["pass-through at-least-once@default"]["rate"] / 2
         for guarantee in GUARANTEES if args.latency_seconds > 0 else ():
             p50, p99, count = asyncio.run(

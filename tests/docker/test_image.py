@@ -218,6 +218,7 @@ def test_the_kafka_job_answers_its_probes_and_stops_cleanly_on_docker_stop(
         "--set", "metrics.prometheus.host=0.0.0.0",
         "--set", f"metrics.prometheus.port={port}",
         "--set", "job.logged.store.base.dir=/var/lib/samzapy/state",
+        "--set", f"stores.counts.changelog=kafka.page-view-counts-changelog-{job_id}",
     )  # fmt: skip
     expected = {m: members.count(m) for m in set(members)}
     wait_for(

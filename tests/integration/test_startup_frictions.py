@@ -19,7 +19,13 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from test_kafka_jobs import Job, job_file, name, wait_for  # noqa: E402
+from test_kafka_jobs import (  # noqa: E402
+    Job,
+    _no_job_outlives_its_test,  # noqa: F401 - kills a job its test left running
+    job_file,
+    name,
+    wait_for,
+)
 
 
 def events(run: Job) -> list[dict[str, Any]]:
