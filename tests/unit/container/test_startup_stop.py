@@ -1,0 +1,73 @@
+"""unless_stopped: a start-up step that a stop request cuts short."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from samzapy.container.startup import unless_stopped
+
+
+async def test_the_step_s_result_when_it_ends_first() -> None:
+    async def step() -> int:
+        await asyncio.sleep(0)
+        return 7
+
+    assert await unless_stopped(step(), asyncio.Event()) == 7
+
+
+async def test_none_and_the_step_cancelled_when_the_stop_comes_first() -> None:
+    stopped, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def step() -> int:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return 7
+
+    asyncio.get_running_loop().call_later(0.01, stopped.set)
+    assert await unless_stopped(step(), stopped) is None
+    assert cancelled.is_set()
+
+
+async def test_a_stop_requested_before_does_not_run_the_step_to_its_end() -> None:
+    stopped = asyncio.Event()
+    stopped.set()
+    ran_to_end = False
+
+    async def step() -> None:
+        nonlocal ran_to_end
+        await asyncio.sleep(60)
+        ran_to_end = True
+
+    assert await unless_stopped(step(), stopped) is None
+    assert not ran_to_end
+
+
+async def test_the_step_s_failure_is_raised() -> None:
+    async def step() -> None:
+        raise ValueError("broker refused")
+
+    with pytest.raises(ValueError, match="broker refused"):
+        await unless_stopped(step(), asyncio.Event())
+
+
+async def test_cancelling_the_caller_cancels_the_step() -> None:
+    cancelled = asyncio.Event()
+
+    async def step() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    caller = asyncio.ensure_future(unless_stopped(step(), asyncio.Event()))
+    await asyncio.sleep(0.01)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert cancelled.is_set()
