@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import structlog
 
@@ -66,6 +66,12 @@ class GroupOffsets:
                 self._commit_pending(), name="group-offsets"
             )
 
+    def forget(self, ssps: Iterable[SystemStreamPartition]) -> None:
+        """The tasks reading ``ssps`` left this container: drop their offsets still waiting
+        (a commit that failed), so they never land after their new owner's."""
+        for ssp in ssps:
+            self._pending.pop(ssp, None)
+
     async def in_transaction(
         self, producer: TransactionalProducer, offsets: Mapping[SystemStreamPartition, str]
     ) -> None:
@@ -96,13 +102,17 @@ class GroupOffsets:
                 log.info("group_commit_resumed", group=self.group_id)
 
     async def stop(self) -> None:
-        """Commit what is pending (for up to ``STOP_TIMEOUT_S``), then close."""
+        """Commit what is pending (for up to ``STOP_TIMEOUT_S`` in all), then close."""
         running = self._running
-        try:
+
+        async def last_commits() -> None:
             if running is not None and not running.done():
-                await asyncio.wait_for(asyncio.shield(running), STOP_TIMEOUT_S)
+                await asyncio.shield(running)
             if self._pending:
-                await asyncio.wait_for(self._commit_pending(), STOP_TIMEOUT_S)
+                await self._commit_pending()
+
+        try:
+            await asyncio.wait_for(last_commits(), STOP_TIMEOUT_S)
         except TimeoutError:
             log.warning("group_commit_failed", group=self.group_id, error="timed out at stop")
         finally:

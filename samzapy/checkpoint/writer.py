@@ -60,6 +60,11 @@ class TaskCheckpointWriter:
         self.written_at: float | None = None
 
     @property
+    def last(self) -> Checkpoint | None:
+        """The checkpoint last written (or read at start-up)."""
+        return self._last
+
+    @property
     def enabled(self) -> bool:
         return self._manager is not None
 

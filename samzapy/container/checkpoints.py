@@ -173,11 +173,17 @@ class ContainerCheckpoints:
 
     async def release(self, tasks: Sequence[TaskName]) -> None:
         """The tasks left the container after their final commit: stop their transactional
-        producers (their writers stay, for the counts)."""
+        producers (their writers stay, for the counts), and forget their offsets still
+        waiting for the consumer group, which their new owner commits from now on."""
         for task in tasks:
             producer = self._producers.pop(task, None)
             if producer is not None:
                 await _stop_producer(producer)
+        if self._group is not None:
+            leaving = set(tasks)
+            for writer in self.writers:
+                if writer.task_name in leaving and writer.last is not None:
+                    self._group.forget(writer.last.offsets)
 
     async def stop(self) -> None:
         """Stop the transactional producers (what they hold uncommitted is aborted: a clean

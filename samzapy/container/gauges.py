@@ -87,17 +87,22 @@ def register_task_metrics(
 def _lag(
     consumer: SystemConsumer, ssp: SystemStreamPartition, tracker: OffsetTracker
 ) -> Callable[[], float]:
-    """Messages of the partition not processed yet (0 when the system cannot tell)."""
+    """Messages of the partition not processed yet: from the next one to process (or where
+    the consumer started, before the first) to the high watermark; 0 when the system cannot
+    tell."""
 
     def lag() -> float:
         high = consumer.high_watermark(ssp)
         if high is None:
             return 0
+        last = tracker.last_processed
         try:
-            done = -1 if tracker.last_processed is None else int(tracker.last_processed)
+            # Nothing processed yet: from where the consumer started (a job that starts at
+            # `upcoming` has nothing to catch up on).
+            upcoming = consumer.start_offset(ssp) if last is None else int(last) + 1
         except ValueError:
             return 0
-        return max(high - done - 1, 0)
+        return max(high - (upcoming or 0), 0)
 
     return lag
 

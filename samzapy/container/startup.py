@@ -17,7 +17,8 @@ T = TypeVar("T")
 
 
 async def unless_stopped(step: Coroutine[Any, Any, T], stopped: asyncio.Event) -> T | None:
-    """``await step``, or None when ``stopped`` is set first (``step`` is then cancelled)."""
+    """``await step``, or None when ``stopped`` is set first (``step`` is then cancelled).
+    A cancellation that does not come from the stop is not taken for one: it propagates."""
     task = asyncio.ensure_future(step)
     waiter = asyncio.ensure_future(stopped.wait())
     try:
@@ -27,9 +28,9 @@ async def unless_stopped(step: Coroutine[Any, Any, T], stopped: asyncio.Event) -
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-    if task.cancelled():
+    if task.cancelled() and stopped.is_set():
         return None
-    return task.result()
+    return task.result()  # a step that cancelled itself raises CancelledError here
 
 
 __all__ = ["unless_stopped"]

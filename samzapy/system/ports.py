@@ -134,6 +134,11 @@ class SystemConsumer(abc.ABC):
         metric); None when the system does not know it."""
         return None
 
+    def start_offset(self, ssp: SystemStreamPartition) -> int | None:
+        """The offset the consumer started reading ``ssp`` at (for the lag before the first
+        message is processed); None when the system does not know it."""
+        return None
+
     def keep_raw(self) -> None:  # noqa: B027 - optional hook
         """Called before ``start`` when the job has a dead-letter stream: set ``raw`` on
         every envelope, the record as read with its headers (``RawRecord``). A consumer

@@ -134,3 +134,30 @@ def test_the_group_holds_the_checkpointed_offsets_and_progress_shows_the_lag(
     assert run.stop() == 0
     assert group(kafka_bootstrap, job)[0] == next_offsets(kafka_bootstrap, job, exactly_once)
     assert lags and lags[-1] == 0
+
+
+@pytest.mark.timeout(120)
+def test_a_job_starting_at_upcoming_has_no_lag_to_show(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    source, out = name("in"), name("out")
+    asyncio.run(create_topic(kafka_bootstrap, source, 2))
+    asyncio.run(produce(kafka_bootstrap, source, [(i % 2, None, b"old") for i in range(100)]))
+    job = job_file(
+        tmp_path,
+        kafka_bootstrap,
+        source,
+        **{
+            "systems.kafka.default.stream.samza.offset.default": "upcoming",
+            "task.progress.interval.ms": 200,
+        },
+    )
+    run = Job(job, out, tmp_path / "job.log")
+    wait_for(lambda: len(progress(run)) >= 3, 60, "three progress lines", run.proc)
+    assert [(e["processed"], e["lag"]) for e in progress(run)][-1] == (0, 0)
+    asyncio.run(produce(kafka_bootstrap, source, [(0, None, b"new")]))
+    wait_for(
+        lambda: any(e["processed"] == 1 for e in progress(run)), 60, "the new message", run.proc
+    )
+    assert run.stop() == 0
+    assert progress(run)[-1]["lag"] == 0

@@ -79,6 +79,7 @@ class KafkaSystemConsumer(SystemConsumer):
         self._watch: ContactWatch | None = None
         self._ssp_of: dict[Any, SystemStreamPartition] = {}
         self._tp_of: dict[SystemStreamPartition, Any] = {}
+        self._starts: dict[SystemStreamPartition, int] = {}
         self._active: frozenset[SystemStreamPartition] = frozenset()
         self._active_tps: tuple[Any, ...] = ()
         self._keep_raw = False
@@ -137,6 +138,7 @@ class KafkaSystemConsumer(SystemConsumer):
             raise stream_error(f"cannot assign {sorted(map(str, positions))}", exc) from exc
         self._active = frozenset(positions)
         self._active_tps = tuple(self._tp_of.values())
+        self._starts = positions
         self._watch = ContactWatch(
             self._probe,
             servers=self._servers,
@@ -168,6 +170,9 @@ class KafkaSystemConsumer(SystemConsumer):
             return None
         value = self._consumer.highwater(tp)
         return None if value is None else int(value)
+
+    def start_offset(self, ssp: SystemStreamPartition) -> int | None:
+        return self._starts.get(ssp)
 
     async def position(self, ssp: SystemStreamPartition) -> str | None:
         tp = self._tp_of.get(ssp)

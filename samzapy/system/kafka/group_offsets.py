@@ -27,7 +27,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import NoError, for_code
+from aiokafka.errors import (
+    GroupCoordinatorNotAvailableError,
+    NoError,
+    NotCoordinatorForGroupError,
+    RequestTimedOutError,
+    for_code,
+)
 from aiokafka.protocol.commit import OffsetCommitRequest
 from aiokafka.structs import OffsetAndMetadata
 
@@ -45,6 +51,14 @@ def kafka_offsets(
     return {
         TopicPartition(s.stream, s.partition): OffsetAndMetadata(o, "") for s, o in offsets.items()
     }
+
+
+#: Answers that mean the group's coordinator is elsewhere now.
+_COORDINATOR_MOVED = (
+    GroupCoordinatorNotAvailableError,
+    NotCoordinatorForGroupError,
+    RequestTimedOutError,
+)
 
 
 async def _commit(coordinator: Any, offsets: Mapping[SystemStreamPartition, int]) -> None:
@@ -66,8 +80,13 @@ async def _commit(coordinator: Any, offsets: Mapping[SystemStreamPartition, int]
     for _topic, partitions in response.topics:
         for _partition, code in partitions:
             error = for_code(code)
-            if error is not NoError:
-                raise error()
+            if error is NoError:
+                continue
+            if error in _COORDINATOR_MOVED:
+                # Find it again next time (a consumer that never joined has no heartbeat
+                # to notice it for us).
+                coordinator.coordinator_dead()
+            raise error()
 
 
 class KafkaGroupOffsets(GroupOffsetCommitter):

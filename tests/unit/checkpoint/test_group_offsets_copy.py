@@ -81,6 +81,18 @@ async def test_a_failed_commit_is_logged_once_and_retried_with_the_next_checkpoi
     assert events.count("group_commit_resumed") == 1
 
 
+async def test_the_offsets_of_tasks_that_left_are_never_committed_late() -> None:
+    committer, group = offsets()
+    committer.fail = True  # a rebalance under way when the leaving task checkpoints
+    group.checkpointed({A0: "10", A1: "100"})
+    await settle()
+    group.forget([A1])  # its task moved to another container, which commits from now on
+    committer.fail = False
+    group.checkpointed({A0: "11"})
+    await settle()
+    assert committer.commits == [{A0: 12}]
+
+
 async def test_stop_commits_what_is_pending_then_closes() -> None:
     committer, group = offsets()
     group.checkpointed({A0: "9"})
@@ -103,6 +115,30 @@ async def test_stop_gives_up_on_a_commit_that_hangs(monkeypatch: pytest.MonkeyPa
         await group.stop()
     assert [e["event"] for e in logs] == ["group_commit_failed"]
     assert committer.stopped
+
+
+class Consumer:
+    def __init__(self, high: int | None, start: int | None) -> None:
+        self.high, self.start = high, start
+
+    def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
+        return self.high
+
+    def start_offset(self, ssp: SystemStreamPartition) -> int | None:
+        return self.start
+
+
+def test_a_partition_s_lag_counts_from_the_next_message_to_process() -> None:
+    from samzapy.checkpoint.offsets import OffsetTracker
+    from samzapy.container.gauges import _lag
+
+    tracker = OffsetTracker()
+    # Nothing processed: from where the consumer started (upcoming: nothing to catch up on).
+    assert _lag(Consumer(500, 500), A0, tracker)() == 0  # type: ignore[arg-type]
+    assert _lag(Consumer(500, 0), A0, tracker)() == 500  # type: ignore[arg-type]
+    assert _lag(Consumer(None, 0), A0, tracker)() == 0  # type: ignore[arg-type]
+    tracker.last_processed = "41"
+    assert _lag(Consumer(500, 0), A0, tracker)() == 458  # type: ignore[arg-type]
 
 
 def test_the_progress_lag_sums_partitions_and_names_the_furthest_behind() -> None:

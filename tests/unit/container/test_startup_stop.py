@@ -71,3 +71,11 @@ async def test_cancelling_the_caller_cancels_the_step() -> None:
     with pytest.raises(asyncio.CancelledError):
         await caller
     assert cancelled.is_set()
+
+
+async def test_a_step_that_cancelled_itself_is_not_taken_for_a_stop() -> None:
+    async def step() -> None:
+        raise asyncio.CancelledError  # a client's own cancellation leaking out
+
+    with pytest.raises(asyncio.CancelledError):
+        await unless_stopped(step(), asyncio.Event())
