@@ -58,6 +58,7 @@ from samzapy.cli.checkpoint_plan import (
     show_line,
 )
 from samzapy.cli.logging import configure_logging, scrub
+from samzapy.cli.process import add_working_directory_to_path, stdout_closed
 from samzapy.config import ResolvedConfig
 from samzapy.container.checkpoints import ContainerCheckpoints
 from samzapy.container.grouper import TaskModel
@@ -118,8 +119,7 @@ def add_arguments(
 
 def run(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     configure_logging("console", "warning", stream=sys.stderr)  # stdout: the tool's output
-    if os.getcwd() not in sys.path:  # an application's classes, as `samzapy run` finds them
-        sys.path.insert(0, os.getcwd())
+    add_working_directory_to_path()
     try:
         config, _ = load(args.job_yaml, args.overrides)
         if args.checkpoint_command == "show":
@@ -302,7 +302,7 @@ async def _show(config: ResolvedConfig) -> int:
                 print(show_line(model.name, checkpoint))
         sys.stdout.flush()
     except BrokenPipeError:  # `samzapy checkpoint show job.yaml | head -1` closed the pipe
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        stdout_closed()
     missing = [str(m.name) for m in job.models if m.name not in found]
     if missing:
         print(f"no checkpoint yet: {', '.join(missing)}", file=sys.stderr)

@@ -40,6 +40,7 @@ from samzapy import __version__
 from samzapy.api.errors import ConfigError, InputMissingError, SamzapyError
 from samzapy.cli.logging import FORMATS, LEVELS, configure_logging, scrub
 from samzapy.cli.problems import check_job, load_job
+from samzapy.cli.process import add_working_directory_to_path, stdout_closed
 from samzapy.config.secrets import extra_patterns, redacted
 from samzapy.container.event_loop import loop_factory
 
@@ -143,15 +144,9 @@ def _load(job_yaml: str, overrides: Sequence[str]) -> tuple[ResolvedConfig, Appl
     return check.resolved, check.app
 
 
-def _add_working_directory_to_path() -> None:
-    """Like `python -m`, find task classes relative to the directory the job is started from."""
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-
-
 def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
     configure_logging("console", "warning", stream=sys.stderr)  # keep stdout pure YAML
-    _add_working_directory_to_path()
+    add_working_directory_to_path()
     check = check_job(job_yaml, overrides)  # the same check as `samzapy run`
     resolved = check.resolved
     if check.errors or resolved is None:
@@ -164,7 +159,7 @@ def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:  # `samzapy validate job.yaml | head` closed the pipe early
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        stdout_closed()
     return EXIT_OK
 
 
@@ -181,7 +176,7 @@ def _plain(value: Any) -> Any:
 
 def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: str) -> int:
     configure_logging(log_format, log_level)
-    _add_working_directory_to_path()
+    add_working_directory_to_path()
     log: FilteringBoundLogger = structlog.get_logger("samzapy.cli")
     check = check_job(job_yaml, overrides)  # the same check as `samzapy validate`
     resolved = check.resolved

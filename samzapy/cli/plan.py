@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from samzapy.api.errors import ConfigError, SamzapyError
 from samzapy.cli.logging import configure_logging, scrub
+from samzapy.cli.process import add_working_directory_to_path
 
 if TYPE_CHECKING:
     from samzapy.config import ResolvedConfig
@@ -34,8 +34,7 @@ def print_plan(
     load: Callable[[str, Sequence[str]], tuple[ResolvedConfig, Application | None]],
 ) -> int:
     configure_logging("console", "error", stream=sys.stderr)  # keep stdout pure
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    add_working_directory_to_path()
     try:
         resolved, app = load(job_yaml, overrides)
     except ConfigError as exc:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,6 +30,7 @@ import structlog
 from samzapy.api.errors import ConfigError, SamzapyError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.cli.logging import configure_logging, scrub
+from samzapy.cli.process import add_working_directory_to_path, stdout_closed
 from samzapy.cli.record_lines import Printer, describe
 from samzapy.config import ResolvedConfig
 from samzapy.container.consumers import InputSerdes
@@ -107,8 +107,7 @@ def _count(least: int) -> Callable[[str], int]:
 
 def run(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     configure_logging("console", "warning", stream=sys.stderr)  # keep stdout pure JSON lines
-    if os.getcwd() not in sys.path:  # serde and application classes, as `samzapy run` finds them
-        sys.path.insert(0, os.getcwd())
+    add_working_directory_to_path()
     out = Printer(sys.stdout, args.limit)
     try:
         resolved, _app = load(args.job_yaml, args.overrides)
@@ -117,7 +116,7 @@ def run(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     except KeyboardInterrupt:
         pass  # Ctrl-C: what was printed stands
     except BrokenPipeError:  # `samzapy tail ... | head` closed the pipe early
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        stdout_closed()
     except (ConfigError, UsageError) as exc:
         problems = exc.problems if isinstance(exc, ConfigError) else (str(exc),)
         for problem in problems:
