@@ -334,6 +334,13 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("stores.<name>.rocksdb.*", _A, None, "RocksDB options."),
     ConfigKey("stores.<name>.object.cache.size", _I, 0, "Write cache entries.", minimum=0),
     ConfigKey("stores.<name>.write.batch.size", _I, None, "Writes per write-back.", minimum=1),
+    ConfigKey(
+        "stores.<name>.changelog.dedup.max.bytes",
+        _I,
+        1 << 20,
+        "Changelog records waiting for the commit, each key once.",
+        minimum=0,
+    ),
 )
 
 

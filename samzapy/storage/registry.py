@@ -18,7 +18,7 @@ from samzapy.api.system import TaskName
 from samzapy.config.classes import create
 from samzapy.storage.cached import CachedStorageEngine
 from samzapy.storage.inmemory import InMemoryStoreFactory
-from samzapy.storage.logged import ChangelogSender, LoggedStorageEngine
+from samzapy.storage.logged import DEFAULT_DEDUP_BYTES, ChangelogSender, LoggedStorageEngine
 from samzapy.storage.ports import StorageEngine, StoreFactory
 from samzapy.storage.serialized import SerializedKeyValueStore
 from samzapy.system.serde import Serde
@@ -83,11 +83,17 @@ def store_factory_for(store_name: str, factory: Any) -> StoreFactory:
 class OpenStore(NamedTuple):
     """A store as ``open_store`` assembled it: the engine the factory built (restores write
     here, past the changelog and the cache), the store the task gets, and its write cache
-    (None without ``object.cache.size``)."""
+    (None without ``object.cache.size``), and the changelog's side."""
 
     engine: StorageEngine
     store: SerializedKeyValueStore[Any, Any]
     cache: CachedStorageEngine | None = None
+    #: The changelog's side (None without a changelog): its records wait there for the commit.
+    logged: LoggedStorageEngine | None = None
+
+
+#: The store option bounding the changelog records that wait for the commit, in bytes.
+DEDUP_OPTION = "changelog.dedup.max.bytes"
 
 
 def cache_sizes(store_name: str, options: Mapping[str, Any]) -> tuple[int, int]:
@@ -129,7 +135,8 @@ def open_store(
 ) -> OpenStore:
     """One task's store, assembled as the container runs it (and the store contract tests
     check it): the engine ``options["factory"]`` builds, told whether it is logged; with a
-    ``changelog``, every write is also sent there; with ``object.cache.size``, a write cache
+    ``changelog``, every write is also sent there, each key once per commit (``logged.py``,
+    up to ``changelog.dedup.max.bytes`` waiting); with ``object.cache.size``, a write cache
     in front of both (``storage/cached.py``); the serdes on top.
 
     ``options`` are the store's keys with the ``stores.<name>.`` prefix removed.
@@ -137,9 +144,21 @@ def open_store(
     factory = store_factory_for(store_name, options.get("factory"))
     size, batch = cache_sizes(store_name, options)
     engine = factory.create(store_name, task_name, directory, options, logged=changelog is not None)
-    top: StorageEngine = engine if changelog is None else LoggedStorageEngine(engine, changelog)
+    logged = None
+    if changelog is not None:
+        dedup = options.get(DEDUP_OPTION)
+        logged = LoggedStorageEngine(
+            engine,
+            changelog,
+            dedup_bytes=DEFAULT_DEDUP_BYTES
+            if dedup is None
+            else _count(store_name, options, DEDUP_OPTION, 0),
+        )
+    top: StorageEngine = logged or engine
     cache = CachedStorageEngine(top, size, batch) if size else None
-    return OpenStore(engine, SerializedKeyValueStore(cache or top, key_serde, msg_serde), cache)
+    return OpenStore(
+        engine, SerializedKeyValueStore(cache or top, key_serde, msg_serde), cache, logged
+    )
 
 
 __all__ = [

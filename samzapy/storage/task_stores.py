@@ -38,7 +38,7 @@ from samzapy.api.errors import StoreError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.config import StoreConfig
 from samzapy.storage.cached import CachedStorageEngine
-from samzapy.storage.logged import ChangelogSender
+from samzapy.storage.logged import ChangelogSender, LoggedStorageEngine
 from samzapy.storage.ports import StorageEngine
 from samzapy.storage.registry import open_store
 from samzapy.storage.serialized import SerializedKeyValueStore
@@ -69,6 +69,7 @@ class _Store:
         self.snapshots = StoreSnapshots(directory)
         self.engine: StorageEngine | None = None
         self.cache: CachedStorageEngine | None = None
+        self.logged: LoggedStorageEngine | None = None
         self.clean_offset: str | None = None
 
     @property
@@ -133,7 +134,7 @@ class TaskStores:
 
     def _open(self, name: str, store: _Store) -> None:
         config = store.config
-        store.engine, self.stores[name], store.cache = open_store(
+        store.engine, self.stores[name], store.cache, store.logged = open_store(
             name,
             self.task_name,
             store.directory,
@@ -312,8 +313,9 @@ class TaskStores:
 
     async def flush(self) -> None:
         """Step 2 of a commit: make the stores' writes durable, before their changelog offsets
-        are read. The write caches are written back first; what that sends to the changelogs
-        is flushed with the producers (step 1 flushed everything sent before). A logged store's
+        are read. The write caches are written back first, then each key written since the
+        last commit sends its changelog record (``logged.py``); those are flushed with the
+        producers (step 1 flushed everything sent before). A logged store's
         writes are then durable; its local copy is not trusted after a crash anyway, so only
         stores without a changelog flush their engine here."""
         logged_back = False
@@ -321,6 +323,8 @@ class TaskStores:
             if store.cache is not None and store.cache.dirty:
                 store.cache.write_back()
                 logged_back = logged_back or store.changelog is not None
+            if store.logged is not None and store.logged.send_pending():
+                logged_back = True
         if logged_back:
             await self._flush()
         for store in self._stores.values():
@@ -377,6 +381,9 @@ class TaskStores:
                         store.cache.write_back()
                     store.cache.drop()
                     store.cache = None
+                if store.logged is not None:
+                    store.logged.drop_pending()  # empty after a clean final commit
+                    store.logged = None
                 engine.flush()
                 engine.close()
             except StoreError as exc:

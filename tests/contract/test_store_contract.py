@@ -40,6 +40,7 @@ class StoreSource:
         self.factory, *extras = variant.split("+")
         self.logged = "changelog" in extras
         self.cached = "cache" in extras
+        self.deduped = "dedup" in extras
         self.directory = tmp_path / "stores" / STORE / "Partition_0"
         self.opened: list[SerializedKeyValueStore[Any, Any]] = []
         #: What the logged variants sent to their changelog: (key bytes, value bytes or None).
@@ -66,6 +67,10 @@ class StoreSource:
         }
         if self.cached:
             options["object.cache.size"] = 100
+        if not self.deduped:
+            # The contract below is the changelog's as it stood before deduplication: each
+            # write sent as it happens (TestChangelogDedupContract covers the default).
+            options["changelog.dedup.max.bytes"] = 0
         opened = open_store(
             STORE,
             TASK,
@@ -400,6 +405,31 @@ class TestLoggedStoreContract:
         assert logged.changelog == []
 
 
+class TestChangelogDedupContract:
+    """With the default ``changelog.dedup.max.bytes``, writes reach the engine at once and
+    each key's latest value reaches the changelog at ``flush`` (the commit), once."""
+
+    @pytest.fixture(params=["inmemory+changelog+dedup", "rocksdb+changelog+dedup"])
+    def deduped(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreSource]:
+        source = StoreSource(request.param, tmp_path)
+        yield source
+        source.close_all()
+
+    def test_each_key_s_latest_write_is_sent_once_at_flush(self, deduped: StoreSource) -> None:
+        opened = deduped.open_engine()
+        store = opened.store
+        store.put("a", 1)
+        store.put_all([("b", 2), KV("a", 3)])
+        store.delete("b")
+        store.put("c", 4)
+        assert deduped.changelog == []
+        assert opened.engine.get(b"a") == b"3" and store.get("b") is None
+        store.flush()
+        assert deduped.changelog == [(b"a", b"3"), (b"b", None), (b"c", b"4")]
+        store.flush()
+        assert len(deduped.changelog) == 3
+
+
 class TestCachedStoreContract:
     """What a write cache adds: writes to a key between write-backs reach the engine and the
     changelog once, at ``flush`` or when the cache is full, and reads see the cache."""
@@ -460,12 +490,14 @@ class TestSnapshotContract:
     def test_a_snapshot_is_restored_exactly_and_stays_as_it_was(
         self, source: StoreSource, tmp_path: Path
     ) -> None:
-        engine, store, cache = source.open_engine()
+        engine, store, cache, logged = source.open_engine()
         store.put_all((f"k{i}", i) for i in range(1000))
         store.flush()
         store.put("unflushed", "kept")  # a logged RocksDB store has no write-ahead log
         if cache is not None:
             cache.write_back()  # as a commit does before its snapshot
+        if logged is not None:
+            logged.send_pending()
         snapshot = tmp_path / "snapshot"
         if not engine.snapshots:
             with pytest.raises(StoreError, match=rf"^{WHO} cannot take snapshots"):
@@ -487,6 +519,6 @@ class TestSnapshotContract:
             assert len(keys_of(store.all())) == 1001
         # The snapshot outlives its store, and restores into another directory.
         store.close()
-        engine, store, _ = source.open_engine(directory="elsewhere")
+        engine, store, _, _ = source.open_engine(directory="elsewhere")
         engine.restore_snapshot(snapshot)
         assert len(keys_of(store.all())) == 1001

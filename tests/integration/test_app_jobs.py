@@ -267,7 +267,7 @@ def word_totals_job(
 def test_word_totals_through_partition_by_are_read_committed_exactly_once_across_kill_9s(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    n = 25_000
+    n = 40_000
     job, words, changelog, totals, rng = word_totals_job(
         kafka_bootstrap, tmp_path, seed=21, n=n, guarantee="exactly-once"
     )
@@ -282,7 +282,7 @@ def test_word_totals_through_partition_by_are_read_committed_exactly_once_across
             break
         # Of 2n messages: each word is processed from the input, then from the intermediate
         # stream.
-        target = rng.randint(n // 10, n // 3)
+        target = rng.randint(n // 20, n // 6)
         kill_after_a_commit(kafka_bootstrap, run, job, rng, target, exactly_once=True)
         # Killed with work left: the input not all read, or its words not all counted (the
         # input stage may run ahead of the counting stage by the intermediate stream).

@@ -34,6 +34,7 @@ from test_kafka_jobs import (  # noqa: E402
     checkpointed,
     create_topic,
     name,
+    output_count,
     read_all,
     wait_for,
 )
@@ -240,8 +241,11 @@ def count_words_through_kills(
     )
     assert run.stop() == 0
     assert changelog_state(bootstrap, changelog) == Counter(words)
-    # The kills left changelog records beyond the checkpoint: the restarts had to drop them.
-    assert any(ahead_of_checkpoint) or not kills
+    # Each write sent as it happens, the kills left changelog records beyond the checkpoint:
+    # the restarts had to drop them. (By default the records wait for the commit, and a kill
+    # leaves none unless more than the buffer's bound waited.)
+    if (store_options or {}).get("changelog.dedup.max.bytes") == 0:
+        assert any(ahead_of_checkpoint) or not kills
     if wipe_before is not None:
         # Everything the store held came back from the changelog.
         restored = [e for e in runs[wipe_before].events() if e["event"] == "store_restored"]
@@ -271,7 +275,11 @@ def test_word_count_with_a_write_cache_is_exact_across_kill_9s(
         n=150_000,
         kills=2,
         wipe_before=None,
-        store_options={"object.cache.size": 300, "write.batch.size": 100},
+        store_options={
+            "object.cache.size": 300,
+            "write.batch.size": 100,
+            "changelog.dedup.max.bytes": 0,
+        },
     )
 
 
@@ -281,7 +289,36 @@ def test_deleted_local_state_is_restored_from_the_changelog(
 ) -> None:
     # The state is deleted before the second restart, after two kills left changelog records
     # beyond the checkpoint: the full restore must stop at the checkpointed changelog offset.
-    count_words_through_kills(kafka_bootstrap, tmp_path, seed=5, n=100_000, kills=2, wipe_before=2)
+    count_words_through_kills(
+        kafka_bootstrap,
+        tmp_path,
+        seed=5,
+        n=100_000,
+        kills=2,
+        wipe_before=2,
+        store_options={"changelog.dedup.max.bytes": 0},  # each write sent as it happens
+    )
+
+
+@pytest.mark.timeout(180)
+def test_the_changelog_gets_each_key_once_per_commit(kafka_bootstrap: str, tmp_path: Path) -> None:
+    # 30,000 words over PARTITIONS tasks, each task's from a vocabulary of its own; one
+    # commit in the run (the final one, task.commit.ms 60 s): one changelog record per word
+    # a task counted, not one per message.
+    rng = random.Random(9)
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, PARTITIONS))
+    words = zipf_words(rng, 30_000)
+    placed = by_partition(words)
+    asyncio.run(produce_words(kafka_bootstrap, source, placed))
+    job = state_job_file(tmp_path, kafka_bootstrap, source, changelog, **{"task.commit.ms": 60000})
+    run = Job(job, "unused", tmp_path / "run.log")
+    wait_for(lambda: has_processed(run, len(words)), 120, "every word counted", run.proc)
+    assert run.stop() == 0
+    assert changelog_state(kafka_bootstrap, changelog) == Counter(words)
+    records = output_count(kafka_bootstrap, changelog)
+    distinct = sum(len(set(ws)) for ws in placed.values())
+    assert records == distinct < len(words) // 5, (records, distinct, len(words))
 
 
 # -- errors through the command -------------------------------------------------------------------

@@ -33,6 +33,11 @@ def store_config(tmp_path: Path, factory: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+#: Each write's changelog record sent as it happens (no deduplication until the commit), so
+#: that a crash leaves changelog records past the checkpoint for the restore to drop.
+PER_WRITE = {"stores.counts.changelog.dedup.max.bytes": 0}
+
+
 def input_words(n: int) -> dict[int, list[str]]:
     return {p: [WORDS[(i * 7 + p) % len(WORDS)] for i in range(n)] for p in range(2)}
 
@@ -100,7 +105,7 @@ def test_crash_after_the_checkpoint_restores_exactly_not_at_least_once(
     tmp_path: Path, factory: str, cache: dict[str, int]
 ) -> None:
     words = input_words(300)
-    config = store_config(tmp_path, factory, **{"task.commit.ms": -1}, **cache)
+    config = store_config(tmp_path, factory, **{"task.commit.ms": -1, **PER_WRITE}, **cache)
     # First run: commits at offset 99 of each partition's... (explicit commit), then keeps
     # writing to the store and the changelog until it fails at offset 250.
     WordCount.fail_at = 250
@@ -124,6 +129,29 @@ def test_crash_after_the_checkpoint_restores_exactly_not_at_least_once(
     assert len(restored) == 2
     assert all(e["dropped_after_checkpoint"] > 0 for e in restored)
     assert all(e["kept_local"] is False for e in restored)
+
+
+@pytest.mark.parametrize("factory", ["inmemory", "rocksdb"])
+def test_by_default_the_changelog_gets_each_key_once_per_commit_and_a_crash_stays_exact(
+    tmp_path: Path, factory: str
+) -> None:
+    words = input_words(300)  # 300 words a partition, of len(WORDS) distinct ones
+    config = store_config(tmp_path, factory, **{"task.commit.ms": -1})
+    first = TestRunner(CommitAt99, config).add_input("words", words)
+    WordCount.fail_at = 250
+    with pytest.raises(TaskError):
+        first.run()
+    WordCount.fail_at = None
+    # One commit (at 99) sent each word the task had written once; what came after it waits
+    # in the buffer, and the crash drops it: nothing past the checkpoint to take back.
+    for p in range(2):
+        sent = first.broker.records("counts-changelog", p)
+        assert len(sent) == len({w for w in words[p][:100]})
+    with capture_logs() as logs:
+        TestRunner(WordCount, config, namespace=first.namespace).add_input("words", words).run()
+    assert changelog_state(first.broker) == expected(words)
+    restored = [e for e in logs if e["event"] == "store_restored"]
+    assert [e["dropped_after_checkpoint"] for e in restored] == [0, 0]
 
 
 @pytest.mark.parametrize("factory", ["inmemory", "rocksdb"])
@@ -281,8 +309,9 @@ class CommitAt99(WordCount):
 
 def crashed_at_250(tmp_path: Path, **extra: Any) -> tuple[TestRunner, dict[str, Any]]:
     """A first run that commits at offset 99 of each partition, writes on and fails at 250
-    (its local stores hold writes past the checkpoint)."""
-    config = store_config(tmp_path, "rocksdb", **{"task.commit.ms": -1, **extra})
+    (its local stores hold writes past the checkpoint, and, each write sent as it happens,
+    its changelogs too)."""
+    config = store_config(tmp_path, "rocksdb", **{"task.commit.ms": -1, **PER_WRITE, **extra})
     WordCount.fail_at = 250
     first = TestRunner(CommitAt99, config).add_input("words", input_words(300))
     with pytest.raises(TaskError):

@@ -80,7 +80,7 @@ def test_import_path_factory_gets_the_store_task_directory_and_options(
     custom_module: str, tmp_path: Path
 ) -> None:
     options = {"factory": f"{custom_module}:RecordingFactory", "key.serde": "string"}
-    engine, store, cache = open_store(
+    engine, store, cache, _ = open_store(
         "counts", TaskName("Partition 3"), tmp_path / "d", options, StringSerde(), JsonSerde()
     )
     assert cache is None, "no write cache without object.cache.size"
@@ -109,7 +109,7 @@ def test_open_store_without_factory_names_the_key(tmp_path: Path) -> None:
 def test_a_write_cache_sits_between_the_store_and_the_changelog(tmp_path: Path) -> None:
     sent: list[tuple[bytes, bytes | None]] = []
     options = {"factory": "inmemory", "object.cache.size": 10, "write.batch.size": 4}
-    engine, store, cache = open_store(
+    engine, store, cache, logged = open_store(
         "counts",
         TaskName("t"),
         tmp_path,
@@ -126,8 +126,58 @@ def test_a_write_cache_sits_between_the_store_and_the_changelog(tmp_path: Path) 
     store.put("b", 1)
     store.put("c", 1)
     store.put("d", 1)  # the fourth dirty key: written back, each key once
-    assert sent == [(b"a", b"2"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")]
     assert engine.get(b"a") == b"2"
+    # Their changelog records wait for the commit, each key once.
+    assert logged is not None and logged.pending == 4 and sent == []
+    assert logged.send_pending() == 4
+    assert sent == [(b"a", b"2"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")]
+
+
+def test_the_changelog_gets_each_key_once_per_commit_within_its_byte_bound(
+    tmp_path: Path,
+) -> None:
+    sent: list[tuple[bytes, bytes | None]] = []
+    options = {"factory": "inmemory", "changelog.dedup.max.bytes": 12}
+    engine, store, cache, logged = open_store(
+        "counts",
+        TaskName("t"),
+        tmp_path,
+        options,
+        StringSerde(),
+        JsonSerde(),
+        changelog=lambda key, value: sent.append((key, value)),
+    )
+    assert cache is None and logged is not None
+    for n in range(5):
+        store.put("a", n)  # 1 + 1 bytes waiting, however often
+    store.delete("b")  # 1 more
+    assert sent == [] and engine.get(b"a") == b"4"  # the engine has every write at once
+    assert logged.send_pending() == 2
+    assert sent == [(b"a", b"4"), (b"b", None)]
+    sent.clear()
+    for key in ("k1", "k2", "k3", "k4", "k5"):  # 3 bytes each: the fifth passes 12
+        store.put(key, 0)
+    assert sent == [(b"k1", b"0"), (b"k2", b"0"), (b"k3", b"0"), (b"k4", b"0"), (b"k5", b"0")]
+    assert logged.pending == 0
+    assert (logged.writes, logged.sent) == (11, 7)
+
+
+def test_a_dedup_bound_of_0_sends_every_write_as_it_happens(tmp_path: Path) -> None:
+    sent: list[tuple[bytes, bytes | None]] = []
+    options = {"factory": "inmemory", "changelog.dedup.max.bytes": 0}
+    _, store, _, logged = open_store(
+        "counts",
+        TaskName("t"),
+        tmp_path,
+        options,
+        StringSerde(),
+        JsonSerde(),
+        changelog=lambda key, value: sent.append((key, value)),
+    )
+    store.put("a", 1)
+    store.put("a", 2)
+    assert sent == [(b"a", b"1"), (b"a", b"2")]
+    assert logged is not None and logged.pending == 0
 
 
 @pytest.mark.parametrize(
