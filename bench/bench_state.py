@@ -10,7 +10,8 @@ of its graceful stop):
 - ``plain``: bench_kafka's plain aiokafka loop (consume -> produce);
 - ``samzapy@...``: bench_kafka's sync pass-through job;
 - ``count@...``: ``get`` + ``put`` per message on a RocksDB store keyed by the message's first
-  8 bytes, with a Kafka changelog: one changelog record per message;
+  8 bytes, with a Kafka changelog: each key's record once per commit (the default
+  ``changelog.dedup.max.bytes``; one per message before it);
 - ``count+cache@...``: the same with the store's write cache on
   (``stores.counts.object.cache.size: 20000`` per task, more than a task's keys): a key
   reaches RocksDB and the changelog once per commit interval.
