@@ -39,6 +39,7 @@ from test_kafka_jobs import (  # noqa: E402
     read_all,
     wait_for,
 )
+from test_kafka_jobs import job_file as kafka_job_file  # noqa: E402
 from test_state_jobs import changelog_state  # noqa: E402
 
 from samzapy import SystemStream  # noqa: E402
@@ -60,21 +61,17 @@ def _no_job_outlives_its_test() -> Iterator[None]:
 
 
 def job_file(tmp_path: Path, bootstrap: str, inputs: list[str], **extra: Any) -> Path:
-    cfg = {
-        "job.name": "checkpoint-tool-it",
-        "job.id": uuid.uuid4().hex[:8],
-        "task.class": "kafka_jobs:Tag",
-        "task.inputs": [f"kafka.{s}" for s in inputs],
-        "task.checkpoint.factory": "kafka",
-        "task.commit.ms": 500,
-        "systems.kafka.samza.factory": "kafka",
-        "systems.kafka.bootstrap.servers": bootstrap,
-        "systems.kafka.default.stream.samza.offset.default": "oldest",
-        **extra,
-    }
-    path = tmp_path / f"job-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(json.dumps(cfg))
-    return path
+    """test_kafka_jobs' job (kafka_jobs:Tag, Kafka checkpoints) reading ``inputs``."""
+    return kafka_job_file(
+        tmp_path,
+        bootstrap,
+        inputs[0],
+        **{
+            "job.name": "checkpoint-tool-it",
+            "task.inputs": [f"kafka.{s}" for s in inputs],
+            **extra,
+        },
+    )
 
 
 def tool(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
