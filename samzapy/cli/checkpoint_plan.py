@@ -38,6 +38,7 @@ from typing import Any
 
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.ports import Checkpoint
+from samzapy.config.validate import parse_system_stream
 from samzapy.container.grouper import TaskModel
 
 #: The keys of a line ``show`` prints; ``set --to FILE`` reads ``task`` and ``offsets``.
@@ -77,10 +78,10 @@ def show_line(task: TaskName, checkpoint: Checkpoint) -> str:
 def parse_ssp(text: str) -> SystemStreamPartition | None:
     """``kafka.page-views#2`` (as ``show`` prints it) -> its partition; None if malformed."""
     name, hash_, number = text.rpartition("#")
-    system, dot, stream = name.partition(".")
-    if not hash_ or not dot or not system or not stream or not number.isdigit():
+    ss = parse_system_stream(name)
+    if not hash_ or ss is None or not number.isdigit():
         return None
-    return SystemStreamPartition(system, stream, int(number))
+    return SystemStreamPartition(ss.system, ss.stream, int(number))
 
 
 # -- --to ---------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import os
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from samzapy.api.errors import CheckpointError, ConfigError, SamzapyError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
@@ -60,7 +60,7 @@ from samzapy.cli.checkpoint_plan import (
 from samzapy.cli.logging import configure_logging, scrub
 from samzapy.cli.process import add_working_directory_to_path, stdout_closed
 from samzapy.config import ResolvedConfig
-from samzapy.container.checkpoints import ContainerCheckpoints
+from samzapy.container.checkpoints import ContainerCheckpoints, checkpoint_namespace
 from samzapy.container.grouper import TaskModel
 from samzapy.container.job_runner import (
     KAFKA_GROUP,
@@ -82,12 +82,6 @@ EXIT_USAGE = 2
 
 class JobRunningError(SamzapyError):
     """The job's consumer group has live members: its checkpoints are not to be moved."""
-
-
-class _TimeLookup(Protocol):
-    async def __call__(
-        self, ssps: Iterable[SystemStreamPartition], timestamp_ms: int
-    ) -> dict[SystemStreamPartition, str | None]: ...
 
 
 def add_arguments(
@@ -158,7 +152,7 @@ class _Job:
 
     @property
     def namespace(self) -> str:
-        return f"{self.config.job.name}-{self.config.job.id}"
+        return checkpoint_namespace(self.config)
 
     async def start(self) -> None:
         for name, factory in self.factories.items():
@@ -230,22 +224,15 @@ class _Job:
         cfg = self.config
         if coordinator_of(cfg) != KAFKA_GROUP or not cfg.task.inputs:
             return []
-        lookup = getattr(self.admins[cfg.task.inputs[0].system], "group_members", None)
-        if lookup is None:
-            return []
-        members: list[tuple[str, str, str]] = await lookup(job_group_id(cfg))
-        return members
+        return await self.admins[cfg.task.inputs[0].system].group_members(job_group_id(cfg))
 
     async def upcoming_and_oldest(
         self, ssps: Iterable[SystemStreamPartition]
     ) -> dict[SystemStreamPartition, tuple[int, int]]:
         """Each partition's (first offset held, upcoming offset); both the upcoming one when
         the partition is empty."""
-        by_system: dict[str, list[SystemStreamPartition]] = defaultdict(list)
-        for ssp in dict.fromkeys(ssps):
-            by_system[ssp.system].append(ssp)
         out = {}
-        for system, wanted in by_system.items():
+        for system, wanted in _by_system(ssps).items():
             for ssp, bounds in (await self.admins[system].offset_bounds(wanted)).items():
                 upcoming = _integer(system, bounds.upcoming)
                 oldest = upcoming if bounds.oldest is None else _integer(system, bounds.oldest)
@@ -255,22 +242,28 @@ class _Job:
     async def first_at(
         self, ssps: Sequence[SystemStreamPartition], timestamp_ms: int
     ) -> dict[SystemStreamPartition, int | None]:
-        by_system: dict[str, list[SystemStreamPartition]] = defaultdict(list)
-        for ssp in ssps:
-            by_system[ssp.system].append(ssp)
         out: dict[SystemStreamPartition, int | None] = {}
-        for system, wanted in by_system.items():
-            lookup: _TimeLookup | None = getattr(self.admins[system], "offsets_for_time", None)
-            if lookup is None:
+        for system, wanted in _by_system(ssps).items():
+            found = await self.admins[system].offsets_for_time(wanted, timestamp_ms)
+            if found is None:
                 raise PlanError(
                     [
                         f"--to: system {system!r} cannot find offsets by time (only kafka "
                         "systems can): use oldest, upcoming or a file of offsets"
                     ]
                 )
-            for ssp, offset in (await lookup(wanted, timestamp_ms)).items():
+            for ssp, offset in found.items():
                 out[ssp] = None if offset is None else _integer(system, offset)
         return out
+
+
+def _by_system(
+    ssps: Iterable[SystemStreamPartition],
+) -> dict[str, list[SystemStreamPartition]]:
+    by_system: dict[str, list[SystemStreamPartition]] = defaultdict(list)
+    for ssp in dict.fromkeys(ssps):
+        by_system[ssp.system].append(ssp)
+    return by_system
 
 
 def _integer(system: str, offset: str) -> int:

@@ -35,7 +35,7 @@ from samzapy.cli.record_lines import Printer, describe
 from samzapy.config import ResolvedConfig
 from samzapy.container.consumers import InputSerdes
 from samzapy.container.serdes import StreamSerdes
-from samzapy.container.systems import system_factory
+from samzapy.container.systems import committed_systems, system_factory
 from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemAdmin, SystemConsumer
 
 HELP = "print a stream's messages as the job reads them, one JSON line each"
@@ -184,9 +184,7 @@ def reads_committed(config: ResolvedConfig, ss: SystemStream) -> bool:
     """Whether the job's reader would skip aborted transactions on ``ss``: its intermediate
     streams, the systems carrying one (the container reads them committed), and what an
     exactly-once job writes."""
-    if config.stream(ss).intermediate:
-        return True
-    if any(i.system == ss.system and config.stream(i).intermediate for i in config.task.inputs):
+    if config.stream(ss).intermediate or ss.system in committed_systems(config):
         return True
     return config.task.exactly_once and ss not in config.task.inputs
 

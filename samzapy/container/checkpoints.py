@@ -37,6 +37,12 @@ from samzapy.system.ports import SystemFactory, SystemProducer, TransactionalPro
 log = structlog.get_logger("samzapy.container")
 
 
+def checkpoint_namespace(config: ResolvedConfig) -> str:
+    """``<job.name>-<job.id>``: the job's checkpoints among others' (the memory manager
+    keeps them under it; a manager class of the job's own is given it)."""
+    return f"{config.job.name}-{config.job.id}"
+
+
 def transactional_id(config: ResolvedConfig, task: TaskName) -> str:
     """``samzapy-<job.name>-<job.id>-<task>``: the same for a task wherever it runs."""
     return re.sub(r"\s+", "-", f"samzapy-{config.job.name}-{config.job.id}-{task}")
@@ -202,4 +208,9 @@ async def _stop_producer(producer: TransactionalProducer) -> None:
         log.warning("system_stop_failed", part="transactional producer", error=repr(exc))
 
 
-__all__ = ["ContainerCheckpoints", "RefusingProducer", "transactional_id"]
+__all__ = [
+    "ContainerCheckpoints",
+    "RefusingProducer",
+    "checkpoint_namespace",
+    "transactional_id",
+]

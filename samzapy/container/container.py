@@ -36,7 +36,7 @@ from samzapy.checkpoint.group import GroupOffsets
 from samzapy.config import ResolvedConfig
 from samzapy.config.classes import load_task_class
 from samzapy.container.assembly import TaskAssembly
-from samzapy.container.checkpoints import ContainerCheckpoints
+from samzapy.container.checkpoints import ContainerCheckpoints, checkpoint_namespace
 from samzapy.container.clock import Clock, LoopClock
 from samzapy.container.collector import OutputRouter
 from samzapy.container.consumers import SystemConsumers
@@ -118,7 +118,7 @@ class SamzaContainer:
     @property
     def checkpoint_namespace(self) -> str:
         """Where the memory checkpoint manager keeps this job's checkpoints."""
-        return f"{self.config.job.name}-{self.config.job.id}"
+        return checkpoint_namespace(self.config)
 
     @property
     def commit_count(self) -> int:

@@ -22,6 +22,12 @@ def system_factory(config: ResolvedConfig, name: str) -> SystemFactory:
     return factory_class(name, system.params)
 
 
+def committed_systems(config: ResolvedConfig) -> set[str]:
+    """The systems the job reads ``read_committed``: those carrying an intermediate input
+    (samzapy writes those streams, in transactions under exactly-once)."""
+    return {ss.system for ss in config.task.inputs if config.stream(ss).intermediate}
+
+
 def input_systems(config: ResolvedConfig) -> list[str]:
     """The systems the job reads from (inputs and broadcast inputs)."""
     streams = [*config.task.inputs, *(b.system_stream for b in config.task.broadcast_inputs)]
@@ -35,7 +41,7 @@ class Systems:
         """A system that carries an intermediate input of the job is read ``read_committed``
         (samzapy writes those streams, in transactions under exactly-once)."""
         reading = set(input_systems(config))
-        committed = {ss.system for ss in config.task.inputs if config.stream(ss).intermediate}
+        committed = committed_systems(config)
         self.factories: dict[str, SystemFactory] = {}
         self.admins: dict[str, SystemAdmin] = {}
         self.producers: dict[str, SystemProducer] = {}
@@ -80,4 +86,10 @@ async def started_admins(config: ResolvedConfig) -> AsyncIterator[dict[str, Syst
             await admin.stop()
 
 
-__all__ = ["Systems", "input_systems", "started_admins", "system_factory"]
+__all__ = [
+    "Systems",
+    "committed_systems",
+    "input_systems",
+    "started_admins",
+    "system_factory",
+]

@@ -105,6 +105,19 @@ class SystemAdmin(abc.ABC):
         ia, ib = int(a), int(b)
         return (ia > ib) - (ia < ib)
 
+    async def offsets_for_time(
+        self, ssps: Iterable[SystemStreamPartition], timestamp_ms: int
+    ) -> dict[SystemStreamPartition, str | None] | None:
+        """The first offset of each partition whose message is at or after ``timestamp_ms``
+        (None for a partition whose messages are all older); None when the system cannot
+        look offsets up by time."""
+        return None
+
+    async def group_members(self, group_id: str) -> list[tuple[str, str, str]]:
+        """The live members of consumer group ``group_id``: (member id, client id, host)
+        each; empty when the group has none, or the system has no groups."""
+        return []
+
 
 class SystemConsumer(abc.ABC):
     """Reads partitions of a system. See the module docstring for the contract."""

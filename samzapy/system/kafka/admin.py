@@ -228,9 +228,7 @@ class KafkaSystemAdmin(SystemAdmin):
     async def offsets_for_time(
         self, ssps: Iterable[SystemStreamPartition], timestamp_ms: int
     ) -> dict[SystemStreamPartition, str | None]:
-        """The first offset of each partition whose message timestamp is at or after
-        ``timestamp_ms`` (Kafka's ListOffsets by time); None when every message is older.
-        Used by ``samzapy checkpoint set --to TIME``."""
+        """Kafka's ListOffsets by time. Used by ``samzapy checkpoint set --to TIME``."""
         wanted = list(dict.fromkeys(ssps))
         if not wanted:
             return {}
@@ -246,9 +244,8 @@ class KafkaSystemAdmin(SystemAdmin):
         }
 
     async def group_members(self, group_id: str) -> list[tuple[str, str, str]]:
-        """The live members of consumer group ``group_id``: (member id, client id, host)
-        each; empty when the group has none or does not exist. Used by ``samzapy checkpoint
-        set``, which refuses to move a job's offsets while containers run it."""
+        """Through DescribeGroups. Used by ``samzapy checkpoint set``, which refuses to move
+        a job's offsets while containers run it."""
         admin, _ = await self._clients()
         responses = await self._call(
             functools.partial(admin.describe_consumer_groups, [group_id]),
