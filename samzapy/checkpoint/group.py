@@ -41,10 +41,8 @@ class GroupOffsets:
         self.group_id = group_id
         self._pending: dict[SystemStreamPartition, int] = {}
         self._running: asyncio.Task[None] | None = None
-        #: Whether the last commit failed (its failure was logged), and how many commits
-        #: went through.
+        #: Whether the last commit failed (its failure was logged).
         self._failing = False
-        self.committed = 0
 
     def next_offsets(
         self, offsets: Mapping[SystemStreamPartition, str]
@@ -96,7 +94,6 @@ class GroupOffsets:
                         retry="with the next checkpoint",
                     )
                 return
-            self.committed += 1
             if self._failing:
                 self._failing = False
                 log.info("group_commit_resumed", group=self.group_id)

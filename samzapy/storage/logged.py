@@ -50,9 +50,6 @@ class LoggedStorageEngine(StorageEngine):
         self._dedup_bytes = dedup_bytes
         self._pending: dict[bytes, bytes | None] = {}
         self._pending_bytes = 0
-        #: Changelog records sent, and writes made (their difference: what the buffer saved).
-        self.sent = 0
-        self.writes = 0
 
     @property
     def description(self) -> str:
@@ -84,9 +81,7 @@ class LoggedStorageEngine(StorageEngine):
             self._log(key, value)
 
     def _log(self, key: bytes, value: bytes | None) -> None:
-        self.writes += 1
         if not self._dedup_bytes:
-            self.sent += 1
             self._send(key, value)
             return
         pending = self._pending
@@ -110,7 +105,6 @@ class LoggedStorageEngine(StorageEngine):
         send = self._send
         for key, value in pending.items():
             send(key, value)
-        self.sent += len(pending)
         return len(pending)
 
     def drop_pending(self) -> None:
