@@ -34,11 +34,28 @@ from samzapy.api.task import (
     EndOfStreamListenerTask,
     InitableTask,
     StreamTask,
+    StreamWatermarkListenerTask,
     WatermarkListenerTask,
     WindowableTask,
 )
+from samzapy.api.windows import (
+    AccumulationMode,
+    FiringType,
+    Triggers,
+    Window,
+    WindowKey,
+    WindowPane,
+    Windows,
+)
 
 __all__ = [
+    "Windows",
+    "WindowPane",
+    "WindowKey",
+    "Window",
+    "Triggers",
+    "FiringType",
+    "AccumulationMode",
     "KV",
     "AsyncStreamTask",
     "CheckpointError",
@@ -69,6 +86,7 @@ __all__ = [
     "StreamApplicationDescriptor",
     "StreamSystemError",
     "StreamTask",
+    "StreamWatermarkListenerTask",
     "SystemStream",
     "SystemStreamPartition",
     "TaskCallbackTimeoutError",

@@ -17,9 +17,11 @@ Samza).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, ClassVar
 
+from samzapy.api.durations import duration_ms
 from samzapy.api.errors import ConfigError
 
 _ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -152,7 +154,13 @@ class StreamDescriptor:
 
 
 class InputDescriptor(StreamDescriptor):
-    """An input stream: where to start without a checkpoint, whether to ignore checkpoints."""
+    """An input stream: where to start without a checkpoint, whether to ignore checkpoints,
+    where a message's event time comes from and how its watermarks are made."""
+
+    #: ``with_timestamp``'s function, and ``with_watermarks``' (out-of-orderness ms, idle
+    #: timeout ms or None); None when not set.
+    timestamp_fn: Callable[[Any], Any] | None = None
+    watermarks: tuple[int, int | None] | None = None
 
     def with_offset_default(self, offset: str) -> InputDescriptor:
         """``oldest`` or ``upcoming``: where to start without a checkpoint."""
@@ -169,6 +177,37 @@ class InputDescriptor(StreamDescriptor):
     def with_framed(self, framed: bool = True) -> InputDescriptor:
         """The stream carries samzapy's control messages (written by ``samzapy.spark``)."""
         self._configs["samza.framed"] = bool(framed)
+        return self
+
+    def with_timestamp(self, fn: Callable[[Any], Any]) -> InputDescriptor:
+        """A message's event time, in ms since the epoch, is ``fn(message)`` (default: the
+        record's timestamp); event-time windows read it."""
+        if not callable(fn):
+            raise ConfigError(
+                f"with_timestamp of stream {self.stream_id!r} takes a function, got {fn!r}"
+            )
+        self.timestamp_fn = fn
+        return self
+
+    def with_watermarks(
+        self,
+        max_out_of_orderness: timedelta = timedelta(0),
+        idle_timeout: timedelta | None = None,
+    ) -> InputDescriptor:
+        """Generate this stream's watermarks from its messages' event times: per partition,
+        the largest event time seen minus ``max_out_of_orderness``, moving with each message;
+        a partition with no message for ``idle_timeout`` (processing time) stops holding the
+        task's watermark back until its next message. Also sets
+        ``samza.watermark.lateness.ms``, so the watermarks go on through ``partition_by``."""
+        what = f"with_watermarks of stream {self.stream_id!r}"
+        lateness = duration_ms(
+            max_out_of_orderness, f"{what}: max_out_of_orderness", positive=False
+        )
+        idle = None
+        if idle_timeout is not None:
+            idle = duration_ms(idle_timeout, f"{what}: idle_timeout")
+        self.watermarks = (lateness, idle)
+        self._configs["samza.watermark.lateness.ms"] = lateness
         return self
 
 

@@ -93,9 +93,11 @@ def raw_record(envelope: IncomingMessageEnvelope) -> RawRecord | None:
 
 
 class OutgoingMessageEnvelope:
-    """A message a task sends. Partition: explicit, else by partition_key, else by key."""
+    """A message a task sends. Partition: explicit, else by partition_key, else by key.
+    ``timestamp``: the record's time in ms since the epoch (its event time downstream; Kafka's
+    CreateTime); None lets the system stamp it (Kafka: when it is sent)."""
 
-    __slots__ = ("key", "message", "partition", "partition_key", "system_stream")
+    __slots__ = ("key", "message", "partition", "partition_key", "system_stream", "timestamp")
 
     def __init__(
         self,
@@ -104,12 +106,14 @@ class OutgoingMessageEnvelope:
         key: Any = None,
         partition_key: Any = None,
         partition: int | None = None,
+        timestamp: int | None = None,
     ) -> None:
         self.system_stream = system_stream
         self.message = message
         self.key = key
         self.partition_key = partition_key
         self.partition = partition
+        self.timestamp = timestamp
 
     def __repr__(self) -> str:
         return (

@@ -22,6 +22,7 @@ from samzapy.api.errors import ConfigError
 
 if TYPE_CHECKING:
     from samzapy.api.descriptors import InputDescriptor, OutputDescriptor
+    from samzapy.api.windows import Window
 
 #: The kinds of operator, in the words ``samzapy plan`` prints.
 KINDS = (
@@ -35,6 +36,7 @@ KINDS = (
     "merge",
     "partition_by",
     "broadcast",
+    "window",
 )
 
 
@@ -181,6 +183,26 @@ class MessageStream:
         if output.graph is not self._spec.graph:
             raise ConfigError(f"send_to: {output!r} belongs to another application")
         self._then("send_to", output=output)
+
+    def window(self, window: Window, op_id: str) -> MessageStream:
+        """Group and aggregate by key and time (``samzapy.api.windows``): a stream of
+        ``WindowPane``s. The window's state lives in store ``op_id`` (named from the op id,
+        so editing a function keeps it), with a changelog when the job has a system for one."""
+        from samzapy.api.windows import Window
+
+        if not isinstance(window, Window):
+            raise ConfigError(f"window takes a Window made by samzapy.Windows, got {window!r}")
+        if op_id is None:
+            raise ConfigError("window needs an op_id (it names the window's store)")
+        late = window.late_output
+        if late is not None and not isinstance(late, OutputStream):
+            raise ConfigError(
+                "with_late_output takes an OutputStream (app_desc.get_output_stream(...)), got "
+                f"{late!r}"
+            )
+        if late is not None and late.graph is not self._spec.graph:
+            raise ConfigError(f"with_late_output: {late!r} belongs to another application")
+        return self._then("window", None, op_id, window=window)
 
     def merge(self, others: Iterable[MessageStream]) -> MessageStream:
         """A stream of this stream's messages and the others', each in its own order."""

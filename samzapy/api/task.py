@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from samzapy.api.context import MessageCollector, TaskContext, TaskCoordinator
     from samzapy.api.envelope import IncomingMessageEnvelope
+    from samzapy.api.system import SystemStream
 
 
 class StreamTask:
@@ -84,7 +85,30 @@ class WatermarkListenerTask:
         raise NotImplementedError
 
 
+class StreamWatermarkListenerTask:
+    """Called when the watermark of one of the task's input streams moves forward: every
+    partition of ``stream`` the task reads that carries watermarks has reported event time up
+    to ``watermark``; ``END_WATERMARK`` once they all ended. Runs, like ``on_watermark`` and
+    just after it, when nothing of the task is in flight (the operator task of applications
+    uses it: a window's watermark is the minimum over the streams that reach it)."""
+
+    def on_stream_watermark(
+        self,
+        stream: SystemStream,
+        watermark: int,
+        collector: MessageCollector,
+        coordinator: TaskCoordinator,
+    ) -> Awaitable[None] | None:
+        raise NotImplementedError
+
+
+#: The watermark of a stream whose partitions all ended: no message is still to come.
+END_WATERMARK = 2**63 - 1
+
+
 __all__ = [
+    "END_WATERMARK",
+    "StreamWatermarkListenerTask",
     "AsyncStreamTask",
     "ClosableTask",
     "EndOfStreamListenerTask",

@@ -93,6 +93,8 @@ def _text(document: dict[str, Any]) -> str:
     for op in document["operators"]:
         writes = f" -> {op['writes']}" if "writes" in op else ""
         lines.append(f"  {op['op_id']} ({op['kind']}) <- {', '.join(op['inputs'])}{writes}")
+        if "window" in op:
+            lines.append(f"    {op['window']}; store {op['store']}")
     lines.append("outputs:")
     for s in document["outputs"]:
         lines.append(f"  {s['stream_id']}: {s['system']}.{s['physical_name']}{_serdes(s)}")

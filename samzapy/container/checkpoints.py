@@ -56,7 +56,12 @@ class RefusingProducer(SystemProducer):
         self._transactional = transactional
 
     def send(
-        self, system_stream: SystemStream, partition: int | None, key: Any, message: Any
+        self,
+        system_stream: SystemStream,
+        partition: int | None,
+        key: Any,
+        message: Any,
+        timestamp: int | None = None,
     ) -> None:
         raise StreamSystemError(
             f"cannot send to {system_stream}: task.processing.guarantee is exactly-once, and "

@@ -268,7 +268,11 @@ class OutputRouter:
                 )
             else:
                 message = frame(_framable(route, message))
-        route.producer.send(route.stream, partition, key, message)
+        timestamp = envelope.timestamp
+        if timestamp is None:
+            route.producer.send(route.stream, partition, key, message)
+        else:
+            route.producer.send(route.stream, partition, key, message, timestamp=timestamp)
         self.sent += 1
 
     def send_from_thread(

@@ -33,7 +33,6 @@ from samzapy.api.task import (
     EndOfStreamListenerTask,
     InitableTask,
     StreamTask,
-    WatermarkListenerTask,
     WindowableTask,
 )
 from samzapy.checkpoint.offsets import OffsetTracker, oldest_in_flight
@@ -47,6 +46,7 @@ from samzapy.container.inputs import ControlEnvelope, TaskInputs
 from samzapy.container.origins import clear_cursor, committable, log_dropped, with_origins
 from samzapy.container.progress import TaskProgress
 from samzapy.container.slots import SlotContext, SlotState, async_slot, inline_slot, pool_slot
+from samzapy.container.watermarks import TaskWatermarks
 from samzapy.control.reconcile import TaskControl
 from samzapy.control.wire import EndOfStreamMessage, WatermarkMessage, encode_control
 from samzapy.metrics.registry import Timer
@@ -169,8 +169,7 @@ class TaskInstance:
         self._dropped_logged = 0
         self._committed_at: float | None = None
         self._committed_processed = 0
-        self._input_watermark_due: int | None = None
-        self._output_watermarks_due: dict[SystemStream, int] = {}
+        self._watermarks = TaskWatermarks(self._control, task, str(name))
         self._initialized = False
         self._closed = False
         #: Every input partition had ended by the last checkpoint: the final commit came
@@ -179,6 +178,8 @@ class TaskInstance:
         self._state = SlotState(
             (_ENDS if self._control.outputs else 0) | (_END if inputs.all_ended else 0)
         )
+        if self._watermarks.note():  # what a restored checkpoint says is due (a restart)
+            self._state.due |= _WATERMARK
         inputs.wake_with(self._state.wake)
         self._slot_context = SlotContext(
             name=name,
@@ -333,13 +334,7 @@ class TaskInstance:
     def _note_watermarks(self) -> None:
         """Decide now, while the partitions are as the control messages left them, which
         watermarks moved; they are given and sent at the next barrier."""
-        watermark = self._control.advance_input_watermark()
-        if watermark is not None:
-            self._input_watermark_due = watermark
-        moved = self._control.advance_output_watermarks()
-        if moved:
-            self._output_watermarks_due.update(moved)
-        if watermark is not None or moved:
+        if self._watermarks.note():
             self._state.due |= _WATERMARK
 
     def _input_ended(self, ssp: SystemStreamPartition) -> None:
@@ -350,21 +345,15 @@ class TaskInstance:
         self._state.due |= _ENDS | (_END if self._inputs.all_ended else 0)
 
     async def _watermark(self) -> None:
-        """Give the task its input watermark if it moved, then send the output watermarks."""
-        watermark, self._input_watermark_due = self._input_watermark_due, None
-        moved, self._output_watermarks_due = self._output_watermarks_due, {}
-        if watermark is not None:
-            log.debug("watermark_advanced", task=self.name, watermark=watermark)
-            if isinstance(self._task, WatermarkListenerTask):
-                await self._hooks.call_at_barrier(
-                    "on_watermark",
-                    self._task.on_watermark,
-                    watermark,
-                    self._collector,
-                    self._coordinator,
-                )
-        for stream, timestamp in moved.items():
-            self._broadcast(stream, WatermarkMessage(str(self.name), self._task_count, timestamp))
+        """Give the task its watermarks that moved, then send the output watermarks."""
+        await self._watermarks.deliver(
+            self._hooks.call_at_barrier,
+            self._collector,
+            self._coordinator,
+            lambda stream, timestamp: self._broadcast(
+                stream, WatermarkMessage(str(self.name), self._task_count, timestamp)
+            ),
+        )
 
     def _send_ends(self) -> None:
         """Tell the intermediate streams whose upstream partitions all ended that this task

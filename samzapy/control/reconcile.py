@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from samzapy.api.system import SystemStream, SystemStreamPartition
+from samzapy.api.task import END_WATERMARK
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
 from samzapy.control.wire import ControlMessage, EndOfStreamMessage
 
@@ -115,6 +116,9 @@ class TaskControl:
         #: The last watermark given to the task, and the last sent to each output.
         self.input_watermark: int | None = None
         self.output_watermarks: dict[SystemStream, int] = {}
+        #: The last watermark given per input stream (``advance_stream_watermarks``); not
+        #: checkpointed: a restart gives each stream's again.
+        self.stream_watermarks: dict[SystemStream, int] = {}
         self._ends_sent: set[SystemStream] = set()
         self.writer: WriterOrigins | None = None
         self.reader: ReaderOrigins | None = None
@@ -178,6 +182,24 @@ class TaskControl:
             self.input_watermark = low
             return low
         return None
+
+    def advance_stream_watermarks(self) -> dict[SystemStream, int]:
+        """Each input stream whose watermark moved forward, with it (remembered as given): the
+        minimum over the stream's carrying partitions that have not ended, ``END_WATERMARK``
+        once all of them ended."""
+        by_stream: dict[SystemStream, list[SystemStreamPartition]] = {}
+        for ssp in self.partitions:
+            by_stream.setdefault(ssp.system_stream, []).append(ssp)
+        moved: dict[SystemStream, int] = {}
+        for ss, ssps in by_stream.items():
+            if all(ssp in self.ended for ssp in ssps):
+                low: int | None = END_WATERMARK
+            else:
+                low = self._minimum(ssps)
+            last = self.stream_watermarks.get(ss)
+            if low is not None and (last is None or low > last):
+                self.stream_watermarks[ss] = moved[ss] = low
+        return moved
 
     def advance_output_watermarks(self) -> dict[SystemStream, int]:
         """The outputs whose watermark moved forward, with it (remembered as sent)."""

@@ -36,12 +36,29 @@ Chain = Callable[[Any], Awaitable[Any] | None]
 Entry = Callable[[Any, Any, Any], Awaitable[Any] | None]
 
 
-def fuse_input(entry: InputOperator, bind: Callable[[Any, Any], None]) -> Entry:
+def _as_time(value: Any) -> int:
+    """A timestamp function's result as ms: an int, or a float truncated; else TypeError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"the timestamp function must return ms since the epoch (a number), got {value!r}"
+        )
+    return int(value)
+
+
+def fuse_input(
+    entry: InputOperator,
+    bind: Callable[[Any, Any], None],
+    clock: Any = None,
+    timestamp_fn: Callable[[Any], Any] | None = None,
+    observe: Callable[[Any], None] | None = None,
+) -> Entry:
     """One function taking an envelope of ``entry``'s stream through the whole chain, with
     the signature of a task's ``process``: ``bind(collector, coordinator)`` the first time a
     collector comes (the operators that send keep its ``send``), the message (``KV(key,
     message)`` for a keyed stream) counted as the input's, one in ``SAMPLE_EVERY`` timed
-    through every operator it reaches, the others fused."""
+    through every operator it reaches, the others fused. With a ``clock`` (the graph keeps
+    event time) the message's time is set on it first: ``timestamp_fn(message)`` or the
+    record's timestamp, and handed to ``observe`` (a stream generating its watermarks)."""
     if SAMPLE_EVERY & (SAMPLE_EVERY - 1):
         raise AssertionError("SAMPLE_EVERY must be a power of two")
     # tuple.__new__ makes the KV without NamedTuple's __new__ in Python (a third of the time)
@@ -52,11 +69,32 @@ def fuse_input(entry: InputOperator, bind: Callable[[Any, Any], None]) -> Entry:
         "    bound = collector",
         "    bind(collector, coordinator)",
         f"message = {message}",
+    ]
+    extra: dict[str, Any] = {"bind": bind}
+    if clock is not None:
+        extra["clk"] = clock
+        if timestamp_fn is None:
+            prologue.append("ts = envelope.timestamp")
+        else:
+            extra.update(tsf=timestamp_fn, as_time=_as_time)
+            prologue += [
+                "try:",
+                "    ts = tsf(message)",
+                "    if type(ts) is not int:",
+                "        ts = as_time(ts)",
+                "except Exception as exc:",
+                "    raise o0.failed(exc, 'timestamp function') from exc",
+            ]
+        prologue.append("clk.t = ts")
+        if observe is not None:
+            extra["observe"] = observe
+            prologue.append("observe(ts)")
+    prologue += [
         "c0 += 1",
         f"if not c0 & {SAMPLE_EVERY - 1}:",
         "    return o0.timed(message)",
     ]
-    chain: Entry = _compile(entry, "envelope, collector, coordinator", prologue, {"bind": bind})
+    chain: Entry = _compile(entry, "envelope, collector, coordinator", prologue, extra)
     return chain
 
 
@@ -129,8 +167,10 @@ def _compile(
                 f"    value = v{n}(message)",
                 "except Exception as exc:",
                 f"    raise {o}.failed(exc, 'value function') from exc",
+                f"envelope = OGE(s{n}, value, key)",
+                *_stamp(nxt, n, bound),
                 "try:",
-                f"    {o}.send(OGE(s{n}, value, key))",
+                f"    {o}.send(envelope)",
                 "except SerdeError as exc:",
                 f"    raise {o}.unserializable(exc) from exc",
                 "except Exception as exc:",
@@ -145,6 +185,7 @@ def _compile(
                 f"    envelope = OGE(s{n}, message[1], message[0])",
                 "else:",
                 f"    envelope = OGE(s{n}, message)",
+                *_stamp(nxt, n, bound),
                 "try:",
                 f"    {o}.send(envelope)",
                 "except Exception as exc:",
@@ -175,6 +216,14 @@ def _compile(
     for index, (_, counted_op) in enumerate(counters):
         counted_op.fused_counts.append(_reader(counts, index))
     return chain
+
+
+def _stamp(op: Any, n: int, bound: dict[str, Any]) -> list[str]:
+    """The line setting a send's record time to the message's (a graph keeping event time)."""
+    if op.clock is None:
+        return []
+    bound[f"t{n}"] = op.clock
+    return [f"envelope.timestamp = t{n}.t"]
 
 
 def _reader(counts: Callable[[], tuple[int, ...]], index: int) -> Callable[[], int]:

@@ -225,11 +225,14 @@ class FlatMapAsyncOperator(OperatorImpl):
 
     kind = "flat_map_async"
     counts_out = True
-    __slots__ = ("fn",)
+    __slots__ = ("clock", "fn")
 
     def __init__(self, op_id: str, fn: Callable[[Any], Any]) -> None:
         super().__init__(op_id)
         self.fn = fn
+        #: The graph's event clock when it keeps event time: the results go on with the
+        #: message's time, whatever ran in between.
+        self.clock: Any = None
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
         return self._call(message, False)
@@ -239,6 +242,7 @@ class FlatMapAsyncOperator(OperatorImpl):
 
     def _call(self, message: Any, timed: bool) -> Awaitable[Any]:
         t0 = _clock()
+        event_time = None if self.clock is None else self.clock.t
         try:
             awaitable = self.fn(message)
         except Exception as exc:
@@ -249,9 +253,11 @@ class FlatMapAsyncOperator(OperatorImpl):
                 f"{type(awaitable).__name__}"
             )
             raise self.failed(error) from error
-        return self._complete(awaitable, t0, timed)
+        return self._complete(awaitable, t0, timed, event_time)
 
-    async def _complete(self, awaitable: Awaitable[Any], t0: int, timed: bool) -> None:
+    async def _complete(
+        self, awaitable: Awaitable[Any], t0: int, timed: bool, event_time: int | None
+    ) -> None:
         try:
             results = list(await awaitable)
         except asyncio.CancelledError:
@@ -261,15 +267,20 @@ class FlatMapAsyncOperator(OperatorImpl):
         if self.timer is not None:
             self.timer.update_ns(_clock() - t0)
         self.out += len(results)
+        clock = self.clock
         if not timed:
             emit = self.emit
             for result in results:
+                if clock is not None:
+                    clock.t = event_time  # another message's call may have run meanwhile
                 pending = emit(result)
                 if pending is not None:
                     await pending
             return
         for result in results:
             for op in self.downstream:
+                if clock is not None:
+                    clock.t = event_time
                 pending = op.timed(result)
                 if pending is not None:
                     await pending

@@ -28,6 +28,7 @@ from samzapy.api.application import StreamApplicationDescriptor
 from samzapy.api.descriptors import KVSerde, StreamDescriptor, SystemDescriptor, serde_label
 from samzapy.api.errors import ConfigError
 from samzapy.api.stream import ApplicationGraph, IntermediateStream, OperatorSpec
+from samzapy.operators.window_plan import window_keys
 
 #: Systems whose streams can carry an intermediate stream (written and read back framed).
 INTERMEDIATE_FACTORIES = ("kafka", "memory")
@@ -82,11 +83,17 @@ class OperatorPlan:
     inputs: tuple[str, ...]
     #: send_to, partition_by, broadcast: the stream it writes (``system.stream``).
     writes: str | None = None
+    #: window: its description (kind, size, time domain, lateness) and its store.
+    window: str | None = None
+    store: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op_id": self.op_id, "kind": self.kind, "inputs": list(self.inputs)}
         if self.writes is not None:
             out["writes"] = self.writes
+        if self.window is not None:
+            out["window"] = self.window
+            out["store"] = self.store
         return out
 
 
@@ -154,8 +161,10 @@ def plan_application(
     broadcasts = [f"{s.qualified_name}#0" for s in intermediates if s.broadcast]
     if broadcasts:
         keys.set("task.broadcast.inputs", broadcasts)
+    _window_keys(graph, keys, config, names)
+    named = (*config, *keys.values)
     stores = sorted(
-        {k.split(".")[1] for k in config if k.startswith("stores.") and k.count(".") >= 2}
+        {k.split(".")[1] for k in named if k.startswith("stores.") and k.count(".") > 1}
     )
     return AppPlan(
         app=app,
@@ -285,12 +294,10 @@ class _IntermediateNames:
         self.graph = graph
         self.config = config
         self.systems = systems
+        self.default = default
         if not graph.intermediates:
             return
-        job_name = config.get("job.name")
-        if not isinstance(job_name, str) or not job_name:
-            raise ConfigError("job.name is required", key="job.name")
-        self.job = (job_name, str(config.get("job.id") or "1"))
+        self.job = _job(config)
         self.system = self._system(default)
         partitions = config.get("job.intermediate.stream.partitions")
         self.partitions = partitions if isinstance(partitions, int) and partitions > 0 else None
@@ -379,6 +386,26 @@ class _IntermediateNames:
         return f"{system}.{physical_name}"
 
 
+def _job(config: Mapping[str, Any]) -> tuple[str, str]:
+    job_name = config.get("job.name")
+    if not isinstance(job_name, str) or not job_name:
+        raise ConfigError("job.name is required", key="job.name")
+    return job_name, str(config.get("job.id") or "1")
+
+
+def _window_keys(
+    graph: ApplicationGraph, keys: _Keys, config: Mapping[str, Any], names: _IntermediateNames
+) -> None:
+    """The windows' stores, changelogs (on the intermediate system) and clock."""
+    if not any(spec.kind == "window" for spec in graph.operators):
+        return
+    try:
+        system: str | None = names.system if graph.intermediates else names._system(names.default)
+    except ConfigError:
+        system = None  # no kafka or memory system: the windows' state is local only
+    window_keys(graph, keys.set, _job(config), system)
+
+
 def _operator_plans(
     graph: ApplicationGraph, intermediates: Mapping[str, StreamPlan], config: Mapping[str, Any]
 ) -> Iterable[OperatorPlan]:
@@ -388,11 +415,16 @@ def _operator_plans(
             writes = ".".join(placed(spec.settings["output"].descriptor, config))
         elif spec.kind in ("partition_by", "broadcast"):
             writes = intermediates[spec.op_id].qualified_name
+        window = spec.settings.get("window") if spec.kind == "window" else None
+        if window is not None and window.late_output is not None:
+            writes = ".".join(placed(window.late_output.descriptor, config))
         yield OperatorPlan(
             op_id=spec.op_id,
             kind=spec.kind,
             inputs=tuple(_source_name(u, intermediates) for u in spec.upstream),
             writes=writes,
+            window=None if window is None else window.describe(),
+            store=None if window is None else spec.op_id,
         )
 
 

@@ -35,12 +35,14 @@ class SendingOperator(OperatorImpl):
     """An operator that sends to a stream: ``send`` is the task's collector's, bound when the
     task gets its collector (one attribute on the hot path)."""
 
-    __slots__ = ("send", "stream")
+    __slots__ = ("clock", "send", "stream")
 
     def __init__(self, op_id: str, stream: SystemStream) -> None:
         super().__init__(op_id)
         self.stream = stream
         self.send: Callable[[OutgoingMessageEnvelope], None] = _nothing
+        #: The graph's event clock when it keeps event time: sends carry the message's time.
+        self.clock: Any = None
 
     def transform(self, message: Any) -> list[Any]:
         self.on_message(message)
@@ -81,6 +83,8 @@ class SendToOperator(SendingOperator):
             envelope = OutgoingMessageEnvelope(self.stream, message[1], message[0])
         else:
             envelope = OutgoingMessageEnvelope(self.stream, message)
+        if self.clock is not None:
+            envelope.timestamp = self.clock.t
         try:
             self.send(envelope)
         except Exception as exc:
@@ -116,8 +120,11 @@ class PartitionByOperator(SendingOperator):
             value = self.value_fn(message)
         except Exception as exc:
             raise self.failed(exc, "value function") from exc
+        envelope = OutgoingMessageEnvelope(self.stream, value, key)
+        if self.clock is not None:
+            envelope.timestamp = self.clock.t
         try:
-            self.send(OutgoingMessageEnvelope(self.stream, value, key))
+            self.send(envelope)
         except SerdeError as exc:
             raise self.unserializable(exc) from exc
         except Exception as exc:

@@ -26,12 +26,22 @@ from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import ConfigError, OperatorError
 from samzapy.api.stream import ApplicationGraph, OperatorSpec
 from samzapy.api.system import SystemStream, SystemStreamPartition
-from samzapy.api.task import AsyncStreamTask, ClosableTask, InitableTask, StreamTask
+from samzapy.api.task import (
+    AsyncStreamTask,
+    ClosableTask,
+    InitableTask,
+    StreamTask,
+)
 from samzapy.operators import impl, sends
+from samzapy.operators.event_time import EventClock, Watermarks, sources
 from samzapy.operators.fusion import Entry, fuse, fuse_input
+from samzapy.operators.hooks import WindowHooks
 from samzapy.operators.impl import InputOperator, OperatorImpl
 from samzapy.operators.plan import AppPlan
 from samzapy.operators.sends import TaskIO
+from samzapy.operators.sessions import SessionWindowOperator
+from samzapy.operators.tumbling import TumblingWindowOperator
+from samzapy.operators.windows import WindowOperator, gather_pending
 
 #: Functions shared by every task as they are: they hold no state of their own.
 _SHARED = (types.FunctionType, types.BuiltinFunctionType, types.BuiltinMethodType)
@@ -76,22 +86,70 @@ class OperatorGraph:
         self.entries: dict[SystemStream, InputOperator] = {}
         self.operators: list[OperatorImpl] = []
         self.functions: list[_Function] = []
+        self.windows: list[WindowOperator] = []
+        #: What panes sent to asynchronous operators still owe (``windows.gather_pending``).
+        self.pending: list[Any] = []
+        #: Event time: kept when a window runs in it (the clock, the streams' watermarks).
+        self.event_time = any(
+            spec.kind == "window" and spec.settings["window"].event_time for spec in graph.operators
+        )
+        self.clock = EventClock()
+        self.watermarks = Watermarks()
+        self._timestamp_fns: dict[str, Callable[[Any], Any]] = {}
         self._memo: dict[int, Any] = {}
         built: dict[int, OperatorImpl] = {}
+        inputs_of: dict[int, SystemStream] = {}
         readers = [s.reader for s in graph.intermediates if s.reader is not None]
         for spec in [*graph.inputs.values(), *readers, *graph.operators]:
             op = self._build(spec, streams)
             built[id(spec)] = op
             self.operators.append(op)
+            if isinstance(op, InputOperator):
+                inputs_of[id(spec)] = op.stream
             for upstream in spec.upstream:
                 built[id(upstream)].connect(op)
+        if self.event_time:
+            self._keep_event_time(graph, built, inputs_of)
         for op in self.operators:
             if op.downstream:
                 op.emit = fuse(op)
 
+    def _keep_event_time(
+        self,
+        graph: ApplicationGraph,
+        built: dict[int, OperatorImpl],
+        inputs_of: dict[int, SystemStream],
+    ) -> None:
+        """Sends carry the message's time; each event-time window waits on the watermarks of
+        the input streams that reach it; inputs with ``with_watermarks`` generate theirs."""
+        for op in self.operators:
+            if isinstance(op, sends.SendingOperator | impl.FlatMapAsyncOperator):
+                op.clock = self.clock
+        for spec in graph.inputs.values():
+            descriptor = spec.settings["descriptor"]
+            if descriptor.watermarks is not None:
+                self.watermarks.generate(inputs_of[id(spec)], *descriptor.watermarks)
+            if descriptor.timestamp_fn is not None:
+                self._timestamp_fns[spec.op_id] = descriptor.timestamp_fn
+        for spec in graph.operators:
+            op = built[id(spec)]
+            if isinstance(op, WindowOperator) and op.event_time:
+                self.watermarks.add_window(op.advance, sources(spec, inputs_of))
+
     def fuse_inputs(self, bind: Callable[[Any, Any], None]) -> dict[str, Entry]:
         """Each input operator's fused chain, by its id (``fusion.fuse_input``)."""
-        return {entry.op_id: fuse_input(entry, bind) for entry in self.entries.values()}
+        if not self.event_time:
+            return {entry.op_id: fuse_input(entry, bind) for entry in self.entries.values()}
+        return {
+            entry.op_id: fuse_input(
+                entry,
+                bind,
+                self.clock,
+                self._timestamp_fns.get(entry.op_id),
+                self.watermarks.observer(entry.stream),
+            )
+            for entry in self.entries.values()
+        }
 
     def _function(self, spec: OperatorSpec, fn: Any, what: str = "function") -> Callable[..., Any]:
         function = _Function(spec, fn, what, self._memo)
@@ -134,6 +192,29 @@ class OperatorGraph:
                 self._function(spec, s["value_fn"], "value function"),
                 repr(s["stream"].serde),
             )
+        if kind == "window":
+            window = s["window"]
+            functions = {
+                name: None if fn is None else self._function(spec, fn, name.replace("_", " "))
+                for name, fn in (
+                    ("key_fn", window.key_fn),
+                    ("initial_value", window.initial_value),
+                    ("aggregator", window.aggregator),
+                    ("merger", window.merger),
+                )
+            }
+            late = window.late_output
+            kind_of = SessionWindowOperator if window.kind == "session" else TumblingWindowOperator
+            op = kind_of(
+                op_id,
+                window,
+                functions,
+                self.clock,
+                None if late is None else streams[late.stream_id],
+                self.pending,
+            )
+            self.windows.append(op)
+            return op
         if kind == "broadcast":
             serde = s["stream"].serde
             label = serde if isinstance(serde, str | None) else type(serde).__qualname__
@@ -141,8 +222,9 @@ class OperatorGraph:
         raise AssertionError(f"unknown operator kind {kind!r}")
 
 
-class _OperatorTask(InitableTask, ClosableTask):
-    """What the sync and async operator tasks share: routing, init, close, metrics."""
+class _OperatorTask(InitableTask, ClosableTask, WindowHooks):
+    """What the sync and async operator tasks share: routing, init, close, metrics, and the
+    hooks windows fire in (``hooks.py``)."""
 
     def __init__(self, graph: OperatorGraph) -> None:
         self.graph = graph
@@ -186,6 +268,8 @@ class _OperatorTask(InitableTask, ClosableTask):
                     op_id=op.op_id,
                     kind=op.kind,
                 ) from exc
+        for window in self.graph.windows:
+            window.open(context)
         self._register_metrics(context)
         self._single_stream(context)
 
@@ -233,6 +317,14 @@ class _OperatorTask(InitableTask, ClosableTask):
                 help=f"Messages operator {op.op_id} ({op.kind}) passed on or sent",
                 unit="messages",
             )
+            if isinstance(op, WindowOperator):
+                metrics.counter(
+                    group,
+                    f"{op.op_id}-late-messages",
+                    _reader(op, "late"),
+                    help=f"Messages too late for window {op.op_id}, dropped or sent aside",
+                    unit="messages",
+                )
             if op.kind != "input":
                 op.timer = metrics.timer(
                     group,
@@ -286,6 +378,11 @@ class AsyncStreamOperatorTask(_OperatorTask, AsyncStreamTask):
         if chain is None:
             chain = self._chain(envelope.system_stream_partition)
         pending = chain(envelope, collector, coordinator)
+        if self.graph.pending:  # panes a generated watermark fired as the message entered
+            owed = gather_pending(self.graph.pending)
+            if pending is None:
+                return owed  # type: ignore[return-value]
+            return _both(pending, owed)
         if pending is not None:
             return pending
         done = self._done
@@ -293,6 +390,12 @@ class AsyncStreamOperatorTask(_OperatorTask, AsyncStreamTask):
             done = self._done = asyncio.get_running_loop().create_future()
             done.set_result(None)
         return done
+
+
+async def _both(first: Awaitable[Any], second: Awaitable[Any] | None) -> None:
+    await first
+    if second is not None:
+        await second
 
 
 class OperatorTaskFactory:

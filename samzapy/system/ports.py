@@ -180,8 +180,10 @@ class SystemProducer(abc.ABC):
         partition: int | None,
         key: Any,
         message: Any,
+        timestamp: int | None = None,
     ) -> None:
-        """Queue one serialized message; must not block the event loop."""
+        """Queue one serialized message; must not block the event loop. ``timestamp``: the
+        record's time (ms since the epoch) where the system keeps one, None: now."""
 
     def send_with_headers(
         self,

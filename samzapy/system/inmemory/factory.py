@@ -77,8 +77,11 @@ class InMemorySystemProducer(SystemProducer):
         partition: int | None,
         key: Any,
         message: Any,
+        timestamp: int | None = None,
     ) -> None:
-        self._append(system_stream.stream, 0 if partition is None else partition, key, message)
+        self._append(
+            system_stream.stream, 0 if partition is None else partition, key, message, timestamp
+        )
 
     def send_with_headers(
         self,

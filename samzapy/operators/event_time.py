@@ -1,0 +1,166 @@
+"""Event time inside one task's operator graph: the current message's time, and watermarks.
+
+``EventClock.t`` is the event time of the message going through the graph (ms since the
+epoch): set where it enters (the record's timestamp, or the input descriptor's
+``with_timestamp`` function), kept through ``map``, ``filter``, ``flat_map`` and
+``flat_map_async``, written as the record timestamp by ``send_to`` and ``partition_by`` (so
+the intermediate stream's reader gets it back), and set to a pane's time by a window.
+
+``Watermarks`` keeps the watermark of each input stream of the task and gives each event-time
+window the minimum over the streams that reach it, whenever that moves forward:
+
+- a stream that carries watermarks in-band (an intermediate or framed stream, or one with
+  ``samza.watermark.lateness.ms``) gets them from the container (``on_stream_watermark``);
+- a stream whose descriptor says ``with_watermarks(max_out_of_orderness, idle_timeout)``
+  generates its own here, per message: the largest event time seen minus the
+  out-of-orderness. So whether a message is late never depends on how messages were batched.
+  A stream that saw no message for ``idle_timeout`` (processing time, checked at each tick)
+  stops holding the minimum back, and holds it again with its next message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from samzapy.api.stream import OperatorSpec
+from samzapy.api.system import SystemStream
+
+
+class EventClock:
+    """The event time of the message the graph is working on (None: none known)."""
+
+    __slots__ = ("t",)
+
+    def __init__(self) -> None:
+        self.t: int | None = None
+
+
+class _Generated:
+    """A stream's generated watermark: out-of-orderness, idle timeout, and activity."""
+
+    __slots__ = ("active_at", "idle", "idle_ms", "lateness", "seen", "top")
+
+    def __init__(self, lateness: int, idle_ms: int | None) -> None:
+        self.lateness = lateness
+        self.idle_ms = idle_ms
+        self.top: int | None = None  # the largest event time seen
+        self.seen = False  # a message came since the last tick
+        self.active_at: float | None = None  # when one was last seen (monotonic s)
+        self.idle = False
+
+
+class Watermarks:
+    """The task's input streams' watermarks, and the windows that wait on them."""
+
+    def __init__(self) -> None:
+        self.streams: dict[SystemStream, int | None] = {}
+        self.generated: dict[SystemStream, _Generated] = {}
+        #: Each window's advance function, with the streams that reach it.
+        self._windows: list[tuple[Callable[[int], None], tuple[SystemStream, ...]]] = []
+        self._by_stream: dict[SystemStream, list[int]] = {}
+
+    def generate(self, stream: SystemStream, lateness: int, idle_ms: int | None) -> None:
+        self.generated[stream] = _Generated(lateness, idle_ms)
+        self.streams.setdefault(stream, None)
+
+    def add_window(self, advance: Callable[[int], None], streams: Iterable[SystemStream]) -> None:
+        index = len(self._windows)
+        streams = tuple(streams)
+        self._windows.append((advance, streams))
+        for stream in streams:
+            self.streams.setdefault(stream, None)
+            self._by_stream.setdefault(stream, []).append(index)
+
+    def observer(self, stream: SystemStream) -> Callable[[Any], None] | None:
+        """What an input of ``stream`` calls with each message's event time (None when the
+        stream's watermarks are not generated here)."""
+        gen = self.generated.get(stream)
+        if gen is None:
+            return None
+        lateness = gen.lateness
+
+        def observe(t: Any) -> None:
+            gen.seen = True
+            if gen.idle:
+                gen.idle = False
+            if t is not None and (gen.top is None or t > gen.top):
+                gen.top = t
+                self._moved(stream, t - lateness)
+
+        return observe
+
+    def received(self, stream: SystemStream, watermark: int) -> None:
+        """The container's watermark of ``stream``; ignored for a stream generated here
+        (the in-task one is never behind the container's, derived from the same times)."""
+        if stream not in self.generated:
+            self._moved(stream, watermark)
+
+    def tick(self, now: float) -> None:
+        """Processing time passed: mark streams idle past their timeout (``now``: monotonic)."""
+        changed: list[SystemStream] = []
+        for stream, gen in self.generated.items():
+            if gen.seen or gen.active_at is None:
+                gen.seen = False
+                gen.active_at = now
+            elif (
+                gen.idle_ms is not None
+                and not gen.idle
+                and (now - gen.active_at) * 1000 >= gen.idle_ms
+            ):
+                gen.idle = True
+                changed.append(stream)
+        for stream in changed:
+            self._recompute(stream)
+
+    def _moved(self, stream: SystemStream, watermark: int) -> None:
+        last = self.streams.get(stream)
+        if last is not None and watermark <= last:
+            return
+        self.streams[stream] = watermark
+        self._recompute(stream)
+
+    def _recompute(self, stream: SystemStream) -> None:
+        for index in self._by_stream.get(stream, ()):
+            advance, streams = self._windows[index]
+            low = self.minimum(streams)
+            if low is not None:
+                advance(low)
+
+    def minimum(self, streams: Iterable[SystemStream]) -> int | None:
+        """The minimum over ``streams`` that are not idle (None while one has none yet)."""
+        low: int | None = None
+        held = False
+        for stream in streams:
+            gen = self.generated.get(stream)
+            if gen is not None and gen.idle:
+                continue
+            held = True
+            watermark = self.streams.get(stream)
+            if watermark is None:
+                return None
+            if low is None or watermark < low:
+                low = watermark
+        if not held:  # every stream idle: the highest of them
+            known = [w for s in streams if (w := self.streams.get(s)) is not None]
+            return max(known) if known else None
+        return low
+
+
+def sources(spec: OperatorSpec, inputs_of: dict[int, SystemStream]) -> list[SystemStream]:
+    """The input streams whose messages reach ``spec``."""
+    found: dict[SystemStream, None] = {}
+    seen: set[int] = set()
+    todo = [spec]
+    while todo:
+        op = todo.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        if id(op) in inputs_of:
+            found[inputs_of[id(op)]] = None
+        todo.extend(op.upstream)
+    return list(found)
+
+
+__all__ = ["EventClock", "Watermarks", "sources"]

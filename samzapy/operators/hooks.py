@@ -1,0 +1,61 @@
+"""The operator task's hooks that windows fire in: the tick (``task.window.ms``), each input
+stream's watermark, and end-of-stream. Each binds the collector first (a hook may come before
+any message did), then returns what the panes it fired still owe asynchronous operators.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from samzapy.api.context import MessageCollector, TaskCoordinator
+from samzapy.api.system import SystemStream
+from samzapy.api.task import EndOfStreamListenerTask, StreamWatermarkListenerTask, WindowableTask
+from samzapy.operators.windows import gather_pending
+
+
+class WindowHooks(WindowableTask, EndOfStreamListenerTask, StreamWatermarkListenerTask):
+    """Mixed into the operator task, which has ``graph`` and ``_bind``."""
+
+    graph: Any
+
+    def _bind(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
+        raise NotImplementedError
+
+    def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> Any:
+        """The tick (``task.window.ms``): idle streams, processing-time panes, timed triggers."""
+        graph = self.graph
+        if not graph.windows:
+            return None
+        self._bind(collector, coordinator)
+        graph.watermarks.tick(time.monotonic())
+        for window in graph.windows:
+            window.tick()
+        return gather_pending(graph.pending)
+
+    def on_stream_watermark(
+        self,
+        stream: SystemStream,
+        watermark: int,
+        collector: MessageCollector,
+        coordinator: TaskCoordinator,
+    ) -> Any:
+        graph = self.graph
+        if not graph.event_time:
+            return None
+        self._bind(collector, coordinator)
+        graph.watermarks.received(stream, watermark)
+        return gather_pending(graph.pending)
+
+    def on_end_of_stream(self, collector: MessageCollector, coordinator: TaskCoordinator) -> Any:
+        """Every input ended: every open window fires."""
+        graph = self.graph
+        if not graph.windows:
+            return None
+        self._bind(collector, coordinator)
+        for window in graph.windows:
+            window.end_of_stream()
+        return gather_pending(graph.pending)
+
+
+__all__ = ["WindowHooks"]

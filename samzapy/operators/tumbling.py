@@ -1,0 +1,212 @@
+"""Tumbling windows: panes of a fixed interval aligned to the epoch, with early and late
+triggers (the window operator's common part is ``windows.py``).
+
+A key's value in a pane is one entry of the window's store, ``T`` + the pane id (8 bytes,
+big-endian, offset by 2**63) + the serialized key, so one pane is one range of the store. In
+memory: the open panes' ids (and whether each has fired, kept for its allowed lateness) and
+the triggers' state per pane and key (a count and two times, not kept across a restart, as in
+Samza: a restarted task's triggers start again).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from samzapy.api.windows import (
+    AnyTrigger,
+    CountTrigger,
+    FiringType,
+    RepeatingTrigger,
+    TimeSinceFirstMessageTrigger,
+    TimeSinceLastMessageTrigger,
+    Trigger,
+)
+from samzapy.operators.windows import DEFAULT, EARLY, LATE, WindowOperator
+
+_TUMBLING = b"T"
+_OFFSET = 2**63
+
+
+def _pane_prefix(pane: int) -> bytes:
+    return _TUMBLING + (pane + _OFFSET).to_bytes(8, "big")
+
+
+class _Armed:
+    """A trigger's state for one pane and key: messages and times since the last pane."""
+
+    __slots__ = ("count", "done", "first", "key", "last", "pane")
+
+    def __init__(self, key: Any, pane: int) -> None:
+        self.key = key
+        self.pane = pane
+        self.count = 0
+        self.first: float | None = None
+        self.last: float | None = None
+        self.done = False
+
+
+def _due(trigger: Trigger, armed: _Armed, now: float) -> bool:
+    if isinstance(trigger, CountTrigger):
+        return armed.count >= trigger.count
+    if isinstance(trigger, TimeSinceFirstMessageTrigger):
+        return armed.first is not None and (now - armed.first) * 1000 >= trigger.ms
+    if isinstance(trigger, TimeSinceLastMessageTrigger):
+        return armed.last is not None and (now - armed.last) * 1000 >= trigger.ms
+    if isinstance(trigger, AnyTrigger):
+        return any(_due(t, armed, now) for t in trigger.triggers)
+    if isinstance(trigger, RepeatingTrigger):
+        return _due(trigger.trigger, armed, now)
+    raise AssertionError(f"unknown trigger {trigger!r}")
+
+
+class TumblingWindowOperator(WindowOperator):
+    __slots__ = ("armed", "next_due", "panes")
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        #: each open pane's id -> whether its DEFAULT pane fired (kept for lateness)
+        self.panes: dict[int, bool] = {}
+        self.next_due: int | None = None  # the earliest time something is due in ``panes``
+        self.armed: dict[bytes, _Armed] = {}
+
+    def restore(self) -> None:
+        fired = self.watermark
+        with self.store.range(_TUMBLING, _TUMBLING + b"\xff" * 9) as entries:
+            for entry in entries:
+                pane = int.from_bytes(entry.key[1:9], "big") - _OFFSET
+                if pane not in self.panes:
+                    done = self.event_time and fired is not None and pane + self.size <= fired
+                    self.panes[pane] = bool(done)
+        self._reschedule()
+
+    def due(self, now: int) -> bool:
+        return self.next_due is not None and now >= self.next_due
+
+    def message(self, message: Any, key: Any, t: int) -> None:
+        size = self.size
+        pane = t - t % size
+        end = pane + size
+        watermark = self.watermark
+        fired = self.event_time and watermark is not None and end <= watermark
+        if fired:
+            assert watermark is not None
+            if end + self.lateness <= watermark:
+                self.too_late(message, pane, t)
+                return
+            if self.window.late_trigger is None and not self.accumulating:
+                self.emit_pane(key, pane, end, self._add(message, None), LATE)
+                return
+        kbytes = self.kserde.to_bytes(key)
+        skey = _pane_prefix(pane) + kbytes
+        store = self.store
+        raw = store.get(skey)
+        value = self._add(message, None if raw is None else self.vserde.from_bytes(raw))
+        store.put(skey, self.vserde.to_bytes(value))
+        if pane not in self.panes:
+            self.panes[pane] = False
+            if self.next_due is None or end < self.next_due:
+                self.next_due = end
+        if fired:
+            trigger = self.window.late_trigger
+            if trigger is None:
+                self.emit_pane(key, pane, end, value, LATE)  # accumulating: the whole value
+                return
+            self._count(skey, key, pane, trigger, LATE)
+        elif self.window.early_trigger is not None:
+            self._count(skey, key, pane, self.window.early_trigger, EARLY)
+
+    # -- triggers --------------------------------------------------------------------------------
+
+    def _count(
+        self, skey: bytes, key: Any, pane: int, trigger: Trigger, firing: FiringType
+    ) -> None:
+        armed = self.armed.get(skey)
+        if armed is None:
+            armed = self.armed[skey] = _Armed(key, pane)
+        if armed.done:
+            return
+        now = time.monotonic()
+        armed.count += 1
+        if armed.first is None:
+            armed.first = now
+        armed.last = now
+        if _due(trigger, armed, now):
+            self._trigger_fire(skey, armed, trigger, firing)
+
+    def _trigger_fire(
+        self, skey: bytes, armed: _Armed, trigger: Trigger, firing: FiringType
+    ) -> None:
+        raw = self.store.get(skey)
+        if raw is not None:
+            self.emit_pane(
+                armed.key, armed.pane, armed.pane + self.size, self.vserde.from_bytes(raw), firing
+            )
+            if not self.accumulating:
+                self.store.delete(skey)
+        armed.count = 0
+        armed.first = armed.last = None
+        armed.done = not isinstance(trigger, RepeatingTrigger)
+
+    def timed_triggers(self) -> None:
+        if not self.armed:
+            return
+        now = time.monotonic()
+        watermark = self.watermark
+        for skey, armed in list(self.armed.items()):
+            if armed.done:
+                continue
+            end = armed.pane + self.size
+            late = self.event_time and watermark is not None and end <= watermark
+            trigger = self.window.late_trigger if late else self.window.early_trigger
+            if trigger is not None and _due(trigger, armed, now):
+                self._trigger_fire(skey, armed, trigger, LATE if late else EARLY)
+
+    def _reschedule(self) -> None:
+        due = None
+        for pane, fired in self.panes.items():
+            at = pane + self.size + (self.lateness if fired else 0)
+            if due is None or at < due:
+                due = at
+        self.next_due = due
+
+    def fire(self, now: int, final: bool = False) -> None:
+        """Fire the panes that ended by ``now``, drop those past their lateness; all of them
+        when ``final`` (end-of-stream)."""
+        if not self.due(now) and not (final and self.panes):
+            return
+        store = self.store
+        for pane in sorted(self.panes):
+            end = pane + self.size
+            fired = self.panes[pane]
+            if not fired and (end <= now or final):
+                prefix = _pane_prefix(pane)
+                with store.range(prefix, _pane_prefix(pane + 1)) as entries:
+                    found = [(e.key, e.value) for e in entries]
+                for skey, raw in found:
+                    key = self.kserde.from_bytes(skey[9:])
+                    self.emit_pane(key, pane, end, self.vserde.from_bytes(raw), DEFAULT)
+                    self.armed.pop(skey, None)
+                keep = self.event_time and self.lateness > 0 and not final
+                if keep and end + self.lateness > now:
+                    self.panes[pane] = True
+                    if not self.accumulating:
+                        store.delete_all([skey for skey, _ in found])
+                    continue
+                store.delete_all([skey for skey, _ in found])
+                del self.panes[pane]
+            elif fired and (end + self.lateness <= now or final):
+                prefix = _pane_prefix(pane)
+                with store.range(prefix, _pane_prefix(pane + 1)) as entries:
+                    stale = [(e.key, e.value) for e in entries]
+                for skey, raw in stale:
+                    armed = self.armed.pop(skey, None)
+                    if armed is not None and armed.count:  # late messages its trigger still held
+                        key = self.kserde.from_bytes(skey[9:])
+                        self.emit_pane(key, pane, end, self.vserde.from_bytes(raw), LATE)
+                store.delete_all([skey for skey, _ in stale])
+                del self.panes[pane]
+        self._reschedule()
+
+
+__all__ = ["TumblingWindowOperator"]

@@ -1,0 +1,71 @@
+"""What windows add to an application's plan: a store per window, its changelog, a clock.
+
+Each window keeps its state in store ``<op_id>`` (bytes keys and values: the operator
+serializes), created with the window's factory (``rocksdb`` unless ``with_store`` says
+``inmemory``) and, when the job has a kafka or memory system for intermediate streams, a
+changelog ``<job.name>-<job.id>-<op_id>-changelog`` on it, so the state is exact after a
+crash. A window that needs a clock (processing time, a timed trigger, an input with an idle
+timeout) gives the job ``task.window.ms`` (``WINDOW_TICK_MS``) unless the job file sets it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from samzapy.api.errors import ConfigError
+from samzapy.api.stream import ApplicationGraph
+from samzapy.api.windows import Window
+
+#: ``task.window.ms`` an application gets when a window needs a clock and the job file sets
+#: none: the panes of processing-time windows fire within this of their end.
+WINDOW_TICK_MS = 100
+
+
+def window_keys(
+    graph: ApplicationGraph,
+    set_key: Callable[[str, Any], None],
+    job: tuple[str, str],
+    changelog_system: str | None,
+) -> None:
+    """Set each window's store keys and, when one needs it, the tick."""
+    ticks = any(
+        (spec.settings["descriptor"].watermarks or (0, None))[1] is not None
+        for spec in graph.inputs.values()
+    )
+    for spec in graph.operators:
+        if spec.kind != "window":
+            continue
+        window: Window = spec.settings["window"]
+        check_window(spec.op_id, window)
+        prefix = f"stores.{spec.op_id}."
+        set_key(prefix + "factory", window.store_factory)
+        set_key(prefix + "key.serde", "bytes")
+        set_key(prefix + "msg.serde", "bytes")
+        if changelog_system is not None:
+            set_key(
+                prefix + "changelog", f"{changelog_system}.{job[0]}-{job[1]}-{spec.op_id}-changelog"
+            )
+        ticks = ticks or not window.event_time
+        ticks = ticks or window.early_trigger is not None or window.late_trigger is not None
+    if ticks:
+        set_key("task.window.ms", WINDOW_TICK_MS)
+
+
+def check_window(op_id: str, window: Window) -> None:
+    """What only the whole window says is wrong (its builders check the rest)."""
+    if window.kind == "session" and (window.early_trigger or window.late_trigger):
+        raise ConfigError(
+            f"window {op_id!r}: early and late triggers are not supported on session windows "
+            "yet; use a tumbling window, or leave the triggers out"
+        )
+    session = window.kind == "session" and window.event_time
+    if session and not window.collecting and window.merger is None:
+        raise ConfigError(
+            f"window {op_id!r}: a session window in event time merges two sessions when "
+            "a message falls between them, and needs merger=fn(value_a, value_b) to "
+            "combine their aggregates (or no aggregator, to collect the messages)"
+        )
+
+
+__all__ = ["WINDOW_TICK_MS", "check_window", "window_keys"]

@@ -1,0 +1,312 @@
+"""The window operator's common part: tumbling (``tumbling.py``) and session
+(``sessions.py``) windows, in processing or event time.
+
+One task's ``WindowOperator`` keeps its windows' contents in its own store (``stores.<op_id>``,
+bytes in and out, with a changelog when the job has a system for one), so they survive a
+restart and are exact after kill -9 and under exactly-once as any store is. Per message it is
+one read-modify-write of that store: the path the store's per-commit write cache makes cheap.
+
+Store layout (keys ordered as bytes):
+
+- ``T`` + pane id (8 bytes, big-endian, offset by 2**63) + the serialized key: a tumbling
+  window's value for one key and pane, so one pane is one range of the store;
+- ``S`` + the serialized key: a key's open sessions, ``[(start, last, value bytes), ...]``;
+- ``M``: the window's watermark when it last fired (a restart does not fire a pane twice).
+
+What runs in memory is bounded by the open windows: the open panes' ids, one due time per key
+with open sessions, and the state of early and late triggers (a count and two times per pane
+and key; not kept across a restart, as in Samza: a restarted task's triggers start again).
+
+When panes fire: processing time, at the task's tick (``task.window.ms``) once the clock
+passed a pane's end; event time, as soon as the window's watermark reaches a pane's end
+(``advance``, called by ``event_time.Watermarks``), and at end-of-stream. A pane's event time
+(the time its records are sent with, and the time a window downstream sees) is its window's
+last millisecond, ``end - 1``, as in Flink and Beam: a pane stays in the same window of a
+window of the same size downstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import structlog
+
+from samzapy.api.envelope import KV, OutgoingMessageEnvelope
+from samzapy.api.system import SystemStream
+from samzapy.api.task import END_WATERMARK
+from samzapy.api.windows import (
+    AccumulationMode,
+    FiringType,
+    Window,
+    WindowKey,
+    WindowPane,
+)
+from samzapy.operators.event_time import EventClock
+from samzapy.operators.sends import SendingOperator
+from samzapy.system.serde import SerdeRegistry
+
+log = structlog.get_logger("samzapy.operators")
+
+_TUMBLING = b"T"
+_SESSION = b"S"
+_META = b"M"
+_OFFSET = 2**63
+#: At most this many panes are remembered as logged for late drops (one line per window).
+_LOGGED_LATE = 1024
+
+EARLY, DEFAULT, LATE = FiringType.EARLY, FiringType.DEFAULT, FiringType.LATE
+
+
+class PickleSerde:
+    """The default serde of a window's keys and values: its state is read back by the same
+    job only."""
+
+    def to_bytes(self, obj: Any) -> bytes:
+        return pickle.dumps(obj, 5)
+
+    def from_bytes(self, data: bytes) -> Any:
+        return pickle.loads(data)
+
+
+def _serde(serde: Any, config: Mapping[str, Any]) -> Any:
+    if serde is None:
+        return PickleSerde()
+    if not isinstance(serde, str):
+        return serde
+    prefix, suffix = "serializers.registry.", ".class"
+    custom = {
+        k[len(prefix) : -len(suffix)]: v
+        for k, v in config.items()
+        if k.startswith(prefix) and k.endswith(suffix)
+    }
+    return SerdeRegistry(custom).get(serde)
+
+
+def _pane_prefix(pane: int) -> bytes:
+    return _TUMBLING + (pane + _OFFSET).to_bytes(8, "big")
+
+
+class WindowOperator(SendingOperator):
+    """One task's window (see the module docstring). ``send``: the collector's, for the late
+    output stream when the window has one. A subclass keeps its panes: ``restore`` them from
+    the store, take a ``message``, ``fire`` what ended by a time, say if any is ``due``."""
+
+    kind = "window"
+    counts_out = True
+    __slots__ = (
+        "accumulating",
+        "aggregator",
+        "event_time",
+        "initial",
+        "key_fn",
+        "kserde",
+        "late",
+        "late_logged",
+        "lateness",
+        "merger",
+        "pending",
+        "size",
+        "store",
+        "vserde",
+        "watermark",
+        "window",
+    )
+
+    def __init__(
+        self,
+        op_id: str,
+        window: Window,
+        functions: Mapping[str, Callable[..., Any] | None],
+        clock: EventClock,
+        late_stream: SystemStream | None,
+        pending: list[Awaitable[Any]],
+    ) -> None:
+        super().__init__(op_id, late_stream)  # type: ignore[arg-type]
+        self.window = window
+        self.key_fn = functions.get("key_fn")
+        self.initial = functions.get("initial_value")
+        self.aggregator = functions.get("aggregator")
+        self.merger = functions.get("merger")
+        self.clock = clock
+        self.size = window.size_ms
+        self.event_time = window.event_time
+        self.lateness = window.allowed_lateness_ms
+        self.accumulating = window.accumulation_mode is AccumulationMode.ACCUMULATING
+        self.pending = pending
+        self.store: Any = None
+        self.kserde: Any = None
+        self.vserde: Any = None
+        self.watermark: int | None = None
+        self.late = 0
+        self.late_logged: dict[int, None] = {}
+
+    # -- what a kind of window does ----------------------------------------------------------
+
+    def restore(self) -> None:
+        raise NotImplementedError
+
+    def message(self, message: Any, key: Any, t: int) -> None:
+        raise NotImplementedError
+
+    def fire(self, now: int, final: bool = False) -> None:
+        """Fire what ended by ``now``; everything when ``final`` (end-of-stream)."""
+        raise NotImplementedError
+
+    def due(self, now: int) -> bool:
+        """Whether anything ends by ``now``."""
+        raise NotImplementedError
+
+    def timed_triggers(self) -> None:
+        """Fire the early and late triggers whose time came (processing time)."""
+
+    # -- start-up ------------------------------------------------------------------------------
+
+    def open(self, context: Any) -> None:
+        """Take the task's store and what it holds: the watermark, the open panes."""
+        self.store = context.get_store(self.op_id)
+        self.kserde = _serde(self.window.key_serde, context.config)
+        self.vserde = _serde(self.window.value_serde, context.config)
+        meta = self.store.get(_META)
+        if meta is not None:
+            self.watermark = int(pickle.loads(meta))
+        self.restore()
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def _time(self) -> int:
+        if not self.event_time:
+            return int(time.time() * 1000)
+        t = self.clock.t
+        if t is None:
+            error = ValueError(
+                "the message has no event time: its record has no timestamp; give its input "
+                "descriptor with_timestamp(fn)"
+            )
+            raise self.failed(error, "event time") from error
+        return int(t)
+
+    def _key(self, message: Any) -> Any:
+        if self.key_fn is None:
+            return None
+        try:
+            return self.key_fn(message)
+        except Exception as exc:
+            raise self.failed(exc, "key function") from exc
+
+    def _add(self, message: Any, value: Any) -> Any:
+        if self.aggregator is None:
+            if value is None:
+                return [message]
+            value.append(message)
+            return value
+        try:
+            if value is None:
+                value = self.initial()  # type: ignore[misc]
+            return self.aggregator(message, value)
+        except Exception as exc:
+            raise self.failed(exc, "aggregator") from exc
+
+    def on_message(self, message: Any) -> Awaitable[Any] | None:
+        self.message(message, self._key(message), self._time())
+        return self._take_pending()
+
+    def timed(self, message: Any) -> Awaitable[Any] | None:
+        return self.on_message(message)
+
+    def transform(self, message: Any) -> list[Any]:
+        self.on_message(message)
+        return []
+
+    def _take_pending(self) -> Awaitable[Any] | None:
+        pending = self.pending
+        if not pending:
+            return None
+        awaitables = list(pending)
+        pending.clear()
+        return _all(awaitables)
+
+    def too_late(self, message: Any, pane: int, t: int) -> None:
+        self.late += 1
+        late_stream = self.stream
+        if late_stream is not None:
+            if type(message) is KV:
+                envelope = OutgoingMessageEnvelope(late_stream, message[1], message[0])
+            else:
+                envelope = OutgoingMessageEnvelope(late_stream, message)
+            envelope.timestamp = t
+            try:
+                self.send(envelope)
+            except Exception as exc:
+                raise self.failed(exc, f"send to {late_stream}") from exc
+            return
+        if pane not in self.late_logged:
+            if len(self.late_logged) >= _LOGGED_LATE:
+                self.late_logged.pop(next(iter(self.late_logged)))
+            self.late_logged[pane] = None
+            log.warning(
+                "late_message_dropped",
+                operator=self.op_id,
+                pane_id=pane,
+                event_time=t,
+                watermark=self.watermark,
+                allowed_lateness_ms=self.lateness,
+                reason="its window fired and the allowed lateness passed; counted in "
+                f"{self.op_id}-late-messages (with_late_output keeps such messages)",
+            )
+
+    # -- firing ----------------------------------------------------------------------------------
+
+    def emit_pane(self, key: Any, pane: int, end: int, value: Any, firing: FiringType) -> None:
+        clock = self.clock
+        before = clock.t
+        clock.t = end - 1
+        try:
+            pending = self.emit(WindowPane(WindowKey(key, pane), value, firing))
+        finally:
+            clock.t = before
+        self.out += 1
+        if pending is not None:
+            self.pending.append(pending)
+
+    def advance(self, watermark: int) -> None:
+        """The window's watermark moved (event time): fire what it completed."""
+        if self.watermark is not None and watermark <= self.watermark:
+            return
+        self.watermark = watermark
+        if self.due(watermark):
+            self.fire(watermark)
+            self.store.put(_META, pickle.dumps(watermark, 5))
+
+    def tick(self) -> None:
+        """Processing time passed (``task.window.ms``): fire what is due by the clock."""
+        if not self.event_time:
+            self.fire(int(time.time() * 1000))
+        self.timed_triggers()
+
+    def end_of_stream(self) -> None:
+        """Every input ended: fire every open window's DEFAULT pane."""
+        self.fire(END_WATERMARK, final=True)
+        if self.event_time:
+            self.watermark = END_WATERMARK
+            self.store.put(_META, pickle.dumps(END_WATERMARK, 5))
+
+
+async def _all(pending: list[Awaitable[Any]]) -> None:
+    for awaitable in pending:
+        await awaitable
+
+
+def gather_pending(pending: list[Awaitable[Any]]) -> Awaitable[Any] | None:
+    """What the windows' panes sent to asynchronous operators still owe (then cleared)."""
+    if not pending:
+        return None
+    awaitables = list(pending)
+    pending.clear()
+    return asyncio.ensure_future(_all(awaitables))
+
+
+__all__ = ["DEFAULT", "EARLY", "LATE", "PickleSerde", "WindowOperator", "gather_pending"]
