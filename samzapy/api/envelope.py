@@ -94,8 +94,9 @@ def raw_record(envelope: IncomingMessageEnvelope) -> RawRecord | None:
 
 class OutgoingMessageEnvelope:
     """A message a task sends. Partition: explicit, else by partition_key, else by key.
-    ``timestamp``: the record's time in ms since the epoch (its event time downstream; Kafka's
-    CreateTime); None lets the system stamp it (Kafka: when it is sent)."""
+    ``timestamp``: the message's event time in ms since the epoch, carried in the frame of a
+    framed stream (an intermediate stream, ``samza.framed``), where the reader gets it back as
+    the envelope's ``timestamp``; other streams' records get the time they are sent."""
 
     __slots__ = ("key", "message", "partition", "partition_key", "system_stream", "timestamp")
 

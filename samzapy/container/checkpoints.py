@@ -56,12 +56,7 @@ class RefusingProducer(SystemProducer):
         self._transactional = transactional
 
     def send(
-        self,
-        system_stream: SystemStream,
-        partition: int | None,
-        key: Any,
-        message: Any,
-        timestamp: int | None = None,
+        self, system_stream: SystemStream, partition: int | None, key: Any, message: Any
     ) -> None:
         raise StreamSystemError(
             f"cannot send to {system_stream}: task.processing.guarantee is exactly-once, and "

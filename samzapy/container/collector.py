@@ -34,7 +34,7 @@ from samzapy.api.errors import (
 )
 from samzapy.api.system import SystemStream, TaskName
 from samzapy.control.origins import WriterOrigins
-from samzapy.control.wire import frame
+from samzapy.control.wire import frame, with_event_time
 from samzapy.system.partitioner import partition_for
 from samzapy.system.ports import SystemAdmin, SystemProducer
 from samzapy.system.serde import Serde
@@ -268,11 +268,9 @@ class OutputRouter:
                 )
             else:
                 message = frame(_framable(route, message))
-        timestamp = envelope.timestamp
-        if timestamp is None:
-            route.producer.send(route.stream, partition, key, message)
-        else:
-            route.producer.send(route.stream, partition, key, message, timestamp=timestamp)
+            if envelope.timestamp is not None:  # the message's event time, in the frame
+                message = with_event_time(message, envelope.timestamp)
+        route.producer.send(route.stream, partition, key, message)
         self.sent += 1
 
     def send_from_thread(

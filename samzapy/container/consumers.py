@@ -34,7 +34,7 @@ from samzapy.control.wire import (
     USER_MESSAGE_WITH_ORIGIN,
     FrameError,
     WatermarkMessage,
-    decode,
+    decode_timed,
 )
 from samzapy.system.ports import SystemConsumer
 from samzapy.system.serde import Serde
@@ -188,7 +188,9 @@ class SystemConsumers:
             try:
                 message = env.message
                 if framed and message is not None:
-                    kind, decoded = decode(message)
+                    kind, decoded, event_time = decode_timed(message)
+                    if event_time is not None:
+                        env.timestamp = event_time  # the writer's message's event time
                     if kind >= USER_MESSAGE_WITH_ORIGIN:  # 3 or 4: with its origin
                         # The task's reader drops it if applied already (origins.py).
                         env.origin = message

@@ -47,6 +47,7 @@ from typing import Any
 from samzapy.api.system import SystemStreamPartition
 from samzapy.control.wire import (
     EPOCH_SIZE,
+    EVENT_TIME,
     FLOOR_END,
     OFFSET_ORDINAL,
     ORIGIN_END,
@@ -221,6 +222,8 @@ _PRUNE_AT = 256
 _PACK_TAIL = OFFSET_ORDINAL.pack
 #: Where a record's position starts, and the size of its epoch.
 _S = 1 + SOURCE_SIZE
+#: A user message's type, its event-time flag left out.
+_TYPE = ~EVENT_TIME & 0xFF
 _E = EPOCH_SIZE
 #: A position's offset and ordinal at 0, and its ordinal at 0 (after an 8-byte offset).
 _NO_OFFSET_ORDINAL = OFFSET_ORDINAL.pack(0, 0)
@@ -255,7 +258,7 @@ class ReaderOrigins:
             sources = self._last_sources = self.applied[ssp]
             self._last_ssp = ssp
         last = sources.get(source)
-        if record[0] == USER_MESSAGE_WITH_ORIGIN:
+        if record[0] & _TYPE == USER_MESSAGE_WITH_ORIGIN:  # the event-time flag aside
             if type(last) is bytes:  # the common case: one call in flight
                 if at <= last:
                     self.dropped += 1

@@ -20,6 +20,12 @@ control messages:
                still in flight when it sent the record (type 4: a writer with several calls
                in flight, whose records do not reach a partition in position order)
 
+    A user message (type 0, 3 or 4) may carry its event time: its type byte has the
+    EVENT_TIME flag (0x80) set, and an int64 big-endian EventTime (ms since the epoch)
+    follows the type's fixed header (the type byte, Origin, Floor), before the body. The
+    event time travels in the frame, not in Kafka's record timestamp, so an old event time
+    never makes the broker's time-based retention delete an intermediate stream's records.
+
 Epoch, Offset and Ordinal together are the record's *position*: compared as bytes they
 compare as the tuple of numbers, which is how a reader drops a record it already applied
 (``samzapy.control.origins``). The header is fixed-size (25 bytes, 33 for type 4), so a
@@ -54,6 +60,19 @@ FLOOR_END = ORIGIN_END + 8
 
 #: A position's offset and ordinal, after the prefix (``origin_prefix``) of its record.
 OFFSET_ORDINAL = struct.Struct(">QI")
+
+#: The flag of a user message's type byte when an event time follows its header.
+EVENT_TIME = 0x80
+_TIME = struct.Struct(">q")
+#: Where the body starts, by type byte (event time flag included).
+_BODY_AT = {
+    USER_MESSAGE: 1,
+    USER_MESSAGE_WITH_ORIGIN: ORIGIN_END,
+    USER_MESSAGE_WITH_FLOOR: FLOOR_END,
+    USER_MESSAGE | EVENT_TIME: 1 + 8,
+    USER_MESSAGE_WITH_ORIGIN | EVENT_TIME: ORIGIN_END + 8,
+    USER_MESSAGE_WITH_FLOOR | EVENT_TIME: FLOOR_END + 8,
+}
 
 #: The control-message version this code writes and reads.
 VERSION = 1
@@ -93,6 +112,14 @@ ControlMessage = EndOfStreamMessage | WatermarkMessage
 def frame(payload: bytes) -> bytes:
     """The framed record of a user message whose serialized body is ``payload``."""
     return _USER_PREFIX + payload
+
+
+def with_event_time(record: bytes, event_time: int) -> bytes:
+    """A framed user message (``frame``, ``frame_with_origin``, ``frame_with_floor``) with
+    ``event_time`` in it (the module docstring)."""
+    kind = record[0]
+    at = _BODY_AT[kind]
+    return bytes([kind | EVENT_TIME]) + record[1:at] + _TIME.pack(event_time) + record[at:]
 
 
 def source_id(writer: str, input_partition: str) -> bytes:
@@ -152,22 +179,37 @@ def decode(record: bytes | bytearray | memoryview) -> tuple[int, Any]:
         raise FrameError(f"a framed record must be bytes, got {type(record).__name__}")
     if not record:
         raise FrameError("an empty record has no type byte")
+    kind, payload, _ = decode_timed(record)
+    return kind, payload
+
+
+def decode_timed(record: bytes | bytearray | memoryview) -> tuple[int, Any, int | None]:
+    """``decode``, with a user message's event time (None when it carries none)."""
+    if not isinstance(record, bytes | bytearray | memoryview):
+        raise FrameError(f"a framed record must be bytes, got {type(record).__name__}")
+    if not record:
+        raise FrameError("an empty record has no type byte")
     kind = record[0]
     if kind == USER_MESSAGE:
-        return USER_MESSAGE, bytes(record[1:])
-    if kind in (USER_MESSAGE_WITH_ORIGIN, USER_MESSAGE_WITH_FLOOR):
-        end = ORIGIN_END if kind == USER_MESSAGE_WITH_ORIGIN else FLOOR_END
+        return USER_MESSAGE, bytes(record[1:]), None
+    end = _BODY_AT.get(kind)
+    if end is not None:
         if len(record) < end:
+            part = "origin" if kind & ~EVENT_TIME else "event time"
             raise FrameError(
-                f"the origin of a user message is cut short: {len(record)} bytes, expected at "
+                f"the {part} of a user message is cut short: {len(record)} bytes, expected at "
                 f"least {end}"
             )
-        return kind, bytes(record[end:])
+        if kind & EVENT_TIME:
+            (event_time,) = _TIME.unpack_from(record, end - 8)
+            return kind & ~EVENT_TIME, bytes(record[end:]), event_time
+        return kind, bytes(record[end:]), None
     if kind not in (WATERMARK, END_OF_STREAM):
         raise FrameError(
             f"unknown type byte {kind} (expected {USER_MESSAGE} user message, {WATERMARK} "
             f"watermark, {END_OF_STREAM} end-of-stream, {USER_MESSAGE_WITH_ORIGIN} user "
-            f"message with its origin or {USER_MESSAGE_WITH_FLOOR} with its origin and floor)"
+            f"message with its origin or {USER_MESSAGE_WITH_FLOOR} with its origin and floor, "
+            f"each with the flag {EVENT_TIME} when an event time follows)"
         )
     what = "watermark" if kind == WATERMARK else "end-of-stream"
     try:
@@ -188,11 +230,11 @@ def decode(record: bytes | bytearray | memoryview) -> tuple[int, Any]:
     if not isinstance(task_count, int) or isinstance(task_count, bool) or task_count < 1:
         raise FrameError(f"the {what} message needs an integer taskCount >= 1, got {body!r}")
     if kind == END_OF_STREAM:
-        return kind, EndOfStreamMessage(task_name, task_count)
+        return kind, EndOfStreamMessage(task_name, task_count), None
     timestamp = body.get("timestamp")
     if not isinstance(timestamp, int) or isinstance(timestamp, bool):
         raise FrameError(f"the watermark message needs an integer timestamp, got {body!r}")
-    return kind, WatermarkMessage(task_name, task_count, timestamp)
+    return kind, WatermarkMessage(task_name, task_count, timestamp), None
 
 
 @dataclass(frozen=True)
@@ -241,6 +283,7 @@ def decode_origin(record: bytes | bytearray | memoryview) -> Origin:
 __all__ = [
     "END_OF_STREAM",
     "EPOCH_SIZE",
+    "EVENT_TIME",
     "FLOOR_END",
     "OFFSET_ORDINAL",
     "ORIGIN_END",
@@ -258,6 +301,7 @@ __all__ = [
     "WatermarkMessage",
     "decode",
     "decode_origin",
+    "decode_timed",
     "encode_control",
     "frame",
     "frame_with_floor",
@@ -266,4 +310,5 @@ __all__ = [
     "position",
     "position_numbers",
     "source_id",
+    "with_event_time",
 ]

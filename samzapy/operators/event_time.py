@@ -3,8 +3,9 @@
 ``EventClock.t`` is the event time of the message going through the graph (ms since the
 epoch): set where it enters (the record's timestamp, or the input descriptor's
 ``with_timestamp`` function), kept through ``map``, ``filter``, ``flat_map`` and
-``flat_map_async``, written as the record timestamp by ``send_to`` and ``partition_by`` (so
-the intermediate stream's reader gets it back), and set to a pane's time by a window.
+``flat_map_async``, sent by ``send_to`` and ``partition_by`` in the frame of a framed stream
+(so an intermediate stream's reader gets it back; ``control/wire.py``), and set to a pane's
+time by a window.
 
 ``Watermarks`` keeps the watermark of each input stream of the task and gives each event-time
 window the minimum over the streams that reach it, whenever that moves forward:

@@ -219,7 +219,7 @@ def _compile(
 
 
 def _stamp(op: Any, n: int, bound: dict[str, Any]) -> list[str]:
-    """The line setting a send's record time to the message's (a graph keeping event time)."""
+    """The line giving a send the message's event time (a graph keeping event time)."""
     if op.clock is None:
         return []
     bound[f"t{n}"] = op.clock

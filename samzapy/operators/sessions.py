@@ -38,16 +38,19 @@ class SessionWindowOperator(WindowOperator):
     def message(self, message: Any, key: Any, t: int) -> None:
         gap = self.size
         watermark = self.watermark
-        if self.event_time and watermark is not None and t + gap <= watermark:
-            if t + gap + self.lateness <= watermark:
-                self.too_late(message, t, t)
-            else:  # its own session is complete already: a LATE pane of the message alone
-                self.emit_pane(key, t, t + gap, self._add(message, None), LATE)
-            return
         kbytes = self.kserde.to_bytes(key)
         skey = _SESSION + kbytes
         raw = self.store.get(skey)
         sessions: list[tuple[int, int, bytes]] = [] if raw is None else pickle.loads(raw)
+        late = self.event_time and watermark is not None and t + gap <= watermark
+        if late and not any(t < last + gap and t + gap > start for start, last, _ in sessions):
+            # Its own session is complete already, and joins none still open.
+            assert watermark is not None
+            if t + gap + self.lateness <= watermark:
+                self.too_late(message, t, t)
+            else:  # a LATE pane of the message alone
+                self.emit_pane(key, t, t + gap, self._add(message, None), LATE)
+            return
         start, last, value, kept = t, t, None, []
         for s_start, s_last, s_value in sessions:
             if t < s_last + gap and t + gap > s_start:  # the message's [t, t+gap) overlaps

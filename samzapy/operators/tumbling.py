@@ -89,26 +89,35 @@ class TumblingWindowOperator(WindowOperator):
         end = pane + size
         watermark = self.watermark
         fired = self.event_time and watermark is not None and end <= watermark
+        late_trigger = self.window.late_trigger
         if fired:
             assert watermark is not None
             if end + self.lateness <= watermark:
                 self.too_late(message, pane, t)
                 return
-            if self.window.late_trigger is None and not self.accumulating:
+            if late_trigger is None and not self.accumulating:
                 self.emit_pane(key, pane, end, self._add(message, None), LATE)
                 return
         kbytes = self.kserde.to_bytes(key)
         skey = _pane_prefix(pane) + kbytes
+        if fired and late_trigger is not None:
+            armed = self.armed.get(skey)
+            if armed is not None and armed.done:  # its one late firing is over
+                self.too_late(message, pane, t, "its late trigger fired (and is not repeated)")
+                return
         store = self.store
         raw = store.get(skey)
         value = self._add(message, None if raw is None else self.vserde.from_bytes(raw))
         store.put(skey, self.vserde.to_bytes(value))
         if pane not in self.panes:
-            self.panes[pane] = False
-            if self.next_due is None or end < self.next_due:
-                self.next_due = end
+            # A window that had no message when the watermark passed its end is one that
+            # fired (empty): it is kept for its lateness, and fires no DEFAULT pane now.
+            self.panes[pane] = fired
+            due = end + self.lateness if fired else end
+            if self.next_due is None or due < self.next_due:
+                self.next_due = due
         if fired:
-            trigger = self.window.late_trigger
+            trigger = late_trigger
             if trigger is None:
                 self.emit_pane(key, pane, end, value, LATE)  # accumulating: the whole value
                 return
@@ -201,7 +210,9 @@ class TumblingWindowOperator(WindowOperator):
                     stale = [(e.key, e.value) for e in entries]
                 for skey, raw in stale:
                     armed = self.armed.pop(skey, None)
-                    if armed is not None and armed.count:  # late messages its trigger still held
+                    # Late messages the late trigger still held: in discarding mode each
+                    # entry is such (a restart loses the trigger's count, not them).
+                    if not self.accumulating or (armed is not None and armed.count):
                         key = self.kserde.from_bytes(skey[9:])
                         self.emit_pane(key, pane, end, self.vserde.from_bytes(raw), LATE)
                 store.delete_all([skey for skey, _ in stale])

@@ -229,7 +229,15 @@ class WindowOperator(SendingOperator):
         pending.clear()
         return _all(awaitables)
 
-    def too_late(self, message: Any, pane: int, t: int) -> None:
+    def too_late(
+        self,
+        message: Any,
+        pane: int,
+        t: int,
+        why: str = "its window fired and the allowed lateness passed",
+    ) -> None:
+        """Count a message too late for its window, and send it to the late output (or
+        drop it, logged once per window)."""
         self.late += 1
         late_stream = self.stream
         if late_stream is not None:
@@ -254,8 +262,8 @@ class WindowOperator(SendingOperator):
                 event_time=t,
                 watermark=self.watermark,
                 allowed_lateness_ms=self.lateness,
-                reason="its window fired and the allowed lateness passed; counted in "
-                f"{self.op_id}-late-messages (with_late_output keeps such messages)",
+                reason=f"{why}; counted in {self.op_id}-late-messages (with_late_output "
+                "keeps such messages)",
             )
 
     # -- firing ----------------------------------------------------------------------------------

@@ -180,10 +180,8 @@ class SystemProducer(abc.ABC):
         partition: int | None,
         key: Any,
         message: Any,
-        timestamp: int | None = None,
     ) -> None:
-        """Queue one serialized message; must not block the event loop. ``timestamp``: the
-        record's time (ms since the epoch) where the system keeps one, None: now."""
+        """Queue one serialized message; must not block the event loop."""
 
     def send_with_headers(
         self,

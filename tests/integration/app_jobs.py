@@ -6,6 +6,7 @@ Each takes the topics it reads and writes from the job file's own keys (``app.vi
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from samzapy import (
@@ -14,6 +15,7 @@ from samzapy import (
     KVSerde,
     StreamApplication,
     StreamApplicationDescriptor,
+    Windows,
 )
 
 STORE = "counts"
@@ -73,4 +75,40 @@ class WordTotals(StreamApplication):
             .partition_by(lambda w: w, lambda w: w, KVSerde("string", "string"), BY_WORD)
             .map(Totals())
             .send_to(app_desc.get_output_stream(totals))
+        )
+
+
+#: The op_id of WindowedWordCounts' window: its store and changelog are named after it.
+PER_WINDOW = "per-window"
+#: WindowedWordCounts' tumbling interval, in ms of event time.
+WINDOW_MS = 5000
+
+
+class WindowedWordCounts(StreamApplication):
+    """Counts the words of ``app.words`` (framed JSON ``{"w": word, "t": event ms}``, with
+    the loader's watermarks in-band) per word and per tumbling window of WINDOW_MS in event
+    time, after repartitioning them by word, and sends each DEFAULT pane as
+    ``word@pane_id -> count`` to ``app.panes``."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        kafka = KafkaSystemDescriptor("kafka")
+        words = kafka.get_input_descriptor("words", "json").with_framed()
+        words.with_physical_name(_topic(app_desc, "app.words"))
+        words.with_timestamp(lambda m: m["t"])
+        panes = kafka.get_output_descriptor("panes", KVSerde("string", "string"))
+        panes.with_physical_name(_topic(app_desc, "app.panes"))
+        window = Windows.keyed_tumbling_window(
+            lambda kv: kv.key,
+            timedelta(milliseconds=WINDOW_MS),
+            lambda: 0,
+            lambda kv, count: count + 1,
+            key_serde="string",
+            value_serde="long",
+        ).with_event_time()
+        (
+            app_desc.get_input_stream(words)
+            .partition_by(lambda m: m["w"], lambda m: m["t"], KVSerde("string", "long"), BY_WORD)
+            .window(window, PER_WINDOW)
+            .map(lambda pane: KV(f"{pane.key.key}@{pane.key.pane_id}", str(pane.message)))
+            .send_to(app_desc.get_output_stream(panes))
         )

@@ -72,7 +72,6 @@ class FileSystemProducer(SystemProducer):
         partition: int | None,
         key: Any,
         message: Any,
-        timestamp: int | None = None,
     ) -> None:
         target = (system_stream.stream, 0 if partition is None else partition)
         file = self._files.get(target)

@@ -77,11 +77,8 @@ class InMemorySystemProducer(SystemProducer):
         partition: int | None,
         key: Any,
         message: Any,
-        timestamp: int | None = None,
     ) -> None:
-        self._append(
-            system_stream.stream, 0 if partition is None else partition, key, message, timestamp
-        )
+        self._append(system_stream.stream, 0 if partition is None else partition, key, message)
 
     def send_with_headers(
         self,

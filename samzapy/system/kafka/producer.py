@@ -183,7 +183,6 @@ class KafkaSystemProducer(SystemProducer):
         partition: int | None,
         key: Any,
         message: Any,
-        timestamp: int | None = None,
         headers: Any = _NO_HEADERS,
     ) -> None:
         if type(message) is not bytes and message is not None:
@@ -194,10 +193,10 @@ class KafkaSystemProducer(SystemProducer):
         batch = self._open.get(target)
         if batch is None:
             batch = self._new_batch(target)
-        if batch.append(batch.count, timestamp, key, message, headers) is None:
+        if batch.append(batch.count, None, key, message, headers) is None:
             self._hand_over(batch)
             batch = self._new_batch(target)
-            if batch.append(0, timestamp, key, message, headers) is None:
+            if batch.append(0, None, key, message, headers) is None:
                 raise StreamSystemError(
                     f"cannot send to {system_stream}: a message of {len(message or b'')} "
                     "bytes does not fit in an empty batch"
@@ -212,7 +211,7 @@ class KafkaSystemProducer(SystemProducer):
         message: Any,
         headers: Any,
     ) -> None:
-        self.send(system_stream, partition, key, message, None, [(n, bytes(v)) for n, v in headers])
+        self.send(system_stream, partition, key, message, [(n, bytes(v)) for n, v in headers])
 
     def _new_batch(self, target: _Target) -> _OpenBatch:
         producer = self._producer

@@ -23,6 +23,7 @@ from samzapy.control.wire import (
     origin_prefix,
     position,
     source_id,
+    with_event_time,
 )
 
 IN0 = SystemStreamPartition("kafka", "lines", 0)
@@ -53,6 +54,18 @@ def test_a_tagged_record_carries_source_position_and_body() -> None:
     }
     assert origin.position == position(4, 17, 2)
     assert len(record) == ORIGIN_END + len(b'"word"')
+
+
+def test_a_record_with_its_event_time_is_admitted_and_dropped_as_one_without() -> None:
+    writer = WriterOrigins("Partition 1", {IN1: 0})
+    reader = ReaderOrigins([MID0])
+    first = with_event_time(writer.tag(IN1, "5", 0, b"a"), 1_700_000_000_000)
+    floored = with_event_time(writer.tag(IN1, "6", 0, b"b", floor="6"), 1_700_000_000_001)
+    assert reader.admit(MID0, first)
+    assert not reader.admit(MID0, first)  # a replay's copy
+    assert not reader.admit(MID0, writer.tag(IN1, "5", 0, b"a"))  # the same without time
+    assert reader.admit(MID0, floored)
+    assert not reader.admit(MID0, floored)
 
 
 def test_positions_compare_as_bytes_in_the_order_of_their_numbers() -> None:

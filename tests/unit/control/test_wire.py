@@ -15,8 +15,14 @@ from samzapy.control.wire import (
     FrameError,
     WatermarkMessage,
     decode,
+    decode_origin,
+    decode_timed,
     encode_control,
     frame,
+    frame_with_floor,
+    frame_with_origin,
+    origin_prefix,
+    with_event_time,
 )
 
 
@@ -138,7 +144,8 @@ def test_frame_error_is_a_value_error() -> None:
 def test_unknown_type_byte_is_rejected(kind: int) -> None:
     expected = (
         rf"^unknown type byte {kind} \(expected 0 user message, 1 watermark, "
-        r"2 end-of-stream, 3 user message with its origin or 4 with its origin and floor\)$"
+        r"2 end-of-stream, 3 user message with its origin or 4 with its origin and floor, "
+        r"each with the flag 128 when an event time follows\)$"
     )
     with pytest.raises(FrameError, match=expected):
         decode(bytes([kind]) + b'{"version":1,"taskName":"t","taskCount":1}')
@@ -253,3 +260,31 @@ def test_watermark_without_integer_timestamp_is_rejected(fields: dict[str, objec
 def test_deeply_nested_json_is_a_frame_error() -> None:
     with pytest.raises(FrameError, match=r"^the end-of-stream message"):
         decode(bytes([END_OF_STREAM]) + b"[" * 100_000)
+
+
+# -- event time in the frame ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("event_time", [0, 1_700_000_000_123, -5, 2**63 - 1])
+def test_each_user_message_type_carries_its_event_time_after_its_header(event_time: int) -> None:
+    prefix = origin_prefix(b"\x01" * 8, 3)
+    for record, kind in (
+        (frame(b"body"), USER_MESSAGE),
+        (frame_with_origin(prefix, 17, 2, b"body"), 3),
+        (frame_with_floor(prefix, 17, 2, 9, b"body"), 4),
+    ):
+        timed = with_event_time(record, event_time)
+        assert timed[0] == kind | 0x80
+        assert len(timed) == len(record) + 8
+        assert decode_timed(timed) == (kind, b"body", event_time)
+        assert decode(timed) == (kind, b"body")
+        assert decode_timed(record) == (kind, b"body", None)
+        if kind != USER_MESSAGE:  # the origin reads the same with the event time in between
+            assert decode_origin(timed) == decode_origin(record)
+
+
+def test_a_timed_header_cut_short_is_a_frame_error() -> None:
+    timed = with_event_time(frame(b""), 42)
+    expected = "event time of a user message is cut short: 5 bytes, expected at least 9"
+    with pytest.raises(FrameError, match=expected):
+        decode(timed[:5])
