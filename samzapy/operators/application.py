@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
+
 from samzapy.api.application import StreamApplication, StreamApplicationDescriptor
 from samzapy.api.errors import ConfigError
 from samzapy.api.system import SystemStream
@@ -25,6 +27,9 @@ from samzapy.config import Config, ResolvedConfig
 from samzapy.config.classes import describe_cause, load_class
 from samzapy.operators.plan import AppPlan, plan_application
 from samzapy.operators.task import OperatorTaskFactory
+from samzapy.operators.window_plan import unwatermarked
+
+log = structlog.get_logger("samzapy.operators")
 
 APP_CLASS_KEY = "app.class"
 
@@ -137,6 +142,15 @@ def load_application(config: Config, app: Any = None) -> Application:
                 f"{key} comes from the application ({APP_CLASS_KEY}): leave it out of the job file",
                 key=key,
             )
+    for op_id, stream_id in unwatermarked(descriptor.graph, config):
+        log.warning(
+            "window_without_watermarks",
+            operator=op_id,
+            stream=stream_id,
+            reason="the window runs in event time and this input carries no watermarks, so "
+            "its panes fire at end-of-stream only: give the input descriptor "
+            "with_watermarks(...), or read a framed stream",
+        )
     merged = {**plan.config, **{k: v for k, v in config.items()}}
     merged.setdefault(APP_CLASS_KEY, name)
     return Application(descriptor, plan, Config(merged, source=config.source))

@@ -10,7 +10,7 @@ timeout) gives the job ``task.window.ms`` (``WINDOW_TICK_MS``) unless the job fi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from samzapy.api.errors import ConfigError
@@ -52,6 +52,41 @@ def window_keys(
         set_key("task.window.ms", WINDOW_TICK_MS)
 
 
+def unwatermarked(graph: ApplicationGraph, config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(window op_id, input stream id)`` for each input that reaches an event-time window
+    and carries no watermarks (not framed, no ``with_watermarks`` or
+    ``samza.watermark.lateness.ms``): such a window fires only at end-of-stream. Intermediate
+    streams are followed to the inputs upstream of their writer."""
+    found: list[tuple[str, str]] = []
+    for spec in graph.operators:
+        if spec.kind != "window" or not spec.settings["window"].event_time:
+            continue
+        seen: set[int] = set()
+        todo = list(spec.upstream)
+        while todo:
+            op = todo.pop()
+            if id(op) in seen:
+                continue
+            seen.add(id(op))
+            intermediate = op.settings.get("intermediate") if op.kind == "input" else None
+            if intermediate is not None:
+                todo.extend(intermediate.writer.upstream)
+            elif op.kind == "input" and not _carries(op.settings["descriptor"], config):
+                found.append((spec.op_id, op.op_id))
+            todo.extend(op.upstream)
+    return found
+
+
+def _carries(descriptor: Any, config: Mapping[str, Any]) -> bool:
+    keys = {**descriptor.to_config(), **config}
+    prefix = f"streams.{descriptor.stream_id}.samza."
+    return (
+        descriptor.watermarks is not None
+        or bool(keys.get(prefix + "framed"))
+        or keys.get(prefix + "watermark.lateness.ms") is not None
+    )
+
+
 def check_window(op_id: str, window: Window) -> None:
     """What only the whole window says is wrong (its builders check the rest)."""
     if window.kind == "session" and (window.early_trigger or window.late_trigger):
@@ -68,4 +103,4 @@ def check_window(op_id: str, window: Window) -> None:
         )
 
 
-__all__ = ["WINDOW_TICK_MS", "check_window", "window_keys"]
+__all__ = ["WINDOW_TICK_MS", "check_window", "unwatermarked", "window_keys"]

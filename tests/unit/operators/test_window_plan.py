@@ -1,0 +1,209 @@
+"""What windows add to an application's plan: a store per window with its changelog, the
+clock they need, what ``samzapy plan`` shows of them, and the windows it refuses."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import structlog
+
+from samzapy import (
+    KV,
+    ConfigError,
+    FileSystemDescriptor,
+    KafkaSystemDescriptor,
+    KVSerde,
+    StreamApplication,
+    StreamApplicationDescriptor,
+    Triggers,
+    Windows,
+)
+from samzapy.cli.plan import _text
+from samzapy.config import Config
+from samzapy.operators.application import load_application
+from samzapy.operators.plan import plan_application
+
+JOB = {"job.name": "wc", "job.id": "2"}
+KAFKA = KafkaSystemDescriptor("kafka")
+VIEWS = KAFKA.get_input_descriptor("views", "json")
+OUT = KAFKA.get_output_descriptor("counts", KVSerde("string", "long"))
+
+
+def plan(fn: Any, config: dict[str, Any] | None = None) -> Any:
+    config = {**JOB, **(config or {})}
+    desc = StreamApplicationDescriptor(config)
+    fn(desc)
+    return plan_application(desc, config, app="t:App")
+
+
+def counting(interval_s: int = 60) -> Any:
+    return Windows.keyed_tumbling_window(
+        lambda m: m["user"], timedelta(seconds=interval_s), lambda: 0, lambda m, n: n + 1
+    )
+
+
+def window_app(window: Any, op_id: str = "per-user", views: Any = VIEWS) -> Any:
+    def app(d: StreamApplicationDescriptor) -> None:
+        (
+            d.get_input_stream(views)
+            .window(window, op_id)
+            .map(lambda pane: KV(pane.key.key, pane.message))
+            .send_to(d.get_output_stream(OUT))
+        )
+
+    return app
+
+
+def test_a_window_gets_a_store_named_after_its_op_id_with_a_changelog_on_its_system() -> None:
+    planned = plan(window_app(counting().with_event_time(timedelta(seconds=5))))
+    keys = planned.config
+    assert {k: v for k, v in keys.items() if k.startswith("stores.")} == {
+        "stores.per-user.factory": "rocksdb",
+        "stores.per-user.key.serde": "bytes",
+        "stores.per-user.msg.serde": "bytes",
+        "stores.per-user.changelog": "kafka.wc-2-per-user-changelog",
+    }
+    # In event time, with no timed trigger and no idle timeout, it needs no clock.
+    assert "task.window.ms" not in keys
+    assert planned.stores == ("per-user",)
+    window = next(op for op in planned.to_dict()["operators"] if op["kind"] == "window")
+    assert window == {
+        "op_id": "per-user",
+        "kind": "window",
+        "inputs": ["stream:views"],
+        "window": "keyed tumbling interval 60000 ms, event time, allowed lateness 5000 ms",
+        "store": "per-user",
+    }
+    text = _text(planned.to_dict())
+    assert "  per-user (window) <- stream:views\n" in text
+    assert (
+        "    keyed tumbling interval 60000 ms, event time, allowed lateness 5000 ms; "
+        "store per-user\n" in text
+    )
+    assert "stores:\n  per-user" in text
+
+
+@pytest.mark.parametrize(
+    ("window", "clock"),
+    [
+        (counting(), True),  # processing time: panes fire by the clock
+        (counting().with_event_time(), False),
+        (counting().with_event_time().set_early_trigger(Triggers.count(10)), True),
+        (counting().with_event_time().set_late_trigger(Triggers.count(2)), True),
+    ],
+)
+def test_a_window_that_needs_a_clock_gets_task_window_ms(window: Any, clock: bool) -> None:
+    keys = plan(window_app(window)).config
+    assert keys.get("task.window.ms") == (100 if clock else None)
+
+
+def test_an_input_with_an_idle_timeout_gets_a_clock_and_its_watermarks_go_downstream() -> None:
+    views = KAFKA.get_input_descriptor("idle-views", "json").with_watermarks(
+        timedelta(seconds=2), idle_timeout=timedelta(seconds=30)
+    )
+    keys = plan(window_app(counting().with_event_time(), views=views)).config
+    assert keys["task.window.ms"] == 100
+    # So partition_by's intermediate stream gets watermarks from this input, too.
+    assert keys["streams.idle-views.samza.watermark.lateness.ms"] == 2000
+
+
+def test_the_job_files_task_window_ms_wins() -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        window_app(counting())(d)
+
+    loaded = load_application(Config({**JOB, "task.window.ms": 1000}), app=_App(app))
+    assert loaded.config.get("task.window.ms") == 1000
+
+
+def test_an_in_memory_window_store_and_no_changelog_without_a_kafka_or_memory_system() -> None:
+    files = FileSystemDescriptor("files")
+    lines = files.get_input_descriptor("lines", "json")
+    out = files.get_output_descriptor("counted", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(lines).window(counting().with_store("inmemory"), "per-user").map(
+            lambda pane: pane.message
+        ).send_to(d.get_output_stream(out))
+
+    keys = plan(app).config
+    assert keys["stores.per-user.factory"] == "inmemory"
+    assert "stores.per-user.changelog" not in keys
+
+
+@pytest.mark.parametrize(
+    ("window", "message"),
+    [
+        (
+            Windows.keyed_session_window(
+                lambda m: m, timedelta(seconds=5), lambda: 0, lambda m, n: n + 1
+            ).with_event_time(),
+            "needs merger=fn",
+        ),
+        (
+            Windows.session_window(timedelta(seconds=5)).set_early_trigger(Triggers.count(3)),
+            "not supported on session windows",
+        ),
+    ],
+)
+def test_windows_the_planner_refuses(window: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        plan(window_app(window))
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda s: s.window("not a window", "w"), "window takes a Window made by"),
+        (lambda s: s.window(counting(), None), "window needs an op_id"),
+        (
+            lambda s: s.window(counting().with_late_output("views"), "w"),
+            "with_late_output takes an OutputStream",
+        ),
+        (lambda s: s.window(counting(), "views"), "op_id 'views' is used twice"),
+    ],
+)
+def test_window_is_checked_when_described(build: Any, message: str) -> None:
+    desc = StreamApplicationDescriptor(JOB)
+    with pytest.raises(ConfigError, match=message):
+        build(desc.get_input_stream(VIEWS))
+
+
+class _App(StreamApplication):
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        self.fn(app_desc)
+
+
+def warned(fn: Any) -> list[dict[str, Any]]:
+    with structlog.testing.capture_logs() as logs:
+        load_application(Config(dict(JOB)), app=_App(fn))
+    return [e for e in logs if e["event"] == "window_without_watermarks"]
+
+
+def test_an_event_time_window_over_an_input_without_watermarks_is_warned_of() -> None:
+    plain = KAFKA.get_input_descriptor("plain-views", "json")
+    framed = KAFKA.get_input_descriptor("framed-views", "json").with_framed()
+    generated = KAFKA.get_input_descriptor("timed-views", "json").with_watermarks()
+
+    def through_partition_by(views: Any) -> Any:
+        def app(d: StreamApplicationDescriptor) -> None:
+            (
+                d.get_input_stream(views)
+                .partition_by(lambda m: m["user"], lambda m: m, KVSerde("string", "json"), "pb")
+                .window(counting().with_event_time(), "per-user")
+                .map(lambda pane: KV(pane.key.key, pane.message))
+                .send_to(d.get_output_stream(OUT))
+            )
+
+        return app
+
+    [warning] = warned(through_partition_by(plain))
+    assert warning["operator"] == "per-user" and warning["stream"] == "plain-views"
+    assert "fire at end-of-stream only" in warning["reason"]
+    assert warned(through_partition_by(framed)) == []
+    assert warned(through_partition_by(generated)) == []
+    assert warned(window_app(counting())) == []  # processing time needs no watermarks
