@@ -22,6 +22,7 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 from samzapy.api.durations import duration_ms
+from samzapy.api.envelope import KV
 from samzapy.api.errors import ConfigError
 
 _ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -189,6 +190,16 @@ class InputDescriptor(StreamDescriptor):
         self.timestamp_fn = fn
         return self
 
+    def to_config(self) -> dict[str, Any]:
+        out = super().to_config()
+        if self.timestamp_fn is not None:
+            # What the container derives this stream's watermarks from (``with_watermarks``).
+            keyed = self.keyed
+            out[f"streams.{self.stream_id}.samza.event.time.function"] = EventTimeOf(
+                self.timestamp_fn, keyed
+            )
+        return out
+
     def with_watermarks(
         self,
         max_out_of_orderness: timedelta = timedelta(0),
@@ -209,6 +220,31 @@ class InputDescriptor(StreamDescriptor):
         self.watermarks = (lateness, idle)
         self._configs["samza.watermark.lateness.ms"] = lateness
         return self
+
+
+class EventTimeOf:
+    """``with_timestamp``'s function as the container calls it, ``(key, message) -> ms``:
+    with ``KV(key, message)`` for a keyed stream (what the application's input sees)."""
+
+    __slots__ = ("fn", "keyed")
+
+    def __init__(self, fn: Callable[[Any], Any], keyed: bool) -> None:
+        self.fn = fn
+        self.keyed = keyed
+
+    def __call__(self, key: Any, message: Any) -> Any:
+        if self.keyed:
+            return self.fn(KV(key, message))
+        return self.fn(message)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EventTimeOf) and (self.fn, self.keyed) == (other.fn, other.keyed)
+
+    def __hash__(self) -> int:
+        return hash((self.fn, self.keyed))
+
+    def __repr__(self) -> str:
+        return f"with_timestamp({getattr(self.fn, '__qualname__', self.fn)!r})"
 
 
 class OutputDescriptor(StreamDescriptor):

@@ -225,17 +225,17 @@ class Window:
                 "a window takes both initial_value and aggregator, or neither (then each pane "
                 "holds the list of its messages)"
             )
-        for fn, what in ((initial_value, "initial_value"), (aggregator, "aggregator")):
-            if fn is not None and not callable(fn):
-                raise ConfigError(f"the window's {what} must be callable, got {fn!r}")
-        if merger is not None and not callable(merger):
-            raise ConfigError(f"the window's merger must be callable, got {merger!r}")
-        if (
-            key_fn is not None
-            and not callable(getattr(key_fn, "apply", None))
-            and not callable(key_fn)
+        for fn, what in (
+            (key_fn, "key function"),
+            (initial_value, "initial_value"),
+            (aggregator, "aggregator"),
+            (merger, "merger"),
         ):
-            raise ConfigError(f"the window's key function must be callable, got {key_fn!r}")
+            if fn is not None and not callable(getattr(fn, "apply", None)) and not callable(fn):
+                raise ConfigError(
+                    f"the window's {what} must be a callable or an object with an apply "
+                    f"method, got {fn!r}"
+                )
         self.initial_value = initial_value
         self.aggregator = aggregator
         self.merger = merger

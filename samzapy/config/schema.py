@@ -316,6 +316,12 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("streams.<id>.samza.upstream.inputs", _L, (), "Inputs feeding it."),
     ConfigKey("streams.<id>.samza.watermark.lateness.ms", _I, None, "Lateness.", minimum=0),
+    ConfigKey(
+        "streams.<id>.samza.event.time.function",
+        _A,
+        None,
+        "An application's with_timestamp: (key, message) -> event time ms.",
+    ),
     ConfigKey("streams.<id>.producer.linger.ms", _I, None, "Batch linger when written.", minimum=0),
     # serializers
     ConfigKey(

@@ -55,6 +55,9 @@ class InputSerdes:
     msg: Serde | None
     framed: bool = False
     lateness_ms: int | None = None
+    #: ``(key, message) -> ms``: a message's event time for derived watermarks (an
+    #: application's ``with_timestamp``); None: the record's timestamp.
+    event_time: Any = None
 
 
 class SystemConsumers:
@@ -152,7 +155,7 @@ class SystemConsumers:
             if serdes.framed or serdes.key is not None or serdes.msg is not None:
                 envelopes = self._deserialize(ssp, envelopes, serdes)
             if serdes.lateness_ms is not None:
-                self._derive_watermark(ssp, envelopes, serdes.lateness_ms)
+                self._derive_watermark(ssp, envelopes, serdes.lateness_ms, serdes.event_time)
             if not envelopes:
                 return
         for q in self._queues[ssp]:
@@ -218,15 +221,21 @@ class SystemConsumers:
         return out
 
     def _derive_watermark(
-        self, ssp: SystemStreamPartition, envelopes: list[Envelope], lateness: int
+        self,
+        ssp: SystemStreamPartition,
+        envelopes: list[Envelope],
+        lateness: int,
+        event_time: Callable[[Any, Any], Any] | None,
     ) -> None:
-        """Queue the watermark the batch's largest timestamp gives, after its last message."""
+        """Queue the watermark the batch's largest timestamp gives, after its last message
+        (``event_time(key, message)``'s, when given: a message it cannot time is left out
+        here, and fails its task when processed)."""
         top: int | None = None
         last = -1
         for i, env in enumerate(envelopes):
             if type(env) is IncomingMessageEnvelope:
                 last = i
-                ts = env.timestamp
+                ts = env.timestamp if event_time is None else _time_of(event_time, env)
                 if ts is not None and (top is None or ts > top):
                     top = ts
         if top is None:
@@ -251,6 +260,16 @@ class SystemConsumers:
                 error=str(exc),
                 reason="deserialization failed and task.drop.deserialization.errors is true",
             )
+
+
+def _time_of(event_time: Callable[[Any, Any], Any], env: IncomingMessageEnvelope) -> int | None:
+    try:
+        ts = event_time(env.key, env.message)
+    except Exception:
+        return None
+    if isinstance(ts, bool) or not isinstance(ts, int | float):
+        return None
+    return int(ts)
 
 
 def _keep_raw(records: list[IncomingMessageEnvelope]) -> None:

@@ -38,6 +38,7 @@ class StreamSerdes:
             self._serde(msg),
             framed=self.framed(ssp.system_stream),
             lateness_ms=self._config.stream(ssp.system_stream).watermark_lateness_ms,
+            event_time=self._config.stream(ssp.system_stream).event_time_fn,
         )
 
     def output(self, ss: SystemStream) -> tuple[Serde | None, Serde | None]:

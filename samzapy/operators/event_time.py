@@ -26,6 +26,7 @@ from typing import Any
 
 from samzapy.api.stream import OperatorSpec
 from samzapy.api.system import SystemStream
+from samzapy.api.task import END_WATERMARK
 
 
 class EventClock:
@@ -54,7 +55,10 @@ class _Generated:
 class Watermarks:
     """The task's input streams' watermarks, and the windows that wait on them."""
 
-    def __init__(self) -> None:
+    def __init__(self, deferred: bool = False) -> None:
+        #: An asynchronous graph's: a generated watermark moves at the tick only, when
+        #: nothing is in flight (a message still in a ``flat_map_async`` would be late).
+        self.deferred = deferred
         self.streams: dict[SystemStream, int | None] = {}
         self.generated: dict[SystemStream, _Generated] = {}
         #: Each window's advance function, with the streams that reach it.
@@ -80,6 +84,7 @@ class Watermarks:
         if gen is None:
             return None
         lateness = gen.lateness
+        deferred = self.deferred
 
         def observe(t: Any) -> None:
             gen.seen = True
@@ -87,20 +92,25 @@ class Watermarks:
                 gen.idle = False
             if t is not None and (gen.top is None or t > gen.top):
                 gen.top = t
-                self._moved(stream, t - lateness)
+                if not deferred:
+                    self._moved(stream, t - lateness)
 
         return observe
 
     def received(self, stream: SystemStream, watermark: int) -> None:
         """The container's watermark of ``stream``; ignored for a stream generated here
-        (the in-task one is never behind the container's, derived from the same times)."""
-        if stream not in self.generated:
+        (the in-task one is never behind the container's, derived from the same times),
+        except ``END_WATERMARK``: every partition of the stream ended."""
+        if stream not in self.generated or watermark == END_WATERMARK:
             self._moved(stream, watermark)
 
     def tick(self, now: float) -> None:
-        """Processing time passed: mark streams idle past their timeout (``now``: monotonic)."""
+        """Processing time passed: mark streams idle past their timeout (``now``: monotonic);
+        in a deferred graph, move the generated watermarks."""
         changed: list[SystemStream] = []
         for stream, gen in self.generated.items():
+            if self.deferred and gen.top is not None:
+                self._moved(stream, gen.top - gen.lateness)
             if gen.seen or gen.active_at is None:
                 gen.seen = False
                 gen.active_at = now

@@ -94,7 +94,9 @@ class OperatorGraph:
             spec.kind == "window" and spec.settings["window"].event_time for spec in graph.operators
         )
         self.clock = EventClock()
-        self.watermarks = Watermarks()
+        self.watermarks = Watermarks(
+            deferred=any(spec.kind == "flat_map_async" for spec in graph.operators)
+        )
         self._timestamp_fns: dict[str, Callable[[Any], Any]] = {}
         self._memo: dict[int, Any] = {}
         built: dict[int, OperatorImpl] = {}

@@ -29,10 +29,11 @@ def window_keys(
     changelog_system: str | None,
 ) -> None:
     """Set each window's store keys and, when one needs it, the tick."""
-    ticks = any(
-        (spec.settings["descriptor"].watermarks or (0, None))[1] is not None
-        for spec in graph.inputs.values()
-    )
+    generated = [spec.settings["descriptor"].watermarks for spec in graph.inputs.values()]
+    ticks = any(w is not None and w[1] is not None for w in generated)
+    # An asynchronous graph moves its generated watermarks at the tick (``event_time.py``).
+    asynchronous = any(spec.kind == "flat_map_async" for spec in graph.operators)
+    ticks = ticks or (asynchronous and any(w is not None for w in generated))
     for spec in graph.operators:
         if spec.kind != "window":
             continue

@@ -30,6 +30,8 @@ tested as it is:
 from __future__ import annotations
 
 import asyncio
+import os
+import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -276,6 +278,7 @@ class TestRunner:
             "job.name": "test-job",
             "job.id": self.namespace,
             "task.checkpoint.factory": "memory",
+            "job.logged.store.base.dir": self._store_dir(),
         }
         config = load_config(text=yaml.safe_dump(self._config), base=base)
         app = load_application(config, self._app)
@@ -302,6 +305,12 @@ class TestRunner:
         resolved = resolve(Config(merged))
         return resolved, app
 
+    def _store_dir(self) -> str:
+        """Where the runner's persistent stores live unless its config says: one directory
+        per namespace under the system's temporary directory (not ``./state``, shared by
+        every runner), the same for a runner of the same namespace (a restart)."""
+        return os.path.join(tempfile.gettempdir(), "samzapy-testrunner", self.namespace)
+
     def _resolve_config(self) -> Any:
         cls = self._task_class
         assert cls is not None
@@ -315,6 +324,7 @@ class TestRunner:
             f"systems.{SYSTEM}.samza.factory": "memory",
             f"systems.{SYSTEM}.namespace": self.namespace,
             "task.checkpoint.factory": "memory",
+            "job.logged.store.base.dir": self._store_dir(),
         }
         for stream in self._intermediate:
             base[f"streams.{stream}.samza.system"] = SYSTEM

@@ -241,11 +241,6 @@ async def test_an_input_partition_that_ended_does_not_hold_windows_after_partiti
     assert live.panes[:3] == [("a", 0, 1, DEFAULT), ("b", 0, 1, DEFAULT), ("a", 10_000, 1, DEFAULT)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="container/consumers.py derives an input's in-band watermarks (what partition_by "
-    "passes on) from the record timestamps, not from with_timestamp's times",
-)
 async def test_windows_after_partition_by_close_on_the_with_timestamp_times() -> None:
     source = events()
     live = Live(by_key_app(key_count().with_event_time(), source), {source: 1})
