@@ -2,23 +2,31 @@
 
 The same job as ``tasks.py``'s ``PageViewPipeline``, described as a graph of operators:
 
-    page-views (framed, keyed by page, as the Spark job writes it)
+    page-views (framed, keyed by page, as the Spark job writes it; event time: "ts")
       -> partition_by(member)          the intermediate stream
                                        pageviews-pipeline-<job.id>-partition_by-by-member
-      -> flat_map_async(CountAndEnrich) count in the RocksDB store ``views`` (Kafka changelog),
-                                       then the member's country from the profile service
-      -> enriched-page-views           each view with its member's country
-      -> member-view-counts            the member's running count, on every view
+         -> flat_map_async(CountAndEnrich) count in the RocksDB store ``views`` (Kafka
+                                       changelog), then the member's country from the
+                                       profile service
+            -> enriched-page-views     each view with its member's country
+            -> member-view-counts      the member's running count, on every view
+         -> window(views-per-window)   a keyed tumbling window of ``app.window.minutes`` (10)
+                                       of event time, counting each member's views in its
+                                       RocksDB store (Kafka changelog)
+            -> member-window-counts    one DEFAULT pane per member and window
 
-There is no window operator yet, so the count is sent on every view rather than every window:
-the last record per member (keyed by member, so one partition holds all of a member's
-records, in order) is its final count.
+The running count is sent on every view: the last record per member (keyed by member, so one
+partition holds all of a member's records, in order) is its final count. The window's panes
+close on the watermarks the Spark batch writes (each Spark task's greatest ``ts``), carried
+through the intermediate stream, and, for the windows after the lowest of them, at
+end-of-stream: every pane fires once, DEFAULT, with the member's views in that window.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from datetime import timedelta
 from typing import Any, NamedTuple
 
 from examples.pipeline.profiles import Countries
@@ -29,10 +37,16 @@ from samzapy import (
     StreamApplication,
     StreamApplicationDescriptor,
     TaskContext,
+    WindowPane,
+    Windows,
 )
 
 ENRICHED = "enriched-page-views"
 COUNTS = "member-view-counts"
+WINDOW_COUNTS = "member-window-counts"
+#: The window's op id: its store, and its changelog pageviews-pipeline-<job.id>-<op id>-changelog.
+PER_WINDOW = "views-per-window"
+DEFAULT_WINDOW_MINUTES = 10
 DEFAULT_PROFILES_URL = "http://127.0.0.1:8765"
 
 
@@ -107,21 +121,66 @@ def message(routed: Routed) -> KV:
     return routed.message
 
 
+def event_time(view: dict[str, Any]) -> int:
+    """A page view's event time: its ``ts``, ms since the epoch (the Spark job's
+    ``timestamp_column``, whose greatest value per Spark task is that task's watermark)."""
+    return int(view["ts"])
+
+
+def member(kv: KV) -> str:
+    return str(kv.key)
+
+
+def count_view(view: KV, views: int) -> int:
+    return views + 1
+
+
+def window_count(pane: WindowPane) -> KV:
+    """A pane as ``member -> {member_id, window_start, views, firing}``."""
+    member_id = pane.key.key
+    return KV(
+        member_id,
+        {
+            "member_id": member_id,
+            "window_start": pane.key.pane_id,
+            "views": pane.message,
+            "firing": pane.firing_type.name,
+        },
+    )
+
+
 class PageViewPipelineApp(StreamApplication):
-    """Repartition by member, count and enrich, send to the two outputs. The job file
-    (``configs/pageviews-pipeline.yaml``) gives the broker, the store, the partition counts
-    and ``task.max.concurrency``."""
+    """Repartition by member; count and enrich, send to two outputs; count per member and
+    window of event time, send to a third. The job file (``configs/pageviews-pipeline.yaml``)
+    gives the broker, the store, the partition counts, ``task.max.concurrency`` and
+    ``app.window.minutes``."""
 
     def describe(self, app_desc: StreamApplicationDescriptor) -> None:
         kafka = KafkaSystemDescriptor("kafka")
-        page_views = kafka.get_input_descriptor("page-views", "json").with_framed()
+        page_views = (
+            kafka.get_input_descriptor("page-views", "json")
+            .with_framed()  # the Spark batch's watermarks and end-of-stream, in-band
+            .with_timestamp(event_time)
+        )
         keyed = KVSerde("string", "json")
         enriched = app_desc.get_output_stream(kafka.get_output_descriptor(ENRICHED, keyed))
         counts = app_desc.get_output_stream(kafka.get_output_descriptor(COUNTS, keyed))
-        results = (
-            app_desc.get_input_stream(page_views)
-            .partition_by(lambda view: view["member_id"], lambda view: view, keyed, "by-member")
-            .flat_map_async(CountAndEnrich())
+        window_counts = app_desc.get_output_stream(
+            kafka.get_output_descriptor(WINDOW_COUNTS, keyed)
         )
+        by_member = app_desc.get_input_stream(page_views).partition_by(
+            lambda view: view["member_id"], lambda view: view, keyed, "by-member"
+        )
+        results = by_member.flat_map_async(CountAndEnrich())
         results.filter(to_enriched).map(message).send_to(enriched)
         results.filter(to_counts).map(message).send_to(counts)
+        minutes = int(app_desc.config.get("app.window.minutes", DEFAULT_WINDOW_MINUTES))
+        per_window = Windows.keyed_tumbling_window(
+            member,
+            timedelta(minutes=minutes),
+            initial_value=int,
+            aggregator=count_view,
+            key_serde="string",
+            value_serde="long",
+        ).with_event_time()
+        by_member.window(per_window, PER_WINDOW).map(window_count).send_to(window_counts)
