@@ -5,7 +5,8 @@ so both write methods send the same bytes:
 
 - key: the key column cast to a Spark string, as UTF-8 (``123``, ``abc``);
 - value: ``to_json`` of a struct of the value columns (nulls kept as JSON null; timestamps in
-  the session time zone), as UTF-8; for a framed write prefixed by the user-message type byte;
+  the session time zone), as UTF-8; for a framed write prefixed by the user-message type byte
+  and, with a timestamp column, the row's event time (``control/wire.py``'s EVENT_TIME flag);
 - packed, for ``method="producer"``: key length, key and value in one binary, which reaches
   a Python worker as plain bytes (no Row objects);
 - event time: the timestamp column in milliseconds since the epoch (a TimestampType or
@@ -25,7 +26,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
-from samzapy.control.wire import frame
+from samzapy.control.wire import frame, with_event_time
 from samzapy.spark.errors import SparkWriteError
 
 _INTEGRAL = (st.ByteType, st.ShortType, st.IntegerType, st.LongType)
@@ -101,9 +102,16 @@ class RecordColumns:
         return sf.to_json(sf.struct(*columns), {"ignoreNullFields": "false"})
 
     def framed_value(self) -> Column:
-        """``frame(json bytes)``: the user-message type byte, then the JSON's UTF-8 bytes."""
-        prefix = sf.lit(bytearray(frame(b"")))
-        return sf.concat(prefix, self.json_value().cast("binary"))
+        """``frame(json bytes)``: the user-message type byte, then the JSON's UTF-8 bytes;
+        with a timestamp column, ``with_event_time``'s: the type byte flagged, then the event
+        time (int64, big-endian), then the JSON."""
+        body = self.json_value().cast("binary")
+        if self.timestamp_column is None:
+            return sf.concat(sf.lit(bytearray(frame(b""))), body)
+        flagged = sf.lit(bytearray(with_event_time(frame(b""), 0)[:1]))
+        # Java's %x of a negative long is its two's complement: 16 hex digits either way.
+        event_time = sf.unhex(sf.format_string("%016x", self.event_time()))
+        return sf.concat(flagged, event_time, body)
 
     def packed(self, *, framed: bool) -> Column:
         """One binary per row for a Python worker: the key's length (4 bytes, big-endian),

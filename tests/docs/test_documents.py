@@ -25,6 +25,7 @@ every job of the walk use a broker of this test's own.
 from __future__ import annotations
 
 import asyncio
+import csv
 import json
 import os
 import re
@@ -417,11 +418,47 @@ def check_kafka_counts(sandbox: Sandbox, output: str) -> None:
     assert asyncio.run(latest()) == {member: n * loads for member, n in counts.items()}
 
 
+def check_window_counts(sandbox: Sandbox, output: str) -> None:
+    """views-per-minute holds one DEFAULT pane per member and minute of page-views.csv, with
+    that member's views in that minute: Spark's watermarks and end-of-stream closed them all,
+    and the event times came from the Spark records' frames."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def panes() -> list[dict[str, Any]]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=sandbox.bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            await consumer._client.force_metadata_update()
+            ids = sorted(consumer.partitions_for_topic("views-per-minute") or ())
+            partitions = [TopicPartition("views-per-minute", p) for p in ids]
+            consumer.assign(partitions)
+            for tp, offset in (await consumer.beginning_offsets(partitions)).items():
+                consumer.seek(tp, offset)
+            ends = await consumer.end_offsets(partitions)
+            found: list[dict[str, Any]] = []
+            while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
+                for records in (await consumer.getmany(timeout_ms=1000)).values():
+                    found.extend(json.loads(record.value) for record in records)
+            return found
+        finally:
+            await consumer.stop()
+
+    with open(sandbox.root / "page-views.csv") as f:
+        rows = list(csv.DictReader(f))
+    expected = Counter((r["member_id"], int(r["ts"]) - int(r["ts"]) % 60_000) for r in rows)
+    got = asyncio.run(panes())
+    assert Counter((p["member_id"], p["minute"]) for p in got) == Counter(set(expected))
+    assert {(p["member_id"], p["minute"]): p["views"] for p in got} == dict(expected)
+    assert {p["firing"] for p in got} == {"DEFAULT"}
+    assert events(output)[-1]["event"] == "container_exited"
+
+
 README_CHECKS: dict[str, Callable[[Sandbox, str], None]] = {
     "make run": check_make_run,
     "samzapy run job.yaml": check_readme_job,
     "samzapy run configs/kafka-load-pageviews.yaml": check_loader,
     "samzapy run configs/kafka-pageviews.yaml": check_kafka_counts,
+    "samzapy run views-per-minute.yaml": check_window_counts,
 }
 
 

@@ -31,6 +31,7 @@ from samzapy.control.wire import (
     EndOfStreamMessage,
     WatermarkMessage,
     decode,
+    decode_timed,
 )
 from samzapy.spark import Method, SparkWriteError, WriteSummary, local_session, write_stream
 from samzapy.spark.session import kafka_connector_jars
@@ -124,16 +125,21 @@ class Expected:
     key_column: str
     #: Greatest ``ts`` (ms) per Spark partition that has rows.
     max_ts: dict[int, int] = field(default_factory=dict)
+    #: Each row's event time (ms) as its framed record carries it, by the row's JSON; empty
+    #: when the write has no timestamp column (its records carry none).
+    times: dict[str, int] = field(default_factory=dict)
 
 
 def expected(df: DataFrame, key_column: str, value_columns: list[str], ts: str) -> Expected:
     rows = df.collect()
     values = [{c: row[c] for c in value_columns} for row in rows]
     max_ts: dict[int, int] = {}
-    for row in rows:
+    times: dict[str, int] = {}
+    for row, value in zip(rows, values, strict=True):
         millis = row[ts] if isinstance(row[ts], int) else round(row[ts].timestamp() * 1000)
         max_ts[row["sparkTask"]] = max(max_ts.get(row["sparkTask"], millis), millis)
-    return Expected(values, key_column, max_ts)
+        times[json.dumps(value, sort_keys=True, default=str)] = millis
+    return Expected(values, key_column, max_ts, times)
 
 
 # -- checks -----------------------------------------------------------------------------------
@@ -144,13 +150,19 @@ def check_user_records(got: dict[int, list[Record]], want: Expected, partitions:
     seen: Counter[str] = Counter()
     for partition, records in got.items():
         for record in records:
-            kind, payload = decode(record.value)
+            kind, payload, event_time = decode_timed(record.value)
             if kind != USER_MESSAGE:
                 continue
             value = json.loads(payload)
             assert record.key == str(value[want.key_column]).encode()
             assert partition == partition_for(record.key, partitions)
             seen[json.dumps(value, sort_keys=True)] += 1
+            if not want.times:
+                assert event_time is None
+            elif (row := json.dumps(value, sort_keys=True)) in want.times:
+                assert event_time == want.times[row]  # the row's event time, in its frame
+            else:
+                assert event_time is not None
     assert seen == Counter(json.dumps(v, sort_keys=True) for v in want.values)
 
 
@@ -259,7 +271,7 @@ def test_without_a_timestamp_column_tasks_send_end_of_stream_only(
 
     got = read_topic(kafka_bootstrap, topic, 2)
     want = expected(df, "page", df.columns, "ts")
-    check_user_records(got, want, 2)
+    check_user_records(got, Expected(want.values, "page"), 2)  # no event time in the frames
     check_control(got, summary, Expected(want.values, "page"), tasks=3)
 
 
