@@ -291,6 +291,23 @@ class OutputStream:
         return f"OutputStream({self.descriptor.stream_id!r})"
 
 
+def upstream_of(spec: OperatorSpec, *, through_intermediates: bool = False) -> list[OperatorSpec]:
+    """``spec`` and every operator whose messages reach it, each once; with
+    ``through_intermediates``, an intermediate stream's reader leads on to its writer's."""
+    found: dict[int, OperatorSpec] = {}
+    todo = [spec]
+    while todo:
+        op = todo.pop()
+        if id(op) in found:
+            continue
+        found[id(op)] = op
+        todo.extend(op.upstream)
+        intermediate = op.settings.get("intermediate") if op.kind == "input" else None
+        if through_intermediates and intermediate is not None and intermediate.writer:
+            todo.append(intermediate.writer)
+    return list(found.values())
+
+
 def add_input(graph: ApplicationGraph, descriptor: InputDescriptor) -> MessageStream:
     graph.check_open("get_input_stream")
     stream_id = descriptor.stream_id
@@ -336,4 +353,5 @@ __all__ = [
     "add_input",
     "add_output",
     "check_function",
+    "upstream_of",
 ]

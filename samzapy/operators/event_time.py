@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from samzapy.api.stream import OperatorSpec
+from samzapy.api.stream import OperatorSpec, upstream_of
 from samzapy.api.system import SystemStream
 from samzapy.api.task import END_WATERMARK
 
@@ -160,18 +160,8 @@ class Watermarks:
 
 def sources(spec: OperatorSpec, inputs_of: dict[int, SystemStream]) -> list[SystemStream]:
     """The input streams whose messages reach ``spec``."""
-    found: dict[SystemStream, None] = {}
-    seen: set[int] = set()
-    todo = [spec]
-    while todo:
-        op = todo.pop()
-        if id(op) in seen:
-            continue
-        seen.add(id(op))
-        if id(op) in inputs_of:
-            found[inputs_of[id(op)]] = None
-        todo.extend(op.upstream)
-    return list(found)
+    found = [inputs_of[id(op)] for op in upstream_of(spec) if id(op) in inputs_of]
+    return list(dict.fromkeys(found))
 
 
 __all__ = ["EventClock", "Watermarks", "sources"]

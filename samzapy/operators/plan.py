@@ -27,7 +27,7 @@ from typing import Any
 from samzapy.api.application import StreamApplicationDescriptor
 from samzapy.api.descriptors import KVSerde, StreamDescriptor, SystemDescriptor, serde_label
 from samzapy.api.errors import ConfigError
-from samzapy.api.stream import ApplicationGraph, IntermediateStream, OperatorSpec
+from samzapy.api.stream import ApplicationGraph, IntermediateStream, OperatorSpec, upstream_of
 from samzapy.operators.window_plan import window_keys
 
 #: Systems whose streams can carry an intermediate stream (written and read back framed).
@@ -363,19 +363,8 @@ class _IntermediateNames:
         )
 
     def _upstream(self, spec: OperatorSpec) -> Iterable[str]:
-        """The streams whose messages reach ``spec``, in the graph's order."""
-        found: dict[str, None] = {}
-        seen: set[int] = set()
-        todo = [spec]
-        while todo:
-            op = todo.pop()
-            if id(op) in seen:
-                continue
-            seen.add(id(op))
-            if op.kind == "input":
-                found[self._qualified(op)] = None
-            todo.extend(op.upstream)
-        return sorted(found)
+        """The streams whose messages reach ``spec``, sorted."""
+        return sorted({self._qualified(op) for op in upstream_of(spec) if op.kind == "input"})
 
     def _qualified(self, spec: OperatorSpec) -> str:
         stream = spec.settings.get("intermediate")

@@ -305,26 +305,18 @@ class _OperatorTask(InitableTask, ClosableTask, WindowHooks):
         metrics: Any = context.metrics
         group = f"task.{context.task_name}"
         for op in self.graph.operators:
-            metrics.counter(
-                group,
-                f"{op.op_id}-messages-in",
-                _reader(op, "messages_in"),
-                help=f"Messages operator {op.op_id} ({op.kind}) received",
-                unit="messages",
-            )
-            metrics.counter(
-                group,
-                f"{op.op_id}-messages-out",
-                _reader(op, "messages_out"),
-                help=f"Messages operator {op.op_id} ({op.kind}) passed on or sent",
-                unit="messages",
-            )
+            counters = [
+                ("messages-in", "messages_in", "received"),
+                ("messages-out", "messages_out", "passed on or sent"),
+            ]
             if isinstance(op, WindowOperator):
+                counters.append(("late-messages", "late", "had too late, dropped or sent aside"))
+            for name, attribute, what in counters:
                 metrics.counter(
                     group,
-                    f"{op.op_id}-late-messages",
-                    _reader(op, "late"),
-                    help=f"Messages too late for window {op.op_id}, dropped or sent aside",
+                    f"{op.op_id}-{name}",
+                    _reader(op, attribute),
+                    help=f"Messages operator {op.op_id} ({op.kind}) {what}",
                     unit="messages",
                 )
             if op.kind != "input":

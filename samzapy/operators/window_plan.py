@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from samzapy.api.errors import ConfigError
-from samzapy.api.stream import ApplicationGraph
+from samzapy.api.stream import ApplicationGraph, upstream_of
 from samzapy.api.windows import Window
 
 #: ``task.window.ms`` an application gets when a window needs a clock and the job file sets
@@ -62,19 +62,11 @@ def unwatermarked(graph: ApplicationGraph, config: Mapping[str, Any]) -> list[tu
     for spec in graph.operators:
         if spec.kind != "window" or not spec.settings["window"].event_time:
             continue
-        seen: set[int] = set()
-        todo = list(spec.upstream)
-        while todo:
-            op = todo.pop()
-            if id(op) in seen:
+        for op in upstream_of(spec, through_intermediates=True):
+            if op.kind != "input" or op.settings.get("intermediate") is not None:
                 continue
-            seen.add(id(op))
-            intermediate = op.settings.get("intermediate") if op.kind == "input" else None
-            if intermediate is not None:
-                todo.extend(intermediate.writer.upstream)
-            elif op.kind == "input" and not _carries(op.settings["descriptor"], config):
+            if not _carries(op.settings["descriptor"], config):
                 found.append((spec.op_id, op.op_id))
-            todo.extend(op.upstream)
     return found
 
 
