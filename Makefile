@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3.11 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
 
-.PHONY: help venv run demo test test-pythons docker-test lint docker-lint typecheck check unit bench bench-kafka bench-app bench-state bench-snapshots bench-eos bench-spark bench-dedup clean kafka-fetch kafka-up kafka-down kafka-status spark-fetch
+.PHONY: help venv run demo test test-pythons docker-test lint docker-lint typecheck check unit bench bench-kafka bench-app bench-state bench-snapshots bench-eos bench-spark bench-dedup bench-window clean kafka-fetch kafka-up kafka-down kafka-status spark-fetch
 
 help:
 	@echo "make run        run the quick-start job on the file system (no broker; the first run installs the runtime, about 15 s)"
@@ -27,6 +27,7 @@ help:
 	@echo "make bench-eos   exactly-once beside at-least-once: throughput, CPU, latency"
 	@echo "make bench-spark Spark -> Kafka rows/s, framed (two methods) beside Spark's plain sink"
 	@echo "make bench-dedup two stages through an intermediate stream, with and without origins"
+	@echo "make bench-window keyed tumbling count in event time beside hand-written RocksDB counts"
 	@echo "make clean      remove the quick-start's output and state"
 	@echo "make kafka-up   start a local Kafka broker on 127.0.0.1:9092, its data in .kafka/9092"
 	@echo "                (KAFKA_BOOTSTRAP=127.0.0.1:PORT: the broker of PORT, in .kafka/PORT)"
@@ -121,6 +122,9 @@ bench-spark: $(VENV)/.installed
 
 bench-dedup: $(VENV)/.installed
 	$(PY) bench/bench_dedup.py
+
+bench-window: $(VENV)/.installed
+	$(PY) bench/bench_window.py
 
 clean:
 	rm -rf output state data/pipeline
