@@ -227,15 +227,19 @@ class SystemConsumers:
         lateness: int,
         event_time: Callable[[Any, Any], Any] | None,
     ) -> None:
-        """Queue the watermark the batch's largest timestamp gives, after its last message
-        (``event_time(key, message)``'s, when given: a message it cannot time is left out
-        here, and fails its task when processed)."""
+        """Queue the watermark the batch's largest timestamp gives, after its last message.
+        With ``event_time(key, message)`` each message's time is its result, set as the
+        envelope's ``timestamp`` (None when it cannot time the message: left out here, the
+        application's input fails the task when it calls the function again)."""
         top: int | None = None
         last = -1
         for i, env in enumerate(envelopes):
             if type(env) is IncomingMessageEnvelope:
                 last = i
-                ts = env.timestamp if event_time is None else _time_of(event_time, env)
+                if event_time is None:
+                    ts = env.timestamp
+                else:  # kept on the envelope: the application reads it there
+                    ts = env.timestamp = _time_of(event_time, env)
                 if ts is not None and (top is None or ts > top):
                     top = ts
         if top is None:

@@ -85,17 +85,34 @@ class Watermarks:
             return None
         lateness = gen.lateness
         deferred = self.deferred
+        windows = [self._windows[i] for i in self._by_stream.get(stream, ())]
+        if deferred or any(streams != (stream,) for _, streams in windows):
 
-        def observe(t: Any) -> None:
+            def observe(t: Any) -> None:
+                gen.seen = True
+                if gen.idle:
+                    gen.idle = False
+                if t is not None and (gen.top is None or t > gen.top):
+                    gen.top = t
+                    if not deferred:
+                        self._moved(stream, t - lateness)
+
+            return observe
+        # Every window of this stream reads it alone: its watermark is the stream's.
+        advances = [advance for advance, _ in windows]
+        watermarks = self.streams
+
+        def observe_alone(t: Any) -> None:
             gen.seen = True
             if gen.idle:
                 gen.idle = False
             if t is not None and (gen.top is None or t > gen.top):
                 gen.top = t
-                if not deferred:
-                    self._moved(stream, t - lateness)
+                watermarks[stream] = watermark = t - lateness
+                for advance in advances:
+                    advance(watermark)
 
-        return observe
+        return observe_alone
 
     def received(self, stream: SystemStream, watermark: int) -> None:
         """The container's watermark of ``stream``; ignored for a stream generated here

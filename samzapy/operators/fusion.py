@@ -51,6 +51,7 @@ def fuse_input(
     clock: Any = None,
     timestamp_fn: Callable[[Any], Any] | None = None,
     observe: Callable[[Any], None] | None = None,
+    timed_by_consumer: bool = False,
 ) -> Entry:
     """One function taking an envelope of ``entry``'s stream through the whole chain, with
     the signature of a task's ``process``: ``bind(collector, coordinator)`` the first time a
@@ -58,7 +59,10 @@ def fuse_input(
     message)`` for a keyed stream) counted as the input's, one in ``SAMPLE_EVERY`` timed
     through every operator it reaches, the others fused. With a ``clock`` (the graph keeps
     event time) the message's time is set on it first: ``timestamp_fn(message)`` or the
-    record's timestamp, and handed to ``observe`` (a stream generating its watermarks)."""
+    record's timestamp, and handed to ``observe`` (a stream generating its watermarks).
+    ``timed_by_consumer``: the container set the envelope's timestamp to
+    ``timestamp_fn``'s (the stream's derived watermarks read it; None where it failed, and
+    the function is called here again to fail the task)."""
     if SAMPLE_EVERY & (SAMPLE_EVERY - 1):
         raise AssertionError("SAMPLE_EVERY must be a power of two")
     # tuple.__new__ makes the KV without NamedTuple's __new__ in Python (a third of the time)
@@ -77,7 +81,7 @@ def fuse_input(
             prologue.append("ts = envelope.timestamp")
         else:
             extra.update(tsf=timestamp_fn, as_time=_as_time)
-            prologue += [
+            timing = [
                 "try:",
                 "    ts = tsf(message)",
                 "    if type(ts) is not int:",
@@ -85,6 +89,11 @@ def fuse_input(
                 "except Exception as exc:",
                 "    raise o0.failed(exc, 'timestamp function') from exc",
             ]
+            if timed_by_consumer:  # the container's derived watermarks timed it already
+                prologue += ["ts = envelope.timestamp", "if ts is None:"]
+                prologue += [f"    {line}" for line in timing]
+            else:
+                prologue += timing
         prologue.append("clk.t = ts")
         if observe is not None:
             extra["observe"] = observe

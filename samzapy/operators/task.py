@@ -149,6 +149,8 @@ class OperatorGraph:
                 self.clock,
                 self._timestamp_fns.get(entry.op_id),
                 self.watermarks.observer(entry.stream),
+                # with_watermarks: the container derives watermarks with with_timestamp's
+                timed_by_consumer=entry.stream in self.watermarks.generated,
             )
             for entry in self.entries.values()
         }

@@ -61,20 +61,37 @@ _LOGGED_LATE = 1024
 EARLY, DEFAULT, LATE = FiringType.EARLY, FiringType.DEFAULT, FiringType.LATE
 
 
-class PickleSerde:
-    """The default serde of a window's keys and values: its state is read back by the same
-    job only."""
+_STR, _INT, _PICKLE = 0x73, 0x69, 0x70  # b"s", b"i", b"p"
+_INT_MIN, _INT_MAX = -(2**63), 2**63
+
+
+class StateSerde:
+    """The default serde of a window's keys and values (its state is read back by the same
+    job only): a type byte, then a ``str``'s UTF-8, an ``int``'s 8 bytes, or anything else
+    pickled. The common keys and counts skip pickle, which costs a microsecond a message."""
 
     def to_bytes(self, obj: Any) -> bytes:
-        return pickle.dumps(obj, 5)
+        kind = type(obj)
+        if kind is str:
+            text: str = obj
+            return b"s" + text.encode()
+        if kind is int and _INT_MIN <= obj < _INT_MAX:
+            number: int = obj
+            return b"i" + number.to_bytes(8, "big", signed=True)
+        return b"p" + pickle.dumps(obj, 5)
 
     def from_bytes(self, data: bytes) -> Any:
-        return pickle.loads(data)
+        kind = data[0]
+        if kind == _STR:
+            return data[1:].decode()
+        if kind == _INT:
+            return int.from_bytes(data[1:], "big", signed=True)
+        return pickle.loads(data[1:])
 
 
 def _serde(serde: Any, config: Mapping[str, Any]) -> Any:
     if serde is None:
-        return PickleSerde()
+        return StateSerde()
     if not isinstance(serde, str):
         return serde
     prefix, suffix = "serializers.registry.", ".class"
@@ -84,6 +101,9 @@ def _serde(serde: Any, config: Mapping[str, Any]) -> Any:
         if k.startswith(prefix) and k.endswith(suffix)
     }
     return SerdeRegistry(custom).get(serde)
+
+
+_new = tuple.__new__
 
 
 def _pane_prefix(pane: int) -> bytes:
@@ -273,7 +293,9 @@ class WindowOperator(SendingOperator):
         before = clock.t
         clock.t = end - 1
         try:
-            pending = self.emit(WindowPane(WindowKey(key, pane), value, firing))
+            # tuple.__new__: without the NamedTuples' __new__ in Python (a pane per message)
+            pane_of = _new(WindowPane, (_new(WindowKey, (key, pane)), value, firing))
+            pending = self.emit(pane_of)
         finally:
             clock.t = before
         self.out += 1
@@ -317,4 +339,4 @@ def gather_pending(pending: list[Awaitable[Any]]) -> Awaitable[Any] | None:
     return asyncio.ensure_future(_all(awaitables))
 
 
-__all__ = ["DEFAULT", "EARLY", "LATE", "PickleSerde", "WindowOperator", "gather_pending"]
+__all__ = ["DEFAULT", "EARLY", "LATE", "StateSerde", "WindowOperator", "gather_pending"]
