@@ -328,7 +328,7 @@ class TaskInstance:
         if self._control.receive(ssp, message):
             log.info("control_end_of_stream_reconciled", task=self.name, ssp=str(ssp))
             self._input_ended(ssp)
-        elif isinstance(message, WatermarkMessage):
+        else:  # a watermark, or an upstream task's end: either may move the watermark
             self._note_watermarks()
 
     def _note_watermarks(self) -> None:

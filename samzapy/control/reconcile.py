@@ -9,6 +9,8 @@ every minimum.
 Per framed partition, Samza's reconciliation by upstream task count: the partition ends once
 ``taskCount`` distinct upstream tasks sent end-of-stream; its watermark is the minimum over
 upstream tasks once all ``taskCount`` reported, and only moves forward. Duplicates count once.
+An upstream task's end-of-stream counts as its watermark ``END_WATERMARK`` (as in Flink and
+Beam: a finished input holds nothing back), so the tasks still writing decide the watermark.
 
 Per task: the *input watermark* is the minimum over the carrying partitions that have not
 ended (defined once each of them has a watermark); the *output watermark*, sent to the
@@ -50,6 +52,8 @@ class PartitionControl:
         if len(self.eos_tasks) >= self.eos_count:
             self.ended = True
             return True
+        # A task that ended writes nothing more: it no longer holds the watermark back.
+        self.watermark_from(message.task_name, message.task_count, END_WATERMARK)
         return False
 
     def watermark_from(self, task_name: str, task_count: int, timestamp: int) -> bool:

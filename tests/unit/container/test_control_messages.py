@@ -226,9 +226,9 @@ def test_watermarks_are_reconciled_as_the_minimum_over_upstream_tasks() -> None:
         ("wm", "t2", 30),  # duplicate: nothing new
         ("wm", "t1", 40),  # min(25, 40, 30) = 25
         b"m4",
-        ("eos", "t0"),
+        ("eos", "t0"),  # t0 holds nothing back: min(40, 30) = 30
         ("eos", "t0"),  # a duplicate counts once
-        ("eos", "t1"),
+        ("eos", "t1"),  # t2's 30 alone: nothing new
         b"m5",
         ("eos", "t2"),
     ]:
@@ -242,6 +242,7 @@ def test_watermarks_are_reconciled_as_the_minimum_over_upstream_tasks() -> None:
         ("watermark", 20),
         ("watermark", 25),
         ("message", "m4"),
+        ("watermark", 30),
         ("message", "m5"),
         ("end", None),
     ]

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from samzapy.api.system import SystemStream, SystemStreamPartition
+from samzapy.api.task import END_WATERMARK
 from samzapy.control.reconcile import PartitionControl, TaskControl
 from samzapy.control.wire import EndOfStreamMessage, WatermarkMessage
 
@@ -168,21 +169,23 @@ def test_watermark_after_the_end_is_ignored() -> None:
 
 def test_partition_to_json_round_trips() -> None:
     state = PartitionControl()
+    state.watermark_from("t1", 3, 10)
+    state.watermark_from("t2", 3, 20)
     state.end_of_stream(eos("t2", 3))
-    state.end_of_stream(eos("t1", 3))
-    state.watermark_from("t2", 2, 20)
-    state.watermark_from("t1", 2, 10)
+    state.watermark_from("t3", 3, 30)
 
     data = json.loads(json.dumps(state.to_json()))
     assert data == {
-        "eos": {"taskCount": 3, "tasks": ["t1", "t2"]},
-        "watermarks": {"taskCount": 2, "tasks": {"t1": 10, "t2": 20}},
+        "eos": {"taskCount": 3, "tasks": ["t2"]},
+        "watermarks": {"taskCount": 3, "tasks": {"t1": 10, "t2": END_WATERMARK, "t3": 30}},
         "watermark": 10,
         "ended": False,
     }
     restored = PartitionControl.from_json(data)
     assert restored.to_json() == state.to_json()
+    assert restored.end_of_stream(eos("t2", 3)) is False
     assert restored.end_of_stream(eos("t1", 3)) is False
+    assert restored.watermark == 30
     assert restored.end_of_stream(eos("t3", 3)) is True
 
 
@@ -401,15 +404,16 @@ def test_no_output_watermark_after_that_outputs_end_was_taken() -> None:
     control.receive(A0, wm("t1", 2, 10))
     control.receive(B0, wm("t1", 1, 10))
     control.receive(A0, eos("t1", 2))
-    # A0 has not ended (one of two tasks): a later watermark still counts.
+    # A0 has not ended (one of two tasks): a later watermark still counts, and t1, which
+    # ended, no longer holds it back.
     control.receive(A0, wm("t2", 2, 20))
-    assert control.advance_output_watermarks() == {OUT_X: 10, OUT_Y: 10}
+    assert control.advance_output_watermarks() == {OUT_X: 20, OUT_Y: 10}
 
     control.receive(B0, eos("t1", 1))
     assert control.take_ended_outputs() == [OUT_Y]
-    control.receive(A0, wm("t1", 2, 30))
-    assert control.advance_output_watermarks() == {OUT_X: 20}
-    assert control.output_watermarks == {OUT_X: 20, OUT_Y: 10}
+    control.receive(A0, wm("t2", 2, 30))
+    assert control.advance_output_watermarks() == {OUT_X: 30}
+    assert control.output_watermarks == {OUT_X: 30, OUT_Y: 10}
 
 
 def test_output_with_no_upstream_gets_no_watermark() -> None:
@@ -425,12 +429,13 @@ def test_output_with_no_upstream_gets_no_watermark() -> None:
 
 
 def busy_control() -> TaskControl:
-    """A0 ended, A1 half-ended with watermark 20, B0 with watermark 15; watermarks emitted."""
+    """A0 ended, A1 half-ended with watermark 20 (t2's: t1 ended), B0 with watermark 15;
+    watermarks emitted."""
     control = TaskControl(carrying=[A0, A1, B0], outputs={OUT_X: [A0, A1], OUT_Y: [B0]})
     control.receive(A0, wm("t1", 1, 5))
     control.receive(A0, eos("t1", 1))
-    control.receive(A1, wm("t1", 2, 20))
-    control.receive(A1, wm("t2", 2, 25))
+    control.receive(A1, wm("t1", 2, 15))
+    control.receive(A1, wm("t2", 2, 20))
     control.receive(A1, eos("t1", 2))
     control.receive(B0, wm("t1", 1, 15))
     assert control.advance_input_watermark() == 15
@@ -455,7 +460,7 @@ def test_to_json_is_plain_json_keyed_by_ssp_and_stream_names() -> None:
             },
             "kafka.shuffle-a#1": {
                 "eos": {"taskCount": 2, "tasks": ["t1"]},
-                "watermarks": {"taskCount": 2, "tasks": {"t1": 20, "t2": 25}},
+                "watermarks": {"taskCount": 2, "tasks": {"t1": END_WATERMARK, "t2": 20}},
                 "watermark": 20,
                 "ended": False,
             },

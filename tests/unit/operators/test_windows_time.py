@@ -220,11 +220,6 @@ def by_key_app(window: Window, source: Any) -> Any:
     return build
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="control/reconcile.py: an upstream task that sent end-of-stream still holds the "
-    "intermediate partition's watermark at its last one until every upstream task ended",
-)
 async def test_an_input_partition_that_ended_does_not_hold_windows_after_partition_by() -> None:
     source = KAFKA.get_input_descriptor("events", "json").with_watermarks()
     live = Live(
