@@ -4,12 +4,17 @@ triggers (the window operator's common part is ``windows.py``).
 A key's value in a pane is one entry of the window's store, ``T`` + the pane id (8 bytes,
 big-endian, offset by 2**63) + the serialized key, so one pane is one range of the store. In
 memory: the open panes' ids (and whether each has fired, kept for its allowed lateness) and
-the triggers' state per pane and key (a count and two times, not kept across a restart, as in
-Samza: a restarted task's triggers start again).
+whether each has fired, kept for its allowed lateness) and the triggers' state per pane and
+key: a count, the first and last message's wall-clock times (ms) and whether a trigger that
+does not repeat has fired. A window with triggers also keeps that state in its store, ``A`` +
+the same pane id and key, so a restarted task's triggers go on where they were (their counts
+and times exact as of the last checkpoint) and a time trigger that came due while the task was
+down fires at the first tick.
 """
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import Any
 
@@ -25,7 +30,10 @@ from samzapy.api.windows import (
 from samzapy.operators.windows import DEFAULT, EARLY, LATE, WindowOperator
 
 _TUMBLING = b"T"
+_ARMED = b"A"
 _OFFSET = 2**63
+#: A trigger's state in the store: count, first and last time (ms, -1 for none), done.
+_ARMED_STATE = struct.Struct(">qqq?")
 
 
 def _pane_prefix(pane: int) -> bytes:
@@ -41,18 +49,33 @@ class _Armed:
         self.key = key
         self.pane = pane
         self.count = 0
-        self.first: float | None = None
-        self.last: float | None = None
+        self.first: int | None = None
+        self.last: int | None = None
         self.done = False
 
+    def to_bytes(self) -> bytes:
+        first = -1 if self.first is None else self.first
+        last = -1 if self.last is None else self.last
+        return _ARMED_STATE.pack(self.count, first, last, self.done)
 
-def _due(trigger: Trigger, armed: _Armed, now: float) -> bool:
+    def load(self, data: bytes) -> None:
+        count, first, last, self.done = _ARMED_STATE.unpack(data)
+        self.count = count
+        self.first = None if first < 0 else first
+        self.last = None if last < 0 else last
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _due(trigger: Trigger, armed: _Armed, now: int) -> bool:
     if isinstance(trigger, CountTrigger):
         return armed.count >= trigger.count
     if isinstance(trigger, TimeSinceFirstMessageTrigger):
-        return armed.first is not None and (now - armed.first) * 1000 >= trigger.ms
+        return armed.first is not None and now - armed.first >= trigger.ms
     if isinstance(trigger, TimeSinceLastMessageTrigger):
-        return armed.last is not None and (now - armed.last) * 1000 >= trigger.ms
+        return armed.last is not None and now - armed.last >= trigger.ms
     if isinstance(trigger, AnyTrigger):
         return any(_due(t, armed, now) for t in trigger.triggers)
     if isinstance(trigger, RepeatingTrigger):
@@ -61,7 +84,7 @@ def _due(trigger: Trigger, armed: _Armed, now: float) -> bool:
 
 
 class TumblingWindowOperator(WindowOperator):
-    __slots__ = ("armed", "last_pane", "next_due", "panes", "plain")
+    __slots__ = ("armed", "last_pane", "next_due", "panes", "plain", "triggered")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -72,6 +95,8 @@ class TumblingWindowOperator(WindowOperator):
         #: The common case, which ``on_message`` runs in one method: an aggregator and no
         #: early trigger (a late message still takes ``message``'s way).
         self.plain = self.aggregator is not None and self.window.early_trigger is None
+        window = self.window
+        self.triggered = window.early_trigger is not None or window.late_trigger is not None
         self.last_pane: tuple[int, bytes] = (-1, b"")  # the last pane's id and key prefix
 
     def on_message(self, message: Any) -> Any:
@@ -128,6 +153,13 @@ class TumblingWindowOperator(WindowOperator):
                 if pane not in self.panes:
                     done = self.event_time and fired is not None and pane + self.size <= fired
                     self.panes[pane] = bool(done)
+        if self.triggered:
+            with self.store.range(_ARMED, _ARMED + b"\xff" * 9) as entries:
+                for entry in entries:
+                    skey = _TUMBLING + entry.key[1:]
+                    pane = int.from_bytes(skey[1:9], "big") - _OFFSET
+                    armed = self.armed[skey] = _Armed(self.kserde.from_bytes(skey[9:]), pane)
+                    armed.load(entry.value)
         self._reschedule()
 
     def due(self, now: int) -> bool:
@@ -185,13 +217,15 @@ class TumblingWindowOperator(WindowOperator):
             armed = self.armed[skey] = _Armed(key, pane)
         if armed.done:
             return
-        now = time.monotonic()
+        now = _now_ms()
         armed.count += 1
         if armed.first is None:
             armed.first = now
         armed.last = now
         if _due(trigger, armed, now):
             self._trigger_fire(skey, armed, trigger, firing)
+        else:
+            self.store.put(_ARMED + skey[1:], armed.to_bytes())
 
     def _trigger_fire(
         self, skey: bytes, armed: _Armed, trigger: Trigger, firing: FiringType
@@ -206,11 +240,15 @@ class TumblingWindowOperator(WindowOperator):
         armed.count = 0
         armed.first = armed.last = None
         armed.done = not isinstance(trigger, RepeatingTrigger)
+        if armed.done:
+            self.store.put(_ARMED + skey[1:], armed.to_bytes())
+        else:
+            self.store.delete(_ARMED + skey[1:])
 
     def timed_triggers(self) -> None:
         if not self.armed:
             return
-        now = time.monotonic()
+        now = _now_ms()
         watermark = self.watermark
         for skey, armed in list(self.armed.items()):
             if armed.done:
@@ -220,6 +258,17 @@ class TumblingWindowOperator(WindowOperator):
             trigger = self.window.late_trigger if late else self.window.early_trigger
             if trigger is not None and _due(trigger, armed, now):
                 self._trigger_fire(skey, armed, trigger, LATE if late else EARLY)
+
+    def _disarm(self, pane: int) -> None:
+        """Forget the triggers' state for ``pane`` (it fired, or its lateness ran out)."""
+        if not self.triggered:
+            return
+        for skey in [skey for skey, armed in self.armed.items() if armed.pane == pane]:
+            del self.armed[skey]
+        prefix = _ARMED + (pane + _OFFSET).to_bytes(8, "big")
+        with self.store.range(prefix, _ARMED + (pane + 1 + _OFFSET).to_bytes(8, "big")) as rows:
+            stored = [entry.key for entry in rows]
+        self.store.delete_all(stored)
 
     def _reschedule(self) -> None:
         due = None
@@ -245,7 +294,7 @@ class TumblingWindowOperator(WindowOperator):
                 for skey, raw in found:
                     key = self.kserde.from_bytes(skey[9:])
                     self.emit_pane(key, pane, end, self.vserde.from_bytes(raw), DEFAULT)
-                    self.armed.pop(skey, None)
+                self._disarm(pane)
                 keep = self.event_time and self.lateness > 0 and not final
                 if keep and end + self.lateness > now:
                     self.panes[pane] = True
@@ -259,13 +308,14 @@ class TumblingWindowOperator(WindowOperator):
                 with store.range(prefix, _pane_prefix(pane + 1)) as entries:
                     stale = [(e.key, e.value) for e in entries]
                 for skey, raw in stale:
-                    armed = self.armed.pop(skey, None)
+                    armed = self.armed.get(skey)
                     # Late messages the late trigger still held: in discarding mode each
                     # entry is such (a restart loses the trigger's count, not them).
                     if not self.accumulating or (armed is not None and armed.count):
                         key = self.kserde.from_bytes(skey[9:])
                         self.emit_pane(key, pane, end, self.vserde.from_bytes(raw), LATE)
                 store.delete_all([skey for skey, _ in stale])
+                self._disarm(pane)
                 del self.panes[pane]
         self._reschedule()
 

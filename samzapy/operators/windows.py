@@ -11,11 +11,12 @@ Store layout (keys ordered as bytes):
 - ``T`` + pane id (8 bytes, big-endian, offset by 2**63) + the serialized key: a tumbling
   window's value for one key and pane, so one pane is one range of the store;
 - ``S`` + the serialized key: a key's open sessions, ``[(start, last, value bytes), ...]``;
+- ``A`` + the same pane id and key: a tumbling window's trigger state (a count, two times,
+  whether it fired), so a restarted task's triggers go on where they were;
 - ``M``: the window's watermark when it last fired (a restart does not fire a pane twice).
 
 What runs in memory is bounded by the open windows: the open panes' ids, one due time per key
-with open sessions, and the state of early and late triggers (a count and two times per pane
-and key; not kept across a restart, as in Samza: a restarted task's triggers start again).
+with open sessions, and the state of early and late triggers (also in the store, above).
 
 When panes fire: processing time, at the task's tick (``task.window.ms``) once the clock
 passed a pane's end; event time, as soon as the window's watermark reaches a pane's end

@@ -255,6 +255,101 @@ async def test_windows_after_partition_by_close_on_the_with_timestamp_times() ->
 # -- restart -------------------------------------------------------------------------------------
 
 
+async def crash_after_commit(live: Live, offset: str) -> str:
+    """Cancel ``live``'s job (a crash: no end-of-stream, nothing more committed) once a
+    checkpoint covers ``offset``; the namespace its restart takes."""
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+        container = live.runner.container
+        found = container and InMemoryCheckpointManager.checkpoints_for(
+            container.checkpoint_namespace
+        )
+        if found and offset in [o for cp in found.values() for o in cp.offsets.values()]:
+            break
+    assert live.job is not None
+    live.job.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await live.job
+    return live.runner.namespace
+
+
+async def test_a_restarted_window_keeps_its_triggers_counts() -> None:
+    source = events()
+    window = lambda: key_count().set_early_trigger(Triggers.repeat(Triggers.count(3)))  # noqa: E731
+    config = {"task.commit.ms": 20}
+    first = Live(window_app(window().with_event_time(), source), {source: 1}, **config)
+    first.send(source, m("a", 1_000), m("a", 2_000), m("b", 3_000))
+    namespace = await crash_after_commit(first, "2")
+    assert first.panes == []
+
+    again = Live(window_app(window().with_event_time(), source), {source: 1}, namespace=namespace)
+    again.send(source, m("a", 4_000))
+    assert await again.wait(1)  # the third message for a: the count went on from two
+    again.send(source, m("b", 5_000), m("b", 6_000), m("a", 7_000), m("a", 15_000))
+    await again.end()
+    assert again.panes == [
+        ("a", 0, 3, EARLY),
+        ("b", 0, 3, EARLY),
+        ("a", 0, 1, DEFAULT),  # discarding: what came since the early pane
+        ("a", 10_000, 1, DEFAULT),
+    ]
+
+
+async def test_a_time_trigger_that_came_due_while_the_task_was_down_fires_at_restart() -> None:
+    source = events()
+    window = lambda: (  # noqa: E731
+        key_count().with_event_time().set_early_trigger(Triggers.time_since_first_message(S))
+    )
+    first = Live(window_app(window(), source), {source: 1}, **{"task.commit.ms": 20})
+    sent = time.monotonic()
+    first.send(source, m("a", 1_000))
+    namespace = await crash_after_commit(first, "0")
+    assert first.panes == []
+    await asyncio.sleep(max(0.0, sent + 1.1 - time.monotonic()))
+
+    again = Live(window_app(window(), source), {source: 1}, namespace=namespace)
+    again.send(source, m("b", 2_000))
+    assert await again.wait(1)  # at the first tick, before the input ends
+    await again.end()
+    assert again.panes == [("a", 0, 1, EARLY), ("b", 0, 1, DEFAULT)]
+
+
+async def test_a_trigger_that_does_not_repeat_has_fired_after_a_restart_too() -> None:
+    source = events()
+    window = lambda: (  # noqa: E731
+        key_count()
+        .with_event_time(allowed_lateness=60 * S)
+        .set_late_trigger(Triggers.count(2))
+        .set_accumulation_mode(AccumulationMode.ACCUMULATING)
+    )
+    config = {"task.commit.ms": 20}
+    first = Live(window_app(window(), source), {source: 1}, **config)
+    first.send(source, *[m("a", t) for t in (1_000, 12_000, 2_000, 3_000)])
+    namespace = await crash_after_commit(first, "3")
+    assert first.panes == [("a", 0, 1, DEFAULT), ("a", 0, 3, LATE)]
+
+    again = Live(window_app(window(), source), {source: 1}, namespace=namespace)
+    again.send(source, m("a", 4_000), m("a", 5_000))  # the late trigger fired once: too late
+    result = await again.end()
+    assert again.panes == [("a", 10_000, 1, DEFAULT)]
+    assert result.metrics.snapshot()["task.Partition 0"]["w-late-messages"] == 2
+
+
+async def test_an_early_trigger_that_fired_once_does_not_make_late_messages_too_late() -> None:
+    source = events()
+    window = (
+        key_count()
+        .with_event_time(allowed_lateness=60 * S)
+        .set_early_trigger(Triggers.count(2))  # once, discarding: it holds nothing after
+        .set_late_trigger(Triggers.count(1))
+    )
+    live = Live(window_app(window, source), {source: 1})
+    live.send(source, *[m("a", t) for t in (1_000, 2_000, 12_000, 4_000)])
+    await live.end()
+    assert live.panes == [("a", 0, 2, EARLY), ("a", 0, 1, LATE), ("a", 10_000, 1, DEFAULT)]
+
+
 async def test_a_restarted_window_keeps_its_open_panes_and_the_late_messages_it_held() -> None:
     source = events()
     window = lambda: (  # noqa: E731
@@ -265,20 +360,7 @@ async def test_a_restarted_window_keeps_its_open_panes_and_the_late_messages_it_
     config = {"task.commit.ms": 20}
     first = Live(window_app(window(), source), {source: 1}, **config)
     first.send(source, *[m("a", t) for t in (1_000, 2_000, 12_000, 5_000, 13_000)])
-    namespace = first.runner.namespace
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline:  # until a commit covers all five messages
-        await asyncio.sleep(0.01)
-        container = first.runner.container
-        found = container and InMemoryCheckpointManager.checkpoints_for(
-            container.checkpoint_namespace
-        )
-        if found and "4" in [o for cp in found.values() for o in cp.offsets.values()]:
-            break
-    assert first.job is not None
-    first.job.cancel()  # a crash: no end-of-stream, nothing more committed
-    with pytest.raises(asyncio.CancelledError):
-        await first.job
+    namespace = await crash_after_commit(first, "4")
     assert first.panes == [("a", 0, 2, DEFAULT)]  # 5 s is held by the late trigger
 
     second = Live(window_app(window(), source), {source: 1}, namespace=namespace, **config)
