@@ -209,7 +209,8 @@ class InputDescriptor(StreamDescriptor):
         the largest event time seen minus ``max_out_of_orderness``, moving with each message;
         a partition with no message for ``idle_timeout`` (processing time) stops holding the
         task's watermark back until its next message. Also sets
-        ``samza.watermark.lateness.ms``, so the watermarks go on through ``partition_by``."""
+        ``samza.watermark.lateness.ms`` (and ``samza.watermark.idle.ms``), so the watermarks,
+        and the idleness, go on through ``partition_by``."""
         what = f"with_watermarks of stream {self.stream_id!r}"
         lateness = duration_ms(
             max_out_of_orderness, f"{what}: max_out_of_orderness", positive=False
@@ -219,6 +220,8 @@ class InputDescriptor(StreamDescriptor):
             idle = duration_ms(idle_timeout, f"{what}: idle_timeout")
         self.watermarks = (lateness, idle)
         self._configs["samza.watermark.lateness.ms"] = lateness
+        if idle is not None:
+            self._configs["samza.watermark.idle.ms"] = idle
         return self
 
 

@@ -316,6 +316,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("streams.<id>.samza.upstream.inputs", _L, (), "Inputs feeding it."),
     ConfigKey("streams.<id>.samza.watermark.lateness.ms", _I, None, "Lateness.", minimum=0),
+    ConfigKey("streams.<id>.samza.watermark.idle.ms", _I, None, "Idle after this long.", minimum=1),
     ConfigKey(
         "streams.<id>.samza.event.time.function",
         _A,

@@ -130,6 +130,9 @@ class StreamConfig:
     linger_ms: int | None = None
     #: A framed stream's records carry their origin, so its readers drop replayed copies.
     origins: bool = True
+    #: A partition with no message for this long (processing time) is idle: it stops holding
+    #: the derived watermarks back (None: never).
+    watermark_idle_ms: int | None = None
     #: An application's ``with_timestamp``, ``(key, message) -> ms``: the event time the
     #: watermarks derived with ``samza.watermark.lateness.ms`` read (None: the record's).
     event_time_fn: Any = None
@@ -354,6 +357,7 @@ def _stream(stream_id: str, v: Mapping[str, Any]) -> StreamConfig:
         linger_ms=v.get(prefix + "producer.linger.ms"),
         origins=v[prefix + "samza.origins"],
         event_time_fn=v.get(prefix + "samza.event.time.function"),
+        watermark_idle_ms=v.get(prefix + "samza.watermark.idle.ms"),
     )
 
 

@@ -12,12 +12,16 @@ On framed streams it also splits records into user messages and control messages
 control messages travel in-band, and the consumer side deserializes both), queued as
 ``ControlEnvelope``s; on streams with ``samza.watermark.lateness.ms`` it derives a watermark
 from the timestamps of each batch and queues it after the batch, as if one upstream task had
-sent it.
+sent it. With ``samza.watermark.idle.ms`` too, a partition that delivered nothing for that
+long (processing time, checked after each poll) is told idle, with an idle watermark message
+(at ``NO_OFFSET``: it completes no offset), and told active again, with its last watermark,
+before the next batch it delivers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +32,7 @@ from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
 from samzapy.api.errors import SerdeError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.container.drops import DropLog, DroppedEnvelope
-from samzapy.container.inputs import ControlEnvelope, Envelope, InputQueue
+from samzapy.container.inputs import NO_OFFSET, ControlEnvelope, Envelope, InputQueue
 from samzapy.control.wire import (
     USER_MESSAGE,
     USER_MESSAGE_WITH_ORIGIN,
@@ -58,6 +62,8 @@ class InputSerdes:
     #: ``(key, message) -> ms``: a message's event time for derived watermarks (an
     #: application's ``with_timestamp``); None: the record's timestamp.
     event_time: Any = None
+    #: A partition that delivered nothing for this long is idle (None: never).
+    idle_ms: int | None = None
 
 
 class SystemConsumers:
@@ -90,6 +96,9 @@ class SystemConsumers:
         self._drop_log = DropLog()
         self._ended: set[SystemStreamPartition] = set()
         self._derived: dict[SystemStreamPartition, int] = {}
+        #: Partitions with an idle timeout: when each last delivered, and those told idle.
+        self._active_at: dict[SystemStreamPartition, float] = {}
+        self._idle: set[SystemStreamPartition] = set()
 
     def space_freed(self) -> None:
         """Wake consumer coroutines waiting for room (called by tasks draining a queue)."""
@@ -113,6 +122,10 @@ class SystemConsumers:
         consumer = self._consumers[system]
         ssps = [ssp for ssp in self._queues if ssp.system == system]
         loop = asyncio.get_running_loop()
+        timed = [ssp for ssp in ssps if (s := self._serdes.get(ssp)) and s.idle_ms is not None]
+        started = time.monotonic()
+        for ssp in timed:
+            self._active_at.setdefault(ssp, started)
         while True:
             # Poll only partitions whose queues are at most half full, for as many messages as
             # the fullest of them has room for: fetches stay large, and memory bounded.
@@ -137,6 +150,28 @@ class SystemConsumers:
             for ssp, envelopes in batch.items():
                 if envelopes:
                     self._deliver(ssp, envelopes)
+            if timed:
+                self._find_idle(timed)
+
+    def _find_idle(self, ssps: list[SystemStreamPartition]) -> None:
+        """Tell the partitions that delivered nothing for their idle timeout that they are."""
+        now = time.monotonic()
+        for ssp in ssps:
+            if ssp in self._idle or self._done(ssp):
+                continue
+            idle_ms = self._serdes[ssp].idle_ms
+            assert idle_ms is not None
+            if (now - self._active_at[ssp]) * 1000 < idle_ms:
+                continue
+            self._idle.add(ssp)
+            last = self._derived.get(ssp, -1)
+            marker = ControlEnvelope(
+                ssp, NO_OFFSET, WatermarkMessage(EVENT_TIME_TASK, 1, last, True)
+            )
+            for q in self._queues[ssp]:
+                if q.start_offset is None:
+                    q.queue.append(marker)
+                    q.waker()
 
     def _done(self, ssp: SystemStreamPartition) -> bool:
         """Nothing more to read: its end-of-stream was delivered, or every task ended it (a
@@ -154,6 +189,8 @@ class SystemConsumers:
         if serdes is not None:
             if serdes.framed or serdes.key is not None or serdes.msg is not None:
                 envelopes = self._deserialize(ssp, envelopes, serdes)
+            if serdes.idle_ms is not None:
+                self._active(ssp, envelopes)
             if serdes.lateness_ms is not None:
                 self._derive_watermark(ssp, envelopes, serdes.lateness_ms, serdes.event_time)
             if not envelopes:
@@ -165,11 +202,23 @@ class SystemConsumers:
                 self._extend_from(q, envelopes)
             q.waker()
 
+    def _active(self, ssp: SystemStreamPartition, envelopes: list[Envelope]) -> None:
+        """``ssp`` delivered: an idle partition is told active again, before the batch."""
+        self._active_at[ssp] = time.monotonic()
+        if ssp in self._idle:
+            self._idle.discard(ssp)
+            last = self._derived.get(ssp)
+            if last is not None:  # else the batch's own watermark ends the idleness
+                message = WatermarkMessage(EVENT_TIME_TASK, 1, last)
+                envelopes.insert(0, ControlEnvelope(ssp, NO_OFFSET, message))
+
     def _extend_from(self, q: InputQueue, envelopes: list[Envelope]) -> None:
         start = q.start_offset
         assert start is not None
         compare = self._compare[q.ssp.system]
         for i, env in enumerate(envelopes):
+            if env.offset == NO_OFFSET:  # a marker: the queue has not started
+                continue
             if env.is_end_of_stream or compare(env.offset, start) >= 0:
                 q.start_offset = None
                 q.queue.extend(envelopes[i:])

@@ -17,10 +17,14 @@ from samzapy.api.envelope import END_OF_STREAM_OFFSET, IncomingMessageEnvelope
 from samzapy.api.system import SystemStreamPartition
 from samzapy.control.wire import ControlMessage
 
+#: The offset of a control envelope that stands at no offset of its partition.
+NO_OFFSET = ""
+
 
 class ControlEnvelope:
-    """A control message in a task's input queue, at its offset. ``message`` is None for a
-    bounded partition's end-of-stream. Tasks never receive one: the task instance acts on it."""
+    """A control message in a task's input queue, at its offset (``NO_OFFSET``: it completes
+    none, as the idle watermark messages of ``consumers.py``). ``message`` is None for a bounded
+    partition's end-of-stream. Tasks never receive one: the task instance acts on it."""
 
     __slots__ = ("message", "offset", "system_stream_partition")
 

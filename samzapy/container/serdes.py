@@ -33,12 +33,15 @@ class StreamSerdes:
 
     def input(self, ssp: SystemStreamPartition) -> InputSerdes:
         key, msg = self._names(ssp.system_stream)
+        stream = self._config.stream(ssp.system_stream)
+        lateness = stream.watermark_lateness_ms
         return InputSerdes(
             self._serde(key),
             self._serde(msg),
             framed=self.framed(ssp.system_stream),
-            lateness_ms=self._config.stream(ssp.system_stream).watermark_lateness_ms,
-            event_time=self._config.stream(ssp.system_stream).event_time_fn,
+            lateness_ms=lateness,
+            event_time=stream.event_time_fn,
+            idle_ms=None if lateness is None else stream.watermark_idle_ms,
         )
 
     def output(self, ss: SystemStream) -> tuple[Serde | None, Serde | None]:

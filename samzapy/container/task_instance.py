@@ -42,7 +42,7 @@ from samzapy.container.collector import OutputRouter
 from samzapy.container.commit import TaskCommit
 from samzapy.container.drops import Drops
 from samzapy.container.hooks import TaskHooks
-from samzapy.container.inputs import ControlEnvelope, TaskInputs
+from samzapy.container.inputs import NO_OFFSET, ControlEnvelope, TaskInputs
 from samzapy.container.origins import clear_cursor, committable, log_dropped, with_origins
 from samzapy.container.progress import TaskProgress
 from samzapy.container.slots import SlotContext, SlotState, async_slot, inline_slot, pool_slot
@@ -323,8 +323,9 @@ class TaskInstance:
         if message is None:
             self._input_ended(ssp)
             return
-        tracker = self._trackers[ssp]
-        tracker.completed(tracker.invoked(env.offset))
+        if env.offset != NO_OFFSET:
+            tracker = self._trackers[ssp]
+            tracker.completed(tracker.invoked(env.offset))
         if self._control.receive(ssp, message):
             log.info("control_end_of_stream_reconciled", task=self.name, ssp=str(ssp))
             self._input_ended(ssp)
@@ -350,8 +351,8 @@ class TaskInstance:
             self._hooks.call_at_barrier,
             self._collector,
             self._coordinator,
-            lambda stream, timestamp: self._broadcast(
-                stream, WatermarkMessage(str(self.name), self._task_count, timestamp)
+            lambda stream, timestamp, idle: self._broadcast(
+                stream, WatermarkMessage(str(self.name), self._task_count, timestamp, idle)
             ),
         )
 

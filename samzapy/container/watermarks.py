@@ -35,6 +35,7 @@ class TaskWatermarks:
         self._input_due: int | None = None
         self._streams_due: dict[SystemStream, int] = {}
         self._outputs_due: dict[SystemStream, int] = {}
+        self._idle_due: dict[SystemStream, int] = {}
 
     def note(self) -> bool:
         """Decide now which watermarks moved; True when something is due."""
@@ -47,19 +48,28 @@ class TaskWatermarks:
         moved = control.advance_output_watermarks()
         if moved:
             self._outputs_due.update(moved)
-        return watermark is not None or bool(moved) or bool(self._streams_due)
+            for ss in moved:
+                self._idle_due.pop(ss, None)
+        idle = control.advance_output_idleness()
+        if idle:
+            self._idle_due.update(idle)
+            for ss in idle:
+                self._outputs_due.pop(ss, None)
+        return watermark is not None or bool(moved) or bool(self._streams_due) or bool(idle)
 
     async def deliver(
         self,
         call: HookCaller,
         collector: Any,
         coordinator: Any,
-        send: Callable[[SystemStream, int], None],
+        send: Callable[[SystemStream, int, bool], None],
     ) -> None:
-        """Give the task what moved, then ``send`` each output watermark."""
+        """Give the task what moved, then ``send`` each output watermark (and tell the outputs
+        that went idle: ``send(stream, its watermark, True)``)."""
         watermark, self._input_due = self._input_due, None
         streams, self._streams_due = self._streams_due, {}
         outputs, self._outputs_due = self._outputs_due, {}
+        idle, self._idle_due = self._idle_due, {}
         task = self._task
         if watermark is not None:
             log.debug("watermark_advanced", task=self._name, watermark=watermark)
@@ -75,7 +85,9 @@ class TaskWatermarks:
                 coordinator,
             )
         for stream, timestamp in outputs.items():
-            send(stream, timestamp)
+            send(stream, timestamp, False)
+        for stream, timestamp in idle.items():
+            send(stream, timestamp, True)
 
 
 __all__ = ["TaskWatermarks"]

@@ -11,6 +11,12 @@ Per framed partition, Samza's reconciliation by upstream task count: the partiti
 upstream tasks once all ``taskCount`` reported, and only moves forward. Duplicates count once.
 An upstream task's end-of-stream counts as its watermark ``END_WATERMARK`` (as in Flink and
 Beam: a finished input holds nothing back), so the tasks still writing decide the watermark.
+An upstream task that says it is idle (a watermark message with ``idle``, carrying its last
+watermark) is left out of the minimum until it sends a watermark that is not idle; a partition
+whose upstream tasks are all idle is idle, and left out of the task's minimums in turn (Flink's
+idleness). When everything a minimum is over is idle, it is the highest of them instead (as
+the windows' own idleness, ``operators/event_time.py``: the last windows close). Idleness is
+not checkpointed: after a restart every partition holds the minimum until it is idle again.
 
 Per task: the *input watermark* is the minimum over the carrying partitions that have not
 ended (defined once each of them has a watermark); the *output watermark*, sent to the
@@ -32,13 +38,22 @@ from samzapy.control.wire import ControlMessage, EndOfStreamMessage
 class PartitionControl:
     """What the upstream tasks of one partition have reported."""
 
-    __slots__ = ("ended", "eos_count", "eos_tasks", "watermark", "wm_count", "wm_tasks")
+    __slots__ = (
+        "ended",
+        "eos_count",
+        "eos_tasks",
+        "idle_tasks",
+        "watermark",
+        "wm_count",
+        "wm_tasks",
+    )
 
     def __init__(self) -> None:
         self.eos_tasks: set[str] = set()
         self.eos_count = 0
         self.wm_tasks: dict[str, int] = {}
         self.wm_count = 0
+        self.idle_tasks: set[str] = set()
         #: The reconciled watermark (None until every upstream task reported one).
         self.watermark: int | None = None
         self.ended = False
@@ -56,17 +71,41 @@ class PartitionControl:
         self.watermark_from(message.task_name, message.task_count, END_WATERMARK)
         return False
 
-    def watermark_from(self, task_name: str, task_count: int, timestamp: int) -> bool:
-        """Record one upstream task's watermark; True when the partition's moved forward."""
+    @property
+    def idle(self) -> bool:
+        """Every upstream task reported, and each one that has not ended is idle."""
+        if not self.idle_tasks or self.ended or len(self.wm_tasks) < self.wm_count:
+            return False
+        return all(t in self.idle_tasks or ts == END_WATERMARK for t, ts in self.wm_tasks.items())
+
+    def watermark_from(
+        self, task_name: str, task_count: int, timestamp: int, idle: bool = False
+    ) -> bool:
+        """Record one upstream task's watermark (or that it is idle); True when the
+        partition's moved forward."""
         if self.ended:
             return False
+        self.wm_count = task_count
+        if idle:
+            self.idle_tasks.add(task_name)
+        else:
+            self.idle_tasks.discard(task_name)
         previous = self.wm_tasks.get(task_name)
         if previous is None or timestamp > previous:
             self.wm_tasks[task_name] = timestamp
-        self.wm_count = task_count
         if len(self.wm_tasks) < task_count:
             return False
-        reconciled = min(self.wm_tasks.values())
+        idle_tasks = self.idle_tasks
+        # The tasks still writing and not idle (a task that ended holds nothing back).
+        held = [
+            ts for t, ts in self.wm_tasks.items() if t not in idle_tasks and ts != END_WATERMARK
+        ]
+        if not held:  # every task still writing is idle: the highest of them
+            held = [ts for t, ts in self.wm_tasks.items() if t in idle_tasks]
+            if not held:
+                return False
+            held = [max(held)]
+        reconciled = min(held)
         if self.watermark is None or reconciled > self.watermark:
             self.watermark = reconciled
             return True
@@ -124,6 +163,8 @@ class TaskControl:
         #: checkpointed: a restart gives each stream's again.
         self.stream_watermarks: dict[SystemStream, int] = {}
         self._ends_sent: set[SystemStream] = set()
+        #: The outputs told that this task is idle (their upstream partitions all are).
+        self.idle_outputs: set[SystemStream] = set()
         self.writer: WriterOrigins | None = None
         self.reader: ReaderOrigins | None = None
 
@@ -144,7 +185,7 @@ class TaskControl:
                 self.ended.add(ssp)
                 return True
             return False
-        state.watermark_from(message.task_name, message.task_count, message.timestamp)
+        state.watermark_from(message.task_name, message.task_count, message.timestamp, message.idle)
         return False
 
     def partition_ended(self, ssp: SystemStreamPartition) -> None:
@@ -168,16 +209,26 @@ class TaskControl:
     # -- watermarks -----------------------------------------------------------------------------
 
     def _minimum(self, ssps: Iterable[SystemStreamPartition]) -> int | None:
+        """The minimum over ``ssps`` that have not ended and are not idle; if all of them
+        are idle, the highest of them (None while one has no watermark yet)."""
         low: int | None = None
+        held = False
+        highest: int | None = None
         for ssp in ssps:
             state = self.partitions.get(ssp)
             if state is None or ssp in self.ended:
                 continue
-            if state.watermark is None:
+            watermark = state.watermark
+            if state.idle:
+                if watermark is not None and (highest is None or watermark > highest):
+                    highest = watermark
+                continue
+            if watermark is None:
                 return None
-            if low is None or state.watermark < low:
-                low = state.watermark
-        return low
+            held = True
+            if low is None or watermark < low:
+                low = watermark
+        return low if held else highest
 
     def advance_input_watermark(self) -> int | None:
         """The task's input watermark if it moved forward (and remember it), else None."""
@@ -206,16 +257,54 @@ class TaskControl:
         return moved
 
     def advance_output_watermarks(self) -> dict[SystemStream, int]:
-        """The outputs whose watermark moved forward, with it (remembered as sent)."""
+        """The outputs whose watermark moved forward, with it (remembered as sent); an idle
+        output whose upstream partitions are not all idle any more is in it too (with its last
+        watermark if that did not move): a watermark that is not idle ends the idleness."""
         moved: dict[SystemStream, int] = {}
         for ss, upstream in self.outputs.items():
-            if ss in self._ends_sent:
+            if ss in self._ends_sent or self._all_idle(upstream):
+                continue  # idle: advance_output_idleness
+            low = self._minimum(upstream)
+            last = self.output_watermarks.get(ss)
+            if ss in self.idle_outputs:  # active again: say so, even if it did not move
+                value = low if last is None or (low is not None and low > last) else last
+                if value is not None:
+                    self.idle_outputs.discard(ss)
+                    self.output_watermarks[ss] = moved[ss] = value
+            elif low is not None and (last is None or low > last):
+                self.output_watermarks[ss] = moved[ss] = low
+        return moved
+
+    def advance_output_idleness(self) -> dict[SystemStream, int]:
+        """The outputs whose upstream partitions are all idle and that were not told so, or
+        whose idle watermark (the highest of those partitions') moved forward; with it, -1
+        when there is none (remembered as told)."""
+        told: dict[SystemStream, int] = {}
+        for ss, upstream in self.outputs.items():
+            if ss in self._ends_sent or not self._all_idle(upstream):
                 continue
             low = self._minimum(upstream)
             last = self.output_watermarks.get(ss)
-            if low is not None and (last is None or low > last):
-                self.output_watermarks[ss] = moved[ss] = low
-        return moved
+            moved = low is not None and (last is None or low > last)
+            if moved or ss not in self.idle_outputs:
+                self.idle_outputs.add(ss)
+                if moved:
+                    assert low is not None
+                    self.output_watermarks[ss] = low
+                told[ss] = self.output_watermarks.get(ss, -1)
+        return told
+
+    def _all_idle(self, ssps: Iterable[SystemStreamPartition]) -> bool:
+        """Some of ``ssps`` are idle, and the others ended."""
+        some = False
+        for ssp in ssps:
+            if ssp in self.ended:
+                continue
+            state = self.partitions.get(ssp)
+            if state is None or not state.idle:
+                return False
+            some = True
+        return some
 
     # -- checkpoint -----------------------------------------------------------------------------
 

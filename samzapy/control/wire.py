@@ -5,7 +5,8 @@ control messages:
       MessageType => one byte: 0 user message, 1 watermark, 2 end-of-stream,
                      3 user message with its origin, 4 user message with its origin and floor
       MessageData => the user serde's bytes, or for a control message the UTF-8 JSON object
-                     {"version": 1, "taskName": str, "taskCount": int[, "timestamp": int ms]},
+                     {"version": 1, "taskName": str, "taskCount": int[, "timestamp": int ms]
+                      [, "idle": true]} ("idle": a watermark message saying the task is idle),
                      or for type 3: Origin, then the user serde's bytes,
                      or for type 4: Origin, Floor, then the user serde's bytes
       Origin => Source Epoch Offset Ordinal
@@ -99,11 +100,15 @@ class EndOfStreamMessage:
 @dataclass(frozen=True, slots=True)
 class WatermarkMessage:
     """Upstream task ``task_name`` (one of ``task_count``) has written everything with an
-    event time up to ``timestamp`` (milliseconds since the epoch)."""
+    event time up to ``timestamp`` (milliseconds since the epoch). ``idle``: the task is idle
+    (its inputs had no message for their idle timeout): a reader leaves it out of the partition's
+    minimum until it sends a watermark that is not idle (Flink's idle watermark status);
+    ``timestamp`` is then its last watermark, for information."""
 
     task_name: str
     task_count: int
     timestamp: int
+    idle: bool = False
 
 
 ControlMessage = EndOfStreamMessage | WatermarkMessage
@@ -165,6 +170,8 @@ def encode_control(message: ControlMessage) -> bytes:
     }
     if isinstance(message, WatermarkMessage):
         body["timestamp"] = message.timestamp
+        if message.idle:
+            body["idle"] = True
         kind = WATERMARK
     else:
         kind = END_OF_STREAM
@@ -234,7 +241,10 @@ def decode_timed(record: bytes | bytearray | memoryview) -> tuple[int, Any, int 
     timestamp = body.get("timestamp")
     if not isinstance(timestamp, int) or isinstance(timestamp, bool):
         raise FrameError(f"the watermark message needs an integer timestamp, got {body!r}")
-    return kind, WatermarkMessage(task_name, task_count, timestamp), None
+    idle = body.get("idle", False)
+    if not isinstance(idle, bool):
+        raise FrameError(f"the watermark message's idle must be true or false, got {body!r}")
+    return kind, WatermarkMessage(task_name, task_count, timestamp, idle), None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The consumers' poll rule and back-pressure: a partition is polled only while each of its
 queues is at most half full, for as much as the fullest of them has room for; with no room
-the consumer waits until a task drains a queue to half; ended partitions are polled no more."""
+the consumer waits until a task drains a queue to half; ended partitions are polled no more;
+a partition with an idle timeout that delivers nothing for that long is told idle."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from samzapy import IncomingMessageEnvelope, SystemStreamPartition
-from samzapy.container.consumers import SystemConsumers
-from samzapy.container.inputs import ControlEnvelope, InputQueue, TaskInputs
+from samzapy.container.consumers import InputSerdes, SystemConsumers
+from samzapy.container.inputs import NO_OFFSET, ControlEnvelope, InputQueue, TaskInputs
+from samzapy.control.wire import WatermarkMessage
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.system.inmemory.consumer import InMemorySystemConsumer
 from samzapy.system.ports import SystemConsumer
@@ -131,5 +133,63 @@ async def test_a_partition_its_tasks_ended_is_polled_no_more() -> None:
     run = asyncio.ensure_future(rig.consumers.run("memory"))
     await rig.settle()
     assert rig.consumer.polls and all(p == [0] for p, _, _ in rig.consumer.polls)
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+
+
+async def test_a_partition_that_delivers_nothing_for_its_idle_timeout_is_told_idle() -> None:
+    broker = InMemoryBroker.for_namespace(f"idle-{uuid.uuid4().hex[:8]}")
+    broker.create_stream("in", 1)
+    broker.append("in", 0, None, 1_000)
+    broker.append("in", 0, None, 2_000)
+    ssp = SystemStreamPartition("memory", "in", 0)
+    queue = InputQueue(ssp, CAPACITY)
+    consumer = InMemorySystemConsumer(broker)
+    consumer.register(ssp, None, "oldest")
+    timed = InputSerdes(None, None, lateness_ms=0, event_time=lambda k, m: m, idle_ms=50)
+    consumers = SystemConsumers(
+        {"memory": consumer},
+        {ssp: [queue]},
+        {ssp: timed},
+        compare_offsets={"memory": lambda a, b: int(a) - int(b)},
+        poll_timeout=0.005,
+        drop_deserialization_errors=False,
+    )
+
+    def taken(count: int) -> list[Any]:
+        items = list(queue.queue)[:count]
+        for _ in items:
+            queue.queue.popleft()
+        return [
+            (e.offset, e.message)
+            if isinstance(e, ControlEnvelope)
+            else (e.offset, e.message, e.timestamp)
+            for e in items
+        ]
+
+    async def until(count: int) -> None:
+        for _ in range(400):
+            if len(queue.queue) >= count:
+                return
+            await asyncio.sleep(0.005)
+
+    await consumer.start()
+    run = asyncio.ensure_future(consumers.run("memory"))
+    await until(4)
+    assert taken(4) == [
+        ("0", 1_000, 1_000),
+        ("1", 2_000, 2_000),
+        ("1", WatermarkMessage("event-time", 1, 2_000)),
+        (NO_OFFSET, WatermarkMessage("event-time", 1, 2_000, idle=True)),  # after 50 ms
+    ]
+    await asyncio.sleep(0.2)
+    assert not queue.queue  # told once
+    broker.append("in", 0, None, 7_000)
+    await until(3)
+    assert taken(3) == [
+        (NO_OFFSET, WatermarkMessage("event-time", 1, 2_000)),  # active again, first
+        ("2", 7_000, 7_000),
+        ("2", WatermarkMessage("event-time", 1, 7_000)),
+    ]
     run.cancel()
     await asyncio.gather(run, return_exceptions=True)

@@ -425,6 +425,76 @@ def test_output_with_no_upstream_gets_no_watermark() -> None:
     assert control.advance_output_watermarks() == {}
 
 
+# -- idleness -------------------------------------------------------------------------------------
+
+
+def idle(task: str, count: int, timestamp: int = -1) -> WatermarkMessage:
+    return WatermarkMessage(task, count, timestamp, idle=True)
+
+
+def test_an_idle_upstream_task_is_left_out_of_the_partitions_minimum_until_it_is_not() -> None:
+    state = PartitionControl()
+    state.watermark_from("t1", 2, 10)
+    state.watermark_from("t2", 2, 50)
+    assert state.watermark == 10
+    assert state.watermark_from("t1", 2, 10, idle=True) is True
+    assert (state.watermark, state.idle) == (50, False)
+    state.watermark_from("t1", 2, 20)  # back, behind: the watermark does not go back
+    state.watermark_from("t2", 2, 60)
+    assert state.watermark == 50
+    state.watermark_from("t1", 2, 55)
+    assert state.watermark == 55
+
+
+def test_a_partition_whose_upstream_tasks_are_all_idle_is_idle_at_the_highest() -> None:
+    state = PartitionControl()
+    state.watermark_from("t1", 3, 10, idle=True)
+    state.watermark_from("t2", 3, 30, idle=True)
+    assert (state.watermark, state.idle) == (None, False)  # t3 has not reported
+    state.end_of_stream(eos("t3", 3))  # ended: it holds nothing back
+    assert (state.watermark, state.idle) == (30, True)
+    state.watermark_from("t1", 3, 12)
+    assert (state.watermark, state.idle) == (30, False)
+
+
+def test_an_idle_partition_is_left_out_of_the_tasks_minimum_and_outputs_are_told() -> None:
+    control = TaskControl(carrying=[A0, A1, B0], outputs={OUT_X: [A0, A1], OUT_Y: [B0]})
+    for ssp, ts in ((A0, 10), (A1, 40), (B0, 20)):
+        control.receive(ssp, wm("t1", 1, ts))
+    assert control.advance_input_watermark() == 10
+    assert control.advance_output_watermarks() == {OUT_X: 10, OUT_Y: 20}
+
+    control.receive(A0, idle("t1", 1, 10))
+    assert control.advance_input_watermark() == 20  # min(A1 40, B0 20)
+    assert control.advance_output_watermarks() == {OUT_X: 40}
+    assert control.advance_output_idleness() == {}
+
+    control.receive(A1, idle("t1", 1, 40))
+    assert control.advance_output_watermarks() == {}
+    assert control.advance_output_idleness() == {OUT_X: 40}  # every upstream idle: told once
+    assert control.advance_output_idleness() == {}
+    control.receive(B0, idle("t1", 1, 20))
+    assert control.advance_input_watermark() == 40  # all idle: the highest
+    assert control.advance_output_idleness() == {OUT_Y: 20}
+
+    control.receive(A0, wm("t1", 1, 12))  # A0 is back: OUT_X is not idle any more
+    assert control.advance_output_idleness() == {}
+    assert control.advance_output_watermarks() == {OUT_X: 40}  # its last, not idle
+    assert control.idle_outputs == {OUT_Y}
+    control.receive(A0, wm("t1", 1, 45))
+    assert control.advance_output_watermarks() == {OUT_X: 45}
+
+
+def test_an_idle_partition_with_a_lower_watermark_does_not_make_the_outputs_go_back() -> None:
+    control = TaskControl(carrying=[A0], outputs={OUT_X: [A0]})
+    control.receive(A0, wm("t1", 1, 30))
+    assert control.advance_output_watermarks() == {OUT_X: 30}
+    control.receive(A0, idle("t1", 1, 30))
+    assert control.advance_output_idleness() == {OUT_X: 30}
+    control.receive(A0, wm("t1", 1, 5))
+    assert control.advance_output_watermarks() == {OUT_X: 30}
+
+
 # -- TaskControl: checkpoint ---------------------------------------------------------------------
 
 

@@ -81,6 +81,20 @@ def test_watermark_round_trips(timestamp: int) -> None:
     assert decode(encode_control(message)) == (WATERMARK, message)
 
 
+def test_an_idle_watermark_round_trips_with_its_flag_and_a_plain_one_has_none() -> None:
+    message = WatermarkMessage("Partition 1", 3, 42, idle=True)
+
+    assert encode_control(message).endswith(b',"timestamp":42,"idle":true}')
+    assert decode(encode_control(message)) == (WATERMARK, message)
+    assert b"idle" not in encode_control(WatermarkMessage("Partition 1", 3, 42))
+
+
+def test_an_idle_flag_that_is_not_a_boolean_is_rejected() -> None:
+    body = {"version": 1, "taskName": "t", "taskCount": 1, "timestamp": 5, "idle": 1}
+    with pytest.raises(FrameError, match=r"^the watermark message's idle must be true or false"):
+        decode(control_record(WATERMARK, body))
+
+
 def test_task_name_with_non_ascii_characters_round_trips() -> None:
     message = EndOfStreamMessage('tâche "ü" 1', 1)
 

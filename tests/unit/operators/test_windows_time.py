@@ -220,6 +220,33 @@ def by_key_app(window: Window, source: Any) -> Any:
     return build
 
 
+@pytest.mark.parametrize("idle", [200 * MS, None])
+async def test_an_idle_input_partition_does_not_hold_windows_after_partition_by(
+    idle: timedelta | None,
+) -> None:
+    source = events(idle=idle)
+    live = Live(
+        by_key_app(key_count().with_event_time(), source),
+        {source: 2},
+        **{"job.intermediate.stream.partitions": 1},
+    )
+    live.send(source, m("b", 2_000), partition=1)  # then nothing, and no end
+    live.send(source, m("a", 1_000), m("a", 11_000), m("a", 21_000))
+    fired = [("a", 0, 1, DEFAULT), ("a", 10_000, 1, DEFAULT), ("b", 0, 1, DEFAULT)]
+    if idle is not None:  # partition 1's task tells the intermediate stream it is idle
+        assert await live.wait(3)
+        assert sorted(live.panes) == fired
+        live.send(source, m("b", 15_000), m("b", 35_000), partition=1)  # back, 15 s is late
+        assert await live.wait(4)
+        assert sorted(live.panes) == sorted([*fired, ("a", 20_000, 1, DEFAULT)])
+        await live.end()
+        assert live.panes[-1] == ("b", 30_000, 1, DEFAULT)
+    else:  # partition 1's task holds the intermediate stream's watermark at 2 s
+        assert not await live.wait(1, within=0.5)
+        await live.end()
+        assert sorted(live.panes) == sorted([*fired, ("a", 20_000, 1, DEFAULT)])
+
+
 async def test_an_input_partition_that_ended_does_not_hold_windows_after_partition_by() -> None:
     source = KAFKA.get_input_descriptor("events", "json").with_watermarks()
     live = Live(
