@@ -15,8 +15,9 @@ An upstream task that says it is idle (a watermark message with ``idle``, carryi
 watermark) is left out of the minimum until it sends a watermark that is not idle; a partition
 whose upstream tasks are all idle is idle, and left out of the task's minimums in turn (Flink's
 idleness). When everything a minimum is over is idle, it is the highest of them instead (as
-the windows' own idleness, ``operators/event_time.py``: the last windows close). Idleness is
-not checkpointed: after a restart every partition holds the minimum until it is idle again.
+the windows' own idleness, ``operators/event_time.py``: the last windows close). Which
+upstream tasks are idle is checkpointed with the rest, as read up to the checkpoint's offsets:
+a reader that restarts while its writer stays idle does not wait for it.
 
 Per task: the *input watermark* is the minimum over the carrying partitions that have not
 ended (defined once each of them has a watermark); the *output watermark*, sent to the
@@ -120,6 +121,7 @@ class PartitionControl:
             },
             "watermark": self.watermark,
             "ended": self.ended,
+            **({"idle": sorted(self.idle_tasks)} if self.idle_tasks else {}),
         }
 
     @classmethod
@@ -134,6 +136,7 @@ class PartitionControl:
         wm = data.get("watermark")
         state.watermark = None if wm is None else int(wm)
         state.ended = bool(data.get("ended", False))
+        state.idle_tasks = {str(t) for t in data.get("idle", ())}
         return state
 
 

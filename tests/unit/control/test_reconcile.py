@@ -485,6 +485,26 @@ def test_an_idle_partition_is_left_out_of_the_tasks_minimum_and_outputs_are_told
     assert control.advance_output_watermarks() == {OUT_X: 45}
 
 
+def test_which_upstream_tasks_are_idle_is_checkpointed() -> None:
+    control = TaskControl(carrying=[A0, B0])
+    control.receive(A0, wm("t1", 2, 10))
+    control.receive(A0, wm("t2", 2, 30))
+    control.receive(A0, idle("t1", 2, 10))
+    control.receive(B0, wm("t1", 1, 20))
+    assert control.advance_input_watermark() == 20
+    data = roundtrip(control)
+    assert data["partitions"]["kafka.shuffle-a#0"]["idle"] == ["t1"]
+
+    restored = TaskControl(carrying=[A0, B0])
+    restored.restore(data)
+    assert restored.partitions[A0].idle_tasks == {"t1"}
+    restored.receive(B0, wm("t1", 1, 50))
+    assert restored.advance_input_watermark() == 30  # t1 still left out: A0 is t2's 30
+    restored.receive(A0, wm("t1", 2, 40))
+    restored.receive(A0, wm("t2", 2, 45))
+    assert restored.advance_input_watermark() == 40
+
+
 def test_an_idle_partition_with_a_lower_watermark_does_not_make_the_outputs_go_back() -> None:
     control = TaskControl(carrying=[A0], outputs={OUT_X: [A0]})
     control.receive(A0, wm("t1", 1, 30))
