@@ -4,12 +4,11 @@ triggers (the window operator's common part is ``windows.py``).
 A key's value in a pane is one entry of the window's store, ``T`` + the pane id (8 bytes,
 big-endian, offset by 2**63) + the serialized key, so one pane is one range of the store. In
 memory: the open panes' ids (and whether each has fired, kept for its allowed lateness) and
-whether each has fired, kept for its allowed lateness) and the triggers' state per pane and
-key: a count, the first and last message's wall-clock times (ms) and whether a trigger that
-does not repeat has fired. A window with triggers also keeps that state in its store, ``A`` +
-the same pane id and key, so a restarted task's triggers go on where they were (their counts
-and times exact as of the last checkpoint) and a time trigger that came due while the task was
-down fires at the first tick.
+the triggers' state per pane and key: a count, the first and last message's wall-clock times
+(ms) and whether a trigger that does not repeat has fired. A window with triggers also keeps
+that state in its store, ``A`` + the same pane id and key, so a restarted task's triggers go
+on where they were (their counts and times exact as of the last checkpoint) and a time
+trigger that came due while the task was down fires at the first tick.
 """
 
 from __future__ import annotations
@@ -36,8 +35,9 @@ _OFFSET = 2**63
 _ARMED_STATE = struct.Struct(">qqq?")
 
 
-def _pane_prefix(pane: int) -> bytes:
-    return _TUMBLING + (pane + _OFFSET).to_bytes(8, "big")
+def _pane_prefix(pane: int, kind: bytes = _TUMBLING) -> bytes:
+    """The start of ``pane``'s keys: its values (``T``), or its triggers' state (``A``)."""
+    return kind + (pane + _OFFSET).to_bytes(8, "big")
 
 
 class _Armed:
@@ -265,8 +265,8 @@ class TumblingWindowOperator(WindowOperator):
             return
         for skey in [skey for skey, armed in self.armed.items() if armed.pane == pane]:
             del self.armed[skey]
-        prefix = _ARMED + (pane + _OFFSET).to_bytes(8, "big")
-        with self.store.range(prefix, _ARMED + (pane + 1 + _OFFSET).to_bytes(8, "big")) as rows:
+        start, end = _pane_prefix(pane, _ARMED), _pane_prefix(pane + 1, _ARMED)
+        with self.store.range(start, end) as rows:
             stored = [entry.key for entry in rows]
         self.store.delete_all(stored)
 
@@ -310,7 +310,7 @@ class TumblingWindowOperator(WindowOperator):
                 for skey, raw in stale:
                     armed = self.armed.get(skey)
                     # Late messages the late trigger still held: in discarding mode each
-                    # entry is such (a restart loses the trigger's count, not them).
+                    # entry is such.
                     if not self.accumulating or (armed is not None and armed.count):
                         key = self.kserde.from_bytes(skey[9:])
                         self.emit_pane(key, pane, end, self.vserde.from_bytes(raw), LATE)

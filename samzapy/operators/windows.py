@@ -52,10 +52,7 @@ from samzapy.system.serde import SerdeRegistry
 
 log = structlog.get_logger("samzapy.operators")
 
-_TUMBLING = b"T"
-_SESSION = b"S"
 _META = b"M"
-_OFFSET = 2**63
 #: At most this many panes are remembered as logged for late drops (one line per window).
 _LOGGED_LATE = 1024
 
@@ -105,10 +102,6 @@ def _serde(serde: Any, config: Mapping[str, Any]) -> Any:
 
 
 _new = tuple.__new__
-
-
-def _pane_prefix(pane: int) -> bytes:
-    return _TUMBLING + (pane + _OFFSET).to_bytes(8, "big")
 
 
 class WindowOperator(SendingOperator):
