@@ -20,14 +20,25 @@ from samzapy.api.errors import (
     SerdeError,
     StoreError,
     StreamSystemError,
+    TableError,
     TaskCallbackTimeoutError,
     TaskError,
     TaskFencedError,
 )
 from samzapy.api.metrics import MetricsRegistry
+from samzapy.api.retry import TableRetryPolicy
 from samzapy.api.store import KeyValueIterator, KeyValueStore
 from samzapy.api.stream import MessageStream, OutputStream
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.api.tables import (
+    CachingTableDescriptor,
+    InMemoryTableDescriptor,
+    ReadWriteTable,
+    RemoteTableDescriptor,
+    RocksDbTableDescriptor,
+    Table,
+    TableDescriptor,
+)
 from samzapy.api.task import (
     AsyncStreamTask,
     ClosableTask,
@@ -49,6 +60,15 @@ from samzapy.api.windows import (
 )
 
 __all__ = [
+    "CachingTableDescriptor",
+    "InMemoryTableDescriptor",
+    "ReadWriteTable",
+    "RemoteTableDescriptor",
+    "RocksDbTableDescriptor",
+    "Table",
+    "TableDescriptor",
+    "TableError",
+    "TableRetryPolicy",
     "Windows",
     "WindowPane",
     "WindowKey",

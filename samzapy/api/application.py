@@ -19,7 +19,15 @@ from typing import Any
 
 from samzapy.api.descriptors import InputDescriptor, OutputDescriptor, SystemDescriptor
 from samzapy.api.errors import ConfigError
-from samzapy.api.stream import ApplicationGraph, MessageStream, OutputStream, add_input, add_output
+from samzapy.api.graph import ApplicationGraph
+from samzapy.api.stream import (
+    MessageStream,
+    OutputStream,
+    add_input,
+    add_output,
+    add_table,
+)
+from samzapy.api.tables import Table, TableDescriptor
 
 
 class StreamApplication:
@@ -61,9 +69,12 @@ class StreamApplicationDescriptor:
             )
         return add_output(self.graph, output_descriptor)
 
-    def get_table(self, table_descriptor: Any) -> Any:
-        """Tables are not supported yet."""
-        raise ConfigError("get_table: tables are not supported yet")
+    def get_table(self, table_descriptor: TableDescriptor) -> Table:
+        """The table ``table_descriptor`` describes (``samzapy.api.tables``): a handle for
+        ``send_to`` and ``join``; each task reaches its instance with
+        ``context.get_table(table_id)``. Asking twice with one descriptor gives one table; one
+        table id with two different descriptors is an error."""
+        return add_table(self.graph, table_descriptor)
 
     def with_default_system(self, system: SystemDescriptor) -> StreamApplicationDescriptor:
         """The system intermediate streams live on (``job.default.system``)."""

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from samzapy.api.metrics import MetricsRegistry
     from samzapy.api.store import KeyValueStore
     from samzapy.api.system import SystemStreamPartition, TaskName
+    from samzapy.api.tables import ReadWriteTable
 
 
 class RequestScope(enum.Enum):
@@ -52,6 +53,12 @@ class TaskContext(Protocol):
     def get_store(self, name: str) -> KeyValueStore[Any, Any]:
         """The task's instance of store ``name`` (``stores.<name>.*``); StoreError naming the
         declared stores when there is none."""
+        ...
+
+    def get_table(self, table_id: str) -> ReadWriteTable:
+        """The task's instance of table ``table_id``: an application's table
+        (``app_desc.get_table``), or for a task class a store of the job file as a table;
+        TableError naming the known tables when there is none."""
         ...
 
 

@@ -104,6 +104,16 @@ class StoreError(SamzapyError):
     """A key-value store was misused or failed."""
 
 
+class TableError(SamzapyError):
+    """A table was misused, or a remote table's call failed (after its retries); the
+    message names the table (and the key where there is one)."""
+
+    def __init__(self, message: str, *, table_id: str, key: object = None) -> None:
+        super().__init__(message)
+        self.table_id = table_id
+        self.key = key
+
+
 __all__ = [
     "CheckpointError",
     "ConfigError",
@@ -112,6 +122,7 @@ __all__ = [
     "SerdeError",
     "StoreError",
     "StreamSystemError",
+    "TableError",
     "TaskCallbackTimeoutError",
     "TaskError",
     "TaskFencedError",

@@ -17,10 +17,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from samzapy.api.descriptors import KVSerde, check_id, same_serde, serde_label
+from samzapy.api.descriptors import KVSerde, same_serde, serde_label
 from samzapy.api.errors import ConfigError
+from samzapy.api.graph import (
+    ApplicationGraph,
+    IntermediateStream,
+    OperatorSpec,
+    OutputStream,
+    check_function,
+)
+from samzapy.api.tables import CachingTableDescriptor, Table, TableDescriptor
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from samzapy.api.descriptors import InputDescriptor, OutputDescriptor
     from samzapy.api.windows import Window
 
@@ -37,104 +47,10 @@ KINDS = (
     "partition_by",
     "broadcast",
     "window",
+    "send_to_table",
+    "stream_table_join",
+    "join",
 )
-
-
-def check_function(fn: Any, what: str) -> Any:
-    """``fn`` if it is a callable or an object with a callable ``apply``."""
-    if callable(getattr(fn, "apply", None)) or callable(fn):
-        return fn
-    raise ConfigError(f"{what} must be a callable or an object with an apply method, got {fn!r}")
-
-
-class OperatorSpec:
-    """One operator of the graph: its kind, id, settings, and the specs around it."""
-
-    __slots__ = ("downstream", "fn", "graph", "kind", "op_id", "settings", "upstream")
-
-    def __init__(
-        self,
-        graph: ApplicationGraph,
-        kind: str,
-        op_id: str,
-        upstream: Iterable[OperatorSpec] = (),
-        fn: Any = None,
-        **settings: Any,
-    ) -> None:
-        self.graph = graph
-        self.kind = kind
-        self.op_id = op_id
-        self.fn = fn
-        self.settings = settings
-        self.upstream: list[OperatorSpec] = list(upstream)
-        self.downstream: list[OperatorSpec] = []
-        for spec in self.upstream:
-            spec.downstream.append(self)
-
-    def __repr__(self) -> str:
-        return f"OperatorSpec({self.kind}, {self.op_id!r})"
-
-
-class IntermediateStream:
-    """The intermediate stream of a ``partition_by`` or ``broadcast``: written by the
-    operator, read back by the job (its stream id is given by the planner)."""
-
-    __slots__ = ("kind", "op_id", "reader", "serde", "writer")
-
-    def __init__(self, kind: str, op_id: str, serde: Any) -> None:
-        self.kind = kind
-        self.op_id = op_id
-        self.serde = serde
-        self.writer: OperatorSpec | None = None
-        self.reader: OperatorSpec | None = None
-
-
-class ApplicationGraph:
-    """The operators, inputs, outputs and intermediate streams an application described."""
-
-    def __init__(self) -> None:
-        self.inputs: dict[str, OperatorSpec] = {}
-        self.outputs: dict[str, OutputStream] = {}
-        self.intermediates: list[IntermediateStream] = []
-        self.operators: list[OperatorSpec] = []
-        self.op_ids: set[str] = set()
-        self._counts: dict[str, int] = {}
-        self.frozen = False
-
-    def check_open(self, what: str) -> None:
-        if self.frozen:
-            raise ConfigError(
-                f"{what} was called after the application was described: the graph is built "
-                "in describe() only"
-            )
-
-    def new_op_id(self, kind: str, given: str | None) -> str:
-        """``given`` checked and claimed, or the next ``<kind>-<n>``."""
-        if given is None:
-            n = self._counts.get(kind, 0) + 1
-            while f"{kind}-{n}" in self.op_ids:
-                n += 1
-            self._counts[kind] = n
-            op_id = f"{kind}-{n}"
-        else:
-            op_id = check_id(given, f"the op_id of {kind}")
-            if op_id in self.op_ids:
-                raise ConfigError(f"op_id {op_id!r} is used twice: operator ids must be unique")
-        self.op_ids.add(op_id)
-        return op_id
-
-    def add(
-        self,
-        kind: str,
-        upstream: Iterable[OperatorSpec],
-        fn: Any = None,
-        op_id: str | None = None,
-        **settings: Any,
-    ) -> OperatorSpec:
-        self.check_open(kind)
-        spec = OperatorSpec(self, kind, self.new_op_id(kind, op_id), upstream, fn, **settings)
-        self.operators.append(spec)
-        return spec
 
 
 class MessageStream:
@@ -174,15 +90,99 @@ class MessageStream:
         """``fn(message, collector, coordinator)`` for each message: the end of a stream."""
         self._then("sink", check_function(fn, "sink's function"))
 
-    def send_to(self, output: OutputStream) -> None:
-        """Send each message to ``output``: a ``KV`` with its key, anything else keyless."""
+    def send_to(self, output: OutputStream | Table) -> None:
+        """Send each message to ``output``: a ``KV`` with its key, anything else keyless. To a
+        table (``app_desc.get_table``): each message is a ``KV`` written to it, a ``KV`` whose
+        value is None deletes its key."""
+        if isinstance(output, Table):
+            self._check_table(output, "send_to")
+            self._then("send_to_table", table=output)
+            return
         if not isinstance(output, OutputStream):
             raise ConfigError(
-                f"send_to takes an OutputStream (app_desc.get_output_stream(...)), got {output!r}"
+                "send_to takes an OutputStream (app_desc.get_output_stream(...)) or a Table "
+                f"(app_desc.get_table(...)), got {output!r}"
             )
         if output.graph is not self._spec.graph:
             raise ConfigError(f"send_to: {output!r} belongs to another application")
         self._then("send_to", output=output)
+
+    def _check_table(self, table: Table, what: str) -> None:
+        if table.graph is not self._spec.graph:
+            raise ConfigError(f"{what}: {table!r} belongs to another application")
+
+    def join(
+        self,
+        other: MessageStream | Table,
+        join_fn: Any,
+        key_serde: Any = None,
+        message_serde: Any = None,
+        other_message_serde: Any = None,
+        ttl: timedelta | None = None,
+        op_id: str | None = None,
+    ) -> MessageStream:
+        """Join with a table or with another stream.
+
+        ``join(table, join_fn)`` (Samza's stream-table join): ``join_fn`` has
+        ``get_message_key(message)``, ``get_record_key(record)`` and ``apply(message,
+        record)``; ``record`` is the table's ``KV(key, value)``, or None when the key is absent
+        (``apply`` decides: return None to drop the message). A remote table's look-ups run
+        concurrently, up to ``task.max.concurrency``, and the results keep the input's order.
+
+        ``join(other, join_fn, key_serde, message_serde, other_message_serde, ttl, op_id)``
+        (Samza's stream-stream join): ``join_fn`` has ``get_first_key(message)``,
+        ``get_second_key(other_message)`` and ``apply(message, other_message)``. Each side
+        keeps its latest message per key in a store named from ``op_id``
+        (``<op_id>-L``, ``<op_id>-R``); a message joins the other side's message of its key
+        if that is at most ``ttl`` older (processing time, or event time when every input
+        that reaches the join carries watermarks). The serdes store the keys and each side's
+        messages (a ``KVSerde`` for a stream of ``KV``; None: the state serde windows use).
+        Both streams must be partitioned alike (``partition_by`` to the same partition
+        count)."""
+        if isinstance(other, Table):
+            self._check_table(other, "join")
+            for method in ("apply", "get_message_key", "get_record_key"):
+                if not callable(getattr(join_fn, method, None)):
+                    raise ConfigError(
+                        "a stream-table join's function needs apply(message, record), "
+                        "get_message_key(message) and get_record_key(record); "
+                        f"{join_fn!r} has no {method}"
+                    )
+            return self._then("stream_table_join", join_fn, op_id, table=other)
+        if not isinstance(other, MessageStream):
+            raise ConfigError(f"join takes a MessageStream or a Table, got {other!r}")
+        graph = self._spec.graph
+        if other._spec.graph is not graph:
+            raise ConfigError("join: the streams belong to different applications")
+        if other._spec is self._spec:
+            raise ConfigError("join: a stream cannot be joined with itself")
+        for method in ("apply", "get_first_key", "get_second_key"):
+            if not callable(getattr(join_fn, method, None)):
+                raise ConfigError(
+                    "a stream-stream join's function needs apply(message, other_message), "
+                    f"get_first_key(message) and get_second_key(other_message); {join_fn!r} "
+                    f"has no {method}"
+                )
+        if op_id is None:
+            raise ConfigError("a stream-stream join needs an op_id (it names the join's stores)")
+        if ttl is None:
+            raise ConfigError(f"join {op_id!r} needs a ttl (a datetime.timedelta)")
+        from samzapy.api.durations import duration_ms
+
+        ttl_ms = duration_ms(ttl, f"the ttl of join {op_id!r}")
+        if isinstance(key_serde, KVSerde):
+            raise ConfigError(
+                f"join {op_id!r}: key_serde is the keys' serde (a name or object), not a KVSerde"
+            )
+        spec = graph.add(
+            "join",
+            [self._spec, other._spec],
+            join_fn,
+            op_id,
+            serdes=(key_serde, message_serde, other_message_serde),
+            ttl_ms=ttl_ms,
+        )
+        return MessageStream(spec)
 
     def window(self, window: Window, op_id: str) -> MessageStream:
         """Group and aggregate by key and time (``samzapy.api.windows``): a stream of
@@ -274,40 +274,6 @@ def _kv_serde(serde: Any, what: str) -> KVSerde:
     return KVSerde(serde, serde)
 
 
-class OutputStream:
-    """A stream messages are sent to (``MessageStream.send_to``)."""
-
-    __slots__ = ("descriptor", "graph")
-
-    def __init__(self, graph: ApplicationGraph, descriptor: OutputDescriptor) -> None:
-        self.graph = graph
-        self.descriptor = descriptor
-
-    @property
-    def stream_id(self) -> str:
-        return self.descriptor.stream_id
-
-    def __repr__(self) -> str:
-        return f"OutputStream({self.descriptor.stream_id!r})"
-
-
-def upstream_of(spec: OperatorSpec, *, through_intermediates: bool = False) -> list[OperatorSpec]:
-    """``spec`` and every operator whose messages reach it, each once; with
-    ``through_intermediates``, an intermediate stream's reader leads on to its writer's."""
-    found: dict[int, OperatorSpec] = {}
-    todo = [spec]
-    while todo:
-        op = todo.pop()
-        if id(op) in found:
-            continue
-        found[id(op)] = op
-        todo.extend(op.upstream)
-        intermediate = op.settings.get("intermediate") if op.kind == "input" else None
-        if through_intermediates and intermediate is not None and intermediate.writer:
-            todo.append(intermediate.writer)
-    return list(found.values())
-
-
 def add_input(graph: ApplicationGraph, descriptor: InputDescriptor) -> MessageStream:
     graph.check_open("get_input_stream")
     stream_id = descriptor.stream_id
@@ -325,6 +291,28 @@ def add_input(graph: ApplicationGraph, descriptor: InputDescriptor) -> MessageSt
     spec = OperatorSpec(graph, "input", stream_id, descriptor=descriptor)
     graph.inputs[stream_id] = spec
     return MessageStream(spec)
+
+
+def add_table(graph: ApplicationGraph, descriptor: TableDescriptor) -> Table:
+    graph.check_open("get_table")
+    if not isinstance(descriptor, TableDescriptor):
+        raise ConfigError(
+            "get_table takes a table descriptor (RocksDbTableDescriptor, RemoteTableDescriptor, "
+            f"...), got {descriptor!r}"
+        )
+    if isinstance(descriptor, CachingTableDescriptor):
+        add_table(graph, descriptor.table)
+    found = graph.tables.get(descriptor.table_id)
+    if found is not None:
+        if found.descriptor is not descriptor:
+            raise ConfigError(
+                f"table id {descriptor.table_id!r} is used by two different descriptors "
+                f"({found.descriptor!r} and {descriptor!r}): table ids must be unique"
+            )
+        return found
+    table = Table(graph, descriptor)
+    graph.tables[descriptor.table_id] = table
+    return table
 
 
 def add_output(graph: ApplicationGraph, descriptor: OutputDescriptor) -> OutputStream:
@@ -345,13 +333,9 @@ def add_output(graph: ApplicationGraph, descriptor: OutputDescriptor) -> OutputS
 
 __all__ = [
     "KINDS",
-    "ApplicationGraph",
-    "IntermediateStream",
     "MessageStream",
-    "OperatorSpec",
     "OutputStream",
     "add_input",
     "add_output",
-    "check_function",
-    "upstream_of",
+    "add_table",
 ]

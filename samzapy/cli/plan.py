@@ -1,7 +1,8 @@
-"""``samzapy plan JOB_YAML``: an application's operator graph, streams and stores.
+"""``samzapy plan JOB_YAML``: an application's operator graph, streams, tables and stores.
 
-Prints the inputs, each operator with its id and kind and what it reads and writes, the
-outputs, the intermediate streams with their partition counts, and the stores. A count that
+Prints the inputs, each operator with its id and kind and what it reads and writes (a join:
+its time domain, ttl and stores), the outputs, the intermediate streams with their partition
+counts, the tables, and the stores. A count that
 ``job.intermediate.stream.partitions`` does not set is the largest input partition count:
 the inputs are looked up through the systems' admins (for at most ``LOOKUP_S`` seconds), and
 shown as unknown when they cannot be. ``--format json`` prints one JSON document and nothing
@@ -95,6 +96,10 @@ def _text(document: dict[str, Any]) -> str:
         lines.append(f"  {op['op_id']} ({op['kind']}) <- {', '.join(op['inputs'])}{writes}")
         if "window" in op:
             lines.append(f"    {op['window']}; store {op['store']}")
+        if "table" in op and op["kind"] != "send_to_table":
+            lines.append(f"    table {op['table']}")
+        if "join" in op:
+            lines.append(f"    {op['join']}")
     lines.append("outputs:")
     for s in document["outputs"]:
         lines.append(f"  {s['stream_id']}: {s['system']}.{s['physical_name']}{_serdes(s)}")
@@ -106,6 +111,8 @@ def _text(document: dict[str, Any]) -> str:
             f"  {s['system']}.{s['physical_name']}: {s['kind']} {s['op_id']}, partitions "
             f"{partitions}{rule}, upstream {', '.join(s['upstream'])}{_serdes(s)}"
         )
+    lines.append("tables:" + ("" if document["tables"] else " none"))
+    lines.extend(f"  {t['table_id']}: {t['description']}" for t in document["tables"])
     lines.append("stores:" + ("" if document["stores"] else " none"))
     lines.extend(f"  {name}" for name in document["stores"])
     return "\n".join(lines)

@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from typing import Any
 
-from samzapy.api.errors import StoreError
+from samzapy.api.errors import StoreError, TableError
 from samzapy.api.metrics import MetricsRegistry
 from samzapy.api.store import KeyValueStore
 from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.api.tables import ReadWriteTable
+from samzapy.tables import LocalTable
 
 
 class TaskContextImpl:
-    """A task's name, input partitions, the job's config, metrics and stores."""
+    """A task's name, input partitions, the job's config, metrics, stores, and those stores
+    as tables."""
 
     def __init__(
         self,
@@ -28,6 +31,7 @@ class TaskContextImpl:
         self._ssps = system_stream_partitions
         self._metrics = metrics
         self._stores = dict(stores or {})
+        self._tables: dict[str, ReadWriteTable] = {}
 
     @property
     def task_name(self) -> TaskName:
@@ -54,6 +58,22 @@ class TaskContextImpl:
                 f"task {self._task_name!r} asked for store {name!r}, which is not declared "
                 f"(expected stores.{name}.factory in the job config; declared: {declared})"
             ) from None
+
+    def get_table(self, table_id: str) -> ReadWriteTable:
+        """A task class's tables are its stores: store ``table_id`` as a table (``put`` of
+        None deletes, as in Samza's tables)."""
+        table = self._tables.get(table_id)
+        if table is None:
+            if table_id not in self._stores:
+                declared = ", ".join(sorted(self._stores)) or "none"
+                raise TableError(
+                    f"task {self._task_name!r} asked for table {table_id!r}: a task class's "
+                    f"tables are the stores of its job file (stores.{table_id}.factory), and "
+                    f"there is none (stores: {declared})",
+                    table_id=table_id,
+                )
+            table = self._tables[table_id] = LocalTable(table_id, self._stores[table_id])
+        return table
 
 
 __all__ = ["TaskContextImpl"]

@@ -8,7 +8,8 @@ factory and the config, as for task classes.
 """
 
 from samzapy.operators.application import Application, load_application
-from samzapy.operators.plan import AppPlan, plan_application
+from samzapy.operators.plan import plan_application
+from samzapy.operators.plan_document import AppPlan
 from samzapy.operators.task import OperatorTaskFactory
 
 __all__ = ["AppPlan", "Application", "OperatorTaskFactory", "load_application", "plan_application"]

@@ -25,7 +25,8 @@ from samzapy.api.errors import ConfigError
 from samzapy.api.system import SystemStream
 from samzapy.config import Config, ResolvedConfig
 from samzapy.config.classes import describe_cause, load_class
-from samzapy.operators.plan import AppPlan, plan_application
+from samzapy.operators.plan import plan_application
+from samzapy.operators.plan_document import AppPlan
 from samzapy.operators.task import OperatorTaskFactory
 from samzapy.operators.window_plan import unwatermarked
 

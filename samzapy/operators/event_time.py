@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from samzapy.api.stream import OperatorSpec, upstream_of
+from samzapy.api.graph import OperatorSpec, upstream_of
 from samzapy.api.system import SystemStream
 from samzapy.api.task import END_WATERMARK
 

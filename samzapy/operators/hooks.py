@@ -23,14 +23,17 @@ class WindowHooks(WindowableTask, EndOfStreamListenerTask, StreamWatermarkListen
         raise NotImplementedError
 
     def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> Any:
-        """The tick (``task.window.ms``): idle streams, processing-time panes, timed triggers."""
+        """The tick (``task.window.ms``): idle streams, processing-time panes, timed triggers,
+        and joins purging what expired."""
         graph = self.graph
-        if not graph.windows:
+        if not graph.windows and not graph.joins:
             return None
         self._bind(collector, coordinator)
         graph.watermarks.tick(time.monotonic())
         for window in graph.windows:
             window.tick()
+        for join in graph.joins:
+            join.tick()
         return gather_pending(graph.pending)
 
     def on_stream_watermark(

@@ -21,104 +21,18 @@ prints it:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from samzapy.api.application import StreamApplicationDescriptor
 from samzapy.api.descriptors import KVSerde, StreamDescriptor, SystemDescriptor, serde_label
 from samzapy.api.errors import ConfigError
-from samzapy.api.stream import ApplicationGraph, IntermediateStream, OperatorSpec, upstream_of
-from samzapy.operators.window_plan import window_keys
+from samzapy.api.graph import ApplicationGraph, IntermediateStream, OperatorSpec, upstream_of
+from samzapy.operators.plan_document import AppPlan, OperatorPlan, StreamPlan, TablePlan
+from samzapy.operators.table_plan import event_time_joins, table_keys
+from samzapy.operators.window_plan import WINDOW_TICK_MS, window_keys
 
 #: Systems whose streams can carry an intermediate stream (written and read back framed).
 INTERMEDIATE_FACTORIES = ("kafka", "memory")
-
-
-@dataclass(frozen=True)
-class StreamPlan:
-    """One stream of the job, as the application described it."""
-
-    stream_id: str
-    system: str
-    physical_name: str
-    role: str  # input, output, intermediate
-    key_serde: str | None
-    msg_serde: str | None
-    keyed: bool
-    #: intermediate: the count it is created with (None: the largest input's, at start-up).
-    partitions: int | None = None
-    broadcast: bool = False
-    op_id: str | None = None
-    #: intermediate: the streams whose messages reach its writer (``system.stream``).
-    upstream: tuple[str, ...] = ()
-
-    @property
-    def qualified_name(self) -> str:
-        return f"{self.system}.{self.physical_name}"
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "stream_id": self.stream_id,
-            "system": self.system,
-            "physical_name": self.physical_name,
-            "key_serde": self.key_serde,
-            "msg_serde": self.msg_serde,
-            "keyed": self.keyed,
-        }
-        if self.role == "intermediate":
-            out.update(
-                kind="broadcast" if self.broadcast else "partition_by",
-                op_id=self.op_id,
-                partitions=self.partitions,
-                upstream=list(self.upstream),
-            )
-        return out
-
-
-@dataclass(frozen=True)
-class OperatorPlan:
-    op_id: str
-    kind: str
-    #: The ids of the operators (or input streams) it takes messages from.
-    inputs: tuple[str, ...]
-    #: send_to, partition_by, broadcast: the stream it writes (``system.stream``).
-    writes: str | None = None
-    #: window: its description (kind, size, time domain, lateness) and its store.
-    window: str | None = None
-    store: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"op_id": self.op_id, "kind": self.kind, "inputs": list(self.inputs)}
-        if self.writes is not None:
-            out["writes"] = self.writes
-        if self.window is not None:
-            out["window"] = self.window
-            out["store"] = self.store
-        return out
-
-
-@dataclass(frozen=True)
-class AppPlan:
-    """What an application's job is made of, and the config keys it yields."""
-
-    app: str
-    inputs: tuple[StreamPlan, ...]
-    outputs: tuple[StreamPlan, ...]
-    intermediates: tuple[StreamPlan, ...]
-    operators: tuple[OperatorPlan, ...]
-    config: Mapping[str, Any] = field(repr=False)
-    #: The stores the job declares (``stores.<name>.*``).
-    stores: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "app": self.app,
-            "inputs": [s.to_dict() for s in self.inputs],
-            "operators": [o.to_dict() for o in self.operators],
-            "outputs": [s.to_dict() for s in self.outputs],
-            "intermediate_streams": [s.to_dict() for s in self.intermediates],
-            "stores": list(self.stores),
-        }
 
 
 def intermediate_stream_id(job_name: str, job_id: str, kind: str, op_id: str) -> str:
@@ -161,7 +75,8 @@ def plan_application(
     broadcasts = [f"{s.qualified_name}#0" for s in intermediates if s.broadcast]
     if broadcasts:
         keys.set("task.broadcast.inputs", broadcasts)
-    _window_keys(graph, keys, config, names)
+    _state_keys(graph, keys, config, names)
+    joins_in_event_time = event_time_joins(graph, config)
     named = (*config, *keys.values)
     stores = sorted(
         {k.split(".")[1] for k in named if k.startswith("stores.") and k.count(".") > 1}
@@ -172,10 +87,20 @@ def plan_application(
         outputs=outputs,
         intermediates=intermediates,
         operators=tuple(
-            _operator_plans(graph, {s.op_id: s for s in intermediates if s.op_id}, config)
+            _operator_plans(
+                graph,
+                {s.op_id: s for s in intermediates if s.op_id},
+                config,
+                joins_in_event_time,
+            )
         ),
         config=keys.values,
         stores=tuple(stores),
+        tables=tuple(
+            TablePlan(t.table_id, t.descriptor.kind, t.descriptor.describe())
+            for t in graph.tables.values()
+        ),
+        event_time_joins=joins_in_event_time,
     )
 
 
@@ -382,26 +307,47 @@ def _job(config: Mapping[str, Any]) -> tuple[str, str]:
     return job_name, str(config.get("job.id") or "1")
 
 
-def _window_keys(
+def _state_keys(
     graph: ApplicationGraph, keys: _Keys, config: Mapping[str, Any], names: _IntermediateNames
 ) -> None:
-    """The windows' stores, changelogs (on the intermediate system) and clock."""
-    if not any(spec.kind == "window" for spec in graph.operators):
+    """The stores of windows, tables and joins, their changelogs (on the intermediate
+    system), and the clock they need."""
+    windows = any(spec.kind == "window" for spec in graph.operators)
+    joins = [spec for spec in graph.operators if spec.kind == "join"]
+    if not windows and not joins and not graph.tables:
         return
     try:
         system: str | None = names.system if graph.intermediates else names._system(names.default)
     except ConfigError:
-        system = None  # no kafka or memory system: the windows' state is local only
-    window_keys(graph, keys.set, _job(config), system)
+        system = None  # no kafka or memory system: the state is local only
+    job = _job(config)
+    if windows:
+        window_keys(graph, keys.set, job, system)
+    table_keys(graph, keys.set, job, system)
+    if joins:  # a join purges its expired entries at the tick
+        keys.values.setdefault("task.window.ms", WINDOW_TICK_MS)
 
 
 def _operator_plans(
-    graph: ApplicationGraph, intermediates: Mapping[str, StreamPlan], config: Mapping[str, Any]
+    graph: ApplicationGraph,
+    intermediates: Mapping[str, StreamPlan],
+    config: Mapping[str, Any],
+    joins_in_event_time: frozenset[str],
 ) -> Iterable[OperatorPlan]:
     for spec in graph.operators:
         writes = None
+        table = spec.settings.get("table")
+        join = None
         if spec.kind == "send_to":
             writes = ".".join(placed(spec.settings["output"].descriptor, config))
+        elif spec.kind == "send_to_table" and table is not None:
+            writes = f"table:{table.table_id}"
+        elif spec.kind == "join":
+            domain = "event" if spec.op_id in joins_in_event_time else "processing"
+            join = (
+                f"{domain} time, ttl {spec.settings['ttl_ms']} ms; stores {spec.op_id}-L, "
+                f"{spec.op_id}-R"
+            )
         elif spec.kind in ("partition_by", "broadcast"):
             writes = intermediates[spec.op_id].qualified_name
         window = spec.settings.get("window") if spec.kind == "window" else None
@@ -414,6 +360,8 @@ def _operator_plans(
             writes=writes,
             window=None if window is None else window.describe(),
             store=None if window is None else spec.op_id,
+            table=None if table is None else table.table_id,
+            join=join,
         )
 
 
@@ -429,9 +377,6 @@ def _source_name(spec: OperatorSpec, intermediates: Mapping[str, StreamPlan]) ->
 
 __all__ = [
     "INTERMEDIATE_FACTORIES",
-    "AppPlan",
-    "OperatorPlan",
-    "StreamPlan",
     "intermediate_stream_id",
     "plan_application",
 ]

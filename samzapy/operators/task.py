@@ -1,30 +1,27 @@
 """The operator task: one task's copy of an application's graph (Samza's StreamOperatorTask).
 
 The container runs it like any task class: one instance per task, ``process`` (or
-``process_async`` when the graph has a ``flat_map_async``) per message, in offset order per
-partition, with every guarantee the container gives task classes. The task finds the input
-operator of the message's stream and hands it the message (``KV(key, message)`` for a keyed
-stream); a message is processed once every operator it reached is done with it.
+``process_async`` when the graph has a ``flat_map_async`` or calls a remote table) per
+message, in offset order per partition, with every guarantee the container gives task
+classes. A message is processed once every operator it reached is done with it.
 
-``OperatorTaskFactory`` builds the instances: each gets its own operators and its own copy of
-every function object (``copy.deepcopy``; plain functions and lambdas are shared, as they
-carry no per-task state). ``init`` calls the functions' ``init(context)`` once, in graph
-order, and registers the operators' metrics; ``close`` calls their ``close()``.
+``OperatorTaskFactory`` builds the instances: each gets its own operators, tables and copy of
+every function object (``functions.py``). ``init`` opens the tables, calls the functions'
+``init(context)`` once, in graph order, and registers the operators' metrics; ``close``
+calls their ``close()`` and closes the tables.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import inspect
-import types
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from samzapy.api.context import MessageCollector, TaskContext, TaskCoordinator
 from samzapy.api.envelope import IncomingMessageEnvelope
-from samzapy.api.errors import ConfigError, OperatorError
-from samzapy.api.stream import ApplicationGraph, OperatorSpec
+from samzapy.api.errors import OperatorError
+from samzapy.api.graph import ApplicationGraph, OperatorSpec
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.api.task import (
     AsyncStreamTask,
@@ -34,71 +31,51 @@ from samzapy.api.task import (
 )
 from samzapy.operators import impl, sends
 from samzapy.operators.event_time import EventClock, Watermarks, sources
+from samzapy.operators.functions import TaskFunction
 from samzapy.operators.fusion import Entry, fuse, fuse_input
 from samzapy.operators.hooks import WindowHooks
 from samzapy.operators.impl import InputOperator, OperatorImpl
-from samzapy.operators.plan import AppPlan
+from samzapy.operators.joins import JoinOperator, SendToTableOperator, StreamTableJoinOperator
+from samzapy.operators.plan_document import AppPlan
 from samzapy.operators.sends import TaskIO
 from samzapy.operators.sessions import SessionWindowOperator
+from samzapy.operators.table_plan import is_asynchronous, is_remote
+from samzapy.operators.task_tables import AppTaskContext, TaskTables
 from samzapy.operators.tumbling import TumblingWindowOperator
 from samzapy.operators.windows import WindowOperator, gather_pending
-
-#: Functions shared by every task as they are: they hold no state of their own.
-_SHARED = (types.FunctionType, types.BuiltinFunctionType, types.BuiltinMethodType)
-
-
-class _Function:
-    """One task's copy of an operator's function: what to call, and its init and close."""
-
-    __slots__ = ("call", "op", "target")
-
-    def __init__(self, op: OperatorSpec, fn: Any, what: str, memo: dict[int, Any]) -> None:
-        self.op = op
-        if isinstance(fn, _SHARED):
-            self.target = fn
-        else:
-            try:
-                # One memo per task: an object given to several operators stays one object
-                # in each task (as Samza deserializes a task's whole graph at once).
-                self.target = copy.deepcopy(fn, memo)
-            except Exception as exc:
-                raise ConfigError(
-                    f"the {what} of operator {op.op_id!r} ({op.kind}) cannot be copied for each "
-                    f"task (copy.deepcopy failed: {exc!r}): create what it cannot copy in its "
-                    "init(context) instead"
-                ) from exc
-        apply = getattr(self.target, "apply", None)
-        self.call: Callable[..., Any] = apply if callable(apply) else self.target
-
-    def hook(self, name: str) -> Callable[..., Any] | None:
-        if isinstance(self.target, _SHARED):
-            return None
-        method = getattr(self.target, name, None)
-        return method if callable(method) else None
 
 
 class OperatorGraph:
     """One task's operators: the input operator of each stream, every operator in graph
     order, the functions with their hooks, and the task's collector and coordinator."""
 
-    def __init__(self, graph: ApplicationGraph, streams: dict[str, SystemStream]) -> None:
+    def __init__(
+        self,
+        graph: ApplicationGraph,
+        streams: dict[str, SystemStream],
+        event_time_joins: frozenset[str] = frozenset(),
+    ) -> None:
         self.io = TaskIO()
         self.entries: dict[SystemStream, InputOperator] = {}
         self.operators: list[OperatorImpl] = []
-        self.functions: list[_Function] = []
+        self.functions: list[TaskFunction] = []
         self.windows: list[WindowOperator] = []
+        self.joins: list[JoinOperator] = []
+        #: The operators that use a table (``send_to(table)``, stream-table joins).
+        self.table_users: list[SendToTableOperator | StreamTableJoinOperator] = []
+        self.asynchronous = is_asynchronous(graph)
+        self._event_time_joins = event_time_joins
         #: What panes sent to asynchronous operators still owe (``windows.gather_pending``).
         self.pending: list[Any] = []
-        #: Event time: kept when a window runs in it (the clock, the streams' watermarks).
-        self.event_time = any(
+        #: Event time: kept when a window or a join runs in it (the clock, the watermarks).
+        self.event_time = bool(event_time_joins) or any(
             spec.kind == "window" and spec.settings["window"].event_time for spec in graph.operators
         )
         self.clock = EventClock()
-        self.watermarks = Watermarks(
-            deferred=any(spec.kind == "flat_map_async" for spec in graph.operators)
-        )
+        self.watermarks = Watermarks(deferred=self.asynchronous)
         self._timestamp_fns: dict[str, Callable[[Any], Any]] = {}
         self._memo: dict[int, Any] = {}
+        self.tables = TaskTables(graph, self._memo)
         built: dict[int, OperatorImpl] = {}
         inputs_of: dict[int, SystemStream] = {}
         readers = [s.reader for s in graph.intermediates if s.reader is not None]
@@ -108,6 +85,10 @@ class OperatorGraph:
             self.operators.append(op)
             if isinstance(op, InputOperator):
                 inputs_of[id(spec)] = op.stream
+            if isinstance(op, JoinOperator):  # each input to its own side
+                built[id(spec.upstream[0])].connect(op.left)
+                built[id(spec.upstream[1])].connect(op.right)
+                continue
             for upstream in spec.upstream:
                 built[id(upstream)].connect(op)
         if self.event_time:
@@ -137,6 +118,9 @@ class OperatorGraph:
             op = built[id(spec)]
             if isinstance(op, WindowOperator) and op.event_time:
                 self.watermarks.add_window(op.advance, sources(spec, inputs_of))
+            if isinstance(op, JoinOperator) and op.op_id in self._event_time_joins:
+                op.event_time, op.clock = True, self.clock
+                self.watermarks.add_window(op.advance, sources(spec, inputs_of))
 
     def fuse_inputs(self, bind: Callable[[Any, Any], None]) -> dict[str, Entry]:
         """Each input operator's fused chain, by its id (``fusion.fuse_input``)."""
@@ -156,10 +140,13 @@ class OperatorGraph:
         }
 
     def _function(self, spec: OperatorSpec, fn: Any, what: str = "function") -> Callable[..., Any]:
-        function = _Function(spec, fn, what, self._memo)
+        return self._copy(spec, fn, what).call
+
+    def _copy(self, spec: OperatorSpec, fn: Any, what: str) -> TaskFunction:
+        function = TaskFunction(spec, fn, what, self._memo)
         if all(f.target is not function.target for f in self.functions):
             self.functions.append(function)  # its init and close run once per task
-        return function.call
+        return function
 
     def _build(self, spec: OperatorSpec, streams: dict[str, SystemStream]) -> OperatorImpl:
         kind, op_id, s = spec.kind, spec.op_id, spec.settings
@@ -219,6 +206,22 @@ class OperatorGraph:
             )
             self.windows.append(op)
             return op
+        if kind in ("send_to_table", "stream_table_join"):
+            table = s["table"]
+            if kind == "send_to_table":
+                user: SendToTableOperator | StreamTableJoinOperator = SendToTableOperator(
+                    op_id, table.table_id, is_remote(table)
+                )
+            else:
+                join_fn = self._copy(spec, spec.fn, "join function").target
+                user = StreamTableJoinOperator(op_id, table.table_id, join_fn, is_remote(table))
+            self.table_users.append(user)
+            return user
+        if kind == "join":
+            join_fn = self._copy(spec, spec.fn, "join function").target
+            join = JoinOperator(op_id, join_fn, s["serdes"], s["ttl_ms"])
+            self.joins.append(join)
+            return join
         if kind == "broadcast":
             serde = s["stream"].serde
             label = serde if isinstance(serde, str | None) else type(serde).__qualname__
@@ -257,6 +260,11 @@ class _OperatorTask(InitableTask, ClosableTask, WindowHooks):
                 op.send = collector.send
 
     async def init(self, context: TaskContext) -> None:
+        tables = self.graph.tables
+        await tables.open(context)
+        for op in self.graph.table_users:
+            op.use_table(tables.tables[op.table_id])
+        context = AppTaskContext(context, tables.tables)
         for function in self.graph.functions:
             hook = function.hook("init")
             if hook is None:
@@ -274,6 +282,8 @@ class _OperatorTask(InitableTask, ClosableTask, WindowHooks):
                 ) from exc
         for window in self.graph.windows:
             window.open(context)
+        for join in self.graph.joins:
+            join.open(context)
         self._register_metrics(context)
         self._single_stream(context)
 
@@ -300,6 +310,11 @@ class _OperatorTask(InitableTask, ClosableTask, WindowHooks):
                         kind=op.kind,
                     )
                     failure.__cause__ = exc
+        try:
+            await self.graph.tables.close()
+        except Exception as exc:
+            if failure is None:
+                failure = exc
         if failure is not None:
             raise failure
 
@@ -402,10 +417,10 @@ class OperatorTaskFactory:
         self.graph = graph
         self.plan = plan
         self._streams = streams
-        self.is_async = any(op.kind == "flat_map_async" for op in graph.operators)
+        self.is_async = is_asynchronous(graph)
 
     def __call__(self) -> _OperatorTask:
-        graph = OperatorGraph(self.graph, self._streams)
+        graph = OperatorGraph(self.graph, self._streams, self.plan.event_time_joins)
         if self.is_async:
             return AsyncStreamOperatorTask(graph)
         return StreamOperatorTask(graph)

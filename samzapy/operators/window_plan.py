@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from samzapy.api.errors import ConfigError
-from samzapy.api.stream import ApplicationGraph, upstream_of
+from samzapy.api.graph import ApplicationGraph, upstream_of
 from samzapy.api.windows import Window
 
 #: ``task.window.ms`` an application gets when a window needs a clock and the job file sets
@@ -65,12 +65,12 @@ def unwatermarked(graph: ApplicationGraph, config: Mapping[str, Any]) -> list[tu
         for op in upstream_of(spec, through_intermediates=True):
             if op.kind != "input" or op.settings.get("intermediate") is not None:
                 continue
-            if not _carries(op.settings["descriptor"], config):
+            if not carries(op.settings["descriptor"], config):
                 found.append((spec.op_id, op.op_id))
     return found
 
 
-def _carries(descriptor: Any, config: Mapping[str, Any]) -> bool:
+def carries(descriptor: Any, config: Mapping[str, Any]) -> bool:
     keys = {**descriptor.to_config(), **config}
     prefix = f"streams.{descriptor.stream_id}.samza."
     return (
@@ -96,4 +96,4 @@ def check_window(op_id: str, window: Window) -> None:
         )
 
 
-__all__ = ["WINDOW_TICK_MS", "check_window", "unwatermarked", "window_keys"]
+__all__ = ["WINDOW_TICK_MS", "carries", "check_window", "unwatermarked", "window_keys"]

@@ -87,7 +87,9 @@ class StateSerde:
         return pickle.loads(data[1:])
 
 
-def _serde(serde: Any, config: Mapping[str, Any]) -> Any:
+def state_serde(serde: Any, config: Mapping[str, Any]) -> Any:
+    """A serde setting as an object: a name through the registry (the job's custom serdes
+    included), an object as it is, None as ``StateSerde``."""
     if serde is None:
         return StateSerde()
     if not isinstance(serde, str):
@@ -182,8 +184,8 @@ class WindowOperator(SendingOperator):
     def open(self, context: Any) -> None:
         """Take the task's store and what it holds: the watermark, the open panes."""
         self.store = context.get_store(self.op_id)
-        self.kserde = _serde(self.window.key_serde, context.config)
-        self.vserde = _serde(self.window.value_serde, context.config)
+        self.kserde = state_serde(self.window.key_serde, context.config)
+        self.vserde = state_serde(self.window.value_serde, context.config)
         meta = self.store.get(_META)
         if meta is not None:
             self.watermark = int(pickle.loads(meta))
@@ -333,4 +335,12 @@ def gather_pending(pending: list[Awaitable[Any]]) -> Awaitable[Any] | None:
     return asyncio.ensure_future(_all(awaitables))
 
 
-__all__ = ["DEFAULT", "EARLY", "LATE", "StateSerde", "WindowOperator", "gather_pending"]
+__all__ = [
+    "DEFAULT",
+    "EARLY",
+    "LATE",
+    "StateSerde",
+    "WindowOperator",
+    "gather_pending",
+    "state_serde",
+]

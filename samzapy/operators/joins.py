@@ -1,0 +1,436 @@
+"""The table operators: ``send_to(table)``, the stream-table join, the stream-stream join.
+
+Each task has its own instance of every table (``samzapy.tables``), given to the operators
+when the task opens (``use_table``). A local table's calls are synchronous: the operators run
+inline, as a map does. Anything else (a remote table, a cache) is called with its coroutine
+methods and the operator returns an awaitable: the operator task becomes asynchronous, up to
+``task.max.concurrency`` messages are in flight per task, and each counts as processed once
+its call (and everything after it) completed.
+
+- ``send_to(table)``: a ``KV`` is put, a ``KV`` with value None deletes its key. Writes of one
+  key to a remote table are made one after the other, in input order.
+- stream-table join (Samza's StreamTableJoinOperatorImpl): ``apply(message, record)`` with
+  ``record`` the table's ``KV(key, value)`` or None; a None result is dropped. Remote
+  look-ups of successive messages overlap, their results go on in input order.
+- stream-stream join (Samza's PartialJoinOperatorImpl, both sides): each side keeps its
+  latest message per key in its store (``<op_id>-L``, ``<op_id>-R``), as 8 bytes of time
+  then the message's serialized bytes. A message joins the other side's message of its key
+  when their times are at most ``ttl`` apart; ``apply`` always gets the first stream's
+  message first. Processing time: the time a message arrived, entries older than ``ttl``
+  are purged at the tick. Event time (every input carries watermarks): the message's event
+  time; a side keeps the message with the latest event time per key (an out-of-order older
+  one still joins, but does not replace it), entries are purged once the watermark passed
+  their time plus ``ttl``, and the result goes on with the later of the two times. A replay
+  of the same input in event time makes the same results. A message whose key is None joins
+  nothing and is not kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+from samzapy.api.envelope import KV
+from samzapy.operators.impl import OperatorImpl
+
+_new = tuple.__new__
+
+
+def _kv(message: Any, op: OperatorImpl) -> KV:
+    if isinstance(message, KV):
+        return message
+    error = TypeError(
+        f"send_to a table takes KV(key, value) messages, got {type(message).__name__}: map "
+        "each message to a KV first"
+    )
+    raise op.failed(error, "write") from error
+
+
+class _KVPacked:
+    """A ``KVSerde`` as one serde of ``KV`` messages: the key's length (4 bytes), the key's
+    bytes, the value's bytes."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: Any, value: Any) -> None:
+        self.key, self.value = key, value
+
+    def to_bytes(self, message: Any) -> bytes:
+        kb: bytes = self.key.to_bytes(message.key)
+        vb: bytes = self.value.to_bytes(message.value)
+        return len(kb).to_bytes(4, "big") + kb + vb
+
+    def from_bytes(self, data: bytes) -> KV:
+        n = int.from_bytes(data[:4], "big")
+        return KV(self.key.from_bytes(data[4 : 4 + n]), self.value.from_bytes(data[4 + n :]))
+
+
+def _message_serde(serde: Any, config: Any) -> Any:
+    from samzapy.api.descriptors import KVSerde
+    from samzapy.operators.windows import state_serde
+
+    if isinstance(serde, KVSerde):
+        return _KVPacked(
+            state_serde(serde.key_serde, config), state_serde(serde.value_serde, config)
+        )
+    return state_serde(serde, config)
+
+
+class SendToTableOperator(OperatorImpl):
+    kind = "send_to_table"
+    __slots__ = ("asynchronous", "last_write", "table", "table_id")
+
+    def __init__(self, op_id: str, table_id: str, asynchronous: bool) -> None:
+        super().__init__(op_id)
+        self.table_id = table_id
+        self.asynchronous = asynchronous
+        self.table: Any = None
+        #: remote: each key's latest write still in flight (writes of a key keep their order)
+        self.last_write: dict[Any, asyncio.Future[Any]] = {}
+
+    def use_table(self, table: Any) -> None:
+        self.table = table
+
+    def on_message(self, message: Any) -> Awaitable[Any] | None:
+        kv = _kv(message, self)
+        if self.asynchronous:
+            return self._write_async(kv)
+        try:
+            if kv.value is None:
+                self.table.delete(kv.key)
+            else:
+                self.table.put(kv.key, kv.value)
+        except Exception as exc:
+            raise self.failed(exc, f"write to table {self.table_id!r}") from exc
+        return None
+
+    def transform(self, message: Any) -> list[Any]:
+        self.on_message(message)
+        return []
+
+    def timed(self, message: Any) -> Awaitable[Any] | None:
+        return self.on_message(message)
+
+    def _write_async(self, kv: KV) -> Awaitable[Any]:
+        before = self.last_write.get(kv.key)
+        done = asyncio.get_running_loop().create_future()
+        self.last_write[kv.key] = done
+        return self._write(kv, before, done)
+
+    async def _write(self, kv: KV, before: Any, done: asyncio.Future[Any]) -> None:
+        try:
+            if before is not None:
+                await asyncio.shield(before)
+            if kv.value is None:
+                await self.table.delete_async(kv.key)
+            else:
+                await self.table.put_async(kv.key, kv.value)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise self.failed(exc, f"write to table {self.table_id!r}") from exc
+        finally:
+            if not done.done():
+                done.set_result(None)
+            if self.last_write.get(kv.key) is done:
+                del self.last_write[kv.key]
+
+
+class StreamTableJoinOperator(OperatorImpl):
+    kind = "stream_table_join"
+    counts_out = True
+    __slots__ = ("apply", "asynchronous", "message_key", "previous", "table", "table_id")
+
+    def __init__(self, op_id: str, table_id: str, join_fn: Any, asynchronous: bool) -> None:
+        super().__init__(op_id)
+        self.table_id = table_id
+        self.asynchronous = asynchronous
+        self.apply = join_fn.apply
+        self.message_key = join_fn.get_message_key
+        self.table: Any = None
+        #: asynchronous: the previous message's completion (results keep the input order)
+        self.previous: asyncio.Future[Any] | None = None
+
+    def use_table(self, table: Any) -> None:
+        self.table = table
+
+    def _key(self, message: Any) -> Any:
+        try:
+            return self.message_key(message)
+        except Exception as exc:
+            raise self.failed(exc, "get_message_key") from exc
+
+    def _join(self, message: Any, key: Any, value: Any) -> Any:
+        record = None if value is None else _new(KV, (key, value))
+        try:
+            result = self.apply(message, record)
+        except Exception as exc:
+            raise self.failed(exc) from exc
+        if result is not None:
+            self.out += 1
+        return result
+
+    def transform(self, message: Any) -> list[Any]:
+        key = self._key(message)
+        try:
+            value = None if key is None else self.table.get(key)
+        except Exception as exc:
+            raise self.failed(exc, f"look-up in table {self.table_id!r}") from exc
+        result = self._join(message, key, value)
+        return [] if result is None else [result]
+
+    def on_message(self, message: Any) -> Awaitable[Any] | None:
+        if self.asynchronous:
+            return self._ordered(message, False)
+        key = self._key(message)
+        try:
+            value = None if key is None else self.table.get(key)
+        except Exception as exc:
+            raise self.failed(exc, f"look-up in table {self.table_id!r}") from exc
+        result = self._join(message, key, value)
+        return None if result is None else self.emit(result)
+
+    def timed(self, message: Any) -> Awaitable[Any] | None:
+        if self.asynchronous:
+            return self._ordered(message, True)
+        return super().timed(message)
+
+    def _ordered(self, message: Any, timed: bool) -> Awaitable[Any]:
+        key = self._key(message)
+        lookup = None
+        if key is not None:  # started now: look-ups of successive messages overlap
+            lookup = asyncio.ensure_future(self.table.get_async(key))
+        before = self.previous
+        done = self.previous = asyncio.get_running_loop().create_future()
+        return self._complete(message, key, lookup, before, done, timed)
+
+    async def _complete(
+        self,
+        message: Any,
+        key: Any,
+        lookup: asyncio.Future[Any] | None,
+        before: asyncio.Future[Any] | None,
+        done: asyncio.Future[Any],
+        timed: bool,
+    ) -> None:
+        try:
+            try:
+                value = None if lookup is None else await lookup
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise self.failed(exc, f"look-up in table {self.table_id!r}") from exc
+            if before is not None and not before.done():
+                await asyncio.shield(before)
+            result = self._join(message, key, value)
+            if result is None:
+                return
+            if timed:
+                for op in self.downstream:
+                    pending = op.timed(result)
+                    if pending is not None:
+                        await pending
+                return
+            pending = self.emit(result)
+            if pending is not None:
+                await pending
+        finally:
+            if not done.done():
+                done.set_result(None)
+            if lookup is not None and not lookup.done():
+                lookup.cancel()
+
+
+class JoinSide(OperatorImpl):
+    """One input of a stream-stream join: its messages go to the join as that side's."""
+
+    kind = "join"
+    __slots__ = ("join", "left")
+
+    def __init__(self, join: JoinOperator, left: bool) -> None:
+        super().__init__(join.op_id)
+        self.join = join
+        self.left = left
+
+    def on_message(self, message: Any) -> Awaitable[Any] | None:
+        result = self.join.take(message, self.left)
+        return None if result is None else self.join.emit(result)
+
+    def transform(self, message: Any) -> list[Any]:
+        result = self.join.take(message, self.left)
+        return [] if result is None else [result]
+
+    def timed(self, message: Any) -> Awaitable[Any] | None:
+        return self.join.timed_side(message, self.left)
+
+
+class JoinOperator(OperatorImpl):
+    """A stream-stream join of one task (see the module docstring)."""
+
+    kind = "join"
+    counts_out = True
+    __slots__ = (
+        "apply",
+        "clock",
+        "event_time",
+        "expiry",
+        "first_key",
+        "kserde",
+        "left",
+        "right",
+        "second_key",
+        "serdes",
+        "stores",
+        "ttl",
+        "vserdes",
+        "watermark",
+    )
+
+    def __init__(self, op_id: str, join_fn: Any, serdes: tuple[Any, Any, Any], ttl_ms: int):
+        super().__init__(op_id)
+        self.apply = join_fn.apply
+        self.first_key = join_fn.get_first_key
+        self.second_key = join_fn.get_second_key
+        self.serdes = serdes
+        self.ttl = ttl_ms
+        self.event_time = False
+        self.clock: Any = None
+        self.watermark: int | None = None
+        self.left = JoinSide(self, True)
+        self.right = JoinSide(self, False)
+        self.upstream = [self.left, self.right]
+        self.stores: tuple[Any, Any] = (None, None)
+        self.kserde: Any = None
+        self.vserdes: tuple[Any, Any] = (None, None)
+        #: (time, side, key bytes) of every kept entry, the earliest first: what to purge
+        self.expiry: list[tuple[int, int, bytes]] = []
+
+    def open(self, context: Any) -> None:
+        from samzapy.operators.windows import state_serde
+
+        self.stores = (
+            context.get_store(f"{self.op_id}-L"),
+            context.get_store(f"{self.op_id}-R"),
+        )
+        key_serde, first, second = self.serdes
+        self.kserde = state_serde(key_serde, context.config)
+        self.vserdes = (
+            _message_serde(first, context.config),
+            _message_serde(second, context.config),
+        )
+        for side, store in enumerate(self.stores):  # what a restarted task must purge
+            with store.all() as entries:
+                for entry in entries:
+                    t = int.from_bytes(entry.value[:8], "big", signed=True)
+                    self.expiry.append((t, side, entry.key))
+        heapq.heapify(self.expiry)
+
+    def _now(self) -> int:
+        if not self.event_time:
+            return int(time.time() * 1000)
+        t = self.clock.t
+        if t is None:
+            error = ValueError(
+                "the message has no event time: its record has no timestamp; give its input "
+                "descriptor with_timestamp(fn)"
+            )
+            raise self.failed(error, "event time") from error
+        return int(t)
+
+    def take(self, message: Any, left: bool) -> Any:
+        """Keep ``message`` on its side and join it with the other side's; the result or
+        None."""
+        side = 0 if left else 1
+        try:
+            key = (self.first_key if left else self.second_key)(message)
+        except Exception as exc:
+            raise self.failed(exc, "get_first_key" if left else "get_second_key") from exc
+        if key is None:
+            return None
+        t = self._now()
+        try:
+            kb = self.kserde.to_bytes(key)
+            mine = self.vserdes[side].to_bytes(message)
+        except Exception as exc:
+            raise self.failed(exc, "key or message serde") from exc
+        store, other_store = self.stores[side], self.stores[1 - side]
+        keep = True
+        if self.event_time:
+            held = store.get(kb)
+            keep = held is None or int.from_bytes(held[:8], "big", signed=True) <= t
+        if keep:
+            store.put(kb, t.to_bytes(8, "big", signed=True) + mine)
+            heapq.heappush(self.expiry, (t, side, kb))
+        other = other_store.get(kb)
+        if other is None:
+            return None
+        t_other = int.from_bytes(other[:8], "big", signed=True)
+        if abs(t - t_other) > self.ttl:
+            return None
+        try:
+            other_message = self.vserdes[1 - side].from_bytes(other[8:])
+        except Exception as exc:
+            raise self.failed(exc, "message serde") from exc
+        try:
+            if left:
+                result = self.apply(message, other_message)
+            else:
+                result = self.apply(other_message, message)
+        except Exception as exc:
+            raise self.failed(exc) from exc
+        if result is None:
+            return None
+        self.out += 1
+        if self.event_time and t_other > t:
+            self.clock.t = t_other
+        return result
+
+    def timed_side(self, message: Any, left: bool) -> Awaitable[Any] | None:
+        result = self.take(message, left)
+        if result is None:
+            return None
+        pending = None
+        for op in self.downstream:
+            awaitable = op.timed(result)
+            if awaitable is not None:
+                pending = [awaitable] if pending is None else [*pending, awaitable]
+        if pending is None:
+            return None
+        from samzapy.operators.impl import _all
+
+        return _all(pending)
+
+    def purge(self, before: int) -> int:
+        """Drop the kept entries whose time is before ``before``; how many."""
+        expiry, stores = self.expiry, self.stores
+        dropped = 0
+        while expiry and expiry[0][0] < before:
+            t, side, kb = heapq.heappop(expiry)
+            held = stores[side].get(kb)
+            if held is not None and int.from_bytes(held[:8], "big", signed=True) == t:
+                stores[side].delete(kb)
+                dropped += 1
+        return dropped
+
+    def tick(self) -> None:
+        """Processing time: purge what is older than the ttl."""
+        if not self.event_time:
+            self.purge(int(time.time() * 1000) - self.ttl)
+
+    def advance(self, watermark: int) -> None:
+        """Event time: the watermark of the join's inputs moved; purge what no message at
+        or after it can join."""
+        self.watermark = watermark
+        self.purge(watermark - self.ttl)
+
+    def on_message(self, message: Any) -> Awaitable[Any] | None:
+        raise AssertionError("a join's messages come through its sides")
+
+    def transform(self, message: Any) -> list[Any]:
+        raise AssertionError("a join's messages come through its sides")
+
+
+__all__ = ["JoinOperator", "JoinSide", "SendToTableOperator", "StreamTableJoinOperator"]

@@ -1,0 +1,143 @@
+"""What tables and stream-stream joins add to an application's plan: stores and changelogs.
+
+- A local table (``InMemoryTableDescriptor``, ``RocksDbTableDescriptor``) is store
+  ``<table_id>`` of each task, with the table's serdes (a serde object is registered as
+  ``<table_id>-key`` and ``<table_id>-msg``), its ``with_config`` settings and, when
+  ``with_changelog_enabled()``, a changelog ``<job.name>-<job.id>-table-<table_id>`` (or the
+  stream ``with_changelog_stream`` names) on the job's intermediate system. A remote table
+  has no store; a caching table is the table it caches plus memory.
+- A stream-stream join keeps each side in a store, ``<op_id>-L`` and ``<op_id>-R`` (bytes in
+  and out: the operator serializes), RocksDB, changelogged as
+  ``<job.name>-<job.id>-join-<op_id>-L`` and ``-R`` when the job has a system for it (as
+  Samza names them). It runs in event time when every input that reaches it carries
+  watermarks (``window_plan.carries``), else in processing time.
+
+Two things may not claim one store name (a window's op id, a table id, a join's sides).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from samzapy.api.errors import ConfigError
+from samzapy.api.graph import ApplicationGraph, upstream_of
+from samzapy.api.tables import LocalTableDescriptor
+from samzapy.operators.window_plan import carries
+
+
+def store_names(graph: ApplicationGraph) -> dict[str, str]:
+    """Every store the graph's operators and tables claim, with what claims it; an error
+    naming both when two claim one name."""
+    claimed: dict[str, str] = {}
+
+    def claim(name: str, what: str) -> None:
+        if name in claimed:
+            raise ConfigError(
+                f"store {name!r} is claimed by {claimed[name]} and by {what}: give one of them "
+                "another id"
+            )
+        claimed[name] = what
+
+    for spec in graph.operators:
+        if spec.kind == "window":
+            claim(spec.op_id, f"window {spec.op_id!r}")
+        elif spec.kind == "join":
+            claim(f"{spec.op_id}-L", f"join {spec.op_id!r}")
+            claim(f"{spec.op_id}-R", f"join {spec.op_id!r}")
+    for table_id, table in graph.tables.items():
+        if isinstance(table.descriptor, LocalTableDescriptor):
+            claim(table_id, f"table {table_id!r}")
+    return claimed
+
+
+def table_keys(
+    graph: ApplicationGraph,
+    set_key: Callable[[str, Any], None],
+    job: tuple[str, str],
+    changelog_system: str | None,
+) -> None:
+    """Each local table's and each join's store keys."""
+    store_names(graph)
+    for table_id, table in graph.tables.items():
+        descriptor = table.descriptor
+        if not isinstance(descriptor, LocalTableDescriptor):
+            continue
+        prefix = f"stores.{table_id}."
+        set_key(prefix + "factory", descriptor.factory)
+        for which, serde in (
+            ("key", descriptor.kv_serde.key_serde),
+            ("msg", descriptor.kv_serde.value_serde),
+        ):
+            set_key(prefix + f"{which}.serde", _serde_name(serde, f"{table_id}-{which}", set_key))
+        for key, value in descriptor.configs.items():
+            set_key(prefix + key, value)
+        if descriptor.changelog_enabled:
+            if changelog_system is None:
+                raise ConfigError(
+                    f"table {table_id!r} has a changelog, and the job has no kafka or memory "
+                    "system to keep it on: set job.default.system "
+                    "(app_desc.with_default_system(...))",
+                    key="job.default.system",
+                )
+            topic = descriptor.changelog_stream or f"{job[0]}-{job[1]}-table-{table_id}"
+            set_key(prefix + "changelog", f"{changelog_system}.{topic}")
+    for spec in graph.operators:
+        if spec.kind != "join":
+            continue
+        for side in ("L", "R"):
+            prefix = f"stores.{spec.op_id}-{side}."
+            set_key(prefix + "factory", "rocksdb")
+            set_key(prefix + "key.serde", "bytes")
+            set_key(prefix + "msg.serde", "bytes")
+            if changelog_system is not None:
+                topic = f"{job[0]}-{job[1]}-join-{spec.op_id}-{side}"
+                set_key(prefix + "changelog", f"{changelog_system}.{topic}")
+
+
+def _serde_name(serde: Any, name: str, set_key: Callable[[str, Any], None]) -> str:
+    if isinstance(serde, str):
+        return serde
+    set_key(f"serializers.registry.{name}.class", serde)
+    return name
+
+
+def event_time_joins(graph: ApplicationGraph, config: Mapping[str, Any]) -> frozenset[str]:
+    """The stream-stream joins that run in event time: every input stream upstream of them
+    (through intermediate streams) carries watermarks."""
+    found = set()
+    for spec in graph.operators:
+        if spec.kind != "join":
+            continue
+        inputs = [
+            op
+            for op in upstream_of(spec, through_intermediates=True)
+            if op.kind == "input" and op.settings.get("intermediate") is None
+        ]
+        if inputs and all(carries(op.settings["descriptor"], config) for op in inputs):
+            found.add(spec.op_id)
+    return frozenset(found)
+
+
+def is_remote(table: Any) -> bool:
+    """Whether a table's calls are asynchronous (anything not a local store)."""
+    return not isinstance(table.descriptor, LocalTableDescriptor)
+
+
+_TABLE_USERS = ("send_to_table", "stream_table_join")
+
+
+def is_asynchronous(graph: ApplicationGraph) -> bool:
+    """Whether the graph's operator task is asynchronous: a ``flat_map_async``, or an
+    operator that calls a remote table."""
+    return any(
+        spec.kind == "flat_map_async"
+        or (
+            spec.kind in ("send_to_table", "stream_table_join")
+            and is_remote(spec.settings["table"])
+        )
+        for spec in graph.operators
+    )
+
+
+__all__ = ["event_time_joins", "is_asynchronous", "is_remote", "store_names", "table_keys"]

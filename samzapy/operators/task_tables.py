@@ -1,0 +1,119 @@
+"""One task's tables: built from the application's table descriptors when the task opens,
+given to the operators that use them and to the functions' ``init(context)``.
+
+Tables are built in the order the application asked for them (a caching table's inner table
+first, and the cache is put in front of that same instance); each is opened (a remote
+table's read and write functions get ``init(context)``) before any function's ``init`` runs,
+and closed after every function's ``close``. Each table's metrics are in the task's group as
+``<table_id>-gets``, ``<table_id>-cache-hits``, ... (``samzapy.tables``).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Mapping, Set
+from typing import Any
+
+from samzapy.api.errors import TableError
+from samzapy.api.graph import ApplicationGraph
+from samzapy.api.metrics import MetricsRegistry
+from samzapy.api.store import KeyValueStore
+from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.api.tables import CachingTableDescriptor, ReadWriteTable
+from samzapy.tables import build_table
+
+
+class TaskTables:
+    """The tables of one task, by id."""
+
+    def __init__(self, graph: ApplicationGraph, memo: dict[int, Any]) -> None:
+        self._descriptors = [table.descriptor for table in graph.tables.values()]
+        self._memo = memo
+        self.tables: dict[str, Any] = {}
+
+    async def open(self, context: Any) -> None:
+        group = f"task.{context.task_name}"
+        for descriptor in self._descriptors:
+            inner = None
+            if isinstance(descriptor, CachingTableDescriptor):
+                inner = self.tables[descriptor.table.table_id]
+            table = build_table(
+                descriptor,
+                get_store=context.get_store,
+                copy_fn=lambda fn: copy.deepcopy(fn, self._memo),
+                inner=inner,
+            )
+            await _maybe_await(getattr(table, "open", None), context)
+            self.tables[descriptor.table_id] = table
+            metrics = getattr(table, "metrics", None)
+            if metrics is not None:
+                metrics.register(context.metrics, group)
+
+    async def close(self) -> None:
+        failure: BaseException | None = None
+        for table in reversed(list(self.tables.values())):
+            try:
+                await _maybe_await(getattr(table, "close", None))
+            except Exception as exc:  # close every table, then report the first failure
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+
+async def _maybe_await(method: Any, *args: Any) -> None:
+    if method is None:
+        return
+    result = method(*args)
+    if inspect.isawaitable(result):
+        await result
+
+
+class AppTaskContext:
+    """The context an application's functions get: the task's own, and its tables."""
+
+    def __init__(self, context: Any, tables: Mapping[str, ReadWriteTable]) -> None:
+        self._context = context
+        self._tables = tables
+
+    @property
+    def task_name(self) -> TaskName:
+        name: TaskName = self._context.task_name
+        return name
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        config: Mapping[str, Any] = self._context.config
+        return config
+
+    @property
+    def system_stream_partitions(self) -> Set[SystemStreamPartition]:
+        ssps: Set[SystemStreamPartition] = self._context.system_stream_partitions
+        return ssps
+
+    @property
+    def metrics(self) -> MetricsRegistry:
+        metrics: MetricsRegistry = self._context.metrics
+        return metrics
+
+    def get_store(self, name: str) -> KeyValueStore[Any, Any]:
+        store: KeyValueStore[Any, Any] = self._context.get_store(name)
+        return store
+
+    def get_table(self, table_id: str) -> ReadWriteTable:
+        table = self._tables.get(table_id)
+        if table is not None:
+            return table
+        fallback = getattr(self._context, "get_table", None)
+        if fallback is not None:
+            found: ReadWriteTable = fallback(table_id)
+            return found
+        known = ", ".join(sorted(self._tables)) or "none"
+        raise TableError(
+            f"task {self.task_name!r} asked for table {table_id!r}, which the application did "
+            f"not describe (tables: {known})",
+            table_id=table_id,
+        )
+
+
+__all__ = ["AppTaskContext", "TaskTables"]

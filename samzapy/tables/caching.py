@@ -1,0 +1,361 @@
+"""CachingTable: a cache in front of a task's local or remote table (Samza's CachingTable).
+
+Reads are served from an LRU cache (``samzapy.tables.cache``) while its entry is fresh; writes
+go to the table behind it. The rules:
+
+1. A read that hits a fresh entry returns it (a cache hit); any other read reads the table (a
+   cache miss), unless rule 3 applies. A value found is cached for the read ttl; an absent
+   key is not cached (as in Samza), so it is read from the table again next time.
+2. ``get_all`` answers the hits from the cache and reads every miss in one ``get_all`` of the
+   table.
+3. Concurrent misses of one key share one read of the table (single flight): a read that
+   misses while another read of the key is under way waits for that one instead of calling
+   the table again. It counts as a hit, as it costs the table no call: ``cache-misses`` is
+   the number of keys read from the table. A waiter that is cancelled does not cancel
+   the shared read.
+4. Writes go through to the table first. Then, write-through (the default), a put stores its
+   value in the cache for the write ttl (default: the read ttl); with ``with_write_around()``
+   it drops the key's entry instead. A delete always drops the entry, and so does a write
+   that failed (the table's state for the key is unknown).
+5. A write makes a read of the same key still under way stale: its result is not cached (the
+   write's is), and later reads do not wait for it.
+6. ``put(key, None)`` deletes, as every table's does.
+
+Over a local table every method, async or not, runs at once on the caller's thread, as the
+local table's do. Over a remote table the async methods run on the event loop the table was
+opened on, and the plain ones refuse to run on it (``samzapy.tables.bridge``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine, Iterable
+from functools import partial
+from typing import Any
+
+from samzapy.api.envelope import KV
+from samzapy.api.errors import TableError
+from samzapy.api.tables import CachingTableDescriptor
+from samzapy.tables.bridge import LoopBridge
+from samzapy.tables.cache import LruCache
+from samzapy.tables.metrics import TableMetrics
+
+# A read of the table under way: the values it found, by key.
+_Load = asyncio.Task[dict[Any, Any]]
+
+
+class CachingTable:
+    """Table ``descriptor.table_id``: a cache of ``descriptor.cache_size`` entries in front of
+    ``table``, this task's instance of ``descriptor.table``; ``clock`` (seconds, default
+    ``time.monotonic``) ages the entries; ``owns_table`` False leaves opening and closing
+    ``table`` to its owner. See the module docstring."""
+
+    def __init__(
+        self,
+        descriptor: CachingTableDescriptor,
+        table: Any,
+        *,
+        metrics: TableMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        owns_table: bool = True,
+    ) -> None:
+        self.table_id = descriptor.table_id
+        self.descriptor = descriptor
+        self.table = table
+        #: Whether ``open`` and ``close`` open and close ``table`` too (False when the task
+        #: has it as a table of its own, opened and closed as such).
+        self.owns_table = owns_table
+        self.metrics = metrics if metrics is not None else TableMetrics(self.table_id)
+        read_ttl = None if descriptor.read_ttl_ms is None else descriptor.read_ttl_ms / 1000
+        write_ttl = read_ttl if descriptor.write_ttl_ms is None else descriptor.write_ttl_ms / 1000
+        self.cache = LruCache(
+            descriptor.cache_size, read_ttl_s=read_ttl, write_ttl_s=write_ttl, clock=clock
+        )
+        self.write_around = descriptor.write_around
+        #: Whether the plain methods run anywhere (over a local table) or only off the loop.
+        self.sync_anywhere: bool = bool(getattr(table, "sync_anywhere", False))
+        self._loads: dict[Any, _Load] = {}
+        self._bridge = LoopBridge(self.table_id)
+
+    async def open(self, context: Any) -> None:
+        """Note the event loop, then open the table behind the cache (if it owns it)."""
+        self._bridge.open()
+        if self.owns_table:
+            await self.table.open(context)
+
+    async def close(self) -> None:
+        """Close the table behind the cache (if it owns it; else only flush it)."""
+        if self.owns_table:
+            await self.table.close()
+        else:
+            await self.table.flush_async()
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    async def get_async(self, key: Any) -> Any:
+        if self.sync_anywhere:
+            return self.get(key)
+        metrics = self.metrics
+        metrics.gets += 1
+        value = self.cache.get(key)
+        if value is not None:
+            metrics.cache_hits += 1
+            return value
+        load = self._loads.get(key)  # rule 3
+        if load is None:
+            metrics.cache_misses += 1
+            load = self._start_load([key], self._read_one(key))
+        else:
+            metrics.cache_hits += 1
+        found = await asyncio.shield(load)
+        return found.get(key)
+
+    async def get_all_async(self, keys: Iterable[Any]) -> dict[Any, Any]:
+        if self.sync_anywhere:
+            return self.get_all(keys)
+        wanted = list(dict.fromkeys(keys))
+        result, missing = self._lookup_all(wanted)
+        waits: dict[_Load, list[Any]] = {}
+        unread: list[Any] = []
+        for key in missing:
+            load = self._loads.get(key)
+            if load is None:
+                unread.append(key)
+            else:
+                waits.setdefault(load, []).append(key)
+        self.metrics.cache_hits += len(result) + len(missing) - len(unread)
+        self.metrics.cache_misses += len(unread)
+        if unread:
+            waits[self._start_load(unread, self._read_many(unread))] = unread
+        for load, load_keys in waits.items():
+            found = await asyncio.shield(load)
+            for key in load_keys:
+                if key in found:
+                    result[key] = found[key]
+        return {key: result[key] for key in wanted if key in result}
+
+    def _lookup_all(self, wanted: list[Any]) -> tuple[dict[Any, Any], list[Any]]:
+        """The fresh entries of ``wanted``, and the keys that missed (``gets`` counted; the
+        caller counts the hits and misses)."""
+        self.metrics.gets += len(wanted)
+        get = self.cache.get
+        result: dict[Any, Any] = {}
+        missing: list[Any] = []
+        for key in wanted:
+            value = get(key)
+            if value is None:
+                missing.append(key)
+            else:
+                result[key] = value
+        return result, missing
+
+    def _start_load(self, keys: list[Any], read: Coroutine[Any, Any, dict[Any, Any]]) -> _Load:
+        load = asyncio.get_running_loop().create_task(read)
+        for key in keys:
+            self._loads[key] = load
+        load.add_done_callback(partial(self._loaded, keys))
+        return load
+
+    def _loaded(self, keys: list[Any], load: _Load) -> None:
+        """Cache what ``load`` found for the keys no write made stale since (rule 5). Runs
+        before the readers waiting for it resume, so they find the entries there."""
+        loads = self._loads
+        current = [key for key in keys if loads.get(key) is load]
+        for key in current:
+            del loads[key]
+        if load.cancelled() or load.exception() is not None:
+            return  # exception() marks it seen: each waiter raises it, none may be left
+        found = load.result()
+        fill = self.cache.fill
+        for key in current:
+            if key in found:
+                fill(key, found[key])
+
+    async def _read_one(self, key: Any) -> dict[Any, Any]:
+        value = await self.table.get_async(key)
+        return {} if value is None else {key: value}
+
+    async def _read_many(self, keys: list[Any]) -> dict[Any, Any]:
+        found = await self.table.get_all_async(keys)
+        return {key: value for key, value in found.items() if value is not None}
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    async def put_async(self, key: Any, value: Any) -> None:
+        if self.sync_anywhere:
+            self.put(key, value)
+            return
+        if value is None:
+            await self.delete_async(key)
+            return
+        self.metrics.puts += 1
+        try:
+            await self.table.put_async(key, value)
+        except BaseException:
+            self._forget(key)
+            raise
+        self._written(key, value)
+
+    async def put_all_async(self, entries: Iterable[KV | tuple[Any, Any]]) -> None:
+        if self.sync_anywhere:
+            self.put_all(entries)
+            return
+        pairs = self._pairs(entries)
+        try:
+            await self.table.put_all_async(pairs)
+        except BaseException:
+            self._forget_all(key for key, _ in pairs)
+            raise
+        for key, value in pairs:
+            self._written(key, value)
+
+    async def delete_async(self, key: Any) -> None:
+        if self.sync_anywhere:
+            self.delete(key)
+            return
+        self.metrics.deletes += 1
+        try:
+            await self.table.delete_async(key)
+        finally:
+            self._forget(key)
+
+    async def delete_all_async(self, keys: Iterable[Any]) -> None:
+        if self.sync_anywhere:
+            self.delete_all(keys)
+            return
+        keys = list(keys)
+        self.metrics.deletes += len(keys)
+        try:
+            await self.table.delete_all_async(keys)
+        finally:
+            self._forget_all(keys)
+
+    async def flush_async(self) -> None:
+        await self.table.flush_async()
+
+    def _pairs(self, entries: Iterable[KV | tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+        pairs: list[tuple[Any, Any]] = []
+        for entry in entries:
+            try:
+                key, value = entry
+            except (TypeError, ValueError):
+                raise TableError(
+                    f"table {self.table_id!r}: put_all expects (key, value) entries, got {entry!r}",
+                    table_id=self.table_id,
+                ) from None
+            pairs.append((key, value))
+            if value is None:
+                self.metrics.deletes += 1
+            else:
+                self.metrics.puts += 1
+        return pairs
+
+    def _written(self, key: Any, value: Any) -> None:
+        """Rule 4, after the table took the write."""
+        if value is None or self.write_around:
+            self._forget(key)
+        else:
+            self._loads.pop(key, None)  # rule 5
+            self.cache.store(key, value)
+
+    def _forget(self, key: Any) -> None:
+        self._loads.pop(key, None)  # rule 5
+        self.cache.invalidate(key)
+
+    def _forget_all(self, keys: Iterable[Any]) -> None:
+        for key in keys:
+            self._forget(key)
+
+    # -- plain methods: at once over a local table, through the loop over a remote one -----------
+
+    def get(self, key: Any) -> Any:
+        if not self.sync_anywhere:
+            return self._bridge.run("get", lambda: self.get_async(key))
+        metrics = self.metrics
+        metrics.gets += 1
+        value = self.cache.get(key)
+        if value is not None:
+            metrics.cache_hits += 1
+            return value
+        metrics.cache_misses += 1
+        value = self.table.get(key)
+        self.cache.fill(key, value)
+        return value
+
+    def get_all(self, keys: Iterable[Any]) -> dict[Any, Any]:
+        wanted = list(dict.fromkeys(keys))
+        if not self.sync_anywhere:
+            found: dict[Any, Any] = self._bridge.run("get_all", lambda: self.get_all_async(wanted))
+            return found
+        result, missing = self._lookup_all(wanted)
+        self.metrics.cache_hits += len(result)
+        self.metrics.cache_misses += len(missing)
+        if missing:
+            for key, value in self.table.get_all(missing).items():
+                if value is not None:
+                    result[key] = value
+                    self.cache.fill(key, value)
+        return {key: result[key] for key in wanted if key in result}
+
+    def put(self, key: Any, value: Any) -> None:
+        if not self.sync_anywhere:
+            self._bridge.run("put", lambda: self.put_async(key, value))
+            return
+        if value is None:
+            self.delete(key)
+            return
+        self.metrics.puts += 1
+        try:
+            self.table.put(key, value)
+        except BaseException:
+            self._forget(key)
+            raise
+        self._written(key, value)
+
+    def put_all(self, entries: Iterable[KV | tuple[Any, Any]]) -> None:
+        if not self.sync_anywhere:
+            entries = list(entries)
+            self._bridge.run("put_all", lambda: self.put_all_async(entries))
+            return
+        pairs = self._pairs(entries)
+        try:
+            self.table.put_all(pairs)
+        except BaseException:
+            self._forget_all(key for key, _ in pairs)
+            raise
+        for key, value in pairs:
+            self._written(key, value)
+
+    def delete(self, key: Any) -> None:
+        if not self.sync_anywhere:
+            self._bridge.run("delete", lambda: self.delete_async(key))
+            return
+        self.metrics.deletes += 1
+        try:
+            self.table.delete(key)
+        finally:
+            self._forget(key)
+
+    def delete_all(self, keys: Iterable[Any]) -> None:
+        keys = list(keys)
+        if not self.sync_anywhere:
+            self._bridge.run("delete_all", lambda: self.delete_all_async(keys))
+            return
+        self.metrics.deletes += len(keys)
+        try:
+            self.table.delete_all(keys)
+        finally:
+            self._forget_all(keys)
+
+    def flush(self) -> None:
+        if not self.sync_anywhere:
+            self._bridge.run("flush", self.flush_async)
+            return
+        self.table.flush()
+
+    def __repr__(self) -> str:
+        return f"CachingTable({self.table_id!r}, {self.descriptor.describe()})"
+
+
+__all__ = ["CachingTable"]

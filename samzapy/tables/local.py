@@ -1,0 +1,139 @@
+"""LocalTable: a table kept in one of the task's key-value stores (in-memory or RocksDB).
+
+The table is a thin view of store ``<table_id>`` of the task, with Samza's table semantics on
+top of the store's contract (``samzapy.api.store``):
+
+1. ``put(key, None)`` deletes the key (a store refuses a None value), and so does an entry
+   ``(key, None)`` of ``put_all``. ``put_all`` applies its entries in order: a run of values
+   goes to the store's ``put_all`` (one batch), a run of Nones to its ``delete_all``, so
+   ``[(k, 1), (k, None)]`` leaves ``k`` absent and ``[(k, None), (k, 1)]`` leaves 1.
+2. ``get_all`` leaves absent keys out of its result, as the store does.
+3. A store never blocks for long, so every method works anywhere, on the event loop or off
+   it, and each ``*_async`` coroutine just calls its plain twin.
+4. ``flush`` flushes the store; the container flushes it before each checkpoint anyway.
+
+The store's errors (StoreError naming the store, the task and the key) pass through as they
+are. Reads, writes and deletions are counted per key in ``metrics``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from samzapy.api.envelope import KV
+from samzapy.api.errors import TableError
+from samzapy.api.store import KeyValueStore
+from samzapy.tables.metrics import TableMetrics
+
+
+class LocalTable:
+    """Table ``table_id`` over ``store``, a task's KeyValueStore (see the module docstring)."""
+
+    #: The plain methods run on any thread, the event loop's included (step 3).
+    sync_anywhere = True
+
+    def __init__(
+        self,
+        table_id: str,
+        store: KeyValueStore[Any, Any],
+        *,
+        metrics: TableMetrics | None = None,
+    ) -> None:
+        self.table_id = table_id
+        self.store = store
+        self.metrics = metrics if metrics is not None else TableMetrics(table_id)
+
+    # -- life cycle: the store is the container's, opened before and closed after the table --
+
+    async def open(self, context: Any) -> None:
+        """Nothing to do: the container opened the store already."""
+
+    async def close(self) -> None:
+        """Nothing to do: the container flushes and closes the store."""
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def get(self, key: Any) -> Any:
+        self.metrics.gets += 1
+        return self.store.get(key)
+
+    def get_all(self, keys: Iterable[Any]) -> dict[Any, Any]:
+        keys = list(keys)
+        self.metrics.gets += len(keys)
+        return self.store.get_all(keys)
+
+    async def get_async(self, key: Any) -> Any:
+        return self.get(key)
+
+    async def get_all_async(self, keys: Iterable[Any]) -> dict[Any, Any]:
+        return self.get_all(keys)
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def put(self, key: Any, value: Any) -> None:
+        if value is None:
+            self.delete(key)
+            return
+        self.metrics.puts += 1
+        self.store.put(key, value)
+
+    def put_all(self, entries: Iterable[KV | tuple[Any, Any]]) -> None:
+        # Runs of values and runs of deletions, in order (step 1 of the module docstring).
+        run: list[Any] = []
+        deleting = False
+        for entry in entries:
+            try:
+                key, value = entry
+            except (TypeError, ValueError):
+                raise TableError(
+                    f"table {self.table_id!r}: put_all expects (key, value) entries, got {entry!r}",
+                    table_id=self.table_id,
+                ) from None
+            if (value is None) != deleting and run:
+                self._apply(run, deleting)
+                run = []
+            deleting = value is None
+            run.append(key if deleting else (key, value))
+        if run:
+            self._apply(run, deleting)
+
+    def _apply(self, run: list[Any], deleting: bool) -> None:
+        if deleting:
+            self.delete_all(run)
+        else:
+            self.metrics.puts += len(run)
+            self.store.put_all(run)
+
+    def delete(self, key: Any) -> None:
+        self.metrics.deletes += 1
+        self.store.delete(key)
+
+    def delete_all(self, keys: Iterable[Any]) -> None:
+        keys = list(keys)
+        self.metrics.deletes += len(keys)
+        self.store.delete_all(keys)
+
+    def flush(self) -> None:
+        self.store.flush()
+
+    async def put_async(self, key: Any, value: Any) -> None:
+        self.put(key, value)
+
+    async def put_all_async(self, entries: Iterable[KV | tuple[Any, Any]]) -> None:
+        self.put_all(entries)
+
+    async def delete_async(self, key: Any) -> None:
+        self.delete(key)
+
+    async def delete_all_async(self, keys: Iterable[Any]) -> None:
+        self.delete_all(keys)
+
+    async def flush_async(self) -> None:
+        self.flush()
+
+    def __repr__(self) -> str:
+        return f"LocalTable({self.table_id!r})"
+
+
+__all__ = ["LocalTable"]

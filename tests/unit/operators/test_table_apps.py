@@ -1,0 +1,441 @@
+"""Tables and joins in whole applications through TestRunner.of: stream-table joins on each
+kind of table, send_to(table), remote tables (concurrency, order, retries, rate limit,
+cache), stream-stream joins in processing and event time, and their errors."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+from typing import Any, ClassVar
+
+import pytest
+
+from samzapy import (
+    KV,
+    CachingTableDescriptor,
+    ConfigError,
+    InMemoryTableDescriptor,
+    KafkaSystemDescriptor,
+    KVSerde,
+    RemoteTableDescriptor,
+    RocksDbTableDescriptor,
+    StreamApplication,
+    StreamApplicationDescriptor,
+    TableRetryPolicy,
+    TaskError,
+)
+from samzapy.testing import TestRunner
+
+KAFKA = KafkaSystemDescriptor("kafka")
+VIEWS = KAFKA.get_input_descriptor("views", KVSerde("string", "json"))
+ENRICHED = KAFKA.get_output_descriptor("enriched", KVSerde("string", "json"))
+PROFILES = {"ann": {"city": "Oslo"}, "bob": {"city": "Lima"}}
+
+
+class Lambda(StreamApplication):
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        self.fn(app_desc)
+
+
+def run(fn: Any, inputs: Any, outputs: dict[Any, int], **config: Any) -> Any:
+    runner = TestRunner.of(Lambda(fn), config)
+    for descriptor, messages in inputs:
+        runner.add_input_stream(descriptor, messages)
+    for descriptor, partitions in outputs.items():
+        runner.add_output_stream(descriptor, partitions)
+    return runner.run(timeout=20)
+
+
+def flat(by_partition: dict[int, list[Any]]) -> list[Any]:
+    return [m for p in sorted(by_partition) for m in by_partition[p]]
+
+
+class Enrich:
+    """Samza's StreamTableJoinFunction: a view and its member's profile (or None)."""
+
+    def get_message_key(self, message: KV) -> Any:
+        return message.key
+
+    def get_record_key(self, record: KV) -> Any:
+        return record.key
+
+    def apply(self, message: KV, record: KV | None) -> KV:
+        city = None if record is None else record.value["city"]
+        return KV(message.key, {"page": message.value, "city": city})
+
+
+class FillOnInit(Enrich):
+    """Puts the profiles into the table when the task starts (context.get_table)."""
+
+    def init(self, context: Any) -> None:
+        table = context.get_table("profiles")
+        table.put_all(list(PROFILES.items()))
+
+
+VIEW_MESSAGES = [KV("ann", "/a"), KV("cid", "/b"), KV("bob", "/c"), KV("ann", "/d")]
+EXPECTED = [
+    KV("ann", {"page": "/a", "city": "Oslo"}),
+    KV("cid", {"page": "/b", "city": None}),
+    KV("bob", {"page": "/c", "city": "Lima"}),
+    KV("ann", {"page": "/d", "city": "Oslo"}),
+]
+
+
+@pytest.mark.parametrize("kind", [InMemoryTableDescriptor, RocksDbTableDescriptor])
+def test_a_stream_table_join_on_a_local_table_enriches_and_gives_none_when_absent(
+    kind: Any,
+) -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        table = d.get_table(kind("profiles", KVSerde("string", "json")))
+        d.get_input_stream(VIEWS).join(table, FillOnInit()).send_to(d.get_output_stream(ENRICHED))
+
+    result = run(app, [(VIEWS, VIEW_MESSAGES)], {ENRICHED: 1})
+    assert flat(result.keyed_outputs(ENRICHED)) == EXPECTED
+
+
+def test_send_to_a_table_writes_kvs_and_a_none_value_deletes_the_key() -> None:
+    updates = KAFKA.get_input_descriptor("updates", KVSerde("string", "json"))
+    seen = KAFKA.get_output_descriptor("seen", KVSerde("string", "json"))
+
+    class Current(Enrich):
+        def apply(self, message: KV, record: KV | None) -> KV:
+            return KV(message.key, None if record is None else record.value)
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        table = d.get_table(InMemoryTableDescriptor("state", KVSerde("string", "json")))
+        stream = d.get_input_stream(updates)
+        stream.send_to(table)  # first: the join after it sees the write
+        stream.join(table, Current()).send_to(d.get_output_stream(seen))
+
+    messages = [KV("a", 1), KV("b", 2), KV("a", None), KV("a", 3)]
+    result = run(app, [(updates, messages)], {seen: 1})
+    assert flat(result.keyed_outputs(seen)) == [KV("a", 1), KV("b", 2), KV("a", None), KV("a", 3)]
+
+
+def test_send_to_a_table_refuses_a_message_that_is_not_a_kv_naming_the_operator() -> None:
+    lines = KAFKA.get_input_descriptor("lines", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        table = d.get_table(InMemoryTableDescriptor("t", KVSerde("string", "json")))
+        d.get_input_stream(lines).send_to(table)
+
+    with pytest.raises(TaskError, match=r"offset 0.*send_to_table-1.*KV\(key, value\)"):
+        run(app, [(lines, ["x"])], {})
+
+
+class Profiles:
+    """A remote read function: a dict behind a delay, counting calls and concurrency."""
+
+    #: calls in flight now and at most, over every task's copy
+    in_flight: ClassVar[list[int]] = [0, 0]
+
+    def __init__(self, delay: float = 0.002, failures: int = 0) -> None:
+        self.delay = delay
+        self.failures = failures
+
+    async def get_async(self, key: str) -> Any:
+        counts = Profiles.in_flight
+        counts[0] += 1
+        counts[1] = max(counts[1], counts[0])
+        try:
+            # later keys answer sooner: results would come out of order if not re-ordered
+            await asyncio.sleep(self.delay * {"ann": 3, "bob": 2}.get(key, 1))
+            if self.failures:
+                self.failures -= 1
+                raise ConnectionError("profile service unavailable")
+            return PROFILES.get(key)
+        finally:
+            counts[0] -= 1
+
+
+def test_remote_look_ups_overlap_up_to_max_concurrency_and_results_keep_input_order() -> None:
+    profiles = Profiles()
+    Profiles.in_flight[:] = [0, 0]
+    views = [KV(name, f"/{i}") for i, name in enumerate(["ann", "bob", "cid"] * 20)]
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        table = d.get_table(RemoteTableDescriptor("profiles").with_read_function(profiles))
+        d.get_input_stream(VIEWS).join(table, Enrich()).send_to(d.get_output_stream(ENRICHED))
+
+    # the function object is copied per task: read the copy's counts through a class list
+    result = run(app, [(VIEWS, views)], {ENRICHED: 1}, **{"task.max.concurrency": 8})
+    out = flat(result.keyed_outputs(ENRICHED))
+    assert [kv.value["page"] for kv in out] == [f"/{i}" for i in range(60)]
+    assert out[0] == KV("ann", {"page": "/0", "city": "Oslo"})
+    assert out[2] == KV("cid", {"page": "/2", "city": None})
+    snapshot = result.metrics.snapshot()["task.Partition 0"]
+    assert snapshot["profiles-gets"] == 60
+    assert Profiles.in_flight[1] == 8
+
+
+def test_a_failing_remote_read_is_retried_per_policy_then_fails_naming_table_and_key() -> None:
+    def app_with(policy: TableRetryPolicy | None, failures: int) -> Any:
+        def app(d: StreamApplicationDescriptor) -> None:
+            remote = RemoteTableDescriptor("profiles").with_read_function(
+                Profiles(0.0, failures=failures)
+            )
+            if policy is not None:
+                remote.with_read_retry_policy(policy)
+            table = d.get_table(remote)
+            d.get_input_stream(VIEWS).join(table, Enrich()).send_to(d.get_output_stream(ENRICHED))
+
+        return app
+
+    policy = (
+        TableRetryPolicy().with_fixed_backoff(timedelta(milliseconds=1)).with_stop_after_attempts(3)
+    )
+    result = run(app_with(policy, 2), [(VIEWS, [KV("ann", "/a")])], {ENRICHED: 1})
+    assert flat(result.keyed_outputs(ENRICHED)) == [KV("ann", {"page": "/a", "city": "Oslo"})]
+    assert result.metrics.snapshot()["task.Partition 0"]["profiles-retries"] == 2
+
+    with pytest.raises(TaskError) as failed:
+        run(app_with(policy, 3), [(VIEWS, [KV("ann", "/a")])], {ENRICHED: 1})
+    text = f"{failed.value} {failed.value.__cause__} {failed.value.__cause__.__cause__}"
+    assert "profiles" in text and "'ann'" in text and "offset 0" in text
+
+
+def test_a_read_rate_limit_holds_look_ups_to_the_rate() -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        remote = (
+            RemoteTableDescriptor("profiles")
+            .with_read_function(Profiles(0.0))
+            .with_read_rate_limit(100)
+        )
+        table = d.get_table(remote)
+        d.get_input_stream(VIEWS).join(table, Enrich()).send_to(d.get_output_stream(ENRICHED))
+
+    views = [KV("ann", str(i)) for i in range(160)]
+    start = time.monotonic()
+    result = run(app, [(VIEWS, views)], {ENRICHED: 1}, **{"task.max.concurrency": 16})
+    elapsed = time.monotonic() - start
+    assert len(flat(result.keyed_outputs(ENRICHED))) == 160
+    # a full bucket of 100, then 60 more at 100 a second: at least 0.6 s
+    assert elapsed >= 0.55
+    assert result.metrics.snapshot()["task.Partition 0"]["profiles-rate-limit-waits"] > 0
+
+
+def test_a_cache_in_front_of_a_remote_table_saves_its_calls() -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        remote = RemoteTableDescriptor("remote-profiles").with_read_function(Profiles())
+        cached = CachingTableDescriptor("profiles", remote).with_read_ttl(timedelta(minutes=1))
+        table = d.get_table(cached)
+        d.get_input_stream(VIEWS).join(table, Enrich()).send_to(d.get_output_stream(ENRICHED))
+
+    views = [KV(name, "/") for name in ["ann", "bob"] * 50]
+    result = run(app, [(VIEWS, views)], {ENRICHED: 1}, **{"task.max.concurrency": 4})
+    assert len(flat(result.keyed_outputs(ENRICHED))) == 100
+    snapshot = result.metrics.snapshot()["task.Partition 0"]
+    assert snapshot["remote-profiles-gets"] <= 2  # one look-up per key, concurrent ones shared
+    assert snapshot["profiles-cache-hits"] >= 98
+
+
+ORDERS = KAFKA.get_input_descriptor("orders", KVSerde("string", "json"))
+PAYMENTS = KAFKA.get_input_descriptor("payments", KVSerde("string", "json"))
+PAID = KAFKA.get_output_descriptor("paid", KVSerde("string", "json"))
+
+
+class OrderPayment:
+    """Samza's JoinFunction: an order and its payment, by order id."""
+
+    def get_first_key(self, message: KV) -> Any:
+        return message.key
+
+    def get_second_key(self, message: KV) -> Any:
+        return message.key
+
+    def apply(self, order: KV, payment: KV) -> KV:
+        return KV(order.key, {"order": order.value, "payment": payment.value})
+
+
+def join_app(ttl: timedelta, **watermarks: Any) -> Any:
+    def app(d: StreamApplicationDescriptor) -> None:
+        orders, payments = ORDERS, PAYMENTS
+        if watermarks:
+            orders = ORDERS.with_watermarks(**watermarks)
+            payments = PAYMENTS.with_watermarks(**watermarks)
+        d.get_input_stream(orders).join(
+            d.get_input_stream(payments),
+            OrderPayment(),
+            "string",
+            KVSerde("string", "json"),
+            KVSerde("string", "json"),
+            ttl,
+            "orders-payments",
+        ).send_to(d.get_output_stream(PAID))
+
+    return app
+
+
+def test_a_stream_stream_join_in_processing_time_joins_each_pair_once_order_first() -> None:
+    orders = [KV(f"o{i}", {"amount": i}) for i in range(5)]
+    payments = [KV(f"o{i}", {"paid": True}) for i in (3, 1, 4, 9)]
+    result = run(
+        join_app(timedelta(minutes=5)),
+        [(ORDERS, orders), (PAYMENTS, payments)],
+        {PAID: 1},
+    )
+    out = flat(result.keyed_outputs(PAID))
+    assert sorted(kv.key for kv in out) == ["o1", "o3", "o4"]
+    assert all(kv.value["order"]["amount"] == int(kv.key[1]) for kv in out)
+    assert all(kv.value["payment"] == {"paid": True} for kv in out)
+    plan = result.metrics.snapshot()["task.Partition 0"]
+    assert plan["orders-payments-messages-out"] == 3
+
+
+def timed(name: str) -> Any:
+    return (
+        KAFKA.get_input_descriptor(name, KVSerde("string", "json"))
+        .with_timestamp(lambda kv: kv.value["t"])
+        .with_watermarks(timedelta(seconds=10))
+    )
+
+
+def test_a_stream_stream_join_in_event_time_measures_the_ttl_in_event_time() -> None:
+    orders, payments = timed("orders"), timed("payments")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(orders).join(
+            d.get_input_stream(payments),
+            OrderPayment(),
+            "string",
+            KVSerde("string", "json"),
+            KVSerde("string", "json"),
+            timedelta(seconds=60),
+            "j",
+        ).send_to(d.get_output_stream(PAID))
+
+    t0 = 1_700_000_000_000
+    order_messages = [
+        KV("a", {"t": t0}),
+        KV("b", {"t": t0 + 1_000}),
+        KV("c", {"t": t0 + 2_000}),
+    ]
+    payment_messages = [
+        KV("a", {"t": t0 + 30_000}),  # 30 s after its order: joins
+        KV("b", {"t": t0 + 200_000}),  # 199 s after: too late in event time
+        KV("c", {"t": t0 - 50_000}),  # 52 s before its order (out of order): joins
+    ]
+    outputs = []
+    for _ in range(2):  # a replay of the same input makes the same results
+        runner = TestRunner.of(Lambda(app), {"task.window.ms": 5})
+        runner.add_input_stream(orders, order_messages)
+        runner.add_input_stream(payments, payment_messages)
+        runner.add_output_stream(PAID, 1)
+        result = runner.run(timeout=20)
+        outputs.append(sorted(kv.key for kv in flat(result.keyed_outputs(PAID))))
+    assert outputs == [["a", "c"], ["a", "c"]]
+    # the plan says the join runs in event time
+    plan = TestRunner.of(Lambda(app), {})
+    plan.add_input_stream(orders, [])
+    plan.add_input_stream(payments, [])
+    plan.add_output_stream(PAID, 1)
+    assert plan._plan()[1].plan.event_time_joins == frozenset({"j"})
+
+
+def test_the_join_purges_what_the_watermark_passed_by_more_than_the_ttl() -> None:
+    from samzapy.api.system import TaskName
+    from samzapy.operators.event_time import EventClock
+    from samzapy.operators.joins import JoinOperator
+    from samzapy.storage.inmemory import InMemoryStorageEngine
+    from samzapy.storage.serialized import SerializedKeyValueStore
+    from samzapy.system.serde import SerdeRegistry
+
+    registry = SerdeRegistry({})
+    raw = registry.get("bytes")
+
+    class Context:
+        def __init__(self) -> None:
+            self.config: dict[str, Any] = {}
+            self.stores = {
+                name: SerializedKeyValueStore(InMemoryStorageEngine(name, TaskName("t")), raw, raw)
+                for name in ("j-L", "j-R")
+            }
+
+        def get_store(self, name: str) -> Any:
+            return self.stores[name]
+
+    context = Context()
+    join = JoinOperator("j", OrderPayment(), ("string", "json", "json"), ttl_ms=1_000)
+    join.open(context)
+    join.event_time, join.clock = True, EventClock()
+    for t, key in ((0, "a"), (500, "b"), (2_000, "c"), (2_500, "a")):
+        join.clock.t = t
+        join.take(KV(key, t), left=True)
+    left = context.stores["j-L"]
+    assert sorted(kv.key for kv in left.all()) == [b"a", b"b", b"c"]
+    join.advance(1_600)  # drops what is before 600: b (500); a was replaced at 2,500
+    assert sorted(kv.key for kv in left.all()) == [b"a", b"c"]
+    join.advance(3_600)
+    assert sorted(kv.key for kv in left.all()) == []
+    # a restarted task finds what to purge in its stores
+    join.clock.t = 5_000
+    join.take(KV("d", 0), left=True)
+    again = JoinOperator("j", OrderPayment(), ("string", "json", "json"), ttl_ms=1_000)
+    again.open(context)
+    again.advance(6_001)
+    assert list(left.all()) == []
+
+
+def test_join_and_table_mistakes_are_config_errors_at_start_up() -> None:
+    def app_of(fn: Any) -> Any:
+        def app(d: StreamApplicationDescriptor) -> None:
+            fn(d)
+
+        return app
+
+    cases = [
+        (
+            lambda d: (
+                d.get_table(InMemoryTableDescriptor("t", KVSerde("string", "json"))),
+                d.get_table(RocksDbTableDescriptor("t", KVSerde("string", "json"))),
+            ),
+            r"table id 't' is used by two different descriptors",
+        ),
+        (
+            lambda d: (
+                d.get_input_stream(ORDERS)
+                .join(
+                    d.get_input_stream(PAYMENTS),
+                    OrderPayment(),
+                    "string",
+                    None,
+                    None,
+                    timedelta(seconds=1),
+                    None,
+                )
+                .send_to(d.get_output_stream(PAID))
+            ),
+            r"needs an op_id",
+        ),
+        (
+            lambda d: d.get_input_stream(ORDERS).join(
+                d.get_table(InMemoryTableDescriptor("t", KVSerde("string", "json"))), OrderPayment()
+            ),
+            r"get_message_key",
+        ),
+        (
+            lambda d: (
+                d.get_input_stream(ORDERS)
+                .window(
+                    __import__("samzapy").Windows.keyed_tumbling_window(
+                        lambda m: m.key, timedelta(seconds=1)
+                    ),
+                    "t",
+                )
+                .sink(lambda *a: None)
+                or d.get_table(InMemoryTableDescriptor("t", KVSerde("string", "json")))
+            ),
+            r"store 't' is claimed by window 't' and by table 't'",
+        ),
+    ]
+    for fn, message in cases:
+        runner = TestRunner.of(Lambda(app_of(fn)), {})
+        runner.add_input_stream(ORDERS, [])
+        runner.add_input_stream(PAYMENTS, [])
+        runner.add_output_stream(PAID, 1)
+        with pytest.raises(ConfigError, match=message):
+            runner.run(timeout=5)

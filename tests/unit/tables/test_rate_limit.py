@@ -1,0 +1,99 @@
+"""The token bucket (with a clock moved by hand) and a remote table's rate limits (measured)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from table_fakes import FakeClock, Service
+
+from samzapy.api.tables import RemoteTableDescriptor
+from samzapy.tables import RemoteTable, TokenBucket
+
+
+def test_a_full_bucket_lets_one_second_of_calls_through_then_spaces_them() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(10, clock)
+    assert [bucket.reserve() for _ in range(10)] == [0.0] * 10
+    assert bucket.reserve() == pytest.approx(0.1)
+    assert bucket.reserve() == pytest.approx(0.2)  # behind the one before
+
+
+def test_the_bucket_refills_at_the_rate_up_to_one_second_of_burst() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(10, clock)
+    for _ in range(10):
+        bucket.reserve()
+    clock.advance(0.35)
+    assert bucket.tokens == pytest.approx(3.5)
+    clock.advance(3600)  # idle for an hour: still one second of burst only
+    assert bucket.tokens == pytest.approx(10)
+    assert sum(bucket.reserve() == 0.0 for _ in range(20)) == 10
+
+
+def test_a_rate_below_one_still_allows_one_call() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(0.5, clock)
+    assert bucket.capacity == 1
+    assert bucket.reserve() == 0.0
+    assert bucket.reserve() == pytest.approx(2.0)
+
+
+def test_a_reservation_larger_than_the_bucket_waits_for_its_debt() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(10, clock)
+    assert bucket.reserve(25) == pytest.approx(1.5)  # 15 tokens short at 10 a second
+    clock.advance(1.5)
+    assert bucket.reserve() == pytest.approx(0.1)
+
+
+def test_a_bucket_refuses_a_rate_of_zero() -> None:
+    with pytest.raises(ValueError, match="rate must be above zero"):
+        TokenBucket(0)
+
+
+def remote(read_rate: float | None = None, write_rate: float | None = None) -> RemoteTable:
+    descriptor = RemoteTableDescriptor("profiles")
+    if read_rate is not None:
+        descriptor.with_read_rate_limit(read_rate)
+    if write_rate is not None:
+        descriptor.with_write_rate_limit(write_rate)
+    service = Service({"k": 1})
+    return RemoteTable(descriptor, service, service)
+
+
+async def test_reads_over_the_limit_wait_their_turn_without_blocking_the_loop() -> None:
+    table = remote(read_rate=50)
+    service = table.read_fn
+    calls = [asyncio.ensure_future(table.get_async("k")) for _ in range(200)]
+    ticks = 0
+    start = time.monotonic()
+    while time.monotonic() - start < 0.5:
+        await asyncio.sleep(0.01)
+        ticks += 1
+    done = service.count("get")
+    for call in calls:
+        call.cancel()
+    await asyncio.gather(*calls, return_exceptions=True)
+    # a full bucket (50) plus 50 a second for 0.5 s
+    assert 50 + 25 - 6 <= done <= 50 + 25 + 6, done
+    assert ticks >= 30  # the loop kept turning meanwhile
+    assert table.metrics.rate_limit_waits == 150
+    # the 150 waits were 1/50 s, 2/50 s, ... 150/50 s long
+    assert table.metrics.rate_limit_wait_ns == pytest.approx(
+        sum(range(1, 151)) / 50 * 1e9, rel=0.01
+    )
+
+
+async def test_writes_have_their_own_limit() -> None:
+    table = remote(read_rate=1000, write_rate=2)
+    await table.put_async("a", 1)
+    await table.put_async("b", 2)  # the write bucket's two tokens
+    start = time.monotonic()
+    await asyncio.gather(*(table.get_async("k") for _ in range(20)))
+    assert time.monotonic() - start < 0.1  # reads do not wait for the write bucket
+    assert table.metrics.rate_limit_waits == 0
+    await table.put_async("c", 3)  # waits half a second for the write bucket
+    assert time.monotonic() - start >= 0.4
+    assert table.metrics.rate_limit_waits == 1
