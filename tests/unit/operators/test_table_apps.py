@@ -439,3 +439,50 @@ def test_join_and_table_mistakes_are_config_errors_at_start_up() -> None:
         runner.add_output_stream(PAID, 1)
         with pytest.raises(ConfigError, match=message):
             runner.run(timeout=5)
+
+
+def test_a_task_class_reaches_its_stores_as_tables_and_is_told_of_a_missing_one() -> None:
+    from samzapy import InitableTask, StreamTask, TableError
+
+    seen: list[Any] = []
+
+    class Counting(StreamTask, InitableTask):
+        def init(self, context: Any) -> None:
+            self.table = context.get_table("counts")
+            with pytest.raises(TableError, match=r"table 'nope'.*stores: counts"):
+                context.get_table("nope")
+
+        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+            word = envelope.message
+            self.table.put(word, (self.table.get(word) or 0) + 1)
+            if word == "x":
+                self.table.put("a", None)  # None deletes, as in Samza's tables
+            seen.append(dict(self.table.get_all(["a", "b"])))
+
+    config = {
+        "stores.counts.factory": "inmemory",
+        "stores.counts.key.serde": "string",
+        "stores.counts.msg.serde": "json",
+    }
+    TestRunner(Counting, config).add_input("words", ["a", "b", "a", "x"]).run(timeout=10)
+    assert seen == [{"a": 1}, {"a": 1, "b": 1}, {"a": 2, "b": 1}, {"b": 1}]
+
+
+def test_a_join_key_its_serde_cannot_encode_fails_naming_the_operator() -> None:
+    class ByObject(OrderPayment):
+        def get_first_key(self, message: KV) -> Any:
+            return object()
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(ORDERS).join(
+            d.get_input_stream(PAYMENTS),
+            ByObject(),
+            "string",
+            KVSerde("string", "json"),
+            KVSerde("string", "json"),
+            timedelta(minutes=1),
+            "jj",
+        ).send_to(d.get_output_stream(PAID))
+
+    with pytest.raises(TaskError, match=r"orders#0 at offset 0.*operator 'jj' \(join\)"):
+        run(app, [(ORDERS, [KV("a", 1)]), (PAYMENTS, [])], {PAID: 1})
