@@ -20,9 +20,10 @@ its call (and everything after it) completed.
   are purged at the tick. Event time (every input carries watermarks): the message's event
   time; a side keeps the message with the latest event time per key (an out-of-order older
   one still joins, but does not replace it), entries are purged once the watermark passed
-  their time plus ``ttl``, and the result goes on with the later of the two times. A replay
-  of the same input in event time makes the same results. A message whose key is None joins
-  nothing and is not kept.
+  their time plus ``ttl``, a message whose time the watermark already passed is late and
+  dropped (as in Flink's interval join: whether it finds its pair would depend on when the
+  purge ran), and the result goes on with the later of the two times. A message whose key
+  is None joins nothing and is not kept.
 """
 
 from __future__ import annotations
@@ -279,6 +280,7 @@ class JoinOperator(OperatorImpl):
         "expiry",
         "first_key",
         "kserde",
+        "late",
         "left",
         "right",
         "second_key",
@@ -299,6 +301,8 @@ class JoinOperator(OperatorImpl):
         self.event_time = False
         self.clock: Any = None
         self.watermark: int | None = None
+        #: event time: messages that came after the watermark passed their time, dropped
+        self.late = 0
         self.left = JoinSide(self, True)
         self.right = JoinSide(self, False)
         self.upstream = [self.left, self.right]
@@ -351,6 +355,10 @@ class JoinOperator(OperatorImpl):
         if key is None:
             return None
         t = self._now()
+        watermark = self.watermark
+        if watermark is not None and t < watermark and self.event_time:
+            self.late += 1  # as Flink's interval join: what it could meet may be purged
+            return None
         try:
             kb = self.kserde.to_bytes(key)
             mine = self.vserdes[side].to_bytes(message)

@@ -326,7 +326,7 @@ class _OperatorTask(InitableTask, ClosableTask, WindowHooks):
                 ("messages-in", "messages_in", "received"),
                 ("messages-out", "messages_out", "passed on or sent"),
             ]
-            if isinstance(op, WindowOperator):
+            if isinstance(op, WindowOperator | JoinOperator):
                 counters.append(("late-messages", "late", "had too late, dropped or sent aside"))
             for name, attribute, what in counters:
                 metrics.counter(

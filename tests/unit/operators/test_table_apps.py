@@ -290,7 +290,7 @@ def timed(name: str) -> Any:
     return (
         KAFKA.get_input_descriptor(name, KVSerde("string", "json"))
         .with_timestamp(lambda kv: kv.value["t"])
-        .with_watermarks(timedelta(seconds=10))
+        .with_watermarks(timedelta(hours=1))  # nothing late, whatever the interleaving
     )
 
 
@@ -346,6 +346,7 @@ def test_the_join_purges_what_the_watermark_passed_by_more_than_the_ttl() -> Non
 
     registry = SerdeRegistry({})
     raw = registry.get("bytes")
+    KV_JSON = KVSerde("string", "json")  # noqa: N806
 
     class Context:
         def __init__(self) -> None:
@@ -359,7 +360,7 @@ def test_the_join_purges_what_the_watermark_passed_by_more_than_the_ttl() -> Non
             return self.stores[name]
 
     context = Context()
-    join = JoinOperator("j", OrderPayment(), ("string", "json", "json"), ttl_ms=1_000)
+    join = JoinOperator("j", OrderPayment(), ("string", KV_JSON, KV_JSON), ttl_ms=1_000)
     join.open(context)
     join.event_time, join.clock = True, EventClock()
     for t, key in ((0, "a"), (500, "b"), (2_000, "c"), (2_500, "a")):
@@ -369,12 +370,18 @@ def test_the_join_purges_what_the_watermark_passed_by_more_than_the_ttl() -> Non
     assert sorted(kv.key for kv in left.all()) == [b"a", b"b", b"c"]
     join.advance(1_600)  # drops what is before 600: b (500); a was replaced at 2,500
     assert sorted(kv.key for kv in left.all()) == [b"a", b"c"]
+    # a message the watermark passed is late: dropped, not kept, counted
+    join.clock.t = 1_000
+    assert join.take(KV("c", 1_000), left=False) is None
+    assert join.late == 1 and list(context.stores["j-R"].all()) == []
+    join.clock.t = 2_100
+    assert join.take(KV("c", 2_100), left=False) == KV("c", {"order": 2_000, "payment": 2_100})
     join.advance(3_600)
     assert sorted(kv.key for kv in left.all()) == []
     # a restarted task finds what to purge in its stores
     join.clock.t = 5_000
     join.take(KV("d", 0), left=True)
-    again = JoinOperator("j", OrderPayment(), ("string", "json", "json"), ttl_ms=1_000)
+    again = JoinOperator("j", OrderPayment(), ("string", KV_JSON, KV_JSON), ttl_ms=1_000)
     again.open(context)
     again.advance(6_001)
     assert list(left.all()) == []
