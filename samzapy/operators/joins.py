@@ -201,25 +201,24 @@ class StreamTableJoinOperator(OperatorImpl):
 
     def _ordered(self, message: Any, timed: bool) -> Awaitable[Any]:
         key = self._key(message)
-        lookup = None
-        if key is not None:  # started now: look-ups of successive messages overlap
-            lookup = asyncio.ensure_future(self.table.get_async(key))
         before = self.previous
         done = self.previous = asyncio.get_running_loop().create_future()
-        return self._complete(message, key, lookup, before, done, timed)
+        return self._complete(message, key, before, done, timed)
 
     async def _complete(
         self,
         message: Any,
         key: Any,
-        lookup: asyncio.Future[Any] | None,
         before: asyncio.Future[Any] | None,
         done: asyncio.Future[Any],
         timed: bool,
     ) -> None:
+        # The container awaits this at once (its slots await inline): the look-up starts
+        # now, in input order, with no task of its own; the result waits for the previous
+        # message's to have gone on.
         try:
             try:
-                value = None if lookup is None else await lookup
+                value = None if key is None else await self.table.get_async(key)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -241,8 +240,6 @@ class StreamTableJoinOperator(OperatorImpl):
         finally:
             if not done.done():
                 done.set_result(None)
-            if lookup is not None and not lookup.done():
-                lookup.cancel()
 
 
 class JoinSide(OperatorImpl):
