@@ -16,20 +16,20 @@ its call (and everything after it) completed.
   latest message per key in its store (``<op_id>-L``, ``<op_id>-R``), as 8 bytes of time
   then the message's serialized bytes. A message joins the other side's message of its key
   when their times are at most ``ttl`` apart; ``apply`` always gets the first stream's
-  message first. Processing time: the time a message arrived, entries older than ``ttl``
-  are purged at the tick. Event time (every input carries watermarks): the message's event
-  time; a side keeps the message with the latest event time per key (an out-of-order older
-  one still joins, but does not replace it), entries are purged once the watermark passed
-  their time plus ``ttl``, a message whose time the watermark already passed is late and
-  dropped (as in Flink's interval join: whether it finds its pair would depend on when the
-  purge ran), and the result goes on with the later of the two times. A message whose key
-  is None joins nothing and is not kept.
+  message first. Processing time: the time a message arrived. Event time (every input
+  carries watermarks): the message's event time; a side keeps the message with the latest
+  event time per key (an out-of-order older one still joins, but does not replace it), a
+  message whose time the watermark already passed is late and dropped (as in Flink's
+  interval join), and the result goes on with the later of the two times. A message whose
+  key is None joins nothing and is not kept. What expired (older than the ttl; event time:
+  the watermark passed its time by more than the ttl) never joins, and is deleted by a sweep
+  that looks at two entries per entry written (at least ``SWEEP_ENTRIES``) at each tick, so
+  nothing about the stores is kept in memory and a restart reads nothing back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
 import time
 from collections.abc import Awaitable
 from typing import Any
@@ -38,6 +38,13 @@ from samzapy.api.envelope import KV
 from samzapy.operators.impl import OperatorImpl
 
 _new = tuple.__new__
+#: Entries a join's sweep looks at per tick (``task.window.ms``) at least, and per entry
+#: written since the last tick: the sweep keeps up with the writes at about one store read
+#: each, and goes on slowly when nothing is written.
+SWEEP_ENTRIES = 100
+SWEEP_PER_WRITE = 2
+#: Above every key of a store (a serialized key of 1,024 bytes of 0xff would not be swept).
+_END = b"\xff" * 1024
 
 
 def _kv(message: Any, op: OperatorImpl) -> KV:
@@ -273,12 +280,15 @@ class JoinOperator(OperatorImpl):
     __slots__ = (
         "apply",
         "clock",
+        "cursor",
         "event_time",
-        "expiry",
         "first_key",
+        "horizon",
         "kserde",
         "late",
         "left",
+        "pass_floor",
+        "pass_min",
         "right",
         "second_key",
         "serdes",
@@ -286,6 +296,7 @@ class JoinOperator(OperatorImpl):
         "ttl",
         "vserdes",
         "watermark",
+        "written",
     )
 
     def __init__(self, op_id: str, join_fn: Any, serdes: tuple[Any, Any, Any], ttl_ms: int):
@@ -306,8 +317,14 @@ class JoinOperator(OperatorImpl):
         self.stores: tuple[Any, Any] = (None, None)
         self.kserde: Any = None
         self.vserdes: tuple[Any, Any] = (None, None)
-        #: (time, side, key bytes) of every kept entry, the earliest first: what to purge
-        self.expiry: list[tuple[int, int, bytes]] = []
+        #: where the sweep of expired entries goes on: a side, and the key after the last
+        #: one it looked at (None: the side's first)
+        self.cursor: tuple[int, bytes | None] = (0, None)
+        self.written = 0  # entries written since the last tick
+        #: no entry kept is older than this (None: not known); a pass's floor and earliest
+        self.horizon: int | None = None
+        self.pass_floor: int | None = None
+        self.pass_min: int | None = None
 
     def open(self, context: Any) -> None:
         from samzapy.operators.windows import state_serde
@@ -322,12 +339,6 @@ class JoinOperator(OperatorImpl):
             _message_serde(first, context.config),
             _message_serde(second, context.config),
         )
-        for side, store in enumerate(self.stores):  # what a restarted task must purge
-            with store.all() as entries:
-                for entry in entries:
-                    t = int.from_bytes(entry.value[:8], "big", signed=True)
-                    self.expiry.append((t, side, entry.key))
-        heapq.heapify(self.expiry)
 
     def _now(self) -> int:
         if not self.event_time:
@@ -354,7 +365,7 @@ class JoinOperator(OperatorImpl):
         t = self._now()
         watermark = self.watermark
         if watermark is not None and t < watermark and self.event_time:
-            self.late += 1  # as Flink's interval join: what it could meet may be purged
+            self.late += 1  # as Flink's interval join
             return None
         try:
             kb = self.kserde.to_bytes(key)
@@ -368,7 +379,7 @@ class JoinOperator(OperatorImpl):
             keep = held is None or int.from_bytes(held[:8], "big", signed=True) <= t
         if keep:
             store.put(kb, t.to_bytes(8, "big", signed=True) + mine)
-            heapq.heappush(self.expiry, (t, side, kb))
+            self.written += 1
         other = other_store.get(kb)
         if other is None:
             return None
@@ -408,28 +419,71 @@ class JoinOperator(OperatorImpl):
 
         return _all(pending)
 
-    def purge(self, before: int) -> int:
-        """Drop the kept entries whose time is before ``before``; how many."""
-        expiry, stores = self.expiry, self.stores
+    def sweep(self, before: int, budget: int, floor: int | None = None) -> int:
+        """Look at up to ``budget`` kept entries, from where the last sweep stopped, and drop
+        those whose time is before ``before``; how many it dropped. A full pass over both
+        sides takes (entries / budget) ticks; what expired and is not swept yet never joins
+        (``take`` compares the times), so the sweep only bounds the stores' size.
+
+        ``floor``: no entry written from now on has a time below it (processing time: now;
+        event time: the watermark, as later messages are dropped). A pass that ends knows
+        that nothing kept is older than the earliest time it kept or its floor: the
+        ``horizon`` below which no sweep is needed."""
         dropped = 0
-        while expiry and expiry[0][0] < before:
-            t, side, kb = heapq.heappop(expiry)
-            held = stores[side].get(kb)
-            if held is not None and int.from_bytes(held[:8], "big", signed=True) == t:
-                stores[side].delete(kb)
-                dropped += 1
+        side, start = self.cursor
+        if side == 0 and start is None:  # a new pass
+            self.pass_floor, self.pass_min = floor, None
+        pass_min = self.pass_min
+        for _ in range(2):
+            store = self.stores[side]
+            expired = []
+            finished = True
+            with store.all() if start is None else store.range(start, _END) as entries:
+                for entry in entries:
+                    t = int.from_bytes(entry.value[:8], "big", signed=True)
+                    if t < before:
+                        expired.append(entry.key)
+                    elif pass_min is None or t < pass_min:
+                        pass_min = t
+                    budget -= 1
+                    if budget <= 0:
+                        start, finished = entry.key + b"\x00", False
+                        break
+            if expired:
+                store.delete_all(expired)
+                dropped += len(expired)
+            if not finished:
+                break
+            side, start = 1 - side, None
+            if side == 0:  # both sides done: a new pass when one is due
+                floor = self.pass_floor
+                if floor is not None:
+                    self.horizon = floor if pass_min is None else min(pass_min, floor)
+                break
+        self.pass_min = pass_min
+        self.cursor = (side, start)
         return dropped
 
     def tick(self) -> None:
-        """Processing time: purge what is older than the ttl."""
+        """The tick: sweep what expired (processing time: older than the ttl; event time:
+        the watermark passed its time by more than the ttl), unless nothing kept can have."""
+        budget = max(SWEEP_ENTRIES, SWEEP_PER_WRITE * self.written)
+        self.written = 0
         if not self.event_time:
-            self.purge(int(time.time() * 1000) - self.ttl)
+            now = int(time.time() * 1000)
+            before, floor = now - self.ttl, now
+        elif self.watermark is not None:
+            before, floor = self.watermark - self.ttl, self.watermark
+        else:
+            return
+        mid_pass = self.cursor != (0, None)
+        if mid_pass or self.horizon is None or before > self.horizon:
+            self.sweep(before, budget, floor)
 
     def advance(self, watermark: int) -> None:
-        """Event time: the watermark of the join's inputs moved; purge what no message at
-        or after it can join."""
+        """Event time: the watermark of the join's inputs moved (what is before it is late;
+        the tick sweeps what it passed by more than the ttl)."""
         self.watermark = watermark
-        self.purge(watermark - self.ttl)
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
         raise AssertionError("a join's messages come through its sides")

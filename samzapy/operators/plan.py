@@ -324,7 +324,7 @@ def _state_keys(
     if windows:
         window_keys(graph, keys.set, job, system)
     table_keys(graph, keys.set, job, system)
-    if joins:  # a join purges its expired entries at the tick
+    if joins:  # a join sweeps its expired entries at the tick
         keys.values.setdefault("task.window.ms", WINDOW_TICK_MS)
 
 

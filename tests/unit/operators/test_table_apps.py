@@ -336,7 +336,7 @@ def test_a_stream_stream_join_in_event_time_measures_the_ttl_in_event_time() -> 
     assert plan._plan()[1].plan.event_time_joins == frozenset({"j"})
 
 
-def test_the_join_purges_what_the_watermark_passed_by_more_than_the_ttl() -> None:
+def test_the_join_sweeps_what_the_watermark_passed_by_more_than_the_ttl() -> None:
     from samzapy.api.system import TaskName
     from samzapy.operators.event_time import EventClock
     from samzapy.operators.joins import JoinOperator
@@ -360,31 +360,48 @@ def test_the_join_purges_what_the_watermark_passed_by_more_than_the_ttl() -> Non
             return self.stores[name]
 
     context = Context()
+    left, right = context.stores["j-L"], context.stores["j-R"]
+
+    def kept(store: Any) -> list[bytes]:
+        return sorted(kv.key for kv in store.all())
+
     join = JoinOperator("j", OrderPayment(), ("string", KV_JSON, KV_JSON), ttl_ms=1_000)
     join.open(context)
     join.event_time, join.clock = True, EventClock()
     for t, key in ((0, "a"), (500, "b"), (2_000, "c"), (2_500, "a")):
         join.clock.t = t
         join.take(KV(key, t), left=True)
-    left = context.stores["j-L"]
-    assert sorted(kv.key for kv in left.all()) == [b"a", b"b", b"c"]
-    join.advance(1_600)  # drops what is before 600: b (500); a was replaced at 2,500
-    assert sorted(kv.key for kv in left.all()) == [b"a", b"c"]
+    join.clock.t = 300
+    join.take(KV("z", 300), left=False)
+    assert kept(left) == [b"a", b"b", b"c"] and kept(right) == [b"z"]
+    join.advance(1_600)
+    join.tick()  # drops what is before 600: b (500), z (300); a was replaced at 2,500
+    assert kept(left) == [b"a", b"c"] and kept(right) == []
     # a message the watermark passed is late: dropped, not kept, counted
     join.clock.t = 1_000
     assert join.take(KV("c", 1_000), left=False) is None
-    assert join.late == 1 and list(context.stores["j-R"].all()) == []
+    assert join.late == 1 and kept(right) == []
     join.clock.t = 2_100
     assert join.take(KV("c", 2_100), left=False) == KV("c", {"order": 2_000, "payment": 2_100})
+    # a sweep looks at a bounded number of entries per tick, and goes on where it stopped
     join.advance(3_600)
-    assert sorted(kv.key for kv in left.all()) == []
-    # a restarted task finds what to purge in its stores
-    join.clock.t = 5_000
-    join.take(KV("d", 0), left=True)
-    again = JoinOperator("j", OrderPayment(), ("string", KV_JSON, KV_JSON), ttl_ms=1_000)
-    again.open(context)
-    again.advance(6_001)
-    assert list(left.all()) == []
+    assert join.sweep(2_200, budget=2) == 1  # a (2,500), c (2,000): c is before 2,200
+    assert kept(left) == [b"a"] and kept(right) == [b"c"]
+    assert join.sweep(3_600, budget=2) == 1  # the right side's c (2,100)
+    assert join.sweep(3_600, budget=2) == 1  # a new pass: the left side's a
+    assert kept(left) == [] and kept(right) == []
+    # a pass that ends knows the earliest time kept: no sweep is due before it expires
+    join.clock.t = 10_000
+    join.take(KV("d", 10_000), left=True)
+    join.advance(10_000)
+    join.tick()
+    assert join.horizon == 10_000
+    join.advance(10_900)
+    join.tick()
+    assert join.pass_floor == 10_000  # no new pass: 9,900 is older than anything kept
+    join.advance(11_100)
+    join.tick()
+    assert join.pass_floor == 11_100 and kept(left) == []  # 10,100: d expired
 
 
 def test_join_and_table_mistakes_are_config_errors_at_start_up() -> None:
