@@ -359,16 +359,18 @@ def interleaved(
     after: Callable[[Variant, dict[str, float]], None] | None = None,
     warm_up: int | None = None,
 ) -> None:
-    """``rounds`` rounds of every variant; round r starts at variant r (the order rotates),
-    and every other round runs backwards, so that no variant always follows the same one
-    (the broker may still be busy with the previous run's output). ``after`` may add figures
-    to a run's once it ended. One unmeasured run of the plain loop first warms the broker up
-    (its JVM compiles the fetch path during the first reads), of ``warm_up`` messages (None:
+    """``rounds`` rounds of every variant; the order rotates every two rounds, and every
+    other round runs backwards (rotating and reversing every round would cancel out with
+    two variants: A B, A B...; this gives A B, B A, B A, A B), so that no variant always
+    follows the same one (the broker may still be busy with the previous run's output).
+    ``after`` may add figures to a run's once it ended. One unmeasured run of the plain loop
+    first warms the broker up (its JVM compiles the fetch path during the first reads), of
+    ``warm_up`` messages (None:
     ``n``; the plain loop can read no more than the topic holds)."""
     run_variant(Variant("warm-up"), bootstrap, source, warm_up or n, workdir, 0)
     run = 0
     for r in range(rounds):
-        order = [variants[(r + i) % len(variants)] for i in range(len(variants))]
+        order = [variants[(r // 2 + i) % len(variants)] for i in range(len(variants))]
         if r % 2:
             order.reverse()
         for variant in order:
