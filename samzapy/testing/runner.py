@@ -30,7 +30,9 @@ tested as it is:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
@@ -308,8 +310,13 @@ class TestRunner:
     def _store_dir(self) -> str:
         """Where the runner's persistent stores live unless its config says: one directory
         per namespace under the system's temporary directory (not ``./state``, shared by
-        every runner), the same for a runner of the same namespace (a restart)."""
-        return os.path.join(tempfile.gettempdir(), "samzapy-testrunner", self.namespace)
+        every runner), the same for a runner of the same namespace (a restart). Removed when
+        the process exits."""
+        path = os.path.join(tempfile.gettempdir(), "samzapy-testrunner", self.namespace)
+        if not _STORE_DIRS:
+            atexit.register(_remove_store_dirs)
+        _STORE_DIRS.add(path)
+        return path
 
     def _resolve_config(self) -> Any:
         cls = self._task_class
@@ -331,6 +338,15 @@ class TestRunner:
             base[f"streams.{stream}.samza.intermediate"] = True
             base[f"streams.{stream}.samza.msg.serde"] = "json"
         return load_config(text=yaml.safe_dump(self._config), base=base)
+
+
+#: The store directories of this process's runners: removed at exit.
+_STORE_DIRS: set[str] = set()
+
+
+def _remove_store_dirs() -> None:
+    for path in _STORE_DIRS:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 __all__ = ["TestResult", "TestRunner"]
