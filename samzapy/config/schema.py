@@ -307,6 +307,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
         choices=OFFSET_DEFAULTS,
     ),
     ConfigKey("streams.<id>.samza.reset.offset", _B, False, "Ignore checkpoints."),
+    ConfigKey("streams.<id>.samza.bootstrap", _B, False, "Read to its head before other inputs."),
     ConfigKey("streams.<id>.partitions", _I, None, "Partitions on creation.", minimum=1),
     ConfigKey("streams.<id>.replication.factor", _I, None, "Replicas on creation.", minimum=-1),
     ConfigKey("streams.<id>.samza.intermediate", _B, False, "Written and read by the job."),

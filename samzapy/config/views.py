@@ -136,6 +136,9 @@ class StreamConfig:
     #: An application's ``with_timestamp``, ``(key, message) -> ms``: the event time the
     #: watermarks derived with ``samza.watermark.lateness.ms`` read (None: the record's).
     event_time_fn: Any = None
+    #: A bootstrap stream: each task reads its partitions up to their head (their upcoming
+    #: offsets at start-up) before any message of its other inputs.
+    bootstrap: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,6 +361,7 @@ def _stream(stream_id: str, v: Mapping[str, Any]) -> StreamConfig:
         origins=v[prefix + "samza.origins"],
         event_time_fn=v.get(prefix + "samza.event.time.function"),
         watermark_idle_ms=v.get(prefix + "samza.watermark.idle.ms"),
+        bootstrap=v[prefix + "samza.bootstrap"],
     )
 
 

@@ -20,10 +20,12 @@ from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.api.task import AsyncStreamTask
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.config import ResolvedConfig
+from samzapy.container.bootstrap import TaskBootstrap
 from samzapy.container.checkpoints import ContainerCheckpoints
 from samzapy.container.clock import Clock
 from samzapy.container.collector import OutputRouter, TaskCollector
 from samzapy.container.context import TaskContextImpl
+from samzapy.container.coordinator import TaskListener
 from samzapy.container.drops import task_drops
 from samzapy.container.gauges import CONTAINER, register_task_metrics, task_group
 from samzapy.container.grouper import TaskModel
@@ -32,7 +34,7 @@ from samzapy.container.origins import OriginCollector
 from samzapy.container.plan import TaskPlan
 from samzapy.container.serdes import StreamSerdes
 from samzapy.container.systems import Systems
-from samzapy.container.task_instance import TaskInstance, TaskListener
+from samzapy.container.task_instance import TaskInstance
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
 from samzapy.control.reconcile import TaskControl, saved_epochs
 from samzapy.metrics import MetricsRegistry
@@ -154,6 +156,10 @@ class TaskAssembly:
                 self.checkpoints.producers(plan.name, systems.producers),
                 functools.partial(self.metrics.counter, CONTAINER, "process-errors"),
             ),
+            # A partition that had ended (the checkpoint says so) is not read again.
+            bootstrap=TaskBootstrap(plan.bootstrap, set(plan.lagging) - set(control.ended))
+            if plan.bootstrap
+            else None,
         )
         consumers = systems.consumers
         self.lags[plan.name] = register_task_metrics(

@@ -16,6 +16,10 @@ sent it. With ``samza.watermark.idle.ms`` too, a partition that delivered nothin
 long (processing time, checked after each poll) is told idle, with an idle watermark message
 (at ``NO_OFFSET``: it completes no offset), and told active again, with its last watermark,
 before the next batch it delivers.
+
+On a bootstrap partition some task is behind on, it queues a ``CaughtUp`` marker where the
+partition reaches its head (``bootstrap.py``): after the last message before it, or, when a
+poll brings nothing, once the consumer's position has passed it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import structlog
 from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
 from samzapy.api.errors import SerdeError
 from samzapy.api.system import SystemStreamPartition
+from samzapy.container.bootstrap import CaughtUp, Heads
 from samzapy.container.drops import DropLog, DroppedEnvelope
 from samzapy.container.inputs import NO_OFFSET, ControlEnvelope, Envelope, InputQueue
 from samzapy.control.wire import (
@@ -80,10 +85,12 @@ class SystemConsumers:
         drop_deserialization_errors: bool,
         on_dropped: Callable[[SystemStreamPartition], None] = lambda ssp: None,
         dead_letters: bool = False,
+        heads: Heads | None = None,
     ) -> None:
         """``dead_letters``: the job has a dead-letter stream: every envelope keeps the record
         as read (``raw``), and a message dropped here is queued as a ``DroppedEnvelope`` for
-        its task to write its dead letter."""
+        its task to write its dead letter. ``heads``: the bootstrap partitions some task is
+        behind on, each with its head."""
         self._consumers = consumers
         self._queues = queues
         self._serdes = serdes
@@ -99,6 +106,8 @@ class SystemConsumers:
         #: Partitions with an idle timeout: when each last delivered, and those told idle.
         self._active_at: dict[SystemStreamPartition, float] = {}
         self._idle: set[SystemStreamPartition] = set()
+        #: Bootstrap partitions not marked caught up yet (None: none ever).
+        self._heads = heads if heads else None
 
     def space_freed(self) -> None:
         """Wake consumer coroutines waiting for room (called by tasks draining a queue)."""
@@ -150,8 +159,28 @@ class SystemConsumers:
             for ssp, envelopes in batch.items():
                 if envelopes:
                     self._deliver(ssp, envelopes)
+            if self._heads:
+                await self._past_heads(self._heads, consumer, wanted, batch)
             if timed:
                 self._find_idle(timed)
+
+    async def _past_heads(
+        self,
+        heads: Heads,
+        consumer: SystemConsumer,
+        polled: list[SystemStreamPartition],
+        batch: Mapping[SystemStreamPartition, list[IncomingMessageEnvelope]],
+    ) -> None:
+        """Mark caught up the bootstrap partitions the poll brought nothing for whose consumer
+        has passed their head: what lay before it (transaction markers, aborted records) is
+        never returned."""
+        for ssp in polled:
+            if (
+                ssp in heads
+                and not batch.get(ssp)
+                and heads.passed(ssp, await consumer.position(ssp))
+            ):
+                self._enqueue(ssp, [CaughtUp(ssp)])
 
     def _find_idle(self, ssps: list[SystemStreamPartition]) -> None:
         """Tell the partitions that delivered nothing for their idle timeout that they are."""
@@ -179,6 +208,8 @@ class SystemConsumers:
         return ssp in self._ended or all(q.ended for q in self._queues[ssp])
 
     def _deliver(self, ssp: SystemStreamPartition, records: list[IncomingMessageEnvelope]) -> None:
+        heads = self._heads
+        reached = heads is not None and heads.reached(ssp, records[-1])
         if self._dead_letters:
             _keep_raw(records)
         envelopes: list[Envelope] = list(records)
@@ -193,8 +224,13 @@ class SystemConsumers:
                 self._active(ssp, envelopes)
             if serdes.lateness_ms is not None:
                 self._derive_watermark(ssp, envelopes, serdes.lateness_ms, serdes.event_time)
-            if not envelopes:
-                return
+        if reached:
+            assert heads is not None
+            heads.mark(ssp, envelopes)
+        if envelopes:
+            self._enqueue(ssp, envelopes)
+
+    def _enqueue(self, ssp: SystemStreamPartition, envelopes: list[Envelope]) -> None:
         for q in self._queues[ssp]:
             if q.start_offset is None:
                 q.queue.extend(envelopes)

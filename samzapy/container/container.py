@@ -46,7 +46,7 @@ from samzapy.container.plan import input_queues, job_model, plan_container
 from samzapy.container.run_loop import RunLoop
 from samzapy.container.serdes import StreamSerdes
 from samzapy.container.startup import unless_stopped
-from samzapy.container.streams import prepare_changelogs, prepare_streams
+from samzapy.container.streams import bootstrap_heads, prepare_changelogs, prepare_streams
 from samzapy.container.systems import Systems
 from samzapy.container.task_instance import TaskInstance
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter
@@ -238,7 +238,7 @@ class SamzaContainer:
         )
         checkpoints = await self._checkpoints.start([m.name for m in models])
         check_partition_counts(checkpoints, counts)
-        # 4. The plan.
+        # 4. The plan, with the heads of the bootstrap inputs the tasks are behind on.
         serdes = StreamSerdes(cfg, systems.factories)
         plan = plan_container(
             cfg,
@@ -247,6 +247,7 @@ class SamzaContainer:
             admins=systems.admins,
             default_offsets={n: f.default_offset for n, f in systems.factories.items()},
             carries_watermarks=serdes.carries_watermarks,
+            heads=await bootstrap_heads(cfg, systems.admins, (s for m in models for s in m.ssps)),
         )
         # 5. Assembly: inputs, the run loop, the router, the tasks.
         queues = input_queues(plan)
@@ -263,6 +264,7 @@ class SamzaContainer:
             drop_deserialization_errors=cfg.task.drop_deserialization_errors,
             on_dropped=lambda ssp: self.metrics.counter(CONTAINER, "deserialization-errors").inc(),
             dead_letters=cfg.task.dead_letter_stream is not None,
+            heads=plan.heads,
         )
         if cfg.task.dead_letter_stream is not None:
             for consumer in systems.consumers.values():

@@ -6,6 +6,10 @@ party that changes them: it takes messages in turn, wakes the consumers once it 
 queue to half, and ends a partition. Besides user messages the queues carry the container's
 own ``ControlEnvelope``s, in offset order with the messages around them: a bounded
 partition's end-of-stream, and the control messages read from framed streams.
+
+While a task reads its bootstrap inputs to their head, its other queues are *held*: filled
+by the consumers as usual, but left out of the choice until ``release`` (``bootstrap.py``).
+The choice itself is unchanged, over fewer queues.
 """
 
 from __future__ import annotations
@@ -80,7 +84,7 @@ class InputQueue:
 class TaskInputs:
     """The queues of one task and the choice among them."""
 
-    __slots__ = ("_active", "_rr", "_space_freed", "queues")
+    __slots__ = ("_active", "_held", "_rr", "_space_freed", "queues")
 
     def __init__(
         self,
@@ -97,7 +101,20 @@ class TaskInputs:
             if q.ssp in ended:
                 q.ended = True
         self._active = [q for q in self.queues if not q.ended]
+        #: Queues left out of the choice until ``release``.
+        self._held: list[InputQueue] = []
         self._rr = 0
+
+    def hold_all_but(self, ssps: Collection[SystemStreamPartition]) -> None:
+        """Take messages only from ``ssps`` until ``release``."""
+        self._held = [q for q in self._active if q.ssp not in ssps]
+        self._active = [q for q in self._active if q.ssp in ssps]
+
+    def release(self) -> None:
+        """Take messages from every partition again, the held ones included."""
+        if self._held:
+            self._active.extend(self._held)
+            self._held = []
 
     def wake_with(self, waker: Callable[[], None]) -> None:
         """Call ``waker`` whenever messages arrive."""
@@ -106,7 +123,7 @@ class TaskInputs:
 
     @property
     def all_ended(self) -> bool:
-        return not self._active
+        return not self._active and not self._held
 
     @property
     def buffered(self) -> int:
@@ -114,8 +131,9 @@ class TaskInputs:
         return sum(len(q.queue) for q in self.queues)
 
     def head(self) -> tuple[SystemStreamPartition, str] | None:
-        """The partition and offset of the first message waiting, if any."""
-        for q in self.queues:
+        """The partition and offset of the first message waiting, if any (in a partition
+        the choice takes from, before a held one)."""
+        for q in (*self._active, *self._held):
             if q.queue:
                 return q.ssp, q.queue[0].offset
         return None
@@ -158,13 +176,14 @@ class TaskInputs:
     def end(self, ssp: SystemStreamPartition) -> None:
         """``ssp`` ended for this task: drop what is queued after the end (an upstream's
         duplicates after a reconciled end) and read it no more."""
-        for q in self._active:
-            if q.ssp == ssp:
-                q.ended = True
-                q.queue.clear()
-                self._active.remove(q)
-                self._space_freed()  # its consumer may stop polling it
-                return
+        for queues in (self._active, self._held):
+            for q in queues:
+                if q.ssp == ssp:
+                    q.ended = True
+                    q.queue.clear()
+                    queues.remove(q)
+                    self._space_freed()  # its consumer may stop polling it
+                    return
 
 
 __all__ = ["ControlEnvelope", "Envelope", "InputQueue", "TaskInputs"]

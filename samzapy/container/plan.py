@@ -7,7 +7,8 @@ checkpoints read), it decides:
    of every input that has one, so the job has as many tasks as its widest input has
    partitions; broadcast partitions go to every task), and which of them this container runs;
 2. per task: where each input partition's offset bookkeeping resumes, which partitions carry
-   watermarks, and which intermediate streams it writes with the partitions upstream of each;
+   watermarks, which intermediate streams it writes with the partitions upstream of each, and
+   which of its bootstrap partitions are behind their head (``bootstrap.py``);
 3. per input partition: the offset its consumer starts at (after the checkpointed one, else
    the stream's offset default) and, for a partition several tasks share, where each task
    picks up;
@@ -26,9 +27,10 @@ import structlog
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.config import ResolvedConfig
+from samzapy.container.bootstrap import Heads, lagging
 from samzapy.container.grouper import TaskModel, group_by_partition
 from samzapy.container.inputs import InputQueue
-from samzapy.system.ports import SystemAdmin
+from samzapy.system.ports import OffsetBounds, SystemAdmin
 
 log = structlog.get_logger("samzapy.container")
 
@@ -45,6 +47,10 @@ class TaskPlan:
     #: each with the task's partitions of its upstream inputs.
     carrying: tuple[SystemStreamPartition, ...]
     outputs: Mapping[SystemStream, tuple[SystemStreamPartition, ...]]
+    #: The partitions of the task's bootstrap streams, and those of them behind their head,
+    #: each with its head (the upcoming offset at start-up).
+    bootstrap: tuple[SystemStreamPartition, ...] = ()
+    lagging: Mapping[SystemStreamPartition, str] = field(default_factory=dict)
 
     @property
     def name(self) -> TaskName:
@@ -70,6 +76,9 @@ class ContainerPlan:
     starts: tuple[ConsumerStart, ...]
     #: The capacity of each input queue, per system.
     queue_capacity: Mapping[str, int]
+    #: The bootstrap partitions some task is behind on, each with its head: the consumers'
+    #: bookkeeping of where to mark them caught up (None: no task is behind).
+    heads: Heads | None = None
 
 
 def job_model(
@@ -96,10 +105,18 @@ def plan_container(
     admins: Mapping[str, SystemAdmin],
     default_offsets: Mapping[str, str],
     carries_watermarks: Callable[[SystemStreamPartition], bool],
+    heads: Mapping[SystemStreamPartition, OffsetBounds] | None = None,
 ) -> ContainerPlan:
     """Steps 2 to 4. Of ``admins`` only the offset arithmetic is used (``offset_after``,
-    ``compare_offsets``); ``default_offsets``: each system's offset default."""
+    ``compare_offsets``); ``default_offsets``: each system's offset default; ``heads``: what
+    each partition of a bootstrap input held at start-up (None: the job has none)."""
     outputs = intermediate_outputs(config)
+    compare = {name: admin.compare_offsets for name, admin in admins.items()}
+
+    def default_of(ssp: SystemStreamPartition) -> str:
+        return config.stream(ssp.system_stream).offset_default or default_offsets[ssp.system]
+
+    behind: dict[SystemStreamPartition, str] = {}
     tasks: list[TaskPlan] = []
     resume: dict[SystemStreamPartition, dict[TaskName, str | None]] = defaultdict(dict)
     for model in models:
@@ -112,6 +129,14 @@ def plan_container(
             resume[ssp][model.name] = (
                 None if offset is None else admins[ssp.system].offset_after(offset)
             )
+        bootstrap = tuple(s for s in model.ssps if config.stream(s.system_stream).bootstrap)
+        task_lagging = lagging(
+            {s: resume[s][model.name] for s in bootstrap},
+            {s: default_of(s) for s in bootstrap},
+            heads or {},
+            compare,
+        )
+        behind.update(task_lagging)
         tasks.append(
             TaskPlan(
                 model=model,
@@ -122,14 +147,20 @@ def plan_container(
                     stream: tuple(ssp for ssp in model.ssps if ssp.system_stream in upstream)
                     for stream, upstream in outputs.items()
                 },
+                bootstrap=bootstrap,
+                lagging=task_lagging,
             )
         )
-    starts = []
-    for ssp, by_task in resume.items():
-        stream = config.stream(ssp.system_stream)
-        default = stream.offset_default or default_offsets[ssp.system]
-        starts.append(_start(ssp, by_task, admins[ssp.system].compare_offsets, default))
-    return ContainerPlan(tuple(tasks), tuple(starts), _queue_capacity(config, models))
+    starts = [
+        _start(ssp, by_task, compare[ssp.system], default_of(ssp))
+        for ssp, by_task in resume.items()
+    ]
+    return ContainerPlan(
+        tuple(tasks),
+        tuple(starts),
+        _queue_capacity(config, models),
+        Heads(behind, admins) if behind else None,
+    )
 
 
 def _start(

@@ -34,6 +34,8 @@ class TaskProgress(NamedTuple):
     #: many messages had been processed then.
     committed_at: float | None
     committed_processed: int
+    #: Reading its bootstrap inputs to their heads (its other inputs wait).
+    bootstrapping: bool = False
 
 
 def lag_summary(

@@ -319,6 +319,7 @@ class RunLoop:
                     rate=round((processed - last_processed) / max(wall - last_time, 1e-9), 1),
                     in_flight=sum(p.in_flight for p in progress),
                     tasks_running=sum(1 for p in progress if not p.finished),
+                    tasks_bootstrapping=sum(1 for p in progress if p.bootstrapping),
                     **lag_summary(
                         item for t in tasks for item in self.lags.get(t.name, {}).items()
                     ),

@@ -4,6 +4,7 @@
 exists and returns the inputs' partition counts: what a container needs before it plans its
 tasks, and what the JobRunner needs before it joins a group that hands out those partitions.
 ``prepare_changelogs`` creates the stores' missing changelogs, one partition per task.
+``bootstrap_heads`` reads what the partitions of the bootstrap inputs hold at start-up.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from collections.abc import Iterable, Mapping
 import structlog
 
 from samzapy.api.errors import ConfigError, InputMissingError, StoreError
-from samzapy.api.system import SystemStream
+from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.config import ResolvedConfig
-from samzapy.system.ports import SystemAdmin
+from samzapy.system.ports import OffsetBounds, SystemAdmin
 
 log = structlog.get_logger("samzapy.container")
 
@@ -106,6 +107,23 @@ async def _create_intermediate_streams(
         log.info("stream_created", stream=str(ss), partitions=partitions, intermediate=True)
 
 
+async def bootstrap_heads(
+    config: ResolvedConfig,
+    admins: Mapping[str, SystemAdmin],
+    ssps: Iterable[SystemStreamPartition],
+) -> dict[SystemStreamPartition, OffsetBounds]:
+    """What each of ``ssps`` (the tasks' input partitions) that belongs to a bootstrap input
+    (``samza.bootstrap``) holds now; its head is the upcoming offset. Empty when none does."""
+    by_system: dict[str, list[SystemStreamPartition]] = defaultdict(list)
+    for ssp in dict.fromkeys(ssps):
+        if config.stream(ssp.system_stream).bootstrap:
+            by_system[ssp.system].append(ssp)
+    heads: dict[SystemStreamPartition, OffsetBounds] = {}
+    for system, ssps in by_system.items():
+        heads.update(await admins[system].offset_bounds(ssps))
+    return heads
+
+
 async def prepare_changelogs(
     config: ResolvedConfig, admins: Mapping[str, SystemAdmin], task_count: int
 ) -> None:
@@ -132,4 +150,4 @@ async def prepare_changelogs(
             )
 
 
-__all__ = ["partition_counts", "prepare_changelogs", "prepare_streams"]
+__all__ = ["bootstrap_heads", "partition_counts", "prepare_changelogs", "prepare_streams"]

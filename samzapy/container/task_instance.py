@@ -11,7 +11,11 @@ Control messages read from framed streams are reconciled by the task's ``TaskCon
 slots take them, in offset order with the messages around them; their effects (a partition
 ended, a watermark moved, an intermediate stream to end) are acted on at the next barrier.
 
-The instance reports upward only through the ``TaskListener`` it is given (the run loop).
+A task with bootstrap inputs takes only their messages until they reached their heads; a
+barrier then releases its other inputs (``bootstrap.py``).
+
+The instance reports upward only through the ``TaskListener`` it is given (the run loop,
+``coordinator.py``).
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ import concurrent.futures
 import functools
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
-from samzapy.api.context import MessageCollector, RequestScope, TaskContext
+from samzapy.api.context import MessageCollector, TaskContext
 from samzapy.api.errors import ConfigError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.api.task import (
@@ -37,9 +41,11 @@ from samzapy.api.task import (
 )
 from samzapy.checkpoint.offsets import OffsetTracker, oldest_in_flight
 from samzapy.checkpoint.writer import TaskCheckpointWriter
+from samzapy.container.bootstrap import CaughtUp, TaskBootstrap
 from samzapy.container.clock import Clock
 from samzapy.container.collector import OutputRouter
 from samzapy.container.commit import TaskCommit
+from samzapy.container.coordinator import TaskCoordinatorImpl, TaskListener
 from samzapy.container.drops import Drops
 from samzapy.container.hooks import TaskHooks
 from samzapy.container.inputs import NO_OFFSET, ControlEnvelope, TaskInputs
@@ -63,39 +69,9 @@ _END = 16  # every input ended: on_end_of_stream, commit, finish
 _STOP = 32  # start no new call; the slots exit
 _FINISHED = 64
 _RUNNING = 128  # a barrier is running: the other slots wait for it
+_BOOTSTRAPPED = 256  # the bootstrap inputs reached their heads: release the other inputs
 _EXIT = _STOP | _FINISHED
-_BARRIERS = _WINDOW | _COMMIT | _WATERMARK | _ENDS | _END
-
-
-class TaskListener(Protocol):
-    """What a task instance reports upward; the run loop implements it."""
-
-    def fail(self, error: BaseException) -> None: ...
-
-    def task_finished(self, name: TaskName) -> None: ...
-
-    def request_commit(self, name: TaskName, scope: RequestScope) -> None: ...
-
-    def request_shutdown(self, name: TaskName, scope: RequestScope) -> None: ...
-
-
-class TaskCoordinatorImpl:
-    """A task's TaskCoordinator: requests take effect once the current call ends."""
-
-    __slots__ = ("_instance", "_listener")
-
-    def __init__(self, instance: TaskInstance, listener: TaskListener) -> None:
-        self._instance = instance
-        self._listener = listener
-
-    def commit(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
-        if scope is RequestScope.CURRENT_TASK:
-            self._instance.request_commit()
-        else:
-            self._listener.request_commit(self._instance.name, scope)
-
-    def shutdown(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
-        self._listener.request_shutdown(self._instance.name, scope)
+_BARRIERS = _WINDOW | _COMMIT | _WATERMARK | _ENDS | _END | _BOOTSTRAPPED
 
 
 class TaskInstance:
@@ -123,11 +99,12 @@ class TaskInstance:
         commit_latency: Timer | None = None,
         track_call_starts: bool = False,
         drops: Drops | None = None,
+        bootstrap: TaskBootstrap | None = None,
     ) -> None:
         """``control``: the control-message bookkeeping; ``task_count``: what this task's own
         control messages announce (the job's task count); ``partition_counts``: recorded in
         every checkpoint; ``track_call_starts``: note when each async call started (callback
-        timeouts)."""
+        timeouts); ``bootstrap``: its bootstrap partitions, if any."""
         self.name = name
         is_async = isinstance(task, AsyncStreamTask)
         if not is_async and not isinstance(task, StreamTask):
@@ -141,7 +118,7 @@ class TaskInstance:
         self._inputs = inputs
         self._trackers = trackers
         self._collector = collector
-        self._coordinator = TaskCoordinatorImpl(self, listener)
+        self._coordinator = TaskCoordinatorImpl(name, self.request_commit, listener)
         self._router = router
         self._clock = clock
         self._listener = listener
@@ -180,6 +157,9 @@ class TaskInstance:
         )
         if self._watermarks.note():  # what a restored checkpoint says is due (a restart)
             self._state.due |= _WATERMARK
+        self._bootstrap = bootstrap  # set while it reads its bootstrap inputs to their heads
+        if bootstrap is not None and bootstrap.start(inputs, clock.now()):
+            self._state.due |= _BOOTSTRAPPED  # nothing to catch up on: said at the first barrier
         inputs.wake_with(self._state.wake)
         self._slot_context = SlotContext(
             name=name,
@@ -225,6 +205,7 @@ class TaskInstance:
             finished=bool(self._state.due & _FINISHED),
             committed_at=self._committed_at,
             committed_processed=self._committed_processed,
+            bootstrapping=self._bootstrap is not None,
         )
 
     def _position(self) -> tuple[SystemStreamPartition, str] | None:
@@ -319,6 +300,8 @@ class TaskInstance:
         """Take a control envelope: a bounded partition's end, or a control message of a
         framed stream (reconciled now, acted on at the next barrier)."""
         ssp = env.system_stream_partition
+        if type(env) is CaughtUp:
+            return self._caught_up(ssp)
         message = env.message
         if message is None:
             self._input_ended(ssp)
@@ -338,10 +321,16 @@ class TaskInstance:
         if self._watermarks.note():
             self._state.due |= _WATERMARK
 
+    def _caught_up(self, ssp: SystemStreamPartition) -> None:
+        """``ssp`` reached its bootstrap head, or ended: after the last, the barrier releases."""
+        if self._bootstrap is not None and self._bootstrap.caught_up(ssp):
+            self._state.due |= _BOOTSTRAPPED
+
     def _input_ended(self, ssp: SystemStreamPartition) -> None:
         self._inputs.end(ssp)
         self._control.partition_ended(ssp)
         log.info("partition_ended", task=self.name, ssp=str(ssp))
+        self._caught_up(ssp)
         self._note_watermarks()  # a lagging partition that ended no longer holds others back
         self._state.due |= _ENDS | (_END if self._inputs.all_ended else 0)
 
@@ -404,9 +393,17 @@ class TaskInstance:
     async def _ends(self) -> None:
         self._send_ends()
 
-    #: In the order they run: the watermark, the ends it may allow, window, commit.
+    async def _bootstrapped(self) -> None:
+        """Nothing is in flight: every bootstrap message before the heads was processed."""
+        assert self._bootstrap is not None
+        done = self._bootstrap.release(self._inputs, self._state.processed, self._clock.now())
+        self._bootstrap = None
+        log.info("bootstrap_completed", task=self.name, **done)
+
+    #: In the order they run: the bootstrap, the watermark, the ends it allows, window, commit.
     _barrier_actions: tuple[tuple[int, Callable[[TaskInstance], Coroutine[Any, Any, None]]], ...]
     _barrier_actions = (
+        (_BOOTSTRAPPED, _bootstrapped),
         (_WATERMARK, _watermark),
         (_ENDS, _ends),
         (_WINDOW, _window),
@@ -435,4 +432,4 @@ class TaskInstance:
         self._listener.task_finished(self.name)
 
 
-__all__ = ["TaskCoordinatorImpl", "TaskInstance", "TaskListener"]
+__all__ = ["TaskInstance"]

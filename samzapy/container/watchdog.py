@@ -83,6 +83,8 @@ def _waiting_on(progress: TaskProgress) -> str:
         return "the producers (output backpressure: sends are not being delivered)"
     if progress.barrier_pending:
         return "a window, commit or end-of-stream barrier that has not finished"
+    if progress.bootstrapping:
+        return "its bootstrap inputs, read to their heads before its other inputs"
     return "its turn on the event loop (another task or callback holds it)"
 
 

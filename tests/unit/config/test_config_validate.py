@@ -73,6 +73,11 @@ def problems(text: str = "", *overrides: str) -> tuple[str, ...]:
         ),
         ("streams.s.partitions", "0", "streams.s.partitions must be an integer >= 1, got 0"),
         (
+            "streams.s.samza.bootstrap",
+            "'yes please'",
+            "streams.s.samza.bootstrap must be a boolean (true or false), got 'yes please'",
+        ),
+        (
             "streams.s.samza.watermark.lateness.ms",
             "-5",
             "streams.s.samza.watermark.lateness.ms must be an integer >= 0, got -5",

@@ -145,6 +145,7 @@ def test_every_known_default_is_listed() -> None:
         "systems.<name>.default.stream.replication.factor": -1,
         "streams.<id>.samza.physical.name": "<id>",
         "streams.<id>.samza.reset.offset": False,
+        "streams.<id>.samza.bootstrap": False,
         "streams.<id>.samza.intermediate": False,
         "streams.<id>.samza.framed": False,
         "streams.<id>.samza.origins": True,
