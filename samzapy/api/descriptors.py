@@ -175,6 +175,13 @@ class InputDescriptor(StreamDescriptor):
         self._configs["samza.reset.offset"] = bool(reset)
         return self
 
+    def with_bootstrap(self, bootstrap: bool = True) -> InputDescriptor:
+        """A bootstrap stream (``samza.bootstrap``): each task reads its partitions up to
+        where they ended at start-up before it processes any other input, e.g. a compacted
+        topic that fills a table before the stream the table enriches."""
+        self._configs["samza.bootstrap"] = bool(bootstrap)
+        return self
+
     def with_framed(self, framed: bool = True) -> InputDescriptor:
         """The stream carries samzapy's control messages (written by ``samzapy.spark``)."""
         self._configs["samza.framed"] = bool(framed)

@@ -66,7 +66,8 @@ def plan_application(
     # 2.
     names = _IntermediateNames(graph, config, app_desc.default_system, systems)
     intermediates = tuple(names.plan(stream, keys) for stream in graph.intermediates)
-    # 3.
+    # 3. (the stores' changelogs may put the default system among the systems)
+    _state_keys(graph, keys, config, names)
     for system in systems.values():
         keys.update(system.to_config())
     keys.set(
@@ -75,7 +76,6 @@ def plan_application(
     broadcasts = [f"{s.qualified_name}#0" for s in intermediates if s.broadcast]
     if broadcasts:
         keys.set("task.broadcast.inputs", broadcasts)
-    _state_keys(graph, keys, config, names)
     joins_in_event_time = event_time_joins(graph, config)
     named = (*config, *keys.values)
     stores = sorted(

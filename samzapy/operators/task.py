@@ -35,10 +35,11 @@ from samzapy.operators.functions import TaskFunction
 from samzapy.operators.fusion import Entry, fuse, fuse_input
 from samzapy.operators.hooks import WindowHooks
 from samzapy.operators.impl import InputOperator, OperatorImpl
-from samzapy.operators.joins import JoinOperator, SendToTableOperator, StreamTableJoinOperator
+from samzapy.operators.joins import SendToTableOperator, StreamTableJoinOperator
 from samzapy.operators.plan_document import AppPlan
 from samzapy.operators.sends import TaskIO
 from samzapy.operators.sessions import SessionWindowOperator
+from samzapy.operators.stream_joins import JoinOperator
 from samzapy.operators.table_plan import is_asynchronous, is_remote
 from samzapy.operators.task_tables import AppTaskContext, TaskTables
 from samzapy.operators.tumbling import TumblingWindowOperator

@@ -50,3 +50,36 @@ class TwoIds(StreamApplication):
         stream = app_desc.get_input_stream(FILES.get_input_descriptor("in", "json"))
         stream.broadcast("json", "x").sink(lambda m, c, k: None)
         stream.broadcast("json", "x").sink(lambda m, c, k: None)
+
+
+class ByMember:
+    """A view joined with its member's profile (None when there is none)."""
+
+    def get_message_key(self, view: KV) -> Any:
+        return view.key
+
+    def get_record_key(self, record: KV) -> Any:
+        return record.key
+
+    def apply(self, view: KV, record: KV | None) -> dict[str, Any]:
+        return {**view.value, "name": None if record is None else record.value["name"]}
+
+
+class EnrichViews(StreamApplication):
+    """files.profiles (bootstrap) -> table profiles; files.views joined with it -> files.out."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        from samzapy import RocksDbTableDescriptor
+
+        app_desc.with_default_system(InMemorySystemDescriptor("mem"))
+        table = app_desc.get_table(
+            RocksDbTableDescriptor("profiles", KVSerde("string", "json")).with_changelog_enabled()
+        )
+        profiles = FILES.get_input_descriptor("profiles", "json").with_bootstrap()
+        app_desc.get_input_stream(profiles).map(lambda p: KV(p["id"], p)).send_to(table)
+        (
+            app_desc.get_input_stream(FILES.get_input_descriptor("views", "json"))
+            .map(lambda v: KV(v["member"], v))
+            .join(table, ByMember())
+            .send_to(app_desc.get_output_stream(FILES.get_output_descriptor("out", "json")))
+        )

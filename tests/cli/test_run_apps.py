@@ -88,3 +88,27 @@ def test_task_class_and_app_class_together_are_refused(tmp_path: Path) -> None:
     proc = samzapy("validate", str(job), cwd=tmp_path)
     assert proc.returncode == 2
     assert "task.class and app.class are both set" in proc.stderr
+
+
+def test_an_application_enriches_views_from_a_bootstrapped_table_and_plans_it(
+    tmp_path: Path,
+) -> None:
+    profiles = [{"id": f"m{i}", "name": f"member {i}"} for i in range(50)]
+    views = [{"member": f"m{i % 60}", "page": f"/{i}"} for i in range(300)]
+    write_partitions(tmp_path / "data", "profiles", {0: profiles})
+    write_partitions(tmp_path / "data", "views", {0: views})
+    job = app_yaml(tmp_path, "EnrichViews")
+    proc = samzapy("run", str(job))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = read_jsonl(tmp_path / "data" / "out" / "0.jsonl")
+    # every view, in order, each with its member's name: the profiles were read first
+    assert [(o["page"], o["name"]) for o in out] == [
+        (v["page"], f"member {int(v['member'][1:])}" if int(v["member"][1:]) < 50 else None)
+        for v in views
+    ]
+    assert any(e["event"] == "bootstrap_completed" for e in events(proc.stdout))
+    text = samzapy("plan", str(job), cwd=tmp_path).stdout
+    assert "stream_table_join-1 (stream_table_join) <- map-2" in text
+    assert "    table profiles" in text
+    assert "send_to_table-1 (send_to_table) <- map-1 -> table:profiles" in text
+    assert "tables:\n  profiles: rocksdb store profiles, changelogged" in text

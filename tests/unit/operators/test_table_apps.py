@@ -339,7 +339,7 @@ def test_a_stream_stream_join_in_event_time_measures_the_ttl_in_event_time() -> 
 def test_the_join_sweeps_what_the_watermark_passed_by_more_than_the_ttl() -> None:
     from samzapy.api.system import TaskName
     from samzapy.operators.event_time import EventClock
-    from samzapy.operators.joins import JoinOperator
+    from samzapy.operators.stream_joins import JoinOperator
     from samzapy.storage.inmemory import InMemoryStorageEngine
     from samzapy.storage.serialized import SerializedKeyValueStore
     from samzapy.system.serde import SerdeRegistry

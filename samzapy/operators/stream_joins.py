@@ -1,0 +1,308 @@
+"""The stream-stream join (Samza's PartialJoinOperatorImpl, both sides).
+
+Each side keeps its latest message per key in its store (``<op_id>-L``, ``<op_id>-R``), as 8
+bytes of time then the message's serialized bytes. A message joins the other side's message
+of its key when their times are at most ``ttl`` apart; ``apply`` always gets the first
+stream's message first.
+
+- Processing time: the time a message arrived.
+- Event time (every input carries watermarks): the message's event time; a side keeps the
+  message with the latest event time per key (an out-of-order older one still joins, but
+  does not replace it), a message whose time the watermark already passed is late and
+  dropped (as in Flink's interval join), and the result goes on with the later of the two
+  times.
+
+A message whose key is None joins nothing and is not kept. What expired (older than the ttl;
+event time: the watermark passed its time by more than the ttl) never joins, and is deleted
+by a sweep that looks at two entries per entry written (at least ``SWEEP_ENTRIES``) at each
+tick, so nothing about the stores is kept in memory and a restart reads nothing back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+from samzapy.api.envelope import KV
+from samzapy.operators.impl import OperatorImpl, _all
+
+#: Entries a join's sweep looks at per tick (``task.window.ms``) at least, and per entry
+#: written since the last tick: the sweep keeps up with the writes at about one store read
+#: each, and goes on slowly when nothing is written.
+SWEEP_ENTRIES = 100
+SWEEP_PER_WRITE = 2
+#: Above every key of a store (a serialized key of 1,024 bytes of 0xff would not be swept).
+_END = b"\xff" * 1024
+
+
+class _KVPacked:
+    """A ``KVSerde`` as one serde of ``KV`` messages: the key's length (4 bytes), the key's
+    bytes, the value's bytes."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: Any, value: Any) -> None:
+        self.key, self.value = key, value
+
+    def to_bytes(self, message: Any) -> bytes:
+        kb: bytes = self.key.to_bytes(message.key)
+        vb: bytes = self.value.to_bytes(message.value)
+        return len(kb).to_bytes(4, "big") + kb + vb
+
+    def from_bytes(self, data: bytes) -> KV:
+        n = int.from_bytes(data[:4], "big")
+        return KV(self.key.from_bytes(data[4 : 4 + n]), self.value.from_bytes(data[4 + n :]))
+
+
+def _message_serde(serde: Any, config: Any) -> Any:
+    from samzapy.api.descriptors import KVSerde
+    from samzapy.operators.windows import state_serde
+
+    if isinstance(serde, KVSerde):
+        return _KVPacked(
+            state_serde(serde.key_serde, config), state_serde(serde.value_serde, config)
+        )
+    return state_serde(serde, config)
+
+
+class JoinSide(OperatorImpl):
+    """One input of a stream-stream join: its messages go to the join as that side's."""
+
+    kind = "join"
+    __slots__ = ("join", "left")
+
+    def __init__(self, join: JoinOperator, left: bool) -> None:
+        super().__init__(join.op_id)
+        self.join = join
+        self.left = left
+
+    def on_message(self, message: Any) -> Awaitable[Any] | None:
+        result = self.join.take(message, self.left)
+        return None if result is None else self.join.emit(result)
+
+    def transform(self, message: Any) -> list[Any]:
+        result = self.join.take(message, self.left)
+        return [] if result is None else [result]
+
+    def timed(self, message: Any) -> Awaitable[Any] | None:
+        return self.join.timed_side(message, self.left)
+
+
+class JoinOperator(OperatorImpl):
+    """A stream-stream join of one task (see the module docstring)."""
+
+    kind = "join"
+    counts_out = True
+    __slots__ = (
+        "apply",
+        "clock",
+        "cursor",
+        "event_time",
+        "first_key",
+        "horizon",
+        "kserde",
+        "late",
+        "left",
+        "pass_floor",
+        "pass_min",
+        "right",
+        "second_key",
+        "serdes",
+        "stores",
+        "ttl",
+        "vserdes",
+        "watermark",
+        "written",
+    )
+
+    def __init__(self, op_id: str, join_fn: Any, serdes: tuple[Any, Any, Any], ttl_ms: int):
+        super().__init__(op_id)
+        self.apply = join_fn.apply
+        self.first_key = join_fn.get_first_key
+        self.second_key = join_fn.get_second_key
+        self.serdes = serdes
+        self.ttl = ttl_ms
+        self.event_time = False
+        self.clock: Any = None
+        self.watermark: int | None = None
+        #: event time: messages that came after the watermark passed their time, dropped
+        self.late = 0
+        self.left = JoinSide(self, True)
+        self.right = JoinSide(self, False)
+        self.upstream = [self.left, self.right]
+        self.stores: tuple[Any, Any] = (None, None)
+        self.kserde: Any = None
+        self.vserdes: tuple[Any, Any] = (None, None)
+        #: where the sweep of expired entries goes on: a side, and the key after the last
+        #: one it looked at (None: the side's first)
+        self.cursor: tuple[int, bytes | None] = (0, None)
+        self.written = 0  # entries written since the last tick
+        #: no entry kept is older than this (None: not known); a pass's floor and earliest
+        self.horizon: int | None = None
+        self.pass_floor: int | None = None
+        self.pass_min: int | None = None
+
+    def open(self, context: Any) -> None:
+        from samzapy.operators.windows import state_serde
+
+        self.stores = (
+            context.get_store(f"{self.op_id}-L"),
+            context.get_store(f"{self.op_id}-R"),
+        )
+        key_serde, first, second = self.serdes
+        self.kserde = state_serde(key_serde, context.config)
+        self.vserdes = (
+            _message_serde(first, context.config),
+            _message_serde(second, context.config),
+        )
+
+    def _now(self) -> int:
+        if not self.event_time:
+            return int(time.time() * 1000)
+        t = self.clock.t
+        if t is None:
+            error = ValueError(
+                "the message has no event time: its record has no timestamp; give its input "
+                "descriptor with_timestamp(fn)"
+            )
+            raise self.failed(error, "event time") from error
+        return int(t)
+
+    def take(self, message: Any, left: bool) -> Any:
+        """Keep ``message`` on its side and join it with the other side's; the result or
+        None."""
+        side = 0 if left else 1
+        try:
+            key = (self.first_key if left else self.second_key)(message)
+        except Exception as exc:
+            raise self.failed(exc, "get_first_key" if left else "get_second_key") from exc
+        if key is None:
+            return None
+        t = self._now()
+        watermark = self.watermark
+        if watermark is not None and t < watermark and self.event_time:
+            self.late += 1  # as Flink's interval join
+            return None
+        try:
+            kb = self.kserde.to_bytes(key)
+            mine = self.vserdes[side].to_bytes(message)
+        except Exception as exc:
+            raise self.failed(exc, "key or message serde") from exc
+        store, other_store = self.stores[side], self.stores[1 - side]
+        keep = True
+        if self.event_time:
+            held = store.get(kb)
+            keep = held is None or int.from_bytes(held[:8], "big", signed=True) <= t
+        if keep:
+            store.put(kb, t.to_bytes(8, "big", signed=True) + mine)
+            self.written += 1
+        other = other_store.get(kb)
+        if other is None:
+            return None
+        t_other = int.from_bytes(other[:8], "big", signed=True)
+        if abs(t - t_other) > self.ttl:
+            return None
+        try:
+            other_message = self.vserdes[1 - side].from_bytes(other[8:])
+        except Exception as exc:
+            raise self.failed(exc, "message serde") from exc
+        try:
+            if left:
+                result = self.apply(message, other_message)
+            else:
+                result = self.apply(other_message, message)
+        except Exception as exc:
+            raise self.failed(exc) from exc
+        if result is None:
+            return None
+        self.out += 1
+        if self.event_time and t_other > t:
+            self.clock.t = t_other
+        return result
+
+    def timed_side(self, message: Any, left: bool) -> Awaitable[Any] | None:
+        result = self.take(message, left)
+        if result is None:
+            return None
+        pending = None
+        for op in self.downstream:
+            awaitable = op.timed(result)
+            if awaitable is not None:
+                pending = [awaitable] if pending is None else [*pending, awaitable]
+        return None if pending is None else _all(pending)
+
+    def sweep(self, before: int, budget: int, floor: int | None = None) -> int:
+        """Look at up to ``budget`` kept entries, from where the last sweep stopped, and drop
+        those whose time is before ``before``; how many it dropped. A full pass over both
+        sides takes (entries / budget) ticks; what expired and is not swept yet never joins
+        (``take`` compares the times), so the sweep only bounds the stores' size.
+
+        ``floor``: no entry written from now on has a time below it (processing time: now;
+        event time: the watermark, as later messages are dropped). A pass that ends knows
+        that nothing kept is older than the earliest time it kept or its floor: the
+        ``horizon`` below which no sweep is needed."""
+        dropped = 0
+        side, start = self.cursor
+        if side == 0 and start is None:  # a new pass
+            self.pass_floor, self.pass_min = floor, None
+        pass_min = self.pass_min
+        for _ in range(2):
+            store = self.stores[side]
+            expired = []
+            finished = True
+            with store.all() if start is None else store.range(start, _END) as entries:
+                for entry in entries:
+                    t = int.from_bytes(entry.value[:8], "big", signed=True)
+                    if t < before:
+                        expired.append(entry.key)
+                    elif pass_min is None or t < pass_min:
+                        pass_min = t
+                    budget -= 1
+                    if budget <= 0:
+                        start, finished = entry.key + b"\x00", False
+                        break
+            if expired:
+                store.delete_all(expired)
+                dropped += len(expired)
+            if not finished:
+                break
+            side, start = 1 - side, None
+            if side == 0:  # both sides done: a new pass when one is due
+                floor = self.pass_floor
+                if floor is not None:
+                    self.horizon = floor if pass_min is None else min(pass_min, floor)
+                break
+        self.pass_min = pass_min
+        self.cursor = (side, start)
+        return dropped
+
+    def tick(self) -> None:
+        """The tick: sweep what expired (processing time: older than the ttl; event time:
+        the watermark passed its time by more than the ttl), unless nothing kept can have."""
+        budget = max(SWEEP_ENTRIES, SWEEP_PER_WRITE * self.written)
+        self.written = 0
+        if not self.event_time:
+            now = int(time.time() * 1000)
+            before, floor = now - self.ttl, now
+        elif self.watermark is not None:
+            before, floor = self.watermark - self.ttl, self.watermark
+        else:
+            return
+        mid_pass = self.cursor != (0, None)
+        if mid_pass or self.horizon is None or before > self.horizon:
+            self.sweep(before, budget, floor)
+
+    def advance(self, watermark: int) -> None:
+        """Event time: the watermark of the join's inputs moved (what is before it is late;
+        the tick sweeps what it passed by more than the ttl)."""
+        self.watermark = watermark
+
+    def on_message(self, message: Any) -> Awaitable[Any] | None:
+        raise AssertionError("a join's messages come through its sides")
+
+    def transform(self, message: Any) -> list[Any]:
+        raise AssertionError("a join's messages come through its sides")
+
+
+__all__ = ["SWEEP_ENTRIES", "SWEEP_PER_WRITE", "JoinOperator", "JoinSide"]
