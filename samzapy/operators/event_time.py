@@ -21,6 +21,7 @@ window the minimum over the streams that reach it, whenever that moves forward:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -36,6 +37,21 @@ class EventClock:
 
     def __init__(self) -> None:
         self.t: int | None = None
+
+
+def message_time(op: Any, event_time: bool, clock: EventClock) -> int:
+    """The time of the message ``op`` (a window, a join) is working on, in ms: now in
+    processing time, the clock's in event time (the operator's failure when it has none)."""
+    if not event_time:
+        return int(time.time() * 1000)
+    t = clock.t
+    if t is None:
+        error = ValueError(
+            "the message has no event time: its record has no timestamp; give its input "
+            "descriptor with_timestamp(fn)"
+        )
+        raise op.failed(error, "event time") from error
+    return int(t)
 
 
 class _Generated:
@@ -181,4 +197,4 @@ def sources(spec: OperatorSpec, inputs_of: dict[int, SystemStream]) -> list[Syst
     return list(dict.fromkeys(found))
 
 
-__all__ = ["EventClock", "Watermarks", "sources"]
+__all__ = ["EventClock", "Watermarks", "message_time", "sources"]

@@ -25,6 +25,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from samzapy.api.envelope import KV
+from samzapy.operators.event_time import message_time
 from samzapy.operators.impl import OperatorImpl, _all
 
 #: Entries a join's sweep looks at per tick (``task.window.ms``) at least, and per entry
@@ -158,16 +159,7 @@ class JoinOperator(OperatorImpl):
         )
 
     def _now(self) -> int:
-        if not self.event_time:
-            return int(time.time() * 1000)
-        t = self.clock.t
-        if t is None:
-            error = ValueError(
-                "the message has no event time: its record has no timestamp; give its input "
-                "descriptor with_timestamp(fn)"
-            )
-            raise self.failed(error, "event time") from error
-        return int(t)
+        return message_time(self, self.event_time, self.clock)
 
     def take(self, message: Any, left: bool) -> Any:
         """Keep ``message`` on its side and join it with the other side's; the result or

@@ -46,7 +46,7 @@ from samzapy.api.windows import (
     WindowKey,
     WindowPane,
 )
-from samzapy.operators.event_time import EventClock
+from samzapy.operators.event_time import EventClock, message_time
 from samzapy.operators.sends import SendingOperator
 from samzapy.system.serde import SerdeRegistry
 
@@ -194,16 +194,7 @@ class WindowOperator(SendingOperator):
     # -- messages ------------------------------------------------------------------------------
 
     def _time(self) -> int:
-        if not self.event_time:
-            return int(time.time() * 1000)
-        t = self.clock.t
-        if t is None:
-            error = ValueError(
-                "the message has no event time: its record has no timestamp; give its input "
-                "descriptor with_timestamp(fn)"
-            )
-            raise self.failed(error, "event time") from error
-        return int(t)
+        return message_time(self, self.event_time, self.clock)
 
     def _key(self, message: Any) -> Any:
         if self.key_fn is None:

@@ -35,10 +35,10 @@ from functools import partial
 from typing import Any
 
 from samzapy.api.envelope import KV
-from samzapy.api.errors import TableError
 from samzapy.api.tables import CachingTableDescriptor
 from samzapy.tables.bridge import LoopBridge
 from samzapy.tables.cache import LruCache
+from samzapy.tables.local import entry_pair
 from samzapy.tables.metrics import TableMetrics
 
 # A read of the table under way: the values it found, by key.
@@ -237,13 +237,7 @@ class CachingTable:
     def _pairs(self, entries: Iterable[KV | tuple[Any, Any]]) -> list[tuple[Any, Any]]:
         pairs: list[tuple[Any, Any]] = []
         for entry in entries:
-            try:
-                key, value = entry
-            except (TypeError, ValueError):
-                raise TableError(
-                    f"table {self.table_id!r}: put_all expects (key, value) entries, got {entry!r}",
-                    table_id=self.table_id,
-                ) from None
+            key, value = entry_pair(self.table_id, entry)
             pairs.append((key, value))
             if value is None:
                 self.metrics.deletes += 1

@@ -27,6 +27,19 @@ from samzapy.api.store import KeyValueStore
 from samzapy.tables.metrics import TableMetrics
 
 
+def entry_pair(table_id: str, entry: Any) -> tuple[Any, Any]:
+    """``entry`` of a ``put_all`` as ``(key, value)``; a TableError naming the table if it
+    is not a pair."""
+    try:
+        key, value = entry
+    except (TypeError, ValueError):
+        raise TableError(
+            f"table {table_id!r}: put_all expects (key, value) entries, got {entry!r}",
+            table_id=table_id,
+        ) from None
+    return key, value
+
+
 class LocalTable:
     """Table ``table_id`` over ``store``, a task's KeyValueStore (see the module docstring)."""
 
@@ -83,13 +96,7 @@ class LocalTable:
         run: list[Any] = []
         deleting = False
         for entry in entries:
-            try:
-                key, value = entry
-            except (TypeError, ValueError):
-                raise TableError(
-                    f"table {self.table_id!r}: put_all expects (key, value) entries, got {entry!r}",
-                    table_id=self.table_id,
-                ) from None
+            key, value = entry_pair(self.table_id, entry)
             if (value is None) != deleting and run:
                 self._apply(run, deleting)
                 run = []
@@ -136,4 +143,4 @@ class LocalTable:
         return f"LocalTable({self.table_id!r})"
 
 
-__all__ = ["LocalTable"]
+__all__ = ["LocalTable", "entry_pair"]

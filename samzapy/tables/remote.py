@@ -44,6 +44,7 @@ from samzapy.api.retry import TableRetryPolicy
 from samzapy.api.tables import RemoteTableDescriptor
 from samzapy.tables.batch import WriteBatcher
 from samzapy.tables.bridge import LoopBridge
+from samzapy.tables.local import entry_pair
 from samzapy.tables.metrics import TableMetrics
 from samzapy.tables.rate_limit import TokenBucket
 
@@ -176,7 +177,7 @@ class RemoteTable:
             await self._call("put", key, 1, write_fn.put_async, key, value)
 
     async def put_all_async(self, entries: Iterable[KV | tuple[Any, Any]]) -> None:
-        pairs = [self._pair(entry) for entry in entries]
+        pairs = [entry_pair(self.table_id, entry) for entry in entries]
         if not pairs:
             return
         self._writable("put_all", [key for key, _ in pairs])
@@ -255,16 +256,6 @@ class RemoteTable:
                 key=key,
             )
         return self.write_fn
-
-    def _pair(self, entry: Any) -> tuple[Any, Any]:
-        try:
-            key, value = entry
-        except (TypeError, ValueError):
-            raise TableError(
-                f"table {self.table_id!r}: put_all expects (key, value) entries, got {entry!r}",
-                table_id=self.table_id,
-            ) from None
-        return key, value
 
     # -- one call: rate limit and retries ----------------------------------------------------------
 

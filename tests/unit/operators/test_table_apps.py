@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 import pytest
+from test_apps import Lambda, flat, run
 
 from samzapy import (
     KV,
@@ -20,7 +21,6 @@ from samzapy import (
     KVSerde,
     RemoteTableDescriptor,
     RocksDbTableDescriptor,
-    StreamApplication,
     StreamApplicationDescriptor,
     TableRetryPolicy,
     TaskError,
@@ -31,27 +31,6 @@ KAFKA = KafkaSystemDescriptor("kafka")
 VIEWS = KAFKA.get_input_descriptor("views", KVSerde("string", "json"))
 ENRICHED = KAFKA.get_output_descriptor("enriched", KVSerde("string", "json"))
 PROFILES = {"ann": {"city": "Oslo"}, "bob": {"city": "Lima"}}
-
-
-class Lambda(StreamApplication):
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-
-    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
-        self.fn(app_desc)
-
-
-def run(fn: Any, inputs: Any, outputs: dict[Any, int], **config: Any) -> Any:
-    runner = TestRunner.of(Lambda(fn), config)
-    for descriptor, messages in inputs:
-        runner.add_input_stream(descriptor, messages)
-    for descriptor, partitions in outputs.items():
-        runner.add_output_stream(descriptor, partitions)
-    return runner.run(timeout=20)
-
-
-def flat(by_partition: dict[int, list[Any]]) -> list[Any]:
-    return [m for p in sorted(by_partition) for m in by_partition[p]]
 
 
 class Enrich:
