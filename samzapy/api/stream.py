@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from samzapy.api.descriptors import KVSerde, same_serde, serde_label
+from samzapy.api.durations import duration_ms
 from samzapy.api.errors import ConfigError
 from samzapy.api.graph import (
     ApplicationGraph,
@@ -95,7 +96,7 @@ class MessageStream:
         table (``app_desc.get_table``): each message is a ``KV`` written to it, a ``KV`` whose
         value is None deletes its key."""
         if isinstance(output, Table):
-            self._check_table(output, "send_to")
+            self._own(output, "send_to")
             self._then("send_to_table", table=output)
             return
         if not isinstance(output, OutputStream):
@@ -103,13 +104,13 @@ class MessageStream:
                 "send_to takes an OutputStream (app_desc.get_output_stream(...)) or a Table "
                 f"(app_desc.get_table(...)), got {output!r}"
             )
-        if output.graph is not self._spec.graph:
-            raise ConfigError(f"send_to: {output!r} belongs to another application")
+        self._own(output, "send_to")
         self._then("send_to", output=output)
 
-    def _check_table(self, table: Table, what: str) -> None:
-        if table.graph is not self._spec.graph:
-            raise ConfigError(f"{what}: {table!r} belongs to another application")
+    def _own(self, target: OutputStream | Table, what: str) -> None:
+        """``target`` (an output stream or a table) must be of this stream's application."""
+        if target.graph is not self._spec.graph:
+            raise ConfigError(f"{what}: {target!r} belongs to another application")
 
     def join(
         self,
@@ -140,14 +141,13 @@ class MessageStream:
         Both streams must be partitioned alike (``partition_by`` to the same partition
         count)."""
         if isinstance(other, Table):
-            self._check_table(other, "join")
-            for method in ("apply", "get_message_key", "get_record_key"):
-                if not callable(getattr(join_fn, method, None)):
-                    raise ConfigError(
-                        "a stream-table join's function needs apply(message, record), "
-                        "get_message_key(message) and get_record_key(record); "
-                        f"{join_fn!r} has no {method}"
-                    )
+            self._own(other, "join")
+            _needs(
+                join_fn,
+                ("apply", "get_message_key", "get_record_key"),
+                "a stream-table join's function needs apply(message, record), "
+                "get_message_key(message) and get_record_key(record)",
+            )
             return self._then("stream_table_join", join_fn, op_id, table=other)
         if not isinstance(other, MessageStream):
             raise ConfigError(f"join takes a MessageStream or a Table, got {other!r}")
@@ -156,19 +156,16 @@ class MessageStream:
             raise ConfigError("join: the streams belong to different applications")
         if other._spec is self._spec:
             raise ConfigError("join: a stream cannot be joined with itself")
-        for method in ("apply", "get_first_key", "get_second_key"):
-            if not callable(getattr(join_fn, method, None)):
-                raise ConfigError(
-                    "a stream-stream join's function needs apply(message, other_message), "
-                    f"get_first_key(message) and get_second_key(other_message); {join_fn!r} "
-                    f"has no {method}"
-                )
+        _needs(
+            join_fn,
+            ("apply", "get_first_key", "get_second_key"),
+            "a stream-stream join's function needs apply(message, other_message), "
+            "get_first_key(message) and get_second_key(other_message)",
+        )
         if op_id is None:
             raise ConfigError("a stream-stream join needs an op_id (it names the join's stores)")
         if ttl is None:
             raise ConfigError(f"join {op_id!r} needs a ttl (a datetime.timedelta)")
-        from samzapy.api.durations import duration_ms
-
         ttl_ms = duration_ms(ttl, f"the ttl of join {op_id!r}")
         if isinstance(key_serde, KVSerde):
             raise ConfigError(
@@ -200,8 +197,8 @@ class MessageStream:
                 "with_late_output takes an OutputStream (app_desc.get_output_stream(...)), got "
                 f"{late!r}"
             )
-        if late is not None and late.graph is not self._spec.graph:
-            raise ConfigError(f"with_late_output: {late!r} belongs to another application")
+        if late is not None:
+            self._own(late, "with_late_output")
         return self._then("window", None, op_id, window=window)
 
     def merge(self, others: Iterable[MessageStream]) -> MessageStream:
@@ -264,6 +261,13 @@ class MessageStream:
 
     def __repr__(self) -> str:
         return f"MessageStream(after {self._spec.kind} {self._spec.op_id!r})"
+
+
+def _needs(fn: Any, methods: tuple[str, ...], what: str) -> None:
+    """A ConfigError (``what``, then the first method missing) unless ``fn`` has each."""
+    for method in methods:
+        if not callable(getattr(fn, method, None)):
+            raise ConfigError(f"{what}; {fn!r} has no {method}")
 
 
 def _kv_serde(serde: Any, what: str) -> KVSerde:

@@ -24,7 +24,7 @@ class WindowHooks(WindowableTask, EndOfStreamListenerTask, StreamWatermarkListen
 
     def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> Any:
         """The tick (``task.window.ms``): idle streams, processing-time panes, timed triggers,
-        and joins purging what expired."""
+        and joins sweeping what expired."""
         graph = self.graph
         if not graph.windows and not graph.joins:
             return None

@@ -96,6 +96,10 @@ class OperatorImpl:
         results = self.transform(message)
         if self.timer is not None:
             self.timer.update_ns(_clock() - t0)
+        return self.timed_after(results)
+
+    def timed_after(self, results: list[Any]) -> Awaitable[Any] | None:
+        """``results`` timed through every operator after this one."""
         pending = None
         for result in results:
             for op in self.downstream:

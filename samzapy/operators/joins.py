@@ -181,13 +181,7 @@ class StreamTableJoinOperator(OperatorImpl):
             result = self._join(message, key, value)
             if result is None:
                 return
-            if timed:
-                for op in self.downstream:
-                    pending = op.timed(result)
-                    if pending is not None:
-                        await pending
-                return
-            pending = self.emit(result)
+            pending = self.timed_after([result]) if timed else self.emit(result)
             if pending is not None:
                 await pending
         finally:

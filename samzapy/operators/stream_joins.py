@@ -24,9 +24,11 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
+from samzapy.api.descriptors import KVSerde
 from samzapy.api.envelope import KV
 from samzapy.operators.event_time import message_time
-from samzapy.operators.impl import OperatorImpl, _all
+from samzapy.operators.impl import OperatorImpl
+from samzapy.operators.windows import state_serde
 
 #: Entries a join's sweep looks at per tick (``task.window.ms``) at least, and per entry
 #: written since the last tick: the sweep keeps up with the writes at about one store read
@@ -57,9 +59,6 @@ class _KVPacked:
 
 
 def _message_serde(serde: Any, config: Any) -> Any:
-    from samzapy.api.descriptors import KVSerde
-    from samzapy.operators.windows import state_serde
-
     if isinstance(serde, KVSerde):
         return _KVPacked(
             state_serde(serde.key_serde, config), state_serde(serde.value_serde, config)
@@ -145,8 +144,6 @@ class JoinOperator(OperatorImpl):
         self.pass_min: int | None = None
 
     def open(self, context: Any) -> None:
-        from samzapy.operators.windows import state_serde
-
         self.stores = (
             context.get_store(f"{self.op_id}-L"),
             context.get_store(f"{self.op_id}-R"),
@@ -173,7 +170,7 @@ class JoinOperator(OperatorImpl):
             return None
         t = self._now()
         watermark = self.watermark
-        if watermark is not None and t < watermark and self.event_time:
+        if watermark is not None and t < watermark:  # set in event time only
             self.late += 1  # as Flink's interval join
             return None
         try:
@@ -215,14 +212,7 @@ class JoinOperator(OperatorImpl):
 
     def timed_side(self, message: Any, left: bool) -> Awaitable[Any] | None:
         result = self.take(message, left)
-        if result is None:
-            return None
-        pending = None
-        for op in self.downstream:
-            awaitable = op.timed(result)
-            if awaitable is not None:
-                pending = [awaitable] if pending is None else [*pending, awaitable]
-        return None if pending is None else _all(pending)
+        return None if result is None else self.timed_after([result])
 
     def sweep(self, before: int, budget: int, floor: int | None = None) -> int:
         """Look at up to ``budget`` kept entries, from where the last sweep stopped, and drop

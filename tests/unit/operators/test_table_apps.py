@@ -230,20 +230,24 @@ class OrderPayment:
         return KV(order.key, {"order": order.value, "payment": payment.value})
 
 
-def join_app(ttl: timedelta, **watermarks: Any) -> Any:
+def join_app(
+    ttl: timedelta,
+    op_id: str = "orders-payments",
+    join_fn: Any = None,
+    orders: Any = ORDERS,
+    payments: Any = PAYMENTS,
+) -> Any:
+    """orders joined with payments (``OrderPayment`` unless ``join_fn``), sent to PAID."""
+
     def app(d: StreamApplicationDescriptor) -> None:
-        orders, payments = ORDERS, PAYMENTS
-        if watermarks:
-            orders = ORDERS.with_watermarks(**watermarks)
-            payments = PAYMENTS.with_watermarks(**watermarks)
         d.get_input_stream(orders).join(
             d.get_input_stream(payments),
-            OrderPayment(),
+            OrderPayment() if join_fn is None else join_fn,
             "string",
             KVSerde("string", "json"),
             KVSerde("string", "json"),
             ttl,
-            "orders-payments",
+            op_id,
         ).send_to(d.get_output_stream(PAID))
 
     return app
@@ -275,17 +279,7 @@ def timed(name: str) -> Any:
 
 def test_a_stream_stream_join_in_event_time_measures_the_ttl_in_event_time() -> None:
     orders, payments = timed("orders"), timed("payments")
-
-    def app(d: StreamApplicationDescriptor) -> None:
-        d.get_input_stream(orders).join(
-            d.get_input_stream(payments),
-            OrderPayment(),
-            "string",
-            KVSerde("string", "json"),
-            KVSerde("string", "json"),
-            timedelta(seconds=60),
-            "j",
-        ).send_to(d.get_output_stream(PAID))
+    app = join_app(timedelta(seconds=60), "j", orders=orders, payments=payments)
 
     t0 = 1_700_000_000_000
     order_messages = [
@@ -476,16 +470,6 @@ def test_a_join_key_its_serde_cannot_encode_fails_naming_the_operator() -> None:
         def get_first_key(self, message: KV) -> Any:
             return object()
 
-    def app(d: StreamApplicationDescriptor) -> None:
-        d.get_input_stream(ORDERS).join(
-            d.get_input_stream(PAYMENTS),
-            ByObject(),
-            "string",
-            KVSerde("string", "json"),
-            KVSerde("string", "json"),
-            timedelta(minutes=1),
-            "jj",
-        ).send_to(d.get_output_stream(PAID))
-
+    app = join_app(timedelta(minutes=1), "jj", ByObject())
     with pytest.raises(TaskError, match=r"orders#0 at offset 0.*operator 'jj' \(join\)"):
         run(app, [(ORDERS, [KV("a", 1)]), (PAYMENTS, [])], {PAID: 1})
