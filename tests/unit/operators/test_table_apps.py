@@ -473,3 +473,31 @@ def test_a_join_key_its_serde_cannot_encode_fails_naming_the_operator() -> None:
     app = join_app(timedelta(minutes=1), "jj", ByObject())
     with pytest.raises(TaskError, match=r"orders#0 at offset 0.*operator 'jj' \(join\)"):
         run(app, [(ORDERS, [KV("a", 1)]), (PAYMENTS, [])], {PAID: 1})
+
+
+def test_writes_of_one_key_to_a_remote_table_land_in_input_order() -> None:
+    landed: list[tuple[str, Any]] = []
+
+    class Store:
+        async def get_async(self, key: str) -> Any:
+            return None
+
+        async def put_async(self, key: str, value: Any) -> None:
+            # the earlier a write, the longer it takes: they would land out of order
+            await asyncio.sleep(0.001 * (10 - value % 10))
+            landed.append((key, value))
+
+        async def delete_async(self, key: str) -> None:
+            landed.append((key, None))
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        store = Store()
+        remote = RemoteTableDescriptor("state").with_read_function(store)
+        table = d.get_table(remote.with_write_function(store))
+        d.get_input_stream(VIEWS).send_to(table)
+
+    updates = [KV(key, i) for i in range(10) for key in ("a", "b")]
+    run(app, [(VIEWS, updates)], {}, **{"task.max.concurrency": 8})
+    for key in ("a", "b"):
+        assert [v for k, v in landed if k == key] == list(range(10))
+    assert len({k for k, _ in landed[:4]}) == 2  # the keys' writes overlapped
