@@ -62,15 +62,15 @@ from samzapy.cli.process import add_working_directory_to_path, stdout_closed
 from samzapy.config import ResolvedConfig
 from samzapy.container.checkpoints import ContainerCheckpoints, checkpoint_namespace
 from samzapy.container.grouper import TaskModel
-from samzapy.container.job_runner import (
+from samzapy.container.plan import job_model
+from samzapy.container.streams import partition_counts
+from samzapy.container.systems import system_factory
+from samzapy.coordinator.job_runner import (
     KAFKA_GROUP,
     coordinator_of,
     group_offsets_without_membership,
     job_group_id,
 )
-from samzapy.container.plan import job_model
-from samzapy.container.streams import partition_counts
-from samzapy.container.systems import system_factory
 from samzapy.system.ports import SystemAdmin, SystemFactory
 
 HELP = "print a job's checkpoints, or move its input offsets (show|set)"

@@ -301,7 +301,7 @@ async def _run_container(
     resolved: ResolvedConfig, stopper: _SignalStopper, task_factory: Callable[[], Any] | None
 ) -> None:
     # Imported here so that `samzapy validate` and `--version` never load the container.
-    from samzapy.container.job_runner import JobRunner
+    from samzapy.coordinator.job_runner import JobRunner
 
     container = JobRunner(resolved, task_factory=task_factory)
     # What start-up made (modules, classes, the configuration) lives as long as the process:

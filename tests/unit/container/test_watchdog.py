@@ -206,7 +206,7 @@ async def test_the_job_runners_health_sees_readiness_and_stalls() -> None:
     import uuid
 
     from samzapy.config import load_config, resolve
-    from samzapy.container.job_runner import JobRunner
+    from samzapy.coordinator.job_runner import JobRunner
     from samzapy.system.inmemory import InMemoryBroker
 
     namespace = f"watch-{uuid.uuid4().hex[:8]}"

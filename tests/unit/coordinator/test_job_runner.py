@@ -13,8 +13,8 @@ import pytest
 
 from samzapy import ConfigError, StreamTask
 from samzapy.config import load_config, resolve
-from samzapy.container.job_runner import JobRunner, container_index, coordinator_of
-from samzapy.container.shares import plan_handover
+from samzapy.coordinator.job_runner import JobRunner, container_index, coordinator_of
+from samzapy.coordinator.shares import plan_handover
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.system.kafka.group import assign_tasks, withhold_moving
 

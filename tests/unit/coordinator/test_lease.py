@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from structlog.testing import capture_logs
 
-from samzapy.container.lease import Lease
+from samzapy.coordinator.lease import Lease
 
 
 class Now:

@@ -36,11 +36,11 @@ from samzapy.checkpoint.group import GroupOffsets
 from samzapy.config import ResolvedConfig
 from samzapy.container.container import SamzaContainer
 from samzapy.container.gauges import ProcessTotals
-from samzapy.container.lease import Lease
-from samzapy.container.shares import Shares, plan_handover
 from samzapy.container.startup import unless_stopped
 from samzapy.container.streams import prepare_streams
 from samzapy.container.systems import started_admins, system_factory
+from samzapy.coordinator.lease import Lease
+from samzapy.coordinator.shares import Shares, plan_handover
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter, start_reporters
 from samzapy.system.ports import GroupMembership
 
