@@ -182,8 +182,10 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
     resolved = check.resolved
     if resolved is None:
         return _config_invalid(log, check.error(), causes=check.causes, path=job_yaml)
+    from samzapy.coordinator.job_runner import container_name
+
     with structlog.contextvars.bound_contextvars(
-        job=resolved.job.name, container=resolved.job.container_id
+        job=resolved.job.name, container=container_name(resolved)
     ):
         if check.errors:
             return _config_invalid(log, check.error(), causes=check.causes, path=job_yaml)

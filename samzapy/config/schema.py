@@ -168,7 +168,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("job.id", _S, "1", "Distinguishes runs of the same job."),
     ConfigKey("job.loop", _E, "uvloop", "The event loop.", choices=("uvloop", "asyncio")),
     ConfigKey("job.container.thread.pool.size", _I, 0, "Threads for blocking work.", minimum=0),
-    ConfigKey("job.container.id", _S, "0", "This container's id."),
+    ConfigKey("job.container.id", _S, None, "This container's id (static share; group instance)."),
     ConfigKey(
         "job.coordinator.factory",
         _E,

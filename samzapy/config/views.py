@@ -26,7 +26,8 @@ class JobConfig:
     id: str
     loop: str
     container_thread_pool_size: int
-    container_id: str
+    #: None: unset (a static job's only container; a dynamic member of the group).
+    container_id: str | None
     logged_store_base_dir: str
     #: None: kafka-group when every input is on a kafka system, else static.
     coordinator_factory: str | None = None
@@ -238,7 +239,7 @@ def resolve(config: Config) -> ResolvedConfig:
             id=v["job.id"],
             loop=v["job.loop"],
             container_thread_pool_size=v["job.container.thread.pool.size"],
-            container_id=v["job.container.id"],
+            container_id=v.get("job.container.id"),
             coordinator_factory=v.get("job.coordinator.factory"),
             container_count=v["job.container.count"],
             coordinator_session_timeout_ms=v["job.coordinator.session.timeout.ms"],

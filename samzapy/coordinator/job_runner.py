@@ -18,13 +18,21 @@
   ``rebalance_completed`` with the tasks kept, added and removed, how long the added tasks
   were paused since their previous owner stopped them, and the handover time).
 
+  A set ``job.container.id`` makes the container a static member of the group (KIP-345):
+  restarted with the same id it gets its tasks back with no rebalance, and a rolling
+  restart moves no task. Its first assignment waits ``fence_wait_s`` before starting tasks:
+  long enough for a still-running process with the same id, fenced by this join, to notice
+  at its next heartbeat and stop its tasks without committing (``member_fenced``, exit 1).
+
 The metrics reporters and the health state live here, across rebalances.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import socket
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -65,10 +73,26 @@ def job_group_id(config: ResolvedConfig) -> str:
     return f"samzapy.{config.job.name}.{config.job.id}"
 
 
+def container_name(config: ResolvedConfig) -> str:
+    """The id every log event carries as ``container``: ``job.container.id`` when set, else
+    ``0`` for a static job and ``<host>-<pid>`` for a dynamic member of the group."""
+    if config.job.container_id is not None:
+        return config.job.container_id
+    if coordinator_of(config) == STATIC:
+        return "0"
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def fence_wait_s(membership: GroupMembership) -> float:
+    """How long a static member's first assignment waits before it starts its tasks: two
+    heartbeat intervals and a margin, in which a fenced predecessor stops its own."""
+    return 2 * membership.heartbeat_interval_s + 0.25
+
+
 def container_index(config: ResolvedConfig) -> int:
     """``job.container.id`` as an index below ``job.container.count``: an integer, or a name
     ending in one (``samzapy-2``, a StatefulSet pod's name)."""
-    raw = config.job.container_id
+    raw = config.job.container_id or "0"
     count = config.job.container_count
     found = re.search(r"(\d+)$", raw)
     index = int(found.group(1)) if found else -1
@@ -115,6 +139,14 @@ class JobRunner:
         self._rebalance_started_at: float | None = None
         #: Tasks whose inputs all ended in this process (still this member's).
         self._ended: set[int] = set()
+        #: The latest assignment's tasks until it has been taken: this member's already (a
+        #: rebalance meanwhile must not give them to another).
+        self._pending: set[int] = set()
+        #: Tasks reported as pending that a newer assignment took away before they started:
+        #: the group withholds them from the others until this member rejoins without them.
+        self._dropped: set[int] = set()
+        #: A static member's first assignment waits for a fenced predecessor to stop.
+        self._fence_wait = config.job.container_id is not None
         self.rebalances = 0
         #: The container counts of the process, across rebalances.
         self._totals = ProcessTotals()
@@ -131,8 +163,8 @@ class JobRunner:
 
     @property
     def tasks(self) -> list[int]:
-        """The tasks this member owns now (kafka-group)."""
-        return sorted(self._shares.owned | self._ended)
+        """The tasks this member owns now (kafka-group), started or about to be."""
+        return sorted(self._shares.owned | self._ended | self._pending)
 
     def request_stop(self, reason: str) -> None:
         if self._stop_reason is None:
@@ -188,10 +220,17 @@ class JobRunner:
             owned=lambda: self.tasks,
             on_rebalance=self._on_rebalance,
             on_assigned=self._on_assigned,
+            instance_id=cfg.job.container_id,
+            on_fenced=self._member_fenced,
         )
         self.metrics.counter("coordinator", "rebalances", lambda: self.rebalances)
         self.metrics.gauge("coordinator", "tasks", lambda: len(self.tasks))
-        log.info("group_joining", group=group_id, inputs=[str(ss) for ss in inputs])
+        log.info(
+            "group_joining",
+            group=group_id,
+            inputs=[str(ss) for ss in inputs],
+            membership="dynamic" if cfg.job.container_id is None else "static",
+        )
         self._lease = Lease(cfg.job.coordinator_session_timeout_ms, on_lost=self._lease_lost)
         ticking = asyncio.ensure_future(self._lease.run())
         if await unless_stopped(_joined(membership), self._stopped) is None:
@@ -268,6 +307,8 @@ class JobRunner:
 
     async def _on_assigned(self, tasks: list[int], released: Mapping[int, float]) -> None:
         self._assigned = (tasks, released)
+        self._dropped |= self._pending - set(tasks) - self._shares.owned
+        self._pending = set(tasks)
         self._assignment.set()
 
     async def _take(
@@ -277,6 +318,19 @@ class JobRunner:
         (and tell the group), start those that came; the others go on."""
         if self._lease is not None:
             self._lease.renew()
+        structlog.contextvars.bind_contextvars(member=membership.member_id)
+        if self._dropped:
+            membership.released(self._dropped, time.time())
+            membership.rejoin()
+            self._dropped = set()
+        if self._fence_wait and tasks:
+            # A predecessor with this id may still run these tasks until it notices.
+            self._fence_wait = False
+            wait = fence_wait_s(membership)
+            log.info("static_member_joined", tasks=_names(tasks), fence_wait_ms=wait * 1000)
+            await asyncio.sleep(wait)
+            if self._assignment.is_set():
+                return  # a newer assignment came meanwhile: the loop takes that one
         self._assignments += 1
         self._ended &= set(tasks)
         handover = plan_handover([s.tasks for s in self._shares.shares], set(tasks) - self._ended)
@@ -315,6 +369,8 @@ class JobRunner:
                 if t in released
             }
         self.health.ready = True
+        if not self._assignment.is_set():
+            self._pending = set()
         since = self._rebalance_started_at if self._rebalance_started_at is not None else began
         log.info(
             "rebalance_completed" if self._rebalance_started_at is not None else "tasks_assigned",
@@ -326,6 +382,14 @@ class JobRunner:
             handover_ms=round((time.monotonic() - since) * 1000, 1),
         )
         self._rebalance_started_at = None
+
+    def _member_fenced(self) -> None:
+        """The group dropped this static member: its tasks may run elsewhere already."""
+        log.error("member_fenced", container_id=self.config.job.container_id)
+        self._shares.abandon("the group fenced this member")
+        if self._stop_reason is None:
+            self._stop_reason = "fenced"
+        self._stopped.set()
 
     def _lease_lost(self) -> None:
         self._shares.abandon("its event loop stood still for longer than the session")

@@ -319,9 +319,14 @@ class SystemFactory(abc.ABC):
         owned: Callable[[], Collection[int]],
         on_rebalance: Callable[[], Awaitable[None]],
         on_assigned: Callable[[list[int], Mapping[int, float]], Awaitable[None]],
+        instance_id: str | None = None,
+        on_fenced: Callable[[], None] | None = None,
     ) -> GroupMembership:
         """A membership of the job's group on this system (``job.coordinator.factory:
-        kafka-group``); systems without a group protocol refuse."""
+        kafka-group``); systems without a group protocol refuse. ``instance_id``: a static
+        member's id (KIP-345), kept across restarts; ``on_fenced`` is called, on the loop and
+        at once, when the group no longer knows this static member (another process joined
+        with its id, or its session expired): its tasks may run elsewhere from then on."""
         raise StreamSystemError(
             f"system {self.system_name!r} has no group protocol: job.coordinator.factory "
             "kafka-group needs every input on a kafka system (use static)"
@@ -362,6 +367,16 @@ class GroupMembership(abc.ABC):
 
     def released(self, tasks: Iterable[int], at: float) -> None:  # noqa: B027 - optional hook
         """This member stopped ``tasks`` at wall-clock time ``at`` (s): tell their next owner."""
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        """How often the member tells the group it is alive."""
+        return 1.0
+
+    @property
+    def member_id(self) -> str | None:
+        """This member's id in the group's current generation, once it has joined."""
+        return None
 
     def offset_committer(self) -> GroupOffsetCommitter | None:
         """Commits offsets to the group as this member (the broker checks its generation, so

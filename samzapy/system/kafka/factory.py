@@ -67,6 +67,8 @@ class KafkaSystemFactory(SystemFactory):
         owned: Callable[[], Collection[int]],
         on_rebalance: Callable[[], Awaitable[None]],
         on_assigned: Callable[[list[int], Mapping[int, float]], Awaitable[None]],
+        instance_id: str | None = None,
+        on_fenced: Callable[[], None] | None = None,
     ) -> GroupMembership:
         return KafkaGroupMembership(
             self.settings,
@@ -76,6 +78,8 @@ class KafkaSystemFactory(SystemFactory):
             owned=owned,
             on_rebalance=on_rebalance,
             on_assigned=on_assigned,
+            instance_id=instance_id,
+            on_fenced=on_fenced,
         )
 
     def get_offset_committer(self, group_id: str) -> GroupOffsetCommitter | None:

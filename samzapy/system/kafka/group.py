@@ -18,12 +18,23 @@ no one and gives it to its new member, with the time its previous owner stopped 
 never runs in two containers at once, and tasks that do not move never stop. A member that
 died is noticed after ``job.coordinator.session.timeout.ms``, and one that left has committed
 and closed its tasks first: either way no one reports their tasks, which go out at once.
+
+Static membership (KIP-345): a member with an ``instance_id`` (``job.container.id``) keeps
+its place across restarts. It leaves no group when it stops, and the same id joining again
+gets the previous assignment back with no rebalance of the others. A later join with its
+id fences the earlier member, which the broker then no longer knows (aiokafka's heartbeat
+reads UNKNOWN_MEMBER_ID and would rejoin, fencing the newcomer in turn): such a member calls
+``on_fenced`` and never rejoins under that id (``MemberFencedError``).
+
+Heartbeats go every ``HEARTBEAT_MAX_MS`` at most: the other members learn of a rebalance
+(a released task waiting for its new owner) at their next heartbeat.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -35,6 +46,7 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
+from samzapy.api.errors import StreamSystemError
 from samzapy.system.kafka.connection import connect, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
 from samzapy.system.kafka.group_offsets import KafkaGroupOffsets
@@ -44,6 +56,21 @@ from samzapy.system.ports import GroupMembership, GroupOffsetCommitter
 log = structlog.get_logger("samzapy.kafka")
 
 ASSIGNOR_NAME = "samzapy-tasks"
+
+#: The longest heartbeat interval: a rebalance under way reaches each member this soon.
+HEARTBEAT_MAX_MS = 250
+
+_UNKNOWN_MEMBER = ""  # aiokafka's JoinGroupRequest.UNKNOWN_MEMBER_ID
+
+
+class MemberFencedError(StreamSystemError):
+    """The group no longer knows this static member: another process joined with its
+    ``job.container.id``, or its session expired. Its tasks may run elsewhere now."""
+
+
+def heartbeat_interval_ms(session_timeout_ms: int) -> int:
+    """A fifth of the session, as Kafka's default ratio, but at most ``HEARTBEAT_MAX_MS``."""
+    return max(100, min(session_timeout_ms // 5, HEARTBEAT_MAX_MS))
 
 
 def assign_tasks(
@@ -177,8 +204,17 @@ class KafkaGroupMembership(GroupMembership):
         owned: Callable[[], Collection[int]],
         on_rebalance: Callable[[], Awaitable[None]],
         on_assigned: Callable[[list[int], Mapping[int, float]], Awaitable[None]],
+        instance_id: str | None = None,
+        on_fenced: Callable[[], None] | None = None,
     ) -> None:
         self._settings = settings
+        self.instance_id = instance_id
+        self._on_fenced = on_fenced
+        #: Wall-clock time this process created the membership: release times before it
+        #: (a static member's stored assignment from its previous run) are not this run's.
+        self._created_at = time.time()
+        self._joined = False
+        self._fenced: MemberFencedError | None = None
         self.group_id = group_id
         self._topics = list(topics)
         self._session_timeout_ms = session_timeout_ms
@@ -202,8 +238,9 @@ class KafkaGroupMembership(GroupMembership):
             "enable_auto_commit": False,
             "auto_offset_reset": "latest",  # never used: every partition stays paused
             "partition_assignment_strategy": (_assignor(self),),
+            "group_instance_id": self.instance_id,
             "session_timeout_ms": session,
-            "heartbeat_interval_ms": max(100, session // 5),
+            "heartbeat_interval_ms": heartbeat_interval_ms(session),
             "rebalance_timeout_ms": max(session, 60000),
             "max_poll_interval_ms": max(session, 300000),
         }
@@ -237,10 +274,38 @@ class KafkaGroupMembership(GroupMembership):
 
     def failure(self) -> BaseException | None:
         """The exception that ended the membership, if it ended."""
+        if self._fenced is not None:
+            return self._fenced
         poller = self._poller
         if poller is None or not poller.done() or poller.cancelled():
             return None
         return poller.exception()
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        return heartbeat_interval_ms(self._session_timeout_ms) / 1000
+
+    @property
+    def member_id(self) -> str | None:
+        coordinator = getattr(self._consumer, "_coordinator", None)
+        member = getattr(coordinator, "member_id", None)
+        return member if self._joined and member else None
+
+    def _check_fenced(self) -> bool:
+        """Whether the group has dropped this static member (see the module docstring)."""
+        if self.instance_id is None or not self._joined or self._fenced is not None:
+            return self._fenced is not None
+        coordinator = getattr(self._consumer, "_coordinator", None)
+        if getattr(coordinator, "member_id", None) != _UNKNOWN_MEMBER:
+            return False
+        self._fenced = MemberFencedError(
+            f"the group {self.group_id!r} no longer knows member job.container.id="
+            f"{self.instance_id!r}: another container joined with the same id, or this "
+            "one's session expired; its tasks stopped without committing"
+        )
+        if self._on_fenced is not None:
+            self._on_fenced()
+        return True
 
     def rejoin(self) -> None:
         consumer = self._consumer
@@ -256,10 +321,18 @@ class KafkaGroupMembership(GroupMembership):
         return KafkaGroupOffsets(self._settings, self.group_id, member=lambda: self._consumer)
 
     async def stop(self) -> None:
-        """Leave the group (its tasks move to the other members at once)."""
+        """Leave the group (its tasks move to the other members at once); a static member
+        only disconnects: its place waits for it for a session."""
         if self._poller is not None:
             self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
+        if self._fenced is not None and self._consumer is not None:
+            # The coordination routine waits in the listener, before a rejoin that would
+            # fence the newcomer: end it there.
+            routine = getattr(self._consumer._coordinator, "_coordination_task", None)
+            if routine is not None:
+                routine.cancel()
+                await asyncio.gather(routine, return_exceptions=True)
         if self._consumer is not None:
             await stop_client(self._consumer)
             self._consumer = None
@@ -272,6 +345,8 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
     async def on_partitions_revoked(self, revoked: Any) -> None:
         # Kafka's eager protocol revokes everything; samzapy's tasks keep running (the
         # assignor never moves a task its owner still reports) until the next assignment.
+        if self._membership._check_fenced():
+            await asyncio.Event().wait()  # never rejoin: stop() ends the routine here
         await self._membership._on_rebalance()
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
@@ -283,9 +358,23 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
             if membership._released.get(task) == at:
                 del membership._released[task]  # the leader has it now
         membership._reported = {}
+        membership._joined = True
         tasks = sorted({tp.partition for tp in assigned})
         handed, membership._handed = membership._handed, {}
-        await membership._on_assigned(tasks, {t: at for t, at in handed.items() if t in tasks})
+        # A static member that restarted gets its stored assignment, and with it the
+        # release times of the rebalance that made it: not this run's.
+        since = membership._created_at if membership.instance_id is not None else 0.0
+        await membership._on_assigned(
+            tasks, {t: at for t, at in handed.items() if t in tasks and at >= since}
+        )
 
 
-__all__ = ["ASSIGNOR_NAME", "KafkaGroupMembership", "assign_tasks", "withhold_moving"]
+__all__ = [
+    "ASSIGNOR_NAME",
+    "HEARTBEAT_MAX_MS",
+    "KafkaGroupMembership",
+    "MemberFencedError",
+    "assign_tasks",
+    "heartbeat_interval_ms",
+    "withhold_moving",
+]

@@ -37,7 +37,7 @@ def test_job_defaults() -> None:
         id="1",
         loop="uvloop",
         container_thread_pool_size=0,
-        container_id="0",
+        container_id=None,
         logged_store_base_dir="./state",
     )
 
@@ -114,7 +114,6 @@ def test_every_known_default_is_listed() -> None:
         "job.id": "1",
         "job.loop": "uvloop",
         "job.container.thread.pool.size": 0,
-        "job.container.id": "0",
         "job.container.count": 1,
         "job.coordinator.session.timeout.ms": 10000,
         "job.logged.store.base.dir": "./state",

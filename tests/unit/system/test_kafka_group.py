@@ -3,12 +3,23 @@ two phases), and when a released task's stop time reaches its next owner."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 from aiokafka.structs import TopicPartition
 
-from samzapy.system.kafka.group import KafkaGroupMembership, _assignor, _Listener
+from samzapy.system.kafka.group import (
+    HEARTBEAT_MAX_MS,
+    KafkaGroupMembership,
+    MemberFencedError,
+    _assignor,
+    _Listener,
+    heartbeat_interval_ms,
+)
 from samzapy.system.kafka.settings import KafkaSettings
 
 SETTINGS = KafkaSettings("kafka", ("x:1",), ("x:1",), ("x:1",))
@@ -22,8 +33,9 @@ class Cluster:
 class Member:
     """A membership whose runner owns ``owned`` and records what it is assigned."""
 
-    def __init__(self, owned: list[int]) -> None:
+    def __init__(self, owned: list[int], instance_id: str | None = None) -> None:
         self.owned = owned
+        self.fenced = 0
         self.assigned: list[tuple[list[int], Mapping[int, float]]] = []
         self.rebalances = 0
 
@@ -41,8 +53,13 @@ class Member:
             owned=lambda: self.owned,
             on_rebalance=on_rebalance,
             on_assigned=on_assigned,
+            instance_id=instance_id,
+            on_fenced=self._on_fenced,
         )
         self.assignor: Any = _assignor(self.membership)
+
+    def _on_fenced(self) -> None:
+        self.fenced += 1
 
     def metadata(self) -> Any:
         return self.assignor.metadata(["in"])
@@ -90,3 +107,79 @@ async def test_metadata_a_member_cannot_read_counts_as_owning_nothing() -> None:
     plan = a.assignor.assign(Cluster(), {"a": a.metadata(), "z": broken})
     tasks = {m: [p for _, ps in x.assignment for p in ps] for m, x in plan.items()}
     assert tasks == {"a": [0, 1], "z": [2, 3]}
+
+
+class Coordinator:
+    """The two attributes of aiokafka's group coordinator the membership reads."""
+
+    def __init__(self, member_id: str) -> None:
+        self.member_id = member_id
+
+
+class Consumer:
+    def __init__(self, member_id: str) -> None:
+        self._coordinator = Coordinator(member_id)
+
+    def pause(self, *partitions: Any) -> None:
+        pass
+
+
+async def test_a_restarted_static_member_ignores_the_release_times_of_its_previous_run() -> None:
+    member = Member([], instance_id="pod-1")
+    member.membership._consumer = Consumer("pod-1-abc")
+    old, new = time.time() - 60, time.time() + 1
+    member.assignor.on_assignment(_assignment([0, 1], {0: old, 1: new}))
+    await _Listener(member.membership).on_partitions_assigned(_partitions([0, 1]))
+    assert member.assigned[-1] == ([0, 1], {1: new})
+    assert member.membership.member_id == "pod-1-abc"
+
+
+async def test_a_static_member_the_group_forgot_is_fenced_and_never_rejoins() -> None:
+    member = Member([0], instance_id="pod-1")
+    member.membership._consumer = Consumer("pod-1-abc")
+    listener = _Listener(member.membership)
+    await listener.on_partitions_assigned(_partitions([0]))
+    # An ordinary rebalance: the member id stands, the runner hears of it.
+    await listener.on_partitions_revoked(set())
+    assert (member.rebalances, member.fenced) == (1, 0)
+    assert member.membership.failure() is None
+    # The broker answered UNKNOWN_MEMBER_ID (another process joined with "pod-1"): aiokafka
+    # reset the id and is about to rejoin. The listener stops it there.
+    member.membership._consumer._coordinator.member_id = ""
+    waiting = asyncio.ensure_future(listener.on_partitions_revoked(set()))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    assert member.fenced == 1 and member.rebalances == 1
+    assert isinstance(member.membership.failure(), MemberFencedError)
+    assert "job.container.id='pod-1'" in str(member.membership.failure())
+    waiting.cancel()
+
+
+async def test_a_dynamic_member_whose_id_was_reset_rejoins_as_before() -> None:
+    member = Member([0])
+    member.membership._consumer = Consumer("m-1")
+    listener = _Listener(member.membership)
+    await listener.on_partitions_assigned(_partitions([0]))
+    member.membership._consumer._coordinator.member_id = ""
+    await listener.on_partitions_revoked(set())
+    assert (member.rebalances, member.fenced) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("session_ms", "heartbeat_ms"), [(1000, 200), (6000, HEARTBEAT_MAX_MS), (45000, 250)]
+)
+def test_heartbeats_reach_a_rebalance_within_a_quarter_second(
+    session_ms: int, heartbeat_ms: int
+) -> None:
+    assert heartbeat_interval_ms(session_ms) == heartbeat_ms
+
+
+def _partitions(tasks: list[int]) -> set[TopicPartition]:
+    return {TopicPartition("in", t) for t in tasks}
+
+
+def _assignment(tasks: list[int], released: Mapping[int, float]) -> Any:
+    from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+
+    data = json.dumps({"released": {str(t): at for t, at in released.items()}}).encode()
+    return ConsumerProtocolMemberAssignment(0, [("in", tasks)], data)
