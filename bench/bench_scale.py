@@ -99,7 +99,15 @@ async def total(bootstrap: str, topic: str) -> int:
 
 
 class Container:
-    def __init__(self, bootstrap: str, source: str, out: str, job_id: str, log: Path) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        source: str,
+        out: str,
+        job_id: str,
+        log: Path,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         cfg = {
             "job.name": "bench-scale",
             "job.id": job_id,
@@ -112,6 +120,7 @@ class Container:
             "systems.kafka.bootstrap.servers": bootstrap,
             "systems.kafka.default.stream.samza.offset.default": "oldest",
             f"streams.{out}.partitions": PARTITIONS,
+            **(extra or {}),
         }
         path = log.with_suffix(".yaml")
         path.write_text(json.dumps(cfg))

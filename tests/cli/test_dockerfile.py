@@ -414,10 +414,9 @@ def test_statefulset_fits_the_image_and_its_job() -> None:
     assert container["args"] == IMAGE.cmd
     env = {item["name"]: item for item in container["env"]}
     assert env["SAMZAPY_CONTAINER_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
-    assert env["SAMZAPY_CONTAINER_COUNT"]["value"] == str(spec["replicas"])
-    assert job["job"]["coordinator.factory"] == "static"
-    assert job["job"]["container.id"] == "${SAMZAPY_CONTAINER_ID}"
-    assert job["job"]["container.count"] == "${SAMZAPY_CONTAINER_COUNT}"
+    assert "coordinator.factory" not in job["job"]  # kafka-group, the default for Kafka
+    assert job["job"]["container.id"] == "${SAMZAPY_CONTAINER_ID}"  # static membership
+    assert job["job"]["coordinator.session.timeout.ms"] >= 30000
     referenced = set(re.findall(r"\$\{(\w+)", objects["ConfigMap"]["data"]["job.yaml"]))
     assert referenced <= env.keys()
 
@@ -451,12 +450,11 @@ def test_statefulset_job_validates_for_a_pod(tmp_path: Path) -> None:
     replicas = sts["spec"]["replicas"]
     pod_env = {
         "SAMZAPY_CONTAINER_ID": f"{sts['metadata']['name']}-{replicas - 1}",
-        "SAMZAPY_CONTAINER_COUNT": str(replicas),
         "KAFKA_BOOTSTRAP": "kafka:9092",
     }
     (tmp_path / "job.yaml").write_text(job_yaml)
     effective = _validate(tmp_path / "job.yaml", [], pod_env)
-    assert effective["job.coordinator.factory"] == "static"
-    assert effective["job.container.count"] == replicas
+    assert effective.get("job.coordinator.factory") is None  # kafka-group: every input on Kafka
+    assert effective["job.container.id"] == f"{sts['metadata']['name']}-{replicas - 1}"
     assert effective["task.stall.fail"] is True
     assert effective["metrics.reporters"] == ["log", "prometheus"]
