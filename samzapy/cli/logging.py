@@ -4,7 +4,8 @@ Every event carries ``timestamp`` (ISO 8601, UTC), ``level`` and ``event``, plus
 bound with ``structlog.contextvars.bind_contextvars`` (the CLI binds ``job`` and ``container``;
 the container binds ``task``, ``ssp``, ``offset`` where they apply). Records of the standard
 ``logging`` module at WARNING and above (asyncio, client libraries such as aiokafka, py4j,
-``warnings.warn``) go through the same renderer to the same stream, with the same context, so
+``warnings.warn``, and Python's reports of exceptions in ``__del__`` and in threads, which it
+would print raw) go through the same renderer to the same stream, with the same context, so
 the process never prints an unstructured line.
 
 A library's record (any logger outside ``samzapy``) becomes one ``library_log`` event with its
@@ -313,6 +314,37 @@ def _route_stdlib_logging(
     root.addHandler(handler)
     root.setLevel(max(level_number, logging.WARNING))
     logging.captureWarnings(True)
+    # Python's own printers of errors nobody could catch write raw lines to stderr: log them
+    # instead, where they are still in place (a test runner's hooks are left alone).
+    if sys.unraisablehook is sys.__unraisablehook__:
+        sys.unraisablehook = _log_unraisable
+    if threading.excepthook is threading.__excepthook__:
+        threading.excepthook = _log_thread_exception
+
+
+def _log_unraisable(unraisable: Any) -> None:
+    """``sys.unraisablehook``: an exception raised in ``__del__``, a finalizer, a callback."""
+    try:
+        what = repr(unraisable.object)
+    except Exception:
+        what = f"<{type(unraisable.object).__name__} object>"
+    logging.getLogger("py.unraisable").error(
+        "%s: %s",
+        unraisable.err_msg or "Exception ignored in",
+        what,
+        exc_info=(unraisable.exc_type, unraisable.exc_value, unraisable.exc_traceback),
+    )
+
+
+def _log_thread_exception(args: Any) -> None:
+    """``threading.excepthook``: a thread ended by an exception (SystemExit ends it quietly)."""
+    if args.exc_type is SystemExit:
+        return
+    logging.getLogger("py.threading").error(
+        "Exception in thread %s",
+        args.thread.name if args.thread is not None else "?",
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+    )
 
 
 __all__ = [

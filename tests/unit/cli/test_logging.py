@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -202,6 +204,34 @@ def test_console_lines_name_the_event_and_logger(stream: io.StringIO) -> None:
     (line,) = stream.getvalue().splitlines()
     assert "library_log" in line and "[aiokafka.cluster]" in line
     assert "library_level=error" in line and "warning" in line
+
+
+def test_exceptions_nobody_can_catch_are_library_logs_not_raw_lines(
+    stream: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As in `samzapy run`, not under pytest (whose own hooks configure_logging leaves alone).
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)
+    monkeypatch.setattr(threading, "excepthook", threading.__excepthook__)
+    configure_logging("json", "info", stream=stream, clock=Clock())
+
+    class Leaky:
+        def __del__(self) -> None:
+            raise OSError("socket closed twice")
+
+    Leaky()  # collected at once: its __del__ raises where nobody can catch it
+    thread = threading.Thread(target=lambda: 1 / 0, name="worker-1")
+    thread.start()
+    thread.join()
+    unraisable, in_thread = lines(stream)
+    assert (unraisable["event"], unraisable["logger"]) == ("library_log", "py.unraisable")
+    assert unraisable["message"].startswith("Exception ignored ")
+    assert (unraisable["error_type"], unraisable["error"]) == ("OSError", "socket closed twice")
+    assert (in_thread["logger"], in_thread["message"]) == (
+        "py.threading",
+        "Exception in thread worker-1",
+    )
+    assert (in_thread["level"], in_thread["library_level"]) == ("warning", "error")
+    assert in_thread["error_type"] == "ZeroDivisionError"
 
 
 def test_no_library_logger_bypasses_the_root_handler() -> None:
