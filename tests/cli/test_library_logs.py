@@ -76,3 +76,19 @@ def test_at_log_level_error_a_healthy_jobs_library_lines_are_left_out(tmp_path: 
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stderr == ""
     assert [e["event"] for e in every_line_json(proc.stdout)] == ["job_failed"]
+
+
+def test_samzapy_tail_shows_them_as_console_lines_on_stderr(tmp_path: Path) -> None:
+    bootstrap = f"127.0.0.1:{closed_port()}"
+    job = kafka_job(tmp_path, bootstrap)
+    proc = samzapy(
+        "tail", str(job), "kafka.nowhere", "--set", "systems.kafka.connect.timeout.ms=2000"
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    *logged, last = proc.stderr.splitlines()
+    assert last.startswith(f"samzapy tail: cannot reach Kafka at {bootstrap}")
+    library = [line for line in logged if "[aiokafka" in line]
+    assert library and "library_log " in library[0] and "library_level=error" in library[0]
+    assert all("library_log" in line for line in library)
+    assert all(" [warning  ] " in line for line in logged), logged
