@@ -240,6 +240,10 @@ class LibraryLogFilter(logging.Filter):
             keep_traceback=self._keep_traceback,
         )
         setattr(record, _FIELDS, fields)
+        try:
+            record.getMessage()
+        except Exception:  # arguments that do not fit: the renderer would print raw lines
+            record.msg, record.args = fields["message"], ()
         return True
 
     def reports(self, *, final: bool = False) -> list[logging.LogRecord]:

@@ -150,6 +150,20 @@ def test_a_library_exception_is_compact_unless_debugging(stream: io.StringIO) ->
     assert full["exception"][0]["exc_type"] == "ConnectionResetError"
 
 
+def test_a_record_whose_arguments_do_not_fit_is_still_one_line(
+    stream: io.StringIO, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure_logging("json", "info", stream=stream, clock=Clock())
+    # Straight to samzapy's handler: pytest's own on the root logger would raise first.
+    (handler,) = [
+        h for h in logging.getLogger().handlers if isinstance(h, cli_logging._SamzapyHandler)
+    ]
+    handler.handle(record("lib", "needs %d", "text"))
+    (line,) = lines(stream)
+    assert (line["event"], line["message"]) == ("library_log", "needs %d ('text',)")
+    assert capsys.readouterr().err == ""  # no "--- Logging error ---"
+
+
 def test_samzapy_events_are_unchanged(stream: io.StringIO) -> None:
     configure_logging("json", "info", stream=stream, clock=Clock())
     structlog.get_logger("samzapy.test").warning("broker_unreachable", error="x")
