@@ -38,7 +38,7 @@ from structlog.typing import FilteringBoundLogger
 
 from samzapy import __version__
 from samzapy.api.errors import ConfigError, InputMissingError, SamzapyError
-from samzapy.cli.logging import FORMATS, LEVELS, configure_logging, scrub
+from samzapy.cli.logging import FORMATS, LEVELS, configure_logging, flush_library_logs, scrub
 from samzapy.cli.problems import check_job, load_job
 from samzapy.cli.process import add_working_directory_to_path, stdout_closed
 from samzapy.config.secrets import extra_patterns, redacted
@@ -219,7 +219,10 @@ def _run_resolved(
     stopper = _SignalStopper(log)
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(_run_container(resolved, stopper, task_factory))
+            try:
+                runner.run(_run_container(resolved, stopper, task_factory))
+            finally:  # before the last lines: what the libraries' rate limit left out
+                flush_library_logs()
     except InputMissingError as exc:
         log.error(
             "input_missing",

@@ -29,7 +29,7 @@ import structlog
 
 from samzapy.api.errors import ConfigError, SamzapyError
 from samzapy.api.system import SystemStream, SystemStreamPartition
-from samzapy.cli.logging import configure_logging, scrub
+from samzapy.cli.logging import configure_logging, flush_library_logs, scrub
 from samzapy.cli.process import add_working_directory_to_path, stdout_closed
 from samzapy.cli.record_lines import Printer, describe
 from samzapy.config import ResolvedConfig
@@ -112,7 +112,10 @@ def run(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     try:
         resolved, _app = load(args.job_yaml, args.overrides)
         target = find_stream(resolved, args.stream)
-        asyncio.run(tail(resolved, target, out, args.start, args.partition, args.follow))
+        try:
+            asyncio.run(tail(resolved, target, out, args.start, args.partition, args.follow))
+        finally:
+            flush_library_logs()
     except KeyboardInterrupt:
         pass  # Ctrl-C: what was printed stands
     except BrokenPipeError:  # `samzapy tail ... | head` closed the pipe early

@@ -4,8 +4,8 @@ The tests stop and start a broker of their own (``own_kafka_broker``). Whatever 
 doing when the broker went away (connecting, describing topics, reading offsets, producing),
 it must wait for the broker up to ``connect.timeout.ms`` and then carry on, every input's output
 written once; and the log must hold a handful of lines for the outage: samzapy's
-``broker_unreachable`` / ``broker_reachable`` pair and a rate-limited line or two from the
-client library, not one line per attempt.
+``broker_unreachable`` / ``broker_reachable`` pair and a rate-limited ``library_log`` line or
+two from the client library (a warning at most), not one line per attempt, and no raw line.
 """
 
 from __future__ import annotations
@@ -42,6 +42,17 @@ HANDFUL = 6
 
 def noisy(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e["level"] in ("warning", "error", "critical")]
+
+
+def check_library_lines(run: Job) -> None:
+    """Every line of the log is JSON, and the client library's lines are ``library_log``
+    events naming its logger, at warning at most (the job did not fail)."""
+    lines = run.log.read_text().splitlines()
+    assert [line for line in lines if not line.startswith("{")] == []
+    library = [e for e in run.events() if e.get("logger", "samzapy").split(".")[0] != "samzapy"]
+    assert {e["event"] for e in library} <= {"library_log", "library_log_suppressed"}, library
+    assert all(e["level"] in ("debug", "info", "warning") for e in library), library
+    assert all(e["logger"] and e["library_level"] for e in library), library
 
 
 def tagging_job(bootstrap: str, tmp_path: Path, n: int) -> tuple[Path, str]:
@@ -112,6 +123,7 @@ def test_a_broker_stopped_as_the_job_starts_is_waited_for(
     assert "job_failed" not in names
     lines = noisy(events)
     assert len(lines) <= HANDFUL, "\n".join(map(str, lines))
+    check_library_lines(run)
 
 
 def test_a_broker_stopped_mid_run_is_ridden_out_with_a_handful_of_lines(
@@ -135,3 +147,4 @@ def test_a_broker_stopped_mid_run_is_ridden_out_with_a_handful_of_lines(
     assert names.count("broker_unreachable") == names.count("broker_reachable") == 1, names
     lines = noisy(events)
     assert len(lines) <= HANDFUL, "\n".join(map(str, lines))
+    check_library_lines(run)
