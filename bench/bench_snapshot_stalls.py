@@ -1,9 +1,9 @@
 """How long the event loop stands still while tasks snapshot their stores at commits.
 
-N tasks (default 8) each write M messages (default 120,000) to a RocksDB store with a changelog,
-every write a value of V bytes (default 1,024) over K keys of the task's own (default 2,000, so
+N tasks (default 8) each write M messages (default 100,000) to a RocksDB store with a changelog,
+every write a value of V bytes (default 1,024) over K keys of the task's own (default 200, so
 the changelog, in memory, stays small while RocksDB's memtable grows by every write), and commit
-every C ms (default 300), each commit snapshotting the store (``task.transactional.state.
+every C ms (default 500), each commit snapshotting the store (``task.transactional.state.
 checkpoint.enabled``, the default). The job runs in this process on the in-memory system, on
 uvloop, next to a probe coroutine that sleeps 1 ms in a loop: how much later than asked it
 wakes is how long the loop stood still (a stall). Every task waits on any stall, whichever task
@@ -133,10 +133,10 @@ def line(snapshots: bool, f: dict[str, float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=8)
-    parser.add_argument("--messages", type=int, default=120_000, help="per task")
-    parser.add_argument("--keys", type=int, default=2_000, help="per task")
+    parser.add_argument("--messages", type=int, default=100_000, help="per task")
+    parser.add_argument("--keys", type=int, default=200, help="per task")
     parser.add_argument("--value-bytes", type=int, default=1_024)
-    parser.add_argument("--commit-ms", type=int, default=300)
+    parser.add_argument("--commit-ms", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     Fill.keys, Fill.value = args.keys, b"v" * args.value_bytes

@@ -23,7 +23,7 @@ from samzapy.config import ResolvedConfig
 from samzapy.container.bootstrap import TaskBootstrap
 from samzapy.container.checkpoints import ContainerCheckpoints
 from samzapy.container.clock import Clock
-from samzapy.container.collector import OutputRouter, TaskCollector
+from samzapy.container.collector import OutputRouter
 from samzapy.container.context import TaskContextImpl
 from samzapy.container.coordinator import TaskListener
 from samzapy.container.drops import task_drops
@@ -34,6 +34,7 @@ from samzapy.container.origins import OriginCollector
 from samzapy.container.plan import TaskPlan
 from samzapy.container.serdes import StreamSerdes
 from samzapy.container.systems import Systems
+from samzapy.container.task_collector import MessageInProgress, TaskCollector
 from samzapy.container.task_instance import TaskInstance
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
 from samzapy.control.reconcile import TaskControl, saved_epochs
@@ -108,7 +109,8 @@ class TaskAssembly:
         writer = self.checkpoints.writer(plan.name, plan.checkpoint)
         trackers = {ssp: OffsetTracker(last) for ssp, last in plan.last_processed.items()}
         loop = asyncio.get_running_loop()
-        collector = TaskCollector(router, loop, plan.name)
+        current = MessageInProgress(is_async=isinstance(task, AsyncStreamTask))
+        collector = TaskCollector(router, loop, plan.name, current)
         sends: MessageCollector = collector
         if control.writer is not None and self.tags_origins(plan):
             sends = OriginCollector(
@@ -143,6 +145,7 @@ class TaskAssembly:
             listener=self.listener,
             max_concurrency=cfg.task.max_concurrency,
             executor=self.executor,
+            current=current,
             stores=stores,
             control=control,
             task_count=self.job_task_count,

@@ -1,4 +1,5 @@
-"""Output side of the container: the task's MessageCollector and the router behind it.
+"""Output side of the container: the router behind the tasks' collectors
+(``task_collector.py``).
 
 The router picks each message's partition (explicit, else by ``partition_key``, else by key,
 with Kafka's murmur2 partitioner, so a key lands on the same partition whichever engine
@@ -72,6 +73,22 @@ def _spread(offset: str, ordinal: int, partitions: int) -> int | None:
         return (int(offset) * 31 + ordinal) % partitions
     except ValueError:
         return None
+
+
+def _send_failed(
+    exc: Exception, task: TaskName, origin: IncomingMessageEnvelope | None
+) -> TaskError:
+    """A send of ``task`` failed after its call returned: the error names the task and, when
+    the send was made by a call for an input message, that message's partition and offset."""
+    if origin is None:
+        return TaskError(f"a send of task {task!r} failed: {exc}", task_name=task)
+    ssp = origin.system_stream_partition
+    return TaskError(
+        f"a send of task {task!r} (processing {ssp} at offset {origin.offset}) failed: {exc}",
+        task_name=task,
+        ssp=ssp,
+        offset=origin.offset,
+    )
 
 
 class _ControlRecord:
@@ -207,10 +224,10 @@ class OutputRouter:
         ordinal: int = 0,
         floor: str | None = None,
     ) -> None:
-        """Route ``envelope``; ``task``, the sender, is named if it cannot be routed later.
-        ``writer``: the sender's origins, and ``origin``: the input message whose
-        ``ordinal``-th send this is, ``floor`` the sender's oldest message in flight (a
-        framed stream's record carries them)."""
+        """Route ``envelope``; ``task``, the sender, and ``origin``, the input message whose
+        call sent it, are named if it cannot be routed later. ``writer``: the sender's
+        origins, ``ordinal``: which send of ``origin``'s this is, ``floor``: the sender's
+        oldest message in flight (with a writer, a framed stream's record carries them)."""
         route = self._routes.get(envelope.system_stream)
         if route is None:
             route = self._open_route(envelope.system_stream)
@@ -286,7 +303,12 @@ class OutputRouter:
         try:
             self.send(envelope, task, writer, origin, ordinal, floor)
         except Exception as exc:
-            self._on_error(exc)
+            if task is None or isinstance(exc, TaskFencedError):
+                self._on_error(exc)
+                return
+            error = _send_failed(exc, task, origin)
+            error.__cause__ = exc
+            self._on_error(error)
 
     def broadcast_control(self, stream: SystemStream, record: bytes) -> None:
         """Send a framed control record to every partition of ``stream``, after everything
@@ -356,9 +378,7 @@ class OutputRouter:
                 except SamzapyError as exc:
                     if waiting.task is None:
                         raise
-                    raise TaskError(
-                        f"a send of task {waiting.task!r} failed: {exc}", task_name=waiting.task
-                    ) from exc
+                    raise _send_failed(exc, waiting.task, waiting.origin) from exc
         except BaseException as exc:
             error = (
                 exc
@@ -403,28 +423,4 @@ class OutputRouter:
                 log.warning("producer_errors_dropped", error=str(exc))
 
 
-class TaskCollector:
-    """A task's MessageCollector. Thread-safe: a send from another thread is handed to the
-    event loop. When the call that made it runs on the thread pool, the send is routed ahead
-    of the call's completion. When the call runs on the loop thread, the send waits until
-    the task yields, after the call's own sends, and possibly after a barrier."""
-
-    __slots__ = ("_loop", "_loop_thread", "_route", "_router", "_task")
-
-    def __init__(
-        self, router: OutputRouter, loop: asyncio.AbstractEventLoop, task: TaskName | None = None
-    ) -> None:
-        self._router = router
-        self._route = router.send
-        self._loop = loop
-        self._loop_thread = threading.get_ident()
-        self._task = task
-
-    def send(self, envelope: OutgoingMessageEnvelope) -> None:
-        if _thread() == self._loop_thread:
-            self._route(envelope, self._task)
-        else:
-            self._loop.call_soon_threadsafe(self._router.send_from_thread, envelope, self._task)
-
-
-__all__ = ["OutputRouter", "TaskCollector", "key_bytes"]
+__all__ = ["OutputRouter", "key_bytes"]
