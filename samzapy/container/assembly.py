@@ -87,6 +87,8 @@ class TaskAssembly:
                 drop_errors=cfg.task.drop_producer_errors,
                 on_dropped=lambda n: metrics.counter(CONTAINER, "producer-errors").inc(n),
                 on_error=self.fail,
+                connect=systems.connect,
+                connectable=systems.factories,
             )
 
         if self.checkpoints.transactional_system is None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 import structlog
@@ -143,14 +143,15 @@ class _Route:
     def __init__(
         self,
         stream: SystemStream,
-        producer: SystemProducer,
+        producer: SystemProducer | None,
         key_serde: Serde | None,
         msg_serde: Serde | None,
         framed: bool,
         origins: bool = True,
     ) -> None:
         self.stream = stream
-        self.producer = producer
+        #: None until the route is ready, for a system connected by its first send.
+        self.producer: SystemProducer = producer  # type: ignore[assignment]
         self.key_serde = key_serde
         self.msg_serde = msg_serde
         self.framed = framed
@@ -190,8 +191,14 @@ class OutputRouter:
         on_dropped: Callable[[int], None] = lambda n: None,
         linger_ms: Callable[[SystemStream], int | None] = lambda ss: None,
         origins: Callable[[SystemStream], bool] = lambda ss: True,
+        connect: Callable[[str], Awaitable[SystemProducer]] | None = None,
+        connectable: Collection[str] = (),
     ) -> None:
+        """``connect``: the producer of a system in ``connectable`` that ``producers`` does
+        not have yet, connected (``systems.py``): the first send to it waits for that."""
         self._producers = producers
+        self._connect = connect
+        self._connectable = connectable
         self._admins = admins
         self._serdes_for = serdes_for
         self._partitions_for_new = partitions_for_new
@@ -205,6 +212,7 @@ class OutputRouter:
         self._on_error = on_error
         self._routes: dict[SystemStream, _Route] = {}
         self._resolving: set[asyncio.Task[None]] = set()
+        self._connecting: set[asyncio.Future[None]] = set()
         self._error: BaseException | None = None
         self.sent = 0
 
@@ -327,7 +335,7 @@ class OutputRouter:
 
     def _open_route(self, stream: SystemStream) -> _Route:
         producer = self._producers.get(stream.system)
-        if producer is None:
+        if producer is None and stream.system not in self._connectable:
             raise StreamSystemError(
                 f"cannot send to {stream}: no system named {stream.system!r} is configured "
                 f"(expected systems.{stream.system}.samza.factory)"
@@ -337,17 +345,28 @@ class OutputRouter:
             stream, producer, key_serde, msg_serde, self._framed(stream), self._origins(stream)
         )
         self._routes[stream] = route
-        linger_ms = self._linger_ms(stream)
-        if linger_ms is not None:
-            producer.linger(stream.stream, linger_ms)
         task = asyncio.get_running_loop().create_task(self._resolve(route))
         self._resolving.add(task)
         task.add_done_callback(self._resolving.discard)
         return route
 
     async def _resolve(self, route: _Route) -> None:
-        admin = self._admins[route.stream.system]
+        system = route.stream.system
         try:
+            if route.producer is None:  # a system the job had not used: connect it first
+                assert self._connect is not None
+                # The tasks wait meanwhile, as they would for the producer's backpressure.
+                gate = asyncio.get_running_loop().create_future()
+                self._connecting.add(gate)
+                try:
+                    route.producer = await self._connect(system)
+                finally:
+                    self._connecting.discard(gate)
+                    gate.set_result(None)
+            linger_ms = self._linger_ms(route.stream)
+            if linger_ms is not None:
+                route.producer.linger(route.stream.stream, linger_ms)
+            admin = self._admins[system]
             counts = await admin.partition_counts([route.stream.stream])
             count = counts.get(route.stream.stream)
             if count is None:
@@ -393,7 +412,10 @@ class OutputRouter:
                 raise
 
     def backpressure(self) -> asyncio.Future[None] | None:
-        """The first producer's request to wait before sending more, if any."""
+        """The first producer's request to wait before sending more, if any; or a system
+        being connected for a send."""
+        if self._connecting:
+            return next(iter(self._connecting))
         for producer in self._producers.values():
             waiting = producer.backpressure()
             if waiting is not None:
@@ -410,7 +432,7 @@ class OutputRouter:
             raise self._error
         # Every producer, not only those this task sent to: another task's flush may be
         # carrying this task's output right now, and must be waited for.
-        for producer in self._producers.values():
+        for producer in list(self._producers.values()):  # a send may connect one meanwhile
             try:
                 await producer.flush()
             except TaskFencedError:

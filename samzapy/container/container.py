@@ -219,10 +219,7 @@ class SamzaContainer:
                 )
             task_factory = load_task_class(cfg.task.task_class)
         # 1. Systems and streams.
-        self._systems = systems = Systems(cfg)
-        if self._lease is not None:
-            for producer in systems.producers.values():
-                producer.fence_with(self._lease)
+        self._systems = systems = Systems(cfg, self._lease)
         await systems.start_admins()
         counts = await prepare_streams(cfg, systems.admins)
         # 2. The job model.
@@ -323,8 +320,7 @@ class SamzaContainer:
         # 6. Reporters, producers, stores, init, consumers.
         if self._start_reporters:
             self._reporters = await start_reporters(cfg, self.metrics, self.health)
-        for producer in systems.producers.values():
-            await producer.start()
+        await systems.start_producers()
         await prepare_changelogs(cfg, systems.admins, job_task_count)
         declared = [
             SystemStream(s.system, s.physical_name) for s in cfg.streams.values() if s.system
