@@ -1,5 +1,6 @@
-"""Assembling a container's tasks from its plan: each task instance with its output router,
-checkpoint writer, stores, control bookkeeping and metrics (start-up step 5).
+"""Assembling a container from its plan (start-up step 5): the input side (each task's
+queues, the consumers filling them, the run loop), then each task instance with its output
+router, checkpoint writer, stores, control bookkeeping and metrics.
 
 Under at-least-once the tasks share one router over the job's producers; under exactly-once
 each task has its own, over its transactional producer.
@@ -10,20 +11,24 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from samzapy.api.context import MessageCollector
+from samzapy.api.errors import ConfigError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.api.task import AsyncStreamTask
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.config import ResolvedConfig
+from samzapy.config.classes import load_task_class
 from samzapy.container.bootstrap import TaskBootstrap
 from samzapy.container.checkpoints import ContainerCheckpoints
 from samzapy.container.clock import Clock
-from samzapy.container.collector import OutputRouter, TaskCollector
+from samzapy.container.collector import OutputRouter
+from samzapy.container.consumers import SystemConsumers
 from samzapy.container.context import TaskContextImpl
 from samzapy.container.coordinator import TaskListener
 from samzapy.container.drops import task_drops
@@ -31,19 +36,91 @@ from samzapy.container.gauges import CONTAINER, register_task_metrics, task_grou
 from samzapy.container.grouper import TaskModel
 from samzapy.container.inputs import InputQueue, TaskInputs
 from samzapy.container.origins import OriginCollector
-from samzapy.container.plan import TaskPlan
+from samzapy.container.plan import ContainerPlan, TaskPlan, input_queues
+from samzapy.container.run_loop import RunLoop
 from samzapy.container.serdes import StreamSerdes
 from samzapy.container.systems import Systems
+from samzapy.container.task_collector import MessageInProgress, TaskCollector
 from samzapy.container.task_instance import TaskInstance
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
 from samzapy.control.reconcile import TaskControl, saved_epochs
-from samzapy.metrics import MetricsRegistry
+from samzapy.metrics import Health, MetricsRegistry
 from samzapy.storage.task_stores import TaskStores
 from samzapy.system.ports import SystemProducer
 
 #: How long a batch of an intermediate (framed) stream is held open by default, in ms
 #: (Kafka Streams' producers linger 100 ms).
 FRAMED_LINGER_MS = 50
+
+
+def task_factory_of(config: ResolvedConfig, given: Callable[[], Any] | None) -> Callable[[], Any]:
+    """What makes each task's object: ``given``, else ``task.class``."""
+    if given is not None:
+        return given
+    if config.task.task_class is None:
+        raise ConfigError(
+            "task.class is required: an application (app.class) runs through "
+            "samzapy.operators, which gives the container its task factory",
+            key="task.class",
+        )
+    return load_task_class(config.task.task_class)
+
+
+@dataclass(frozen=True)
+class InputSide:
+    """Each task's input queues, the consumers that fill them, and the run loop."""
+
+    queues: dict[TaskName, dict[SystemStreamPartition, InputQueue]]
+    consumers: SystemConsumers
+    run_loop: RunLoop
+
+
+def assemble_inputs(
+    config: ResolvedConfig,
+    plan: ContainerPlan,
+    systems: Systems,
+    serdes: StreamSerdes,
+    *,
+    clock: Clock,
+    health: Health,
+    checkpointing: bool,
+    on_dropped: Callable[[], None],
+) -> InputSide:
+    """The input side of ``plan``; ``on_dropped``: a message was dropped as undecodable."""
+    cfg = config
+    queues = input_queues(plan)
+    by_ssp: dict[SystemStreamPartition, list[InputQueue]] = defaultdict(list)
+    for task_queues in queues.values():
+        for ssp, q in task_queues.items():
+            by_ssp[ssp].append(q)
+    consumers = SystemConsumers(
+        systems.consumers,
+        by_ssp,
+        {ssp: serdes.input(ssp) for ssp in by_ssp},
+        compare_offsets={n: a.compare_offsets for n, a in systems.admins.items()},
+        poll_timeout=cfg.task.poll_timeout_ms / 1000,
+        drop_deserialization_errors=cfg.task.drop_deserialization_errors,
+        on_dropped=lambda ssp: on_dropped(),
+        dead_letters=cfg.task.dead_letter_stream is not None,
+        heads=plan.heads,
+    )
+    if cfg.task.dead_letter_stream is not None:
+        for consumer in systems.consumers.values():
+            consumer.keep_raw()
+    run_loop = RunLoop(
+        consumers=[functools.partial(consumers.run, s) for s in sorted(systems.consumers)],
+        clock=clock,
+        window_ms=cfg.task.window_ms,
+        commit_ms=cfg.task.commit_ms,
+        callback_timeout_ms=cfg.task.callback_timeout_ms,
+        shutdown_ms=cfg.task.shutdown_ms,
+        progress_interval_ms=cfg.task.progress_interval_ms,
+        checkpointing=checkpointing,
+        stall_timeout_ms=cfg.task.stall_timeout_ms,
+        stall_fail=cfg.task.stall_fail,
+        health=health,
+    )
+    return InputSide(queues, consumers, run_loop)
 
 
 @dataclass(frozen=True)
@@ -86,6 +163,8 @@ class TaskAssembly:
                 drop_errors=cfg.task.drop_producer_errors,
                 on_dropped=lambda n: metrics.counter(CONTAINER, "producer-errors").inc(n),
                 on_error=self.fail,
+                connect=systems.connect,
+                connectable=systems.factories,
             )
 
         if self.checkpoints.transactional_system is None:
@@ -108,7 +187,8 @@ class TaskAssembly:
         writer = self.checkpoints.writer(plan.name, plan.checkpoint)
         trackers = {ssp: OffsetTracker(last) for ssp, last in plan.last_processed.items()}
         loop = asyncio.get_running_loop()
-        collector = TaskCollector(router, loop, plan.name)
+        current = MessageInProgress(is_async=isinstance(task, AsyncStreamTask))
+        collector = TaskCollector(router, loop, plan.name, current)
         sends: MessageCollector = collector
         if control.writer is not None and self.tags_origins(plan):
             sends = OriginCollector(
@@ -143,6 +223,7 @@ class TaskAssembly:
             listener=self.listener,
             max_concurrency=cfg.task.max_concurrency,
             executor=self.executor,
+            current=current,
             stores=stores,
             control=control,
             task_count=self.job_task_count,

@@ -153,7 +153,10 @@ class ContainerCheckpoints:
         system = self.transactional_system
         if system is None:
             return dict(systems)
-        out: dict[str, SystemProducer] = {s: RefusingProducer(s, system) for s in systems}
+        # Every configured system, connected or not: none is connected for a send it refuses.
+        out: dict[str, SystemProducer] = {
+            s: RefusingProducer(s, system) for s in (*self._factories, *systems)
+        }
         out[system] = self._producers[task]
         return out
 

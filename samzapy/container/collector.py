@@ -1,4 +1,5 @@
-"""Output side of the container: the task's MessageCollector and the router behind it.
+"""Output side of the container: the router behind the tasks' collectors
+(``task_collector.py``).
 
 The router picks each message's partition (explicit, else by ``partition_key``, else by key,
 with Kafka's murmur2 partitioner, so a key lands on the same partition whichever engine
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 import structlog
@@ -74,6 +75,22 @@ def _spread(offset: str, ordinal: int, partitions: int) -> int | None:
         return None
 
 
+def _send_failed(
+    exc: Exception, task: TaskName, origin: IncomingMessageEnvelope | None
+) -> TaskError:
+    """A send of ``task`` failed after its call returned: the error names the task and, when
+    the send was made by a call for an input message, that message's partition and offset."""
+    if origin is None:
+        return TaskError(f"a send of task {task!r} failed: {exc}", task_name=task)
+    ssp = origin.system_stream_partition
+    return TaskError(
+        f"a send of task {task!r} (processing {ssp} at offset {origin.offset}) failed: {exc}",
+        task_name=task,
+        ssp=ssp,
+        offset=origin.offset,
+    )
+
+
 class _ControlRecord:
     """A control record waiting in a route's backlog, for every partition."""
 
@@ -126,14 +143,15 @@ class _Route:
     def __init__(
         self,
         stream: SystemStream,
-        producer: SystemProducer,
+        producer: SystemProducer | None,
         key_serde: Serde | None,
         msg_serde: Serde | None,
         framed: bool,
         origins: bool = True,
     ) -> None:
         self.stream = stream
-        self.producer = producer
+        #: None until the route is ready, for a system connected by its first send.
+        self.producer: SystemProducer = producer  # type: ignore[assignment]
         self.key_serde = key_serde
         self.msg_serde = msg_serde
         self.framed = framed
@@ -173,8 +191,14 @@ class OutputRouter:
         on_dropped: Callable[[int], None] = lambda n: None,
         linger_ms: Callable[[SystemStream], int | None] = lambda ss: None,
         origins: Callable[[SystemStream], bool] = lambda ss: True,
+        connect: Callable[[str], Awaitable[SystemProducer]] | None = None,
+        connectable: Collection[str] = (),
     ) -> None:
+        """``connect``: the producer of a system in ``connectable`` that ``producers`` does
+        not have yet, connected (``systems.py``): the first send to it waits for that."""
         self._producers = producers
+        self._connect = connect
+        self._connectable = connectable
         self._admins = admins
         self._serdes_for = serdes_for
         self._partitions_for_new = partitions_for_new
@@ -188,6 +212,7 @@ class OutputRouter:
         self._on_error = on_error
         self._routes: dict[SystemStream, _Route] = {}
         self._resolving: set[asyncio.Task[None]] = set()
+        self._connecting: set[asyncio.Future[None]] = set()
         self._error: BaseException | None = None
         self.sent = 0
 
@@ -207,10 +232,10 @@ class OutputRouter:
         ordinal: int = 0,
         floor: str | None = None,
     ) -> None:
-        """Route ``envelope``; ``task``, the sender, is named if it cannot be routed later.
-        ``writer``: the sender's origins, and ``origin``: the input message whose
-        ``ordinal``-th send this is, ``floor`` the sender's oldest message in flight (a
-        framed stream's record carries them)."""
+        """Route ``envelope``; ``task``, the sender, and ``origin``, the input message whose
+        call sent it, are named if it cannot be routed later. ``writer``: the sender's
+        origins, ``ordinal``: which send of ``origin``'s this is, ``floor``: the sender's
+        oldest message in flight (with a writer, a framed stream's record carries them)."""
         route = self._routes.get(envelope.system_stream)
         if route is None:
             route = self._open_route(envelope.system_stream)
@@ -286,7 +311,12 @@ class OutputRouter:
         try:
             self.send(envelope, task, writer, origin, ordinal, floor)
         except Exception as exc:
-            self._on_error(exc)
+            if task is None or isinstance(exc, TaskFencedError):
+                self._on_error(exc)
+                return
+            error = _send_failed(exc, task, origin)
+            error.__cause__ = exc
+            self._on_error(error)
 
     def broadcast_control(self, stream: SystemStream, record: bytes) -> None:
         """Send a framed control record to every partition of ``stream``, after everything
@@ -305,7 +335,7 @@ class OutputRouter:
 
     def _open_route(self, stream: SystemStream) -> _Route:
         producer = self._producers.get(stream.system)
-        if producer is None:
+        if producer is None and stream.system not in self._connectable:
             raise StreamSystemError(
                 f"cannot send to {stream}: no system named {stream.system!r} is configured "
                 f"(expected systems.{stream.system}.samza.factory)"
@@ -315,17 +345,28 @@ class OutputRouter:
             stream, producer, key_serde, msg_serde, self._framed(stream), self._origins(stream)
         )
         self._routes[stream] = route
-        linger_ms = self._linger_ms(stream)
-        if linger_ms is not None:
-            producer.linger(stream.stream, linger_ms)
         task = asyncio.get_running_loop().create_task(self._resolve(route))
         self._resolving.add(task)
         task.add_done_callback(self._resolving.discard)
         return route
 
     async def _resolve(self, route: _Route) -> None:
-        admin = self._admins[route.stream.system]
+        system = route.stream.system
         try:
+            if route.producer is None:  # a system the job had not used: connect it first
+                assert self._connect is not None
+                # The tasks wait meanwhile, as they would for the producer's backpressure.
+                gate = asyncio.get_running_loop().create_future()
+                self._connecting.add(gate)
+                try:
+                    route.producer = await self._connect(system)
+                finally:
+                    self._connecting.discard(gate)
+                    gate.set_result(None)
+            linger_ms = self._linger_ms(route.stream)
+            if linger_ms is not None:
+                route.producer.linger(route.stream.stream, linger_ms)
+            admin = self._admins[system]
             counts = await admin.partition_counts([route.stream.stream])
             count = counts.get(route.stream.stream)
             if count is None:
@@ -356,9 +397,7 @@ class OutputRouter:
                 except SamzapyError as exc:
                     if waiting.task is None:
                         raise
-                    raise TaskError(
-                        f"a send of task {waiting.task!r} failed: {exc}", task_name=waiting.task
-                    ) from exc
+                    raise _send_failed(exc, waiting.task, waiting.origin) from exc
         except BaseException as exc:
             error = (
                 exc
@@ -373,7 +412,10 @@ class OutputRouter:
                 raise
 
     def backpressure(self) -> asyncio.Future[None] | None:
-        """The first producer's request to wait before sending more, if any."""
+        """The first producer's request to wait before sending more, if any; or a system
+        being connected for a send."""
+        if self._connecting:
+            return next(iter(self._connecting))
         for producer in self._producers.values():
             waiting = producer.backpressure()
             if waiting is not None:
@@ -390,7 +432,7 @@ class OutputRouter:
             raise self._error
         # Every producer, not only those this task sent to: another task's flush may be
         # carrying this task's output right now, and must be waited for.
-        for producer in self._producers.values():
+        for producer in list(self._producers.values()):  # a send may connect one meanwhile
             try:
                 await producer.flush()
             except TaskFencedError:
@@ -403,28 +445,4 @@ class OutputRouter:
                 log.warning("producer_errors_dropped", error=str(exc))
 
 
-class TaskCollector:
-    """A task's MessageCollector. Thread-safe: a send from another thread is handed to the
-    event loop. When the call that made it runs on the thread pool, the send is routed ahead
-    of the call's completion. When the call runs on the loop thread, the send waits until
-    the task yields, after the call's own sends, and possibly after a barrier."""
-
-    __slots__ = ("_loop", "_loop_thread", "_route", "_router", "_task")
-
-    def __init__(
-        self, router: OutputRouter, loop: asyncio.AbstractEventLoop, task: TaskName | None = None
-    ) -> None:
-        self._router = router
-        self._route = router.send
-        self._loop = loop
-        self._loop_thread = threading.get_ident()
-        self._task = task
-
-    def send(self, envelope: OutgoingMessageEnvelope) -> None:
-        if _thread() == self._loop_thread:
-            self._route(envelope, self._task)
-        else:
-            self._loop.call_soon_threadsafe(self._router.send_from_thread, envelope, self._task)
-
-
-__all__ = ["OutputRouter", "TaskCollector", "key_bytes"]
+__all__ = ["OutputRouter", "key_bytes"]

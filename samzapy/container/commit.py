@@ -3,7 +3,8 @@
 1. flush the producers: every output of the covered messages is durable;
 2. flush the stores, note how far their changelogs got, and snapshot the logged stores
    (``task.transactional.state.checkpoint.enabled``): each snapshot holds exactly what the
-   changelog holds up to the noted offset;
+   changelog holds up to the noted offset (the memtable is written out in a thread, so
+   another task waits a few ms at most, ``storage/snapshots.py``);
 3. write the checkpoint: the last fully processed offset of each partition, with the
    changelog offsets, the snapshots and the control bookkeeping consistent with it (under
    exactly-once the writer commits the task's transaction);
@@ -58,7 +59,7 @@ class TaskCommit:
             await stores.flush()  # caches written back, their changelog records durable
             changelog_offsets = await stores.changelog_offsets()
             if self._checkpoints.enabled:
-                snapshots = stores.snapshot(changelog_offsets)
+                snapshots = await stores.snapshot(changelog_offsets)
         # 3. Checkpoint.
         control = self._control
         checkpoint = Checkpoint(
@@ -76,7 +77,7 @@ class TaskCommit:
             ) from exc
         # 4. Older snapshots.
         if written and snapshots and stores is not None:
-            stores.snapshots_committed(snapshots)
+            await stores.snapshots_committed(snapshots)
 
 
 __all__ = ["TaskCommit"]

@@ -21,32 +21,36 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import time
-from collections import defaultdict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import structlog
 
-from samzapy.api.errors import ConfigError, SamzapyError, TaskFencedError
+from samzapy.api.errors import SamzapyError, TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.codec import check_partition_counts
 from samzapy.checkpoint.group import GroupOffsets
+from samzapy.checkpoint.ports import Checkpoint
 from samzapy.config import ResolvedConfig
-from samzapy.config.classes import load_task_class
-from samzapy.container.assembly import TaskAssembly
+from samzapy.container.assembly import TaskAssembly, assemble_inputs, task_factory_of
 from samzapy.container.checkpoints import ContainerCheckpoints, checkpoint_namespace
 from samzapy.container.clock import Clock, LoopClock
 from samzapy.container.collector import OutputRouter
 from samzapy.container.consumers import SystemConsumers
 from samzapy.container.gauges import CONTAINER, ProcessTotals, partition_group, task_group
+from samzapy.container.grouper import TaskModel
 from samzapy.container.inputs import InputQueue
-from samzapy.container.plan import input_queues, job_model, plan_container
+from samzapy.container.plan import ContainerPlan, job_model, plan_container
 from samzapy.container.run_loop import RunLoop
 from samzapy.container.serdes import StreamSerdes
 from samzapy.container.startup import unless_stopped
-from samzapy.container.streams import bootstrap_heads, prepare_changelogs, prepare_streams
+from samzapy.container.streams import (
+    bootstrap_heads,
+    declared_outputs,
+    prepare_changelogs,
+    prepare_streams,
+)
 from samzapy.container.systems import Systems
 from samzapy.container.task_instance import TaskInstance
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter
@@ -187,7 +191,7 @@ class SamzaContainer:
                 return
             run_loop = started_loop
             await run_loop.run(self.tasks)
-            await self._finish()
+            await _stop_cleanly(self.tasks)
         except BaseException:
             await self._close_tasks_after_failure()
             raise
@@ -208,36 +212,17 @@ class SamzaContainer:
     # -- start-up -------------------------------------------------------------------------------
 
     async def _start(self) -> RunLoop:
+        """Start-up, the module docstring's steps; the run loop, ready to run the tasks."""
         cfg = self.config
-        task_factory = self._task_factory
-        if task_factory is None:
-            if cfg.task.task_class is None:
-                raise ConfigError(
-                    "task.class is required: an application (app.class) runs through "
-                    "samzapy.operators, which gives the container its task factory",
-                    key="task.class",
-                )
-            task_factory = load_task_class(cfg.task.task_class)
+        task_factory = task_factory_of(cfg, self._task_factory)
         # 1. Systems and streams.
-        self._systems = systems = Systems(cfg)
-        if self._lease is not None:
-            for producer in systems.producers.values():
-                producer.fence_with(self._lease)
+        self._systems = systems = Systems(cfg, self._lease)
         await systems.start_admins()
         counts = await prepare_streams(cfg, systems.admins)
         # 2. The job model.
         models, job_task_count = job_model(cfg, counts, self._task_filter)
         # 3. Checkpoints (under exactly-once, each task's transactional producer first).
-        self._checkpoints = ContainerCheckpoints(
-            cfg,
-            systems.factories,
-            self.checkpoint_namespace,
-            task_count=job_task_count,
-            lease=self._lease,
-            group=self._group_offsets,
-        )
-        checkpoints = await self._checkpoints.start([m.name for m in models])
-        check_partition_counts(checkpoints, counts)
+        checkpoints = await self._read_checkpoints(models, job_task_count, counts)
         # 4. The plan, with the heads of the bootstrap inputs the tasks are behind on.
         serdes = StreamSerdes(cfg, systems.factories)
         plan = plan_container(
@@ -249,47 +234,70 @@ class SamzaContainer:
             carries_watermarks=serdes.carries_watermarks,
             heads=await bootstrap_heads(cfg, systems.admins, (s for m in models for s in m.ssps)),
         )
-        # 5. Assembly: inputs, the run loop, the router, the tasks.
-        queues = input_queues(plan)
-        by_ssp: dict[SystemStreamPartition, list[InputQueue]] = defaultdict(list)
-        for task_queues in queues.values():
-            for ssp, q in task_queues.items():
-                by_ssp[ssp].append(q)
-        consumers = SystemConsumers(
-            systems.consumers,
-            by_ssp,
-            {ssp: serdes.input(ssp) for ssp in by_ssp},
-            compare_offsets={n: a.compare_offsets for n, a in systems.admins.items()},
-            poll_timeout=cfg.task.poll_timeout_ms / 1000,
-            drop_deserialization_errors=cfg.task.drop_deserialization_errors,
-            on_dropped=lambda ssp: self.metrics.counter(CONTAINER, "deserialization-errors").inc(),
-            dead_letters=cfg.task.dead_letter_stream is not None,
-            heads=plan.heads,
+        # 5. Assembly: inputs, the run loop, the routers, the tasks.
+        run_loop = self._assemble_inputs(plan, serdes)
+        assembly = self._assemble_tasks(plan, serdes, counts, job_task_count, task_factory)
+        self._log_started(task_factory, job_task_count)
+        # 6. Reporters, producers, stores, init, consumers.
+        await self._start_tasks(plan, assembly, job_task_count)
+        self.started.set()
+        self.health.ready = True
+        return run_loop
+
+    async def _read_checkpoints(
+        self, models: list[TaskModel], job_task_count: int, counts: Mapping[SystemStream, int]
+    ) -> dict[TaskName, Checkpoint]:
+        """Step 3: each task's last checkpoint, its partition counts checked."""
+        assert self._systems is not None
+        self._checkpoints = ContainerCheckpoints(
+            self.config,
+            self._systems.factories,
+            self.checkpoint_namespace,
+            task_count=job_task_count,
+            lease=self._lease,
+            group=self._group_offsets,
         )
-        if cfg.task.dead_letter_stream is not None:
-            for consumer in systems.consumers.values():
-                consumer.keep_raw()
-        self.run_loop = run_loop = RunLoop(
-            consumers=[functools.partial(consumers.run, s) for s in sorted(systems.consumers)],
+        checkpoints = await self._checkpoints.start([m.name for m in models])
+        check_partition_counts(checkpoints, counts)
+        return checkpoints
+
+    def _assemble_inputs(self, plan: ContainerPlan, serdes: StreamSerdes) -> RunLoop:
+        """Step 5, inputs: the queues, the consumers filling them and the run loop."""
+        assert self._systems is not None and self._checkpoints is not None
+        inputs = assemble_inputs(
+            self.config,
+            plan,
+            self._systems,
+            serdes,
             clock=self.clock,
-            window_ms=cfg.task.window_ms,
-            commit_ms=cfg.task.commit_ms,
-            callback_timeout_ms=cfg.task.callback_timeout_ms,
-            shutdown_ms=cfg.task.shutdown_ms,
-            progress_interval_ms=cfg.task.progress_interval_ms,
-            checkpointing=self._checkpoints.manager is not None,
-            stall_timeout_ms=cfg.task.stall_timeout_ms,
-            stall_fail=cfg.task.stall_fail,
             health=self.health,
+            checkpointing=self._checkpoints.manager is not None,
+            on_dropped=lambda: self.metrics.counter(CONTAINER, "deserialization-errors").inc(),
         )
+        self.run_loop = inputs.run_loop
+        self._consumers, self._queues = inputs.consumers, inputs.queues
         if self._stop_reason is not None:
-            run_loop.request_stop(self._stop_reason)
+            inputs.run_loop.request_stop(self._stop_reason)
+        return inputs.run_loop
+
+    def _assemble_tasks(
+        self,
+        plan: ContainerPlan,
+        serdes: StreamSerdes,
+        counts: Mapping[SystemStream, int],
+        job_task_count: int,
+        task_factory: Callable[[], Any],
+    ) -> TaskAssembly:
+        """Step 5, tasks: the thread pool, the routers and one task instance per task, its
+        consumers registered where the plan says each partition resumes."""
+        cfg, systems, run_loop = self.config, self._systems, self.run_loop
+        assert systems is not None and run_loop is not None and self._consumers is not None
+        assert self._checkpoints is not None
         if cfg.job.container_thread_pool_size > 1:
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 cfg.job.container_thread_pool_size, thread_name_prefix="samzapy-task"
             )
-        self._consumers, self._queues = consumers, queues
-        self._assembly = assembly = TaskAssembly(
+        assembly = TaskAssembly(
             config=cfg,
             systems=systems,
             checkpoints=self._checkpoints,
@@ -298,7 +306,7 @@ class SamzaContainer:
             metrics=self.metrics,
             listener=run_loop,
             fail=run_loop.fail,
-            space_freed=consumers.space_freed,
+            space_freed=self._consumers.space_freed,
             partition_counts=counts,
             job_task_count=job_task_count,
             executor=self._executor,
@@ -308,47 +316,40 @@ class SamzaContainer:
         self._routers = list(dict.fromkeys(self._task_routers.values()))
         for task_plan in plan.tasks:
             self._partitions[task_plan.name] = list(task_plan.last_processed)
-            self.tasks.append(
-                assembly.task(
-                    task_plan,
-                    task_factory(),
-                    queues[task_plan.name],
-                    self._task_routers[task_plan.name],
-                )
-            )
+            router = self._task_routers[task_plan.name]
+            queues = self._queues[task_plan.name]
+            self.tasks.append(assembly.task(task_plan, task_factory(), queues, router))
         self._totals.running(self._counts)
         for start in plan.starts:
             systems.consumers[start.ssp.system].register(start.ssp, start.offset, start.default)
-        self._log_started(task_factory, job_task_count)
-        # 6. Reporters, producers, stores, init, consumers.
+        return assembly
+
+    async def _start_tasks(
+        self, plan: ContainerPlan, assembly: TaskAssembly, job_task_count: int
+    ) -> None:
+        """Step 6: start the reporters and producers, look the outputs up, claim the tasks,
+        restore their stores, call ``init``, start the consumers."""
+        cfg, systems = self.config, self._systems
+        assert systems is not None and self._checkpoints is not None
         if self._start_reporters:
             self._reporters = await start_reporters(cfg, self.metrics, self.health)
-        for producer in systems.producers.values():
-            await producer.start()
+        await systems.start_producers()
         await prepare_changelogs(cfg, systems.admins, job_task_count)
-        declared = [
-            SystemStream(s.system, s.physical_name) for s in cfg.streams.values() if s.system
-        ]
-        if cfg.task.dead_letter_stream is not None:
-            declared.append(cfg.task.dead_letter_stream)
         for router in self._routers:
-            await router.prepare(declared)
+            await router.prepare(declared_outputs(cfg))
         await self._checkpoints.claim()
         for task, task_plan in zip(self.tasks, plan.tasks, strict=True):
             if task.stores:
                 task.stores.open()
-                checkpoint = task_plan.checkpoint
-                if checkpoint is None:
+                last = task_plan.checkpoint
+                if last is None:
                     await task.stores.restore({})
                 else:
-                    await task.stores.restore(checkpoint.changelog_offsets, checkpoint.snapshots)
+                    await task.stores.restore(last.changelog_offsets, last.snapshots)
         for task, task_plan in zip(self.tasks, plan.tasks, strict=True):
             await task.init(assembly.context(task_plan.model, task))
         for consumer in systems.consumers.values():
             await consumer.start()
-        self.started.set()
-        self.health.ready = True
-        return run_loop
 
     def _log_started(self, task_factory: Callable[[], Any], job_task_count: int) -> None:
         cfg, broadcasts = self.config, self.config.task.broadcast_inputs
@@ -390,12 +391,7 @@ class SamzaContainer:
             await run_loop.release([t.name for t in leaving])
             if run_loop.failure is not None:
                 raise run_loop.failure
-            for task in leaving:
-                await task.close()
-            for task in leaving:
-                await task.commit()
-            for task in leaving:
-                await task.close_stores(clean=True)
+            await _stop_cleanly(leaving)
         except BaseException as exc:
             for task in leaving:
                 await task.close_stores(clean=False)
@@ -418,15 +414,6 @@ class SamzaContainer:
 
     # -- shutdown -------------------------------------------------------------------------------
 
-    async def _finish(self) -> None:
-        """A clean end: close the tasks, commit every task, close the stores marked clean."""
-        for task in self.tasks:
-            await task.close()
-        for task in self.tasks:
-            await task.commit()
-        for task in self.tasks:
-            await task.close_stores(clean=True)
-
     async def _close_tasks_after_failure(self) -> None:
         for task in self.tasks:
             try:
@@ -445,6 +432,18 @@ class SamzaContainer:
             await reporter.stop()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def _stop_cleanly(tasks: Sequence[TaskInstance]) -> None:
+    """Stop ``tasks``, none with a call in flight: close each, then commit each, then close
+    their stores marked as matching the commit (a restart keeps them). Every task is closed
+    before any commits, so what a ``close`` sends is in the commits."""
+    for task in tasks:
+        await task.close()
+    for task in tasks:
+        await task.commit()
+    for task in tasks:
+        await task.close_stores(clean=True)
 
 
 __all__ = ["SamzaContainer"]

@@ -19,7 +19,7 @@ import inspect
 import time
 import types
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from samzapy.api.context import MessageCollector, TaskCoordinator
@@ -30,6 +30,7 @@ from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.clock import Clock
 from samzapy.container.drops import DroppedEnvelope, Drops, NotAwaitableError
 from samzapy.container.inputs import ControlEnvelope, Envelope, TaskInputs
+from samzapy.container.task_collector import IN_ASYNC_CALL, MessageInProgress
 from samzapy.metrics.registry import Timer
 
 #: How many messages a sync task processes before it yields to the other tasks.
@@ -88,6 +89,8 @@ class SlotContext:
     track_call_starts: bool
     #: What to do with a message the task cannot process (None: fail the job).
     drops: Drops | None = None
+    #: Set to the message of each call, for the sends it makes (``task_collector.py``).
+    current: MessageInProgress = field(default_factory=MessageInProgress)
 
 
 def _failed(
@@ -148,6 +151,7 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
     choose = inputs.choose
     on_control = ctx.on_control
     close_iterators = ctx.close_iterators
+    current = ctx.current
     clock = time.perf_counter_ns
     durations: list[int] = []
     last: dict[SystemStreamPartition, str] = {}  # the offsets processed in this turn
@@ -187,6 +191,7 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
                     break
                 t = clock()
                 continue
+            current.env = env
             try:
                 process(env, collector, coordinator)
                 if close_iterators is not None:
@@ -207,6 +212,7 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
             if state.due:
                 break
         # The turn's bookkeeping.
+        current.env = None  # what a barrier sends is for no one message
         if done is not None:
             last[done.system_stream_partition] = done.offset
         if last:
@@ -257,6 +263,7 @@ async def pool_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
             continue
         state.inflight = 1
         t0 = clock()
+        ctx.current.env = env
         try:
             await loop.run_in_executor(ctx.executor, process, env, collector, coordinator)
         except Exception as exc:
@@ -265,6 +272,7 @@ async def pool_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
                 return
         finally:
             state.inflight = 0
+            ctx.current.env = None
         ctx.latency.update_ns(clock() - t0)
         state.processed += 1
         ctx.trackers[env.system_stream_partition].last_processed = env.offset
@@ -310,6 +318,7 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
             entry.started = now()
         state.inflight += 1
         t0 = clock()
+        in_call = IN_ASYNC_CALL.set(env)  # followed through the call's awaits and tasks
         try:
             result = process_async(env, collector, coordinator)
             if type(result) is types.CoroutineType or isinstance(result, asyncio.Future):
@@ -330,6 +339,8 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
                 state.inflight -= 1
                 ctx.fail(failure)
                 return
+        finally:
+            IN_ASYNC_CALL.reset(in_call)
         state.inflight -= 1
         tracker.completed(entry)
         record(clock() - t0)

@@ -150,4 +150,22 @@ async def prepare_changelogs(
             )
 
 
-__all__ = ["bootstrap_heads", "partition_counts", "prepare_changelogs", "prepare_streams"]
+def declared_outputs(config: ResolvedConfig) -> list[SystemStream]:
+    """The streams the job declares (``streams.<id>`` on a system) and its dead-letter
+    stream: what the routers look up before the tasks start, so a send to one is routed at
+    once."""
+    declared = [
+        SystemStream(s.system, s.physical_name) for s in config.streams.values() if s.system
+    ]
+    if config.task.dead_letter_stream is not None:
+        declared.append(config.task.dead_letter_stream)
+    return declared
+
+
+__all__ = [
+    "bootstrap_heads",
+    "declared_outputs",
+    "partition_counts",
+    "prepare_changelogs",
+    "prepare_streams",
+]

@@ -1,9 +1,16 @@
-"""A job's systems as one container uses them: each configured system's factory, admin and
-producer, and a consumer for each input system; started and stopped together."""
+"""A job's systems as one container uses them: each configured system's factory; the admin
+and producer of each system the job uses, and a consumer for each input system; started and
+stopped together.
+
+A system the job is not known to use (``used_systems``: no input, declared stream, changelog
+or dead-letter stream of the job is on it) is not connected at start-up: a task may still send
+to it (a task class names its outputs in code), and the first send connects it (``connect``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import structlog
@@ -34,30 +41,78 @@ def input_systems(config: ResolvedConfig) -> list[str]:
     return sorted({ss.system for ss in streams})
 
 
-class Systems:
-    """The factories, admins, producers and input consumers of every configured system."""
+def used_systems(config: ResolvedConfig) -> list[str]:
+    """The configured systems the job is known to use before it runs: those of its inputs
+    and broadcast inputs, of its declared streams (intermediate streams, an application's
+    outputs), of its stores' changelogs and of its dead-letter stream."""
+    names = set(input_systems(config))
+    names.update(s.system for s in config.streams.values() if s.system)
+    names.update(c.changelog.system for c in config.stores.values() if c.changelog is not None)
+    if config.task.dead_letter_stream is not None:
+        names.add(config.task.dead_letter_stream.system)
+    return sorted(names & set(config.systems))
 
-    def __init__(self, config: ResolvedConfig) -> None:
+
+class Systems:
+    """The factories of every configured system; the admins and producers of the systems in
+    use, and the consumers of the input systems."""
+
+    def __init__(self, config: ResolvedConfig, lease: Callable[[], bool] | None = None) -> None:
         """A system that carries an intermediate input of the job is read ``read_committed``
-        (samzapy writes those streams, in transactions under exactly-once)."""
+        (samzapy writes those streams, in transactions under exactly-once). ``lease``: every
+        producer hands records over only while it holds (``fence_with``)."""
         reading = set(input_systems(config))
         committed = committed_systems(config)
-        self.factories: dict[str, SystemFactory] = {}
+        self._lease = lease
+        self.factories: dict[str, SystemFactory] = {
+            name: system_factory(config, name) for name in config.systems
+        }
         self.admins: dict[str, SystemAdmin] = {}
         self.producers: dict[str, SystemProducer] = {}
         self.consumers: dict[str, SystemConsumer] = {}
-        for name in config.systems:
-            self.factories[name] = factory = system_factory(config, name)
-            self.admins[name] = factory.get_admin()
-            self.producers[name] = factory.get_producer()
+        self._connecting: dict[str, asyncio.Future[SystemProducer]] = {}
+        for name in used_systems(config):
+            self._add(name)
+            factory = self.factories[name]
             if name in committed:
                 self.consumers[name] = factory.get_committed_consumer()
             elif name in reading:
                 self.consumers[name] = factory.get_consumer()
 
+    def _add(self, name: str) -> None:
+        factory = self.factories[name]
+        self.admins[name] = factory.get_admin()
+        self.producers[name] = producer = factory.get_producer()
+        if self._lease is not None:
+            producer.fence_with(self._lease)
+
     async def start_admins(self) -> None:
-        for admin in self.admins.values():
+        for admin in list(self.admins.values()):
             await admin.start()
+
+    async def start_producers(self) -> None:
+        for producer in list(self.producers.values()):
+            await producer.start()
+
+    async def connect(self, name: str) -> SystemProducer:
+        """The producer of system ``name``, connecting it first (admin and producer) if the
+        job had not used it yet; a configured system only."""
+        if name in self.producers and name not in self._connecting:
+            return self.producers[name]
+        pending = self._connecting.get(name)
+        if pending is None:
+            pending = self._connecting[name] = asyncio.ensure_future(self._connect(name))
+        return await asyncio.shield(pending)
+
+    async def _connect(self, name: str) -> SystemProducer:
+        self._add(name)
+        log.info("system_connected", system=name, reason="first send to it")
+        try:
+            await self.admins[name].start()
+            await self.producers[name].start()
+        finally:
+            del self._connecting[name]
+        return self.producers[name]
 
     async def stop(self) -> None:
         """Stop every part; a part that fails to stop is logged, the others still stop."""
@@ -75,8 +130,8 @@ class Systems:
 
 @asynccontextmanager
 async def started_admins(config: ResolvedConfig) -> AsyncIterator[dict[str, SystemAdmin]]:
-    """Every configured system's admin, started, and stopped again on the way out."""
-    admins = {name: system_factory(config, name).get_admin() for name in config.systems}
+    """The admin of every system the job uses, started, and stopped again on the way out."""
+    admins = {name: system_factory(config, name).get_admin() for name in used_systems(config)}
     try:
         for admin in admins.values():
             await admin.start()
@@ -92,4 +147,5 @@ __all__ = [
     "input_systems",
     "started_admins",
     "system_factory",
+    "used_systems",
 ]

@@ -52,6 +52,7 @@ from samzapy.container.inputs import NO_OFFSET, ControlEnvelope, TaskInputs
 from samzapy.container.origins import clear_cursor, committable, log_dropped, with_origins
 from samzapy.container.progress import TaskProgress
 from samzapy.container.slots import SlotContext, SlotState, async_slot, inline_slot, pool_slot
+from samzapy.container.task_collector import MessageInProgress
 from samzapy.container.watermarks import TaskWatermarks
 from samzapy.control.reconcile import TaskControl
 from samzapy.control.wire import EndOfStreamMessage, WatermarkMessage, encode_control
@@ -100,11 +101,13 @@ class TaskInstance:
         track_call_starts: bool = False,
         drops: Drops | None = None,
         bootstrap: TaskBootstrap | None = None,
+        current: MessageInProgress | None = None,
     ) -> None:
         """``control``: the control-message bookkeeping; ``task_count``: what this task's own
         control messages announce (the job's task count); ``partition_counts``: recorded in
         every checkpoint; ``track_call_starts``: note when each async call started (callback
-        timeouts); ``bootstrap``: its bootstrap partitions, if any."""
+        timeouts); ``bootstrap``: its bootstrap partitions, if any; ``current``: what the slots
+        tell the task's collector of the message each call is for."""
         self.name = name
         is_async = isinstance(task, AsyncStreamTask)
         if not is_async and not isinstance(task, StreamTask):
@@ -178,6 +181,7 @@ class TaskInstance:
             executor=self._executor,
             track_call_starts=track_call_starts,
             drops=drops,
+            current=current if current is not None else MessageInProgress(is_async=is_async),
         )
 
     # -- what the run loop and the container see ------------------------------------------------

@@ -20,7 +20,9 @@ What an engine promises (each bullet is checked through ``tests/contract/test_st
   snapshot's, leaving the snapshot as it was (so it can be restored again).
 
 Engines are synchronous and used from the event loop's thread only: a store belongs to one task,
-and a task's callbacks never run at the same time as each other on the loop.
+and a task's callbacks never run at the same time as each other on the loop. One exception: a
+commit calls ``flush`` from a thread before a snapshot, while nothing else uses the engine but
+for reading its metrics (``snapshots.py``), so an engine with ``snapshots`` must allow that.
 """
 
 from __future__ import annotations

@@ -7,15 +7,43 @@ tag drawn once per container run, so that snapshots taken by different runs of a
 this host or another, never share a name. A checkpoint names the snapshot its commit took;
 once it is written, every other snapshot of the store is removed (``keep_only``), so a store
 keeps one snapshot, two for the moment between a commit's snapshot and its checkpoint.
+
+A commit takes its snapshots without holding the event loop for long (``take``), since every
+task of the container waits while the loop is held:
+
+1. the engine writes what it holds in memory out to its files, in a thread (RocksDB lets go
+   of the interpreter while it waits for the write; this is what takes time, growing with the
+   writes since the last snapshot). The task's commit is a barrier: nothing writes to the store
+   until the commit returns, so what is written out is what the changelog holds up to the
+   noted offset;
+2. on the loop, the snapshot itself: with nothing left in memory, RocksDB only links the table
+   files and copies the few small files that describe them (a few ms, whatever the store's
+   size). RocksDB's checkpoint holds the interpreter, so a thread would not spare the loop
+   this step; it is also what makes the snapshot consistent, since RocksDB keeps its
+   compactions from removing the files it links meanwhile.
+
+The directories a snapshot replaces or that the checkpoint no longer names are removed in a
+thread too (``discard``): the last link to a large table file frees its blocks.
+
+A thread this module starts is always waited for, even by a cancelled commit: the store is
+closed after a cancelled commit, and must not be closed under a flush still running.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from samzapy.storage.ports import StorageEngine
+
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 SUFFIX = ".snapshots"
 
@@ -44,21 +72,28 @@ class StoreSnapshots:
     def path(self, snapshot_id: str) -> Path:
         return self.root / _file_name(snapshot_id)
 
-    def take(self, engine: StorageEngine, offset: str) -> str:
-        """A snapshot of ``engine``, which holds what its changelog held before ``offset``;
-        its id. No new snapshot when the last one matches the same offset already."""
+    async def take(self, engine: StorageEngine, offset: str) -> str:
+        """A snapshot of ``engine``, which holds what its changelog held before ``offset``
+        and is written to by no one until this returns; its id. No new snapshot when the last
+        one matches the same offset already. (The steps: the module's docstring.)"""
         if self._last is not None and self._last[1] == offset:
             return self._last[0]
         snapshot_id = f"{offset}-{self._tag}"
         target = self.path(snapshot_id)
-        self.root.mkdir(parents=True, exist_ok=True)
         # RocksDB refuses an existing target, and leaves '<target>.tmp' behind if it dies
         # half way; either can be left by a crashed run only.
-        for leftover in (target, target.with_name(target.name + ".tmp")):
-            shutil.rmtree(leftover, ignore_errors=True)
+        await in_thread(self._prepare, target)
+        # 1. The engine's memory written out, off the loop.
+        await in_thread(engine.flush)
+        # 2. The snapshot, on the loop: links and small copies.
         engine.snapshot(target)
         self._last = (snapshot_id, offset)
         return snapshot_id
+
+    def _prepare(self, target: Path) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        for leftover in (target, target.with_name(target.name + ".tmp")):
+            shutil.rmtree(leftover, ignore_errors=True)
 
     def find(self, snapshot_id: str) -> Path | None:
         """The directory of snapshot ``snapshot_id``, if this host has it."""
@@ -74,5 +109,28 @@ class StoreSnapshots:
             if entry.name != keep:
                 shutil.rmtree(entry, ignore_errors=True)
 
+    async def discard(self, snapshot_id: str) -> None:
+        """``keep_only(snapshot_id)`` in a thread: what a commit calls once its checkpoint,
+        which names ``snapshot_id``, is written."""
+        await in_thread(self.keep_only, snapshot_id)
 
-__all__ = ["SUFFIX", "StoreSnapshots", "snapshot_offset"]
+
+async def in_thread(fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    """``fn(*args, **kwargs)`` in a thread of the loop's default executor. A cancelled caller
+    still waits for the thread to end, then raises the cancellation: the thread works on a
+    store that the caller's cancellation goes on to close."""
+    future = asyncio.get_running_loop().run_in_executor(
+        None, functools.partial(fn, *args, **kwargs)
+    )
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        while not future.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait((future,))
+        if not future.cancelled():
+            future.exception()  # retrieved: the cancellation is what the caller sees
+        raise
+
+
+__all__ = ["SUFFIX", "StoreSnapshots", "in_thread", "snapshot_offset"]

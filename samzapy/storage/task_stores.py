@@ -331,9 +331,10 @@ class TaskStores:
             if store.engine is not None and store.changelog is None:
                 store.engine.flush()
 
-    def snapshot(self, changelog_offsets: Mapping[str, str]) -> dict[str, str]:
+    async def snapshot(self, changelog_offsets: Mapping[str, str]) -> dict[str, str]:
         """Step 2 of a commit, after ``changelog_offsets``: snapshot each logged store that can
-        (with snapshots on); the snapshots' ids by store, for the checkpoint."""
+        (with snapshots on), holding the loop a few ms per store (``snapshots.py``); the
+        snapshots' ids by store, for the checkpoint."""
         taken: dict[str, str] = {}
         if not self._snapshots:
             return taken
@@ -341,13 +342,13 @@ class TaskStores:
             offset = changelog_offsets.get(name)
             if offset is not None and store.snapshotting:
                 assert store.engine is not None
-                taken[name] = store.snapshots.take(store.engine, offset)
+                taken[name] = await store.snapshots.take(store.engine, offset)
         return taken
 
-    def snapshots_committed(self, snapshots: Mapping[str, str]) -> None:
+    async def snapshots_committed(self, snapshots: Mapping[str, str]) -> None:
         """A checkpoint naming ``snapshots`` is written: the older ones can go."""
         for name, snapshot in snapshots.items():
-            self._stores[name].snapshots.keep_only(snapshot)
+            await self._stores[name].snapshots.discard(snapshot)
 
     async def changelog_offsets(self) -> dict[str, str]:
         """Each logged store's changelog offset after the commit's flush (upcoming)."""

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from structlog.testing import capture_logs
 
 from samzapy import (
+    AsyncStreamTask,
     InitableTask,
     RequestScope,
     StoreError,
@@ -79,9 +81,39 @@ def expected(words: dict[int, list[str]]) -> dict[str, int]:
     return dict(Counter(w for ws in words.values() for w in ws))
 
 
+class CommitAt99(InitableTask, AsyncStreamTask):
+    """WordCount's count with a commit at offset 99 and, with ``WordCount.fail_at``, a failure
+    at that offset once every task has gone past its commit: each task's store and changelog
+    then hold writes past its checkpoint, whichever order the tasks' commits end in (a commit
+    that snapshots a store waits for a thread, while the other tasks go on)."""
+
+    past_commit: ClassVar[set[str]] = set()
+    all_past = asyncio.Event()
+
+    def init(self, context: Any) -> None:
+        self.store = context.get_store("counts")
+        self.task = str(context.task_name)
+
+    async def process_async(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        word = envelope.message
+        self.store.put(word, (self.store.get(word) or 0) + 1)
+        n = int(envelope.offset)
+        if n == 99:
+            coordinator.commit(RequestScope.CURRENT_TASK)
+        elif n == 100:  # its commit at 99 is done
+            CommitAt99.past_commit.add(self.task)
+            if len(CommitAt99.past_commit) == 2:  # both tasks
+                CommitAt99.all_past.set()
+        if WordCount.fail_at is not None and n == WordCount.fail_at:
+            await CommitAt99.all_past.wait()
+            raise RuntimeError("crash after writing beyond the last checkpoint")
+
+
 @pytest.fixture(autouse=True)
 def _reset() -> None:
     WordCount.fail_at = WordCount.stop_at = None
+    CommitAt99.past_commit = set()
+    CommitAt99.all_past = asyncio.Event()
 
 
 #: Without a write cache, and with one smaller than the vocabulary (it writes back as it goes).
@@ -109,12 +141,6 @@ def test_crash_after_the_checkpoint_restores_exactly_not_at_least_once(
     # First run: commits at offset 99 of each partition's... (explicit commit), then keeps
     # writing to the store and the changelog until it fails at offset 250.
     WordCount.fail_at = 250
-
-    class CommitAt99(WordCount):
-        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
-            super().process(envelope, collector, coordinator)
-            if int(envelope.offset) == 99:
-                coordinator.commit(RequestScope.CURRENT_TASK)
 
     first = TestRunner(CommitAt99, config).add_input("words", words)
     with pytest.raises(TaskError):
@@ -265,12 +291,6 @@ def test_restore_writes_back_the_checkpointed_values_of_keys_touched_after_it(
     words = input_words(300)
     config = store_config(tmp_path, "inmemory", **{"task.commit.ms": -1})
 
-    class CommitAt99(WordCount):
-        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
-            super().process(envelope, collector, coordinator)
-            if int(envelope.offset) == 99:
-                coordinator.commit(RequestScope.CURRENT_TASK)
-
     WordCount.fail_at = 250
     first = TestRunner(CommitAt99, config).add_input("words", words)
     with pytest.raises(TaskError):
@@ -298,13 +318,6 @@ def test_pooled_sync_tasks_count_exactly_with_logged_stores(tmp_path: Path) -> N
 
 
 # -- store snapshots --------------------------------------------------------------------------
-
-
-class CommitAt99(WordCount):
-    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
-        super().process(envelope, collector, coordinator)
-        if int(envelope.offset) == 99:
-            coordinator.commit(RequestScope.CURRENT_TASK)
 
 
 def crashed_at_250(tmp_path: Path, **extra: Any) -> tuple[TestRunner, dict[str, Any]]:

@@ -1,0 +1,57 @@
+"""A system the job is not known to use is connected by the first send to it, not before."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from structlog.testing import capture_logs
+
+from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzapy.config import load_config, resolve
+from samzapy.container.systems import Systems, used_systems
+from samzapy.testing import TestRunner
+
+ELSEWHERE = SystemStream("elsewhere", "copies")
+
+
+class CopyElsewhere(StreamTask):
+    def process(self, env: Any, collector: Any, coordinator: Any) -> None:
+        collector.send(OutgoingMessageEnvelope(ELSEWHERE, env.message))
+
+
+def test_the_first_send_to_a_system_not_in_use_connects_it() -> None:
+    runner = TestRunner(CopyElsewhere).add_input("in", {0: ["a", "b", "c"]})
+    runner.add_config("systems.elsewhere.samza.factory", "memory")
+    runner.add_config("systems.elsewhere.namespace", runner.namespace)  # the runner's streams
+    with capture_logs() as logs:
+        result = runner.run()
+    assert result.outputs("copies") == {0: ["a", "b", "c"]}
+    connected = [e for e in logs if e["event"] == "system_connected"]
+    assert [e["system"] for e in connected] == ["elsewhere"]
+
+
+def test_the_systems_in_use_are_the_inputs_declared_streams_changelogs_and_dead_letters() -> None:
+    config = resolve(
+        load_config(
+            text="""
+job.name: j
+task.class: x:Y
+task.inputs: [a.in]
+task.dead.letter.stream: d.dead
+task.drop.process.errors: true
+systems:
+  a: {samza.factory: memory}
+  b: {samza.factory: memory}
+  c: {samza.factory: memory}
+  d: {samza.factory: memory}
+  e: {samza.factory: memory}
+  unused: {samza.factory: kafka, bootstrap.servers: "127.0.0.1:1"}
+streams.declared.samza.system: b
+stores.s: {factory: inmemory, changelog: c.s-changelog}
+"""
+        )
+    )
+    assert used_systems(config) == ["a", "b", "c", "d"]
+    systems = Systems(config)
+    assert sorted(systems.factories) == ["a", "b", "c", "d", "e", "unused"]
+    assert sorted(systems.admins) == sorted(systems.producers) == ["a", "b", "c", "d"]
