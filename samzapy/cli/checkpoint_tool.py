@@ -65,7 +65,7 @@ from samzapy.container.grouper import TaskModel
 from samzapy.container.plan import job_model
 from samzapy.container.streams import partition_counts
 from samzapy.container.systems import system_factory
-from samzapy.coordinator.job_runner import (
+from samzapy.coordinator.identity import (
     KAFKA_GROUP,
     coordinator_of,
     group_offsets_without_membership,

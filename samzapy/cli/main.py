@@ -182,7 +182,7 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
     resolved = check.resolved
     if resolved is None:
         return _config_invalid(log, check.error(), causes=check.causes, path=job_yaml)
-    from samzapy.coordinator.job_runner import container_name
+    from samzapy.coordinator.identity import container_name
 
     with structlog.contextvars.bound_contextvars(
         job=resolved.job.name, container=container_name(resolved)

@@ -235,7 +235,7 @@ def _built(check: JobCheck, resolved: ResolvedConfig) -> None:
         with _collected(check):
             checkpoint_manager(resolved, factories, resolved.job.name)
     if resolved.job.container_count > 1:
-        from samzapy.coordinator.job_runner import STATIC, container_index, coordinator_of
+        from samzapy.coordinator.identity import STATIC, container_index, coordinator_of
 
         if coordinator_of(resolved) == STATIC:
             with _collected(check):

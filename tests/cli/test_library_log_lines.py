@@ -62,7 +62,10 @@ def test_aiokafka_errors_are_library_log_warnings_with_their_logger(tmp_path: Pa
     assert first["logger"].split(".")[0] == "aiokafka"
     assert (first["level"], first["library_level"]) == ("warning", "error")
     assert bootstrap in first["message"]
-    assert (first["job"], first["container"]) == ("library-logs", "0")
+    # A dynamic member of the job's group (no job.container.id): <host>-<pid>.
+    assert first["job"] == "library-logs"
+    host, _, pid = first["container"].rpartition("-")
+    assert host == socket.gethostname() and pid.isdigit(), first["container"]
     # The client's retries, one a few hundred ms, are one line and one count, not a line each.
     assert names.count("library_log") == 1, names
     reported = [e for e in library if e["event"] == "library_log_suppressed"]

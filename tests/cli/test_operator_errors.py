@@ -137,7 +137,8 @@ def test_a_send_beyond_a_new_streams_partitions_names_the_task_and_the_remedy(
     (failed,) = [e for e in events(proc.stdout) if e["event"] == "task_failed"]
     assert failed["task"] == "Partition 1"
     assert failed["error"].startswith(
-        "a send of task 'Partition 1' failed: partition 1 is out of range for files.out, "
+        "a send of task 'Partition 1' (processing files.in#1 at offset 0) failed: partition 1 "
+        "is out of range for files.out, "
         "which has 1 partitions"
     )
     assert "(streams.out.partitions, used when samzapy creates the stream)" in failed["error"]

@@ -13,7 +13,8 @@ import pytest
 
 from samzapy import ConfigError, StreamTask
 from samzapy.config import load_config, resolve
-from samzapy.coordinator.job_runner import JobRunner, container_index, coordinator_of
+from samzapy.coordinator.identity import container_index, coordinator_of
+from samzapy.coordinator.job_runner import JobRunner
 from samzapy.coordinator.shares import plan_handover
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.system.kafka.group import assign_tasks, withhold_moving
