@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -75,6 +75,7 @@ class SamzaContainer:
         totals: ProcessTotals | None = None,
         lease: Callable[[], bool] | None = None,
         group_offsets: GroupOffsets | None = None,
+        not_before: Awaitable[Any] | None = None,
     ) -> None:
         """``tasks``: whether to run the task of partition number k (None: every task of the
         job); ``reporters``: start the configured metrics reporters; ``totals``: the process's
@@ -82,8 +83,10 @@ class SamzaContainer:
         once for all its containers; None: its own); ``lease``: whether the container may
         still be sure it owns its tasks (a JobRunner's group lease; None: always);
         ``group_offsets``: where the checkpoints' input offsets are copied (the job's
-        consumer group, a JobRunner's; None: nowhere)."""
+        consumer group, a JobRunner's; None: nowhere); ``not_before``: what step 6, the first
+        to write or claim, waits for (a static member's fence wait)."""
         self.config = config
+        self._not_before = not_before
         self._task_filter = tasks
         #: What /healthz and /readyz report; the stall watchdog records stalled tasks here.
         self.health = health if health is not None else Health()
@@ -115,8 +118,7 @@ class SamzaContainer:
         self.tasks: list[TaskInstance] = []
         #: Messages processed by the tasks released so far (the counts only grow), and the
         #: tasks being released.
-        self._released_processed = 0
-        self._released_commits = 0
+        self._released_processed = self._released_commits = 0
         self._leaving: list[TaskInstance] = []
 
     @property
@@ -126,8 +128,7 @@ class SamzaContainer:
 
     @property
     def commit_count(self) -> int:
-        """Commits the container's tasks (released ones included) have made so far: the
-        sum of the tasks' own ``commits`` metrics."""
+        """Commits the container's tasks (released ones included) have made so far."""
         running = [*self.tasks, *self._leaving]
         return self._released_commits + sum(t.progress().commits for t in running)
 
@@ -184,12 +185,11 @@ class SamzaContainer:
         """Run the job until it ends or is stopped; raise SamzapyError if it failed."""
         started = time.monotonic()
         try:
-            started_loop = await unless_stopped(self._start(), self._stopping)
-            if started_loop is None:
+            run_loop = await unless_stopped(self._start(), self._stopping)
+            if run_loop is None:
                 log.info("startup_stopped", reason=self._stop_reason)
                 await self._close_tasks_after_failure()
                 return
-            run_loop = started_loop
             await run_loop.run(self.tasks)
             await _stop_cleanly(self.tasks)
         except BaseException:
@@ -239,6 +239,7 @@ class SamzaContainer:
         assembly = self._assemble_tasks(plan, serdes, counts, job_task_count, task_factory)
         self._log_started(task_factory, job_task_count)
         # 6. Reporters, producers, stores, init, consumers.
+        await (self._not_before or asyncio.sleep(0))
         await self._start_tasks(plan, assembly, job_task_count)
         self.started.set()
         self.health.ready = True

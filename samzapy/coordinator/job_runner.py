@@ -102,6 +102,7 @@ class JobRunner:
         self._dropped: set[int] = set()
         #: A static member's first assignment waits for a fenced predecessor to stop.
         self._fence_wait = config.job.container_id is not None
+        self._not_before: asyncio.Future[None] | None = None
         self.rebalances = 0
         #: The container counts of the process, across rebalances.
         self._totals = ProcessTotals()
@@ -279,13 +280,12 @@ class JobRunner:
             membership.rejoin()
             self._dropped = set()
         if self._fence_wait and tasks:
-            # A predecessor with this id may still run these tasks until it notices.
+            # A predecessor with this id may still run these tasks until it notices: the
+            # share reads its checkpoints meanwhile, and claims and writes only after.
             self._fence_wait = False
             wait = fence_wait_s(membership)
             log.info("static_member_joined", tasks=_names(tasks), fence_wait_ms=wait * 1000)
-            await asyncio.sleep(wait)
-            if self._assignment.is_set():
-                return  # a newer assignment came meanwhile: the loop takes that one
+            self._not_before = asyncio.ensure_future(asyncio.sleep(wait))
         self._assignments += 1
         self._ended &= set(tasks)
         handover = plan_handover([s.tasks for s in self._shares.shares], set(tasks) - self._ended)
@@ -377,6 +377,7 @@ class JobRunner:
             totals=self._totals,
             lease=None if self._lease is None else self._lease.valid,
             group_offsets=self._group_offsets,
+            not_before=self._not_before,
         )
         if self._stop_reason is not None:
             container.request_stop(self._stop_reason)
