@@ -3,8 +3,8 @@
 1. flush the producers: every output of the covered messages is durable;
 2. flush the stores, note how far their changelogs got, and snapshot the logged stores
    (``task.transactional.state.checkpoint.enabled``): each snapshot holds exactly what the
-   changelog holds up to the noted offset (the memtable is written out in a thread, so
-   another task waits a few ms at most, ``storage/snapshots.py``);
+   changelog holds up to the noted offset (the memtable is written out in a thread: the
+   loop, and so the other tasks, wait only for RocksDB's checkpoint, ``storage/snapshots.py``);
 3. write the checkpoint: the last fully processed offset of each partition, with the
    changelog offsets, the snapshots and the control bookkeeping consistent with it (under
    exactly-once the writer commits the task's transaction);

@@ -292,6 +292,7 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
     barrier = ctx.barrier
     choose = ctx.inputs.choose
     close_iterators = ctx.close_iterators
+    set_call = IN_ASYNC_CALL.set
     turn = 0
     while True:
         if state.due and not await barrier():
@@ -318,7 +319,9 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
             entry.started = now()
         state.inflight += 1
         t0 = clock()
-        in_call = IN_ASYNC_CALL.set(env)  # followed through the call's awaits and tasks
+        # Followed through the call's awaits and the tasks it creates; the next call in this
+        # slot replaces it, a barrier run by this slot clears it.
+        set_call(env)
         try:
             result = process_async(env, collector, coordinator)
             if type(result) is types.CoroutineType or isinstance(result, asyncio.Future):
@@ -339,8 +342,6 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
                 state.inflight -= 1
                 ctx.fail(failure)
                 return
-        finally:
-            IN_ASYNC_CALL.reset(in_call)
         state.inflight -= 1
         tracker.completed(entry)
         record(clock() - t0)

@@ -17,10 +17,10 @@ task of the container waits while the loop is held:
    until the commit returns, so what is written out is what the changelog holds up to the
    noted offset;
 2. on the loop, the snapshot itself: with nothing left in memory, RocksDB only links the table
-   files and copies the few small files that describe them (a few ms, whatever the store's
-   size). RocksDB's checkpoint holds the interpreter, so a thread would not spare the loop
-   this step; it is also what makes the snapshot consistent, since RocksDB keeps its
-   compactions from removing the files it links meanwhile.
+   files and copies and syncs the few small files that describe them (a few ms whatever the
+   store's size, more when the disk is busy). RocksDB's checkpoint holds the interpreter, so
+   a thread would not spare the loop this step; it is also what makes the snapshot
+   consistent, since RocksDB keeps its compactions from removing the files it links meanwhile.
 
 The directories a snapshot replaces or that the checkpoint no longer names are removed in a
 thread too (``discard``): the last link to a large table file frees its blocks.

@@ -124,10 +124,11 @@ def test_a_send_beyond_a_declared_streams_partitions_fails_in_the_tasks_call(
     )
 
 
-def test_a_send_beyond_a_new_streams_partitions_names_the_task_and_the_remedy(
+def test_a_send_beyond_a_new_streams_partitions_names_the_task_message_and_remedy(
     tmp_path: Path,
 ) -> None:
-    # files.out is not declared: it is created on the first send, with one partition.
+    # files.out is not declared: it is created on the first send, with one partition. The
+    # send fails only then, after the call that made it returned; it still names its message.
     write_partitions(tmp_path / "data", "in", {0: [{"n": 1}], 1: [{"n": 2}]})
     job = job_yaml(tmp_path, "Copy")
 
@@ -135,10 +136,9 @@ def test_a_send_beyond_a_new_streams_partitions_names_the_task_and_the_remedy(
 
     assert proc.returncode == 1, proc.stdout
     (failed,) = [e for e in events(proc.stdout) if e["event"] == "task_failed"]
-    assert failed["task"] == "Partition 1"
+    assert (failed["task"], failed["ssp"], failed["offset"]) == ("Partition 1", "files.in#1", "0")
     assert failed["error"].startswith(
         "a send of task 'Partition 1' (processing files.in#1 at offset 0) failed: partition 1 "
-        "is out of range for files.out, "
-        "which has 1 partitions"
+        "is out of range for files.out, which has 1 partitions"
     )
     assert "(streams.out.partitions, used when samzapy creates the stream)" in failed["error"]

@@ -86,7 +86,16 @@ class SendsAtTheEnd(StreamTask, EndOfStreamListenerTask):
         collector.send(envelope("bad"))
 
 
-def test_a_send_made_for_no_message_names_none() -> None:
+class SendsAtTheEndAsync(AsyncStreamTask, EndOfStreamListenerTask):
+    async def process_async(self, env: Any, collector: Any, coordinator: Any) -> None:
+        pass
+
+    def on_end_of_stream(self, collector: Any, coordinator: Any) -> None:
+        collector.send(envelope("bad"))
+
+
+@pytest.mark.parametrize("task_class", [SendsAtTheEnd, SendsAtTheEndAsync])
+def test_a_send_made_for_no_message_names_none(task_class: type) -> None:
     # Sent by on_end_of_stream, after the last message's call: no message to name.
-    event = failed(SendsAtTheEnd, {}, ["a"] * 100)
+    event = failed(task_class, {}, ["a"] * 100)
     assert (event["task"], event["ssp"], event["offset"]) == ("Partition 0", None, None)
