@@ -35,6 +35,7 @@ from samzapy.config.schema import (
     lookup,
 )
 from samzapy.config.secrets import is_secret
+from samzapy.config.standbys import standby_problems
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _MODULE_CLASS = re.compile(rf"{_IDENT}(?:\.{_IDENT})*:{_IDENT}(?:\.{_IDENT})*")
@@ -348,7 +349,7 @@ class _Checker:
                     f"(set systems.{system}.samza.factory)",
                 )
         self._control_references()
-        self._standbys()
+        standby_problems(self.values, self.factories, self.problem)
         exactly_once_problems(self.values, self.factories, self.streams, self.problem)
         dead_letter_problems(self.values, self.factories, self.problem)
         known = {*BUILTIN_SERDES, *self.serializers}
@@ -361,25 +362,6 @@ class _Checker:
                     f"({', '.join(BUILTIN_SERDES)}) nor registered "
                     f"(serializers.registry.{name}.class)",
                 )
-
-    def _standbys(self) -> None:
-        """Standby replicas are placed by the kafka-group assignor: a static job has none."""
-        key = "job.standbytasks.replication.factor"
-        factor = self.values.get(key)
-        if not isinstance(factor, int) or factor <= 1:
-            return
-        coordinator = self.values.get("job.coordinator.factory")
-        if coordinator is None:  # the default: kafka-group when every input is on kafka
-            inputs = [parse_system_stream(i) for i in self.values.get("task.inputs") or ()]
-            kinds = {self.factories.get(ss.system) for ss in inputs if ss is not None}
-            coordinator = "kafka-group" if kinds == {"kafka"} else "static"
-        if coordinator == "static":
-            self.problem(
-                key,
-                f"{key} is {factor}, but standby replicas need job.coordinator.factory "
-                "kafka-group (every input on a kafka system): a static job has no group to "
-                "place them or to fail over to them; set it to 1 or use kafka-group",
-            )
 
     def _cache_sizes(self, store: str) -> None:
         """A store's write cache holds the writes waiting: the batch fits in the cache."""

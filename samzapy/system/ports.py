@@ -319,9 +319,11 @@ class SystemFactory(abc.ABC):
         owned: Callable[[], Collection[int]],
         on_rebalance: Callable[[], Awaitable[None]],
         on_assigned: Callable[[list[int], Mapping[int, float]], Awaitable[None]],
+        standbys: StandbyPlacement | None = None,
     ) -> GroupMembership:
         """A membership of the job's group on this system (``job.coordinator.factory:
-        kafka-group``); systems without a group protocol refuse."""
+        kafka-group``), placing standby replicas with ``standbys``; systems without a group
+        protocol refuse."""
         raise StreamSystemError(
             f"system {self.system_name!r} has no group protocol: job.coordinator.factory "
             "kafka-group needs every input on a kafka system (use static)"
@@ -331,6 +333,31 @@ class SystemFactory(abc.ABC):
         """Commits offsets to the group ``group_id`` without joining it (the ``static``
         coordinator); None: the system has no consumer groups."""
         return None
+
+
+class StandbyPlacement(abc.ABC):
+    """Standby replicas in the group protocol (``job.standbytasks.replication.factor``): what
+    a member reports in its metadata, the placement rule the leader applies, and where the
+    member hears its standby tasks. Tasks are partition numbers."""
+
+    @abc.abstractmethod
+    def report(self) -> Mapping[int, int | None]:
+        """This member's standbys: task -> how far behind the task's latest checkpoint it is
+        (changelog records), None while it does not know."""
+
+    @abc.abstractmethod
+    def place(
+        self,
+        tasks: Sequence[int],
+        previous: Mapping[str, Iterable[int]],
+        standbys: Mapping[str, Mapping[int, int | None]],
+    ) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+        """The leader's plan: active and standby tasks per member, from the tasks each
+        member runs (``previous``) and the standbys it reported."""
+
+    @abc.abstractmethod
+    def assigned(self, standbys: Sequence[int]) -> None:
+        """The standby tasks of this member's new assignment (before ``on_assigned``)."""
 
 
 class GroupMembership(abc.ABC):
@@ -375,6 +402,7 @@ __all__ = [
     "OffsetBounds",
     "integer_offset",
     "OffsetDefault",
+    "StandbyPlacement",
     "SystemAdmin",
     "SystemConsumer",
     "SystemFactory",

@@ -22,6 +22,7 @@ from samzapy.system.ports import (
     GroupMembership,
     GroupOffsetCommitter,
     OffsetDefault,
+    StandbyPlacement,
     SystemAdmin,
     SystemConsumer,
     SystemFactory,
@@ -67,6 +68,7 @@ class KafkaSystemFactory(SystemFactory):
         owned: Callable[[], Collection[int]],
         on_rebalance: Callable[[], Awaitable[None]],
         on_assigned: Callable[[list[int], Mapping[int, float]], Awaitable[None]],
+        standbys: StandbyPlacement | None = None,
     ) -> GroupMembership:
         return KafkaGroupMembership(
             self.settings,
@@ -76,6 +78,7 @@ class KafkaSystemFactory(SystemFactory):
             owned=owned,
             on_rebalance=on_rebalance,
             on_assigned=on_assigned,
+            standbys=standbys,
         )
 
     def get_offset_committer(self, group_id: str) -> GroupOffsetCommitter | None:
