@@ -20,7 +20,8 @@ a member's standby tasks). ``Standbys`` runs this container's:
 
 Each standby reports its lag behind its task's latest checkpoint (changelog records, summed
 over its stores) for the group's metadata: the assignor gives a free task to a warm standby.
-Metrics per standby store: ``checkpoint-lag``, ``changelog-lag`` (to the changelog's head) and
+A standby logs ``standby_caught_up`` when it first reaches its task's checkpoint. Metrics per
+standby store: ``checkpoint-lag``, ``changelog-lag`` (to the changelog's head) and
 ``records-applied``; ``/readyz`` lists the standbys with the same figures.
 """
 
@@ -242,15 +243,17 @@ class Standbys:
         oldest = (await admin.offset_bounds([ssp]))[ssp].oldest
         began = time.monotonic()
         records = await store.catch_up(self._factories[ssp.system], admin, oldest, checkpointed)
-        if records:
-            log.debug(
-                "standby_caught_up",
-                task=store.task_name,
-                store=store.name,
-                records=records,
-                applied=store.applied,
-                elapsed_s=round(time.monotonic() - began, 3),
-            )
+        caught_up = store.applied == checkpointed
+        first = caught_up and not store.caught_up
+        store.caught_up = store.caught_up or caught_up
+        (log.info if first else log.debug)(
+            "standby_caught_up",
+            task=store.task_name,
+            store=store.name,
+            records=records,
+            applied=store.applied,
+            elapsed_s=round(time.monotonic() - began, 3),
+        )
 
     async def _heads(self) -> None:
         """Each standby changelog's head, for the changelog lag."""

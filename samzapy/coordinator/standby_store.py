@@ -72,6 +72,8 @@ class StandbyStore:
         self.checkpointed: str | None = None
         self.head: str | None = None
         self.records_applied = 0
+        #: Whether it has reached its task's checkpoint since it started.
+        self.caught_up = False
         #: Set to cut a catch-up short (a promotion or a drop is waiting).
         self.closing = False
 

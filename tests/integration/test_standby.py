@@ -1,0 +1,143 @@
+"""Standby replicas on a real broker: a task's owner is killed with -9, the container holding
+its standby takes it over with the store it kept warm, and the counts stay exact.
+
+Two kafka-group containers (``samzapy run`` processes, each with a state directory of its own:
+two hosts) count words over two partitions with ``job.standbytasks.replication.factor: 2``:
+each runs one task and keeps a standby of the other. Each task's store holds 100,000 keys
+before the kill. The owner of ``Partition 0`` is killed while it processes a second pass;
+the survivor's restore of it must keep its local store (the promoted standby) and replay
+only what the standby had not reached, and the final counts, read back from the changelog
+(read committed), must equal the input's, under at-least-once and under exactly-once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import struct
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from test_kafka_jobs import Job, checkpointed, create_topic, name, read_all, wait_for  # noqa: E402
+from test_state_jobs import produce_words, state_job_file  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+
+KEYS = 100_000
+
+
+def job_file(
+    tmp_path: Path, bootstrap: str, source: str, changelog: str, job_id: str, n: int, **extra: Any
+) -> Path:
+    return state_job_file(
+        tmp_path,
+        bootstrap,
+        source,
+        changelog,
+        **{
+            "job.name": "standby-it",
+            "job.id": job_id,
+            "job.logged.store.base.dir": str(tmp_path / f"state-{n}"),
+            "job.coordinator.session.timeout.ms": 6000,
+            "job.standbytasks.replication.factor": 2,
+            "task.commit.ms": 300,
+            "task.progress.interval.ms": 100,
+            **extra,
+        },
+    )
+
+
+def committed_state(bootstrap: str, changelog: str) -> dict[str, int]:
+    """The counts as the changelog's committed records hold them (the last per key)."""
+    state: dict[str, int] = {}
+    for record in asyncio.run(read_all(bootstrap, changelog, committed=True)):
+        if record.value is None:
+            state.pop(record.key.decode(), None)
+        else:
+            (state[record.key.decode()],) = struct.unpack(">q", record.value)
+    return state
+
+
+def tasks_of(job: Job) -> list[str]:
+    held: list[str] = []
+    for event in job.events():
+        if event["event"] in ("tasks_assigned", "rebalance_completed"):
+            held = event["tasks"]
+    return held
+
+
+def caught_up(job: Job, task: str) -> bool:
+    return any(
+        e["event"] == "standby_caught_up" and e.get("task") == task and e.get("applied")
+        for e in job.events()
+    )
+
+
+def processed(job: Job) -> int:
+    return max((e["processed"] for e in job.events() if e["event"] == "progress"), default=0)
+
+
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+def test_a_standby_takes_over_a_killed_owners_task_with_exact_counts(
+    kafka_bootstrap: str, tmp_path: Path, guarantee: str
+) -> None:
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, 2))
+    first = {p: [f"w{p}-{i:06d}" for i in range(KEYS)] for p in (0, 1)}
+    asyncio.run(produce_words(kafka_bootstrap, source, first))
+    job_id = uuid.uuid4().hex[:8]
+    extra = {"task.processing.guarantee": guarantee}
+    files = [
+        job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n, **extra) for n in (0, 1)
+    ]
+    jobs = [Job(files[0], "unused", tmp_path / "c0.log")]
+    wait_for(lambda: len(tasks_of(jobs[0])) == 2, 60, "the first container", jobs[0].proc)
+    jobs.append(Job(files[1], "unused", tmp_path / "c1.log"))
+    wait_for(
+        lambda: sorted(len(tasks_of(j)) for j in jobs) == [1, 1], 60, "one task each", jobs[1].proc
+    )
+    eos = guarantee == "exactly-once"
+    ends = {p: KEYS - 1 for p in (0, 1)}
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, files[0], exactly_once=eos) == ends,
+        90,
+        "the first pass",
+    )
+    victim, survivor = (jobs[0], jobs[1]) if "Partition 0" in tasks_of(jobs[0]) else jobs[::-1]
+    wait_for(lambda: caught_up(survivor, "Partition 0"), 60, "a warm standby", survivor.proc)
+    # A second pass over half the keys; the owner of Partition 0 dies in the middle of it.
+    second = {p: first[p][: KEYS // 2] for p in (0, 1)}
+    before = processed(victim)
+    asyncio.run(produce_words(kafka_bootstrap, source, second))
+    wait_for(lambda: processed(victim) >= before + KEYS // 4, 60, "the second pass", victim.proc)
+    victim.stop(signal.SIGKILL)
+    killed_at = time.monotonic()
+    wait_for(lambda: len(tasks_of(survivor)) == 2, 60, "the takeover", survivor.proc)
+    takeover_s = time.monotonic() - killed_at
+    total = {p: KEYS + KEYS // 2 - 1 for p in (0, 1)}
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, files[1], exactly_once=eos) == total,
+        90,
+        "every word counted",
+    )
+    assert survivor.stop() == 0
+    words = [w for p in (0, 1) for w in first[p] + second[p]]
+    assert committed_state(kafka_bootstrap, changelog) == Counter(words)
+    # The takeover kept the promoted standby's store and replayed only its tail.
+    events = survivor.events()
+    promoted = [e for e in events if e["event"] == "standby_promoted"]
+    assert [e["task"] for e in promoted] == ["Partition 0"], promoted
+    restored = [e for e in events if e["event"] == "store_restored" and e["task"] == "Partition 0"]
+    assert restored, "no restore of Partition 0 on the survivor"
+    assert restored[-1]["kept_local"] is True, restored[-1]
+    assert restored[-1]["records"] < KEYS // 2, restored[-1]
+    print(json.dumps({"guarantee": guarantee, "takeover_s": round(takeover_s, 1), **restored[-1]}))
