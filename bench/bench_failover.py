@@ -258,7 +258,7 @@ def failovers(bootstrap: str, sizes: list[int], tmp: Path) -> None:
 
 def cost_run(bootstrap: str, n: int, standby: bool, tmp: Path) -> float:
     """Both processes started together on N waiting messages: N over the time from the first
-    message processed to the moment the processes' counts add up to N."""
+    message processed to the last change of either process's count."""
     source = f"bench-failover-cost-{uuid.uuid4().hex[:6]}"
     asyncio.run(create_topics(bootstrap, source, partitions=TOPIC_PARTITIONS))
     for p in (0, 1):
@@ -269,19 +269,20 @@ def cost_run(bootstrap: str, n: int, standby: bool, tmp: Path) -> float:
         Run(job(bootstrap, source, tmp, job_id, i, factor), tmp, f"{job_id}-{i}") for i in (0, 1)
     ]
     try:
-        wait_until(lambda: sum(r.processed() for r in runs) >= n, 900, "every message", *runs)
-        progress = sorted(
-            (_at(e), i, int(e["processed"]))
-            for i, r in enumerate(runs)
-            for e in r.events("progress")
+        wait_until(
+            lambda: asyncio.run(checkpointed_total(bootstrap, job_id)) >= n,
+            900,
+            "a checkpoint of every message",
+            *runs,
         )
-        latest = [0, 0]
-        end = progress[-1][0]
-        for at, i, count in progress:
-            latest[i] = count
-            if sum(latest) >= n:
-                end = at
-                break
+        # Each process ended its work when its count last moved.
+        end = 0.0
+        for r in runs:
+            counts = [(_at(e), int(e["processed"])) for e in r.events("progress")]
+            moved = [
+                at for (at, c), (_, before) in zip(counts[1:], counts, strict=False) if c != before
+            ]
+            end = max([end, *moved])
         start = min(f for r in runs for f in r.firsts(0) + r.firsts(1))
         return n / (end - start)
     finally:

@@ -111,7 +111,7 @@ class JobRunner:
         self._container: SamzaContainer | None = None
         self._shares = Shares(self._new_container)
         self._reporters: list[MetricsReporter] = []
-        self._assigned: tuple[list[int], Mapping[int, float], list[int]] | None = None
+        self._assigned: tuple[list[int], Mapping[int, float], list[int], list[int]] | None = None
         self._assignment = asyncio.Event()
         self._assignments = 0
         #: Set while no release is under way (a rebalance waits for one to finish).
@@ -203,6 +203,8 @@ class JobRunner:
             on_assigned=self._on_assigned,
             standbys=self._placement,
         )
+        if self._standbys is not None:
+            self._standbys.on_warm = membership.rejoin
         self.metrics.counter("coordinator", "rebalances", lambda: self.rebalances)
         self.metrics.gauge("coordinator", "tasks", lambda: len(self.tasks))
         log.info("group_joining", group=group_id, inputs=[str(ss) for ss in inputs])
@@ -288,7 +290,8 @@ class JobRunner:
     async def _on_assigned(self, tasks: list[int], released: Mapping[int, float]) -> None:
         placement = self._placement
         standbys = [] if placement is None else placement.assigned_standbys
-        self._assigned = (tasks, released, standbys)
+        warmups = [] if placement is None else placement.assigned_warmups
+        self._assigned = (tasks, released, standbys, warmups)
         self._assignment.set()
 
     async def _take(
@@ -297,10 +300,11 @@ class JobRunner:
         tasks: list[int],
         released: Mapping[int, float],
         standbys: list[int] | None = None,
+        warmups: list[int] | None = None,
     ) -> None:
         """Hand over from the tasks this member runs to ``tasks``: release those that left
         (and tell the group), start those that came (promoted from their standbys here);
-        the others go on. Then keep ``standbys``."""
+        the others go on. Then keep ``standbys`` (``warmups`` among them)."""
         if self._lease is not None:
             self._lease.renew()
         self._assignments += 1
@@ -343,7 +347,7 @@ class JobRunner:
                 if t in released
             }
         if self._standbys is not None and not self._stopped.is_set():
-            await self._standbys.assign(set(standbys or ()) - set(tasks))
+            await self._standbys.assign(set(standbys or ()) - set(tasks), set(warmups or ()))
         self.health.ready = True
         since = self._rebalance_started_at if self._rebalance_started_at is not None else began
         log.info(

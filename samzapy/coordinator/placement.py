@@ -9,7 +9,13 @@ checkpoint (its *lag*, in changelog records; None while it does not know).
    the tasks it reports, as far as its share allows), as ``assign_tasks``; a task no one keeps
    (its owner died or left, or the balance took it away) goes to a member with room that holds
    a standby of it, the least behind first, else to the member with the fewest tasks.
-2. Standbys: each task gets ``replicas`` of them (at most one per member, never on the member
+2. Warm first, move when caught up (KIP-441), for planned moves: a task the balance would
+   move from a member that still runs it to one that holds no warm copy of it (none, or one
+   more than ``ACCEPTABLE_LAG`` records behind its checkpoint) stays where it runs, and the
+   other member gets it as a *warmup* standby; the member rejoins once that standby has
+   caught up (``standby.py``), and the next rebalance moves the task. Counts may differ by
+   more than one meanwhile. A task whose owner died or left is never held back.
+3. Standbys: each task gets ``replicas`` of them (at most one per member, never on the member
    the task is given to, so at most members - 1). A member keeps the standbys it reports, the
    least behind first, while it holds no more than its share of all the standbys; the rest go
    to the eligible members with the fewest standbys.
@@ -27,6 +33,9 @@ from samzapy.system.ports import StandbyPlacement
 
 #: A member's standbys: task -> lag behind the task's latest checkpoint (records), or None.
 Report = Mapping[int, int | None]
+#: How far behind its checkpoint a standby may be for a planned move to go to it (Kafka
+#: Streams' ``acceptable.recovery.lag``).
+ACCEPTABLE_LAG = 10_000
 
 
 def _warmth(lag: int | None) -> tuple[int, int]:
@@ -79,13 +88,38 @@ def assign_active(
     return {member: sorted(ts) for member, ts in result.items()}
 
 
+def hold_back_cold_moves(
+    active: dict[str, list[int]],
+    previous: Mapping[str, Iterable[int]],
+    standbys: Mapping[str, Report],
+) -> dict[str, list[int]]:
+    """Step 2: keep each planned move to a member without a warm copy where it runs; the
+    warmups (member -> tasks it should warm up). ``active`` is changed in place."""
+    runs = {t: member for member, ts in previous.items() if member in active for t in ts}
+    warmups: dict[str, list[int]] = {member: [] for member in active}
+    for member, tasks in active.items():
+        for task in list(tasks):
+            owner = runs.get(task)
+            if owner is None or owner == member:
+                continue
+            lag = standbys.get(member, {}).get(task)
+            if lag is not None and lag <= ACCEPTABLE_LAG:
+                continue
+            tasks.remove(task)
+            active[owner].append(task)
+            warmups[member].append(task)
+    for member in active:
+        active[member].sort()
+    return warmups
+
+
 def assign_standbys(
     tasks: Sequence[int],
     active: Mapping[str, Iterable[int]],
     standbys: Mapping[str, Report],
     replicas: int,
 ) -> dict[str, list[int]]:
-    """Step 2: standby tasks per member (module docstring), given the active ``active``."""
+    """Step 3: standby tasks per member (module docstring), given the active ``active``."""
     members = sorted(active)
     result: dict[str, list[int]] = {member: [] for member in members}
     copies = min(replicas, len(members) - 1)
@@ -143,10 +177,15 @@ def place(
     previous: Mapping[str, Iterable[int]],
     standbys: Mapping[str, Report],
     replicas: int,
-) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-    """Active and standby tasks per member: steps 1 and 2."""
+) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
+    """Active, standby and warmup tasks per member: steps 1 to 3 (a warmup is a standby
+    too: it is in both)."""
     active = assign_active(tasks, previous, standbys)
-    return active, assign_standbys(tasks, active, standbys, replicas)
+    warmups = hold_back_cold_moves(active, previous, standbys)
+    placed = assign_standbys(tasks, active, standbys, replicas)
+    for member, tasks_ in warmups.items():
+        placed[member] = sorted(set(placed[member]) | set(tasks_))
+    return active, placed, warmups
 
 
 class GroupStandbys(StandbyPlacement):
@@ -157,8 +196,10 @@ class GroupStandbys(StandbyPlacement):
         """``replicas``: standbys per task (the replication factor minus one)."""
         self.replicas = replicas
         self._report = report
-        #: The standby tasks of the latest assignment.
+        #: The standby tasks of the latest assignment, and those of them that warm up for a
+        #: move here.
         self.assigned_standbys: list[int] = []
+        self.assigned_warmups: list[int] = []
 
     def report(self) -> dict[int, int | None]:
         return dict(self._report())
@@ -168,11 +209,19 @@ class GroupStandbys(StandbyPlacement):
         tasks: Sequence[int],
         previous: Mapping[str, Iterable[int]],
         standbys: Mapping[str, Mapping[int, int | None]],
-    ) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    ) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
         return place(tasks, previous, standbys, self.replicas)
 
-    def assigned(self, standbys: Sequence[int]) -> None:
+    def assigned(self, standbys: Sequence[int], warmups: Sequence[int] = ()) -> None:
         self.assigned_standbys = sorted(standbys)
+        self.assigned_warmups = sorted(warmups)
 
 
-__all__ = ["GroupStandbys", "assign_active", "assign_standbys", "place"]
+__all__ = [
+    "ACCEPTABLE_LAG",
+    "GroupStandbys",
+    "assign_active",
+    "assign_standbys",
+    "hold_back_cold_moves",
+    "place",
+]

@@ -18,6 +18,10 @@ a member's standby tasks). ``Standbys`` runs this container's:
    the local store and replays only what the standby had not reached;
 4. ``stop``: close every standby, marked clean.
 
+A *warmup* is a standby a planned move waits for (KIP-441, ``placement.py``): once every
+warmup of the latest assignment has reached its task's checkpoint, ``on_warm`` asks the group
+for a new assignment (``standby_warm``), which moves the tasks here.
+
 Each standby reports its lag behind its task's latest checkpoint (changelog records, summed
 over its stores) for the group's metadata: the assignor gives a free task to a warm standby.
 A standby logs ``standby_caught_up`` when it first reaches its task's checkpoint. Metrics per
@@ -30,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +108,10 @@ class Standbys:
         self._checkpoints: CheckpointManager | None = None
         self._wake = asyncio.Event()
         self._run: asyncio.Task[None] | None = None
+        #: The warmups of the latest assignment not caught up yet, and what to call once
+        #: they all are (the membership's rejoin).
+        self._warming: set[int] = set()
+        self.on_warm: Callable[[], None] | None = None
 
     # -- starting and stopping ------------------------------------------------------------------
 
@@ -154,12 +163,14 @@ class Standbys:
             out[task] = sum(known) if standby.opened and len(known) == len(lags) else None
         return out
 
-    async def assign(self, tasks: set[int]) -> None:
-        """Start the standbys of ``tasks`` not running yet, close those not in it."""
+    async def assign(self, tasks: set[int], warmups: set[int] | None = None) -> None:
+        """Start the standbys of ``tasks`` not running yet, close those not in it; note
+        which of them are ``warmups``."""
         for task in sorted(set(self.tasks) - tasks):
             await self._close(task, "standby_dropped", "assignment")
         for task in sorted(tasks - set(self.tasks)):
             self._add(task)
+        self._warming = set(warmups or ()) & tasks
         if tasks:
             self._wake.set()
 
@@ -226,7 +237,16 @@ class Standbys:
                     continue
                 for name, store in standby.stores.items():
                     await self._catch_up(store, checkpoint.changelog_offsets.get(name))
+                if task in self._warming and self.report().get(task) == 0:
+                    self._warm(task)
         self._health.standbys = self._status()
+
+    def _warm(self, task: int) -> None:
+        """A warmup caught up; the last one asks for the assignment that moves them here."""
+        self._warming.discard(task)
+        if not self._warming and self.on_warm is not None:
+            log.info("standby_warm", task=TaskName.for_partition(task))
+            self.on_warm()
 
     async def _catch_up(self, store: StandbyStore, checkpointed: str | None) -> None:
         if store.engine is None:

@@ -351,13 +351,15 @@ class StandbyPlacement(abc.ABC):
         tasks: Sequence[int],
         previous: Mapping[str, Iterable[int]],
         standbys: Mapping[str, Mapping[int, int | None]],
-    ) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-        """The leader's plan: active and standby tasks per member, from the tasks each
-        member runs (``previous``) and the standbys it reported."""
+    ) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
+        """The leader's plan: active, standby and *warmup* tasks per member (a warmup is a
+        standby a planned move waits for: its member rejoins once it has caught up), from the
+        tasks each member runs (``previous``) and the standbys it reported."""
 
     @abc.abstractmethod
-    def assigned(self, standbys: Sequence[int]) -> None:
-        """The standby tasks of this member's new assignment (before ``on_assigned``)."""
+    def assigned(self, standbys: Sequence[int], warmups: Sequence[int] = ()) -> None:
+        """The standby and warmup tasks of this member's new assignment (before
+        ``on_assigned``)."""
 
 
 class GroupMembership(abc.ABC):

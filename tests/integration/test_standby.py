@@ -141,3 +141,46 @@ def test_a_standby_takes_over_a_killed_owners_task_with_exact_counts(
     assert restored[-1]["kept_local"] is True, restored[-1]
     assert restored[-1]["records"] < KEYS // 2, restored[-1]
     print(json.dumps({"guarantee": guarantee, "takeover_s": round(takeover_s, 1), **restored[-1]}))
+
+
+def test_a_task_moves_to_a_joining_container_once_its_standby_there_is_warm(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    # KIP-441's warm first, move when caught up: the second container gets the task it will
+    # run as a warmup standby first, and takes it over once that has caught up.
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, 2))
+    keys = KEYS // 2
+    first = {p: [f"w{p}-{i:06d}" for i in range(keys)] for p in (0, 1)}
+    asyncio.run(produce_words(kafka_bootstrap, source, first))
+    job_id = uuid.uuid4().hex[:8]
+    files = [job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n) for n in (0, 1)]
+    old = Job(files[0], "unused", tmp_path / "c0.log")
+    ends = {p: keys - 1 for p in (0, 1)}
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, files[0]) == ends, 90, "the first pass", old.proc
+    )
+    new = Job(files[1], "unused", tmp_path / "c1.log")
+    wait_for(lambda: len(tasks_of(new)) == 1, 90, "the move", new.proc)
+    moved = tasks_of(new)[0]
+    second = {p: first[p][: keys // 2] for p in (0, 1)}
+    asyncio.run(produce_words(kafka_bootstrap, source, second))
+    total = {p: keys + keys // 2 - 1 for p in (0, 1)}
+    wait_for(lambda: checkpointed(kafka_bootstrap, files[0]) == total, 90, "every word counted")
+    assert new.stop() == 0 and old.stop() == 0
+    words = [w for p in (0, 1) for w in first[p] + second[p]]
+    assert committed_state(kafka_bootstrap, changelog) == Counter(words)
+    events = new.events()
+    order = [e["event"] for e in events]
+    added = next(
+        i
+        for i, e in enumerate(events)
+        if e["event"] == "rebalance_completed" and e["tasks_added"] == [moved]
+    )
+    assert "standby_warm" in order[:added], order
+    restored = [e for e in events if e["event"] == "store_restored" and e["task"] == moved]
+    assert restored[-1]["kept_local"] is True, restored[-1]
+    assert restored[-1]["records"] < keys // 2, restored[-1]
+    # The old owner ran both tasks until the move, and released the one that moved.
+    released = [e for e in old.events() if e["event"] == "tasks_released"]
+    assert [e["tasks"] for e in released] == [[moved]], released

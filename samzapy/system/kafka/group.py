@@ -22,8 +22,9 @@ and closed its tasks first: either way no one reports their tasks, which go out 
 With standby replicas (a ``StandbyPlacement``), the metadata also reports the member's
 standbys and how far behind each is (``"standbys": {"3": 120}``), the placement's rule
 replaces ``assign_tasks`` (a free task goes to a warm standby first), each assignment's
-user data names the member's standby tasks (``"standbys": [...]``), and a task held back from
-its new owner stays a standby there meanwhile, if it was one.
+user data names the member's standby tasks (``"standbys": [...]``) and those that warm up
+for a move (``"warmups": [...]``), and a task held back from its new owner stays a standby
+there meanwhile, if it was one.
 """
 
 from __future__ import annotations
@@ -130,23 +131,30 @@ def _standby_report(value: Any) -> dict[int, int | None]:
     return out
 
 
+def _tasks(value: Any) -> list[int]:
+    """``[3, 5]`` from the wire, checked."""
+    return sorted({t for t in value if type(t) is int} if isinstance(value, list) else ())
+
+
 def _plan(
     task_count: int,
     previous: Mapping[str, list[int]],
     reports: Mapping[str, Mapping[int, int | None]],
     placement: StandbyPlacement | None,
-) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-    """Active tasks per member (a moving task held back) and standby tasks per member."""
+) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
+    """Active tasks per member (a moving task held back), standby and warmup tasks per
+    member."""
     if placement is None:
         active = assign_tasks(range(task_count), previous)
-        return withhold_moving(active, previous), {member: [] for member in active}
-    active, standbys = placement.place(range(task_count), previous, reports)
+        none: dict[str, list[int]] = {member: [] for member in active}
+        return withhold_moving(active, previous), none, dict(none)
+    active, standbys, warmups = placement.place(range(task_count), previous, reports)
     given = withhold_moving(active, previous)
     for member, tasks in active.items():
         held_back = set(tasks) - set(given[member])
         kept_warm = held_back & set(reports.get(member, {}))
         standbys[member] = sorted(set(standbys.get(member, ())) | kept_warm)
-    return given, standbys
+    return given, standbys, warmups
 
 
 def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssignor]:
@@ -187,7 +195,7 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
                     previous[member] = []
                 released.update(_released(data.get("released")))
                 reports[member] = _standby_report(data.get("standbys"))
-            plan, standbys = _plan(task_count, previous, reports, membership._standbys)
+            plan, standbys, warmups = _plan(task_count, previous, reports, membership._standbys)
             out = {}
             for member, tasks in plan.items():
                 assignment = [(topic, [k for k in tasks if k < counts[topic]]) for topic in topics]
@@ -195,6 +203,7 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
                 given: dict[str, Any] = {"released": handed}
                 if membership._standbys is not None:
                     given["standbys"] = standbys.get(member, [])
+                    given["warmups"] = warmups.get(member, [])
                 user_data = json.dumps(given).encode()
                 out[member] = ConsumerProtocolMemberAssignment(0, assignment, user_data)
             return out
@@ -203,10 +212,8 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
         def on_assignment(cls, assignment: ConsumerProtocolMemberAssignment) -> None:
             data = _decode(assignment.user_data)
             membership._handed = _released(data.get("released"))
-            standbys = data.get("standbys")
-            membership._standby_tasks = sorted(
-                {int(t) for t in standbys if type(t) is int} if isinstance(standbys, list) else ()
-            )
+            membership._standby_tasks = _tasks(data.get("standbys"))
+            membership._warmup_tasks = _tasks(data.get("warmups"))
 
     return TaskAssignor
 
@@ -243,6 +250,7 @@ class KafkaGroupMembership(GroupMembership):
         #: assignment.
         self._standbys = standbys
         self._standby_tasks: list[int] = []
+        self._warmup_tasks: list[int] = []
         self._consumer: Any = None
         self._poller: asyncio.Task[None] | None = None
 
@@ -338,7 +346,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         tasks = sorted({tp.partition for tp in assigned})
         handed, membership._handed = membership._handed, {}
         if membership._standbys is not None:
-            membership._standbys.assigned(membership._standby_tasks)
+            membership._standbys.assigned(membership._standby_tasks, membership._warmup_tasks)
         await membership._on_assigned(tasks, {t: at for t, at in handed.items() if t in tasks})
 
 

@@ -7,7 +7,13 @@ from collections import Counter
 
 import pytest
 
-from samzapy.coordinator.placement import GroupStandbys, assign_active, assign_standbys, place
+from samzapy.coordinator.placement import (
+    ACCEPTABLE_LAG,
+    GroupStandbys,
+    assign_active,
+    assign_standbys,
+    place,
+)
 from samzapy.system.kafka.group import _plan, assign_tasks
 
 TASKS = list(range(12))
@@ -67,9 +73,10 @@ def test_standbys_are_sticky() -> None:
 
 def test_a_standby_of_a_task_its_holder_now_runs_goes_elsewhere() -> None:
     # "a" takes task 4 over (its standby); task 4 needs a new standby, not on "a".
-    active, standbys = place(
+    active, standbys, warmups = place(
         list(range(6)), {"a": [0, 1], "b": [2, 3, 5]}, {"a": {4: 0}, "b": {0: 0}}, 1
     )
+    assert warmups == {"a": [], "b": []}
     assert 4 in active["a"] and 4 not in standbys["a"]
     assert 4 in standbys["b"]
 
@@ -80,13 +87,39 @@ def test_the_assignor_holds_a_moving_task_back_and_keeps_it_warm_on_its_new_owne
     previous = {"a": [0, 1, 2, 3], "b": [4, 5, 6, 7], "c": []}
     reports: dict[str, dict[int, int | None]] = {"a": {}, "b": {}, "c": {3: 0}}
     placement = GroupStandbys(1, dict)
-    given, standbys = _plan(8, previous, reports, placement)
-    assert given == {"a": [0, 1, 2], "b": [4, 5, 6], "c": []}
+    given, standbys, warmups = _plan(8, previous, reports, placement)
+    assert given == {"a": [0, 1, 2], "b": [4, 5, 6, 7], "c": []}
     assert 3 in standbys["c"]
+    # Task 7 would move from "b" to "c", which has no copy of it: it warms up there first.
+    assert warmups == {"a": [], "b": [], "c": [7]}
+    assert 7 in standbys["c"]
 
 
 def test_the_assignor_without_standbys_gives_none() -> None:
     previous = {"a": [0, 1], "b": []}
-    given, standbys = _plan(4, previous, {}, None)
-    assert standbys == {"a": [], "b": []}
+    given, standbys, warmups = _plan(4, previous, {}, None)
+    assert standbys == {"a": [], "b": []} == warmups
     assert sorted(t for ts in given.values() for t in ts) == [0, 1, 2, 3]
+
+
+def test_a_planned_move_waits_for_a_warm_copy_and_then_goes() -> None:
+    # "c" joined: the balance would move one task of "a" and one of "b" to it.
+    previous = {"a": [0, 1, 2], "b": [3, 4, 5], "c": []}
+    cold: dict[str, dict[int, int | None]] = {"a": {}, "b": {}, "c": {}}
+    active, standbys, warmups = place(list(range(6)), previous, cold, 1)
+    assert active == {"a": [0, 1, 2], "b": [3, 4, 5], "c": []}  # nothing moves yet
+    assert warmups["c"] == [2, 5] and {2, 5} <= set(standbys["c"])
+    # Still catching up (more than ACCEPTABLE_LAG behind, or not knowing): nothing moves.
+    behind = {"a": {}, "b": {}, "c": {2: ACCEPTABLE_LAG + 1, 5: None}}
+    assert place(list(range(6)), previous, behind, 1)[0]["c"] == []
+    # Caught up: both move (the assignor then holds them back one generation, KIP-429).
+    warm = {"a": {}, "b": {}, "c": {2: 0, 5: ACCEPTABLE_LAG}}
+    active, _, warmups = place(list(range(6)), previous, warm, 1)
+    assert active == {"a": [0, 1], "b": [3, 4], "c": [2, 5]}
+    assert warmups == {"a": [], "b": [], "c": []}
+
+
+def test_a_dead_members_tasks_are_never_held_back() -> None:
+    previous = {"a": [0, 1, 2], "c": []}  # "b", which ran 3-5, died
+    active, _, warmups = place(list(range(6)), previous, {"a": {}, "c": {}}, 1)
+    assert sorted(active["c"]) == [3, 4, 5] and warmups["c"] == []
