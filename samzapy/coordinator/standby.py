@@ -119,16 +119,20 @@ class Standbys:
         """Start the changelog systems' admins, a checkpoint manager of its own, and ``run``
         in a task of its own."""
         cfg = self.config
-        systems = {cfg.stores[s].changelog.system for s in self._stores}  # type: ignore[union-attr]
-        systems.update(ss.system for ss in cfg.task.inputs)
-        if cfg.task.checkpoint_system is not None:
-            systems.add(cfg.task.checkpoint_system)
-        systems |= {n for n, s in cfg.systems.items() if s.factory == "kafka"}
-        for name in sorted(systems & set(cfg.systems)):
-            self._factories[name] = system_factory(cfg, name)
+        inputs = list(dict.fromkeys(cfg.task.inputs))
+        # Admins for the changelogs and the inputs (their partition count); factories for
+        # those and for the systems the checkpoint manager may live on.
+        needed = {inputs[0].system}
+        for store in self._stores:
+            changelog = cfg.stores[store].changelog
+            assert changelog is not None
+            needed.add(changelog.system)
+        for name, system in cfg.systems.items():
+            if name in needed or system.factory == "kafka" or name == cfg.task.checkpoint_system:
+                self._factories[name] = system_factory(cfg, name)
+        for name in sorted(needed):
             self._admins[name] = self._factories[name].get_admin()
             await self._admins[name].start()
-        inputs = list(dict.fromkeys(cfg.task.inputs))
         counts = await self._admins[inputs[0].system].partition_counts([i.stream for i in inputs])
         manager = checkpoint_manager(
             cfg, self._factories, checkpoint_namespace(cfg), task_count=max(counts.values())
