@@ -89,10 +89,16 @@ def processed(job: Job) -> int:
     return counts[-1] if counts else 0
 
 
-@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+@pytest.mark.parametrize(
+    ("guarantee", "hosts"),
+    [("at-least-once", 2), ("exactly-once", 2), ("at-least-once", 1)],
+    ids=["at-least-once", "exactly-once", "one-state-directory"],
+)
 def test_a_standby_takes_over_a_killed_owners_task_with_exact_counts(
-    kafka_bootstrap: str, tmp_path: Path, guarantee: str
+    kafka_bootstrap: str, tmp_path: Path, guarantee: str, hosts: int
 ) -> None:
+    # hosts 1: both containers share one state directory (one host): a standby's copy lives
+    # beside the active task's directory, never in it.
     source, changelog = name("words"), name("counts-changelog")
     asyncio.run(create_topic(kafka_bootstrap, source, 2))
     first = {p: [f"w{p}-{i:06d}" for i in range(KEYS)] for p in (0, 1)}
@@ -100,7 +106,8 @@ def test_a_standby_takes_over_a_killed_owners_task_with_exact_counts(
     job_id = uuid.uuid4().hex[:8]
     extra = {"task.processing.guarantee": guarantee}
     files = [
-        job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n, **extra) for n in (0, 1)
+        job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n % hosts, **extra)
+        for n in (0, 1)
     ]
     jobs = [Job(files[0], "unused", tmp_path / "c0.log")]
     wait_for(lambda: len(tasks_of(jobs[0])) == 2, 60, "the first container", jobs[0].proc)
