@@ -257,7 +257,7 @@ class Standbys:
             return
         if checkpointed is None:
             if store.applied is not None:  # the checkpoint dropped its changelog offsets
-                store.wipe()
+                await store.wipe()
             return
         store.checkpointed = checkpointed
         ssp = store.changelog
@@ -326,6 +326,7 @@ class Standbys:
             del self.tasks[task]
             for store in standby.stores.values():
                 lag = self._lag(store, store.checkpointed)
+                await store.stop_reading()
                 store.close()
                 self._metrics.remove_group(_group(store))
                 log.info(

@@ -16,6 +16,7 @@ active task's restore reads.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 from collections.abc import Callable
@@ -23,7 +24,8 @@ from pathlib import Path
 
 import structlog
 
-from samzapy.api.errors import StoreError
+from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.errors import StoreError, StreamSystemError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.config import StoreConfig
 from samzapy.storage.ports import StorageEngine
@@ -35,13 +37,15 @@ from samzapy.storage.restore import (
     take_marker,
     write_marker,
 )
-from samzapy.system.ports import SystemAdmin, SystemFactory
-from samzapy.system.reader import read_partition
+from samzapy.system.ports import OffsetDefault, SystemAdmin, SystemConsumer, SystemFactory
 
 log = structlog.get_logger("samzapy.standby")
 
 #: The suffix of a standby's directory, beside the active task's.
 SUFFIX = ".standby"
+_BATCH = 10_000
+#: How long a catch-up may receive nothing before it gives up (the next tick tries again).
+_SILENCE_S = 60.0
 
 
 def standby_directory(active: Path) -> Path:
@@ -76,6 +80,12 @@ class StandbyStore:
         self.caught_up = False
         #: Set to cut a catch-up short (a promotion or a drop is waiting).
         self.closing = False
+        #: The changelog's reader, kept between catch-ups, and what it read past the
+        #: checkpoint it was reading up to.
+        self._reader: SystemConsumer | None = None
+        self._ahead: list[IncomingMessageEnvelope] = []
+        #: The offset after the last record the reader returned.
+        self._read_to: str | None = None
 
     # -- opening and closing ------------------------------------------------------------------
 
@@ -126,8 +136,9 @@ class StandbyStore:
         if self.applied is not None:
             write_marker(self.directory, self.applied)
 
-    def wipe(self) -> None:
+    async def wipe(self) -> None:
         """Start the copy over (the checkpoint went back, or dropped its changelog offset)."""
+        await self.stop_reading()
         if self.engine is not None:
             with contextlib.suppress(StoreError):
                 self.engine.close()
@@ -152,30 +163,98 @@ class StandbyStore:
     ) -> int:
         """Replay the changelog from ``applied`` (or ``oldest``) up to ``checkpointed``, the
         latest checkpoint's offset, read committed; how many records. Cut short by
-        ``closing``, in which case ``applied`` stays where it was."""
-        engine = self.engine
-        assert engine is not None
+        ``closing``, in which case ``applied`` stays where it was.
+
+        The reader stays open from one catch-up to the next (starting one costs more than
+        a second's records); what it reads at or past ``checkpointed`` waits in ``ahead``
+        for a later checkpoint (at most what the active task wrote since its last one)."""
+        if self.engine is None:
+            return 0
         if self.applied is not None and admin.compare_offsets(self.applied, checkpointed) > 0:
             # The checkpoint went back (samzapy checkpoint set): start over.
-            self.wipe()
-            engine = self.engine
-            if engine is None:
+            await self.wipe()
+            if self.engine is None:
                 return 0
         start = self.applied if self.applied is not None else oldest
-        records = 0
-        if start is not None:
-            reader = read_partition(factory, admin, self.changelog, start, checkpointed)
-            async with contextlib.aclosing(reader) as batches:
-                async for batch in batches:
-                    engine.write_batch(
-                        [(record_bytes(e.key), record_value(e.message)) for e in batch]
-                    )
-                    records += len(batch)
-                    self.records_applied += len(batch)
-                    if self.closing:
-                        return records
-        self.applied = checkpointed
+        if start is None or admin.compare_offsets(start, checkpointed) >= 0:
+            if self.applied is None:  # nothing to read before it: the state is empty
+                self.applied = checkpointed
+            return 0
+        try:
+            records = self._apply_ahead(admin, checkpointed)
+            read_to = self._read_to
+            done = bool(self._ahead) or (
+                read_to is not None and admin.compare_offsets(read_to, checkpointed) >= 0
+            )
+            if not done:
+                records += await self._read_on(factory, admin, start, checkpointed)
+        except BaseException:
+            await self.stop_reading()  # the next catch-up starts over from ``applied``
+            raise
+        if not self.closing:
+            self.applied = checkpointed
         return records
+
+    def _apply_ahead(self, admin: SystemAdmin, end: str) -> int:
+        """Apply what was read ahead before ``end``; keep the rest."""
+        ahead = self._ahead
+        cut = next(
+            (i for i, e in enumerate(ahead) if admin.compare_offsets(e.offset, end) >= 0),
+            len(ahead),
+        )
+        self._ahead = ahead[cut:]
+        return self._write(ahead[:cut])
+
+    async def _read_on(
+        self, factory: SystemFactory, admin: SystemAdmin, start: str, end: str
+    ) -> int:
+        reader = self._reader
+        ssp = self.changelog
+        if reader is None:
+            reader = factory.get_committed_consumer()
+            reader.register(ssp, start, OffsetDefault.OLDEST)
+            await reader.start()
+            self._reader = reader
+        loop = asyncio.get_running_loop()
+        last_progress = loop.time()
+        records = 0
+        while not self.closing:
+            batch = (await reader.poll([ssp], _BATCH, 0.05)).get(ssp)
+            if not batch:
+                position = await reader.position(ssp)
+                if position is not None and admin.compare_offsets(position, end) >= 0:
+                    return records  # what is left before the end is not to be read
+                if loop.time() - last_progress >= _SILENCE_S:
+                    raise StreamSystemError(
+                        f"standby of {self.task_name!r}: reading {ssp} received nothing for "
+                        f"{_SILENCE_S:g} s; expected records up to offset {end} (exclusive)"
+                    )
+                continue
+            last_progress = loop.time()
+            self._ahead = [e for e in batch if not e.is_end_of_stream]
+            self._read_to = admin.offset_after(batch[-1].offset)
+            records += self._apply_ahead(admin, end)
+            if self._ahead or admin.compare_offsets(self._read_to, end) >= 0:
+                return records
+        return records
+
+    def _write(self, envelopes: list[IncomingMessageEnvelope]) -> int:
+        if envelopes:
+            assert self.engine is not None
+            self.engine.write_batch(
+                [(record_bytes(e.key), record_value(e.message)) for e in envelopes]
+            )
+            self.records_applied += len(envelopes)
+        return len(envelopes)
+
+    async def stop_reading(self) -> None:
+        """Stop the reader, forgetting what it read ahead."""
+        reader, self._reader = self._reader, None
+        self._ahead = []
+        self._read_to = None
+        if reader is not None:
+            with contextlib.suppress(Exception):
+                await reader.stop()
 
     # -- promotion ----------------------------------------------------------------------------
 
