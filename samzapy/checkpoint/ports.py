@@ -58,6 +58,12 @@ class CheckpointManager(abc.ABC):
     async def stop(self) -> None:  # noqa: B027 - optional hook
         """Release what start opened."""
 
+    async def refresh(self) -> None:  # noqa: B027 - optional hook
+        """Take in the checkpoints other containers wrote since ``start`` (or the last call),
+        as far as they are readable now, so ``read_last`` returns them: a standby follows the
+        active task's commits this way. A manager whose ``read_last`` reads its storage each
+        time has nothing to do."""
+
     @abc.abstractmethod
     async def read_last(self, task_name: TaskName) -> Checkpoint | None: ...
 

@@ -17,7 +17,10 @@ Starting (``start``):
 4. start a producer of its own for the writes.
 
 ``write`` sends one record and flushes the producer, so the checkpoint is durable when it
-returns. The manager's consumer and producer are separate from the job's own.
+returns. The manager's consumer and producer are separate from the job's own. ``refresh``
+reads on from where the last read stopped, with a consumer it keeps, until a poll brings
+nothing: what other containers committed since (standby replicas follow their active tasks'
+checkpoints this way).
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.codec import decode_checkpoint, encode_checkpoint
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.system.ports import (
+    OffsetDefault,
     SystemAdmin,
+    SystemConsumer,
     SystemFactory,
     SystemProducer,
 )
@@ -99,6 +104,10 @@ class StreamCheckpointManager(CheckpointManager):
         self._locks: dict[TaskName, asyncio.Lock] = {}
         self._admin: SystemAdmin | None = None
         self._producer: SystemProducer | None = None
+        #: ``refresh``: where the start's read stopped, and the consumer that reads on.
+        self._read_to_offset: str | None = None
+        self._follower: SystemConsumer | None = None
+        self._followed: list[SystemStreamPartition] = []
 
     # -- start ----------------------------------------------------------------------------
 
@@ -130,6 +139,7 @@ class StreamCheckpointManager(CheckpointManager):
             oldest = bounds.oldest
             if oldest is not None and admin.compare_offsets(oldest, bounds.upcoming) < 0:
                 records = await self._read_to(admin, bounds.upcoming)
+            self._read_to_offset = bounds.upcoming
             # 4. The producer for writes.
             producer = self._producer = self.system_factory.get_producer()
             await producer.start()
@@ -256,12 +266,45 @@ class StreamCheckpointManager(CheckpointManager):
                 ) from exc
             self._documents[task] = document
 
+    # -- following other containers' writes ----------------------------------------------
+
+    async def refresh(self) -> None:
+        follower = self._follower
+        try:
+            if follower is None:
+                follower = await self._follow()
+                if follower is None:
+                    return
+            while True:
+                polled = await follower.poll(self._followed, 10_000, 0.05)
+                batches = [batch for batch in polled.values() if batch]
+                if not batches:
+                    return
+                for batch in batches:
+                    for envelope in batch:
+                        if not envelope.is_end_of_stream:
+                            self._apply(envelope)
+        except StreamSystemError as exc:
+            raise CheckpointError(f"cannot read checkpoint stream {self.ssp}: {exc}") from exc
+
+    async def _follow(self) -> SystemConsumer | None:
+        """The consumer ``refresh`` reads with, from where ``start`` stopped."""
+        follower = self.system_factory.get_committed_consumer()
+        self._followed = [self.ssp]
+        follower.register(self.ssp, self._read_to_offset, OffsetDefault.OLDEST)
+        await follower.start()
+        self._follower = follower
+        return follower
+
     # -- stop -----------------------------------------------------------------------------
 
     async def stop(self) -> None:
         producer, self._producer = self._producer, None
         admin, self._admin = self._admin, None
+        follower, self._follower = self._follower, None
         try:
+            if follower is not None:
+                await follower.stop()
             if producer is not None:
                 await producer.stop()
         finally:

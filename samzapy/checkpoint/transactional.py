@@ -17,6 +17,10 @@ Starting (``start``):
    transaction of an earlier owner is left open);
 3. a task without a record there takes its checkpoint from the job's at-least-once stream, if
    that exists: a job switched to exactly-once resumes where it was.
+
+``refresh`` (a standby following its active task) reads every task's partition from the
+oldest record, read committed, with a consumer it keeps: it sees each commit once its
+transaction has committed, and never waits on one still open.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.codec import encode_checkpoint
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.checkpoint.stream import STREAM_CONFIG, StreamCheckpointManager
-from samzapy.system.ports import SystemAdmin, SystemFactory
+from samzapy.system.ports import OffsetDefault, SystemAdmin, SystemConsumer, SystemFactory
 from samzapy.system.reader import read_partition
 
 #: The suffix of the exactly-once stream's name.
@@ -141,6 +145,23 @@ class TransactionalCheckpointManager(StreamCheckpointManager):
         finally:
             await older.stop()
         return records
+
+    async def _follow(self) -> SystemConsumer | None:
+        admin = self._admin
+        if admin is None:
+            return None
+        count = (await admin.partition_counts([self.stream])).get(self.stream)
+        if not count:
+            return None
+        follower = self.system_factory.get_committed_consumer()
+        self._followed = [
+            SystemStreamPartition(self.ssp.system, self.stream, p) for p in range(count)
+        ]
+        for ssp in self._followed:
+            follower.register(ssp, None, OffsetDefault.OLDEST)
+        await follower.start()
+        self._follower = follower
+        return follower
 
     async def write(self, task_name: TaskName, checkpoint: Checkpoint) -> None:
         raise CheckpointError(

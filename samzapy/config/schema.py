@@ -180,6 +180,13 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "job.coordinator.session.timeout.ms", _I, 10000, "Group session timeout.", minimum=1000
     ),
+    ConfigKey(
+        "job.standbytasks.replication.factor",
+        _I,
+        1,
+        "Copies of each stateful task: 1 active, the rest standbys (kafka-group).",
+        minimum=1,
+    ),
     ConfigKey("job.logged.store.base.dir", _S, "./state", "Where local stores live."),
     ConfigKey("job.redacted.keys", _L, (), "Further secret keys (globs), never shown."),
     ConfigKey("job.default.system", _S, None, "Where an app's intermediate streams live."),

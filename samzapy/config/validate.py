@@ -35,6 +35,7 @@ from samzapy.config.schema import (
     lookup,
 )
 from samzapy.config.secrets import is_secret
+from samzapy.config.standbys import standby_problems
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _MODULE_CLASS = re.compile(rf"{_IDENT}(?:\.{_IDENT})*:{_IDENT}(?:\.{_IDENT})*")
@@ -348,6 +349,7 @@ class _Checker:
                     f"(set systems.{system}.samza.factory)",
                 )
         self._control_references()
+        standby_problems(self.values, self.factories, self.problem)
         exactly_once_problems(self.values, self.factories, self.streams, self.problem)
         dead_letter_problems(self.values, self.factories, self.problem)
         known = {*BUILTIN_SERDES, *self.serializers}

@@ -33,6 +33,9 @@ class JobConfig:
     coordinator_factory: str | None = None
     container_count: int = 1
     coordinator_session_timeout_ms: int = 10000
+    #: ``job.standbytasks.replication.factor``: 1 active copy of each stateful task, the
+    #: rest standbys (kafka-group).
+    standby_replication_factor: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +246,7 @@ def resolve(config: Config) -> ResolvedConfig:
             coordinator_factory=v.get("job.coordinator.factory"),
             container_count=v["job.container.count"],
             coordinator_session_timeout_ms=v["job.coordinator.session.timeout.ms"],
+            standby_replication_factor=v["job.standbytasks.replication.factor"],
             logged_store_base_dir=v["job.logged.store.base.dir"],
         ),
         task=_task(v),

@@ -16,7 +16,10 @@
   restores its stores, calls ``init`` and resumes from that final checkpoint. Every
   rebalance is logged (``rebalance_started``; ``tasks_released`` by the old owner;
   ``rebalance_completed`` with the tasks kept, added and removed, how long the added tasks
-  were paused since their previous owner stopped them, and the handover time).
+  were paused since their previous owner stopped them, and the handover time). With
+  ``job.standbytasks.replication.factor`` above 1, each assignment also names this
+  container's standby tasks, which ``standby.py`` keeps warm; a task that starts here is
+  promoted from its standby first.
 
   A set ``job.container.id`` makes the container a static member of the group (KIP-345):
   restarted with the same id it gets its tasks back with no rebalance, and a rolling
@@ -53,7 +56,9 @@ from samzapy.coordinator.identity import (
     job_group_id,
 )
 from samzapy.coordinator.lease import Lease
+from samzapy.coordinator.placement import GroupStandbys
 from samzapy.coordinator.shares import Shares, plan_handover
+from samzapy.coordinator.standby import Standbys, standby_replicas
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter, start_reporters
 from samzapy.system.ports import GroupMembership
 
@@ -85,7 +90,7 @@ class JobRunner:
         self._container: SamzaContainer | None = None
         self._shares = Shares(self._new_container)
         self._reporters: list[MetricsReporter] = []
-        self._assigned: tuple[list[int], Mapping[int, float]] | None = None
+        self._assigned: tuple[list[int], Mapping[int, float], list[int], list[int]] | None = None
         self._assignment = asyncio.Event()
         self._assignments = 0
         #: Set while no release is under way (a rebalance waits for one to finish).
@@ -116,6 +121,9 @@ class JobRunner:
         self._membership: GroupMembership | None = None
         #: The checkpoints' input offsets, copied to the job's consumer group.
         self._group_offsets: GroupOffsets | None = None
+        #: kafka-group with standby replicas: this container's standbys and their placement.
+        self._standbys: Standbys | None = None
+        self._placement: GroupStandbys | None = None
 
     @property
     def tasks(self) -> list[int]:
@@ -169,6 +177,11 @@ class JobRunner:
             log.info("startup_stopped", reason=self._stop_reason)
             return
         group_id = job_group_id(cfg)
+        replicas = standby_replicas(cfg)
+        if replicas > 0:
+            self._standbys = Standbys(cfg, metrics=self.metrics, health=self.health)
+            await self._standbys.start()
+            self._placement = GroupStandbys(replicas, self._standbys.report)
         membership: GroupMembership = factory.get_group_membership(
             group_id=group_id,
             streams=[ss.stream for ss in inputs],
@@ -178,7 +191,10 @@ class JobRunner:
             on_assigned=self._on_assigned,
             instance_id=cfg.job.container_id,
             on_fenced=self._member_fenced,
+            standbys=self._placement,
         )
+        if self._standbys is not None:
+            self._standbys.on_warm = membership.rejoin
         self.metrics.counter("coordinator", "rebalances", lambda: self.rebalances)
         self.metrics.gauge("coordinator", "tasks", lambda: len(self.tasks))
         log.info(
@@ -189,9 +205,12 @@ class JobRunner:
         )
         self._lease = Lease(cfg.job.coordinator_session_timeout_ms, on_lost=self._lease_lost)
         ticking = asyncio.ensure_future(self._lease.run())
+        standbys = self._standbys
         if await unless_stopped(_joined(membership), self._stopped) is None:
             ticking.cancel()
             await membership.stop()
+            if standbys is not None:
+                await standbys.stop()
             log.info("startup_stopped", reason=self._stop_reason)
             return
         self._membership = membership
@@ -205,6 +224,8 @@ class JobRunner:
         finally:
             ticking.cancel()
             await self._shares.stop("leaving the group")
+            if standbys is not None:
+                await standbys.stop()
             if self._group_offsets is not None:
                 await self._group_offsets.stop()  # the final checkpoints' offsets, as a member
             await membership.stop()
@@ -262,16 +283,25 @@ class JobRunner:
         await self._settled.wait()
 
     async def _on_assigned(self, tasks: list[int], released: Mapping[int, float]) -> None:
-        self._assigned = (tasks, released)
+        placement = self._placement
+        standbys = [] if placement is None else placement.assigned_standbys
+        warmups = [] if placement is None else placement.assigned_warmups
+        self._assigned = (tasks, released, standbys, warmups)
         self._dropped |= self._pending - set(tasks) - self._shares.owned
         self._pending = set(tasks)
         self._assignment.set()
 
     async def _take(
-        self, membership: GroupMembership, tasks: list[int], released: Mapping[int, float]
+        self,
+        membership: GroupMembership,
+        tasks: list[int],
+        released: Mapping[int, float],
+        standbys: list[int] | None = None,
+        warmups: list[int] | None = None,
     ) -> None:
         """Hand over from the tasks this member runs to ``tasks``: release those that left
-        (and tell the group), start those that came; the others go on."""
+        (and tell the group), start those that came (promoted from their standbys here);
+        the others go on. Then keep ``standbys`` (``warmups`` among them)."""
         if self._lease is not None:
             self._lease.renew()
         structlog.contextvars.bind_contextvars(member=membership.member_id)
@@ -314,6 +344,8 @@ class JobRunner:
         paused: dict[str, float] = {}
         if handover.added and not self._stopped.is_set():
             self.health.ready = False
+            if self._standbys is not None:
+                await self._standbys.promote(set(handover.added))
             share = await self._shares.start(handover.added)
             if share.run.done():
                 return  # it failed while starting: the next check deals with it
@@ -323,6 +355,8 @@ class JobRunner:
                 for t in sorted(handover.added)
                 if t in released
             }
+        if self._standbys is not None and not self._stopped.is_set():
+            await self._standbys.assign(set(standbys or ()) - set(tasks), set(warmups or ()))
         self.health.ready = True
         if not self._assignment.is_set():
             self._pending = set()

@@ -42,6 +42,22 @@ DESCRIPTIONS: Final[dict[str, Description]] = {
         "counter",
     ),
     "windows": Description("Calls of the task's window method completed", "calls", "counter"),
+    "checkpoint-lag": Description(
+        "Changelog records a standby replica's store is behind its task's latest checkpoint",
+        "records",
+        "gauge",
+    ),
+    "changelog-lag": Description(
+        "Changelog records a standby replica's store is behind its changelog's head (what the"
+        " active task wrote after its latest checkpoint included)",
+        "records",
+        "gauge",
+    ),
+    "records-applied": Description(
+        "Changelog records a standby replica has applied to its store, since it started",
+        "records",
+        "counter",
+    ),
     "rebalances": Description(
         "Rebalances of the group that took tasks from this container",
         "rebalances",

@@ -17,11 +17,14 @@ class Health:
     tasks are reassigned. ``healthy`` is true while no problem is recorded.
     """
 
-    __slots__ = ("_problems", "ready")
+    __slots__ = ("_problems", "ready", "standbys")
 
     def __init__(self) -> None:
         self.ready = False
         self._problems: dict[str, dict[str, Any]] = {}
+        #: The container's standby replicas (kafka-group), shown by ``/readyz``: task ->
+        #: store -> how far it got (``coordinator/standby.py``); they do not affect readiness.
+        self.standbys: dict[str, Any] = {}
 
     def set_problem(self, key: str, detail: dict[str, Any]) -> None:
         """Record (or replace) the problem ``key`` with a JSON-friendly ``detail``."""

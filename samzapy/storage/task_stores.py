@@ -2,21 +2,10 @@
 
 Each store is assembled by ``storage.registry.open_store`` (the path the store contract tests
 check). Each store with a changelog is transactional (Samza 1.x): every checkpoint records,
-with the input offsets, how far each store's changelog partition had got (its *upcoming*
-offset after the commit's flush). Restoring at start-up:
-
-1. keep the local store only if the last clean shutdown left it exactly at the checkpointed
-   changelog offset (a marker file written after the final commit, removed at open); else,
-   since after a crash it may hold writes the checkpoint does not cover, replace it with the
-   snapshot the checkpoint names when this host has it (``snapshots.py``), else wipe it;
-2. replay the changelog up to the checkpointed offset (only the tail after the kept store or
-   the snapshot: nothing, for a snapshot taken by the commit that wrote the checkpoint), so
-   the store matches the input position exactly;
-3. read the records written after the checkpointed offset, and write each key they touched
-   back to the changelog with its checkpointed value (or a tombstone), so a later restore
-   cannot bring them back; remove the snapshots the checkpoint does not name.
-
-Without a checkpoint the state is empty: every changelog record is beyond it.
+with the input offsets, how far each store's changelog partition had got, and a restore at
+start-up brings the store to exactly that offset (``restore.py``: keep a clean local copy,
+else the checkpoint's snapshot, else nothing; replay the changelog's tail; write back what
+came after). Without a checkpoint the state is empty.
 
 With ``snapshots`` on, each commit snapshots every logged store that can (RocksDB) once its
 changelog offset is known (``snapshot``), the checkpoint names the snapshots, and once it is
@@ -25,8 +14,6 @@ written the older ones are removed (``snapshots_committed``).
 
 from __future__ import annotations
 
-import shutil
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,45 +24,19 @@ from samzapy.api.envelope import OutgoingMessageEnvelope
 from samzapy.api.errors import StoreError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.config import StoreConfig
-from samzapy.storage.cached import CachedStorageEngine
-from samzapy.storage.logged import ChangelogSender, LoggedStorageEngine
-from samzapy.storage.ports import StorageEngine
+from samzapy.storage.logged import ChangelogSender
 from samzapy.storage.registry import open_store
+from samzapy.storage.restore import CLEAN_MARKER, LocalStore, Restore, take_marker, write_marker
 from samzapy.storage.serialized import SerializedKeyValueStore
-from samzapy.storage.snapshots import StoreSnapshots, snapshot_offset
 from samzapy.system.ports import SystemAdmin, SystemFactory
-from samzapy.system.reader import read_partition
 from samzapy.system.serde import Serde
 
 log = structlog.get_logger("samzapy.stores")
-
-#: Written in a store's directory at a clean shutdown: the changelog offset it matches.
-CLEAN_MARKER = "CLEAN_OFFSET"
-_PROGRESS_S = 5.0
 
 
 def task_directory_name(task_name: TaskName) -> str:
     """``Partition 0`` -> ``Partition_0``: a task's directory under a store's directory."""
     return "".join(c if c.isalnum() or c in "-._" else "_" for c in task_name)
-
-
-class _Store:
-    def __init__(
-        self, config: StoreConfig, directory: Path, changelog: SystemStreamPartition | None
-    ) -> None:
-        self.config = config
-        self.directory = directory
-        self.changelog = changelog
-        self.snapshots = StoreSnapshots(directory)
-        self.engine: StorageEngine | None = None
-        self.cache: CachedStorageEngine | None = None
-        self.logged: LoggedStorageEngine | None = None
-        self.clean_offset: str | None = None
-
-    @property
-    def snapshotting(self) -> bool:
-        """Whether commits snapshot this store: logged, on an engine that can."""
-        return self.changelog is not None and self.engine is not None and self.engine.snapshots
 
 
 class TaskStores:
@@ -110,7 +71,7 @@ class TaskStores:
         self._factories = factories
         self._admins = admins
         self._snapshots = snapshots
-        self._stores: dict[str, _Store] = {}
+        self._stores: dict[str, LocalStore] = {}
         for name, cfg in configs.items():
             changelog = None
             if cfg.changelog is not None:
@@ -118,7 +79,7 @@ class TaskStores:
                     cfg.changelog.system, cfg.changelog.stream, partition
                 )
             directory = base_dir / name / task_directory_name(task_name)
-            self._stores[name] = _Store(cfg, directory, changelog)
+            self._stores[name] = LocalStore(cfg, directory, changelog)
         #: The user-facing stores, by name (what ``context.get_store`` returns).
         self.stores: dict[str, SerializedKeyValueStore[Any, Any]] = {}
 
@@ -129,10 +90,10 @@ class TaskStores:
 
     def open(self) -> None:
         for name, store in self._stores.items():
-            store.clean_offset = _take_marker(store.directory)
+            store.clean_offset = take_marker(store.directory)
             self._open(name, store)
 
-    def _open(self, name: str, store: _Store) -> None:
+    def _open(self, name: str, store: LocalStore) -> None:
         config = store.config
         store.engine, self.stores[name], store.cache, store.logged = open_store(
             name,
@@ -157,157 +118,26 @@ class TaskStores:
     async def restore(
         self, changelog_offsets: Mapping[str, str], snapshots: Mapping[str, str] | None = None
     ) -> None:
-        """Bring every logged store to its checkpointed changelog offset (module docstring);
+        """Bring every logged store to its checkpointed changelog offset (``restore.py``);
         ``changelog_offsets`` and ``snapshots`` (the checkpoint's) are empty without a
         checkpoint."""
         offsets, named = changelog_offsets, snapshots or {}
+        restore = Restore(
+            self.task_name,
+            factories=dict(self._factories),
+            admins=dict(self._admins),
+            reopen=self._open,
+            sender=self._changelog_sender,
+            flush=self._flush,
+            on_records=self._restored,
+            keep_snapshots=self._snapshots,
+        )
         for name, store in self._stores.items():
             if store.changelog is not None:
-                await self._restore(name, store, offsets.get(name), named.get(name))
+                await restore.restore_store(name, store, offsets.get(name), named.get(name))
 
-    async def _restore(
-        self, name: str, store: _Store, checkpointed: str | None, snapshot: str | None
-    ) -> None:
-        ssp = store.changelog
-        assert ssp is not None and store.engine is not None
-        admin = self._admins[ssp.system]
-        factory = self._factories[ssp.system]
-        bounds = (await admin.offset_bounds([ssp]))[ssp]
-        started = time.monotonic()
-        # 1. Keep the local store only if a clean shutdown left it at the checkpoint; else
-        # start from the checkpoint's snapshot, or from nothing.
-        start: str | None = None
-        kept = (
-            store.engine.persistent
-            and checkpointed is not None
-            and store.clean_offset is not None
-            and admin.compare_offsets(store.clean_offset, checkpointed) <= 0
-        )
-        opened = None
-        if kept:
-            start = store.clean_offset
-        elif checkpointed is not None and snapshot is not None:
-            opened = self._from_snapshot(name, store, admin, snapshot, checkpointed)
-            start = None if opened is None else snapshot_offset(opened)
-        if not kept and opened is None:
-            self._wipe(name, store)
-        # 2. Replay up to the checkpointed offset.
-        replayed = 0
-        if checkpointed is not None and bounds.oldest is not None:
-            replayed = await self._replay(
-                name, store, admin, factory, start or bounds.oldest, checkpointed
-            )
-        # 3. Write back the keys touched after it (all of them without a checkpoint).
-        trim_from = checkpointed if checkpointed is not None else bounds.oldest
-        dropped, rewritten = 0, 0
-        if trim_from is not None and admin.compare_offsets(trim_from, bounds.upcoming) < 0:
-            dropped, rewritten = await self._trim(store, admin, factory, trim_from, bounds.upcoming)
-        store.snapshots.keep_only(snapshot if self._snapshots else None)
-        elapsed = time.monotonic() - started
-        log.info(
-            "store_restored",
-            task=self.task_name,
-            store=name,
-            changelog=str(ssp),
-            kept_local=kept,
-            snapshot=opened,
-            records=replayed,
-            elapsed_s=round(elapsed, 3),
-            rate=round(replayed / elapsed, 1) if elapsed > 0 else None,
-            dropped_after_checkpoint=dropped,
-            keys_rewritten=rewritten,
-        )
-
-    def _from_snapshot(
-        self, name: str, store: _Store, admin: SystemAdmin, snapshot: str, checkpointed: str
-    ) -> str | None:
-        """Replace the local store with ``snapshot`` if this host has it and it does not go
-        past the checkpoint; the snapshot's id, or None when it cannot be used."""
-        assert store.engine is not None
-        path = store.snapshots.find(snapshot) if store.engine.snapshots else None
-        reason = None
-        if path is None:
-            reason = "not on this host"
-        elif admin.compare_offsets(snapshot_offset(snapshot), checkpointed) > 0:
-            reason = f"it goes past the checkpointed changelog offset {checkpointed}"
-        else:
-            try:
-                if store.cache is not None:
-                    store.cache.drop()  # nothing cached may outlive the entries it stood for
-                store.engine.restore_snapshot(path)
-                return snapshot
-            except StoreError as exc:
-                reason = str(exc)
-        log.info(
-            "store_snapshot_unused",
-            task=self.task_name,
-            store=name,
-            snapshot=snapshot,
-            reason=reason,
-        )
-        return None
-
-    def _wipe(self, name: str, store: _Store) -> None:
-        assert store.engine is not None
-        if not store.engine.persistent:
-            return
-        store.engine.close()
-        shutil.rmtree(store.directory, ignore_errors=True)
-        self._open(name, store)
-
-    async def _replay(
-        self,
-        name: str,
-        store: _Store,
-        admin: SystemAdmin,
-        factory: SystemFactory,
-        start: str,
-        end: str,
-    ) -> int:
-        assert store.changelog is not None and store.engine is not None
-        engine = store.engine
-        records = 0
-        last_log = time.monotonic()
-        began = last_log
-        async for batch in read_partition(factory, admin, store.changelog, start, end):
-            engine.write_batch([(_bytes(e.key), _value(e.message)) for e in batch])
-            records += len(batch)
-            self.restored_records += len(batch)
-            now = time.monotonic()
-            if now - last_log >= _PROGRESS_S:
-                last_log = now
-                rate = records / (now - began)
-                remaining = _remaining(batch[-1].offset, end)
-                log.info(
-                    "store_restoring",
-                    task=self.task_name,
-                    store=name,
-                    records=records,
-                    rate=round(rate, 1),
-                    eta_s=round(remaining / rate, 1) if remaining is not None and rate else None,
-                )
-        return records
-
-    async def _trim(
-        self,
-        store: _Store,
-        admin: SystemAdmin,
-        factory: SystemFactory,
-        start: str,
-        end: str,
-    ) -> tuple[int, int]:
-        assert store.changelog is not None and store.engine is not None
-        touched: dict[bytes, None] = {}
-        dropped = 0
-        async for batch in read_partition(factory, admin, store.changelog, start, end):
-            dropped += len(batch)
-            for envelope in batch:
-                touched[_bytes(envelope.key)] = None
-        send = self._changelog_sender(store.changelog)
-        for key in touched:
-            send(key, store.engine.get(key))
-        await self._flush()
-        return dropped, len(touched)
+    def _restored(self, records: int) -> None:
+        self.restored_records += records
 
     # -- committing and closing ---------------------------------------------------------------
 
@@ -392,38 +222,8 @@ class TaskStores:
                 continue
             offset = (clean_offsets or {}).get(name)
             if offset is not None and engine.persistent:
-                (store.directory / CLEAN_MARKER).write_text(offset)
+                write_marker(store.directory, offset)
             store.engine = None
-
-
-def _take_marker(directory: Path) -> str | None:
-    """Read and remove the clean-shutdown marker: a crash from now on leaves none."""
-    marker = directory / CLEAN_MARKER
-    try:
-        offset = marker.read_text().strip() or None
-    except OSError:
-        return None
-    marker.unlink(missing_ok=True)
-    return offset
-
-
-def _bytes(value: Any) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
-    raise StoreError(f"changelog records must have bytes keys, got {type(value).__name__}")
-
-
-def _value(value: Any) -> bytes | None:
-    return None if value is None else _bytes(value)
-
-
-def _remaining(offset: str, end: str) -> int | None:
-    try:
-        return int(end) - int(offset)
-    except ValueError:
-        return None
 
 
 __all__ = ["CLEAN_MARKER", "TaskStores", "task_directory_name"]

@@ -321,12 +321,14 @@ class SystemFactory(abc.ABC):
         on_assigned: Callable[[list[int], Mapping[int, float]], Awaitable[None]],
         instance_id: str | None = None,
         on_fenced: Callable[[], None] | None = None,
+        standbys: StandbyPlacement | None = None,
     ) -> GroupMembership:
         """A membership of the job's group on this system (``job.coordinator.factory:
-        kafka-group``); systems without a group protocol refuse. ``instance_id``: a static
-        member's id (KIP-345), kept across restarts; ``on_fenced`` is called, on the loop and
-        at once, when the group no longer knows this static member (another process joined
-        with its id, or its session expired): its tasks may run elsewhere from then on."""
+        kafka-group``), placing standby replicas with ``standbys``; systems without a group
+        protocol refuse. ``instance_id``: a static member's id (KIP-345), kept across
+        restarts; ``on_fenced`` is called, on the loop and at once, when the group no longer
+        knows this static member (another process joined with its id, or its session
+        expired): its tasks may run elsewhere from then on."""
         raise StreamSystemError(
             f"system {self.system_name!r} has no group protocol: job.coordinator.factory "
             "kafka-group needs every input on a kafka system (use static)"
@@ -336,6 +338,33 @@ class SystemFactory(abc.ABC):
         """Commits offsets to the group ``group_id`` without joining it (the ``static``
         coordinator); None: the system has no consumer groups."""
         return None
+
+
+class StandbyPlacement(abc.ABC):
+    """Standby replicas in the group protocol (``job.standbytasks.replication.factor``): what
+    a member reports in its metadata, the placement rule the leader applies, and where the
+    member hears its standby tasks. Tasks are partition numbers."""
+
+    @abc.abstractmethod
+    def report(self) -> Mapping[int, int | None]:
+        """This member's standbys: task -> how far behind the task's latest checkpoint it is
+        (changelog records), None while it does not know."""
+
+    @abc.abstractmethod
+    def place(
+        self,
+        tasks: Sequence[int],
+        previous: Mapping[str, Iterable[int]],
+        standbys: Mapping[str, Mapping[int, int | None]],
+    ) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
+        """The leader's plan: active, standby and *warmup* tasks per member (a warmup is a
+        standby a planned move waits for: its member rejoins once it has caught up), from the
+        tasks each member runs (``previous``) and the standbys it reported."""
+
+    @abc.abstractmethod
+    def assigned(self, standbys: Sequence[int], warmups: Sequence[int] = ()) -> None:
+        """The standby and warmup tasks of this member's new assignment (before
+        ``on_assigned``)."""
 
 
 class GroupMembership(abc.ABC):
@@ -390,6 +419,7 @@ __all__ = [
     "OffsetBounds",
     "integer_offset",
     "OffsetDefault",
+    "StandbyPlacement",
     "SystemAdmin",
     "SystemConsumer",
     "SystemFactory",

@@ -11,7 +11,7 @@ position has passed the end, whether or not a record at the end's last offset wa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import StreamSystemError
@@ -34,7 +34,7 @@ async def read_partition(
     *,
     timeout: float = 60.0,  # noqa: ASYNC109 - a silence limit, not the call's deadline
     name: str | None = None,
-) -> AsyncIterator[list[IncomingMessageEnvelope]]:
+) -> AsyncGenerator[list[IncomingMessageEnvelope], None]:
     """Batches of ``ssp`` from ``start`` (None: the oldest offset) up to ``end`` (exclusive).
 
     Raises StreamSystemError when nothing arrives for ``timeout`` seconds before ``end``;

@@ -22,6 +22,7 @@ from samzapy.system.ports import (
     GroupMembership,
     GroupOffsetCommitter,
     OffsetDefault,
+    StandbyPlacement,
     SystemAdmin,
     SystemConsumer,
     SystemFactory,
@@ -69,6 +70,7 @@ class KafkaSystemFactory(SystemFactory):
         on_assigned: Callable[[list[int], Mapping[int, float]], Awaitable[None]],
         instance_id: str | None = None,
         on_fenced: Callable[[], None] | None = None,
+        standbys: StandbyPlacement | None = None,
     ) -> GroupMembership:
         return KafkaGroupMembership(
             self.settings,
@@ -80,6 +82,7 @@ class KafkaSystemFactory(SystemFactory):
             on_assigned=on_assigned,
             instance_id=instance_id,
             on_fenced=on_fenced,
+            standbys=standbys,
         )
 
     def get_offset_committer(self, group_id: str) -> GroupOffsetCommitter | None:

@@ -28,6 +28,13 @@ reads UNKNOWN_MEMBER_ID and would rejoin, fencing the newcomer in turn): such a 
 
 Heartbeats go every ``HEARTBEAT_MAX_MS`` at most: the other members learn of a rebalance
 (a released task waiting for its new owner) at their next heartbeat.
+
+With standby replicas (a ``StandbyPlacement``), the metadata also reports the member's
+standbys and how far behind each is (``"standbys": {"3": 120}``), the placement's rule
+replaces ``assign_tasks`` (a free task goes to a warm standby first), each assignment's
+user data names the member's standby tasks (``"standbys": [...]``) and those that warm up
+for a move (``"warmups": [...]``), and a task held back from its new owner stays a standby
+there meanwhile, if it was one.
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ from samzapy.system.kafka.connection import connect, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
 from samzapy.system.kafka.group_offsets import KafkaGroupOffsets
 from samzapy.system.kafka.settings import KafkaSettings
-from samzapy.system.ports import GroupMembership, GroupOffsetCommitter
+from samzapy.system.ports import GroupMembership, GroupOffsetCommitter, StandbyPlacement
 
 log = structlog.get_logger("samzapy.kafka")
 
@@ -141,6 +148,42 @@ def _released(value: Any) -> dict[int, float]:
     return out
 
 
+def _standby_report(value: Any) -> dict[int, int | None]:
+    """``{"3": 120, "5": null}`` from the wire, checked."""
+    out: dict[int, int | None] = {}
+    if isinstance(value, dict):
+        for task, lag in value.items():
+            if str(task).isdigit():
+                out[int(task)] = lag if type(lag) is int else None
+    return out
+
+
+def _tasks(value: Any) -> list[int]:
+    """``[3, 5]`` from the wire, checked."""
+    return sorted({t for t in value if type(t) is int} if isinstance(value, list) else ())
+
+
+def _plan(
+    task_count: int,
+    previous: Mapping[str, list[int]],
+    reports: Mapping[str, Mapping[int, int | None]],
+    placement: StandbyPlacement | None,
+) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
+    """Active tasks per member (a moving task held back), standby and warmup tasks per
+    member."""
+    if placement is None:
+        active = assign_tasks(range(task_count), previous)
+        none: dict[str, list[int]] = {member: [] for member in active}
+        return withhold_moving(active, previous), none, dict(none)
+    active, standbys, warmups = placement.place(range(task_count), previous, reports)
+    given = withhold_moving(active, previous)
+    for member, tasks in active.items():
+        held_back = set(tasks) - set(given[member])
+        kept_warm = held_back & set(reports.get(member, {}))
+        standbys[member] = sorted(set(standbys.get(member, ())) | kept_warm)
+    return given, standbys, warmups
+
+
 def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssignor]:
     """An assignor class whose metadata reports this member's tasks and the times it
     released tasks since the last rebalance."""
@@ -151,12 +194,14 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
         @classmethod
         def metadata(cls, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
             membership._reported = dict(membership._released)
-            data = json.dumps(
-                {
-                    "tasks": sorted(membership._owned()),
-                    "released": {str(t): at for t, at in membership._reported.items()},
-                }
-            ).encode()
+            report: dict[str, Any] = {
+                "tasks": sorted(membership._owned()),
+                "released": {str(t): at for t, at in membership._reported.items()},
+            }
+            if membership._standbys is not None:
+                standbys = membership._standbys.report()
+                report["standbys"] = {str(t): lag for t, lag in sorted(standbys.items())}
+            data = json.dumps(report).encode()
             return ConsumerProtocolMemberMetadata(0, sorted(topics), data)
 
         @classmethod
@@ -168,6 +213,7 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
             task_count = max(counts.values(), default=0)
             previous: dict[str, list[int]] = {}
             released: dict[int, float] = {}
+            reports: dict[str, dict[int, int | None]] = {}
             for member, meta in members.items():
                 data = _decode(meta.user_data)
                 try:
@@ -175,18 +221,26 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
                 except (ValueError, KeyError, TypeError):
                     previous[member] = []
                 released.update(_released(data.get("released")))
-            plan = withhold_moving(assign_tasks(range(task_count), previous), previous)
+                reports[member] = _standby_report(data.get("standbys"))
+            plan, standbys, warmups = _plan(task_count, previous, reports, membership._standbys)
             out = {}
             for member, tasks in plan.items():
                 assignment = [(topic, [k for k in tasks if k < counts[topic]]) for topic in topics]
                 handed = {str(t): released[t] for t in tasks if t in released}
-                user_data = json.dumps({"released": handed}).encode()
+                given: dict[str, Any] = {"released": handed}
+                if membership._standbys is not None:
+                    given["standbys"] = standbys.get(member, [])
+                    given["warmups"] = warmups.get(member, [])
+                user_data = json.dumps(given).encode()
                 out[member] = ConsumerProtocolMemberAssignment(0, assignment, user_data)
             return out
 
         @classmethod
         def on_assignment(cls, assignment: ConsumerProtocolMemberAssignment) -> None:
-            membership._handed = _released(_decode(assignment.user_data).get("released"))
+            data = _decode(assignment.user_data)
+            membership._handed = _released(data.get("released"))
+            membership._standby_tasks = _tasks(data.get("standbys"))
+            membership._warmup_tasks = _tasks(data.get("warmups"))
 
     return TaskAssignor
 
@@ -206,6 +260,7 @@ class KafkaGroupMembership(GroupMembership):
         on_assigned: Callable[[list[int], Mapping[int, float]], Awaitable[None]],
         instance_id: str | None = None,
         on_fenced: Callable[[], None] | None = None,
+        standbys: StandbyPlacement | None = None,
     ) -> None:
         self._settings = settings
         self.instance_id = instance_id
@@ -227,6 +282,11 @@ class KafkaGroupMembership(GroupMembership):
         self._released: dict[int, float] = {}
         self._reported: dict[int, float] = {}
         self._handed: dict[int, float] = {}
+        #: Standby replicas (None: none), and this member's standby tasks of the last
+        #: assignment.
+        self._standbys = standbys
+        self._standby_tasks: list[int] = []
+        self._warmup_tasks: list[int] = []
         self._consumer: Any = None
         self._poller: asyncio.Task[None] | None = None
 
@@ -361,6 +421,8 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         membership._joined = True
         tasks = sorted({tp.partition for tp in assigned})
         handed, membership._handed = membership._handed, {}
+        if membership._standbys is not None:
+            membership._standbys.assigned(membership._standby_tasks, membership._warmup_tasks)
         # A static member that restarted gets its stored assignment, and with it the
         # release times of the rebalance that made it: not this run's.
         since = membership._created_at if membership.instance_id is not None else 0.0

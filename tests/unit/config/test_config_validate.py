@@ -379,3 +379,29 @@ class TestKeylessSystems:
 
     def test_file_checkpoints_stay_allowed_beside_a_file_system(self) -> None:
         assert resolved(self.FILES + "task.checkpoint.factory: file\n").task.checkpoint_factory
+
+
+# -- standby replicas ---------------------------------------------------------------------------
+
+
+def test_standby_replicas_under_static_are_refused_naming_the_key() -> None:
+    # The memory inputs make the default coordinator static; an explicit static too.
+    for extra in ((), ("job.coordinator.factory=static",)):
+        found = problems("", "job.standbytasks.replication.factor=2", *extra)
+        assert any(
+            "job.standbytasks.replication.factor is 2" in p and "kafka-group" in p for p in found
+        ), found
+
+
+def test_standby_replication_factor_defaults_to_one_and_is_read_under_kafka_group() -> None:
+    assert resolved().job.standby_replication_factor == 1
+    kafka = (
+        "task.inputs=[kafka.words]",
+        "systems.kafka.samza.factory=kafka",
+        "systems.kafka.bootstrap.servers=localhost:9092",
+        "job.standbytasks.replication.factor=3",
+    )
+    assert resolved("", *kafka).job.standby_replication_factor == 3
+    assert problems("", "job.standbytasks.replication.factor=0") == (
+        "job.standbytasks.replication.factor must be an integer >= 1, got 0",
+    )

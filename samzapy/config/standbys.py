@@ -1,0 +1,40 @@
+"""Checks of ``job.standbytasks.replication.factor``: standby replicas need the group.
+
+The kafka-group coordinator's assignor places standby replicas and fails a task over to one;
+a ``static`` job (explicitly, or by default because an input is not on Kafka) has neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from samzapy.config.guarantee import parse_system_stream
+
+KEY = "job.standbytasks.replication.factor"
+
+
+def standby_problems(
+    values: Mapping[str, Any],
+    factories: Mapping[str, str | None],
+    problem: Callable[[str | None, str], None],
+) -> None:
+    """Report a replication factor above 1 under the static coordinator."""
+    factor = values.get(KEY)
+    if not isinstance(factor, int) or factor <= 1:
+        return
+    coordinator = values.get("job.coordinator.factory")
+    if coordinator is None:  # the default: kafka-group when every input is on kafka
+        inputs = [parse_system_stream(i) for i in values.get("task.inputs") or ()]
+        kinds = {factories.get(ss[0]) for ss in inputs if ss is not None}
+        coordinator = "kafka-group" if kinds == {"kafka"} else "static"
+    if coordinator == "static":
+        problem(
+            KEY,
+            f"{KEY} is {factor}, but standby replicas need job.coordinator.factory "
+            "kafka-group (every input on a kafka system): a static job has no group to "
+            "place them or to fail over to them; set it to 1 or use kafka-group",
+        )
+
+
+__all__ = ["standby_problems"]

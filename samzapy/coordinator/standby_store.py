@@ -1,0 +1,275 @@
+"""One standby replica of one task's logged store: its own directory, kept at a checkpoint.
+
+A standby keeps a copy of the task's store in ``<store>/<task>.standby``, beside the directory
+the active task uses on this host (``<store>/<task>``). Its own directory, so that no
+container's standby ever holds the RocksDB lock of a store an active task needs, even when
+several containers share one state directory; a promotion moves it into place.
+
+The copy only ever holds the changelog replayed up to a checkpointed changelog offset (the
+task's state as of a checkpoint: an active task's records after its last checkpoint may be
+redone by its next owner), never past it. ``applied`` is the last such offset reached; a
+catch-up cut short (a promotion) leaves the copy between it and the checkpoint it was heading
+to, which ``applied`` still describes, since replaying from an earlier offset gives the same
+state (``storage/restore.py``). Closing writes ``applied`` as the clean marker, which the
+active task's restore reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.api.errors import StoreError, StreamSystemError
+from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.config import StoreConfig
+from samzapy.storage.ports import StorageEngine
+from samzapy.storage.registry import store_factory_for
+from samzapy.storage.restore import (
+    read_marker,
+    record_bytes,
+    record_value,
+    take_marker,
+    write_marker,
+)
+from samzapy.system.ports import OffsetDefault, SystemAdmin, SystemConsumer, SystemFactory
+
+log = structlog.get_logger("samzapy.standby")
+
+#: The suffix of a standby's directory, beside the active task's.
+SUFFIX = ".standby"
+_BATCH = 10_000
+#: How long a catch-up may receive nothing before it gives up (the next tick tries again).
+_SILENCE_S = 60.0
+
+
+def standby_directory(active: Path) -> Path:
+    return active.with_name(active.name + SUFFIX)
+
+
+class StandbyStore:
+    """The standby copy of one store of one task."""
+
+    def __init__(
+        self,
+        task_name: TaskName,
+        name: str,
+        config: StoreConfig,
+        active_directory: Path,
+        changelog: SystemStreamPartition,
+    ) -> None:
+        self.task_name = task_name
+        self.name = name
+        self.config = config
+        self.active_directory = active_directory
+        self.directory = standby_directory(active_directory)
+        self.changelog = changelog
+        self.engine: StorageEngine | None = None
+        #: The changelog offset (exclusive) the copy matches; None: it holds nothing yet.
+        self.applied: str | None = None
+        #: The latest checkpoint's changelog offset, and the changelog's head, as last seen.
+        self.checkpointed: str | None = None
+        self.head: str | None = None
+        self.records_applied = 0
+        #: Whether it has reached its task's checkpoint since it started.
+        self.caught_up = False
+        #: Set to cut a catch-up short (a promotion or a drop is waiting).
+        self.closing = False
+        #: The changelog's reader, kept between catch-ups, and what it read past the
+        #: checkpoint it was reading up to.
+        self._reader: SystemConsumer | None = None
+        self._ahead: list[IncomingMessageEnvelope] = []
+        #: The offset after the last record the reader returned.
+        self._read_to: str | None = None
+
+    # -- opening and closing ------------------------------------------------------------------
+
+    def open(self) -> bool:
+        """Open the copy (False: not possible now, say another process holds it). A copy a
+        clean close left keeps its offset; any other is wiped."""
+        try:
+            factory = store_factory_for(self.name, self.config.options.get("factory"))
+            options, task = self.config.options, self.task_name
+            # Opening takes the directory's lock first: nothing is touched while another
+            # process (a standby of the same task, sharing this state directory) holds it.
+            engine = factory.create(self.name, task, self.directory, options, logged=True)
+            clean = take_marker(self.directory)
+            if clean is None and engine.persistent:  # not closed cleanly: start over
+                engine.close()
+                shutil.rmtree(self.directory, ignore_errors=True)
+                engine = factory.create(self.name, task, self.directory, options, logged=True)
+            self.engine = engine
+        except (StoreError, OSError) as exc:
+            log.warning(
+                "standby_waiting",
+                task=self.task_name,
+                store=self.name,
+                directory=str(self.directory),
+                reason=str(exc),
+            )
+            return False
+        self.applied = clean
+        return True
+
+    @property
+    def persistent(self) -> bool:
+        return self.engine is not None and self.engine.persistent
+
+    def close(self) -> None:
+        """Close the copy, marked clean at the offset it matches (when it knows one)."""
+        engine, self.engine = self.engine, None
+        if engine is None:
+            return
+        try:
+            engine.flush()
+            engine.close()
+        except StoreError as exc:
+            log.warning(
+                "standby_close_failed", task=self.task_name, store=self.name, error=str(exc)
+            )
+            return
+        if self.applied is not None:
+            write_marker(self.directory, self.applied)
+
+    async def wipe(self) -> None:
+        """Start the copy over (the checkpoint went back, or dropped its changelog offset)."""
+        await self.stop_reading()
+        if self.engine is not None:
+            with contextlib.suppress(StoreError):
+                self.engine.close()
+        self.engine = None
+        self.applied = None
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self.open()
+
+    # -- catching up --------------------------------------------------------------------------
+
+    def lag(self, admin: SystemAdmin, end: str | None) -> int | None:
+        """Records between ``applied`` and ``end`` (offsets as integers), None if unknown."""
+        if end is None:
+            return None
+        try:
+            return max(0, int(end) - int(self.applied)) if self.applied is not None else None
+        except ValueError:
+            return None
+
+    async def catch_up(
+        self, factory: SystemFactory, admin: SystemAdmin, oldest: str | None, checkpointed: str
+    ) -> int:
+        """Replay the changelog from ``applied`` (or ``oldest``) up to ``checkpointed``, the
+        latest checkpoint's offset, read committed; how many records. Cut short by
+        ``closing``, in which case ``applied`` stays where it was.
+
+        The reader stays open from one catch-up to the next (starting one costs more than
+        a second's records); what it reads at or past ``checkpointed`` waits in ``ahead``
+        for a later checkpoint (at most what the active task wrote since its last one)."""
+        if self.engine is None:
+            return 0
+        if self.applied is not None and admin.compare_offsets(self.applied, checkpointed) > 0:
+            # The checkpoint went back (samzapy checkpoint set): start over.
+            await self.wipe()
+            if self.engine is None:
+                return 0
+        start = self.applied if self.applied is not None else oldest
+        if start is None or admin.compare_offsets(start, checkpointed) >= 0:
+            if self.applied is None:  # nothing to read before it: the state is empty
+                self.applied = checkpointed
+            return 0
+        try:
+            records = self._apply_ahead(admin, checkpointed)
+            read_to = self._read_to
+            done = bool(self._ahead) or (
+                read_to is not None and admin.compare_offsets(read_to, checkpointed) >= 0
+            )
+            if not done:
+                records += await self._read_on(factory, admin, start, checkpointed)
+        except BaseException:
+            await self.stop_reading()  # the next catch-up starts over from ``applied``
+            raise
+        if not self.closing:
+            self.applied = checkpointed
+        return records
+
+    def _apply_ahead(self, admin: SystemAdmin, end: str) -> int:
+        """Apply what was read ahead before ``end``; keep the rest."""
+        ahead = self._ahead
+        cut = next(
+            (i for i, e in enumerate(ahead) if admin.compare_offsets(e.offset, end) >= 0),
+            len(ahead),
+        )
+        self._ahead = ahead[cut:]
+        return self._write(ahead[:cut])
+
+    async def _read_on(
+        self, factory: SystemFactory, admin: SystemAdmin, start: str, end: str
+    ) -> int:
+        reader = self._reader
+        ssp = self.changelog
+        if reader is None:
+            reader = factory.get_committed_consumer()
+            reader.register(ssp, start, OffsetDefault.OLDEST)
+            await reader.start()
+            self._reader = reader
+        loop = asyncio.get_running_loop()
+        last_progress = loop.time()
+        records = 0
+        while not self.closing:
+            batch = (await reader.poll([ssp], _BATCH, 0.05)).get(ssp)
+            if not batch:
+                position = await reader.position(ssp)
+                if position is not None and admin.compare_offsets(position, end) >= 0:
+                    return records  # what is left before the end is not to be read
+                if loop.time() - last_progress >= _SILENCE_S:
+                    raise StreamSystemError(
+                        f"standby of {self.task_name!r}: reading {ssp} received nothing for "
+                        f"{_SILENCE_S:g} s; expected records up to offset {end} (exclusive)"
+                    )
+                continue
+            last_progress = loop.time()
+            self._ahead = [e for e in batch if not e.is_end_of_stream]
+            self._read_to = admin.offset_after(batch[-1].offset)
+            records += self._apply_ahead(admin, end)
+            if self._ahead or admin.compare_offsets(self._read_to, end) >= 0:
+                return records
+        return records
+
+    def _write(self, envelopes: list[IncomingMessageEnvelope]) -> int:
+        if envelopes:
+            assert self.engine is not None
+            self.engine.write_batch(
+                [(record_bytes(e.key), record_value(e.message)) for e in envelopes]
+            )
+            self.records_applied += len(envelopes)
+        return len(envelopes)
+
+    async def stop_reading(self) -> None:
+        """Stop the reader, forgetting what it read ahead."""
+        reader, self._reader = self._reader, None
+        self._ahead = []
+        self._read_to = None
+        if reader is not None:
+            with contextlib.suppress(Exception):
+                await reader.stop()
+
+    # -- promotion ----------------------------------------------------------------------------
+
+    def move_into_place(self, compare: Callable[[str, str], int]) -> bool:
+        """Put the (closed) copy where the active task opens its store, unless that one is
+        at least as far along (both marked clean); whether it moved."""
+        mine = read_marker(self.directory)
+        if mine is None:
+            return False
+        theirs = read_marker(self.active_directory)
+        if theirs is not None and compare(theirs, mine) >= 0:
+            return False
+        shutil.rmtree(self.active_directory, ignore_errors=True)
+        self.directory.rename(self.active_directory)
+        return True
+
+
+__all__ = ["SUFFIX", "StandbyStore", "standby_directory"]

@@ -1,0 +1,197 @@
+"""Standby replicas on a real broker: a task's owner is killed with -9, the container holding
+its standby takes it over with the store it kept warm, and the counts stay exact.
+
+Two kafka-group containers (``samzapy run`` processes, each with a state directory of its own:
+two hosts) count words over two partitions with ``job.standbytasks.replication.factor: 2``:
+each runs one task and keeps a standby of the other. Each task's store holds 100,000 keys
+before the kill. The owner of ``Partition 0`` is killed while it processes a second pass;
+the survivor's restore of it must keep its local store (the promoted standby) and replay
+only what the standby had not reached, and the final counts, read back from the changelog
+(read committed), must equal the input's, under at-least-once and under exactly-once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import struct
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from test_kafka_jobs import Job, checkpointed, create_topic, name, read_all, wait_for  # noqa: E402
+from test_state_jobs import produce_words, state_job_file  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+
+KEYS = 100_000
+
+
+def job_file(
+    tmp_path: Path, bootstrap: str, source: str, changelog: str, job_id: str, n: int, **extra: Any
+) -> Path:
+    return state_job_file(
+        tmp_path,
+        bootstrap,
+        source,
+        changelog,
+        **{
+            "job.name": "standby-it",
+            "job.id": job_id,
+            "job.logged.store.base.dir": str(tmp_path / f"state-{n}"),
+            "job.coordinator.session.timeout.ms": 6000,
+            "job.standbytasks.replication.factor": 2,
+            "task.commit.ms": 300,
+            "task.progress.interval.ms": 100,
+            **extra,
+        },
+    )
+
+
+def committed_state(bootstrap: str, changelog: str) -> dict[str, int]:
+    """The counts as the changelog's committed records hold them (the last per key)."""
+    state: dict[str, int] = {}
+    for record in asyncio.run(read_all(bootstrap, changelog, committed=True)):
+        if record.value is None:
+            state.pop(record.key.decode(), None)
+        else:
+            (state[record.key.decode()],) = struct.unpack(">q", record.value)
+    return state
+
+
+def tasks_of(job: Job) -> list[str]:
+    held: list[str] = []
+    for event in job.events():
+        if event["event"] in ("tasks_assigned", "rebalance_completed"):
+            held = event["tasks"]
+    return held
+
+
+def caught_up(job: Job, task: str) -> bool:
+    return any(
+        e["event"] == "standby_caught_up" and e.get("task") == task and e.get("applied")
+        for e in job.events()
+    )
+
+
+def processed(job: Job) -> int:
+    """The messages its running tasks processed, from its latest ``progress`` event (a task
+    it released no longer counts)."""
+    counts = [e["processed"] for e in job.events() if e["event"] == "progress"]
+    return counts[-1] if counts else 0
+
+
+@pytest.mark.parametrize(
+    ("guarantee", "hosts"),
+    [("at-least-once", 2), ("exactly-once", 2), ("at-least-once", 1)],
+    ids=["at-least-once", "exactly-once", "one-state-directory"],
+)
+def test_a_standby_takes_over_a_killed_owners_task_with_exact_counts(
+    kafka_bootstrap: str, tmp_path: Path, guarantee: str, hosts: int
+) -> None:
+    # hosts 1: both containers share one state directory (one host): a standby's copy lives
+    # beside the active task's directory, never in it.
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, 2))
+    first = {p: [f"w{p}-{i:06d}" for i in range(KEYS)] for p in (0, 1)}
+    asyncio.run(produce_words(kafka_bootstrap, source, first))
+    job_id = uuid.uuid4().hex[:8]
+    extra = {"task.processing.guarantee": guarantee}
+    files = [
+        job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n % hosts, **extra)
+        for n in (0, 1)
+    ]
+    jobs = [Job(files[0], "unused", tmp_path / "c0.log")]
+    wait_for(lambda: len(tasks_of(jobs[0])) == 2, 60, "the first container", jobs[0].proc)
+    jobs.append(Job(files[1], "unused", tmp_path / "c1.log"))
+    wait_for(
+        lambda: sorted(len(tasks_of(j)) for j in jobs) == [1, 1], 60, "one task each", jobs[1].proc
+    )
+    eos = guarantee == "exactly-once"
+    ends = {p: KEYS - 1 for p in (0, 1)}
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, files[0], exactly_once=eos) == ends,
+        90,
+        "the first pass",
+    )
+    victim, survivor = (jobs[0], jobs[1]) if "Partition 0" in tasks_of(jobs[0]) else jobs[::-1]
+    wait_for(lambda: caught_up(survivor, "Partition 0"), 60, "a warm standby", survivor.proc)
+    # A second pass over half the keys; the owner of Partition 0 dies in the middle of it.
+    second = {p: first[p][: KEYS // 2] for p in (0, 1)}
+    before = processed(victim)
+    asyncio.run(produce_words(kafka_bootstrap, source, second))
+    wait_for(lambda: processed(victim) >= before + KEYS // 4, 60, "the second pass", victim.proc)
+    victim.stop(signal.SIGKILL)
+    killed_at = time.monotonic()
+    wait_for(lambda: len(tasks_of(survivor)) == 2, 60, "the takeover", survivor.proc)
+    takeover_s = time.monotonic() - killed_at
+    total = {p: KEYS + KEYS // 2 - 1 for p in (0, 1)}
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, files[1], exactly_once=eos) == total,
+        90,
+        "every word counted",
+    )
+    assert survivor.stop() == 0
+    words = [w for p in (0, 1) for w in first[p] + second[p]]
+    assert committed_state(kafka_bootstrap, changelog) == Counter(words)
+    # The takeover kept the promoted standby's store and replayed only its tail.
+    events = survivor.events()
+    # (Partition 1 came to it from its warmup standby too, when it joined.)
+    promoted = [e["task"] for e in events if e["event"] == "standby_promoted"]
+    assert promoted[-1] == "Partition 0", promoted
+    restored = [e for e in events if e["event"] == "store_restored" and e["task"] == "Partition 0"]
+    assert restored, "no restore of Partition 0 on the survivor"
+    assert restored[-1]["kept_local"] is True, restored[-1]
+    assert restored[-1]["records"] < KEYS // 2, restored[-1]
+    print(json.dumps({"guarantee": guarantee, "takeover_s": round(takeover_s, 1), **restored[-1]}))
+
+
+def test_a_task_moves_to_a_joining_container_once_its_standby_there_is_warm(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    # KIP-441's warm first, move when caught up: the second container gets the task it will
+    # run as a warmup standby first, and takes it over once that has caught up.
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, 2))
+    keys = KEYS // 2
+    first = {p: [f"w{p}-{i:06d}" for i in range(keys)] for p in (0, 1)}
+    asyncio.run(produce_words(kafka_bootstrap, source, first))
+    job_id = uuid.uuid4().hex[:8]
+    files = [job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n) for n in (0, 1)]
+    old = Job(files[0], "unused", tmp_path / "c0.log")
+    ends = {p: keys - 1 for p in (0, 1)}
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, files[0]) == ends, 90, "the first pass", old.proc
+    )
+    new = Job(files[1], "unused", tmp_path / "c1.log")
+    wait_for(lambda: len(tasks_of(new)) == 1, 90, "the move", new.proc)
+    moved = tasks_of(new)[0]
+    second = {p: first[p][: keys // 2] for p in (0, 1)}
+    asyncio.run(produce_words(kafka_bootstrap, source, second))
+    total = {p: keys + keys // 2 - 1 for p in (0, 1)}
+    wait_for(lambda: checkpointed(kafka_bootstrap, files[0]) == total, 90, "every word counted")
+    assert new.stop() == 0 and old.stop() == 0
+    words = [w for p in (0, 1) for w in first[p] + second[p]]
+    assert committed_state(kafka_bootstrap, changelog) == Counter(words)
+    events = new.events()
+    order = [e["event"] for e in events]
+    added = next(
+        i
+        for i, e in enumerate(events)
+        if e["event"] == "rebalance_completed" and e["tasks_added"] == [moved]
+    )
+    assert "standby_warm" in order[:added], order
+    restored = [e for e in events if e["event"] == "store_restored" and e["task"] == moved]
+    assert restored[-1]["kept_local"] is True, restored[-1]
+    assert restored[-1]["records"] < keys // 2, restored[-1]
+    # The old owner ran both tasks until the move, and released the one that moved.
+    released = [e for e in old.events() if e["event"] == "tasks_released"]
+    assert [e["tasks"] for e in released] == [[moved]], released

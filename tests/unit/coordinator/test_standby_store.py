@@ -1,0 +1,134 @@
+"""A standby's copy of a store (coordinator/standby_store.py) over the memory system and a real
+RocksDB directory, and a checkpoint manager following another container's writes."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.checkpoint.ports import Checkpoint
+from samzapy.checkpoint.stream import StreamCheckpointManager
+from samzapy.config import StoreConfig
+from samzapy.coordinator.standby_store import StandbyStore
+from samzapy.storage.restore import read_marker
+from samzapy.system.inmemory.factory import InMemorySystemFactory
+
+TASK = TaskName.for_partition(0)
+
+
+def _setup(tmp_path: Path) -> tuple[InMemorySystemFactory, StandbyStore]:
+    factory = InMemorySystemFactory("mem", {"namespace": uuid.uuid4().hex})
+    changelog = SystemStreamPartition("mem", "counts-changelog", 0)
+    config = StoreConfig("counts", "rocksdb", "string", "long", None, {"factory": "rocksdb"})
+    store = StandbyStore(TASK, "counts", config, tmp_path / "counts" / "Partition_0", changelog)
+    return factory, store
+
+
+async def _write(factory: InMemorySystemFactory, records: list[tuple[bytes, bytes | None]]) -> None:
+    producer = factory.get_producer()
+    await producer.start()
+    for key, value in records:
+        producer.send(SystemStream("mem", "counts-changelog"), 0, key, value)
+    await producer.flush()
+    await producer.stop()
+
+
+def test_a_standby_applies_the_changelog_up_to_the_checkpoint_and_never_past_it(
+    tmp_path: Path,
+) -> None:
+    async def run() -> None:
+        factory, store = _setup(tmp_path)
+        admin = factory.get_admin()
+        await admin.create_stream("counts-changelog", 1)
+        # Offsets 0-2 are covered by the checkpoint (upcoming offset 3); 3-4 are not.
+        await _write(
+            factory, [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"9"), (b"a", None)]
+        )
+        assert store.open()
+        assert store.applied is None
+        assert await store.catch_up(factory, admin, "0", "3") == 3
+        assert store.applied == "3"
+        assert store.engine is not None
+        assert (store.engine.get(b"a"), store.engine.get(b"b"), store.engine.get(b"c")) == (
+            b"2",
+            b"1",
+            None,
+        )
+        # The next checkpoint covers the rest: only its tail is read.
+        assert await store.catch_up(factory, admin, "0", "5") == 2
+        assert store.engine.get(b"a") is None and store.engine.get(b"c") == b"9"
+        store.close()
+        assert read_marker(store.directory) == "5"
+        # Reopened, it keeps its copy and its offset.
+        assert store.open() and store.applied == "5"
+        assert store.engine is not None and store.engine.get(b"c") == b"9"
+        store.close()
+
+    asyncio.run(run())
+
+
+def test_a_copy_not_closed_cleanly_starts_over(tmp_path: Path) -> None:
+    async def run() -> None:
+        factory, store = _setup(tmp_path)
+        admin = factory.get_admin()
+        await admin.create_stream("counts-changelog", 1)
+        await _write(factory, [(b"a", b"1")])
+        assert store.open()
+        await store.catch_up(factory, admin, "0", "1")
+        assert store.engine is not None
+        store.engine.close()  # a crash: no marker
+        store.engine = None
+        assert store.open() and store.applied is None
+        assert store.engine is not None and store.engine.get(b"a") is None
+        store.close()
+
+    asyncio.run(run())
+
+
+def test_promotion_moves_the_copy_where_the_active_task_opens_it_unless_that_is_further(
+    tmp_path: Path,
+) -> None:
+    async def run() -> None:
+        factory, store = _setup(tmp_path)
+        admin = factory.get_admin()
+        await admin.create_stream("counts-changelog", 1)
+        await _write(factory, [(b"a", b"1"), (b"a", b"2")])
+        assert store.open()
+        await store.catch_up(factory, admin, "0", "2")
+        store.close()
+        active = store.active_directory
+        active.mkdir(parents=True)
+        (active / "CLEAN_OFFSET").write_text("7")  # an older active copy, further along
+        assert not store.move_into_place(admin.compare_offsets)
+        (active / "CLEAN_OFFSET").write_text("1")  # behind the standby
+        assert store.move_into_place(admin.compare_offsets)
+        assert read_marker(active) == "2" and not store.directory.exists()
+
+    asyncio.run(run())
+
+
+def test_a_checkpoint_manager_follows_what_another_container_writes() -> None:
+    async def run() -> None:
+        factory = InMemorySystemFactory("mem", {"namespace": uuid.uuid4().hex})
+        writer = StreamCheckpointManager(factory, "checkpoints")
+        follower = StreamCheckpointManager(factory, "checkpoints")
+        await writer.start()
+        await follower.start()
+        try:
+            assert await follower.read_last(TASK) is None
+            ssp = SystemStreamPartition("mem", "in", 0)
+            await writer.write(TASK, Checkpoint({ssp: "5"}, changelog_offsets={"counts": "12"}))
+            await follower.refresh()
+            found = await follower.read_last(TASK)
+            assert found is not None and found.changelog_offsets == {"counts": "12"}
+            await writer.write(TASK, Checkpoint({ssp: "9"}, changelog_offsets={"counts": "20"}))
+            await follower.refresh()
+            found = await follower.read_last(TASK)
+            assert found is not None and found.changelog_offsets == {"counts": "20"}
+        finally:
+            await writer.stop()
+            await follower.stop()
+
+    asyncio.run(run())
