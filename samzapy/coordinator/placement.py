@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from samzapy.system.assignment import assign_tasks
 from samzapy.system.ports import StandbyPlacement
 
 #: A member's standbys: task -> lag behind the task's latest checkpoint (records), or None.
@@ -50,42 +51,12 @@ def assign_active(
 ) -> dict[str, list[int]]:
     """Step 1: tasks per member (module docstring). ``previous`` maps every member to the
     tasks it reported running (possibly none); ``standbys`` to the standbys it reported."""
-    members = sorted(previous)
-    if not members:
-        return {}
-    valid = set(tasks)
-    n, m = len(valid), len(members)
-    owned = {member: [t for t in previous[member] if t in valid] for member in members}
-    by_holding = sorted(members, key=lambda member: (-len(owned[member]), member))
-    share = {member: n // m + (1 if i < n % m else 0) for i, member in enumerate(by_holding)}
-    result: dict[str, list[int]] = {member: [] for member in members}
-    taken: set[int] = set()
-    for member in by_holding:
-        for task in sorted(owned[member]):
-            if len(result[member]) < share[member] and task not in taken:
-                result[member].append(task)
-                taken.add(task)
-    free = [t for t in sorted(valid) if t not in taken]
-    # A free task goes to a member with room that keeps a warm copy of it, if any.
-    for task in free:
-        holders = [
-            (_warmth(standbys.get(x, {})[task]), x)
-            for x in members
-            if task in standbys.get(x, {}) and len(result[x]) < share[x]
-        ]
-        if holders:
-            member = min(holders)[1]
-            result[member].append(task)
-            taken.add(task)
-    for task in free:
-        if task in taken:
-            continue
-        member = min(
-            (x for x in members if len(result[x]) < share[x]),
-            key=lambda x: (len(result[x]), x),
-        )
-        result[member].append(task)
-    return {member: sorted(ts) for member, ts in result.items()}
+
+    def warmest(task: int, room: list[str]) -> str | None:
+        holders = [(_warmth(standbys[x][task]), x) for x in room if task in standbys.get(x, {})]
+        return min(holders)[1] if holders else None
+
+    return assign_tasks(tasks, previous, warmest)
 
 
 def hold_back_cold_moves(

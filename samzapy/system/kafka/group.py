@@ -54,6 +54,7 @@ from aiokafka.coordinator.protocol import (
 )
 
 from samzapy.api.errors import StreamSystemError
+from samzapy.system.assignment import assign_tasks, withhold_moving
 from samzapy.system.kafka.connection import connect, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
 from samzapy.system.kafka.group_offsets import KafkaGroupOffsets
@@ -78,56 +79,6 @@ class MemberFencedError(StreamSystemError):
 def heartbeat_interval_ms(session_timeout_ms: int) -> int:
     """A fifth of the session, as Kafka's default ratio, but at most ``HEARTBEAT_MAX_MS``."""
     return max(100, min(session_timeout_ms // 5, HEARTBEAT_MAX_MS))
-
-
-def assign_tasks(
-    tasks: Sequence[int], previous: Mapping[str, Iterable[int]]
-) -> dict[str, list[int]]:
-    """Tasks per member: counts differ by at most one; a member keeps the tasks it had (as
-    far as its share allows), so a rebalance moves as few tasks as it can.
-
-    ``previous`` maps every member to the tasks it reported owning (possibly none).
-    """
-    members = sorted(previous)
-    if not members:
-        return {}
-    valid = set(tasks)
-    n, m = len(valid), len(members)
-    owned = {member: [t for t in previous[member] if t in valid] for member in members}
-    # The members that held the most get the larger shares: fewer moves.
-    by_holding = sorted(members, key=lambda member: (-len(owned[member]), member))
-    share = {member: n // m + (1 if i < n % m else 0) for i, member in enumerate(by_holding)}
-    result: dict[str, list[int]] = {member: [] for member in members}
-    taken: set[int] = set()
-    for member in by_holding:
-        for task in sorted(owned[member]):
-            if len(result[member]) < share[member] and task not in taken:
-                result[member].append(task)
-                taken.add(task)
-    free = [t for t in sorted(valid) if t not in taken]
-    for task in free:
-        member = min(
-            (x for x in members if len(result[x]) < share[x]),
-            key=lambda x: (len(result[x]), x),
-        )
-        result[member].append(task)
-    return {member: sorted(ts) for member, ts in result.items()}
-
-
-def withhold_moving(
-    plan: Mapping[str, Sequence[int]], owned: Mapping[str, Iterable[int]]
-) -> dict[str, list[int]]:
-    """KIP-429's first phase: a task that ``plan`` gives to a member while another member
-    still reports owning it is given to no one in this generation. Its owner, finding it
-    gone from its assignment, releases it and rejoins; the next generation gives it out."""
-    owners: dict[int, set[str]] = {}
-    for member, tasks in owned.items():
-        for task in tasks:
-            owners.setdefault(task, set()).add(member)
-    return {
-        member: [t for t in tasks if owners.get(t, {member}) <= {member}]
-        for member, tasks in plan.items()
-    }
 
 
 def _decode(data: bytes | None) -> dict[str, Any]:
@@ -436,7 +387,5 @@ __all__ = [
     "HEARTBEAT_MAX_MS",
     "KafkaGroupMembership",
     "MemberFencedError",
-    "assign_tasks",
     "heartbeat_interval_ms",
-    "withhold_moving",
 ]

@@ -16,8 +16,8 @@ from samzapy.config import load_config, resolve
 from samzapy.coordinator.identity import container_index, coordinator_of
 from samzapy.coordinator.job_runner import JobRunner
 from samzapy.coordinator.shares import plan_handover
+from samzapy.system.assignment import assign_tasks, withhold_moving
 from samzapy.system.inmemory import InMemoryBroker
-from samzapy.system.kafka.group import assign_tasks, withhold_moving
 
 BASE = "job.name: j\ntask.class: m:C\n"
 

@@ -14,7 +14,8 @@ from samzapy.coordinator.placement import (
     assign_standbys,
     place,
 )
-from samzapy.system.kafka.group import _plan, assign_tasks
+from samzapy.system.assignment import assign_tasks
+from samzapy.system.kafka.group import _plan
 
 TASKS = list(range(12))
 
