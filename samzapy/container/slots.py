@@ -30,7 +30,7 @@ from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.clock import Clock
 from samzapy.container.drops import DroppedEnvelope, Drops, NotAwaitableError
 from samzapy.container.inputs import ControlEnvelope, Envelope, TaskInputs
-from samzapy.container.task_collector import IN_ASYNC_CALL, MessageInProgress
+from samzapy.container.task_collector import MessageInProgress
 from samzapy.metrics.registry import Timer
 
 #: How many messages a sync task processes before it yields to the other tasks.
@@ -292,7 +292,7 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
     barrier = ctx.barrier
     choose = ctx.inputs.choose
     close_iterators = ctx.close_iterators
-    set_call = IN_ASYNC_CALL.set
+    calls, me = ctx.current.calls, asyncio.current_task()
     turn = 0
     while True:
         if state.due and not await barrier():
@@ -319,9 +319,7 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
             entry.started = now()
         state.inflight += 1
         t0 = clock()
-        # Followed through the call's awaits and the tasks it creates; the next call in this
-        # slot replaces it, a barrier run by this slot clears it.
-        set_call(env)
+        calls[me] = env  # for the sends this slot's task makes during the call
         try:
             result = process_async(env, collector, coordinator)
             if type(result) is types.CoroutineType or isinstance(result, asyncio.Future):
@@ -342,6 +340,7 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
                 state.inflight -= 1
                 ctx.fail(failure)
                 return
+        calls[me] = None
         state.inflight -= 1
         tracker.completed(entry)
         record(clock() - t0)

@@ -52,7 +52,7 @@ from samzapy.container.inputs import NO_OFFSET, ControlEnvelope, TaskInputs
 from samzapy.container.origins import clear_cursor, committable, log_dropped, with_origins
 from samzapy.container.progress import TaskProgress
 from samzapy.container.slots import SlotContext, SlotState, async_slot, inline_slot, pool_slot
-from samzapy.container.task_collector import IN_ASYNC_CALL, MessageInProgress
+from samzapy.container.task_collector import MessageInProgress
 from samzapy.container.watermarks import TaskWatermarks
 from samzapy.control.reconcile import TaskControl
 from samzapy.control.wire import EndOfStreamMessage, WatermarkMessage, encode_control
@@ -374,7 +374,6 @@ class TaskInstance:
         self._state.due |= _RUNNING
         if self._is_async:
             clear_cursor()  # what a barrier sends is caused by no one message
-            IN_ASYNC_CALL.set(None)
         try:
             if due & _END:
                 await self._end_of_stream()
