@@ -222,7 +222,9 @@ class LibraryLogFilter(logging.Filter):
         self._keep_traceback = keep_traceback
         self._clock = clock
         self._limiter = LibraryLogLimiter(interval_s)
-        self._lock = threading.Lock()  # records also come from other threads
+        # Records also come from other threads; reentrant: a signal handler that logs may
+        # interrupt this thread while it holds the lock.
+        self._lock = threading.RLock()
 
     def filter(self, record: logging.LogRecord) -> bool:
         if hasattr(record, _FIELDS) or not is_library(record.name):
