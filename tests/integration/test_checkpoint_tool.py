@@ -15,7 +15,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,6 @@ sys.path.insert(0, str(HERE))
 from kafka_jobs import Tag  # noqa: E402
 from state_jobs import WordCount  # noqa: E402
 from test_kafka_jobs import (  # noqa: E402
-    RUNNING,
     Job,
     _run_until,
     create_topic,
@@ -48,16 +47,6 @@ from samzapy.config import load_config, resolve  # noqa: E402
 from samzapy.container import SamzaContainer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture(autouse=True)
-def _no_job_outlives_its_test() -> Iterator[None]:
-    yield
-    while RUNNING:
-        proc = RUNNING.pop()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
 
 
 def job_file(tmp_path: Path, bootstrap: str, inputs: list[str], **extra: Any) -> Path:

@@ -150,16 +150,6 @@ def job_file(tmp_path: Path, bootstrap: str, source: str, **extra: Any) -> Path:
 RUNNING: list[subprocess.Popen[bytes]] = []
 
 
-@pytest.fixture(autouse=True)
-def _no_job_outlives_its_test() -> Any:
-    yield
-    while RUNNING:
-        proc = RUNNING.pop()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-
-
 class Job:
     """`samzapy run` in the background, its JSON log in a file."""
 

@@ -21,7 +21,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from test_kafka_jobs import (  # noqa: E402
     Job,
-    _no_job_outlives_its_test,  # noqa: F401 - kills a job its test left running
     job_file,
     name,
     wait_for,

@@ -38,7 +38,6 @@ from table_jobs import ORDERS_PAYMENTS, PROFILES  # noqa: E402
 from test_app_jobs import app_job_file, plan  # noqa: E402
 from test_kafka_jobs import (  # noqa: E402
     Job,
-    _no_job_outlives_its_test,  # noqa: F401 - kills a job its test left running
     checkpoint_entries,
     create_topic,
     name,

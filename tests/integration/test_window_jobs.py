@@ -28,7 +28,6 @@ from app_jobs import PER_WINDOW, WINDOW_MS  # noqa: E402
 from test_app_jobs import app_job_file, kill_after_a_commit, plan  # noqa: E402
 from test_kafka_jobs import (  # noqa: E402
     Job,
-    _no_job_outlives_its_test,  # noqa: F401 - kills a job its test left running
     create_topic,
     name,
     produce,
