@@ -450,6 +450,9 @@ def test_tail_follow_prints_appended_lines_until_ctrl_c(tmp_path: Path) -> None:
             stdout=stdout,
             stderr=subprocess.PIPE,
             text=True,
+            # Ctrl-C as at a terminal, also when the suite itself runs as a background job
+            # (whose children start with SIGINT ignored, so Python's KeyboardInterrupt is off).
+            preexec_fn=_sigint_default,
         )
     try:
         deadline = time.monotonic() + 30
@@ -474,3 +477,7 @@ def test_tail_follow_prints_appended_lines_until_ctrl_c(tmp_path: Path) -> None:
         (0, {"n": 0}),
         (1, {"n": 1}),
     ]
+
+
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -262,6 +262,9 @@ def test_tail_follow_prints_new_messages_until_ctrl_c(kafka_bootstrap: str, tmp_
             stdout=stdout,
             stderr=subprocess.PIPE,
             text=True,
+            # Ctrl-C as at a terminal, also when the suite itself runs as a background job
+            # (whose children start with SIGINT ignored, so Python's KeyboardInterrupt is off).
+            preexec_fn=_sigint_default,
         )
     try:
         # Until the consumer is in place nothing new is read: keep sending until it shows.
@@ -301,3 +304,7 @@ def test_tail_of_a_topic_that_does_not_exist_exits_2_naming_it(
     assert (done.returncode, done.stdout) == (2, "")
     assert f"stream {absent!r} is not a stream of the job" in done.stderr
     assert f"kafka.{topic}" in done.stderr  # the streams it has
+
+
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
