@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import struct
 import sys
 import time
 import uuid
@@ -27,8 +26,9 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from test_kafka_jobs import Job, checkpointed, create_topic, name, read_all, wait_for  # noqa: E402
-from test_state_jobs import produce_words, state_job_file  # noqa: E402
+from test_kafka_jobs import Job, checkpointed, create_topic, name, wait_for  # noqa: E402
+from test_scale_out import tasks_of  # noqa: E402
+from test_state_jobs import changelog_state, produce_words, state_job_file  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -54,25 +54,6 @@ def job_file(
             **extra,
         },
     )
-
-
-def committed_state(bootstrap: str, changelog: str) -> dict[str, int]:
-    """The counts as the changelog's committed records hold them (the last per key)."""
-    state: dict[str, int] = {}
-    for record in asyncio.run(read_all(bootstrap, changelog, committed=True)):
-        if record.value is None:
-            state.pop(record.key.decode(), None)
-        else:
-            (state[record.key.decode()],) = struct.unpack(">q", record.value)
-    return state
-
-
-def tasks_of(job: Job) -> list[str]:
-    held: list[str] = []
-    for event in job.events():
-        if event["event"] in ("tasks_assigned", "rebalance_completed"):
-            held = event["tasks"]
-    return held
 
 
 def caught_up(job: Job, task: str) -> bool:
@@ -141,7 +122,7 @@ def test_a_standby_takes_over_a_killed_owners_task_with_exact_counts(
     )
     assert survivor.stop() == 0
     words = [w for p in (0, 1) for w in first[p] + second[p]]
-    assert committed_state(kafka_bootstrap, changelog) == Counter(words)
+    assert changelog_state(kafka_bootstrap, changelog, committed=True) == Counter(words)
     # The takeover kept the promoted standby's store and replayed only its tail.
     events = survivor.events()
     # (Partition 1 came to it from its warmup standby too, when it joined.)
@@ -180,7 +161,7 @@ def test_a_task_moves_to_a_joining_container_once_its_standby_there_is_warm(
     wait_for(lambda: checkpointed(kafka_bootstrap, files[0]) == total, 90, "every word counted")
     assert new.stop() == 0 and old.stop() == 0
     words = [w for p in (0, 1) for w in first[p] + second[p]]
-    assert committed_state(kafka_bootstrap, changelog) == Counter(words)
+    assert changelog_state(kafka_bootstrap, changelog, committed=True) == Counter(words)
     events = new.events()
     order = [e["event"] for e in events]
     added = next(

@@ -151,11 +151,12 @@ def has_processed(run: Job, count: int) -> bool:
     return processed(run) >= count
 
 
-def changelog_state(bootstrap: str, changelog: str) -> dict[str, int]:
+def changelog_state(bootstrap: str, changelog: str, *, committed: bool = False) -> dict[str, int]:
     """The store's state as its changelog holds it: the last record per key, tombstones
-    deleting; keys UTF-8 (string serde), values 8-byte big-endian signed (long serde)."""
+    deleting; keys UTF-8 (string serde), values 8-byte big-endian signed (long serde).
+    ``committed``: of committed transactions only (exactly-once)."""
     state: dict[str, int] = {}
-    for record in asyncio.run(read_all(bootstrap, changelog)):
+    for record in asyncio.run(read_all(bootstrap, changelog, committed=committed)):
         key = record.key.decode()
         if record.value is None:
             state.pop(key, None)
