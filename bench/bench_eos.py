@@ -48,12 +48,12 @@ def variants(bootstrap: str, workdir: Path, before: Path | None = None) -> list[
     for ms in INTERVALS:
         for guarantee in GUARANTEES:
             job = passthrough_job(bootstrap, ms, **{"task.processing.guarantee": guarantee})
-            count = CountJob(bootstrap, workdir, ms, False, guarantee)
+            count = CountJob(bootstrap, workdir, ms, 0, guarantee)
             tag = f"{guarantee}@{ms or 'default'}"
             out.append(Variant(f"pass-through {tag}", job))
             out.append(Variant(f"count {tag}", count))
             if before is not None and guarantee == "exactly-once":
-                earlier = CountJob(bootstrap, workdir, ms, False, guarantee)
+                earlier = CountJob(bootstrap, workdir, ms, 0, guarantee)
                 out.append(Variant(f"before: pass-through {tag}", job, before))
                 out.append(Variant(f"before: count {tag}", earlier, before))
     return out

@@ -318,7 +318,6 @@ class _Checker:
             k.split(".")[1] for k in self.values if k.startswith("stores.") and k.count(".") >= 2
         }
         for store in sorted(stores):
-            self._cache_sizes(store)
             key = f"stores.{store}.changelog"
             changelog = self.values.get(key)
             if changelog is None:
@@ -362,18 +361,6 @@ class _Checker:
                     f"({', '.join(BUILTIN_SERDES)}) nor registered "
                     f"(serializers.registry.{name}.class)",
                 )
-
-    def _cache_sizes(self, store: str) -> None:
-        """A store's write cache holds the writes waiting: the batch fits in the cache."""
-        size_key = f"stores.{store}.object.cache.size"
-        batch_key = f"stores.{store}.write.batch.size"
-        size, batch = self.values.get(size_key) or 0, self.values.get(batch_key)
-        if isinstance(size, int) and isinstance(batch, int) and batch > size:
-            self.problem(
-                batch_key,
-                f"{batch_key} must be at most {size_key} ({size}), got {batch}: the writes "
-                "waiting to be written back live in the cache",
-            )
 
     def _keeps_keys(self, key: str, system: str, need: str) -> None:
         """A changelog or checkpoint stream is read back by key: its system must keep keys."""

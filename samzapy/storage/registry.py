@@ -16,9 +16,10 @@ from typing import Any, NamedTuple
 from samzapy.api.errors import ConfigError
 from samzapy.api.system import TaskName
 from samzapy.config.classes import create
+from samzapy.storage.buffered import DEFAULT_BUFFER_BYTES, BufferedStorageEngine
 from samzapy.storage.cached import CachedStorageEngine
 from samzapy.storage.inmemory import InMemoryStoreFactory
-from samzapy.storage.logged import DEFAULT_DEDUP_BYTES, ChangelogSender, LoggedStorageEngine
+from samzapy.storage.logged import ChangelogSender, LoggedStorageEngine
 from samzapy.storage.ports import StorageEngine, StoreFactory
 from samzapy.storage.serialized import SerializedKeyValueStore
 from samzapy.system.serde import Serde
@@ -82,33 +83,31 @@ def store_factory_for(store_name: str, factory: Any) -> StoreFactory:
 
 class OpenStore(NamedTuple):
     """A store as ``open_store`` assembled it: the engine the factory built (restores write
-    here, past the changelog and the cache), the store the task gets, and its write cache
-    (None without ``object.cache.size``), and the changelog's side."""
+    here, past the changelog, the buffer and the cache), the store the task gets, its read
+    cache (None without ``object.cache.size``), the changelog's side (None without a
+    changelog) and its write buffer (None with ``write.buffer.max.bytes: 0``)."""
 
     engine: StorageEngine
     store: SerializedKeyValueStore[Any, Any]
     cache: CachedStorageEngine | None = None
-    #: The changelog's side (None without a changelog): its records wait there for the commit.
     logged: LoggedStorageEngine | None = None
+    buffer: BufferedStorageEngine | None = None
 
 
-#: The store option bounding the changelog records that wait for the commit, in bytes.
-DEDUP_OPTION = "changelog.dedup.max.bytes"
+#: The store option bounding the write buffer, in bytes of keys and values.
+BUFFER_OPTION = "write.buffer.max.bytes"
+#: Its former name (when it bounded only the changelog records waiting), still read.
+FORMER_BUFFER_OPTION = "changelog.dedup.max.bytes"
 
 
-def cache_sizes(store_name: str, options: Mapping[str, Any]) -> tuple[int, int]:
-    """``object.cache.size`` and ``write.batch.size`` of a store's ``options`` (0, 0: no
-    cache); the batch size defaults to the cache size and may not exceed it."""
-    size = _count(store_name, options, "object.cache.size", 0)
-    batch = _count(store_name, options, "write.batch.size", 1)
-    if batch > size:
-        key = f"stores.{store_name}.write.batch.size"
-        raise ConfigError(
-            f"{key} must be at most stores.{store_name}.object.cache.size ({size}), got "
-            f"{batch}: the writes waiting to be written back live in the cache",
-            key=key,
-        )
-    return size, batch or size
+def buffer_bounds(store_name: str, options: Mapping[str, Any]) -> tuple[int, int]:
+    """The write buffer's bounds from a store's ``options``: bytes of keys and values
+    (``write.buffer.max.bytes``, 0: no buffer) and keys (``write.batch.size``, 0: none)."""
+    name = BUFFER_OPTION if options.get(BUFFER_OPTION) is not None else FORMER_BUFFER_OPTION
+    size = DEFAULT_BUFFER_BYTES
+    if options.get(name) is not None:
+        size = _count(store_name, options, name, 0)
+    return size, _count(store_name, options, "write.batch.size", 1)
 
 
 def _count(store_name: str, options: Mapping[str, Any], name: str, least: int) -> int:
@@ -134,37 +133,33 @@ def open_store(
     changelog: ChangelogSender | None = None,
 ) -> OpenStore:
     """One task's store, assembled as the container runs it (and the store contract tests
-    check it): the engine ``options["factory"]`` builds, told whether it is logged; with a
-    ``changelog``, every write is also sent there, each key once per commit (``logged.py``,
-    up to ``changelog.dedup.max.bytes`` waiting); with ``object.cache.size``, a write cache
-    in front of both (``storage/cached.py``); the serdes on top.
+    check it), from the bottom up: the engine ``options["factory"]`` builds, told whether it
+    is logged; with a ``changelog``, every write that reaches the engine is also sent there
+    (``logged.py``); with ``object.cache.size``, a read cache of what the engine holds
+    (``cached.py``); the write buffer, which lets each key through once per commit
+    (``buffered.py``, up to ``write.buffer.max.bytes``); the serdes on top.
 
     ``options`` are the store's keys with the ``stores.<name>.`` prefix removed.
     """
     factory = store_factory_for(store_name, options.get("factory"))
-    size, batch = cache_sizes(store_name, options)
+    size = _count(store_name, options, "object.cache.size", 0)
+    buffer_bytes, buffer_keys = buffer_bounds(store_name, options)
     engine = factory.create(store_name, task_name, directory, options, logged=changelog is not None)
-    logged = None
-    if changelog is not None:
-        dedup = options.get(DEDUP_OPTION)
-        logged = LoggedStorageEngine(
-            engine,
-            changelog,
-            dedup_bytes=DEFAULT_DEDUP_BYTES
-            if dedup is None
-            else _count(store_name, options, DEDUP_OPTION, 0),
-        )
+    logged = None if changelog is None else LoggedStorageEngine(engine, changelog)
     top: StorageEngine = logged or engine
-    cache = CachedStorageEngine(top, size, batch) if size else None
-    return OpenStore(
-        engine, SerializedKeyValueStore(cache or top, key_serde, msg_serde), cache, logged
+    cache = CachedStorageEngine(top, size) if size else None
+    top = top if cache is None else cache
+    buffer = BufferedStorageEngine(top, buffer_bytes, buffer_keys) if buffer_bytes else None
+    store: SerializedKeyValueStore[Any, Any] = SerializedKeyValueStore(
+        top if buffer is None else buffer, key_serde, msg_serde
     )
+    return OpenStore(engine, store, cache, logged, buffer)
 
 
 __all__ = [
     "BUILTIN_FACTORIES",
     "OpenStore",
-    "cache_sizes",
+    "buffer_bounds",
     "factory_key",
     "open_store",
     "store_factory_for",

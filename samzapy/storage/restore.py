@@ -39,6 +39,7 @@ import structlog
 from samzapy.api.errors import StoreError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.config import StoreConfig
+from samzapy.storage.buffered import BufferedStorageEngine
 from samzapy.storage.cached import CachedStorageEngine
 from samzapy.storage.logged import ChangelogSender, LoggedStorageEngine
 from samzapy.storage.ports import StorageEngine
@@ -55,7 +56,8 @@ _PROGRESS_S = 5.0
 
 class LocalStore:
     """One task's instance of one store on this host: its directory, changelog partition,
-    snapshots and, while open, its engine (and the cache and changelog side in front)."""
+    snapshots and, while open, its engine (and the changelog side, the write buffer and the
+    cache in front)."""
 
     def __init__(
         self, config: StoreConfig, directory: Path, changelog: SystemStreamPartition | None
@@ -67,6 +69,7 @@ class LocalStore:
         self.engine: StorageEngine | None = None
         self.cache: CachedStorageEngine | None = None
         self.logged: LoggedStorageEngine | None = None
+        self.buffer: BufferedStorageEngine | None = None
         #: The clean marker found at open (None: none, the last close was not clean).
         self.clean_offset: str | None = None
 
@@ -208,8 +211,11 @@ class Restore:
             reason = f"it goes past the checkpointed changelog offset {checkpointed}"
         else:
             try:
+                # Nothing cached or waiting may outlive the entries it stood for.
                 if store.cache is not None:
-                    store.cache.drop()  # nothing cached may outlive the entries it stood for
+                    store.cache.drop()
+                if store.buffer is not None:
+                    store.buffer.drop()
                 store.engine.restore_snapshot(path)
                 return snapshot
             except StoreError as exc:

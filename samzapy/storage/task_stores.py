@@ -95,7 +95,7 @@ class TaskStores:
 
     def _open(self, name: str, store: LocalStore) -> None:
         config = store.config
-        store.engine, self.stores[name], store.cache, store.logged = open_store(
+        store.engine, self.stores[name], store.cache, store.logged, store.buffer = open_store(
             name,
             self.task_name,
             store.directory,
@@ -143,18 +143,15 @@ class TaskStores:
 
     async def flush(self) -> None:
         """Step 2 of a commit: make the stores' writes durable, before their changelog offsets
-        are read. The write caches are written back first, then each key written since the
-        last commit sends its changelog record (``logged.py``); those are flushed with the
-        producers (step 1 flushed everything sent before). A logged store's
+        are read. Each write buffer is written back: each key written since the last commit
+        reaches the engine and sends its changelog record (``buffered.py``); those are
+        flushed with the producers (step 1 flushed everything sent before). A logged store's
         writes are then durable; its local copy is not trusted after a crash anyway, so only
         stores without a changelog flush their engine here."""
         logged_back = False
         for store in self._stores.values():
-            if store.cache is not None and store.cache.dirty:
-                store.cache.write_back()
+            if store.buffer is not None and store.buffer.write_back():
                 logged_back = logged_back or store.changelog is not None
-            if store.logged is not None and store.logged.send_pending():
-                logged_back = True
         if logged_back:
             await self._flush()
         for store in self._stores.values():
@@ -200,21 +197,22 @@ class TaskStores:
 
     def close(self, clean_offsets: Mapping[str, str] | None = None) -> None:
         """Close every store; after a clean final commit, mark the ones that match it. Writes
-        still in a logged store's cache (after a failure) are dropped: the checkpoint does not
-        cover them; a store without changelog keeps them, as it would have without a cache."""
+        still in a logged store's buffer (after a failure) are dropped: the checkpoint does not
+        cover them; a store without changelog keeps them, as it would have without a buffer."""
         for name, store in self._stores.items():
             engine = store.engine
             if engine is None:
                 continue
             try:
                 if store.cache is not None:
-                    if store.changelog is None:
-                        store.cache.write_back()
                     store.cache.drop()
                     store.cache = None
-                if store.logged is not None:
-                    store.logged.drop_pending()  # empty after a clean final commit
-                    store.logged = None
+                if store.buffer is not None:
+                    if store.changelog is None:
+                        store.buffer.write_back()
+                    store.buffer.drop()  # empty after a clean final commit
+                    store.buffer = None
+                store.logged = None
                 engine.flush()
                 engine.close()
             except StoreError as exc:

@@ -4,9 +4,12 @@ samzapy/storage/ports.py).
 Stores are built through ``open_store``, the assembly the container runs them through: the
 engine named by ``factory``, behind a ``string`` key serde and a ``json`` value serde, and for
 the ``+changelog`` variants logged (the engine told so, which makes RocksDB skip its own
-write-ahead log) with every write sent to a changelog, here a list; the ``+cache`` variants
-put a write cache of 100 entries in front (``object.cache.size``, small so that the tests
-fill it). A "reopen" builds a new store over the same directory, as a restarted task would.
+write-ahead log) with every write that reaches the engine sent to a changelog, here a list.
+Every variant has the default write buffer (each key written between two flushes reaches the
+engine and the changelog once) except the ``+perwrite`` ones
+(``write.buffer.max.bytes: 0``); the ``+cache`` variants put a read cache of 100 entries
+below the buffer (``object.cache.size``, small so that the tests fill it). A "reopen" builds
+a new store over the same directory, as a restarted task would.
 ``persistent`` is the engine's capability flag: a persistent store keeps its entries across a
 reopen, the others start empty.
 """
@@ -40,7 +43,7 @@ class StoreSource:
         self.factory, *extras = variant.split("+")
         self.logged = "changelog" in extras
         self.cached = "cache" in extras
-        self.deduped = "dedup" in extras
+        self.per_write = "perwrite" in extras
         self.directory = tmp_path / "stores" / STORE / "Partition_0"
         self.opened: list[SerializedKeyValueStore[Any, Any]] = []
         #: What the logged variants sent to their changelog: (key bytes, value bytes or None).
@@ -58,8 +61,8 @@ class StoreSource:
     def open_engine(
         self, key_serde: str = "string", msg_serde: str = "json", directory: str = ""
     ) -> OpenStore:
-        """The engine the factory built (what a restore writes to), the store over it and
-        its write cache, if any."""
+        """The engine the factory built (what a restore writes to), the store over it, and
+        the layers between them."""
         options: dict[str, Any] = {
             "factory": self.factory,
             "key.serde": key_serde,
@@ -67,10 +70,8 @@ class StoreSource:
         }
         if self.cached:
             options["object.cache.size"] = 100
-        if not self.deduped:
-            # The contract below is the changelog's as it stood before deduplication: each
-            # write sent as it happens (TestChangelogDedupContract covers the default).
-            options["changelog.dedup.max.bytes"] = 0
+        if self.per_write:
+            options["write.buffer.max.bytes"] = 0
         opened = open_store(
             STORE,
             TASK,
@@ -97,6 +98,7 @@ class StoreSource:
         "rocksdb",
         "inmemory+changelog",
         "rocksdb+changelog",
+        "rocksdb+changelog+perwrite",
         "inmemory+cache",
         "rocksdb+changelog+cache",
     ]
@@ -374,9 +376,10 @@ class TestKeyValueStoreContract:
 
 
 class TestLoggedStoreContract:
-    """What a store with a changelog adds: every write reaches the changelog, in order."""
+    """What a store with a changelog adds, without a write buffer: every write reaches the
+    changelog, in order."""
 
-    @pytest.fixture(params=["inmemory+changelog", "rocksdb+changelog"])
+    @pytest.fixture(params=["inmemory+changelog+perwrite", "rocksdb+changelog+perwrite"])
     def logged(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreSource]:
         source = StoreSource(request.param, tmp_path)
         yield source
@@ -405,34 +408,72 @@ class TestLoggedStoreContract:
         assert logged.changelog == []
 
 
-class TestChangelogDedupContract:
-    """With the default ``changelog.dedup.max.bytes``, writes reach the engine at once and
-    each key's latest value reaches the changelog at ``flush`` (the commit), once."""
+class TestWriteBufferContract:
+    """With the default write buffer, reads see every write at once, and each key's latest
+    write reaches the engine and the changelog once, at ``flush`` (the commit), before an
+    iteration, or when the buffer is full; a read cache in front changes none of it."""
 
-    @pytest.fixture(params=["inmemory+changelog+dedup", "rocksdb+changelog+dedup"])
-    def deduped(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreSource]:
+    @pytest.fixture(
+        params=[
+            "inmemory+changelog",
+            "rocksdb+changelog",
+            "inmemory+changelog+cache",
+            "rocksdb+changelog+cache",
+        ]
+    )
+    def buffered(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreSource]:
         source = StoreSource(request.param, tmp_path)
         yield source
         source.close_all()
 
-    def test_each_key_s_latest_write_is_sent_once_at_flush(self, deduped: StoreSource) -> None:
-        opened = deduped.open_engine()
+    def test_each_key_s_latest_write_is_written_once_at_flush(self, buffered: StoreSource) -> None:
+        opened = buffered.open_engine()
         store = opened.store
-        store.put("a", 1)
-        store.put_all([("b", 2), KV("a", 3)])
+        for n in range(50):
+            store.put("a", n)
+            store.put("b", -n)
         store.delete("b")
-        store.put("c", 4)
-        assert deduped.changelog == []
-        assert opened.engine.get(b"a") == b"3" and store.get("b") is None
+        store.put_all([("c", 1), KV("c", 2)])
+        assert buffered.changelog == [] and opened.engine.get(b"a") is None
+        assert (store.get("a"), store.get("b"), store.get("c")) == (49, None, 2)
+        assert store.get_all(["a", "b", "c", "d"]) == {"a": 49, "c": 2}
         store.flush()
-        assert deduped.changelog == [(b"a", b"3"), (b"b", None), (b"c", b"4")]
+        assert buffered.changelog == [(b"a", b"49"), (b"b", None), (b"c", b"2")]
+        assert opened.engine.get(b"a") == b"49" and opened.engine.get(b"b") is None
+        store.put("a", 50)
         store.flush()
-        assert len(deduped.changelog) == 3
+        store.flush()
+        assert buffered.changelog[3:] == [(b"a", b"50")]
+
+    def test_iteration_sees_the_writes_waiting(self, buffered: StoreSource) -> None:
+        store = buffered.open()
+        store.put("b", 2)
+        store.put("a", 1)
+        store.delete("a")
+        store.put("c", 3)
+        assert keys_of(store.all()) == ["b", "c"]
+        assert buffered.changelog == [(b"b", b"2"), (b"a", None), (b"c", b"3")]
+
+    def test_a_full_buffer_writes_everything_back_and_starts_again(
+        self, buffered: StoreSource
+    ) -> None:
+        opened = buffered.open_engine()
+        assert opened.buffer is not None
+        opened.buffer.max_bytes = 100
+        for i in range(30):
+            opened.store.put(f"k{i % 10}", i)  # 10 keys, each 2 + 2 bytes at the end: 40
+        assert buffered.changelog == []
+        for i in range(10, 30):
+            opened.store.put(f"k{i:02d}", i)  # 3 + 2 bytes each: the 13th passes 100
+        assert len(buffered.changelog) == 10 + 13 and opened.buffer.pending == 7
+        assert buffered.changelog[0] == (b"k0", b"20")
+        assert opened.store.get("k29") == 29 and opened.store.get("k9") == 29
 
 
-class TestCachedStoreContract:
-    """What a write cache adds: writes to a key between write-backs reach the engine and the
-    changelog once, at ``flush`` or when the cache is full, and reads see the cache."""
+class TestReadCacheContract:
+    """What a read cache adds: reads that the write buffer above cannot answer are served
+    from it when it has the key, and it never holds a write of its own, so evicting writes
+    nothing back."""
 
     @pytest.fixture(params=["inmemory+changelog+cache", "rocksdb+changelog+cache"])
     def cached(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreSource]:
@@ -440,47 +481,25 @@ class TestCachedStoreContract:
         yield source
         source.close_all()
 
-    def test_repeated_writes_reach_the_changelog_once_at_flush(self, cached: StoreSource) -> None:
-        store = cached.open()
-        for n in range(50):
-            store.put("a", n)
-            store.put("b", -n)
-        store.delete("b")
-        store.put_all([("c", 1), ("c", 2)])
-        assert cached.changelog == []
-        assert (store.get("a"), store.get("b"), store.get("c")) == (49, None, 2)
-        store.flush()
-        assert cached.changelog == [(b"a", b"49"), (b"b", None), (b"c", b"2")]
-        store.put("a", 50)
-        store.flush()
-        store.flush()
-        assert cached.changelog[3:] == [(b"a", b"50")]
-
-    def test_a_full_cache_writes_back_before_it_evicts(self, cached: StoreSource) -> None:
-        store = cached.open()
-        for i in range(99):
+    def test_reads_are_served_from_the_cache_and_evictions_write_nothing(
+        self, cached: StoreSource
+    ) -> None:
+        opened = cached.open_engine()
+        store, cache = opened.store, opened.cache
+        assert cache is not None
+        for i in range(300):
             store.put(f"k{i:03d}", i)
-        assert cached.changelog == [], "99 dirty entries wait in a cache of 100"
-        store.get("missing")
-        assert cached.changelog == [], "the cache holds 100 entries"
-        store.get("also missing")  # one entry too many, and the oldest is dirty
-        assert [key for key, _ in cached.changelog] == [f"k{i:03d}".encode() for i in range(99)]
-        for i in range(100, 200):
-            store.put(f"k{i:03d}", i)  # the 100th dirty write writes the batch back
-        assert len(cached.changelog) == 99 + 100
-        for i in range(200, 300):
-            store.get(f"k{i:03d}")  # reads evict the oldest entries, all clean now
-        assert len(cached.changelog) == 199
-        assert store.get("k000") == 0 and store.get("k199") == 199
-
-    def test_iteration_sees_the_cached_writes(self, cached: StoreSource) -> None:
-        store = cached.open()
-        store.put("b", 2)
-        store.put("a", 1)
-        store.delete("a")
-        store.put("c", 3)
-        assert keys_of(store.all()) == ["b", "c"]
-        assert [key for key, _ in cached.changelog] == [b"b", b"a", b"c"]
+        assert store.get("k000") == 0, "read from the buffer"
+        assert cache.size == 0 and cached.changelog == []
+        store.flush()
+        assert len(cached.changelog) == 300 and cache.size == 100  # the last 100 written
+        assert [store.get(f"k{i:03d}") for i in range(200, 300)] == list(range(200, 300))
+        assert (cache.hits, cache.misses) == (100, 0)
+        assert store.get("k000") == 0 and store.get("missing") is None
+        assert store.get("missing") is None
+        assert (cache.hits, cache.misses) == (101, 2)
+        cache.drop()
+        assert store.get("k299") == 299 and cache.misses == 3
 
 
 class TestSnapshotContract:
@@ -490,14 +509,12 @@ class TestSnapshotContract:
     def test_a_snapshot_is_restored_exactly_and_stays_as_it_was(
         self, source: StoreSource, tmp_path: Path
     ) -> None:
-        engine, store, cache, logged = source.open_engine()
+        engine, store, cache, _, buffer = source.open_engine()
         store.put_all((f"k{i}", i) for i in range(1000))
         store.flush()
         store.put("unflushed", "kept")  # a logged RocksDB store has no write-ahead log
-        if cache is not None:
-            cache.write_back()  # as a commit does before its snapshot
-        if logged is not None:
-            logged.send_pending()
+        if buffer is not None:
+            buffer.write_back()  # as a commit does before its snapshot
         snapshot = tmp_path / "snapshot"
         if not engine.snapshots:
             with pytest.raises(StoreError, match=rf"^{WHO} cannot take snapshots"):
@@ -510,8 +527,11 @@ class TestSnapshotContract:
             store.put("after", attempt)
             store.delete("k1")
             store.put("k2", "changed")
+            # As a restore does before it restores a snapshot.
             if cache is not None:
-                cache.drop()  # as TaskStores does before it restores a snapshot
+                cache.drop()
+            if buffer is not None:
+                buffer.drop()
             engine.restore_snapshot(snapshot)
             assert store.get("after") is None
             assert store.get("k1") == 1 and store.get("k2") == 2
@@ -519,6 +539,6 @@ class TestSnapshotContract:
             assert len(keys_of(store.all())) == 1001
         # The snapshot outlives its store, and restores into another directory.
         store.close()
-        engine, store, _, _ = source.open_engine(directory="elsewhere")
+        engine, store, *_ = source.open_engine(directory="elsewhere")
         engine.restore_snapshot(snapshot)
         assert len(keys_of(store.all())) == 1001

@@ -137,7 +137,7 @@ def test_every_known_default_is_listed() -> None:
         "task.transactional.state.checkpoint.enabled": True,
         "systems.<name>.samza.fetch.threshold": 50000,
         "stores.<name>.object.cache.size": 0,
-        "stores.<name>.changelog.dedup.max.bytes": 1 << 20,
+        "stores.<name>.write.buffer.max.bytes": 1 << 20,
         "systems.<name>.namespace": "<name>",
         "systems.<name>.follow": False,
         "systems.<name>.poll.interval.ms": 200,

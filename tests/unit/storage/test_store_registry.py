@@ -80,13 +80,15 @@ def test_import_path_factory_gets_the_store_task_directory_and_options(
     custom_module: str, tmp_path: Path
 ) -> None:
     options = {"factory": f"{custom_module}:RecordingFactory", "key.serde": "string"}
-    engine, store, cache, _ = open_store(
+    engine, store, cache, _, buffer = open_store(
         "counts", TaskName("Partition 3"), tmp_path / "d", options, StringSerde(), JsonSerde()
     )
-    assert cache is None, "no write cache without object.cache.size"
+    assert cache is None, "no read cache without object.cache.size"
+    assert buffer is not None and buffer.max_bytes == 1 << 20, "a write buffer by default"
     store.put("a", {"n": 1})
     assert store.get("a") == {"n": 1}
-    assert isinstance(engine, InMemoryStorageEngine) and store.engine is engine
+    assert isinstance(engine, InMemoryStorageEngine) and store.engine is buffer
+    assert buffer.inner is engine
     module = __import__(custom_module)
     assert module.RecordingFactory.calls == [("counts", "Partition 3", tmp_path / "d", options)]
 
@@ -121,53 +123,61 @@ def logged_store(
     )
 
 
-def test_a_write_cache_sits_between_the_store_and_the_changelog(tmp_path: Path) -> None:
+def test_a_read_cache_sits_between_the_write_buffer_and_the_changelog(tmp_path: Path) -> None:
     sent: list[tuple[bytes, bytes | None]] = []
-    options = {"factory": "inmemory", "object.cache.size": 10, "write.batch.size": 4}
-    engine, store, cache, logged = logged_store(tmp_path, options, sent)
-    assert cache is not None and store.engine is cache
-    assert (cache.capacity, cache.write_batch_size) == (10, 4)
+    options = {"factory": "inmemory", "object.cache.size": 2, "write.batch.size": 4}
+    engine, store, cache, logged, buffer = logged_store(tmp_path, options, sent)
+    assert buffer is not None and store.engine is buffer and buffer.max_entries == 4
+    assert cache is not None and buffer.inner is cache and cache.inner is logged
     for n in range(3):
         store.put("a", n)
     assert sent == [] and engine.get(b"a") is None and store.get("a") == 2
+    assert cache.size == 0, "a key waiting in the buffer is read from there"
     store.put("b", 1)
     store.put("c", 1)
-    store.put("d", 1)  # the fourth dirty key: written back, each key once
-    assert engine.get(b"a") == b"2"
-    # Their changelog records wait for the commit, each key once.
-    assert logged is not None and logged.pending == 4 and sent == []
-    assert logged.send_pending() == 4
+    store.put("d", 1)  # the fourth key waiting: all written back, each key once
+    assert engine.get(b"a") == b"2" and buffer.pending == 0
     assert sent == [(b"a", b"2"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")]
+    assert cache.size == 2  # the last two written: c and d
+    assert store.get("d") == 1 and store.get("a") == 2
+    assert (cache.hits, cache.misses) == (1, 1)
 
 
-def test_the_changelog_gets_each_key_once_per_commit_within_its_byte_bound(
+def test_the_buffer_lets_each_key_through_once_per_commit_within_its_byte_bound(
     tmp_path: Path,
 ) -> None:
     sent: list[tuple[bytes, bytes | None]] = []
-    options = {"factory": "inmemory", "changelog.dedup.max.bytes": 12}
-    engine, store, cache, logged = logged_store(tmp_path, options, sent)
-    assert cache is None and logged is not None
+    options = {"factory": "inmemory", "write.buffer.max.bytes": 12}
+    engine, store, cache, logged, buffer = logged_store(tmp_path, options, sent)
+    assert cache is None and logged is not None and buffer is not None
     for n in range(5):
         store.put("a", n)  # 1 + 1 bytes waiting, however often
     store.delete("b")  # 1 more
-    assert sent == [] and engine.get(b"a") == b"4"  # the engine has every write at once
-    assert logged.send_pending() == 2
-    assert sent == [(b"a", b"4"), (b"b", None)]
+    assert sent == [] and engine.get(b"a") is None and store.get("a") == 4
+    assert store.get("b") is None
+    assert buffer.write_back() == 2
+    assert sent == [(b"a", b"4"), (b"b", None)] and engine.get(b"a") == b"4"
     for key in ("k1", "k2", "k3", "k4", "k5"):  # 3 bytes each: the fifth passes 12
         store.put(key, 0)
     assert sent[2:] == [(b"k1", b"0"), (b"k2", b"0"), (b"k3", b"0"), (b"k4", b"0"), (b"k5", b"0")]
-    assert logged.pending == 0
+    assert buffer.pending == 0 and engine.get(b"k5") == b"0"
     assert len(sent) == 7  # for 11 writes
 
 
-def test_a_dedup_bound_of_0_sends_every_write_as_it_happens(tmp_path: Path) -> None:
+def test_the_former_name_of_the_byte_bound_still_counts(tmp_path: Path) -> None:
+    options = {"factory": "inmemory", "changelog.dedup.max.bytes": 7}
+    buffer = logged_store(tmp_path, options, []).buffer
+    assert buffer is not None and buffer.max_bytes == 7
+
+
+def test_a_buffer_bound_of_0_writes_and_sends_every_write_as_it_happens(tmp_path: Path) -> None:
     sent: list[tuple[bytes, bytes | None]] = []
-    options = {"factory": "inmemory", "changelog.dedup.max.bytes": 0}
-    _, store, _, logged = logged_store(tmp_path, options, sent)
+    options = {"factory": "inmemory", "write.buffer.max.bytes": 0}
+    engine, store, _, _, buffer = logged_store(tmp_path, options, sent)
+    assert buffer is None
     store.put("a", 1)
     store.put("a", 2)
-    assert sent == [(b"a", b"1"), (b"a", b"2")]
-    assert logged is not None and logged.pending == 0
+    assert sent == [(b"a", b"1"), (b"a", b"2")] and engine.get(b"a") == b"2"
 
 
 @pytest.mark.parametrize(
@@ -182,18 +192,12 @@ def test_a_dedup_bound_of_0_sends_every_write_as_it_happens(tmp_path: Path) -> N
             r"^stores\.counts\.write\.batch\.size must be an integer >= 1, got 0$",
         ),
         (
-            {"object.cache.size": 10, "write.batch.size": 11},
-            r"^stores\.counts\.write\.batch\.size must be at most "
-            r"stores\.counts\.object\.cache\.size \(10\), got 11",
-        ),
-        (
-            {"write.batch.size": 5},
-            r"^stores\.counts\.write\.batch\.size must be at most "
-            r"stores\.counts\.object\.cache\.size \(0\), got 5",
+            {"write.buffer.max.bytes": "1MB"},
+            r"^stores\.counts\.write\.buffer\.max\.bytes must be an integer >= 0, got '1MB'$",
         ),
     ],
 )
-def test_cache_sizes_are_checked_naming_the_key(
+def test_cache_and_buffer_sizes_are_checked_naming_the_key(
     tmp_path: Path, options: dict[str, int], message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
