@@ -107,7 +107,7 @@ async def one_run(args: argparse.Namespace, snapshots: bool, state: Path) -> dic
         "stores.big.msg.serde": "bytes",
         "stores.big.changelog": "memory.big-changelog",
         # Every key's record once per commit: the changelog stays at keys x commits.
-        "stores.big.changelog.dedup.max.bytes": 64 << 20,
+        "stores.big.write.buffer.max.bytes": 64 << 20,
     }
     runner = TestRunner(Fill, config).add_input("numbers", {p: [] for p in range(args.tasks)})
     # The inputs go in before the run (the runner would fill them on the loop), and the

@@ -9,8 +9,14 @@ It sits below the write buffer (``buffered.py``): a key written since the last c
 from the buffer and never reaches the cache, so the cache sees each key's first read after a
 commit, and each key the buffer writes back, at most once per commit. Writes go through to
 the engine at once, so the cache never holds a write of its own and evicting costs nothing
-more than dropping the entry: a cache smaller than the working set costs a dict insert per
-read it misses, and saves the engine's read on every hit.
+more than dropping the entry.
+
+A cache much smaller than the working set would still cost a dict insert and an eviction per
+read it misses, and save little. So it watches itself: once full, it counts its hits over
+each window of ``window`` reads (``capacity``, at least 1,024), and when fewer than a quarter
+hit, it empties itself and lets reads and writes pass for the next ten windows, then tries
+again. A cache that cannot hold the working set then costs what no cache costs, within the
+one window in eleven that it tries.
 """
 
 from __future__ import annotations
@@ -35,9 +41,15 @@ class CachedStorageEngine(StorageEngine):
         #: Key -> value (None: the key has no value), least recently used first.
         self._entries: OrderedDict[bytes, bytes | None] = OrderedDict()
         self._read = inner.get
-        #: Reads the cache answered, and reads it passed to the engine.
+        #: Reads the cache answered, and reads it passed to the engine (while admitting).
         self.hits = 0
         self.misses = 0
+        self.window = max(capacity, 1024)
+        #: Reads left in the current window, and the hits before it began.
+        self._left = self.window
+        self._hits_before = 0
+        #: Reads left to let pass (0: reads and writes enter the cache).
+        self._passing = 0
 
     @property
     def description(self) -> str:
@@ -50,21 +62,42 @@ class CachedStorageEngine(StorageEngine):
 
     # -- reads ----------------------------------------------------------------------------------
 
+    @property
+    def admitting(self) -> bool:
+        """Whether reads and writes enter the cache (False while it lets them pass)."""
+        return not self._passing
+
     def get(self, key: bytes) -> bytes | None:
+        if self._passing:
+            self._passing -= 1
+            return self._read(key)
         entries = self._entries
         value = entries.get(key, _MISSING)
         if value is not _MISSING:
             entries.move_to_end(key)
             self.hits += 1
-            return value  # type: ignore[return-value]
-        self.misses += 1
-        value = self._read(key)
-        entries[key] = value
-        if len(entries) > self.capacity:
-            entries.popitem(last=False)
-        return value
+        else:
+            self.misses += 1
+            value = entries[key] = self._read(key)
+            if len(entries) > self.capacity:
+                entries.popitem(last=False)
+        self._left -= 1
+        if not self._left:
+            self._review()
+        return value  # type: ignore[return-value]
+
+    def _review(self) -> None:
+        """A window of reads ended: let the next ten windows pass when a full cache had
+        fewer than a quarter of them hit (module docstring)."""
+        self._left = self.window
+        hits, self._hits_before = self.hits - self._hits_before, self.hits
+        if len(self._entries) >= self.capacity and hits * 4 < self.window:
+            self._passing = 10 * self.window
+            self._entries.clear()
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        if self._passing:
+            return self.inner.get_many(keys)
         entries = self._entries
         missing = [key for key in keys if key not in entries]
         fetched = dict(zip(missing, self.inner.get_many(missing), strict=True)) if missing else {}
@@ -99,6 +132,9 @@ class CachedStorageEngine(StorageEngine):
         self.inner.delete(key)
 
     def write_batch(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        if self._passing:
+            self.inner.write_batch(entries)
+            return
         entries = list(entries)
         kept = self._entries
         # Only the last ``capacity`` entries would stay: the others only leave the cache.
@@ -110,6 +146,8 @@ class CachedStorageEngine(StorageEngine):
         self.inner.write_batch(entries)
 
     def _remember(self, key: bytes, value: bytes | None) -> None:
+        if self._passing:
+            return
         entries = self._entries
         entries[key] = value
         entries.move_to_end(key)

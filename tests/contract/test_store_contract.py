@@ -501,6 +501,44 @@ class TestReadCacheContract:
         cache.drop()
         assert store.get("k299") == 299 and cache.misses == 3
 
+    def test_a_cache_far_smaller_than_the_working_set_lets_reads_pass_then_tries_again(
+        self, cached: StoreSource
+    ) -> None:
+        opened = cached.open_engine()
+        store, cache, buffer = opened.store, opened.cache, opened.buffer
+        assert cache is not None and buffer is not None and cache.window == 1024
+        store.put_all((f"k{i:04d}", i) for i in range(5000))
+        store.flush()
+
+        def read_all_once() -> None:
+            for i in range(5000):
+                assert store.get(f"k{i:04d}") == i
+
+        read_all_once()  # 5,000 keys through a cache of 100: every read misses
+        assert not cache.admitting and cache.size == 0, "it lets reads pass after 1,024"
+        store.put("k0001", -1)
+        store.flush()
+        assert cache.size == 0 and store.get("k0001") == -1, "writes pass too"
+        store.put("k0001", 1)
+        store.flush()
+        reads = 5000 - 1024 + 1
+        while not cache.admitting:
+            assert store.get(f"k{reads % 5000:04d}") == reads % 5000
+            reads += 1
+        assert reads == 10 * 1024, "ten windows later it tries again"
+        assert (cache.hits, cache.misses) == (0, 1024)
+
+    def test_a_cache_that_holds_the_working_set_keeps_admitting(self, cached: StoreSource) -> None:
+        opened = cached.open_engine()
+        store, cache = opened.store, opened.cache
+        assert cache is not None
+        store.put_all((f"k{i:02d}", i) for i in range(90))
+        store.flush()
+        for _ in range(50):
+            for i in range(90):
+                assert store.get(f"k{i:02d}") == i
+        assert cache.admitting and cache.hits == 50 * 90
+
 
 class TestSnapshotContract:
     """Engines that say ``snapshots`` copy every entry, flushed or not, into a snapshot that

@@ -73,7 +73,7 @@ def test_a_million_key_store_restarts_from_its_snapshot_after_kill_9(
             "task.progress.interval.ms": 200,
             # Each write sent as it happens: the kill leaves changelog records past the
             # checkpoint, which the restart from the snapshot must take back.
-            f"stores.{STORE}.changelog.dedup.max.bytes": 0,
+            f"stores.{STORE}.write.buffer.max.bytes": 0,
         },
     )
     first = Job(job, "unused", tmp_path / "first.log")

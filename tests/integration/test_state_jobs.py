@@ -243,9 +243,9 @@ def count_words_through_kills(
     assert run.stop() == 0
     assert changelog_state(bootstrap, changelog) == Counter(words)
     # Each write sent as it happens, the kills left changelog records beyond the checkpoint:
-    # the restarts had to drop them. (By default the records wait for the commit, and a kill
+    # the restarts had to drop them. (By default the writes wait for the commit, and a kill
     # leaves none unless more than the buffer's bound waited.)
-    if (store_options or {}).get("changelog.dedup.max.bytes") == 0:
+    if (store_options or {}).get("write.buffer.max.bytes") == 0:
         assert any(ahead_of_checkpoint) or not kills
     if wipe_before is not None:
         # Everything the store held came back from the changelog.
@@ -262,12 +262,13 @@ def test_word_count_is_exact_across_three_kill_9s(kafka_bootstrap: str, tmp_path
 
 
 @pytest.mark.timeout(240)
-def test_word_count_with_a_write_cache_is_exact_across_kill_9s(
+def test_word_count_with_a_read_cache_and_a_small_buffer_is_exact_across_kill_9s(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    # A cache smaller than a task's vocabulary (about 500 words): writes go back to RocksDB
-    # and the changelog in batches of 100 while the tasks run, and at every commit. (How many
-    # records that saves depends on the rate against task.commit.ms: the contract and
+    # A read cache smaller than a task's vocabulary (about 500 words), and a write buffer of
+    # 100 keys: writes go to RocksDB and the changelog in batches of 100 while the tasks run,
+    # and at every commit, so kills leave changelog records beyond the checkpoint. (How many
+    # records the buffer saves depends on the rate against task.commit.ms: the contract and
     # container tests count them.)
     count_words_through_kills(
         kafka_bootstrap,
@@ -276,11 +277,7 @@ def test_word_count_with_a_write_cache_is_exact_across_kill_9s(
         n=150_000,
         kills=2,
         wipe_before=None,
-        store_options={
-            "object.cache.size": 300,
-            "write.batch.size": 100,
-            "changelog.dedup.max.bytes": 0,
-        },
+        store_options={"object.cache.size": 300, "write.batch.size": 100},
     )
 
 
@@ -297,7 +294,7 @@ def test_deleted_local_state_is_restored_from_the_changelog(
         n=100_000,
         kills=2,
         wipe_before=2,
-        store_options={"changelog.dedup.max.bytes": 0},  # each write sent as it happens
+        store_options={"write.buffer.max.bytes": 0},  # each write sent as it happens
     )
 
 

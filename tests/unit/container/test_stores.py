@@ -37,7 +37,7 @@ def store_config(tmp_path: Path, factory: str, **extra: Any) -> dict[str, Any]:
 
 #: Each write's changelog record sent as it happens (no deduplication until the commit), so
 #: that a crash leaves changelog records past the checkpoint for the restore to drop.
-PER_WRITE = {"stores.counts.changelog.dedup.max.bytes": 0}
+PER_WRITE = {"stores.counts.write.buffer.max.bytes": 0}
 
 
 def input_words(n: int) -> dict[int, list[str]]:
