@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3.11 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
 
-.PHONY: help venv run demo test test-pythons docker-test lint docker-lint typecheck check unit bench bench-kafka bench-app bench-state bench-snapshots bench-snapshot-stalls bench-eos bench-spark bench-dedup bench-window bench-tables bench-joins bench-restart bench-failover clean kafka-fetch kafka-up kafka-down kafka-status spark-fetch
+.PHONY: help venv run demo test test-pythons docker-test lint docker-lint typecheck check unit bench bench-kafka bench-app bench-state bench-store bench-snapshots bench-snapshot-stalls bench-eos bench-spark bench-dedup bench-window bench-tables bench-joins bench-restart bench-failover clean kafka-fetch kafka-up kafka-down kafka-status spark-fetch
 
 help:
 	@echo "make run        run the quick-start job on the file system (no broker; the first run installs the runtime, about 15 s)"
@@ -23,6 +23,7 @@ help:
 	@echo "make bench-kafka consume -> produce over a real broker, beside a plain aiokafka loop"
 	@echo "make bench-app   high-level API (app.class) beside task classes doing the same work"
 	@echo "make bench-state stateful count (RocksDB + changelog) beside pass-through; restore rate"
+	@echo "make bench-store the store's write path in-process: write buffer, read cache, per write"
 	@echo "make bench-snapshots restart after kill -9 with and without store snapshots; their cost"
 	@echo "make bench-snapshot-stalls the event loop's longest stall while tasks snapshot stores at commits"
 	@echo "make bench-eos   exactly-once beside at-least-once: throughput, CPU, latency"
@@ -115,6 +116,9 @@ bench-app: $(VENV)/.installed
 
 bench-state: $(VENV)/.installed
 	$(PY) bench/bench_state.py
+
+bench-store: $(VENV)/.installed
+	$(PY) bench/bench_store.py
 
 bench-snapshots: $(VENV)/.installed
 	$(PY) bench/bench_snapshots.py
