@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import types
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -181,7 +182,11 @@ class _Prefetched(collections.OrderedDict[Any, Any]):
                 records._ssp = ssp
                 records._ready, records._at, records._ready_end = [], 0, 0
                 records._keep_raw = self._keep_raw
-                result.getall = types.MethodType(_getall, result)
+                # Neither may hold a cycle: a result in one waits for the collector with its
+                # whole fetch (megabytes) rather than going with its last reference.
+                # aiokafka's generator holds its records (unused here: ``take`` decodes).
+                records._records_iterator = None
+                result.getall = types.MethodType(_getall, weakref.proxy(result))
         super().__setitem__(tp, result)
 
 

@@ -9,7 +9,9 @@ table that ``build_envelopes`` installs, taken in slices of several sizes."""
 from __future__ import annotations
 
 import collections
+import gc
 import struct
+import weakref
 from typing import Any
 
 import pytest
@@ -203,3 +205,31 @@ def test_a_fetcher_not_as_expected_is_left_alone_and_its_records_copied() -> Non
         9,
         3,
     )
+
+
+async def test_a_result_and_its_records_go_with_their_last_reference() -> None:
+    """No reference cycle keeps a fetch alive until the collector runs (which ``samzapy run``
+    runs rarely): half-read or whole, a result goes when the fetcher drops it."""
+    subscription = SubscriptionState()
+    subscription.assign_from_user({TP})
+    assignment = subscription.subscription.assignment
+    assignment.state_value(TP).seek(0)
+    fetcher = type("Fetcher", (), {})()
+    fetcher._records = collections.OrderedDict()
+    consumer = type("Consumer", (), {"_fetcher": fetcher})()
+    assert build_envelopes(consumer, {TP: SSP})
+    gc.disable()
+    try:
+        for take in (1, None):
+            assignment.state_value(TP).seek(0)
+            data = RECORD_SETS["plain"][0]
+            records = PartitionRecords(TP, MemoryRecords(data), [], 0, None, None, True, 0)
+            fetcher._records[TP] = FetchResult(
+                TP, assignment=assignment, partition_records=records, backoff=0
+            )
+            assert fetcher._records[TP].getall(take)
+            gone = weakref.ref(fetcher._records[TP]), weakref.ref(records)
+            del fetcher._records[TP], records
+            assert [ref() for ref in gone] == [None, None]
+    finally:
+        gc.enable()
