@@ -164,6 +164,8 @@ class Meter:
             "cpu_us": cpu / messages * 1e6,
             "wall_s": wall,
             "cpu_s": cpu,
+            # The process's peak resident memory (Linux reports KiB).
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         }
 
 
@@ -405,7 +407,7 @@ def report(variants: Sequence[Variant], reference: str = "plain") -> dict[str, A
         extra = {
             k: statistics.median(r[k] for r in v.runs)
             for k in v.runs[0]
-            if k.endswith(("_per_msg", "_ms"))
+            if k.endswith(("_per_msg", "_ms", "_mb"))
         }
         out[v.name] = {
             "rate": statistics.median(rates),
