@@ -640,6 +640,10 @@ def main() -> None:
         )
         interleaved(variants, args.rounds, bootstrap, source, n, workdir)
         figures = report(variants)
+        for ms in args.commit_ms if before is not None else ():
+            earlier = next(v for v in variants if v.name.endswith(f"@{ms or 'default'}"))
+            print(f"\nthe same, per round beside {earlier.name}:")
+            report(variants, earlier.name)
         print(f"load average {os.getloadavg()[0]:.2f} at the end")
         if args.latency_seconds > 0:
             rate = figures["samzapy@5000" if 5000 in args.commit_ms else variants[-1].name]
