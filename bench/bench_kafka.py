@@ -164,6 +164,8 @@ class Meter:
             "cpu_us": cpu / messages * 1e6,
             "wall_s": wall,
             "cpu_s": cpu,
+            # The process's peak resident memory (Linux reports KiB).
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         }
 
 
@@ -405,7 +407,7 @@ def report(variants: Sequence[Variant], reference: str = "plain") -> dict[str, A
         extra = {
             k: statistics.median(r[k] for r in v.runs)
             for k in v.runs[0]
-            if k.endswith(("_per_msg", "_ms"))
+            if k.endswith(("_per_msg", "_ms", "_mb"))
         }
         out[v.name] = {
             "rate": statistics.median(rates),
@@ -638,6 +640,10 @@ def main() -> None:
         )
         interleaved(variants, args.rounds, bootstrap, source, n, workdir)
         figures = report(variants)
+        for ms in args.commit_ms if before is not None else ():
+            earlier = next(v for v in variants if v.name.endswith(f"@{ms or 'default'}"))
+            print(f"\nthe same, per round beside {earlier.name}:")
+            report(variants, earlier.name)
         print(f"load average {os.getloadavg()[0]:.2f} at the end")
         if args.latency_seconds > 0:
             rate = figures["samzapy@5000" if 5000 in args.commit_ms else variants[-1].name]
