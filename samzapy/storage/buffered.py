@@ -42,7 +42,10 @@ class BufferedStorageEngine(StorageEngine):
     def __init__(self, inner: StorageEngine, max_bytes: int, max_entries: int = 0) -> None:
         super().__init__(inner.store_name, inner.task_name)
         if max_bytes < 1 or max_entries < 0:
-            raise ValueError(f"a write buffer needs max_bytes >= 1, got {max_bytes}")
+            raise ValueError(
+                f"a write buffer needs max_bytes >= 1 and max_entries >= 0, got {max_bytes} "
+                f"and {max_entries}"
+            )
         self.inner = inner
         self.max_bytes = max_bytes
         self.max_entries = max_entries or (1 << 62)
