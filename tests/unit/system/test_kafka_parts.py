@@ -443,3 +443,34 @@ async def test_a_stream_given_its_own_linger_holds_its_batches_that_long() -> No
         assert batch.timer is not None
         assert batch.timer.when() - loop.time() == pytest.approx(linger_s, abs=0.004)
         batch.timer.cancel()
+
+
+@pytest.mark.parametrize(
+    ("options", "linger_s", "batch_bytes"),
+    [
+        ({}, 0.1, 1 << 16),
+        ({"producer.linger.ms": 7, "producer.batch.size": 4096}, 0.007, 4096),
+    ],
+)
+async def test_a_transactional_producer_lingers_longer_unless_the_job_says(
+    options: dict[str, Any], linger_s: float, batch_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from samzapy.system.kafka import transactional
+
+    settings = kafka_settings("k", {"bootstrap.servers": "127.0.0.1:9", **options})
+    producer = transactional.KafkaTransactionalProducer(settings, "job-Partition_0", timeout_ms=1)
+    assert producer._linger_s == pytest.approx(linger_s)
+    made: dict[str, Any] = {}
+
+    async def started(client: Any) -> Any:
+        return client
+
+    def aiokafka_producer(**kwargs: Any) -> dict[str, Any]:
+        made.update(kwargs)
+        return kwargs
+
+    monkeypatch.setattr(transactional, "started", started)
+    monkeypatch.setattr(transactional, "AIOKafkaProducer", aiokafka_producer)
+    await producer._open_producer()
+    assert made["max_batch_size"] == batch_bytes
+    assert made["transactional_id"] == "job-Partition_0"
