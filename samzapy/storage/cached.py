@@ -14,9 +14,9 @@ more than dropping the entry.
 A cache much smaller than the working set would still cost a dict insert and an eviction per
 read it misses, and save little. So it watches itself: once full, it counts its hits over
 each window of ``window`` reads (``capacity``, at least 1,024), and when fewer than a quarter
-hit, it empties itself and lets reads and writes pass for the next ten windows, then tries
+hit, it empties itself and lets reads and writes pass for the next fifty windows, then tries
 again. A cache that cannot hold the working set then costs what no cache costs, within the
-one window in eleven that it tries.
+one window in fifty-one that it tries.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from samzapy.storage.ports import StorageEngine
 
 _MISSING = object()
+
+#: Windows of reads a cache that hits too little lets pass before it tries again.
+PASSING_WINDOWS = 50
 
 
 class CachedStorageEngine(StorageEngine):
@@ -87,12 +90,12 @@ class CachedStorageEngine(StorageEngine):
         return value  # type: ignore[return-value]
 
     def _review(self) -> None:
-        """A window of reads ended: let the next ten windows pass when a full cache had
+        """A window of reads ended: let the next fifty windows pass when a full cache had
         fewer than a quarter of them hit (module docstring)."""
         self._left = self.window
         hits, self._hits_before = self.hits - self._hits_before, self.hits
         if len(self._entries) >= self.capacity and hits * 4 < self.window:
-            self._passing = 10 * self.window
+            self._passing = PASSING_WINDOWS * self.window
             self._entries.clear()
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:

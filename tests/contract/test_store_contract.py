@@ -26,6 +26,7 @@ from samzapy.api.envelope import KV
 from samzapy.api.errors import StoreError
 from samzapy.api.store import KeyValueIterator, KeyValueStore
 from samzapy.api.system import TaskName
+from samzapy.storage.cached import PASSING_WINDOWS
 from samzapy.storage.registry import OpenStore, open_store, store_factory_for
 from samzapy.storage.serialized import SerializedKeyValueStore
 from samzapy.system.serde import SerdeRegistry
@@ -525,7 +526,7 @@ class TestReadCacheContract:
         while not cache.admitting:
             assert store.get(f"k{reads % 5000:04d}") == reads % 5000
             reads += 1
-        assert reads == 10 * 1024, "ten windows later it tries again"
+        assert reads == PASSING_WINDOWS * 1024, "fifty windows later it tries again"
         assert (cache.hits, cache.misses) == (0, 1024)
 
     def test_a_cache_that_holds_the_working_set_keeps_admitting(self, cached: StoreSource) -> None:
