@@ -236,7 +236,12 @@ def word_totals_job(
     kafka_bootstrap: str, tmp_path: Path, seed: int, n: int, guarantee: str
 ) -> tuple[Path, list[str], str, str, random.Random]:
     """The input (``n`` words on PARTITIONS partitions), the totals topic and the job file of
-    a WordTotals application under ``guarantee``."""
+    a WordTotals application under ``guarantee``.
+
+    The producers send every 5 ms, exactly-once too (whose default is 100 ms): a kill just
+    after a commit then finds writes of the open transaction on the broker, which the test
+    needs to show they stay invisible (tests/integration/test_exactly_once.py kills jobs
+    at the default)."""
     rng = random.Random(seed)
     source, changelog, totals = name("words"), name("counts-changelog"), name("totals")
     asyncio.run(create_topic(kafka_bootstrap, source, PARTITIONS))
@@ -251,6 +256,7 @@ def word_totals_job(
             "app.words": source,
             "app.totals": totals,
             "task.processing.guarantee": guarantee,
+            "systems.kafka.producer.linger.ms": 5,
             # A restart after a kill waits this long for the group to drop the dead member:
             # the broker's least (group.min.session.timeout.ms).
             "job.coordinator.session.timeout.ms": 6000,
