@@ -52,8 +52,6 @@ class BufferedStorageEngine(StorageEngine):
         self._read = inner.get
         self._pending: dict[bytes, bytes | None] = {}
         self._bytes = 0
-        #: Entries written back so far (the writes the buffer saved: writes minus these).
-        self.written_back = 0
 
     @property
     def description(self) -> str:
@@ -125,7 +123,6 @@ class BufferedStorageEngine(StorageEngine):
         if not pending:
             return 0
         self._pending, self._bytes = {}, 0
-        self.written_back += len(pending)
         self.inner.write_batch(list(pending.items()))
         return len(pending)
 

@@ -41,7 +41,7 @@ from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.config import StoreConfig
 from samzapy.storage.buffered import BufferedStorageEngine
 from samzapy.storage.cached import CachedStorageEngine
-from samzapy.storage.logged import ChangelogSender, LoggedStorageEngine
+from samzapy.storage.logged import ChangelogSender
 from samzapy.storage.ports import StorageEngine
 from samzapy.storage.snapshots import StoreSnapshots, snapshot_offset
 from samzapy.system.ports import SystemAdmin, SystemFactory
@@ -56,8 +56,7 @@ _PROGRESS_S = 5.0
 
 class LocalStore:
     """One task's instance of one store on this host: its directory, changelog partition,
-    snapshots and, while open, its engine (and the changelog side, the write buffer and the
-    cache in front)."""
+    snapshots and, while open, its engine (and the write buffer and the cache in front)."""
 
     def __init__(
         self, config: StoreConfig, directory: Path, changelog: SystemStreamPartition | None
@@ -68,7 +67,6 @@ class LocalStore:
         self.snapshots = StoreSnapshots(directory)
         self.engine: StorageEngine | None = None
         self.cache: CachedStorageEngine | None = None
-        self.logged: LoggedStorageEngine | None = None
         self.buffer: BufferedStorageEngine | None = None
         #: The clean marker found at open (None: none, the last close was not clean).
         self.clean_offset: str | None = None

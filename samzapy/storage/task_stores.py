@@ -95,7 +95,7 @@ class TaskStores:
 
     def _open(self, name: str, store: LocalStore) -> None:
         config = store.config
-        store.engine, self.stores[name], store.cache, store.logged, store.buffer = open_store(
+        store.engine, self.stores[name], store.cache, _, store.buffer = open_store(
             name,
             self.task_name,
             store.directory,
@@ -212,7 +212,6 @@ class TaskStores:
                         store.buffer.write_back()
                     store.buffer.drop()  # empty after a clean final commit
                     store.buffer = None
-                store.logged = None
                 engine.flush()
                 engine.close()
             except StoreError as exc:
