@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
@@ -98,6 +98,8 @@ class _Queued:
 class KafkaSystemProducer(SystemProducer):
     """Writes to the topics of one kafka system in whole batches."""
 
+    _defaults: ClassVar[dict[str, Any]] = {}  # this kind's, under the job's ``producer.*`` options
+
     def __init__(
         self, settings: KafkaSettings, *, max_unsettled_batches: int = MAX_UNSETTLED_BATCHES
     ) -> None:
@@ -107,7 +109,7 @@ class KafkaSystemProducer(SystemProducer):
         #: How few unsettled batches resolve ``_capacity``.
         self._release_at = self._max_unsettled // 2
         self._servers = ",".join(settings.producer_servers)
-        self._linger_s = float(settings.producer_kwargs()["linger_ms"]) / 1000
+        self._linger_s = float(settings.producer_kwargs(self._defaults)["linger_ms"]) / 1000
         #: Topics held open longer or shorter than ``producer.linger.ms`` (``linger``).
         self._lingers: dict[str, float] = {}
         self._producer: Any = None
@@ -141,7 +143,7 @@ class KafkaSystemProducer(SystemProducer):
             )
 
     async def _open_producer(self) -> Any:
-        return await started(AIOKafkaProducer(**self._settings.producer_kwargs()))
+        return await started(AIOKafkaProducer(**self._settings.producer_kwargs(self._defaults)))
 
     async def _partitions_for(self, topic: str) -> Any:
         """The partitions of ``topic``. A metadata request that no broker answers is retried

@@ -148,8 +148,9 @@ class KafkaSettings:
             **CONSUMER_FIXED,
         }
 
-    def producer_kwargs(self) -> dict[str, Any]:
-        """Arguments of AIOKafkaProducer: idempotent, acks=all, 5 ms linger by default."""
+    def producer_kwargs(self, defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Arguments of AIOKafkaProducer: idempotent, acks=all, 5 ms linger by default;
+        ``defaults`` (a kind of producer's own) replace those, and the job's options both."""
         options = dict(self.producer_options)
         if "acks" in options and "enable_idempotence" not in options:
             # As Kafka's own producer: an explicit acks other than all turns idempotence off.
@@ -158,6 +159,7 @@ class KafkaSettings:
             "bootstrap_servers": list(self.producer_servers),
             "client_id": self.client_id,
             **PRODUCER_DEFAULTS,
+            **(defaults or {}),
             **self.security,
             **options,
         }

@@ -29,7 +29,7 @@ shorter (the configuration refuses otherwise).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import (
@@ -74,10 +74,13 @@ TRANSACTIONAL_BATCH_BYTES = 1 << 16
 class KafkaTransactionalProducer(KafkaSystemProducer, TransactionalProducer):
     """A task's producer whose writes commit atomically."""
 
+    _defaults: ClassVar[dict[str, Any]] = {
+        "linger_ms": TRANSACTIONAL_LINGER_MS,
+        "max_batch_size": TRANSACTIONAL_BATCH_BYTES,
+    }
+
     def __init__(self, settings: KafkaSettings, transactional_id: str, *, timeout_ms: int) -> None:
         super().__init__(settings)
-        if "linger_ms" not in settings.producer_options:
-            self._linger_s = TRANSACTIONAL_LINGER_MS / 1000
         self.transactional_id = transactional_id
         self._timeout_ms = timeout_ms
         self._pending = False
@@ -89,8 +92,7 @@ class KafkaTransactionalProducer(KafkaSystemProducer, TransactionalProducer):
 
     async def _open_producer(self) -> Any:
         kwargs = {
-            "max_batch_size": TRANSACTIONAL_BATCH_BYTES,
-            **self._settings.producer_kwargs(),
+            **self._settings.producer_kwargs(self._defaults),
             "transactional_id": self.transactional_id,
             "transaction_timeout_ms": self._timeout_ms,
             "enable_idempotence": True,
