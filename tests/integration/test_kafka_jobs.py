@@ -99,8 +99,12 @@ async def read_all(bootstrap: str, topic: str, *, committed: bool = False) -> li
         await consumer.stop()
 
 
-async def _end_total(bootstrap: str, topic: str) -> int:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+async def _end_total(bootstrap: str, topic: str, *, committed: bool = False) -> int:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        isolation_level="read_committed" if committed else "read_uncommitted",
+    )
     await consumer.start()
     try:
         await consumer._client.force_metadata_update()
@@ -114,6 +118,14 @@ async def _end_total(bootstrap: str, topic: str) -> int:
 def output_count(bootstrap: str, topic: str) -> int:
     """How many records a topic holds (cheap: end offsets, nothing read)."""
     return asyncio.run(_end_total(bootstrap, topic))
+
+
+def open_writes(bootstrap: str, topic: str) -> int:
+    """How many of a topic's records (control records included) lie past its partitions'
+    last stable offsets: written in transactions still open (cheap: end offsets only)."""
+    return asyncio.run(_end_total(bootstrap, topic)) - asyncio.run(
+        _end_total(bootstrap, topic, committed=True)
+    )
 
 
 def outputs(bootstrap: str, topic: str) -> list[dict[str, Any]]:
