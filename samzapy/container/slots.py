@@ -33,8 +33,15 @@ from samzapy.container.inputs import ControlEnvelope, Envelope, TaskInputs
 from samzapy.container.task_collector import MessageInProgress
 from samzapy.metrics.registry import Timer
 
-#: How many messages a sync task processes before it yields to the other tasks.
+#: How many messages an async task's slot starts, calls that complete at once, before it
+#: yields to the other tasks.
 SYNC_TURN = 32
+#: A sync task's turn on the loop thread: it yields to the other tasks (and the consumers,
+#: the producers, the timers) after this many messages or this long, whichever comes first.
+#: Each yield is a turn of the event loop, which polls its sockets: a few microseconds, as
+#: much as a message of a light task costs.
+TURN_MESSAGES = 256
+TURN_NS = 1_000_000
 
 
 class SlotState:
@@ -135,7 +142,8 @@ def _passed(ctx: SlotContext, env: DroppedEnvelope) -> BaseException | None:
 
 
 async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
-    """A sync task on the loop thread: process up to SYNC_TURN messages, then yield.
+    """A sync task on the loop thread: process up to TURN_MESSAGES messages, for up to
+    TURN_NS, then yield.
 
     The bookkeeping is per turn: the offsets processed are noted, the latencies recorded and
     the count added once the turn ends (a barrier never runs inside a turn, so a commit sees
@@ -171,7 +179,8 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
         failure: BaseException | None = None
         n = 0
         t = clock()
-        while n < SYNC_TURN:
+        ends = t + TURN_NS
+        while n < TURN_MESSAGES and t < ends:
             env = (queue.popleft() if queue else None) if queue is not None else choose()
             if env is None:
                 break
@@ -358,4 +367,13 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
             await asyncio.sleep(0)
 
 
-__all__ = ["SYNC_TURN", "SlotContext", "SlotState", "async_slot", "inline_slot", "pool_slot"]
+__all__ = [
+    "SYNC_TURN",
+    "TURN_MESSAGES",
+    "TURN_NS",
+    "SlotContext",
+    "SlotState",
+    "async_slot",
+    "inline_slot",
+    "pool_slot",
+]

@@ -21,11 +21,14 @@ from structlog.testing import capture_logs
 from samzapy import AsyncStreamTask, RequestScope, StreamTask, SystemStreamPartition
 from samzapy.config import load_config, resolve
 from samzapy.container import SamzaContainer
+from samzapy.container.slots import TURN_MESSAGES
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.testing import TestRunner
 
 PROFILES = 200
-VIEWS = 100
+#: More than a sync task's turn (slots.TURN_MESSAGES): the views cannot all be processed in
+#: the turn before the consumer brings the late profiles.
+VIEWS = 2 * TURN_MESSAGES
 LATE = 20
 
 
@@ -142,7 +145,8 @@ async def test_every_bootstrap_message_is_processed_before_the_first_other_one(k
         f"profile-{i}" for i in range(PROFILES)
     ]
     # Then both streams interleave: late profiles are processed among the views.
-    assert log.index(0, "done", "profiles", "late-0") < log.index(0, "done", "views", "view-50")
+    last_view = log.index(0, "done", "views", f"view-{VIEWS - 1}")
+    assert log.index(0, "done", "profiles", "late-0") < last_view
     assert log.bootstrapping == {(0, "profiles"): True, (0, "views"): False}
     (completed,) = [e for e in logs if e["event"] == "bootstrap_completed"]
     assert completed["task"] == "Partition 0"

@@ -31,6 +31,7 @@ from samzapy import (
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.config import load_config, resolve
 from samzapy.container import SamzaContainer
+from samzapy.container.slots import TURN_MESSAGES
 from samzapy.system.ports import (
     OffsetBounds,
     SystemAdmin,
@@ -338,12 +339,13 @@ async def test_producer_backpressure_holds_tasks_back_until_released(task_kind: 
 
     task = SyncTask if task_kind == "sync" else AsyncTask
     runner = TestRunner(task, {"systems.rec.samza.factory": f"{__name__}:SlowFactory"})
-    runner.add_input("in", list(range(200)))
+    n = 3 * TURN_MESSAGES
+    runner.add_input("in", list(range(n)))
     job = asyncio.ensure_future(runner.run_async(timeout=10))
     for _ in range(100):
         await asyncio.sleep(0)
-    # Held back: a sync task may finish its turn (at most 32 messages), an async one stops at 5.
-    assert 5 <= len(seen) <= 32
+    # Held back: a sync task may finish its turn (TURN_MESSAGES), an async one stops at 5.
+    assert 5 <= len(seen) <= TURN_MESSAGES
     assert any(e[0] == "held" for e in LOG)
     held_at = len(seen)
     for _ in range(50):
@@ -353,7 +355,7 @@ async def test_producer_backpressure_holds_tasks_back_until_released(task_kind: 
     SlowProducer.released = True  # the recording producer never drains by itself
     SlowProducer.gate.set_result(None)
     await asyncio.wait_for(job, 10)
-    assert seen == list(range(200))
+    assert seen == list(range(n))
 
 
 class DeferredProducer(RecordingProducer):

@@ -72,7 +72,9 @@ class WordCount(InitableTask, StreamTask):
         n = int(envelope.offset)
         if WordCount.stop_at is not None and n == WordCount.stop_at:
             coordinator.commit(RequestScope.CURRENT_TASK)
-            coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+            # Each task, once it got there: the container stops when both have (a sync
+            # task's turn may take a whole input before the other task starts).
+            coordinator.shutdown(RequestScope.CURRENT_TASK)
         if WordCount.fail_at is not None and n == WordCount.fail_at:
             raise RuntimeError("crash after writing beyond the last checkpoint")
 

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from samzapy.metrics import Counter, Gauge, MetricsRegistry, Timer
+from samzapy.metrics.registry import _bucket_bounds
 
 # A percentile is the middle of a bucket that spans 1/8 of its power of two.
 MAX_RELATIVE_ERROR = 1 / 16
@@ -79,6 +80,24 @@ class TestTimer:
         assert (turn.count, turn.total_ns, turn.max_ns) == (one.count, one.total_ns, one.max_ns)
         assert turn._buckets == one._buckets
         assert turn.summary() == one.summary()
+
+    def test_a_turn_in_the_looked_up_range_lands_where_one_by_one_does(self) -> None:
+        # Every bucket boundary from 512 ns to 2 ms and its neighbours: the lookup table's
+        # range (a turn of these takes the fast path), and one beyond each end.
+        edges = [Timer() for _ in range(2)]
+        bounds = sorted({b for i in range(300) for b in _bucket_bounds(i) if 512 <= b < 1 << 21})
+        durations = [ns + d for ns in bounds for d in (-1, 0, 1) if 512 <= ns + d < 1 << 21]
+        for turn in (durations, [*durations, 511], [*durations, 1 << 21]):
+            one, batch = edges
+            for ns in turn:
+                one.update_ns(ns)
+            batch.update_all_ns(turn)
+            assert batch._buckets == one._buckets
+            assert (batch.count, batch.total_ns, batch.max_ns) == (
+                one.count,
+                one.total_ns,
+                one.max_ns,
+            )
 
     def test_small_durations_are_exact(self) -> None:
         timer = Timer()
