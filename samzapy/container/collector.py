@@ -214,7 +214,6 @@ class OutputRouter:
         self._resolving: set[asyncio.Task[None]] = set()
         self._connecting: set[asyncio.Future[None]] = set()
         self._error: BaseException | None = None
-        self.sent = 0
 
     async def prepare(self, streams: list[SystemStream]) -> None:
         """Look up (or create) ``streams`` now, so sends to them are routed at once."""
@@ -296,7 +295,6 @@ class OutputRouter:
             if envelope.timestamp is not None:  # the message's event time, in the frame
                 message = with_event_time(message, envelope.timestamp)
         route.producer.send(route.stream, partition, key, message)
-        self.sent += 1
 
     def send_from_thread(
         self,
