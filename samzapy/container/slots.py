@@ -35,7 +35,7 @@ from samzapy.metrics.registry import Timer
 
 #: How many messages an async task's slot starts, calls that complete at once, before it
 #: yields to the other tasks.
-SYNC_TURN = 32
+ASYNC_TURN = 32
 #: A sync task's turn on the loop thread: it yields to the other tasks (and the consumers,
 #: the producers, the timers) after this many messages or this long, whichever comes first.
 #: Each yield is a turn of the event loop, which polls its sockets: a few microseconds, as
@@ -362,13 +362,13 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
         # Awaitables that complete at once never suspend the slot: yield now and then so
         # other tasks and the consumers get their turn.
         turn += 1
-        if turn >= SYNC_TURN:
+        if turn >= ASYNC_TURN:
             turn = 0
             await asyncio.sleep(0)
 
 
 __all__ = [
-    "SYNC_TURN",
+    "ASYNC_TURN",
     "TURN_MESSAGES",
     "TURN_NS",
     "SlotContext",

@@ -31,7 +31,7 @@ from samzapy import (
     TaskName,
     WindowableTask,
 )
-from samzapy.container.slots import SYNC_TURN, TURN_MESSAGES
+from samzapy.container.slots import ASYNC_TURN, TURN_MESSAGES
 from samzapy.testing import ManualClock, TestRunner
 
 OUT = SystemStream("memory", "out")
@@ -77,8 +77,8 @@ def test_round_robin_across_partitions_no_partition_starves(kind: str) -> None:
     # Every partition is served long before any other could run dry.
     first = {p: order.index(p) for p in range(3)}
     # A sync task's turn is up to TURN_MESSAGES messages (slots.py); an async task's slot
-    # yields every SYNC_TURN calls that complete at once.
-    turn = TURN_MESSAGES if kind == "sync" else SYNC_TURN
+    # yields every ASYNC_TURN calls that complete at once.
+    turn = TURN_MESSAGES if kind == "sync" else ASYNC_TURN
     assert max(first.values()) <= 2 * turn, first
     # No partition gets a long uninterrupted run while others wait.
     longest, run = 1, 1

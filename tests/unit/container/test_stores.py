@@ -73,7 +73,8 @@ class WordCount(InitableTask, StreamTask):
         if WordCount.stop_at is not None and n == WordCount.stop_at:
             coordinator.commit(RequestScope.CURRENT_TASK)
             # Each task, once it got there: the container stops when both have (a sync
-            # task's turn may take a whole input before the other task starts).
+            # task's turn, which the commit ends here, may reach this offset before the
+            # other task has processed anything).
             coordinator.shutdown(RequestScope.CURRENT_TASK)
         if WordCount.fail_at is not None and n == WordCount.fail_at:
             raise RuntimeError("crash after writing beyond the last checkpoint")
