@@ -62,32 +62,65 @@ class StringSerde:
             raise SerdeError(f"string serde expects bytes, got {_describe(data)}") from None
 
 
+def _json_encoder() -> Callable[[Any, int], Any]:
+    """``(obj, 0) -> chunks`` of compact JSON (no spaces, no NaN, non-ASCII kept): the C encoder
+    ``json.dumps`` makes afresh on every call (which cost three times the encoding of a
+    100-byte object), made once, without a check for circular references (a cycle raises
+    RecursionError instead). json's own encoder where its C accelerator is missing."""
+    encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return lambda obj, level: (encoder.encode(obj),)
+    return make(  # type: ignore[no-any-return]
+        None,
+        encoder.default,
+        json.encoder.encode_basestring,
+        None,
+        encoder.key_separator,
+        encoder.item_separator,
+        False,
+        False,
+        False,
+    )
+
+
 class JsonSerde:
     """Any JSON value <-> compact UTF-8 JSON; ``from_bytes`` also accepts ``str``."""
 
     def __init__(self) -> None:
-        self._encode: Callable[[Any], str] = json.JSONEncoder(
-            separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode
+        #: ``(obj, 0) -> chunks`` of its JSON text (0: the indentation level).
+        self._encode = _json_encoder()
         self._decode: Callable[[str | bytes | bytearray], Any] = json.loads
-        self._decode_str: Callable[[str], Any] = json.JSONDecoder().decode
+        decoder = json.JSONDecoder()
+        #: ``(str, index) -> (value, end)``: what ``JSONDecoder.decode`` runs after matching
+        #: whitespace around it with regular expressions, which cost as much again.
+        self._scan: Callable[[str, int], tuple[Any, int]] = decoder.scan_once  # type: ignore[attr-defined]
 
     def to_bytes(self, obj: Any) -> bytes:
         try:
-            return self._encode(obj).encode("utf-8")
+            return "".join(self._encode(obj, 0)).encode("utf-8")
         except (TypeError, ValueError) as exc:
             raise SerdeError(f"json serde cannot encode {_describe(obj)}: {exc}") from exc
         except UnicodeEncodeError as exc:  # lone surrogates in a str
             raise SerdeError(f"json serde cannot encode {_describe(obj)}: {exc}") from exc
+        except RecursionError as exc:
+            raise SerdeError(
+                f"json serde cannot encode {_describe(obj)}: it refers to itself, or nests too deep"
+            ) from exc
 
     def from_bytes(self, data: bytes | bytearray | str) -> Any:
         if type(data) is bytes:
-            # UTF-8 decoded by hand: json.loads detects the encoding of bytes first, which
-            # more than doubles the cost of a small message. Anything else (a BOM, UTF-16,
-            # invalid UTF-8, invalid JSON) takes json.loads' own path, errors included.
+            # UTF-8 decoded by hand and scanned from its first character: json.loads detects
+            # the encoding of bytes and matches whitespace around the value first, which more
+            # than doubles the cost of a small message. Anything else (whitespace around the
+            # value, a BOM, UTF-16, invalid UTF-8, invalid JSON) takes json.loads' own path,
+            # errors included.
             try:
-                return self._decode_str(data.decode())
-            except ValueError:
+                text = data.decode()
+                value, end = self._scan(text, 0)
+                if end == len(text):
+                    return value
+            except (ValueError, StopIteration):
                 pass
         try:
             return self._decode(data)

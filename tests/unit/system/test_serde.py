@@ -84,6 +84,34 @@ def test_bytes_serde_accepts_bytes_like() -> None:
     assert type(serde.to_bytes(bytearray(b"ab"))) is bytes
 
 
+def test_json_writes_what_json_dumps_writes_compactly() -> None:
+    values: list[Any] = [
+        {"a": 1, "b": [1, 2.5, None, True, False], "ü": 'é\u2028"\\\n'},
+        {1: "int key", None: "none key", 2.5: "float key"},
+        [[[]], {}, "", -0.0, 1e300, 2**70],
+        "plain",
+        None,
+    ]
+    for value in values:
+        compact = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        assert JsonSerde().to_bytes(value) == compact.encode()
+        assert JsonSerde().from_bytes(compact.encode()) == json.loads(compact)
+
+
+def test_json_writes_the_same_without_its_c_accelerator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
+    serde = JsonSerde()
+    assert serde.to_bytes({"k": [1, "é"]}) == '{"k":[1,"é"]}'.encode()
+    with pytest.raises(SerdeError, match=r"not JSON compliant"):
+        serde.to_bytes(float("nan"))
+
+
+def _cycle() -> list[Any]:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    return cycle
+
+
 @pytest.mark.parametrize(
     ("serde", "value", "message"),
     [
@@ -99,6 +127,8 @@ def test_bytes_serde_accepts_bytes_like() -> None:
         (StringSerde(), "\ud800", r"string serde cannot encode"),
         (JsonSerde(), {"x": object()}, r"json serde cannot encode .*not JSON serializable"),
         (JsonSerde(), float("nan"), r"json serde cannot encode nan \(float\)"),
+        (JsonSerde(), {"x": [float("-inf")]}, r"json serde cannot encode .*not JSON compliant"),
+        (JsonSerde(), _cycle(), r"json serde cannot encode .*refers to itself"),
         (BytesSerde(), "text", r"bytes serde expects bytes, bytearray or memoryview, got 'text'"),
     ],
 )
@@ -194,6 +224,7 @@ class TestSerdeRegistry:
         b'\xef\xbb\xbf{"k":1}',  # UTF-8 with a BOM
         '{"k":1}'.encode("utf-16"),  # UTF-16 with its BOM
         b' {"k":1} ',
+        b'{"k":1}\n',
     ],
 )
 def test_json_reads_what_json_loads_reads_from_bytes(data: bytes) -> None:
@@ -202,6 +233,6 @@ def test_json_reads_what_json_loads_reads_from_bytes(data: bytes) -> None:
 
 
 def test_json_refuses_invalid_utf8_and_invalid_json_bytes() -> None:
-    for data in (b'{"k":"\xff"}', b'{"k":'):
+    for data in (b'{"k":"\xff"}', b'{"k":', b'{"k":1}x', b'{"k":1} {}'):
         with pytest.raises(SerdeError, match=r"json serde cannot decode"):
             JsonSerde().from_bytes(data)
