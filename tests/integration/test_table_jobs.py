@@ -279,6 +279,10 @@ def test_a_table_and_a_join_are_restored_and_read_committed_exactly_once_across_
         **{f"app.{key}": topic for key, topic in topics.items()},
         **{
             "task.processing.guarantee": "exactly-once",
+            # Sends reach the broker within 5 ms (exactly-once lingers 100 ms by default):
+            # a transaction's records then stay open on the broker for most of the 200 ms
+            # between commits, where a kill can find them (kill_while_joining).
+            "systems.kafka.producer.linger.ms": 5,
             # A restart after a kill waits this long for the group to drop the dead member:
             # the broker's least (group.min.session.timeout.ms).
             "job.coordinator.session.timeout.ms": 6000,
