@@ -46,7 +46,7 @@ from test_kafka_jobs import (  # noqa: E402
     checkpoint_entries,
     create_topic,
     name,
-    open_writes,
+    open_transaction,
     output_count,
     produce,
     read_all,
@@ -311,7 +311,7 @@ def test_word_totals_through_partition_by_are_read_committed_exactly_once_across
             rng,
             target,
             exactly_once=True,
-            ready=lambda: open_writes(kafka_bootstrap, totals) > 0,
+            ready=lambda: open_transaction(kafka_bootstrap, totals),
         )
         # Killed with work left: the input not all read, or its words not all counted (the
         # input stage may run ahead of the counting stage by the intermediate stream).

@@ -120,12 +120,11 @@ def output_count(bootstrap: str, topic: str) -> int:
     return asyncio.run(_end_total(bootstrap, topic))
 
 
-def open_writes(bootstrap: str, topic: str) -> int:
-    """How many of a topic's records (control records included) lie past its partitions'
-    last stable offsets: written in transactions still open (cheap: end offsets only)."""
-    return asyncio.run(_end_total(bootstrap, topic)) - asyncio.run(
-        _end_total(bootstrap, topic, committed=True)
-    )
+def open_transaction(bootstrap: str, topic: str) -> bool:
+    """Whether ``topic`` holds records of a transaction not yet committed or aborted (a
+    high watermark past its partition's last stable offset; cheap: end offsets only)."""
+    high = asyncio.run(_end_total(bootstrap, topic))
+    return high > asyncio.run(_end_total(bootstrap, topic, committed=True))
 
 
 def outputs(bootstrap: str, topic: str) -> list[dict[str, Any]]:

@@ -41,6 +41,7 @@ from test_kafka_jobs import (  # noqa: E402
     checkpoint_entries,
     create_topic,
     name,
+    open_transaction,
     output_count,
     produce,
     read_all,
@@ -223,14 +224,6 @@ async def _end_offsets(bootstrap: str, topic: str, isolation: str) -> dict[int, 
 def end_offsets(bootstrap: str, topic: str, isolation: str = "read_uncommitted") -> dict[int, int]:
     """Each partition's high watermark; read_committed: its last stable offset."""
     return asyncio.run(_end_offsets(bootstrap, topic, isolation))
-
-
-def open_transaction(bootstrap: str, topic: str) -> bool:
-    """Whether ``topic`` holds records of a transaction not yet committed or aborted (its
-    high watermark is past its last stable offset)."""
-    high = end_offsets(bootstrap, topic)
-    stable = end_offsets(bootstrap, topic, "read_committed")
-    return any(high[p] > stable[p] for p in high)
 
 
 # -- the job's runs ------------------------------------------------------------------------------
