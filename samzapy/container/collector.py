@@ -282,16 +282,14 @@ class OutputRouter:
         if route.msg_serde is not None and message is not None:
             message = route.msg_serde.to_bytes(message)
         if route.framed and message is not None:
+            if type(message) is not bytes:
+                message = _framable(route, message)
             if writer is not None and origin is not None and route.origins:
                 message = writer.tag(
-                    origin.system_stream_partition,
-                    origin.offset,
-                    ordinal,
-                    _framable(route, message),
-                    floor,
+                    origin.system_stream_partition, origin.offset, ordinal, message, floor
                 )
             else:
-                message = frame(_framable(route, message))
+                message = frame(message)
             if envelope.timestamp is not None:  # the message's event time, in the frame
                 message = with_event_time(message, envelope.timestamp)
         route.producer.send(route.stream, partition, key, message)

@@ -167,9 +167,17 @@ class Timer:
             if high > self.max_ns:
                 self.max_ns = high
             return
+        # A turn with a duration outside the table's range: the table for the others.
+        fast, low, high = _FAST, _FAST_LOW, _FAST_HIGH
         total = 0
         top = self.max_ns
         for ns in durations:
+            if low <= ns < high:
+                buckets[fast[ns >> _FAST_SHIFT]] += 1
+                total += ns
+                if ns > top:
+                    top = ns
+                continue
             if ns <= 0:
                 buckets[0] += 1
                 continue
