@@ -11,11 +11,14 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
 from structlog.testing import capture_logs
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.kafka import KafkaSystemFactory
+from samzapy.system.kafka.connection import keep_bootstrap, started, stop_client
 from samzapy.system.ports import OffsetDefault
 
 if TYPE_CHECKING:
@@ -113,3 +116,33 @@ async def test_a_broker_gone_for_longer_than_connect_timeout_fails_the_consumer(
     finally:
         await consumer.stop()
         await asyncio.to_thread(broker.up)
+
+
+@pytest.mark.parametrize("kind", ["consumer", "producer", "admin"])
+async def test_a_client_that_knows_no_broker_asks_its_bootstrap_servers_again(
+    kafka_bootstrap: str, kind: str
+) -> None:
+    # What a client is left with when it bootstrapped from a broker that had just restarted
+    # (it named no broker) and its bootstrap connection then closed: no broker to ask.
+    # aiokafka alone then fails every metadata update ("Unable to update metadata from []")
+    # for good; with keep_bootstrap it asks the bootstrap servers.
+    if kind == "admin":
+        client: Any = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        keep_bootstrap(client)
+        await client.start()
+    else:
+        made = AIOKafkaConsumer if kind == "consumer" else AIOKafkaProducer
+        client = await started(made(bootstrap_servers=kafka_bootstrap))
+    network = client.client if kind == "producer" else client._client
+    try:
+        network.cluster._brokers = {}
+        for conn_id in list(network._conns):
+            network._conns.pop(conn_id).close()
+        assert network.get_random_node() is not None
+        assert await asyncio.wait_for(network.force_metadata_update(), 30)
+        assert network.cluster._brokers, "the client should know the broker again"
+    finally:
+        if kind == "admin":
+            await client.close()
+        else:
+            await stop_client(client)

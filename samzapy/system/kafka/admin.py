@@ -21,7 +21,13 @@ from aiokafka.errors import NodeNotReadyError
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
-from samzapy.system.kafka.connection import connect, retrying, started, stop_client
+from samzapy.system.kafka.connection import (
+    connect,
+    keep_bootstrap,
+    retrying,
+    started,
+    stop_client,
+)
 from samzapy.system.kafka.errors import (
     LEADER_NOT_AVAILABLE,
     NO_ERROR,
@@ -85,6 +91,7 @@ class KafkaSystemAdmin(SystemAdmin):
 
     async def _open_admin(self) -> Any:
         admin = AIOKafkaAdminClient(**self._settings.admin_kwargs())
+        keep_bootstrap(admin)
         try:
             await admin.start()
         except BaseException:

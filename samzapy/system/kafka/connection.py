@@ -225,9 +225,32 @@ async def retrying(
             reminder.cancel()
 
 
+def keep_bootstrap(client: Any) -> None:
+    """Let ``client`` (an aiokafka consumer, producer or admin client, before its start) fall
+    back on its bootstrap servers whenever it knows no broker.
+
+    aiokafka's network client asks the brokers of the last metadata that named any (it
+    ignores a response naming none), and keeps its connection to a bootstrap server only
+    until such metadata arrives. A client that bootstraps from a broker that has just
+    restarted (in KRaft a broker names no broker, itself included, until the controller
+    unfences it) keeps that connection; once it closes the client knows no broker to ask,
+    logs "Unable to update metadata from []" at every refresh and never recovers
+    (aio-libs/aiokafka#551). Its ClusterMetadata falls back on bootstrap brokers when it
+    has them, which aiokafka never gives it; this does."""
+    network = getattr(client, "_client", None) or getattr(client, "client", None)
+    cluster = getattr(network, "cluster", None)
+    servers = getattr(network, "_bootstrap_servers", None)
+    if cluster is None or not servers or getattr(cluster, "_bootstrap_brokers", None):
+        return
+    cluster.config["bootstrap_servers"] = servers
+    cluster._bootstrap_brokers = cluster._generate_bootstrap_brokers()
+
+
 async def started(client: T) -> T:
     """``client`` (an aiokafka consumer or producer) started; when its start fails it is
-    stopped again, connections closed, and the error raised."""
+    stopped again, connections closed, and the error raised. It falls back on its
+    bootstrap servers when it knows no broker (``keep_bootstrap``)."""
+    keep_bootstrap(client)
     try:
         await client.start()  # type: ignore[attr-defined]
     except BaseException:
@@ -340,5 +363,6 @@ __all__ = [
     "PROBE_INTERVAL_S",
     "ContactWatch",
     "connect",
+    "keep_bootstrap",
     "stop_client",
 ]
