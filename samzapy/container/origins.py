@@ -219,39 +219,11 @@ def with_origins(
 ) -> Callable[..., Any]:
     """A task's ``process`` (or ``process_async``) as its slots call it: writing origins
     when its collector is an ``OriginCollector``, reading them when it has a ``reader``."""
-    writes = isinstance(collector, OriginCollector)
-    if writes and reader is not None and not is_async and not threaded:
-        return _reading_and_writing(process, reader, collector)
-    if writes:
+    if isinstance(collector, OriginCollector):
         process = writing(process, collector, trackers, threaded=threaded)
     if reader is not None:
         process = reading(process, reader, is_async=is_async, threaded=threaded)
     return process
-
-
-def _reading_and_writing(
-    process: Callable[..., Any], reader: ReaderOrigins, collector: OriginCollector
-) -> Callable[..., Any]:
-    """``reading(writing(process))`` of a sync task on the loop thread (a stage that reads
-    one intermediate stream and writes another, as ``partition_by``'s tasks), in one call."""
-    admit = reader.admit
-    writer = collector._writer
-    unresolved, observe = writer.unresolved, writer.observe
-
-    def process_read_sync(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
-        record = env.origin
-        if record is not None and not admit(env.system_stream_partition, record):
-            return None
-        if unresolved:
-            observe(env.system_stream_partition, env.offset)
-        collector.env = env
-        collector.ordinal = 0
-        try:
-            return process(env, c, coordinator)
-        finally:
-            collector.env = None
-
-    return process_read_sync
 
 
 def committable(reader: ReaderOrigins, in_flight: int, task: TaskName) -> bool:
