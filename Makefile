@@ -11,13 +11,14 @@ PY := $(VENV)/bin/python
 PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3.11 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
 
-.PHONY: help venv run demo test test-pythons docker-test lint docker-lint typecheck check unit bench bench-kafka bench-app bench-state bench-store bench-snapshots bench-snapshot-stalls bench-eos bench-spark bench-dedup bench-window bench-tables bench-joins bench-restart bench-failover clean kafka-fetch kafka-up kafka-down kafka-status spark-fetch
+.PHONY: help venv run demo test test-pythons test-slow docker-test lint docker-lint typecheck check unit bench bench-kafka bench-app bench-state bench-store bench-snapshots bench-snapshot-stalls bench-eos bench-spark bench-dedup bench-window bench-tables bench-joins bench-restart bench-failover clean kafka-fetch kafka-up kafka-down kafka-status spark-fetch
 
 help:
 	@echo "make run        run the quick-start job on the file system (no broker; the first run installs the runtime, about 15 s)"
 	@echo "make demo       the PySpark pipeline: own broker, Spark batch -> Kafka -> samzapy job, summary"
-	@echo "make test       lint, type-check, import layers, the whole suite, then the unit and"
-	@echo "                contract suites on every other claimed Python (3.11, 3.13)"
+	@echo "make test       lint, type-check, import layers, the suite but its slow tier, then the"
+	@echo "                unit and contract suites on every other claimed Python (3.11, 3.13)"
+	@echo "make test-slow  the slow tier: the longer kill -9, failover and outage variants (CI runs it)"
 	@echo "make docker-test build the image on a Docker engine of its own and run jobs in it"
 	@echo "make bench      run-loop throughput benchmark (figures with their references)"
 	@echo "make bench-kafka consume -> produce over a real broker, beside a plain aiokafka loop"
@@ -89,8 +90,14 @@ demo: $(VENV)/.installed
 	$(PY) -m examples.pipeline.demo --rows $${DEMO_ROWS:-200000}
 
 test: check
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
 	$(MAKE) test-pythons
+
+# The tests marked slow: longer variants of guarantees the default suite also tests (three kill
+# -9s where it has one, the other guarantee or layout of a failover, a million-key snapshot).
+# .ci/run runs them after make test, so CI runs the whole suite.
+test-slow: $(VENV)/.installed
+	$(PY) -m pytest -q -m slow
 
 # The unit and contract suites and the quick start on every other Python version the project
 # claims, each in a virtualenv of its own (.venv-3.x); a missing interpreter fails.

@@ -338,6 +338,7 @@ def test_word_totals_through_partition_by_are_read_committed_exactly_once_across
     assert uncommitted_seen, "the kills left no uncommitted writes: the test proved nothing"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_word_totals_through_partition_by_are_exact_at_least_once_across_a_kill_9(
     kafka_bootstrap: str, tmp_path: Path

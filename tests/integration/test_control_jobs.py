@@ -229,6 +229,7 @@ def _find(value: Any, key: str) -> Any:
     return None
 
 
+@pytest.mark.slow
 def test_downstream_killed_between_first_and_last_end_still_finishes_exactly(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:

@@ -88,6 +88,7 @@ def txn_checkpointed(bootstrap: str, job: Path) -> dict[int, int]:
 # -- kill -9 ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_running_totals_are_exactly_once_through_three_kill_9s(
     kafka_bootstrap: str, tmp_path: Path
@@ -151,7 +152,9 @@ def effective_checkpoints_never_move_back(bootstrap: str, job: Path) -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+@pytest.mark.parametrize(
+    "guarantee", [pytest.param("at-least-once", marks=pytest.mark.slow), "exactly-once"]
+)
 def test_a_container_that_stood_still_past_its_session_is_fenced(
     kafka_bootstrap: str, tmp_path: Path, guarantee: str
 ) -> None:

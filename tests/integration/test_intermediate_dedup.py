@@ -127,7 +127,11 @@ def positions(bootstrap: str, job: Path) -> dict[tuple[str, int], int]:
     "task",
     [
         {"task.class": "control_jobs:SplitAndCount"},
-        {"task.class": "control_jobs:AsyncSplitAndCount", "task.max.concurrency": 8},
+        pytest.param(
+            {"task.class": "control_jobs:AsyncSplitAndCount", "task.max.concurrency": 8},
+            id="async-concurrency-8",
+            marks=pytest.mark.slow,
+        ),
     ],
     ids=["sync", "async-concurrency-8"],
 )

@@ -135,6 +135,7 @@ def test_a_broker_stopped_as_the_job_starts_is_waited_for(
     check_library_lines(run)
 
 
+@pytest.mark.slow
 def test_a_broker_stopped_mid_run_is_ridden_out_with_a_handful_of_lines(
     own_kafka_broker: ScriptBroker, tmp_path: Path
 ) -> None:

@@ -135,6 +135,7 @@ def quiet_windows(
     return windows
 
 
+@pytest.mark.slow
 def test_a_join_and_a_leave_pause_only_the_tasks_that_move(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:

@@ -55,6 +55,7 @@ def stored_counts(tmp_path: Path) -> Counter[int]:
     return counts
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_million_key_store_restarts_from_its_snapshot_after_kill_9(
     kafka_bootstrap: str, tmp_path: Path

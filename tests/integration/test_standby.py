@@ -72,8 +72,11 @@ def processed(job: Job) -> int:
 
 @pytest.mark.parametrize(
     ("guarantee", "hosts"),
-    [("at-least-once", 2), ("exactly-once", 2), ("at-least-once", 1)],
-    ids=["at-least-once", "exactly-once", "one-state-directory"],
+    [
+        pytest.param("at-least-once", 2, id="at-least-once"),
+        pytest.param("exactly-once", 2, id="exactly-once", marks=pytest.mark.slow),
+        pytest.param("at-least-once", 1, id="one-state-directory", marks=pytest.mark.slow),
+    ],
 )
 def test_a_standby_takes_over_a_killed_owners_task_with_exact_counts(
     kafka_bootstrap: str, tmp_path: Path, guarantee: str, hosts: int

@@ -254,6 +254,7 @@ def count_words_through_kills(
         assert sum(e["records"] for e in restored) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_word_count_is_exact_across_three_kill_9s(kafka_bootstrap: str, tmp_path: Path) -> None:
     count_words_through_kills(
@@ -281,6 +282,7 @@ def test_word_count_with_a_read_cache_and_a_small_buffer_is_exact_across_kill_9s
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_deleted_local_state_is_restored_from_the_changelog(
     kafka_bootstrap: str, tmp_path: Path

@@ -135,6 +135,7 @@ def test_a_static_member_killed_and_restarted_gets_its_tasks_back_without_a_reba
     assert len(words) > 0
 
 
+@pytest.mark.slow
 def test_a_rolling_restart_of_three_static_members_moves_no_task(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:

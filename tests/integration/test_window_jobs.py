@@ -119,6 +119,7 @@ def test_event_time_panes_are_read_committed_exactly_once_across_kill_9s(
     assert fired_before_the_end, "no pane fired before a kill: the watermarks closed nothing"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_event_time_panes_lose_nothing_at_least_once_across_a_kill_9(
     kafka_bootstrap: str, tmp_path: Path
