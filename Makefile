@@ -18,7 +18,7 @@ help:
 	@echo "make demo       the PySpark pipeline: own broker, Spark batch -> Kafka -> samzapy job, summary"
 	@echo "make test       lint, type-check, import layers, the suite but its slow tier, then the"
 	@echo "                unit and contract suites on every other claimed Python (3.11, 3.13)"
-	@echo "make test-slow  the slow tier: the longer kill -9, failover and outage variants (CI runs it)"
+	@echo "make test-slow  the slow tier: long real-broker kill -9, failover and outage tests (CI runs it)"
 	@echo "make docker-test build the image on a Docker engine of its own and run jobs in it"
 	@echo "make bench      run-loop throughput benchmark (figures with their references)"
 	@echo "make bench-kafka consume -> produce over a real broker, beside a plain aiokafka loop"
@@ -93,9 +93,9 @@ test: check
 	$(PY) -m pytest -q -m "not slow"
 	$(MAKE) test-pythons
 
-# The tests marked slow: longer variants of guarantees the default suite also tests (three kill
-# -9s where it has one, the other guarantee or layout of a failover, a million-key snapshot).
-# .ci/run runs them after make test, so CI runs the whole suite.
+# The tests marked slow: long real-broker tests, variants of guarantees the default suite tests
+# too and a few scenarios it tests only in-process (README.md says which). .ci/run runs them
+# after make test, so CI runs the whole suite.
 test-slow: $(VENV)/.installed
 	$(PY) -m pytest -q -m slow
 

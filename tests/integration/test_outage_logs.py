@@ -108,8 +108,10 @@ async def test_an_admin_call_rides_out_an_outage_with_two_lines(
 @pytest.mark.parametrize(
     "after",
     [
-        None,  # before its first connection
-        "event_loop_chosen",  # while it connects its admins and describes its topics
+        # before its first connection
+        pytest.param(None, marks=pytest.mark.slow),
+        # while it connects its admins and describes its topics
+        pytest.param("event_loop_chosen", marks=pytest.mark.slow),
         "group_joining",  # while it joins the group, reads checkpoints and offsets
     ],
 )
@@ -135,7 +137,6 @@ def test_a_broker_stopped_as_the_job_starts_is_waited_for(
     check_library_lines(run)
 
 
-@pytest.mark.slow
 def test_a_broker_stopped_mid_run_is_ridden_out_with_a_handful_of_lines(
     own_kafka_broker: ScriptBroker, tmp_path: Path
 ) -> None:

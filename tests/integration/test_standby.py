@@ -74,7 +74,7 @@ def processed(job: Job) -> int:
     ("guarantee", "hosts"),
     [
         pytest.param("at-least-once", 2, id="at-least-once"),
-        pytest.param("exactly-once", 2, id="exactly-once", marks=pytest.mark.slow),
+        pytest.param("exactly-once", 2, id="exactly-once"),
         pytest.param("at-least-once", 1, id="one-state-directory", marks=pytest.mark.slow),
     ],
 )

@@ -254,7 +254,6 @@ def restores(run: Job) -> list[dict[str, Any]]:
     return found
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_table_and_a_join_are_restored_and_read_committed_exactly_once_across_kill_9s(
     kafka_bootstrap: str, tmp_path: Path
