@@ -126,14 +126,13 @@ def positions(bootstrap: str, job: Path) -> dict[tuple[str, int], int]:
 @pytest.mark.parametrize(
     "task",
     [
-        {"task.class": "control_jobs:SplitAndCount"},
+        pytest.param({"task.class": "control_jobs:SplitAndCount"}, id="sync"),
         pytest.param(
             {"task.class": "control_jobs:AsyncSplitAndCount", "task.max.concurrency": 8},
             id="async-concurrency-8",
             marks=pytest.mark.slow,
         ),
     ],
-    ids=["sync", "async-concurrency-8"],
 )
 def test_two_containers_three_kill_9s_count_every_word_exactly_once(
     kafka_bootstrap: str, tmp_path: Path, task: dict[str, Any]

@@ -225,6 +225,12 @@ async def retrying(
             reminder.cancel()
 
 
+def _network(client: Any) -> Any:
+    """The aiokafka network client (``AIOKafkaClient``) under a consumer or admin client
+    (``_client``) or a producer (``client``); None if it has none."""
+    return getattr(client, "_client", None) or getattr(client, "client", None)
+
+
 def keep_bootstrap(client: Any) -> None:
     """Let ``client`` (an aiokafka consumer, producer or admin client, before its start) fall
     back on its bootstrap servers whenever it knows no broker.
@@ -237,7 +243,7 @@ def keep_bootstrap(client: Any) -> None:
     logs "Unable to update metadata from []" at every refresh and never recovers
     (aio-libs/aiokafka#551). Its ClusterMetadata falls back on bootstrap brokers when it
     has them, which aiokafka never gives it; this does."""
-    network = getattr(client, "_client", None) or getattr(client, "client", None)
+    network = _network(client)
     cluster = getattr(network, "cluster", None)
     servers = getattr(network, "_bootstrap_servers", None)
     if cluster is None or not servers or getattr(cluster, "_bootstrap_brokers", None):
@@ -272,7 +278,7 @@ async def stop_client(client: Any) -> None:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
-        network = getattr(client, "_client", None) or getattr(client, "client", None)
+        network = _network(client)
         if network is not None:
             await network.close()
 
