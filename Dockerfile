@@ -29,9 +29,9 @@ RUN groupadd --system --gid 10001 samzapy \
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY samzapy ./samzapy
-# RocksDB comes from rocksdict's manylinux wheel (uvloop's too): refuse a source build,
-# which would need a compiler and Rust toolchain that the slim image does not have.
-RUN pip install --no-cache-dir --only-binary=rocksdict,uvloop .
+# RocksDB comes from rocksdict's manylinux wheel (uvloop's and murmurhash2's too): refuse a
+# source build, which would need a compiler and Rust toolchain that the slim image does not have.
+RUN pip install --no-cache-dir --only-binary=rocksdict,uvloop,murmurhash2 .
 COPY examples ./examples
 COPY configs/quickstart.yaml /etc/samzapy/job.yaml
 

@@ -122,8 +122,8 @@ class _Waiting:
         self.floor = floor
 
 
-#: Keys whose partition a route remembers (murmur2 in Python costs about 1.8 us a key); past
-#: this many, it starts over.
+#: Keys whose partition a route remembers (murmur2 costs about 0.5 us a key compiled, 3.4 us
+#: in Python, a dict look-up 0.06 us); past this many, it starts over.
 PARTITION_CACHE_SIZE = 65536
 
 

@@ -7,7 +7,8 @@ import random
 import pytest
 
 from samzapy.api.errors import StreamSystemError
-from samzapy.system.partitioner import murmur2, partition_for
+from samzapy.system import partitioner
+from samzapy.system.partitioner import murmur2, partition_for, python_murmur2
 
 # org.apache.kafka.common.utils.UtilsTest.testMurmur2 (apache/kafka).
 KAFKA_VECTORS = [
@@ -58,6 +59,28 @@ def test_matches_the_reference_for_every_length() -> None:
     for length in [*range(0, 80), 255, 256, 257, 1000]:
         data = rng.randbytes(length)
         assert murmur2(data) == reference_murmur2(data), length
+
+
+def test_the_compiled_hash_is_installed() -> None:
+    """``murmurhash2`` is a dependency with wheels for the platforms CI runs on."""
+    assert partitioner.COMPILED
+    assert partitioner.hash32 is not python_murmur2
+
+
+def test_the_python_fallback_agrees_with_the_compiled_hash() -> None:
+    rng = random.Random(11)
+    seed = 0x9747B28C
+    for length in [*range(0, 80), 255, 256, 257, 1000]:
+        for _ in range(5):
+            data = rng.randbytes(length)
+            assert python_murmur2(data, seed) == partitioner.hash32(data, seed), length
+
+
+def test_partition_for_without_the_compiled_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(partitioner, "hash32", python_murmur2)
+    for data, expected in KAFKA_VECTORS:
+        assert murmur2(data) == expected
+        assert partition_for(bytearray(data), 7) == (expected & 0x7FFFFFFF) % 7
 
 
 def test_accepts_bytearray_and_memoryview() -> None:
