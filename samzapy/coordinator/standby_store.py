@@ -31,13 +31,13 @@ from samzapy.config import StoreConfig
 from samzapy.storage.ports import StorageEngine
 from samzapy.storage.registry import store_factory_for
 from samzapy.storage.restore import (
+    changelog_entries,
     read_marker,
-    record_bytes,
-    record_value,
     take_marker,
     write_marker,
 )
 from samzapy.system.ports import OffsetDefault, SystemAdmin, SystemConsumer, SystemFactory
+from samzapy.system.reader import before_end
 
 log = structlog.get_logger("samzapy.standby")
 
@@ -198,10 +198,7 @@ class StandbyStore:
     def _apply_ahead(self, admin: SystemAdmin, end: str) -> int:
         """Apply what was read ahead before ``end``; keep the rest."""
         ahead = self._ahead
-        cut = next(
-            (i for i, e in enumerate(ahead) if admin.compare_offsets(e.offset, end) >= 0),
-            len(ahead),
-        )
+        cut = before_end(admin, ahead, end)
         self._ahead = ahead[cut:]
         return self._write(ahead[:cut])
 
@@ -231,7 +228,8 @@ class StandbyStore:
                     )
                 continue
             last_progress = loop.time()
-            self._ahead = [e for e in batch if not e.is_end_of_stream]
+            # A partition's end-of-stream is its last envelope (a changelog has none).
+            self._ahead = batch[:-1] if batch[-1].is_end_of_stream else batch
             self._read_to = admin.offset_after(batch[-1].offset)
             records += self._apply_ahead(admin, end)
             if self._ahead or admin.compare_offsets(self._read_to, end) >= 0:
@@ -241,9 +239,7 @@ class StandbyStore:
     def _write(self, envelopes: list[IncomingMessageEnvelope]) -> int:
         if envelopes:
             assert self.engine is not None
-            self.engine.write_batch(
-                [(record_bytes(e.key), record_value(e.message)) for e in envelopes]
-            )
+            self.engine.write_batch(changelog_entries(envelopes))
             self.records_applied += len(envelopes)
         return len(envelopes)
 
