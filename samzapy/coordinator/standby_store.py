@@ -229,10 +229,15 @@ class StandbyStore:
                 continue
             last_progress = loop.time()
             # A partition's end-of-stream is its last envelope (a changelog has none).
-            self._ahead = batch[:-1] if batch[-1].is_end_of_stream else batch
-            self._read_to = admin.offset_after(batch[-1].offset)
+            ended = batch[-1].is_end_of_stream
+            self._ahead = batch[:-1] if ended else batch
+            if self._ahead:
+                self._read_to = admin.offset_after(self._ahead[-1].offset)
             records += self._apply_ahead(admin, end)
-            if self._ahead or admin.compare_offsets(self._read_to, end) >= 0:
+            if ended or self._ahead:
+                return records
+            assert self._read_to is not None
+            if admin.compare_offsets(self._read_to, end) >= 0:
                 return records
         return records
 

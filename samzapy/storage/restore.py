@@ -318,10 +318,6 @@ def record_bytes(value: Any) -> bytes:
     raise StoreError(f"changelog records must have bytes keys, got {type(value).__name__}")
 
 
-def record_value(value: Any) -> bytes | None:
-    return None if value is None else record_bytes(value)
-
-
 def _remaining(offset: str, end: str) -> int | None:
     try:
         return int(end) - int(offset)

@@ -7,10 +7,10 @@ as a signed 32-bit integer, as Java sees it. The partition is that hash with its
 cleared, modulo the partition count.
 
 The hash runs once per keyed output message whose key a route has not seen lately. It is the
-``murmurhash2`` package's (compiled, about 0.5 us a key here) when that is installed, as
-samzapy's dependencies ask; without it (a platform with no wheel of it), the Python version
-below (about 3.4 us a key), whose word loop works on ints unpacked in one ``struct`` call
-and masks to 32 bits only where the multiplication can overflow.
+``murmurhash2`` package's (compiled, about 0.5 us a key here), a dependency of samzapy; only
+where it is not installed after all (``pip install --no-deps``) the Python version below
+(about 3.4 us a key) runs instead, whose word loop works on ints unpacked in one ``struct``
+call and masks to 32 bits only where the multiplication can overflow.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ try:
     from murmurhash2 import murmurhash2 as hash32
 
     COMPILED = True
-except ImportError:  # no wheel for this platform: the same hash, slower
+except ImportError:  # installed without its dependencies: the same hash, slower
     hash32 = python_murmur2
     COMPILED = False
 

@@ -79,18 +79,15 @@ async def read_partition(
 
 def before_end(admin: SystemAdmin, batch: list[IncomingMessageEnvelope], end: str) -> int:
     """How many of ``batch`` (one partition's envelopes, in offset order) come before ``end``
-    and before its end-of-stream, which is a partition's last envelope. The offsets compared
-    are the last one's and, in the batch that reaches ``end``, a binary search's: a few per
-    batch, where one per envelope cost more than writing it to a store."""
+    and before its end-of-stream, which is a partition's last envelope. One comparison when
+    the last message is before ``end`` (the usual batch), a binary search's few otherwise:
+    one per envelope cost more than writing it to a store."""
     n = len(batch)
-    if n == 0:
-        return 0
-    last = batch[-1]
-    if not last.is_end_of_stream and admin.compare_offsets(last.offset, end) < 0:
-        return n
-    if last.is_end_of_stream:
+    if n and batch[-1].is_end_of_stream:
         n -= 1
-    low, high = 0, n  # batch[:low] is before end, batch[high:] is not
+    if n == 0 or admin.compare_offsets(batch[n - 1].offset, end) < 0:
+        return n
+    low, high = 0, n - 1  # batch[:low] is before end, batch[high:] is not
     while low < high:
         mid = (low + high) // 2
         if admin.compare_offsets(batch[mid].offset, end) < 0:

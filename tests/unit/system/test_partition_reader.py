@@ -44,12 +44,17 @@ def namespace() -> Iterator[str]:
     InMemoryBroker.drop_namespace(name)
 
 
+@pytest.mark.parametrize("ended", [False, True], ids=["open", "ended"])
 @pytest.mark.parametrize(("start", "end"), [(None, "17"), ("5", "17"), (None, "25"), ("3", "4")])
-def test_read_partition_stops_at_the_end(namespace: str, start: str | None, end: str) -> None:
+def test_read_partition_stops_at_the_end(
+    namespace: str, start: str | None, end: str, ended: bool
+) -> None:
     broker = InMemoryBroker.for_namespace(namespace)
     broker.create_stream("changelog", 1)
     for i in range(25):
         broker.append("changelog", 0, f"k{i}".encode(), f"v{i}".encode())
+    if ended:  # its end-of-stream follows the last record
+        broker.end_partition("changelog", 0)
     factory = InMemorySystemFactory("mem", {"namespace": namespace})
 
     async def read() -> list[str]:
@@ -60,3 +65,21 @@ def test_read_partition_stops_at_the_end(namespace: str, start: str | None, end:
 
     first = int(start) if start is not None else 0
     assert asyncio.run(read()) == [str(i) for i in range(first, int(end))]
+
+
+def test_read_partition_of_an_ended_partition_stops_at_its_end_of_stream(namespace: str) -> None:
+    """An end beyond what the partition holds: its end-of-stream ends the read."""
+    broker = InMemoryBroker.for_namespace(namespace)
+    broker.create_stream("changelog", 1)
+    for _ in range(5):
+        broker.append("changelog", 0, b"k", b"v")
+    broker.end_partition("changelog", 0)
+    factory = InMemorySystemFactory("mem", {"namespace": namespace})
+
+    async def read() -> list[str]:
+        got: list[str] = []
+        async for batch in read_partition(factory, factory.get_admin(), SSP, None, "30"):
+            got += [e.offset for e in batch]
+        return got
+
+    assert asyncio.run(asyncio.wait_for(read(), 10)) == ["0", "1", "2", "3", "4"]

@@ -86,6 +86,8 @@ def test_partition_for_without_the_compiled_hash(monkeypatch: pytest.MonkeyPatch
 def test_accepts_bytearray_and_memoryview() -> None:
     assert murmur2(bytearray(b"foobar")) == -790332482
     assert murmur2(memoryview(b"xfoobar")[1:]) == -790332482
+    assert partition_for(bytearray(b"foobar"), 50) == 16
+    assert partition_for(memoryview(b"xfoobar")[1:], 50) == 16
 
 
 def test_partition_is_the_positive_hash_modulo_the_count() -> None:
