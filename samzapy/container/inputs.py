@@ -162,16 +162,23 @@ class TaskInputs:
             if len(queue) == q.low_mark:
                 self._space_freed()
             return env
-        for i in range(n):
-            idx = (self._rr + i) % n
-            q = active[idx]
-            if q.queue:
-                self._rr = idx + 1
-                env = q.queue.popleft()
-                if len(q.queue) == q.low_mark:
-                    self._space_freed()
-                return env
-        return None
+        if n == 0:
+            return None
+        rr = self._rr if self._rr < n else 0
+        q = active[rr]
+        if not q.queue:  # not the usual case: the partition whose turn it is has none
+            for i in range(1, n):
+                if active[(rr + i) % n].queue:
+                    rr = (rr + i) % n
+                    q = active[rr]
+                    break
+            else:
+                return None
+        self._rr = rr + 1
+        env = q.queue.popleft()
+        if len(q.queue) == q.low_mark:
+            self._space_freed()
+        return env
 
     def end(self, ssp: SystemStreamPartition) -> None:
         """``ssp`` ended for this task: drop what is queued after the end (an upstream's
