@@ -15,7 +15,9 @@
 (2) Cost. Both processes count N messages (default 1,000,000, half per partition, 100,000 keys
     each) with and without standbys (each process then also keeps the other's task's store
     current from its changelog, on the same event loop), alternating, ``--rounds`` times:
-    the messages per second over both, and the ratio with/without (goal >= 0.95).
+    the messages per second over both and the two processes' CPU time per message over the
+    same span (read from /proc while they run), and the median ratios with/without (goal
+    >= 0.95 of the rate).
 
 The broker comes from SAMZAPY_KAFKA_BOOTSTRAP, or is started with scripts/kafka.sh on a free port
 and stopped at the end (bench_kafka's ``broker()``).
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -256,9 +259,24 @@ def failovers(bootstrap: str, sizes: list[int], tmp: Path) -> None:
 # -- (2) the cost ---------------------------------------------------------------------------------
 
 
-def cost_run(bootstrap: str, n: int, standby: bool, tmp: Path) -> float:
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) process ``pid`` has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_at(samples: list[tuple[float, float]], at: float) -> float:
+    """The CPU time the samples ``(time, cpu)`` imply at ``at``, interpolated."""
+    for (t0, c0), (t1, c1) in itertools.pairwise(samples):
+        if t0 <= at <= t1:
+            return c0 + (c1 - c0) * (at - t0) / (t1 - t0) if t1 > t0 else c1
+    return samples[0][1] if at < samples[0][0] else samples[-1][1]
+
+
+def cost_run(bootstrap: str, n: int, standby: bool, tmp: Path) -> tuple[float, float]:
     """Both processes started together on N waiting messages: N over the time from the first
-    message processed to the last change of either process's count."""
+    message processed to the last change of either process's count, and the CPU time both
+    processes used over that span, in us per message."""
     source = f"bench-failover-cost-{uuid.uuid4().hex[:6]}"
     asyncio.run(create_topics(bootstrap, source, partitions=TOPIC_PARTITIONS))
     for p in (0, 1):
@@ -268,13 +286,14 @@ def cost_run(bootstrap: str, n: int, standby: bool, tmp: Path) -> float:
     runs = [
         Run(job(bootstrap, source, tmp, job_id, i, factor), tmp, f"{job_id}-{i}") for i in (0, 1)
     ]
+    samples: list[tuple[float, float]] = []  # (time, both processes' CPU time)
+
+    def done() -> bool:
+        samples.append((time.time(), sum(cpu_seconds(r.proc.pid) for r in runs)))
+        return bool(asyncio.run(checkpointed_total(bootstrap, job_id)) >= n)
+
     try:
-        wait_until(
-            lambda: asyncio.run(checkpointed_total(bootstrap, job_id)) >= n,
-            900,
-            "a checkpoint of every message",
-            *runs,
-        )
+        wait_until(done, 900, "a checkpoint of every message", *runs)
         # Each process ended its work when its count last moved.
         end = 0.0
         for r in runs:
@@ -284,7 +303,8 @@ def cost_run(bootstrap: str, n: int, standby: bool, tmp: Path) -> float:
             ]
             end = max([end, *moved])
         start = min(f for r in runs for f in r.firsts(0) + r.firsts(1))
-        return n / (end - start)
+        cpu = _cpu_at(samples, end) - _cpu_at(samples, start)
+        return n / (end - start), cpu / n * 1e6
     finally:
         for r in runs:
             r.stop()
@@ -293,14 +313,22 @@ def cost_run(bootstrap: str, n: int, standby: bool, tmp: Path) -> float:
 def costs(bootstrap: str, n: int, rounds: int, tmp: Path) -> None:
     print(f"(2) cost: {n:,} messages over 2 tasks in 2 processes, with and without standbys")
     rates: dict[bool, list[float]] = {False: [], True: []}
+    cpus: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(rounds):
         for standby in (False, True):
-            rates[standby].append(cost_run(bootstrap, n, standby, tmp))
+            rate, cpu = cost_run(bootstrap, n, standby, tmp)
+            rates[standby].append(rate)
+            cpus[standby].append(cpu)
             print(
-                f"    {'with' if standby else 'without'} standbys: {rates[standby][-1]:,.0f} msg/s"
+                f"    {'with' if standby else 'without'} standbys: {rate:,.0f} msg/s, "
+                f"{cpu:.2f} us of CPU a message (both processes)"
             )
     ratios = [w / wo for w, wo in zip(rates[True], rates[False], strict=True)]
-    print(f"    with / without: median {statistics.median(ratios):.3f} (goal >= 0.95)")
+    cpu_ratios = [w / wo for w, wo in zip(cpus[True], cpus[False], strict=True)]
+    print(
+        f"    with / without: rate median {statistics.median(ratios):.3f} (goal >= 0.95), "
+        f"CPU a message median {statistics.median(cpu_ratios):.3f}"
+    )
 
 
 def main() -> None:
