@@ -168,9 +168,9 @@ class TaskInputs:
         q = active[rr]
         if not q.queue:  # not the usual case: the partition whose turn it is has none
             for i in range(1, n):
-                if active[(rr + i) % n].queue:
-                    rr = (rr + i) % n
-                    q = active[rr]
+                idx = (rr + i) % n
+                if active[idx].queue:
+                    rr, q = idx, active[idx]
                     break
             else:
                 return None
