@@ -24,20 +24,14 @@ from pathlib import Path
 
 import structlog
 
-from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import StoreError, StreamSystemError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.config import StoreConfig
 from samzapy.storage.ports import StorageEngine
 from samzapy.storage.registry import store_factory_for
-from samzapy.storage.restore import (
-    changelog_entries,
-    read_marker,
-    take_marker,
-    write_marker,
-)
+from samzapy.storage.restore import read_marker, take_marker, write_marker
+from samzapy.system.entries import EntryBatch
 from samzapy.system.ports import OffsetDefault, SystemAdmin, SystemConsumer, SystemFactory
-from samzapy.system.reader import before_end
 
 log = structlog.get_logger("samzapy.standby")
 
@@ -46,6 +40,8 @@ SUFFIX = ".standby"
 _BATCH = 10_000
 #: How long a catch-up may receive nothing before it gives up (the next tick tries again).
 _SILENCE_S = 60.0
+#: Nothing read ahead.
+_NOTHING = EntryBatch([], [])
 
 
 def standby_directory(active: Path) -> Path:
@@ -83,7 +79,7 @@ class StandbyStore:
         #: The changelog's reader, kept between catch-ups, and what it read past the
         #: checkpoint it was reading up to.
         self._reader: SystemConsumer | None = None
-        self._ahead: list[IncomingMessageEnvelope] = []
+        self._ahead = _NOTHING
         #: The offset after the last record the reader returned.
         self._read_to: str | None = None
 
@@ -198,9 +194,11 @@ class StandbyStore:
     def _apply_ahead(self, admin: SystemAdmin, end: str) -> int:
         """Apply what was read ahead before ``end``; keep the rest."""
         ahead = self._ahead
-        cut = before_end(admin, ahead, end)
-        self._ahead = ahead[cut:]
-        return self._write(ahead[:cut])
+        cut = ahead.count_before(admin.compare_offsets, end)
+        if cut == 0:
+            return 0
+        applied, self._ahead = ahead.split(cut) if cut < len(ahead) else (ahead, _NOTHING)
+        return self._write(applied)
 
     async def _read_on(
         self, factory: SystemFactory, admin: SystemAdmin, start: str, end: str
@@ -210,13 +208,16 @@ class StandbyStore:
         if reader is None:
             reader = factory.get_committed_consumer()
             reader.register(ssp, start, OffsetDefault.OLDEST)
+            reader.read_entries()
             await reader.start()
             self._reader = reader
         loop = asyncio.get_running_loop()
         last_progress = loop.time()
         records = 0
         while not self.closing:
-            batch = (await reader.poll([ssp], _BATCH, 0.05)).get(ssp)
+            batch = await reader.poll_entries(ssp, _BATCH, 0.05)
+            if batch is not None and batch.ended and not batch:
+                return records  # a changelog has no end-of-stream; an ended one is read
             if not batch:
                 position = await reader.position(ssp)
                 if position is not None and admin.compare_offsets(position, end) >= 0:
@@ -228,30 +229,27 @@ class StandbyStore:
                     )
                 continue
             last_progress = loop.time()
-            # A partition's end-of-stream is its last envelope (a changelog has none).
-            ended = batch[-1].is_end_of_stream
-            self._ahead = batch[:-1] if ended else batch
-            if self._ahead:
-                self._read_to = admin.offset_after(self._ahead[-1].offset)
+            self._ahead = batch
+            self._read_to = admin.offset_after(batch.offsets[-1])
             records += self._apply_ahead(admin, end)
-            if ended or self._ahead:
+            if batch.ended or self._ahead:
                 return records
             assert self._read_to is not None
             if admin.compare_offsets(self._read_to, end) >= 0:
                 return records
         return records
 
-    def _write(self, envelopes: list[IncomingMessageEnvelope]) -> int:
-        if envelopes:
+    def _write(self, batch: EntryBatch) -> int:
+        if batch:
             assert self.engine is not None
-            self.engine.write_batch(changelog_entries(envelopes))
-            self.records_applied += len(envelopes)
-        return len(envelopes)
+            self.engine.write_batch(batch.entries)
+            self.records_applied += len(batch)
+        return len(batch)
 
     async def stop_reading(self) -> None:
         """Stop the reader, forgetting what it read ahead."""
         reader, self._reader = self._reader, None
-        self._ahead = []
+        self._ahead = _NOTHING
         self._read_to = None
         if reader is not None:
             with contextlib.suppress(Exception):

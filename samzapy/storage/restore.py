@@ -32,11 +32,9 @@ import shutil
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import structlog
 
-from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import StoreError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.config import StoreConfig
@@ -46,7 +44,7 @@ from samzapy.storage.logged import ChangelogSender
 from samzapy.storage.ports import StorageEngine
 from samzapy.storage.snapshots import StoreSnapshots, snapshot_offset
 from samzapy.system.ports import SystemAdmin, SystemFactory
-from samzapy.system.reader import read_partition
+from samzapy.system.reader import read_entries
 
 log = structlog.get_logger("samzapy.stores")
 
@@ -247,10 +245,10 @@ class Restore:
         assert store.changelog is not None and store.engine is not None
         touched: dict[bytes, None] = {}
         dropped = 0
-        async for batch in read_partition(factory, admin, store.changelog, start, end):
+        async for batch in read_entries(factory, admin, store.changelog, start, end):
             dropped += len(batch)
-            for envelope in batch:
-                touched[record_bytes(envelope.key)] = None
+            for key, _ in batch.entries:
+                touched[key] = None
         send = self._sender(store.changelog)
         for key in touched:
             send(key, store.engine.get(key))
@@ -275,8 +273,8 @@ async def replay(
     records = 0
     last_log = time.monotonic()
     began = last_log
-    async for batch in read_partition(factory, admin, changelog, start, end):
-        engine.write_batch(changelog_entries(batch))
+    async for batch in read_entries(factory, admin, changelog, start, end):
+        engine.write_batch(batch.entries)
         records += len(batch)
         if on_records is not None:
             on_records(len(batch))
@@ -284,7 +282,7 @@ async def replay(
         if progress is not None and now - last_log >= _PROGRESS_S:
             last_log = now
             rate = records / (now - began)
-            remaining = _remaining(batch[-1].offset, end)
+            remaining = _remaining(batch.offsets[-1], end)
             log.info(
                 "store_restoring",
                 task=progress[0],
@@ -294,28 +292,6 @@ async def replay(
                 eta_s=round(remaining / rate, 1) if remaining is not None and rate else None,
             )
     return records
-
-
-def changelog_entries(
-    envelopes: list[IncomingMessageEnvelope],
-) -> list[tuple[bytes, bytes | None]]:
-    """The store entries of changelog records: their keys and values as bytes (None: a
-    delete). Bytes pass as they are, without a call per record."""
-    return [
-        (
-            key if type(key := e.key) is bytes else record_bytes(key),
-            value if (value := e.message) is None or type(value) is bytes else record_bytes(value),
-        )
-        for e in envelopes
-    ]
-
-
-def record_bytes(value: Any) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
-    raise StoreError(f"changelog records must have bytes keys, got {type(value).__name__}")
 
 
 def _remaining(offset: str, end: str) -> int | None:

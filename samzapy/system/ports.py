@@ -33,6 +33,7 @@ from typing import Any
 from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
+from samzapy.system.entries import EntryBatch
 
 
 def integer_offset(ssp: SystemStreamPartition, offset: str, what: str) -> int:
@@ -162,6 +163,23 @@ class SystemConsumer(abc.ABC):
         log with transactions it moves past records it skips (aborted ones, transaction
         markers), which a reader waiting for an offset needs to know."""
         return None
+
+    def read_entries(self) -> None:  # noqa: B027 - optional hook
+        """Called before ``start`` by a reader that will only call ``poll_entries`` (a
+        store's restore, a standby): a consumer that builds entries from what it fetched
+        may stop making envelopes."""
+
+    async def poll_entries(
+        self,
+        ssp: SystemStreamPartition,
+        max_messages: int,
+        timeout: float,  # noqa: ASYNC109 - a poll deadline is part of the port
+    ) -> EntryBatch | None:
+        """The records available for ``ssp`` as store entries (``system/entries.py``),
+        waiting up to ``timeout`` seconds for any; None when none came. This default makes
+        them from ``poll``'s envelopes."""
+        batch = (await self.poll([ssp], max_messages, timeout)).get(ssp)
+        return EntryBatch.of_envelopes(batch) if batch else None
 
 
 class SystemProducer(abc.ABC):

@@ -38,6 +38,7 @@ from aiokafka.errors import OffsetOutOfRangeError
 from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
+from samzapy.system.entries import EntryBatch
 from samzapy.system.kafka.admin import KafkaSystemAdmin
 from samzapy.system.kafka.connection import ContactWatch, connect, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
@@ -83,6 +84,9 @@ class KafkaSystemConsumer(SystemConsumer):
         self._active: frozenset[SystemStreamPartition] = frozenset()
         self._active_tps: tuple[Any, ...] = ()
         self._keep_raw = False
+        #: Whether the fetcher builds entries (``read_entries``), and does so (``start``).
+        self._entries = False
+        self._builds_entries = False
 
     def register(self, ssp: SystemStreamPartition, offset: str | None, default: str) -> None:
         if self._started:
@@ -100,6 +104,9 @@ class KafkaSystemConsumer(SystemConsumer):
 
     def keep_raw(self) -> None:
         self._keep_raw = True
+
+    def read_entries(self) -> None:
+        self._entries = True
 
     # -- start and stop -----------------------------------------------------------------
 
@@ -128,7 +135,8 @@ class KafkaSystemConsumer(SystemConsumer):
         self._consumer = consumer
         self._tp_of = {ssp: TopicPartition(ssp.stream, ssp.partition) for ssp in positions}
         self._ssp_of = {tp: ssp for ssp, tp in self._tp_of.items()}
-        build_envelopes(consumer, self._ssp_of, self._keep_raw)
+        built = build_envelopes(consumer, self._ssp_of, self._keep_raw, entries=self._entries)
+        self._builds_entries = built and self._entries
         try:
             consumer.assign(list(self._tp_of.values()))
             for ssp, position in positions.items():
@@ -201,16 +209,44 @@ class KafkaSystemConsumer(SystemConsumer):
         max_messages: int,
         timeout: float,  # noqa: ASYNC109 - the port's signature
     ) -> Mapping[SystemStreamPartition, list[IncomingMessageEnvelope]]:
-        consumer = self._consumer
-        if consumer is None or not ssps:
+        if self._consumer is None or not ssps:
             return await self._poll_nothing(ssps, timeout)
+        if self._builds_entries:
+            raise StreamSystemError("a kafka consumer that reads entries is polled for entries")
+        batches = await self._fetch(ssps, max_messages, timeout)
+        ssp_of = self._ssp_of
+        keep = self._keep_raw
+        return {ssp_of[tp]: envelopes(ssp_of[tp], rs, keep) for tp, rs in batches.items()}
+
+    async def poll_entries(
+        self,
+        ssp: SystemStreamPartition,
+        max_messages: int,
+        timeout: float,  # noqa: ASYNC109 - the port's signature
+    ) -> EntryBatch | None:
+        if self._consumer is None or not self._builds_entries:
+            return await super().poll_entries(ssp, max_messages, timeout)
+        batches = await self._fetch([ssp], max_messages, timeout)
+        # The fetcher built them (``_EntryRecords``): one batch for the one partition.
+        batch: EntryBatch | None = next(iter(batches.values()), None)
+        return batch
+
+    async def _fetch(
+        self,
+        ssps: Sequence[SystemStreamPartition],
+        max_messages: int,
+        timeout: float,  # noqa: ASYNC109 - the port's signature
+    ) -> dict[Any, Any]:
+        """What the fetcher has for ``ssps``, by topic partition: envelopes, ConsumerRecords
+        or ``EntryBatch``es, as it was set to build them."""
+        consumer = self._consumer
         if max_messages < 1:
             raise StreamSystemError(f"poll needs max_messages >= 1, got {max_messages}")
         wanted = frozenset(ssps)
         if wanted != self._active:
             self._switch(consumer, wanted)
         try:
-            batches = await consumer.getmany(
+            batches: dict[Any, Any] = await consumer.getmany(
                 *self._active_tps, timeout_ms=int(timeout * 1000), max_records=max_messages
             )
         except OffsetOutOfRangeError as exc:
@@ -225,9 +261,7 @@ class KafkaSystemConsumer(SystemConsumer):
             watch.check(now)
             return {}
         watch.contact(now)
-        ssp_of = self._ssp_of
-        keep = self._keep_raw
-        return {ssp_of[tp]: envelopes(ssp_of[tp], rs, keep) for tp, rs in batches.items()}
+        return batches
 
     async def _poll_nothing(
         self,

@@ -4,7 +4,8 @@ read exactly what aiokafka's own records give, and move the fetch position the s
 Record sets are built with aiokafka's record batch builder: plain batches, gaps in offsets
 (compaction), transactions committed and aborted with their markers, and fetches that start in
 the middle of a batch; each is read by aiokafka's PartitionRecords and through the fetcher's
-table that ``build_envelopes`` installs, taken in slices of several sizes."""
+table that ``build_envelopes`` installs, taken in slices of several sizes, as envelopes and as
+a changelog reader's store entries."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from aiokafka.structs import TopicPartition
 
 from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord, raw_record
 from samzapy.api.system import SystemStreamPartition
+from samzapy.system.entries import EntryBatch, IntegerOffsets
 from samzapy.system.kafka.fetched import build_envelopes, envelopes
 
 TP = TopicPartition("words", 3)
@@ -105,11 +107,11 @@ def aiokafka_reads(name: str, isolation: int) -> tuple[list[tuple[Any, ...]], in
     return read, records.next_fetch_offset
 
 
-async def samzapy_reads(
-    name: str, isolation: int, limit: int | None, keep_raw: bool = False
-) -> tuple[list[tuple[Any, ...]], int, list[int]]:
-    """What the installed table hands out: the envelopes, the final position, and the
-    position after each slice; ``keep_raw``: each envelope keeps its record as read."""
+def installed(
+    name: str, isolation: int, keep_raw: bool = False, entries: bool = False
+) -> tuple[Any, Any]:
+    """A fetcher table installed by ``build_envelopes`` holding the record set ``name``:
+    its result and the partition's assignment."""
     data, aborted, start = RECORD_SETS[name]
     subscription = SubscriptionState()
     subscription.assign_from_user({TP})
@@ -118,7 +120,7 @@ async def samzapy_reads(
     fetcher = type("Fetcher", (), {})()
     fetcher._records = collections.OrderedDict()
     consumer = type("Consumer", (), {"_fetcher": fetcher})()
-    assert build_envelopes(consumer, {TP: SSP}, keep_raw)
+    assert build_envelopes(consumer, {TP: SSP}, keep_raw, entries=entries)
     records = PartitionRecords(
         TP, MemoryRecords(data), list(aborted), start, None, None, True, isolation
     )
@@ -127,6 +129,15 @@ async def samzapy_reads(
     )
     result = fetcher._records[TP]
     assert type(result) is FetchResult  # aiokafka's fetcher tells results from errors so
+    return result, assignment
+
+
+async def samzapy_reads(
+    name: str, isolation: int, limit: int | None, keep_raw: bool = False
+) -> tuple[list[tuple[Any, ...]], int, list[int]]:
+    """What the installed table hands out: the envelopes, the final position, and the
+    position after each slice; ``keep_raw``: each envelope keeps its record as read."""
+    result, assignment = installed(name, isolation, keep_raw)
     out: list[IncomingMessageEnvelope] = []
     positions: list[int] = []
     while result.has_more():
@@ -165,6 +176,35 @@ async def test_records_kept_as_read_are_each_envelopes_own(name: str) -> None:
     assert (read, position) == (expected, end)
 
 
+def entry_reads(name: str, isolation: int, limit: int | None) -> tuple[list[Any], int, list[int]]:
+    """What the table installed for a changelog's reader hands out: (offset, key, value)
+    of each entry, the final position, and the position after each slice."""
+    result, assignment = installed(name, isolation, entries=True)
+    out: list[Any] = []
+    positions: list[int] = []
+    while result.has_more():
+        taken = result.getall(limit)
+        assert type(taken) is EntryBatch and type(taken.offsets) is IntegerOffsets
+        assert limit is None or len(taken) <= limit
+        assert len(taken.offsets) == len(taken.entries) and not taken.ended
+        out += [(o, k, v) for o, (k, v) in zip(taken.offsets, taken.entries, strict=True)]
+        positions.append(assignment.state_value(TP).position)
+    return out, assignment.state_value(TP).position, positions
+
+
+@pytest.mark.parametrize("name", list(RECORD_SETS))
+@pytest.mark.parametrize("isolation", [READ_UNCOMMITTED, READ_COMMITTED], ids=["all", "committed"])
+@pytest.mark.parametrize("limit", [None, 1, 2, 5, 1000])
+async def test_entries_hold_what_aiokafka_reads(name: str, isolation: int, limit: int) -> None:
+    """A changelog's reader gets each record's key, value and offset, and the position
+    moves as it does for envelopes."""
+    expected, end = aiokafka_reads(name, isolation)
+    read, position, positions = entry_reads(name, isolation, limit)
+    assert read == [(offset, key, value) for offset, key, value, _, _ in expected]
+    assert position == end
+    assert positions == sorted(positions)
+
+
 async def test_aborted_transactions_are_skipped_only_read_committed() -> None:
     committed, _ = aiokafka_reads("committed and aborted transactions", READ_COMMITTED)
     everything, _ = aiokafka_reads("committed and aborted transactions", READ_UNCOMMITTED)
@@ -186,6 +226,18 @@ async def test_a_corrupt_batch_fails_as_aiokafka_does() -> None:
             aiokafka_reads("corrupt", READ_UNCOMMITTED)
         with pytest.raises(CorruptRecordException, match="Invalid CRC"):
             await samzapy_reads("corrupt", READ_UNCOMMITTED, None)
+    finally:
+        del RECORD_SETS["corrupt"]
+
+
+async def test_a_corrupt_batch_fails_for_entries_too() -> None:
+    data, aborted, start = RECORD_SETS["plain"]
+    corrupt = bytearray(data)
+    corrupt[-1] ^= 0xFF
+    RECORD_SETS["corrupt"] = (bytes(corrupt), aborted, start)
+    try:
+        with pytest.raises(CorruptRecordException, match="Invalid CRC"):
+            entry_reads("corrupt", READ_UNCOMMITTED, None)
     finally:
         del RECORD_SETS["corrupt"]
 
