@@ -6,6 +6,8 @@ with a consumer of their own that reads only what committed transactions wrote (
 streams are written in transactions under exactly-once processing). Aborted records and
 transaction markers take offsets but are never read: reading is done once the consumer's
 position has passed the end, whether or not a record at the end's last offset was seen.
+``read_partition`` yields envelopes (a checkpoint stream's), ``read_entries`` a changelog's
+records as store entries (``system/entries.py``).
 """
 
 from __future__ import annotations
