@@ -21,13 +21,16 @@ from structlog.testing import capture_logs
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
+from samzapy.system.entries import EntryBatch
 from samzapy.system.kafka import (
     KafkaSystemAdmin,
     KafkaSystemConsumer,
     KafkaSystemFactory,
     KafkaSystemProducer,
+    fetched,
 )
 from samzapy.system.ports import OffsetBounds, OffsetDefault
+from samzapy.system.reader import read_entries
 
 SYSTEM = "kafka"
 
@@ -265,6 +268,34 @@ class TestConsumer:
         for p in range(2):
             assert got[ssp(topic, p)] == [(str(i), None, b"m%d-%d" % (p, i)) for i in range(500)]
         assert built == [], "no ConsumerRecord was built"
+
+    @pytest.mark.parametrize("fetcher_as_expected", [True, False], ids=["direct", "copied"])
+    async def test_a_changelog_reader_gets_entries(
+        self,
+        kafka_bootstrap: str,
+        admin: KafkaSystemAdmin,
+        monkeypatch: pytest.MonkeyPatch,
+        fetcher_as_expected: bool,
+    ) -> None:
+        """``read_entries``: keys, values (None: a delete) and offsets, read committed, cut
+        at the end; built from the record batches, or copied from aiokafka's records when
+        its fetcher's results are not as ``fetched.py`` expects."""
+        if not fetcher_as_expected:
+            monkeypatch.setattr(fetched, "_RECORDS_FIELDS", (*fetched._RECORDS_FIELDS, "_gone"))
+        topic = topic_name("entries")
+        await admin.create_stream(topic, 1)
+        records = [(b"k%d" % (i % 7), None if i % 5 == 4 else b"v%d" % i) for i in range(300)]
+        producer = factory(kafka_bootstrap).get_producer()
+        await producer.start()
+        for key, value in records:
+            producer.send(SystemStream(SYSTEM, topic), 0, key, value)
+        await producer.stop()
+        kafka = factory(kafka_bootstrap)
+        got: list[tuple[str, bytes, bytes | None]] = []
+        async for batch in read_entries(kafka, kafka.get_admin(), ssp(topic, 0), "10", "250"):
+            assert type(batch) is EntryBatch
+            got += [(o, k, v) for o, (k, v) in zip(batch.offsets, batch.entries, strict=True)]
+        assert got == [(str(i), *records[i]) for i in range(10, 250)]
 
 
 class TestProducer:

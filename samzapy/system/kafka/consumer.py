@@ -227,9 +227,11 @@ class KafkaSystemConsumer(SystemConsumer):
         if self._consumer is None or not self._builds_entries:
             return await super().poll_entries(ssp, max_messages, timeout)
         batches = await self._fetch([ssp], max_messages, timeout)
-        # The fetcher built them (``_EntryRecords``): one batch for the one partition.
-        batch: EntryBatch | None = next(iter(batches.values()), None)
-        return batch
+        records = next(iter(batches.values()), None)
+        if records is None or type(records) is EntryBatch:  # built by ``_EntryRecords``
+            return records
+        # aiokafka's records: its fetcher's results were not as ``fetched.py`` expects.
+        return EntryBatch.of_envelopes(envelopes(ssp, records))
 
     async def _fetch(
         self,
