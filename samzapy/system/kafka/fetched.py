@@ -25,7 +25,7 @@ from __future__ import annotations
 import collections
 import types
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from aiokafka.consumer.fetcher import READ_COMMITTED, FetchResult, PartitionRecords
@@ -81,16 +81,51 @@ class _BatchRecords(PartitionRecords):  # type: ignore[misc]
                 return True
         return bool(batch.is_control_batch)
 
+    # What a subclass decodes (``_decode_next``): the last record batch's records, handed
+    # out from ``_at`` on, and the offset after that batch.
+    _ready: list[Any]
+    _at: int
+    _ready_end: int
+
+    def _decode_next(self) -> bool:
+        """Decode the next record batch that holds messages into ``_ready``; False when
+        none is left."""
+        raise NotImplementedError
+
+    def _offset_after(self, index: int) -> int:
+        """The offset after ``_ready[index]``."""
+        raise NotImplementedError
+
+    def _slices(self, limit: int | None) -> Iterator[tuple[list[Any], int, int]]:
+        """The next ``limit`` records (None: every one left) as slices of the decoded
+        batches, ``(records, start, end)``, in offset order; the fetch position moves past
+        each slice (past its whole batch once that is taken) before it is handed out."""
+        taken = 0
+        while limit is None or taken < limit:
+            ready, at = self._ready, self._at
+            if at >= len(ready):
+                if not self._decode_next():
+                    return
+                continue
+            end = len(ready) if limit is None else min(len(ready), at + limit - taken)
+            self._at = end
+            taken += end - at
+            if end == len(ready):
+                self.next_fetch_offset = self._ready_end
+            else:
+                self.next_fetch_offset = self._offset_after(end - 1)
+            yield ready, at, end
+
+    @property
+    def exhausted(self) -> bool:
+        return self._at >= len(self._ready) and not self._records.has_next()
+
 
 class _EnvelopeRecords(_BatchRecords):
     """The records decoded into envelopes of ``_ssp`` a record batch at a time."""
 
     _ssp: SystemStreamPartition
-    #: The envelopes of the record batch decoded last, handed out from ``_at`` on.
     _ready: list[IncomingMessageEnvelope]
-    _at: int
-    #: The offset after that record batch.
-    _ready_end: int
     #: Keep each record as read on its envelope (``raw``: a dead-letter stream).
     _keep_raw: bool
 
@@ -98,27 +133,15 @@ class _EnvelopeRecords(_BatchRecords):
         """Up to ``limit`` envelopes (None: every one left), in offset order; the fetch
         position moves past them (past their whole batch once it is taken)."""
         out: list[IncomingMessageEnvelope] = []
-        while limit is None or len(out) < limit:
-            ready, at = self._ready, self._at
-            if at >= len(ready):
-                if not self._decode_next():
-                    break
-                continue
-            end = len(ready) if limit is None else min(len(ready), at + limit - len(out))
+        for ready, at, end in self._slices(limit):
             if at == 0 and end == len(ready) and not out:
                 out = ready  # the whole batch: no copy (a new list is decoded next)
             else:
                 out += ready[at:end]
-            self._at = end
-            if end == len(ready):
-                self.next_fetch_offset = self._ready_end
-            else:
-                self.next_fetch_offset = int(ready[end - 1].offset) + 1
         return out
 
-    @property
-    def exhausted(self) -> bool:
-        return self._at >= len(self._ready) and not self._records.has_next()
+    def _offset_after(self, index: int) -> int:
+        return int(self._ready[index].offset) + 1
 
     def __next__(self) -> IncomingMessageEnvelope:
         taken = self.take(1)
@@ -163,40 +186,25 @@ class _EntryRecords(_BatchRecords):
     """The records decoded into store entries (``EntryBatch``) a record batch at a time:
     a changelog's reader (restore, standby) needs nothing else of them."""
 
-    #: The entries and offsets of the record batch decoded last, handed out from ``_at`` on.
     _ready: list[Entry]
+    #: The offsets of ``_ready``'s entries.
     _ready_offsets: list[int]
-    _at: int
-    #: The offset after that record batch.
-    _ready_end: int
 
     def take(self, limit: int | None) -> EntryBatch:
         """Up to ``limit`` entries (None: every one left), in offset order; the fetch
         position moves past them (past their whole batch once it is taken)."""
         entries: list[Entry] = []
         offsets: list[int] = []
-        while limit is None or len(entries) < limit:
-            ready, at = self._ready, self._at
-            if at >= len(ready):
-                if not self._decode_next():
-                    break
-                continue
-            end = len(ready) if limit is None else min(len(ready), at + limit - len(entries))
+        for ready, at, end in self._slices(limit):
             if at == 0 and end == len(ready) and not entries:
                 entries, offsets = ready, self._ready_offsets  # no copy: new lists come next
             else:
                 entries += ready[at:end]
                 offsets += self._ready_offsets[at:end]
-            self._at = end
-            if end == len(ready):
-                self.next_fetch_offset = self._ready_end
-            else:
-                self.next_fetch_offset = offsets[-1] + 1
         return EntryBatch(entries, IntegerOffsets(offsets))
 
-    @property
-    def exhausted(self) -> bool:
-        return self._at >= len(self._ready) and not self._records.has_next()
+    def _offset_after(self, index: int) -> int:
+        return self._ready_offsets[index] + 1
 
     def __next__(self) -> EntryBatch:
         taken = self.take(1)
