@@ -43,9 +43,10 @@ WATERMARK_EVERY = 400
 
 
 def load(bootstrap: str, topic: str, words: list[str]) -> Counter[str]:
-    """Write ``words`` round robin over the partitions as framed JSON with event times, the
-    loader's watermarks and its end-of-stream; returns the panes expected, ``word@pane_id``
-    -> count."""
+    """Write ``words`` round robin over the partitions as framed JSON with event times and
+    the loader's watermarks; returns the panes expected, ``word@pane_id`` -> count. The
+    end-of-stream comes later (``end``): until then a run cannot finish before its kill,
+    however fast it reads (a run has read 33,000 messages in 0.8 s here)."""
     items: list[tuple[int, bytes | None, bytes]] = []
     expected: Counter[str] = Counter()
     for p in range(PARTITIONS):
@@ -57,9 +58,14 @@ def load(bootstrap: str, topic: str, words: list[str]) -> Counter[str]:
             if (i + 1) % WATERMARK_EVERY == 0:
                 watermark = WatermarkMessage("loader", 1, t - 1000)
                 items.append((p, None, encode_control(watermark)))
-        items.append((p, None, encode_control(EndOfStreamMessage("loader", 1))))
     asyncio.run(produce(bootstrap, topic, items))
     return expected
+
+
+def end(bootstrap: str, topic: str) -> None:
+    """The loader's end-of-stream on every partition: the job's last run can finish."""
+    end_of_stream = encode_control(EndOfStreamMessage("loader", 1))
+    asyncio.run(produce(bootstrap, topic, [(p, None, end_of_stream) for p in range(PARTITIONS)]))
 
 
 def panes(bootstrap: str, topic: str, *, committed: bool) -> list[tuple[str, int]]:
@@ -71,7 +77,8 @@ def panes(bootstrap: str, topic: str, *, committed: bool) -> list[tuple[str, int
 
 def window_job(
     kafka_bootstrap: str, tmp_path: Path, seed: int, n: int, guarantee: str
-) -> tuple[Path, Counter[str], str, random.Random]:
+) -> tuple[Path, Counter[str], str, str, random.Random]:
+    """The job file, the panes expected, the input and output topics, the test's random."""
     rng = random.Random(seed)
     source, out = name("timed-words"), name("panes")
     asyncio.run(create_topic(kafka_bootstrap, source, PARTITIONS))
@@ -88,7 +95,7 @@ def window_job(
             "job.coordinator.session.timeout.ms": 6000,
         },
     )
-    return job, expected, out, rng
+    return job, expected, source, out, rng
 
 
 @pytest.mark.timeout(240)
@@ -96,12 +103,14 @@ def test_event_time_panes_are_read_committed_exactly_once_across_kill_9s(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     n = 30_000
-    job, expected, out, rng = window_job(kafka_bootstrap, tmp_path, 31, n, "exactly-once")
+    job, expected, source, out, rng = window_job(kafka_bootstrap, tmp_path, 31, n, "exactly-once")
     window = next(o for o in plan(job)["operators"] if o["op_id"] == PER_WINDOW)
     assert window["kind"] == "window" and window["store"] == PER_WINDOW
     assert "event time" in window["window"] and f"interval {WINDOW_MS} ms" in window["window"]
     fired_before_the_end = False
     for run_number in range(3):
+        if run_number == 2:
+            end(kafka_bootstrap, source)
         run = Job(job, "unused", tmp_path / f"run-{run_number}.log")
         if run_number == 2:
             break
@@ -125,11 +134,12 @@ def test_event_time_panes_lose_nothing_at_least_once_across_a_kill_9(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     n = 20_000
-    job, expected, out, rng = window_job(kafka_bootstrap, tmp_path, 32, n, "at-least-once")
+    job, expected, source, out, rng = window_job(kafka_bootstrap, tmp_path, 32, n, "at-least-once")
     first = Job(job, "unused", tmp_path / "run-0.log")
     kill_after_a_commit(
         kafka_bootstrap, first, job, rng, rng.randint(n // 2, n), exactly_once=False
     )
+    end(kafka_bootstrap, source)
     second = Job(job, "unused", tmp_path / "run-1.log")
     assert second.wait(120) == 0, second.tail()
     got = panes(kafka_bootstrap, out, committed=False)
