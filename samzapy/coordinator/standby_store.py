@@ -230,12 +230,9 @@ class StandbyStore:
                 continue
             last_progress = loop.time()
             self._ahead = batch
-            self._read_to = admin.offset_after(batch.offsets[-1])
+            self._read_to = read_to = admin.offset_after(batch.offsets[-1])
             records += self._apply_ahead(admin, end)
-            if batch.ended or self._ahead:
-                return records
-            assert self._read_to is not None
-            if admin.compare_offsets(self._read_to, end) >= 0:
+            if batch.ended or self._ahead or admin.compare_offsets(read_to, end) >= 0:
                 return records
         return records
 

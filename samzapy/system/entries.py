@@ -110,13 +110,6 @@ class IntegerOffsets(Sequence[str]):
             return IntegerOffsets(self._values[index])
         return str(self._values[index])
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, IntegerOffsets):
-            return self._values == other._values
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return f"IntegerOffsets({self._values!r})"
 
