@@ -31,8 +31,14 @@ COPY pyproject.toml README.md ./
 COPY samzapy ./samzapy
 # RocksDB comes from rocksdict's manylinux wheel (uvloop's and murmurhash2's too): refuse a
 # source build, which would need a compiler and Rust toolchain that the slim image does not have.
-RUN pip install --no-cache-dir --only-binary=rocksdict,uvloop,murmurhash2 .
+# pip installs samzapy with its bytecode; the source copied for the build then goes, since /app
+# comes first on PYTHONPATH and an uncompiled samzapy there would be compiled at every start
+# (PYTHONDONTWRITEBYTECODE, and the user cannot write /app): 0.4 s more to each restart.
+RUN pip install --no-cache-dir --only-binary=rocksdict,uvloop,murmurhash2 . \
+    && rm -rf samzapy build samzapy.egg-info
 COPY examples ./examples
+# The task classes compiled once here, for the same reason.
+RUN python -m compileall -q examples
 COPY configs/quickstart.yaml /etc/samzapy/job.yaml
 
 USER 10001:10001

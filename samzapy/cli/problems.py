@@ -34,12 +34,17 @@ from typing import TYPE_CHECKING, Any
 from samzapy.api.errors import ConfigError
 from samzapy.cli.logging import add_secrets
 from samzapy.config import Config, load_config, resolve
-from samzapy.config.classes import TASK_CLASS_KEY, load_task_class, split_class_path
+from samzapy.config.classes import (
+    APP_CLASS_KEY,
+    TASK_CLASS_KEY,
+    load_task_class,
+    split_class_path,
+)
 from samzapy.config.secrets import secret_values
-from samzapy.operators.application import Application, is_application, load_application
 
 if TYPE_CHECKING:
     from samzapy.config import ResolvedConfig
+    from samzapy.operators.application import Application
     from samzapy.system.ports import SystemFactory
 
 #: Adapters whose client options are checked from the file's keys (step 5): factory short
@@ -118,7 +123,7 @@ def check_job(job_yaml: str, overrides: Sequence[str]) -> JobCheck:
     if check.app is not None and resolved is not None:  # 4.
         with _collected(check):
             check.task_factory = check.app.task_factory(resolved)
-    elif not is_application(raw):
+    elif raw.get(APP_CLASS_KEY) is None:
         _task_class(check, raw)
     for name, factory in _system_factories(config).items():  # 5.
         check.errors.extend(_client_options(name, factory, config))
@@ -149,7 +154,10 @@ def _read(check: JobCheck, job_yaml: str, overrides: Sequence[str]) -> Config | 
 def _resolve(check: JobCheck, raw: Config) -> Config:
     """2. and 3.; the configuration the later steps read (the application's merged in)."""
     config, described = raw, True
-    if is_application(raw):
+    if raw.get(APP_CLASS_KEY) is not None:
+        # Imported here: a task-class job's start-up does without the operators and tables.
+        from samzapy.operators.application import load_application
+
         try:
             check.app = load_application(raw)
             config = check.app.config

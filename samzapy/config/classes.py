@@ -34,6 +34,8 @@ from samzapy.api.errors import ConfigError
 from samzapy.api.task import AsyncStreamTask, StreamTask
 
 TASK_CLASS_KEY = "task.class"
+#: The key naming a high-level application (``module:Class``), the other kind of job.
+APP_CLASS_KEY = "app.class"
 _TASK_BASES = (StreamTask, AsyncStreamTask)
 _TASK_BASE_NAMES = "samzapy.StreamTask or samzapy.AsyncStreamTask"
 
@@ -174,6 +176,7 @@ def _article(noun: str) -> str:
 
 
 __all__ = [
+    "APP_CLASS_KEY",
     "TASK_CLASS_KEY",
     "create",
     "describe_cause",

@@ -20,7 +20,6 @@ from samzapy.config import ResolvedConfig
 from samzapy.config.classes import create
 from samzapy.metrics.health import Health
 from samzapy.metrics.ports import MetricsReporter
-from samzapy.metrics.prometheus import PrometheusReporter
 from samzapy.metrics.registry import MetricsRegistry
 
 _REPORTERS_KEY = "metrics.reporters"
@@ -98,6 +97,9 @@ def reporter_for(
     if name == "log":
         return LogReporter(interval_ms)
     if name == "prometheus":
+        # Imported here: prometheus_client costs a job that does not serve it 50 ms at start.
+        from samzapy.metrics.prometheus import PrometheusReporter
+
         return PrometheusReporter(host, port, health)
     module_name, sep, class_name = name.partition(":")
     if not sep or not module_name or not class_name:

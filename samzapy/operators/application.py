@@ -24,15 +24,13 @@ from samzapy.api.application import StreamApplication, StreamApplicationDescript
 from samzapy.api.errors import ConfigError
 from samzapy.api.system import SystemStream
 from samzapy.config import Config, ResolvedConfig
-from samzapy.config.classes import describe_cause, load_class
+from samzapy.config.classes import APP_CLASS_KEY, describe_cause, load_class
 from samzapy.operators.plan import plan_application
 from samzapy.operators.plan_document import AppPlan
 from samzapy.operators.task import OperatorTaskFactory
 from samzapy.operators.window_plan import unwatermarked
 
 log = structlog.get_logger("samzapy.operators")
-
-APP_CLASS_KEY = "app.class"
 
 
 @dataclass(frozen=True)

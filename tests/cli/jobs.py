@@ -43,6 +43,17 @@ class CountSignals(StreamTask):
             open(os.environ["SAMZAPY_TEST_READY_FILE"], "w").close()
 
 
+class ModulesLoaded(StreamTask):
+    """Writes which optional parts of samzapy the process had imported by its first message."""
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        import sys
+
+        optional = ("aiokafka", "prometheus_client", "samzapy.operators")
+        loaded = {name: name in sys.modules for name in optional}
+        collector.send(OutgoingMessageEnvelope(OUT, loaded))
+
+
 class LoopName(StreamTask):
     """Writes the module of the event loop it runs on."""
 

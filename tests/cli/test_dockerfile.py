@@ -235,6 +235,20 @@ class Replay:
                 ]
                 for path in paths:
                     self.path(path, workdir).mkdir(parents=True, exist_ok=True)
+            elif command[:3] == ["python", "-m", "compileall"]:
+                done = subprocess.run(
+                    [str(self.venv / "bin" / "python"), *command[1:]],
+                    cwd=self.path(".", workdir),
+                    env=self.env(),
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    check=False,
+                )
+                assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
+            elif command[:2] == ["rm", "-rf"]:
+                for path in command[2:]:
+                    shutil.rmtree(self.path(path, workdir), ignore_errors=True)
             elif command[0] in ("groupadd", "useradd"):
                 continue  # the replay runs as the current user
             else:
@@ -285,6 +299,20 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+#: Run in the replayed image: where samzapy comes from, then every module that the default
+#: job's imports loaded from source without cached bytecode.
+UNCOMPILED = """
+import importlib.util, os, sys
+import samzapy.cli.main, examples.pageviews.tasks
+print(os.path.dirname(samzapy.__file__))
+for module in list(sys.modules.values()):
+    spec = getattr(module, "__spec__", None)
+    origin = getattr(spec, "origin", None) or ""
+    if origin.endswith(".py") and spec.cached and not os.path.exists(spec.cached):
+        print(module.__name__)
+"""
+
+
 @pytest.mark.timeout(600)
 def test_replayed_image_validates_and_runs_its_default_job(tmp_path: Path) -> None:
     matched = BASE_IMAGE.match(IMAGE.base)
@@ -303,6 +331,20 @@ def test_replayed_image_validates_and_runs_its_default_job(tmp_path: Path) -> No
     # The image's samzapy, not the repository's: installed into the fresh venv.
     assert (venv / "bin" / "samzapy").is_file()
     env = replay.env()
+    # Nothing the job imports is compiled at start (the image writes no bytecode at run time):
+    # samzapy is the installed one, and it and the task classes come with their bytecode.
+    imported = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", UNCOMPILED],
+        cwd=replay.path(".", IMAGE.workdir),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    where, *uncompiled = imported.stdout.splitlines()
+    assert Path(where).is_relative_to(venv), where
+    assert uncompiled == [], uncompiled
     state_dir = Path(env["SAMZAPY_STATE_DIR"])
     output_dir = Path(env["SAMZAPY_OUTPUT_DIR"])
 
