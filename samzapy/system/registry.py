@@ -20,8 +20,8 @@ _FACTORY_KEY = "systems.<name>.samza.factory"
 
 
 def _kafka_factory(key: str) -> type[SystemFactory]:
-    try:
-        module = importlib.import_module("samzapy.system.kafka")
+    try:  # the factory's own module: the package's names load lazily, aiokafka with them
+        module = importlib.import_module("samzapy.system.kafka.factory")
     except ImportError as exc:
         missing = getattr(exc, "name", None) or ""
         if missing.startswith("samzapy"):
@@ -32,7 +32,7 @@ def _kafka_factory(key: str) -> type[SystemFactory]:
     factory = getattr(module, "KafkaSystemFactory", None)
     if factory is None:
         raise ConfigError(
-            f"{key}: the kafka system is not available: samzapy.system.kafka has no "
+            f"{key}: the kafka system is not available: samzapy.system.kafka.factory has no "
             "KafkaSystemFactory",
             key=key,
         )

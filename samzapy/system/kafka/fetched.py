@@ -32,6 +32,7 @@ from aiokafka.consumer.fetcher import READ_COMMITTED, FetchResult, PartitionReco
 from aiokafka.errors import CorruptRecordException
 
 from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
+from samzapy.api.errors import StoreError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.entries import Entry, EntryBatch, IntegerOffsets
 
@@ -221,7 +222,13 @@ class _EntryRecords(_BatchRecords):
             # One pass (a record batch can be read once): ``keep`` returns None, so every
             # record at or past the position is kept with its offset. A compacted batch has
             # gaps in its offsets, and a fetch can begin inside a batch.
-            ready = [(r.key, r.value) for r in batch if (o := r.offset) >= start and not keep(o)]
+            # A record without a key cannot be a store entry: refused, as ``record_bytes``
+            # refuses it on the envelope path.
+            ready = [
+                (k if (k := r.key) is not None else _keyless(self._tp, r), r.value)
+                for r in batch
+                if (o := r.offset) >= start and not keep(o)
+            ]
             if not ready:
                 self.next_fetch_offset = batch.next_offset
                 continue
@@ -229,6 +236,16 @@ class _EntryRecords(_BatchRecords):
             self._at, self._ready_end = 0, batch.next_offset
             return True
         return False
+
+
+def _keyless(tp: Any, record: Any) -> Any:
+    """Raises the error of a changelog record without a key (a record written to the
+    changelog by something other than its store)."""
+    raise StoreError(
+        f"the changelog record at offset {record.offset} of {tp.topic}#{tp.partition} has no "
+        "key: a changelog's records must have bytes keys (was the topic written by something "
+        "other than its store?)"
+    )
 
 
 def _getall(

@@ -25,6 +25,7 @@ from aiokafka.record.util import calc_crc32c
 from aiokafka.structs import TopicPartition
 
 from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord, raw_record
+from samzapy.api.errors import StoreError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.entries import EntryBatch, IntegerOffsets
 from samzapy.system.kafka.fetched import build_envelopes, envelopes
@@ -44,10 +45,12 @@ def batch(
     *,
     producer_id: int = -1,
     control: bytes | None = None,
+    keyless: frozenset[int] = frozenset(),
 ) -> bytes:
     """A record batch at ``base`` with a record at each offset delta (gaps: compaction);
     ``producer_id`` >= 0 makes it transactional; ``control`` makes it a control batch whose
-    one record has that key (an abort or commit marker)."""
+    one record has that key (an abort or commit marker); the records at the ``keyless``
+    deltas have no key."""
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=0,
@@ -59,6 +62,8 @@ def batch(
     )
     for delta in deltas:
         key = control if control is not None else f"k{base + delta}".encode()
+        if delta in keyless:
+            key = None
         value = b"\x00\x00\x00\x00" if control is not None else f"v{base + delta}".encode()
         builder.append(delta, timestamp=1_000 + base + delta, key=key, value=value, headers=[])
     data = bytearray(builder.build())
@@ -230,6 +235,22 @@ async def test_a_corrupt_batch_fails_as_aiokafka_does() -> None:
             entry_reads("corrupt", READ_UNCOMMITTED, None)
     finally:
         del RECORD_SETS["corrupt"]
+
+
+async def test_a_changelog_record_without_a_key_fails_naming_its_offset() -> None:
+    """What the envelope path's ``record_bytes`` refuses, the entries refuse too: a store
+    entry needs a key (a record written to the changelog by something else)."""
+    RECORD_SETS["keyless"] = (batch(0, [0, 1, 2]) + batch(3, [0, 1, 2], keyless={1}), [], 0)
+    try:
+        with pytest.raises(
+            StoreError, match=r"^the changelog record at offset 4 of words#3 has no"
+        ):
+            entry_reads("keyless", READ_UNCOMMITTED, None)
+        # Envelopes carry it as read (an input stream's records may have no key).
+        read, _, _ = await samzapy_reads("keyless", READ_UNCOMMITTED, None)
+        assert [key for _, key, *_ in read][3:] == [b"k3", None, b"k5"]
+    finally:
+        del RECORD_SETS["keyless"]
 
 
 def test_a_fetcher_not_as_expected_is_left_alone_and_its_records_copied() -> None:

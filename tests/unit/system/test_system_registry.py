@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
+import subprocess
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,13 +77,35 @@ def test_errors_name_the_key(name: str, message: str) -> None:
 
 
 def test_kafka_is_imported_only_when_named() -> None:
-    try:
-        importlib.import_module("samzapy.system.kafka")
-    except ImportError:
-        with pytest.raises(ConfigError, match=r"factory: the kafka system is not available"):
-            system_factory_class("kafka", key=KEY)
-    else:
-        assert system_factory_class("kafka", key=KEY).__name__ == "KafkaSystemFactory"
+    assert system_factory_class("kafka", key=KEY).__name__ == "KafkaSystemFactory"
+
+
+#: Run in a process of its own: aiokafka made unimportable, then the kafka system named.
+WITHOUT_AIOKAFKA = """
+import sys
+sys.modules["aiokafka"] = None  # import aiokafka now raises ModuleNotFoundError
+from samzapy.api.errors import ConfigError
+from samzapy.system.registry import system_factory_class
+try:
+    system_factory_class("kafka", key="systems.events.samza.factory")
+except ConfigError as exc:
+    print(exc)
+"""
+
+
+def test_kafka_without_aiokafka_is_a_configuration_error_naming_the_remedy() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_AIOKAFKA],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(
+        f"{KEY}: the kafka system is not available: install its dependencies (pip install "
+        "aiokafka); import failed: import of aiokafka halted"
+    ), done.stdout
 
 
 def test_load_class_reports_failing_modules(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
