@@ -34,8 +34,14 @@ Goal: ``app`` >= 0.95 of ``task``'s rate.
   (job 2 starts just before job 1 and waits for its output); its CPU time is both processes'
   over their measured runs, per view. The two jobs may use both cores (with the broker),
   where the application runs both stages in one process: the comparison users make.
+- ``app-partition_by-x2``: the ``partition_by`` application as two containers of one job
+  (``static``, two processes, tasks k with k % 2 == id), as one deploys it to use both
+  cores: the like of ``two-jobs``. Each container stops after its share of both stages'
+  messages; the rate is over the span from the first one's first message to the last one's
+  end, the CPU time both processes', per input view.
 
-Goals: ``app-partition_by`` >= 0.5 of ``app-map``'s rate, and >= ``two-jobs``'s.
+Goals: ``app-partition_by`` >= 0.5 of ``app-map``'s rate, and >= ``two-jobs``'s (printed
+for the one process and for the two containers).
 
 Printed: bench_kafka's table per part (median rate and CPU time per message of the rounds,
 their spread, the median per-round ratios to the part's reference), then each goal's
@@ -67,6 +73,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_kafka import (
     BENCH,
+    PARTITIONS,
     PAYLOAD,
     ROOT,
     StopAfter,
@@ -92,6 +99,7 @@ from samzapy import (
     StreamTask,
     SystemStream,
 )
+from samzapy.system.partitioner import partition_for
 
 USERS = 100_000
 #: Views with a score below this pass the filter: 90 %.
@@ -231,6 +239,16 @@ class StopAfterTwoStages(StopAfter):
         self.target *= 2
 
 
+class StopAfterShare(StopAfterClocked):
+    """StopAfterClocked for one container of a job run as several: it stops after
+    ``SAMZAPY_BENCH_SHARE`` messages, the ones its tasks are given (both stages' of a
+    ``partition_by`` application)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.target = int(os.environ["SAMZAPY_BENCH_SHARE"])
+
+
 # -- the variants' jobs -----------------------------------------------------------------------
 
 
@@ -304,10 +322,12 @@ class Job:
             figures["cpu_us"] *= self.stages
 
 
-class TwoJobs:
-    """(b) by hand: job 1 (source -> a topic of its own, keyed) is the variant's job that
-    bench_kafka's ``run_variant`` runs; building it starts job 2 (that topic -> sink) in
-    the background, and ``after`` waits for job 2 and puts both runs end to end."""
+class _TwoProcesses:
+    """A variant of two ``samzapy run`` processes at once: the first is the variant's job
+    that bench_kafka's ``run_variant`` runs; building it starts the second in the
+    background (``_start_second``), and ``after`` waits for the second and puts both runs
+    together: the rate over the span from the first one's start to the last one's end, the
+    CPU time of both, per input message."""
 
     def __init__(
         self,
@@ -321,8 +341,67 @@ class TwoJobs:
         self.workdir = workdir
         self.second: subprocess.Popen[bytes] | None = None
         self.second_log: IO[str] | None = None
-        self.second_result = workdir / "two-jobs-second.json"
-        self.sink = ""  # the last run's output topic (job 2's)
+        self.second_result = workdir / f"{type(self).__name__}-second.json"
+        self.sink = ""  # the last run's output topic
+
+    def _start_second(self, job_file: Path, log: Path, env: dict[str, str] | None = None) -> None:
+        # As bench_kafka.samzapy_run runs a job, but in the background.
+        env = {
+            **os.environ,
+            "SAMZAPY_BENCH_MESSAGES": str(self.n),
+            "SAMZAPY_BENCH_RESULT": str(self.second_result),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]),
+            **(env or {}),
+        }
+        self.second_log = log.open("w")
+        self.second = subprocess.Popen(
+            [sys.executable, "-m", "samzapy.cli", "run", str(job_file)],
+            cwd=BENCH,
+            env=env,
+            stdout=self.second_log,
+            stderr=self.second_log,
+        )
+
+    def after(self, first: dict[str, float]) -> None:
+        """The first's figures become both processes' (the second's rate, over its own
+        measured run, stays as ``second_rate``, the first's as ``first_rate``)."""
+        assert self.second is not None and self.second_log is not None
+        log = self.second_log.name
+        try:
+            code = self.second.wait(timeout=max(120.0, 20 * first["wall_s"]))
+        except subprocess.TimeoutExpired as exc:
+            self.stop()
+            raise SystemExit(f"{type(self).__name__}: the second did not end; log: {log}") from exc
+        self.second_log.close()
+        if code != 0 or not self.second_result.exists():
+            raise SystemExit(f"{type(self).__name__}: the second failed (exit {code}); log: {log}")
+        second = json.loads(self.second_result.read_text())
+        self.second_result.unlink()
+        start = min(first["t0"], second["t0"])
+        wall = max(first["t0"] + first["wall_s"], second["t0"] + second["wall_s"]) - start
+        cpu = first["cpu_s"] + second["cpu_s"]
+        first_rate = first["rate"]
+        first.pop("t0")
+        first.update(
+            messages=self.n,
+            rate=self.n / wall,
+            cpu_us=cpu / self.n * 1e6,
+            wall_s=wall,
+            cpu_s=cpu,
+            first_rate=first_rate,
+            second_rate=second["rate"],
+        )
+
+    def stop(self) -> None:
+        """End the second if it still runs (a failed round)."""
+        if self.second is not None and self.second.poll() is None:
+            self.second.kill()
+            self.second.wait()
+
+
+class TwoJobs(_TwoProcesses):
+    """(b) by hand: job 1 (source -> a topic of its own, keyed) first, job 2 (that topic ->
+    sink) second."""
 
     def __call__(self, source: str, sink: str, name: str) -> str:
         self.sink = sink
@@ -350,55 +429,43 @@ class TwoJobs:
         self._start_second(job_file, self.workdir / f"{name}-2.log")
         return first(source, middle, name)
 
-    def _start_second(self, job_file: Path, log: Path) -> None:
-        # As bench_kafka.samzapy_run runs a job, but in the background.
-        env = {
-            **os.environ,
-            "SAMZAPY_BENCH_MESSAGES": str(self.n),
-            "SAMZAPY_BENCH_RESULT": str(self.second_result),
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]),
-        }
-        self.second_log = log.open("w")
-        self.second = subprocess.Popen(
-            [sys.executable, "-m", "samzapy.cli", "run", str(job_file)],
-            cwd=BENCH,
-            env=env,
-            stdout=self.second_log,
-            stderr=self.second_log,
+
+class TwoContainers(_TwoProcesses):
+    """(b)'s ``partition_by`` application as two containers of one job (static, tasks k
+    with k % 2 == id), as one would deploy it to use both cores: the like of ``two-jobs``,
+    which runs two processes too. Each container stops after its share: its input
+    partitions' views (view i is on partition i % 8) and the views its intermediate
+    partitions get (by the partitioner's hash of the user)."""
+
+    def __call__(self, source: str, sink: str, name: str) -> str:
+        self.sink = sink
+        shares = [0, 0]
+        for i in range(self.n):
+            shares[(i % PARTITIONS) % 2] += 1
+            user = b"u%07d" % (i % USERS)
+            shares[partition_for(user, PARTITIONS) % 2] += 1
+        keys = {**(self.keys or {}), "job.coordinator.factory": "static"}
+        keys["job.container.count"] = 2
+        job = Job(
+            self.bootstrap,
+            "bench_app:PartitionByApp",
+            self.commit_ms,
+            app=True,
+            reporter="bench_app:StopAfterShare",
+            keys=keys,
         )
+        text = json.loads(job(source, sink, name))
+        second = self.workdir / f"{name}-1.yaml"
+        second.write_text(json.dumps({**text, "job.container.id": "1"}, indent=2))
+        self._start_second(
+            second, self.workdir / f"{name}-1.log", {"SAMZAPY_BENCH_SHARE": str(shares[1])}
+        )
+        os.environ["SAMZAPY_BENCH_SHARE"] = str(shares[0])  # run_variant passes it on
+        return json.dumps({**text, "job.container.id": "0"}, indent=2)
 
     def after(self, first: dict[str, float]) -> None:
-        """Job 1's figures become both jobs' (job 2's rate stays as ``stage2_rate``)."""
-        assert self.second is not None and self.second_log is not None
-        log = self.second_log.name
-        try:
-            code = self.second.wait(timeout=max(120.0, 20 * first["wall_s"]))
-        except subprocess.TimeoutExpired as exc:
-            self.stop()
-            raise SystemExit(f"two-jobs: job 2 did not end; its log: {log}") from exc
-        self.second_log.close()
-        if code != 0 or not self.second_result.exists():
-            raise SystemExit(f"two-jobs: job 2 failed (exit {code}); its log: {log}")
-        second = json.loads(self.second_result.read_text())
-        self.second_result.unlink()
-        wall = second["t0"] + second["wall_s"] - first["t0"]
-        cpu = first["cpu_s"] + second["cpu_s"]
-        stage1_rate = first["rate"]
-        first.pop("t0")
-        first.update(
-            rate=first["messages"] / wall,
-            cpu_us=cpu / first["messages"] * 1e6,
-            wall_s=wall,
-            cpu_s=cpu,
-            stage1_rate=stage1_rate,
-            stage2_rate=second["rate"],
-        )
-
-    def stop(self) -> None:
-        """End job 2 if it still runs (a failed round)."""
-        if self.second is not None and self.second.poll() is None:
-            self.second.kill()
-            self.second.wait()
+        os.environ.pop("SAMZAPY_BENCH_SHARE", None)
+        super().after(first)
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -423,6 +490,8 @@ def variants(
         plain = Job(bootstrap, "bench_app:MapApp", ms, app=True, keys=keys)
         part_b.append(Variant(f"app-map@{tag}", plain))
         part_b.append(Variant(f"two-jobs@{tag}", TwoJobs(bootstrap, ms, n, workdir, keys)))
+        two = TwoContainers(bootstrap, ms, n, workdir, keys)
+        part_b.append(Variant(f"app-partition_by-x2@{tag}", two))
         for tree, prefix in ((None, ""), (before, f"before:{label}:")):
             if prefix and tree is None:
                 continue
@@ -511,7 +580,7 @@ def main() -> None:
             )
         finally:
             for variant in everything:
-                if isinstance(variant.job, TwoJobs):
+                if isinstance(variant.job, _TwoProcesses):
                     variant.job.stop()
         figures: dict[str, Any] = {}
         for ms in args.commit_ms:
@@ -527,12 +596,17 @@ def main() -> None:
             figures.update(report(mine, f"app-map@{tag}"))
             goal(part_b, f"app-partition_by@{tag}", f"app-map@{tag}", 0.5, figures)
             goal(part_b, f"app-partition_by@{tag}", f"two-jobs@{tag}", 1.0, figures)
-            two = next(v for v in mine if v.name == f"two-jobs@{tag}")
-            print(
-                f"two-jobs@{tag}, each job's own rate over its measured run: job 1 "
-                f"{statistics.median(r['stage1_rate'] for r in two.runs):,.0f} msg/s, job 2 "
-                f"{statistics.median(r['stage2_rate'] for r in two.runs):,.0f} msg/s"
-            )
+            goal(part_b, f"app-partition_by-x2@{tag}", f"two-jobs@{tag}", 1.0, figures)
+            for name, what in (
+                (f"two-jobs@{tag}", "job"),
+                (f"app-partition_by-x2@{tag}", "container"),
+            ):
+                two = next(v for v in mine if v.name == name)
+                print(
+                    f"{name}, each {what}'s own rate over its measured run: "
+                    f"{statistics.median(r['first_rate'] for r in two.runs):,.0f} and "
+                    f"{statistics.median(r['second_rate'] for r in two.runs):,.0f} msg/s"
+                )
             if before is not None:
                 goal(part_a, f"app@{tag}", f"before:{label}:app@{tag}", 0.95, figures)
                 goal(
