@@ -216,16 +216,7 @@ class Replay:
         for command in _split_and(shlex.split(args)):
             if command[:2] == ["pip", "install"] or command[:4] == PYTHON_PIP_INSTALL:
                 pip_args = command[command.index("install") + 1 :]
-                done = subprocess.run(
-                    [str(self.venv / "bin" / "python"), "-m", "pip", "install", *pip_args],
-                    cwd=self.path(".", workdir),
-                    env=self.env(),
-                    capture_output=True,
-                    text=True,
-                    timeout=540,
-                    check=False,
-                )
-                assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
+                self.python(command, ["-m", "pip", "install", *pip_args], workdir, timeout=540)
             elif command[:2] == ["install", "-d"]:
                 options_with_value = {"-o", "-g", "-m"}
                 paths = [
@@ -236,16 +227,7 @@ class Replay:
                 for path in paths:
                     self.path(path, workdir).mkdir(parents=True, exist_ok=True)
             elif command[:3] == ["python", "-m", "compileall"]:
-                done = subprocess.run(
-                    [str(self.venv / "bin" / "python"), *command[1:]],
-                    cwd=self.path(".", workdir),
-                    env=self.env(),
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                    check=False,
-                )
-                assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
+                self.python(command, command[1:], workdir, timeout=120)
             elif command[:2] == ["rm", "-rf"]:
                 for path in command[2:]:
                     shutil.rmtree(self.path(path, workdir), ignore_errors=True)
@@ -253,6 +235,19 @@ class Replay:
                 continue  # the replay runs as the current user
             else:
                 pytest.fail(f"the replay does not know the RUN command {command}")
+
+    def python(self, command: list[str], args: list[str], workdir: str, timeout: float) -> None:
+        """Replay ``command`` as the venv's Python running ``args``; it must succeed."""
+        done = subprocess.run(
+            [str(self.venv / "bin" / "python"), *args],
+            cwd=self.path(".", workdir),
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
 
     def command(self, verb: str) -> list[str]:
         """The image's ENTRYPOINT + CMD, its verb replaced, the program taken from the venv."""
