@@ -101,8 +101,11 @@ class SamzaContainer:
             totals.register(self.metrics)
         self._totals = totals
         self._stop_reason: str | None = None
-        #: Set by request_stop: cuts start-up short (a broker that does not answer yet).
-        self._stopping = asyncio.Event()
+        #: Set by request_stop (a broker that does not answer yet) and by abandon: either
+        #: cuts start-up short.
+        self._halted = asyncio.Event()
+        #: Why the container gave its tasks up (abandon), once it did.
+        self._abandoned: TaskFencedError | None = None
         self.run_loop: RunLoop | None = None
         self._routers: list[OutputRouter] = []
         self._lease = lease
@@ -170,14 +173,20 @@ class SamzaContainer:
             await router.flush()
 
     def abandon(self, reason: str) -> None:
-        """The container may have lost its tasks: stop them at once, committing nothing."""
+        """The container may have lost its tasks: stop them at once, committing nothing. A
+        start-up under way stops where it is (before it claims, restores or consumes any
+        more) and ``run`` raises the error."""
+        error = TaskFencedError(f"the container may have lost its tasks: {reason}")
+        if self._abandoned is None:
+            self._abandoned = error
+        self._halted.set()
         if self.run_loop is not None:
-            self.run_loop.fail(TaskFencedError(f"the container may have lost its tasks: {reason}"))
+            self.run_loop.fail(error)
 
     def request_stop(self, reason: str) -> None:
         """Graceful stop: stop consuming, finish in-flight work, close, commit."""
         self._stop_reason = reason
-        self._stopping.set()
+        self._halted.set()
         if self.run_loop is not None:
             self.run_loop.request_stop(reason)
 
@@ -185,7 +194,9 @@ class SamzaContainer:
         """Run the job until it ends or is stopped; raise SamzapyError if it failed."""
         started = time.monotonic()
         try:
-            run_loop = await unless_stopped(self._start(), self._stopping)
+            run_loop = await unless_stopped(self._start(), self._halted)
+            if self._abandoned is not None:
+                raise self._abandoned  # its tasks closed below, nothing committed
             if run_loop is None:
                 log.info("startup_stopped", reason=self._stop_reason)
                 await self._close_tasks_after_failure()

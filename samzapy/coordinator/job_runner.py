@@ -203,7 +203,11 @@ class JobRunner:
             inputs=[str(ss) for ss in inputs],
             membership="dynamic" if cfg.job.container_id is None else "static",
         )
-        self._lease = Lease(cfg.job.coordinator_session_timeout_ms, on_lost=self._lease_lost)
+        self._lease = Lease(
+            cfg.job.coordinator_session_timeout_ms,
+            on_lost=self._lease_lost,
+            margin_s=2 * membership.heartbeat_interval_s,
+        )
         ticking = asyncio.ensure_future(self._lease.run())
         standbys = self._standbys
         if await unless_stopped(_joined(membership), self._stopped) is None:
@@ -375,6 +379,8 @@ class JobRunner:
     def _member_fenced(self) -> None:
         """The group dropped this static member: its tasks may run elsewhere already."""
         log.error("member_fenced", container_id=self.config.job.container_id)
+        if self._lease is not None:
+            self._lease.revoke()  # before anything else may write: a start or a release
         self._shares.abandon("the group fenced this member")
         if self._stop_reason is None:
             self._stop_reason = "fenced"

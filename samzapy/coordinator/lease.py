@@ -7,7 +7,7 @@ run elsewhere. The lease ticks on the loop; a tick that finds the last one older
 session timeout breaks the lease until the group hands out tasks again (``renew``), and a
 check made before the late tick notices the gap itself. A broken lease stops the container's
 tasks at once, committing nothing; its producers hand nothing more over and no checkpoint is
-written under it.
+written under it. A fenced static member's lease is revoked: broken for good.
 """
 
 from __future__ import annotations
@@ -29,16 +29,21 @@ class Lease:
         session_timeout_ms: int,
         on_lost: Callable[[], None],
         *,
+        margin_s: float = 0.0,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``on_lost`` is called when the lease breaks (the loop stood still too long);
+        """``on_lost`` is called when the lease breaks (the loop stood still for the session
+        less ``margin_s``: the broker counts the session from the last heartbeat it received,
+        which may precede the loop's last tick by a heartbeat interval and a round trip);
         ``now`` reads the monotonic clock (tests move it by hand)."""
         self._on_lost = on_lost
         self._now = now
-        self._session_s = session_timeout_ms / 1000
+        self._session_s = session_timeout_ms / 1000 - margin_s
         self._interval_s = max(self._session_s / 10, 0.05)
         self._last = now()
         self._broken = False
+        #: Broken for good: the group fenced this member, which never rejoins.
+        self._revoked = False
 
     def valid(self) -> bool:
         if self._broken:
@@ -47,9 +52,14 @@ class Lease:
         return not self._broken
 
     def renew(self) -> None:
-        """The group has just handed tasks out: the member is a member."""
+        """The group has just handed tasks out: the member is a member (unless revoked)."""
         self._last = self._now()
-        self._broken = False
+        self._broken = self._revoked
+
+    def revoke(self) -> None:
+        """The group fenced this member: nothing may be written under the lease any more,
+        whatever comes after (a start-up or a release under way)."""
+        self._revoked = self._broken = True
 
     async def run(self) -> None:
         """Tick until cancelled."""

@@ -38,3 +38,25 @@ def test_a_stand_still_shorter_than_the_session_is_fine() -> None:
     lease = Lease(6000, lambda: None, now=now)
     now.value += 5.9
     assert lease.valid()
+
+
+def test_a_revoked_lease_stays_broken_whatever_the_group_hands_out_later() -> None:
+    now = Now()
+    lease = Lease(6000, lambda: None, now=now)
+    lease.revoke()  # the group fenced this member
+    assert not lease.valid()
+    lease.renew()
+    now.value += 0.1
+    assert not lease.valid()
+
+
+def test_the_margin_breaks_the_lease_before_the_broker_may_have_evicted_the_member() -> None:
+    """The broker counts the session from the last heartbeat it received, up to a heartbeat
+    interval before the loop's last tick: a stand-still within the margin of the session
+    breaks the lease."""
+    now = Now()
+    lease = Lease(6000, lambda: None, margin_s=0.5, now=now)
+    now.value += 5.4
+    assert lease.valid()
+    now.value += 5.6
+    assert not lease.valid()
