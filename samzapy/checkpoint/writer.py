@@ -103,8 +103,9 @@ class TaskCheckpointWriter:
         if self._lease is not None and not self._lease():
             raise TaskFencedError(
                 f"task {str(self.task_name)!r} may belong to another container by now: this "
-                "one's event loop stood still for longer than job.coordinator.session.timeout.ms "
-                "(the group has evicted it); its checkpoint is not written",
+                "one gave its tasks up (its event loop stood still for about "
+                "job.coordinator.session.timeout.ms, or the group fenced it); its checkpoint "
+                "is not written",
                 task_name=self.task_name,
                 epoch=self.epoch,
             )

@@ -44,7 +44,7 @@ from samzapy.container.inputs import InputQueue
 from samzapy.container.plan import ContainerPlan, job_model, plan_container
 from samzapy.container.run_loop import RunLoop
 from samzapy.container.serdes import StreamSerdes
-from samzapy.container.startup import unless_stopped
+from samzapy.container.startup import log_started, unless_stopped
 from samzapy.container.streams import (
     bootstrap_heads,
     declared_outputs,
@@ -101,14 +101,15 @@ class SamzaContainer:
             totals.register(self.metrics)
         self._totals = totals
         self._stop_reason: str | None = None
-        #: Set by request_stop (a broker that does not answer yet) and by abandon: either
-        #: cuts start-up short.
+        #: Set by request_stop and by abandon: cuts start-up short (a broker slow to answer).
         self._halted = asyncio.Event()
         #: Why the container gave its tasks up (abandon), once it did.
         self._abandoned: TaskFencedError | None = None
         self.run_loop: RunLoop | None = None
         self._routers: list[OutputRouter] = []
-        self._lease = lease
+        #: Writes (checkpoints, producers' hand-overs) need the group's lease and a container
+        #: that did not give its tasks up (``abandon``: for good, whatever the lease does).
+        self._lease = None if lease is None else (lambda: self._abandoned is None and lease())
         self._group_offsets = group_offsets
         self._systems: Systems | None = None
         self._checkpoints: ContainerCheckpoints | None = None
@@ -248,7 +249,10 @@ class SamzaContainer:
         # 5. Assembly: inputs, the run loop, the routers, the tasks.
         run_loop = self._assemble_inputs(plan, serdes)
         assembly = self._assemble_tasks(plan, serdes, counts, job_task_count, task_factory)
-        self._log_started(task_factory, job_task_count)
+        group = None if self._group_offsets is None else self._group_offsets.group_id
+        log_started(
+            cfg, self.tasks, job_task_count, task_factory, self._task_factory is not None, group
+        )
         # 6. Reporters, producers, stores, init, consumers.
         await (self._not_before or asyncio.sleep(0))
         await self._start_tasks(plan, assembly, job_task_count)
@@ -362,24 +366,6 @@ class SamzaContainer:
             await task.init(assembly.context(task_plan.model, task))
         for consumer in systems.consumers.values():
             await consumer.start()
-
-    def _log_started(self, task_factory: Callable[[], Any], job_task_count: int) -> None:
-        cfg, broadcasts = self.config, self.config.task.broadcast_inputs
-        log.info(
-            "container_started",
-            inputs=[str(ss) for ss in dict.fromkeys(cfg.task.inputs)],
-            broadcast_inputs=[f"{b.system_stream}#{list(b.partitions)}" for b in broadcasts],
-            tasks=len(self.tasks),
-            task_names=[str(t.name) for t in self.tasks],
-            job_tasks=job_task_count,
-            task_class=cfg.task.task_class if self._task_factory is None else repr(task_factory),
-            **({"app_class": cfg.task.app_class} if cfg.task.app_class else {}),
-            max_concurrency=cfg.task.max_concurrency,
-            thread_pool_size=cfg.job.container_thread_pool_size,
-            checkpoints=cfg.task.checkpoint_factory,
-            processing_guarantee=cfg.task.processing_guarantee,
-            group=None if self._group_offsets is None else self._group_offsets.group_id,
-        )
 
     # -- releasing tasks while the others run ---------------------------------------------------
 

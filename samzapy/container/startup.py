@@ -1,4 +1,4 @@
-"""Start-up that a stop request cuts short.
+"""Start-up that a stop request cuts short, and the event saying what started.
 
 Starting a container can wait a long time: for a broker that does not answer yet (up to
 ``connect.timeout.ms``), for a group's first assignment, for a store's restore. SIGTERM or
@@ -10,8 +10,14 @@ the step had opened is closed by the caller's usual clean-up after a failed star
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
+
+import structlog
+
+from samzapy.config import ResolvedConfig
+
+log = structlog.get_logger("samzapy.container")
 
 T = TypeVar("T")
 
@@ -33,4 +39,32 @@ async def unless_stopped(step: Coroutine[Any, Any, T], stopped: asyncio.Event) -
     return task.result()  # a step that cancelled itself raises CancelledError here
 
 
-__all__ = ["unless_stopped"]
+def log_started(
+    cfg: ResolvedConfig,
+    tasks: Sequence[Any],
+    job_task_count: int,
+    task_factory: Callable[[], Any],
+    explicit: bool,
+    group: str | None,
+) -> None:
+    """The ``container_started`` event: what the container runs (``explicit``: its tasks come
+    from a factory given in code, named by its repr, not from ``task.class``)."""
+    broadcasts = cfg.task.broadcast_inputs
+    log.info(
+        "container_started",
+        inputs=[str(ss) for ss in dict.fromkeys(cfg.task.inputs)],
+        broadcast_inputs=[f"{b.system_stream}#{list(b.partitions)}" for b in broadcasts],
+        tasks=len(tasks),
+        task_names=[str(t.name) for t in tasks],
+        job_tasks=job_task_count,
+        task_class=repr(task_factory) if explicit else cfg.task.task_class,
+        **({"app_class": cfg.task.app_class} if cfg.task.app_class else {}),
+        max_concurrency=cfg.task.max_concurrency,
+        thread_pool_size=cfg.job.container_thread_pool_size,
+        checkpoints=cfg.task.checkpoint_factory,
+        processing_guarantee=cfg.task.processing_guarantee,
+        group=group,
+    )
+
+
+__all__ = ["log_started", "unless_stopped"]

@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 
 from samzapy import ConfigError, InitableTask, StreamTask
 from samzapy.api.errors import TaskFencedError
+from samzapy.checkpoint.ports import Checkpoint
 from samzapy.config import load_config, resolve
 from samzapy.container import SamzaContainer
 from samzapy.coordinator.identity import container_index, coordinator_of
@@ -322,3 +323,30 @@ async def test_a_member_fenced_while_its_tasks_start_claims_processes_and_writes
     assert [len(broker.records("counts-changelog", p)) for p in range(2)] == changelog
     lease.renew()
     assert not lease.valid(), "a fenced member's lease stays broken"
+
+
+async def test_a_container_that_gave_its_tasks_up_writes_nothing_while_the_group_lease_holds(
+    tmp_path: Path,
+) -> None:
+    """Abandoned (fenced, or its lease lost), a container stays fenced even once the group's
+    lease is renewed for the next assignment: a share still closing writes no checkpoint and
+    its producers hand nothing over."""
+    namespace = f"gave-up-{uuid.uuid4().hex[:8]}"
+    broker = InMemoryBroker.for_namespace(namespace)
+    broker.create_stream("in", 2)
+    for p in range(2):
+        for i in range(10):
+            broker.append("in", p, None, f"w{i % 3}")
+    container = SamzaContainer(_tally_config(tmp_path, namespace), lease=lambda: True)
+    ran = asyncio.ensure_future(container.run())
+    for _ in range(1000):
+        if container.processed == 20:
+            break
+        await asyncio.sleep(0.005)
+    container.abandon("the group fenced this member")
+    with pytest.raises(TaskFencedError):
+        await ran
+    assert _checkpoints(tmp_path) == [], "nothing committed"
+    writer = container._checkpoints.writers[0]  # type: ignore[union-attr]
+    with pytest.raises(TaskFencedError, match="may belong to another container"):
+        await writer.write(Checkpoint(offsets={}))
