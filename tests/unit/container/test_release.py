@@ -1,5 +1,7 @@
 """Releasing some tasks of a running container (an incremental rebalance moved them): they
-are drained, closed, committed and their stores closed clean, while the others go on."""
+are drained, closed, committed and their stores closed clean, while the others go on. And
+giving them all up (the member was fenced, its lease lost): nothing claimed, processed or
+written from then on."""
 
 from __future__ import annotations
 
@@ -10,9 +12,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pytest
+from structlog.testing import capture_logs
+
 from samzapy import InitableTask, StreamTask, TaskName
+from samzapy.api.errors import TaskFencedError
+from samzapy.checkpoint.ports import Checkpoint
 from samzapy.config import load_config, resolve
 from samzapy.container import SamzaContainer
+from samzapy.coordinator.job_runner import JobRunner
+from samzapy.coordinator.lease import Lease
 from samzapy.storage.task_stores import CLEAN_MARKER
 from samzapy.system.inmemory import InMemoryBroker
 
@@ -30,7 +39,7 @@ class Tally(InitableTask, StreamTask):
         self.store.put(envelope.message, (self.store.get(envelope.message) or 0) + 1)
 
 
-def config(tmp_path: Path, namespace: str) -> Any:
+def config(tmp_path: Path, namespace: str, extra: str = "") -> Any:
     text = f"""
 job.name: release
 job.id: '{namespace}'
@@ -46,7 +55,7 @@ stores.counts.factory: rocksdb
 stores.counts.key.serde: string
 stores.counts.msg.serde: long
 stores.counts.changelog: mem.counts-changelog
-"""
+{extra}"""
     return resolve(load_config(text=text, env={}))
 
 
@@ -56,6 +65,16 @@ def checkpointed(tmp_path: Path, task: int) -> str | None:
         return None
     offsets = json.loads(path.read_text())["offsets"]
     return str(offsets[0]["offset"]) if offsets else None
+
+
+def words(namespace: str, partitions: int) -> InMemoryBroker:
+    """The memory system's stream ``in``: ten words on each partition (three distinct)."""
+    broker = InMemoryBroker.for_namespace(namespace)
+    broker.create_stream("in", partitions)
+    for p in range(partitions):
+        for i in range(10):
+            broker.append("in", p, None, f"w{i % 3}")
+    return broker
 
 
 async def until(condition: Any, what: str) -> None:
@@ -68,11 +87,7 @@ async def until(condition: Any, what: str) -> None:
 
 async def test_released_tasks_commit_and_stop_while_the_others_go_on(tmp_path: Path) -> None:
     namespace = f"release-{uuid.uuid4().hex[:8]}"
-    broker = InMemoryBroker.for_namespace(namespace)
-    broker.create_stream("in", 4)
-    for p in range(4):
-        for i in range(10):
-            broker.append("in", p, None, f"w{i % 3}")
+    broker = words(namespace, 4)
     Tally.seen = Counter()
     container = SamzaContainer(config(tmp_path, namespace))
     run = asyncio.ensure_future(container.run())
@@ -124,3 +139,85 @@ async def test_a_stopping_container_releases_nothing(tmp_path: Path) -> None:
     await run
     # The stop committed it, as every other task.
     assert (tmp_path / "checkpoints" / "Partition_0.json").exists()
+
+
+# -- a container that gives its tasks up (fenced, its lease lost) -------------------------------
+
+
+class Member:
+    """What ``JobRunner._take`` uses of the group membership."""
+
+    member_id = "member-1"
+    heartbeat_interval_s = 0.25
+
+    def released(self, tasks: Any, at: float) -> None:
+        raise AssertionError("nothing to release")
+
+    def rejoin(self) -> None:
+        raise AssertionError("nothing to rejoin for")
+
+
+def _checkpoints(tmp_path: Path) -> list[str]:
+    return [p.read_text() for p in sorted((tmp_path / "checkpoints").glob("*.json"))]
+
+
+@pytest.mark.parametrize(
+    "fenced_after_s", [0.0, 0.3], ids=["before it claims", "in the fence wait"]
+)
+async def test_a_member_fenced_while_its_tasks_start_claims_processes_and_writes_nothing(
+    tmp_path: Path, fenced_after_s: float
+) -> None:
+    """``member_fenced`` during a static member's first start-up (reading checkpoints, the
+    fence wait, a restore): the start stops where it is, the tasks are dropped as fenced,
+    and nothing is claimed, processed, committed or written to a changelog under the lease,
+    which stays broken."""
+    namespace = f"fenced-{uuid.uuid4().hex[:8]}"
+    broker = words(namespace, 2)
+    first = SamzaContainer(config(tmp_path, namespace))  # the predecessor
+    ran = asyncio.ensure_future(first.run())
+    await until(lambda: first.processed == 20, "the predecessor's messages")
+    first.request_stop("the predecessor is done")
+    await ran
+    before = _checkpoints(tmp_path)
+    changelog = [len(broker.records("counts-changelog", p)) for p in range(2)]
+    assert len(before) == 2 and all(changelog)
+
+    runner = JobRunner(config(tmp_path, namespace, "job.container.id: '0'\n"))
+    lease = runner._lease = Lease(10_000, on_lost=runner._lease_lost)
+    asyncio.get_running_loop().call_later(fenced_after_s, runner._member_fenced)
+    with capture_logs() as logs:
+        await asyncio.wait_for(runner._take(Member(), [0, 1], {}), 20)  # type: ignore[arg-type]
+        for p in range(2):  # what arrives after the fence must not be processed
+            broker.append("in", p, None, "late")
+        await asyncio.sleep(0.3)
+        (share,) = runner._shares.shares
+        assert share.run.done() and isinstance(share.run.exception(), TaskFencedError)
+        runner._check_shares()  # dropped as fenced, not a failure of the job
+    events = [e["event"] for e in logs]
+    assert "member_fenced" in events and "task_fenced" in events
+    assert not {"store_restored", "checkpoint_written"} & set(events), events
+    assert share.container.processed == 0
+    assert _checkpoints(tmp_path) == before
+    assert [len(broker.records("counts-changelog", p)) for p in range(2)] == changelog
+    lease.renew()
+    assert not lease.valid(), "a fenced member's lease stays broken"
+
+
+async def test_a_container_that_gave_its_tasks_up_writes_nothing_while_the_group_lease_holds(
+    tmp_path: Path,
+) -> None:
+    """Abandoned (fenced, or its lease lost), a container stays fenced even once the group's
+    lease is renewed for the next assignment: a share still closing writes no checkpoint and
+    its producers hand nothing over."""
+    namespace = f"gave-up-{uuid.uuid4().hex[:8]}"
+    words(namespace, 2)
+    container = SamzaContainer(config(tmp_path, namespace), lease=lambda: True)
+    ran = asyncio.ensure_future(container.run())
+    await until(lambda: container.processed == 20, "the messages")
+    container.abandon("the group fenced this member")
+    with pytest.raises(TaskFencedError):
+        await ran
+    assert _checkpoints(tmp_path) == [], "nothing committed"
+    writer = container._checkpoints.writers[0]  # type: ignore[union-attr]
+    with pytest.raises(TaskFencedError, match="may belong to another container"):
+        await writer.write(Checkpoint(offsets={}))

@@ -7,20 +7,14 @@ import random
 import threading
 import uuid
 from collections import Counter
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from structlog.testing import capture_logs
 
-from samzapy import ConfigError, InitableTask, StreamTask
-from samzapy.api.errors import TaskFencedError
-from samzapy.checkpoint.ports import Checkpoint
+from samzapy import ConfigError, StreamTask
 from samzapy.config import load_config, resolve
-from samzapy.container import SamzaContainer
 from samzapy.coordinator.identity import container_index, coordinator_of
 from samzapy.coordinator.job_runner import JobRunner
-from samzapy.coordinator.lease import Lease
 from samzapy.coordinator.shares import plan_handover
 from samzapy.system.assignment import assign_tasks, withhold_moving
 from samzapy.system.inmemory import InMemoryBroker
@@ -224,129 +218,3 @@ async def test_two_static_containers_split_the_tasks_and_together_process_everyt
     assert Seen.tasks == {"0", "1", "2", "3"}
     ran = [sorted(str(t.name) for t in r._container.tasks) for r in runners]  # type: ignore[union-attr]
     assert ran == [["Partition 0", "Partition 2"], ["Partition 1", "Partition 3"]]
-
-
-# -- a static member fenced while its tasks start ----------------------------------------------
-
-
-class Tally(InitableTask, StreamTask):
-    """Counts each word in a logged RocksDB store."""
-
-    def init(self, context: Any) -> None:
-        self.store = context.get_store("counts")
-
-    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
-        self.store.put(envelope.message, (self.store.get(envelope.message) or 0) + 1)
-
-
-class Member:
-    """What ``JobRunner._take`` uses of the group membership."""
-
-    member_id = "member-1"
-    heartbeat_interval_s = 0.25
-
-    def released(self, tasks: Any, at: float) -> None:
-        raise AssertionError("nothing to release")
-
-    def rejoin(self) -> None:
-        raise AssertionError("nothing to rejoin for")
-
-
-def _tally_config(tmp_path: Path, namespace: str, extra: str = "") -> Any:
-    text = f"""
-job.name: fenced
-job.id: '{namespace}'
-task.class: {__name__}:Tally
-task.inputs: [mem.in]
-task.commit.ms: -1
-task.checkpoint.factory: file
-task.checkpoint.dir: {tmp_path / "checkpoints"}
-job.logged.store.base.dir: {tmp_path / "state"}
-systems.mem.samza.factory: memory
-systems.mem.namespace: {namespace}
-stores.counts.factory: rocksdb
-stores.counts.key.serde: string
-stores.counts.msg.serde: long
-stores.counts.changelog: mem.counts-changelog
-{extra}"""
-    return resolve(load_config(text=text, env={}))
-
-
-def _checkpoints(tmp_path: Path) -> list[str]:
-    return [p.read_text() for p in sorted((tmp_path / "checkpoints").glob("*.json"))]
-
-
-@pytest.mark.parametrize(
-    "fenced_after_s", [0.0, 0.3], ids=["before it claims", "in the fence wait"]
-)
-async def test_a_member_fenced_while_its_tasks_start_claims_processes_and_writes_nothing(
-    tmp_path: Path, fenced_after_s: float
-) -> None:
-    """``member_fenced`` during a static member's first start-up (reading checkpoints, the
-    fence wait, a restore): the start stops where it is, the tasks are dropped as fenced,
-    and nothing is claimed, processed, committed or written to a changelog under the lease,
-    which stays broken."""
-    namespace = f"fenced-{uuid.uuid4().hex[:8]}"
-    broker = InMemoryBroker.for_namespace(namespace)
-    broker.create_stream("in", 2)
-    for p in range(2):
-        for i in range(10):
-            broker.append("in", p, None, f"w{i % 3}")
-    first = SamzaContainer(_tally_config(tmp_path, namespace))  # the predecessor
-    ran = asyncio.ensure_future(first.run())
-    for _ in range(1000):
-        if first.processed == 20:
-            break
-        await asyncio.sleep(0.005)
-    first.request_stop("the predecessor is done")
-    await ran
-    before = _checkpoints(tmp_path)
-    changelog = [len(broker.records("counts-changelog", p)) for p in range(2)]
-    assert len(before) == 2 and all(changelog)
-
-    runner = JobRunner(_tally_config(tmp_path, namespace, "job.container.id: '0'\n"))
-    lease = runner._lease = Lease(10_000, on_lost=runner._lease_lost)
-    asyncio.get_running_loop().call_later(fenced_after_s, runner._member_fenced)
-    with capture_logs() as logs:
-        await asyncio.wait_for(runner._take(Member(), [0, 1], {}), 20)  # type: ignore[arg-type]
-        for p in range(2):  # what arrives after the fence must not be processed
-            broker.append("in", p, None, "late")
-        await asyncio.sleep(0.3)
-        (share,) = runner._shares.shares
-        assert share.run.done() and isinstance(share.run.exception(), TaskFencedError)
-        runner._check_shares()  # dropped as fenced, not a failure of the job
-    events = [e["event"] for e in logs]
-    assert "member_fenced" in events and "task_fenced" in events
-    assert not {"store_restored", "checkpoint_written"} & set(events), events
-    assert share.container.processed == 0
-    assert _checkpoints(tmp_path) == before
-    assert [len(broker.records("counts-changelog", p)) for p in range(2)] == changelog
-    lease.renew()
-    assert not lease.valid(), "a fenced member's lease stays broken"
-
-
-async def test_a_container_that_gave_its_tasks_up_writes_nothing_while_the_group_lease_holds(
-    tmp_path: Path,
-) -> None:
-    """Abandoned (fenced, or its lease lost), a container stays fenced even once the group's
-    lease is renewed for the next assignment: a share still closing writes no checkpoint and
-    its producers hand nothing over."""
-    namespace = f"gave-up-{uuid.uuid4().hex[:8]}"
-    broker = InMemoryBroker.for_namespace(namespace)
-    broker.create_stream("in", 2)
-    for p in range(2):
-        for i in range(10):
-            broker.append("in", p, None, f"w{i % 3}")
-    container = SamzaContainer(_tally_config(tmp_path, namespace), lease=lambda: True)
-    ran = asyncio.ensure_future(container.run())
-    for _ in range(1000):
-        if container.processed == 20:
-            break
-        await asyncio.sleep(0.005)
-    container.abandon("the group fenced this member")
-    with pytest.raises(TaskFencedError):
-        await ran
-    assert _checkpoints(tmp_path) == [], "nothing committed"
-    writer = container._checkpoints.writers[0]  # type: ignore[union-attr]
-    with pytest.raises(TaskFencedError, match="may belong to another container"):
-        await writer.write(Checkpoint(offsets={}))
