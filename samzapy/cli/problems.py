@@ -35,8 +35,8 @@ from samzapy.api.errors import ConfigError
 from samzapy.cli.logging import add_secrets
 from samzapy.config import Config, load_config, resolve
 from samzapy.config.classes import (
-    APP_CLASS_KEY,
     TASK_CLASS_KEY,
+    is_application,
     load_task_class,
     split_class_path,
 )
@@ -123,7 +123,7 @@ def check_job(job_yaml: str, overrides: Sequence[str]) -> JobCheck:
     if check.app is not None and resolved is not None:  # 4.
         with _collected(check):
             check.task_factory = check.app.task_factory(resolved)
-    elif raw.get(APP_CLASS_KEY) is None:
+    elif not is_application(raw):
         _task_class(check, raw)
     for name, factory in _system_factories(config).items():  # 5.
         check.errors.extend(_client_options(name, factory, config))
@@ -154,7 +154,7 @@ def _read(check: JobCheck, job_yaml: str, overrides: Sequence[str]) -> Config | 
 def _resolve(check: JobCheck, raw: Config) -> Config:
     """2. and 3.; the configuration the later steps read (the application's merged in)."""
     config, described = raw, True
-    if raw.get(APP_CLASS_KEY) is not None:
+    if is_application(raw):
         # Imported here: a task-class job's start-up does without the operators and tables.
         from samzapy.operators.application import load_application
 

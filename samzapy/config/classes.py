@@ -27,6 +27,7 @@ import difflib
 import importlib
 import sysconfig
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,13 @@ TASK_CLASS_KEY = "task.class"
 #: The key naming a high-level application (``module:Class``), the other kind of job.
 APP_CLASS_KEY = "app.class"
 _TASK_BASES = (StreamTask, AsyncStreamTask)
+
+
+def is_application(config: Mapping[str, Any]) -> bool:
+    """Whether the job file runs an application (``app.class``) rather than a task class."""
+    return config.get(APP_CLASS_KEY) is not None
+
+
 _TASK_BASE_NAMES = "samzapy.StreamTask or samzapy.AsyncStreamTask"
 
 
@@ -180,6 +188,7 @@ __all__ = [
     "TASK_CLASS_KEY",
     "create",
     "describe_cause",
+    "is_application",
     "load_class",
     "load_task_class",
     "split_class_path",

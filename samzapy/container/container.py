@@ -249,10 +249,9 @@ class SamzaContainer:
         # 5. Assembly: inputs, the run loop, the routers, the tasks.
         run_loop = self._assemble_inputs(plan, serdes)
         assembly = self._assemble_tasks(plan, serdes, counts, job_task_count, task_factory)
+        named = cfg.task.task_class if self._task_factory is None else repr(task_factory)
         group = None if self._group_offsets is None else self._group_offsets.group_id
-        log_started(
-            cfg, self.tasks, job_task_count, task_factory, self._task_factory is not None, group
-        )
+        log_started(cfg, self.tasks, job_task_count, named, group)
         # 6. Reporters, producers, stores, init, consumers.
         await (self._not_before or asyncio.sleep(0))
         await self._start_tasks(plan, assembly, job_task_count)

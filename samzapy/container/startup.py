@@ -10,7 +10,7 @@ the step had opened is closed by the caller's usual clean-up after a failed star
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 import structlog
@@ -43,12 +43,11 @@ def log_started(
     cfg: ResolvedConfig,
     tasks: Sequence[Any],
     job_task_count: int,
-    task_factory: Callable[[], Any],
-    explicit: bool,
+    task_class: str | None,
     group: str | None,
 ) -> None:
-    """The ``container_started`` event: what the container runs (``explicit``: its tasks come
-    from a factory given in code, named by its repr, not from ``task.class``)."""
+    """The ``container_started`` event: what the container runs (``task_class``: as the
+    job names it, ``task.class`` or a factory given in code)."""
     broadcasts = cfg.task.broadcast_inputs
     log.info(
         "container_started",
@@ -57,7 +56,7 @@ def log_started(
         tasks=len(tasks),
         task_names=[str(t.name) for t in tasks],
         job_tasks=job_task_count,
-        task_class=repr(task_factory) if explicit else cfg.task.task_class,
+        task_class=task_class,
         **({"app_class": cfg.task.app_class} if cfg.task.app_class else {}),
         max_concurrency=cfg.task.max_concurrency,
         thread_pool_size=cfg.job.container_thread_pool_size,

@@ -14,7 +14,6 @@ The steps, before anything is read or written:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,7 @@ from samzapy.api.application import StreamApplication, StreamApplicationDescript
 from samzapy.api.errors import ConfigError
 from samzapy.api.system import SystemStream
 from samzapy.config import Config, ResolvedConfig
-from samzapy.config.classes import APP_CLASS_KEY, describe_cause, load_class
+from samzapy.config.classes import APP_CLASS_KEY, describe_cause, is_application, load_class
 from samzapy.operators.plan import plan_application
 from samzapy.operators.plan_document import AppPlan
 from samzapy.operators.task import OperatorTaskFactory
@@ -85,10 +84,6 @@ def _check_memory_intermediates(plan: AppPlan, resolved: ResolvedConfig) -> None
             "system to share the job among containers",
             key="job.default.system",
         )
-
-
-def is_application(config: Mapping[str, Any]) -> bool:
-    return config.get(APP_CLASS_KEY) is not None
 
 
 def load_application(config: Config, app: Any = None) -> Application:

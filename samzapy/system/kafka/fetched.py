@@ -26,7 +26,7 @@ import collections
 import types
 import weakref
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from aiokafka.consumer.fetcher import READ_COMMITTED, FetchResult, PartitionRecords
 from aiokafka.errors import CorruptRecordException
@@ -238,7 +238,7 @@ class _EntryRecords(_BatchRecords):
         return False
 
 
-def _keyless(tp: Any, record: Any) -> Any:
+def _keyless(tp: Any, record: Any) -> NoReturn:
     """Raises the error of a changelog record without a key (a record written to the
     changelog by something other than its store)."""
     raise StoreError(
