@@ -437,13 +437,18 @@ class TwoContainers(_TwoProcesses):
     partitions' views (view i is on partition i % 8) and the views its intermediate
     partitions get (by the partitioner's hash of the user)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: Each container's messages, the same every round.
+        self.shares = [0, 0]
+        for i in range(self.n):
+            self.shares[(i % PARTITIONS) % 2] += 1
+            user = b"u%07d" % (i % USERS)
+            self.shares[partition_for(user, PARTITIONS) % 2] += 1
+
     def __call__(self, source: str, sink: str, name: str) -> str:
         self.sink = sink
-        shares = [0, 0]
-        for i in range(self.n):
-            shares[(i % PARTITIONS) % 2] += 1
-            user = b"u%07d" % (i % USERS)
-            shares[partition_for(user, PARTITIONS) % 2] += 1
+        shares = self.shares
         keys = {**(self.keys or {}), "job.coordinator.factory": "static"}
         keys["job.container.count"] = 2
         job = Job(
