@@ -34,9 +34,9 @@ class TaskCheckpointWriter:
 
     ``last`` is the checkpoint read at start-up: a commit that changed nothing (an idle task)
     writes nothing. Without a manager (``task.checkpoint.factory`` unset) nothing is written.
-    ``lease`` says whether this container may still be sure it owns the task (its event loop
-    has not stood still for longer than the group's session timeout); once it may not, a
-    write raises TaskFencedError instead of writing.
+    ``lease`` says whether this container may still be sure it owns the task (the group's
+    lease, ``coordinator/lease.py``); once it may not, a write raises TaskFencedError instead
+    of writing.
     """
 
     def __init__(
@@ -103,9 +103,9 @@ class TaskCheckpointWriter:
         if self._lease is not None and not self._lease():
             raise TaskFencedError(
                 f"task {str(self.task_name)!r} may belong to another container by now: this "
-                "one gave its tasks up (its event loop stood still for about "
-                "job.coordinator.session.timeout.ms, or the group fenced it); its checkpoint "
-                "is not written",
+                "one gave its tasks up (its event loop stood still, or the group acknowledged "
+                "no heartbeat of it, for about job.coordinator.session.timeout.ms, or the "
+                "group fenced it); its checkpoint is not written",
                 task_name=self.task_name,
                 epoch=self.epoch,
             )

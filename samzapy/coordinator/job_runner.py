@@ -207,6 +207,7 @@ class JobRunner:
             cfg.job.coordinator_session_timeout_ms,
             on_lost=self._lease_lost,
             margin_s=2 * membership.heartbeat_interval_s,
+            heard=lambda: membership.heard_at,
         )
         ticking = asyncio.ensure_future(self._lease.run())
         standbys = self._standbys
@@ -386,8 +387,8 @@ class JobRunner:
             self._stop_reason = "fenced"
         self._stopped.set()
 
-    def _lease_lost(self) -> None:
-        self._shares.abandon("its event loop stood still for longer than the session")
+    def _lease_lost(self, reason: str) -> None:
+        self._shares.abandon(reason)
 
     def _fenced(self, exc: TaskFencedError, tasks: list[int]) -> None:
         """Another container owns the task now: drop the tasks of the share that failed

@@ -222,9 +222,8 @@ class SystemProducer(abc.ABC):
         """Return once every message sent so far is durable; raise if any failed."""
 
     def fence_with(self, may_write: Callable[[], bool]) -> None:  # noqa: B027 - optional hook
-        """From now on hand nothing more to the system once ``may_write()`` is False (the
-        container may have lost its tasks): what is not handed over yet is dropped. Checked
-        per batch, not per message."""
+        """Hand nothing more to the system once ``may_write()`` is False (the container may
+        have lost its tasks): what is not handed over yet is dropped. Checked per batch."""
 
     def linger(self, stream: str, linger_ms: int) -> None:  # noqa: B027 - optional hook
         """Hold the messages of ``stream`` up to ``linger_ms`` before handing them over, to
@@ -423,6 +422,11 @@ class GroupMembership(abc.ABC):
     @property
     def member_id(self) -> str | None:
         """This member's id in the group's current generation, once it has joined."""
+        return None
+
+    @property
+    def heard_at(self) -> float | None:
+        """When (monotonic) the last heartbeat the group acknowledged was sent; None: unknown."""
         return None
 
     def offset_committer(self) -> GroupOffsetCommitter | None:

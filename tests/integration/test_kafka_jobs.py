@@ -171,11 +171,13 @@ class Job:
         log: Path,
         delay_ms: float = 0,
         env: dict[str, str] | None = None,
+        command: list[str] | None = None,
     ) -> None:
+        """``command``: what runs the job file instead of ``python -m samzapy run``."""
         self.log = log
         self.handle = open(log, "a")  # noqa: SIM115 - closed in stop() or wait()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "samzapy", "run", str(job)],
+            [*(command or [sys.executable, "-m", "samzapy", "run"]), str(job)],
             cwd=ROOT,
             env={
                 **os.environ,

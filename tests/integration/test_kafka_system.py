@@ -331,6 +331,43 @@ class TestProducer:
                 (str(offset), key, value) for offset, (key, value) in enumerate(sent[p])
             ]
 
+    async def test_a_producer_fenced_by_its_lease_gives_the_client_nothing_more(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        """Once the container's lease breaks, no batch reaches the Kafka client: neither one
+        handed over after (dropped at the hand-over) nor one handed over before but still
+        waiting for its partition's sender (dropped there)."""
+        topic = topic_name("fenced")
+        await admin.create_stream(topic, 1)
+        producer = factory(kafka_bootstrap).get_producer()
+        assert isinstance(producer, KafkaSystemProducer)
+        lease = {"valid": True}
+        producer.fence_with(lambda: lease["valid"])
+        await producer.start()
+        stream = SystemStream(SYSTEM, topic)
+        producer.send(stream, 0, None, b"before")
+        await producer.flush()
+        producer.send(stream, 0, None, b"handed over, then the lease broke")
+        flushed = asyncio.ensure_future(producer.flush())  # hands the batch over at once
+        await asyncio.sleep(0)
+        assert producer._queues, "queued for its sender, not yet given to the client"
+        lease["valid"] = False
+        await flushed
+        producer.send(stream, 0, None, b"after")
+        await producer.flush()
+        assert producer.failed_sends == 0
+        await producer.stop()
+
+        consumer = factory(kafka_bootstrap).get_consumer()
+        consumer.register(ssp(topic, 0), None, OffsetDefault.OLDEST)
+        await consumer.start()
+        try:
+            got = await read(consumer, [ssp(topic, 0)], 1)
+            assert [m for _, _, m in got[ssp(topic, 0)]] == [b"before"]
+            assert not await consumer.poll([ssp(topic, 0)], 10, 1.0), "nothing after it"
+        finally:
+            await consumer.stop()
+
     @staticmethod
     @contextlib.asynccontextmanager
     async def limited(

@@ -240,6 +240,8 @@ class KafkaGroupMembership(GroupMembership):
         self._warmup_tasks: list[int] = []
         self._consumer: Any = None
         self._poller: asyncio.Task[None] | None = None
+        #: When the last heartbeat the coordinator acknowledged was sent (``heard_at``).
+        self._heard_at: float | None = None
 
     async def _open(self) -> Any:
         session = self._session_timeout_ms
@@ -268,6 +270,7 @@ class KafkaGroupMembership(GroupMembership):
             client="group member",
         )
         self._consumer = consumer
+        self._watch_heartbeats(consumer)
         try:
             consumer.subscribe(topics=self._topics, listener=_Listener(self))
         except KAFKA_ERRORS as exc:
@@ -282,6 +285,29 @@ class KafkaGroupMembership(GroupMembership):
                 await consumer.getmany(timeout_ms=1000)
             except KAFKA_ERRORS as exc:
                 raise stream_error(f"consumer group {self.group_id!r} failed", exc) from exc
+
+    def _watch_heartbeats(self, consumer: Any) -> None:
+        """Note when each heartbeat the coordinator acknowledged was sent: aiokafka keeps
+        its own count to itself (a local of its heartbeat routine). Its heartbeat call says
+        True when the broker took the heartbeat (during a rebalance too)."""
+        coordinator: Any = getattr(consumer, "_coordinator", None)
+        beat = getattr(coordinator, "_do_heartbeat", None)
+        if beat is None:  # another aiokafka: the lease watches the event loop only
+            log.warning("heartbeats_unwatched", reason="aiokafka has no _do_heartbeat")
+            return
+
+        async def heartbeat() -> bool:
+            sent = time.monotonic()
+            acknowledged = bool(await beat())
+            if acknowledged:
+                self._heard_at = sent
+            return acknowledged
+
+        coordinator._do_heartbeat = heartbeat
+
+    @property
+    def heard_at(self) -> float | None:
+        return self._heard_at
 
     def failure(self) -> BaseException | None:
         """The exception that ended the membership, if it ended."""

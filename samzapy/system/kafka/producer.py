@@ -128,8 +128,6 @@ class KafkaSystemProducer(SystemProducer):
         self._failures: list[tuple[str, int | None, BaseException]] = []
         #: Messages whose delivery failed, since the producer started.
         self.failed_sends = 0
-        #: Messages dropped because the container may have lost its tasks (``fence_with``).
-        self._dropped = 0
 
     async def start(self) -> None:
         if self._producer is None:
@@ -248,16 +246,12 @@ class KafkaSystemProducer(SystemProducer):
         self._may_write = may_write
 
     def _hand_over(self, batch: _OpenBatch) -> None:
-        """Close an open batch and queue it for its partition's sender (or drop it when the
-        container may have lost its tasks: ``fence_with``)."""
+        """Close an open batch and queue it for its partition's sender."""
         del self._open[batch.target]
         if batch.timer is not None:
             batch.timer.cancel()
         builder = batch.builder
         builder._relative_offset = batch.count  # its record_count()
-        if self._may_write is not None and not self._may_write():
-            self._dropped += batch.count
-            return
         builder.close()  # a closed batch is sent at once, without lingering again
         settled = asyncio.get_running_loop().create_future()
         self._unsettled.add(settled)
@@ -321,8 +315,13 @@ class KafkaSystemProducer(SystemProducer):
                 await self._place_keyless(topic, queue)
                 return
             producer = self._producer
+            may_write = self._may_write
             while queue:
                 item = queue[0]
+                if may_write is not None and not may_write():
+                    # The container may have lost its tasks (``fence_with``): dropped.
+                    self._settle(queue.popleft(), topic, partition, None)
+                    continue
                 error: BaseException | None = None
                 try:
                     # Looked up (and retried) only while the topic's metadata is unknown.

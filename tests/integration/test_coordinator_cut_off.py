@@ -1,0 +1,137 @@
+"""A container cut off from its group's coordinator stops its tasks before they move.
+
+Two ``kafka-group`` containers count words in a RocksDB store with a changelog, under
+at-least-once. The test cuts one container's link to the group's coordinator while its
+event loop, consumers and producers go on (``coordinator_cut.py``): the partial partition in
+which a member the group evicted could go on processing and writing beside the container
+that took its tasks. Its lease counts the heartbeats the coordinator acknowledged, so it
+stops its tasks, committing nothing, before the group may have evicted it: it processes
+nothing once the other container holds every task. Healed, it rejoins and gets its share
+back, and the counts end exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import sys
+import time
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from test_exactly_once import effective_checkpoints_never_move_back  # noqa: E402
+from test_kafka_jobs import Job, checkpointed, create_topic, name, wait_for  # noqa: E402
+from test_scale_out import tasks_of  # noqa: E402
+from test_state_jobs import (  # noqa: E402
+    PARTITIONS,
+    by_partition,
+    changelog_state,
+    end_offsets,
+    processed,
+    produce_words,
+    state_job_file,
+    zipf_words,
+)
+
+SESSION_MS = 6000
+
+
+def _at(event: dict[str, Any]) -> float:
+    return datetime.fromisoformat(event["timestamp"]).timestamp()
+
+
+def _holding(job: Job, count: int) -> dict[str, Any] | None:
+    """The first assignment event that gave ``job`` ``count`` tasks."""
+    for event in job.events():
+        if (
+            event["event"] in ("tasks_assigned", "rebalance_completed")
+            and len(event["tasks"]) == count
+        ):
+            return event
+    return None
+
+
+@pytest.mark.timeout(300)
+def test_a_member_cut_off_from_the_coordinator_stops_its_tasks_before_they_move(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    rng = random.Random(11)
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, PARTITIONS))
+    first, during, later = (zipf_words(rng, n) for n in (20_000, 20_000, 10_000))
+    asyncio.run(produce_words(kafka_bootstrap, source, by_partition(first)))
+    job_id = name("job")
+
+    def container_job(container: str) -> Path:
+        return state_job_file(
+            tmp_path,
+            kafka_bootstrap,
+            source,
+            changelog,
+            **{
+                "job.id": job_id,
+                "job.logged.store.base.dir": str(tmp_path / f"state-{container}"),
+                "job.coordinator.factory": "kafka-group",
+                "job.coordinator.session.timeout.ms": SESSION_MS,
+            },
+        )
+
+    job = container_job("cut")
+    cut = Job(
+        job,
+        "unused",
+        tmp_path / "cut.log",
+        command=[sys.executable, str(HERE / "coordinator_cut.py")],
+    )
+    wait_for(lambda: processed(cut) >= 3000, 90, "the first container at work", cut.proc)
+    other = Job(container_job("other"), "unused", tmp_path / "other.log")
+    wait_for(lambda: len(tasks_of(other)) == 2, 90, "a split of the tasks", other.proc)
+    wait_for(lambda: len(tasks_of(cut)) == 2, 30, "the first container's half", cut.proc)
+
+    cut.proc.send_signal(signal.SIGUSR1)
+    wait_for(lambda: _holding(other, PARTITIONS) is not None, 60, "a take-over", other.proc)
+    processed_at_take_over = processed(cut)
+    # What arrives now is the other container's: the cut-off one must not process any of it.
+    asyncio.run(produce_words(kafka_bootstrap, source, by_partition(during)))
+    ends = asyncio.run(end_offsets(kafka_bootstrap, source))
+    last = {p: end - 1 for p, end in ends.items()}
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, job) == last, 120, "the take-over's end", other.proc
+    )
+    time.sleep(1.0)  # a progress interval or more: what the cut-off container did shows
+    assert processed(cut) == processed_at_take_over, "the cut-off container processed on"
+
+    healed_at = len(cut.events())
+    cut.proc.send_signal(signal.SIGUSR2)
+    wait_for(
+        lambda: any(e["event"] == "container_started" for e in cut.events()[healed_at:]),
+        90,
+        "the healed container's share again",
+        cut.proc,
+    )
+    asyncio.run(produce_words(kafka_bootstrap, source, by_partition(later)))
+    ends = asyncio.run(end_offsets(kafka_bootstrap, source))
+    last = {p: end - 1 for p, end in ends.items()}
+    wait_for(lambda: checkpointed(kafka_bootstrap, job) == last, 120, "the end", other.proc)
+    progress = [e for e in cut.events()[healed_at:] if e["event"] == "progress"]
+    assert max(e["processed"] for e in progress) > 0, "the healed container works again"
+    assert other.stop() == 0
+    assert cut.stop() == 0
+
+    assert changelog_state(kafka_bootstrap, changelog) == Counter(first + during + later)
+    effective_checkpoints_never_move_back(kafka_bootstrap, job)
+    events = cut.events()
+    (lost,) = [e for e in events if e["event"] == "lease_lost"]
+    assert "acknowledged no heartbeat" in lost["reason"]
+    assert lost["unheard_s"] >= (SESSION_MS / 1000) - 1.0
+    take_over = _holding(other, PARTITIONS)
+    assert take_over is not None
+    assert _at(lost) < _at(take_over), "the tasks ran in two containers at once"
+    assert any(e["event"] == "task_fenced" for e in events)
