@@ -76,6 +76,7 @@ class SamzaContainer:
         lease: Callable[[], bool] | None = None,
         group_offsets: GroupOffsets | None = None,
         not_before: Awaitable[Any] | None = None,
+        progress: bool = True,
     ) -> None:
         """``tasks``: whether to run the task of partition number k (None: every task of the
         job); ``reporters``: start the configured metrics reporters; ``totals``: the process's
@@ -84,9 +85,11 @@ class SamzaContainer:
         still be sure it owns its tasks (a JobRunner's group lease; None: always);
         ``group_offsets``: where the checkpoints' input offsets are copied (the job's
         consumer group, a JobRunner's; None: nowhere); ``not_before``: what step 6, the first
-        to write or claim, waits for (a static member's fence wait)."""
+        to write or claim, waits for (a static member's fence wait); ``progress``: log the
+        ``progress`` line (a JobRunner logs one over its shares instead)."""
         self.config = config
         self._not_before = not_before
+        self._progress = progress
         self._task_filter = tasks
         #: What /healthz and /readyz report; the stall watchdog records stalled tasks here.
         self.health = health if health is not None else Health()
@@ -327,6 +330,7 @@ class SamzaContainer:
             executor=self._executor,
         )
         run_loop.lags = assembly.lags
+        run_loop.progress_s = run_loop.progress_s if self._progress else None
         self._task_routers = assembly.routers(plan.tasks)
         self._routers = list(dict.fromkeys(self._task_routers.values()))
         for task_plan in plan.tasks:

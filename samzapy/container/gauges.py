@@ -44,6 +44,9 @@ class ProcessTotals:
     def value(self, name: str) -> int:
         return self._ended[name] + sum(counts()[name] for counts in self._running)
 
+    def processed(self) -> int:
+        return self.value("processed")
+
     def register(self, registry: MetricsRegistry) -> None:
         """Export the totals as the ``container`` group's counters (once per registry)."""
         registry.counter(CONTAINER, "messages-processed", lambda: self.value("processed"))

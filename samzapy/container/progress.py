@@ -1,10 +1,10 @@
 """TaskProgress: a read-only snapshot of how far one task has got and what it is doing; and
-the lag summary the ``progress`` line carries."""
+the fields of the ``progress`` line (its lag summary among them)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple, Protocol
 
 from samzapy.api.system import SystemStreamPartition, TaskName
 
@@ -52,4 +52,30 @@ def lag_summary(
     return {"lag": total, "lag_max": worst, "lag_max_partition": worst_ssp and str(worst_ssp)}
 
 
-__all__ = ["TaskProgress", "lag_summary"]
+class Reporting(Protocol):
+    """What the ``progress`` line reads from a run loop: its tasks, and their input
+    partitions' lag readers."""
+
+    def task_progress(self) -> list[TaskProgress]: ...
+
+    lags: Mapping[TaskName, Mapping[SystemStreamPartition, Callable[[], float]]]
+
+
+def progress_fields(loops: Iterable[Reporting]) -> dict[str, Any]:
+    """The ``progress`` line's fields, the count and rate aside, over the tasks of ``loops``
+    (one run loop, or every share's in a process)."""
+    progress: list[TaskProgress] = []
+    lags: list[tuple[SystemStreamPartition, Callable[[], float]]] = []
+    for loop in loops:
+        tasks = loop.task_progress()
+        progress += tasks
+        lags += [item for p in tasks for item in loop.lags.get(p.name, {}).items()]
+    return {
+        "in_flight": sum(p.in_flight for p in progress),
+        "tasks_running": sum(1 for p in progress if not p.finished),
+        "tasks_bootstrapping": sum(1 for p in progress if p.bootstrapping),
+        **lag_summary(lags),
+    }
+
+
+__all__ = ["Reporting", "TaskProgress", "lag_summary", "progress_fields"]

@@ -37,7 +37,7 @@ from samzapy.api.errors import (
 )
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.container.clock import Clock
-from samzapy.container.progress import TaskProgress, lag_summary
+from samzapy.container.progress import TaskProgress, progress_fields
 from samzapy.container.watchdog import Watchdog
 from samzapy.metrics import Health
 
@@ -123,6 +123,9 @@ class RunLoop:
     @property
     def processed(self) -> int:
         return sum(t.progress().processed for t in self._tasks.values())
+
+    def task_progress(self) -> list[TaskProgress]:
+        return [t.progress() for t in self._tasks.values()]
 
     # -- requests: from the container, and from tasks (their listener) ----------------------------
 
@@ -310,19 +313,12 @@ class RunLoop:
                 watchdog.check([t.progress() for t in tasks], now)
                 next_watch = _next_after(next_watch, watchdog.interval_s, now)
             if now >= next_progress and self.progress_s:
-                progress = [t.progress() for t in tasks]
-                processed = sum(p.processed for p in progress)
-                wall = time.monotonic()
+                processed, wall = self.processed, time.monotonic()
                 log.info(
                     "progress",
                     processed=processed,
                     rate=round((processed - last_processed) / max(wall - last_time, 1e-9), 1),
-                    in_flight=sum(p.in_flight for p in progress),
-                    tasks_running=sum(1 for p in progress if not p.finished),
-                    tasks_bootstrapping=sum(1 for p in progress if p.bootstrapping),
-                    **lag_summary(
-                        item for t in tasks for item in self.lags.get(t.name, {}).items()
-                    ),
+                    **progress_fields([self]),
                 )
                 last_processed, last_time = processed, wall
                 next_progress = _next_after(next_progress, self.progress_s, now)

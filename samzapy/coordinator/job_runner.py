@@ -85,8 +85,7 @@ class JobRunner:
         self.mode = coordinator_of(config)
         self._stop_reason: str | None = None
         self._stopped = asyncio.Event()
-        #: static: the one container; kafka-group: the shares (one container per assignment
-        #: that brought tasks).
+        #: static: the one container; kafka-group: the shares (see shares.py).
         self._container: SamzaContainer | None = None
         self._shares = Shares(self._new_container)
         self._reporters: list[MetricsReporter] = []
@@ -113,8 +112,7 @@ class JobRunner:
         self._totals = ProcessTotals()
         self._totals.register(self.metrics)
         #: The metric groups of tasks that left with a failed share: removed when the next
-        #: assignment starts (the groups of shares stopped at the end stay for the final
-        #: report).
+        #: assignment starts (those of shares stopped at the end stay for the final report).
         self._stale_groups: list[str] = []
         #: kafka-group: the group lease (see lease.py) and the membership.
         self._lease: Lease | None = None
@@ -209,7 +207,10 @@ class JobRunner:
             margin_s=2 * membership.heartbeat_interval_s,
             heard=lambda: membership.heard_at,
         )
-        ticking = asyncio.ensure_future(self._lease.run())
+        ticking = asyncio.gather(
+            self._lease.run(),
+            self._shares.report_progress(cfg.task.progress_interval_ms, self._totals.processed),
+        )
         standbys = self._standbys
         if await unless_stopped(_joined(membership), self._stopped) is None:
             ticking.cancel()
@@ -419,6 +420,7 @@ class JobRunner:
             lease=None if self._lease is None else self._lease.valid,
             group_offsets=self._group_offsets,
             not_before=self._not_before,
+            progress=self.mode == STATIC,  # under kafka-group the shares' line is one
         )
         if self._stop_reason is not None:
             container.request_stop(self._stop_reason)

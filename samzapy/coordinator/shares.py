@@ -4,7 +4,8 @@ handover between assignments.
 Each assignment's new tasks start in a SamzaContainer of their own (a *share*), next to the
 shares already running; a task that leaves is released from its share while the share's other
 tasks go on, and a share whose tasks have all left stops. ``plan_handover`` decides, purely,
-what an assignment changes; ``Shares`` does it.
+what an assignment changes; ``Shares`` does it. The process logs one ``progress`` line over
+its shares (``report_progress``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import structlog
 
 from samzapy.api.system import TaskName
 from samzapy.container.container import SamzaContainer
+from samzapy.container.progress import progress_fields
 
 log = structlog.get_logger("samzapy.job_runner")
 
@@ -142,6 +144,26 @@ class Shares:
     def abandon(self, reason: str) -> None:
         for share in self.shares:
             share.container.abandon(reason)
+
+    async def report_progress(self, interval_ms: int, processed: Callable[[], int]) -> None:
+        """Log the process's ``progress`` line every ``interval_ms`` (0: never) until
+        cancelled, over the tasks of every running share (which log none of their own):
+        ``processed`` counts the messages this process processed since it started."""
+        if interval_ms <= 0:
+            return
+        last, last_at = processed(), time.monotonic()
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            loops = [
+                share.container.run_loop
+                for share in self.shares
+                if not share.run.done() and share.container.run_loop is not None
+            ]
+            count, now = processed(), time.monotonic()
+            if loops:  # no line while no task runs (joining, between assignments)
+                rate = round((count - last) / max(now - last_at, 1e-9), 1)
+                log.info("progress", processed=count, rate=rate, **progress_fields(loops))
+            last, last_at = count, now
 
     async def stop(self, reason: str) -> list[str]:
         """Stop every share and wait for them; the metric groups of their tasks."""

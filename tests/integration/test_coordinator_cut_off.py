@@ -135,3 +135,10 @@ def test_a_member_cut_off_from_the_coordinator_stops_its_tasks_before_they_move(
     assert take_over is not None
     assert _at(lost) < _at(take_over), "the tasks ran in two containers at once"
     assert any(e["event"] == "task_fenced" for e in events)
+    # The other container ran the tasks it took in a share of their own beside its first:
+    # still one progress line per interval, over all four, its count only growing.
+    lines = [e for e in other.events() if e["event"] == "progress"]
+    counts = [e["processed"] for e in lines]
+    assert counts == sorted(counts), "one count per process, not one per share"
+    assert max(e["tasks_running"] for e in lines) == PARTITIONS
+    assert counts[-1] >= sum(Counter(first + during + later).values()) // 2

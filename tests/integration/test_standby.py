@@ -64,8 +64,8 @@ def caught_up(job: Job, task: str) -> bool:
 
 
 def processed(job: Job) -> int:
-    """The messages its running tasks processed, from its latest ``progress`` event (a task
-    it released no longer counts)."""
+    """The messages the process processed since it started, from its latest ``progress``
+    event."""
     counts = [e["processed"] for e in job.events() if e["event"] == "progress"]
     return counts[-1] if counts else 0
 
