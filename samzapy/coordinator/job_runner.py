@@ -98,11 +98,10 @@ class JobRunner:
         self._rebalance_started_at: float | None = None
         #: Tasks whose inputs all ended in this process (still this member's).
         self._ended: set[int] = set()
-        #: The latest assignment's tasks until it has been taken: this member's already (a
-        #: rebalance meanwhile must not give them to another).
+        #: The latest assignment's tasks until taken (this member's already).
         self._pending: set[int] = set()
-        #: Tasks reported as pending that a newer assignment took away before they started:
-        #: the group withholds them from the others until this member rejoins without them.
+        #: Tasks a newer assignment took away before they started: the group withholds them
+        #: from the others until this member rejoins without them.
         self._dropped: set[int] = set()
         #: A static member's first assignment waits for a fenced predecessor to stop.
         self._fence_wait = config.job.container_id is not None
@@ -207,10 +206,10 @@ class JobRunner:
             margin_s=2 * membership.heartbeat_interval_s,
             heard=lambda: membership.heard_at,
         )
-        ticking = asyncio.gather(
-            self._lease.run(),
-            self._shares.report_progress(cfg.task.progress_interval_ms, self._totals.processed),
+        progress = self._shares.report_progress(
+            cfg.task.progress_interval_ms, self._totals.processed, lambda: membership.member_id
         )
+        ticking = asyncio.gather(self._lease.run(), progress)
         standbys = self._standbys
         if await unless_stopped(_joined(membership), self._stopped) is None:
             ticking.cancel()
@@ -293,6 +292,8 @@ class JobRunner:
         standbys = [] if placement is None else placement.assigned_standbys
         warmups = [] if placement is None else placement.assigned_warmups
         self._assigned = (tasks, released, standbys, warmups)
+        if self._lease is not None:
+            self._lease.renew()  # as the assignment arrives: a late ``_take`` renews nothing
         self._dropped |= self._pending - set(tasks) - self._shares.owned
         self._pending = set(tasks)
         self._assignment.set()
@@ -308,8 +309,6 @@ class JobRunner:
         """Hand over from the tasks this member runs to ``tasks``: release those that left
         (and tell the group), start those that came (promoted from their standbys here);
         the others go on. Then keep ``standbys`` (``warmups`` among them)."""
-        if self._lease is not None:
-            self._lease.renew()
         structlog.contextvars.bind_contextvars(member=membership.member_id)
         if self._dropped:
             membership.released(self._dropped, time.time())

@@ -97,10 +97,10 @@ class Lease:
                 stood_still_s=round(gap, 1),
             )
             return
-        if self._heard is None or self._renewed is None:
+        renewed, heard = self._renewed, None if self._heard is None else self._heard()
+        if renewed is None or heard is None:  # no assignment yet, or the membership cannot say
             return
-        heard = self._heard()
-        since = now - (self._renewed if heard is None else max(heard, self._renewed))
+        since = now - max(heard, renewed)
         if since >= self._session_s:
             self._lose(
                 "the group acknowledged no heartbeat of this member for longer than "

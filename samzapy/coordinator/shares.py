@@ -145,10 +145,13 @@ class Shares:
         for share in self.shares:
             share.container.abandon(reason)
 
-    async def report_progress(self, interval_ms: int, processed: Callable[[], int]) -> None:
+    async def report_progress(
+        self, interval_ms: int, processed: Callable[[], int], member: Callable[[], str | None]
+    ) -> None:
         """Log the process's ``progress`` line every ``interval_ms`` (0: never) until
         cancelled, over the tasks of every running share (which log none of their own):
-        ``processed`` counts the messages this process processed since it started."""
+        ``processed`` counts the messages this process processed since it started, ``member``
+        is its member id in the group now."""
         if interval_ms <= 0:
             return
         last, last_at = processed(), time.monotonic()
@@ -162,7 +165,12 @@ class Shares:
             count, now = processed(), time.monotonic()
             if loops:  # no line while no task runs (joining, between assignments)
                 rate = round((count - last) / max(now - last_at, 1e-9), 1)
-                log.info("progress", processed=count, rate=rate, **progress_fields(loops))
+                try:
+                    fields = progress_fields(loops)
+                except Exception as exc:  # a lag reader of a share stopping: the next line
+                    log.debug("progress_skipped", error=repr(exc))
+                    continue
+                log.info("progress", processed=count, rate=rate, member=member(), **fields)
             last, last_at = count, now
 
     async def stop(self, reason: str) -> list[str]:

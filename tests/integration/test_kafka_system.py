@@ -19,7 +19,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.records_to_delete import RecordsToDelete
 from structlog.testing import capture_logs
 
-from samzapy.api.errors import StreamSystemError
+from samzapy.api.errors import StreamSystemError, TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.entries import EntryBatch
 from samzapy.system.kafka import (
@@ -334,9 +334,9 @@ class TestProducer:
     async def test_a_producer_fenced_by_its_lease_gives_the_client_nothing_more(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin
     ) -> None:
-        """Once the container's lease breaks, no batch reaches the Kafka client: neither one
-        handed over after (dropped at the hand-over) nor one handed over before but still
-        waiting for its partition's sender (dropped there)."""
+        """Once the container's lease breaks, no batch reaches the Kafka client, not even one
+        handed over before but still waiting for its partition's sender; the flush that
+        waits for it fails as fenced (a transaction must not commit without it)."""
         topic = topic_name("fenced")
         await admin.create_stream(topic, 1)
         producer = factory(kafka_bootstrap).get_producer()
@@ -352,11 +352,12 @@ class TestProducer:
         await asyncio.sleep(0)
         assert producer._queues, "queued for its sender, not yet given to the client"
         lease["valid"] = False
-        await flushed
+        with pytest.raises(TaskFencedError, match="may have lost its tasks"):
+            await flushed
         producer.send(stream, 0, None, b"after")
-        await producer.flush()
-        assert producer.failed_sends == 0
-        await producer.stop()
+        with pytest.raises(TaskFencedError):
+            await producer.flush()
+        await producer._close()
 
         consumer = factory(kafka_bootstrap).get_consumer()
         consumer.register(ssp(topic, 0), None, OffsetDefault.OLDEST)

@@ -1,5 +1,6 @@
-"""Kafka failures in samzapy's terms: which aiokafka errors mean "broker unreachable", and the
-translation of every other one into a StreamSystemError naming the topic and partition.
+"""Kafka failures in samzapy's terms: which aiokafka errors mean "broker unreachable", the
+translation of every other one into a StreamSystemError naming the topic and partition, and
+what the producer says of a send that failed.
 
 The rest of samzapy never sees an aiokafka exception: each call into aiokafka in this package
 catches ``KAFKA_ERRORS`` and raises ``stream_error(...) from exc``.
@@ -11,7 +12,7 @@ import re
 
 from aiokafka import errors as kafka_errors
 
-from samzapy.api.errors import StreamSystemError
+from samzapy.api.errors import SerdeError, StreamSystemError
 
 #: Errors of a broker that cannot be reached (yet): worth retrying until connect.timeout.ms.
 UNREACHABLE: tuple[type[BaseException], ...] = (
@@ -87,6 +88,34 @@ def where(topic: str, partition: int | None = None) -> str:
     return f"partition {partition} of Kafka topic {topic!r}"
 
 
+def send_failure(
+    exc: BaseException,
+    batches: int,
+    topic: str,
+    partition: int | None,
+    servers: str,
+    failed_sends: int,
+) -> str:
+    """What a producer's flush says of its first failed batch (of ``batches``)."""
+    if isinstance(exc, StreamSystemError):
+        reason = str(exc)
+    else:
+        reason = f"cannot write to {where(topic, partition)} at {servers}: {describe(exc)}"
+        if "UnknownTopicOrPartition" in type(exc).__name__:
+            reason += " (does the topic exist?)"
+    more = f" ({batches} failed batches in all)" if batches > 1 else ""
+    return f"{reason}{more}; {failed_sends} messages failed since the start"
+
+
+def not_bytes(system_stream: object, what: str, value: object) -> SerdeError:
+    """A key or message sent without a serde that is not bytes."""
+    return SerdeError(
+        f"cannot send to {system_stream}: a Kafka {what} must be bytes or None, got "
+        f"{type(value).__name__}; set a {'key' if what == 'key' else 'msg'} serde for the "
+        "stream (the kafka system's default serdes are none)"
+    )
+
+
 __all__ = [
     "KAFKA_ERRORS",
     "LEADER_NOT_AVAILABLE",
@@ -97,6 +126,8 @@ __all__ = [
     "UNREACHABLE",
     "describe",
     "error_name",
+    "not_bytes",
+    "send_failure",
     "stream_error",
     "where",
 ]

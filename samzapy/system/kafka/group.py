@@ -296,6 +296,8 @@ class KafkaGroupMembership(GroupMembership):
             log.warning("heartbeats_unwatched", reason="aiokafka has no _do_heartbeat")
             return
 
+        self._heard_at = time.monotonic()  # from now on: none acknowledged yet
+
         async def heartbeat() -> bool:
             sent = time.monotonic()
             acknowledged = bool(await beat())

@@ -20,10 +20,12 @@ steady load ends. ``failed_sends`` counts the messages whose delivery failed.
 ``backpressure`` bounds memory and the time a flush (so a commit) waits: with
 ``MAX_UNSETTLED_BATCHES`` batches handed over and not yet delivered (or two per partition
 written to so far, if that is more), it returns a future that resolves once half of them are
-delivered, and the container holds its tasks back until then. aiokafka takes one batch per
-partition at a time, so a longer backlog adds no throughput, only latency: with 1,024
-batches the commits of a pass-through job at full speed waited up to about 200 ms for it,
-with 64 about 30 ms.
+delivered, and the container holds its tasks back until then (aiokafka takes one batch per
+partition at a time: with 1,024 batches a pass-through's commits waited up to 200 ms, with
+64 about 30 ms).
+
+``fence_with``: once the container's lease breaks, a queued batch is dropped instead of
+given to aiokafka, and the next ``flush`` raises TaskFencedError.
 """
 
 from __future__ import annotations
@@ -36,10 +38,10 @@ from typing import Any, ClassVar
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
 
-from samzapy.api.errors import SerdeError, StreamSystemError
+from samzapy.api.errors import StreamSystemError, TaskFencedError
 from samzapy.api.system import SystemStream
 from samzapy.system.kafka.connection import connect, retrying, started, stop_client
-from samzapy.system.kafka.errors import KAFKA_ERRORS, describe, where
+from samzapy.system.kafka.errors import KAFKA_ERRORS, not_bytes, send_failure, where
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.ports import SystemProducer
 
@@ -319,8 +321,9 @@ class KafkaSystemProducer(SystemProducer):
             while queue:
                 item = queue[0]
                 if may_write is not None and not may_write():
-                    # The container may have lost its tasks (``fence_with``): dropped.
-                    self._settle(queue.popleft(), topic, partition, None)
+                    # The container may have lost its tasks (``fence_with``): dropped, and
+                    # the flush fails (a transaction must not commit without the batch).
+                    self._settle(queue.popleft(), topic, partition, _fenced(topic, partition))
                     continue
                 error: BaseException | None = None
                 try:
@@ -401,21 +404,10 @@ class KafkaSystemProducer(SystemProducer):
             topic, partition, exc = self._failures[0]
             count = len(self._failures)
             self._failures.clear()
-            raise StreamSystemError(self._failure_message(topic, partition, exc, count)) from exc
-
-    def _failure_message(
-        self, topic: str, partition: int | None, exc: BaseException, batches: int
-    ) -> str:
-        if isinstance(exc, StreamSystemError):
-            reason = str(exc)
-        else:
-            reason = (
-                f"cannot write to {where(topic, partition)} at {self._servers}: {describe(exc)}"
-            )
-            if "UnknownTopicOrPartition" in type(exc).__name__:
-                reason += " (does the topic exist?)"
-        more = f" ({batches} failed batches in all)" if batches > 1 else ""
-        return f"{reason}{more}; {self.failed_sends} messages failed since the start"
+            if isinstance(exc, TaskFencedError):
+                raise exc
+            failed = (topic, partition, self._servers, self.failed_sends)
+            raise StreamSystemError(send_failure(exc, count, *failed)) from exc
 
     async def stop(self) -> None:
         if self._producer is None:
@@ -436,14 +428,15 @@ class KafkaSystemProducer(SystemProducer):
             await stop_client(producer)
 
 
+def _fenced(topic: str, partition: int) -> TaskFencedError:
+    where_to = where(topic, partition)
+    return TaskFencedError(f"not written to {where_to}: the container may have lost its tasks")
+
+
 def _as_bytes(system_stream: SystemStream, what: str, value: Any) -> bytes:
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
-    raise SerdeError(
-        f"cannot send to {system_stream}: a Kafka {what} must be bytes or None, got "
-        f"{type(value).__name__}; set a {'key' if what == 'key' else 'msg'} serde for the "
-        "stream (the kafka system's default serdes are none)"
-    )
+    raise not_bytes(system_stream, what, value)
 
 
 __all__ = ["KafkaSystemProducer"]

@@ -100,6 +100,7 @@ def test_heartbeats_count_from_the_last_assignment_and_not_before_the_first() ->
     """Before the first assignment there is nothing to lose (a long first join breaks
     nothing); after one, a rebalance that sends no heartbeat for the session does."""
     now, heard, lost = Now(), Heartbeats(), []
+    heard.at = now.value  # the membership watches from its start: none acknowledged yet
     lease = Lease(6000, lost.append, heard=heard, now=now)
     for _ in range(100):  # joining for 25 s, no heartbeat yet
         now.value += 0.25
@@ -124,3 +125,13 @@ def test_a_heartbeat_sent_before_the_last_assignment_does_not_shorten_it() -> No
     lease.renew()
     now.value += 0.25
     assert lease.valid()
+
+
+def test_a_membership_that_cannot_tell_its_heartbeats_leaves_the_loop_to_judge() -> None:
+    now, lost = Now(), []
+    lease = Lease(6000, lost.append, heard=lambda: None, now=now)
+    lease.renew()
+    for _ in range(400):  # 100 s of a ticking loop
+        now.value += 0.25
+        assert lease.valid()
+    assert lost == []

@@ -72,7 +72,7 @@ async def test_one_line_over_every_running_share_counting_the_whole_process() ->
         return counts.pop(0)
 
     with capture_logs() as logs:
-        reporting = asyncio.ensure_future(shares.report_progress(10, processed))
+        reporting = asyncio.ensure_future(shares.report_progress(10, processed, lambda: "member-1"))
         await asyncio.wait_for(two_ticks.wait(), 5)
         reporting.cancel()
     lines = [e for e in logs if e["event"] == "progress"]
@@ -86,12 +86,13 @@ async def test_one_line_over_every_running_share_counting_the_whole_process() ->
         "lag_max": 40,
     }
     assert lines[1]["lag_max_partition"] == "kafka.in#2"
+    assert lines[1]["member"] == "member-1"
 
 
 async def test_no_line_while_no_task_runs() -> None:
     shares = Shares(lambda tasks: None)  # type: ignore[arg-type,return-value]
     with capture_logs() as logs:
-        reporting = asyncio.ensure_future(shares.report_progress(20, lambda: 0))
+        reporting = asyncio.ensure_future(shares.report_progress(20, lambda: 0, lambda: None))
         await asyncio.sleep(0.1)
         reporting.cancel()
     assert [e for e in logs if e["event"] == "progress"] == []
