@@ -240,8 +240,11 @@ class KafkaGroupMembership(GroupMembership):
         self._warmup_tasks: list[int] = []
         self._consumer: Any = None
         self._poller: asyncio.Task[None] | None = None
-        #: When the last heartbeat the coordinator acknowledged was sent (``heard_at``).
+        #: When the last heartbeat the coordinator acknowledged was sent (``heard_at``),
+        #: and the last one before a rebalance this member has not rejoined yet.
         self._heard_at: float | None = None
+        self._rebalance_since: float | None = None
+        self._rebalance_timeout_ms = max(session_timeout_ms, 60000)
 
     async def _open(self) -> Any:
         session = self._session_timeout_ms
@@ -254,7 +257,7 @@ class KafkaGroupMembership(GroupMembership):
             "group_instance_id": self.instance_id,
             "session_timeout_ms": session,
             "heartbeat_interval_ms": heartbeat_interval_ms(session),
-            "rebalance_timeout_ms": max(session, 60000),
+            "rebalance_timeout_ms": self._rebalance_timeout_ms,
             "max_poll_interval_ms": max(session, 300000),
         }
         return await started(AIOKafkaConsumer(**kwargs))
@@ -289,7 +292,9 @@ class KafkaGroupMembership(GroupMembership):
     def _watch_heartbeats(self, consumer: Any) -> None:
         """Note when each heartbeat the coordinator acknowledged was sent: aiokafka keeps
         its own count to itself (a local of its heartbeat routine). Its heartbeat call says
-        True when the broker took the heartbeat (during a rebalance too)."""
+        True when the broker took the heartbeat, during a rebalance too; but the broker
+        removes a member that has not rejoined by the rebalance timeout, counted from the
+        rebalance's start, which came after the last heartbeat acknowledged before it."""
         coordinator: Any = getattr(consumer, "_coordinator", None)
         beat = getattr(coordinator, "_do_heartbeat", None)
         if beat is None:  # another aiokafka: the lease watches the event loop only
@@ -302,6 +307,11 @@ class KafkaGroupMembership(GroupMembership):
             sent = time.monotonic()
             acknowledged = bool(await beat())
             if acknowledged:
+                rebalancing = coordinator._rejoin_needed_fut.done()  # a rejoin is due
+                if not rebalancing:
+                    self._rebalance_since = None
+                elif self._rebalance_since is None:
+                    self._rebalance_since = self._heard_at
                 self._heard_at = sent
             return acknowledged
 
@@ -309,7 +319,12 @@ class KafkaGroupMembership(GroupMembership):
 
     @property
     def heard_at(self) -> float | None:
-        return self._heard_at
+        since, heard = self._rebalance_since, self._heard_at
+        if since is None or heard is None:
+            return heard
+        # Heard at most a session before the rebalance timeout, for the lease's count.
+        removal = since + self._rebalance_timeout_ms / 1000
+        return min(heard, removal - self._session_timeout_ms / 1000)
 
     def failure(self) -> BaseException | None:
         """The exception that ended the membership, if it ended."""

@@ -183,3 +183,52 @@ def _assignment(tasks: list[int], released: Mapping[int, float]) -> Any:
 
     data = json.dumps({"released": {str(t): at for t, at in released.items()}}).encode()
     return ConsumerProtocolMemberAssignment(0, [("in", tasks)], data)
+
+
+class Beating:
+    """aiokafka's coordinator as the heartbeat watch sees it: its heartbeat call, which says
+    whether the broker took the heartbeat, and whether a rejoin is due (a rebalance)."""
+
+    def __init__(self) -> None:
+        self.answers: list[bool] = []
+        self._rejoin_needed_fut = asyncio.get_running_loop().create_future()
+
+    async def _do_heartbeat(self) -> bool:
+        return self.answers.pop(0)
+
+
+async def test_heard_is_the_send_time_of_the_last_acknowledged_heartbeat() -> None:
+    member = Member([0])
+    coordinator = Beating()
+    consumer = type("C", (), {"_coordinator": coordinator})()
+    member.membership._watch_heartbeats(consumer)
+    watched = member.membership.heard_at
+    assert watched is not None, "watched from the start: none acknowledged yet"
+    coordinator.answers = [True, False]
+    before = time.monotonic()
+    assert await coordinator._do_heartbeat() is True
+    heard = member.membership.heard_at
+    assert heard is not None and before <= heard <= time.monotonic()
+    assert await coordinator._do_heartbeat() is False  # refused: heard stays
+    assert member.membership.heard_at == heard
+
+
+async def test_heartbeats_taken_during_a_rebalance_count_until_the_rebalance_timeout() -> None:
+    """The broker removes a member that has not rejoined by the rebalance timeout (60 s at
+    least), counted from the rebalance's start, after the last plain heartbeat: for the
+    lease, such heartbeats are heard no later than a session before that."""
+    member = Member([0])
+    coordinator = Beating()
+    member.membership._watch_heartbeats(type("C", (), {"_coordinator": coordinator})())
+    coordinator.answers = [True, True, True, True]
+    await coordinator._do_heartbeat()
+    plain = member.membership.heard_at
+    assert plain is not None
+    coordinator._rejoin_needed_fut.set_result(None)  # RebalanceInProgress: a rejoin is due
+    await coordinator._do_heartbeat()
+    member.membership._heard_at = plain + 55.0  # still heartbeating, 55 s later
+    assert member.membership.heard_at == plain + 60.0 - 10.0
+    coordinator._rejoin_needed_fut = asyncio.get_running_loop().create_future()  # rejoined
+    await coordinator._do_heartbeat()
+    assert member.membership._rebalance_since is None
+    assert member.membership.heard_at == member.membership._heard_at
