@@ -48,9 +48,9 @@ class Lease:
         """``on_lost(reason)`` is called when the lease breaks (for the session less
         ``margin_s``: the broker counts the session from the last heartbeat it received,
         which may precede the loop's last tick by a heartbeat interval and a round trip);
-        ``heard`` reads when the last heartbeat the group acknowledged was sent (None: none
-        yet, or the membership does not say); ``now`` reads the monotonic clock (tests move
-        it by hand)."""
+        ``heard`` reads when the last heartbeat the group acknowledged was sent (or when the
+        membership began to watch them; None: it cannot tell, and the loop alone judges);
+        ``now`` reads the monotonic clock (tests move it by hand)."""
         self._on_lost = on_lost
         self._heard = heard
         self._now = now
