@@ -3,9 +3,11 @@
 The tests stop and start a broker of their own (``own_kafka_broker``). Whatever the job was
 doing when the broker went away (connecting, describing topics, reading offsets, producing),
 it must wait for the broker up to ``connect.timeout.ms`` and then carry on, every input's output
-written once; and the log must hold a handful of lines for the outage: samzapy's
-``broker_unreachable`` / ``broker_reachable`` pair and a rate-limited ``library_log`` line or
-two from the client library (a warning at most), not one line per attempt, and no raw line.
+written once (an outage longer than the group's session restarts the tasks from their
+checkpoints instead: written at least once); and the log must hold a handful of lines for
+the outage: samzapy's ``broker_unreachable`` / ``broker_reachable`` pair and a rate-limited
+``library_log`` line or two from the client library (a warning at most), not one line per
+attempt, and no raw line.
 """
 
 from __future__ import annotations
@@ -56,14 +58,14 @@ def check_library_lines(run: Job) -> None:
     assert all(e["logger"] and e["library_level"] for e in library), library
 
 
-def tagging_job(bootstrap: str, tmp_path: Path, n: int) -> tuple[Path, str]:
+def tagging_job(bootstrap: str, tmp_path: Path, n: int, **extra: Any) -> tuple[Path, str]:
     """A job file of kafka_jobs:Tag over a new 2-partition topic holding ``n`` messages
     (values 0..n-1), and the name of its output topic."""
     source, out = name("in"), name("out")
     asyncio.run(create_topic(bootstrap, source, 2))
     asyncio.run(create_topic(bootstrap, out, 2))
     asyncio.run(produce(bootstrap, source, [(i % 2, None, str(i).encode()) for i in range(n)]))
-    return job_file(tmp_path, bootstrap, source, **{"task.commit.ms": 200}), out
+    return job_file(tmp_path, bootstrap, source, **{"task.commit.ms": 200, **extra}), out
 
 
 def complete(bootstrap: str, out: str, n: int) -> bool:
@@ -140,9 +142,10 @@ def test_a_broker_stopped_as_the_job_starts_is_waited_for(
 def test_a_broker_stopped_mid_run_is_ridden_out_with_a_handful_of_lines(
     own_kafka_broker: ScriptBroker, tmp_path: Path
 ) -> None:
+    """An outage shorter than the group's session (less two heartbeats) goes unnoticed."""
     bootstrap = own_kafka_broker.bootstrap
     n = 20_000
-    job, out = tagging_job(bootstrap, tmp_path, n)
+    job, out = tagging_job(bootstrap, tmp_path, n, **{"job.coordinator.session.timeout.ms": 30000})
     # 0.5 ms per message keeps the job busy for about 10 s: the outage comes mid-run.
     run = Job(job, out, tmp_path / "job.log", delay_ms=0.5)
     wait_for(lambda: output_count(bootstrap, out) >= 2_000, 120, "2k outputs", run.proc)
@@ -158,4 +161,31 @@ def test_a_broker_stopped_mid_run_is_ridden_out_with_a_handful_of_lines(
     assert names.count("broker_unreachable") == names.count("broker_reachable") == 1, names
     lines = noisy(events)
     assert len(lines) <= HANDFUL, "\n".join(map(str, lines))
+    check_library_lines(run)
+
+
+def test_an_outage_longer_than_the_session_restarts_the_tasks_and_loses_nothing(
+    own_kafka_broker: ScriptBroker, tmp_path: Path
+) -> None:
+    """Longer than the group's session, an outage breaks the group lease (the member cannot
+    tell it from being cut off from the coordinator while others take its tasks): the tasks
+    stop without committing and start again from their checkpoints once the broker is back,
+    every input's output written (at least once)."""
+    bootstrap = own_kafka_broker.bootstrap
+    n = 20_000
+    job, out = tagging_job(bootstrap, tmp_path, n, **{"job.coordinator.session.timeout.ms": 6000})
+    run = Job(job, out, tmp_path / "job.log", delay_ms=0.5)
+    wait_for(lambda: output_count(bootstrap, out) >= 2_000, 120, "2k outputs", run.proc)
+    own_kafka_broker.down()
+    time.sleep(8)
+    own_kafka_broker.up()
+
+    def every_output() -> bool:
+        return {int(r["v"]) for r in outputs(bootstrap, out)} == set(range(n))
+
+    wait_for(every_output, 180, "every input's output", run.proc)
+    assert run.stop() == 0
+    names = [e["event"] for e in run.events()]
+    assert "job_failed" not in names
+    assert "lease_lost" in names and "task_fenced" in names
     check_library_lines(run)
