@@ -49,7 +49,7 @@ class ProcessTotals:
 
     def register(self, registry: MetricsRegistry) -> None:
         """Export the totals as the ``container`` group's counters (once per registry)."""
-        registry.counter(CONTAINER, "messages-processed", lambda: self.value("processed"))
+        registry.counter(CONTAINER, "messages-processed", self.processed)
         registry.counter(CONTAINER, "commits", lambda: self.value("commits"))
         registry.counter(CONTAINER, "checkpoints-written", lambda: self.value("checkpoints"))
 

@@ -3,6 +3,7 @@ the fields of the ``progress`` line (its lag summary among them)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple, Protocol
 
@@ -52,6 +53,19 @@ def lag_summary(
     return {"lag": total, "lag_max": worst, "lag_max_partition": worst_ssp and str(worst_ssp)}
 
 
+class Rate:
+    """The ``progress`` line's rate: messages a second since the count was last read."""
+
+    def __init__(self, count: int) -> None:
+        self._count, self._at = count, time.monotonic()
+
+    def __call__(self, count: int) -> float:
+        now = time.monotonic()
+        rate = round((count - self._count) / max(now - self._at, 1e-9), 1)
+        self._count, self._at = count, now
+        return rate
+
+
 class Reporting(Protocol):
     """What the ``progress`` line reads from a run loop: its tasks, and their input
     partitions' lag readers."""
@@ -78,4 +92,4 @@ def progress_fields(loops: Iterable[Reporting]) -> dict[str, Any]:
     }
 
 
-__all__ = ["Reporting", "TaskProgress", "lag_summary", "progress_fields"]
+__all__ = ["Rate", "Reporting", "TaskProgress", "lag_summary", "progress_fields"]

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -37,7 +36,7 @@ from samzapy.api.errors import (
 )
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.container.clock import Clock
-from samzapy.container.progress import TaskProgress, progress_fields
+from samzapy.container.progress import Rate, TaskProgress, progress_fields
 from samzapy.container.watchdog import Watchdog
 from samzapy.metrics import Health
 
@@ -290,7 +289,7 @@ class RunLoop:
         if watchdog is not None:
             watchdog.start(now)
             next_watch = now + watchdog.interval_s
-        last_processed, last_time = 0, time.monotonic()
+        rate = Rate(0)
         tasks = self._tasks.values()
         while True:
             deadline = min(next_window, next_commit, next_progress, next_check, next_watch)
@@ -313,14 +312,10 @@ class RunLoop:
                 watchdog.check([t.progress() for t in tasks], now)
                 next_watch = _next_after(next_watch, watchdog.interval_s, now)
             if now >= next_progress and self.progress_s:
-                processed, wall = self.processed, time.monotonic()
+                processed = self.processed
                 log.info(
-                    "progress",
-                    processed=processed,
-                    rate=round((processed - last_processed) / max(wall - last_time, 1e-9), 1),
-                    **progress_fields([self]),
+                    "progress", processed=processed, rate=rate(processed), **progress_fields([self])
                 )
-                last_processed, last_time = processed, wall
                 next_progress = _next_after(next_progress, self.progress_s, now)
 
     def _check_callback_timeouts(self, now: float) -> None:

@@ -19,7 +19,7 @@ import structlog
 
 from samzapy.api.system import TaskName
 from samzapy.container.container import SamzaContainer
-from samzapy.container.progress import progress_fields
+from samzapy.container.progress import Rate, progress_fields
 
 log = structlog.get_logger("samzapy.job_runner")
 
@@ -154,7 +154,7 @@ class Shares:
         is its member id in the group now."""
         if interval_ms <= 0:
             return
-        last, last_at = processed(), time.monotonic()
+        rate = Rate(processed())
         while True:
             await asyncio.sleep(interval_ms / 1000)
             loops = [
@@ -162,16 +162,16 @@ class Shares:
                 for share in self.shares
                 if not share.run.done() and share.container.run_loop is not None
             ]
-            count, now = processed(), time.monotonic()
-            if loops:  # no line while no task runs (joining, between assignments)
-                rate = round((count - last) / max(now - last_at, 1e-9), 1)
-                try:
-                    fields = progress_fields(loops)
-                except Exception as exc:  # a lag reader of a share stopping: the next line
-                    log.debug("progress_skipped", error=repr(exc))
-                    continue
-                log.info("progress", processed=count, rate=rate, member=member(), **fields)
-            last, last_at = count, now
+            count = processed()
+            per_s = rate(count)  # read every interval: a line after a quiet one is not a spike
+            if not loops:  # no line while no task runs (joining, between assignments)
+                continue
+            try:
+                fields = progress_fields(loops)
+            except Exception as exc:  # a lag reader of a share stopping: the next line
+                log.debug("progress_skipped", error=repr(exc))
+                continue
+            log.info("progress", processed=count, rate=per_s, member=member(), **fields)
 
     async def stop(self, reason: str) -> list[str]:
         """Stop every share and wait for them; the metric groups of their tasks."""
