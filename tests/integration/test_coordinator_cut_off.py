@@ -13,12 +13,12 @@ back, and the counts end exact.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import signal
 import sys
 import time
 from collections import Counter
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from test_exactly_once import effective_checkpoints_never_move_back  # noqa: E402
 from test_kafka_jobs import Job, checkpointed, create_topic, name, wait_for  # noqa: E402
-from test_scale_out import tasks_of  # noqa: E402
+from test_rebalance import _at  # noqa: E402
+from test_scale_out import job_file, tasks_of  # noqa: E402
 from test_state_jobs import (  # noqa: E402
     PARTITIONS,
     by_partition,
@@ -36,15 +37,8 @@ from test_state_jobs import (  # noqa: E402
     end_offsets,
     processed,
     produce_words,
-    state_job_file,
     zipf_words,
 )
-
-SESSION_MS = 6000
-
-
-def _at(event: dict[str, Any]) -> float:
-    return datetime.fromisoformat(event["timestamp"]).timestamp()
 
 
 def _holding(job: Job, count: int) -> dict[str, Any] | None:
@@ -69,21 +63,11 @@ def test_a_member_cut_off_from_the_coordinator_stops_its_tasks_before_they_move(
     asyncio.run(produce_words(kafka_bootstrap, source, by_partition(first)))
     job_id = name("job")
 
-    def container_job(container: str) -> Path:
-        return state_job_file(
-            tmp_path,
-            kafka_bootstrap,
-            source,
-            changelog,
-            **{
-                "job.id": job_id,
-                "job.logged.store.base.dir": str(tmp_path / f"state-{container}"),
-                "job.coordinator.factory": "kafka-group",
-                "job.coordinator.session.timeout.ms": SESSION_MS,
-            },
-        )
+    def container_job(n: int) -> Path:  # the same kafka-group job, a state directory each
+        return job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n)
 
-    job = container_job("cut")
+    job = container_job(0)
+    session_s = json.loads(job.read_text())["job.coordinator.session.timeout.ms"] / 1000
     cut = Job(
         job,
         "unused",
@@ -91,7 +75,7 @@ def test_a_member_cut_off_from_the_coordinator_stops_its_tasks_before_they_move(
         command=[sys.executable, str(HERE / "coordinator_cut.py")],
     )
     wait_for(lambda: processed(cut) >= 3000, 90, "the first container at work", cut.proc)
-    other = Job(container_job("other"), "unused", tmp_path / "other.log")
+    other = Job(container_job(1), "unused", tmp_path / "other.log")
     wait_for(lambda: len(tasks_of(other)) == 2, 90, "a split of the tasks", other.proc)
     wait_for(lambda: len(tasks_of(cut)) == 2, 30, "the first container's half", cut.proc)
 
@@ -130,7 +114,7 @@ def test_a_member_cut_off_from_the_coordinator_stops_its_tasks_before_they_move(
     events = cut.events()
     (lost,) = [e for e in events if e["event"] == "lease_lost"]
     assert "acknowledged no heartbeat" in lost["reason"]
-    assert lost["unheard_s"] >= (SESSION_MS / 1000) - 1.0
+    assert lost["unheard_s"] >= session_s - 1.0
     take_over = _holding(other, PARTITIONS)
     assert take_over is not None
     assert _at(lost) < _at(take_over), "the tasks ran in two containers at once"
