@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 
 import structlog
 
@@ -24,6 +23,7 @@ from samzapy.api.system import TaskName
 from samzapy.checkpoint.group import GroupOffsets
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.checkpoint.transactional import TransactionalCheckpointManager
+from samzapy.system.fencing import WriteLease
 from samzapy.system.ports import TransactionalProducer
 
 log = structlog.get_logger("samzapy.checkpoint")
@@ -35,8 +35,8 @@ class TaskCheckpointWriter:
     ``last`` is the checkpoint read at start-up: a commit that changed nothing (an idle task)
     writes nothing. Without a manager (``task.checkpoint.factory`` unset) nothing is written.
     ``lease`` says whether this container may still be sure it owns the task (the group's
-    lease, ``coordinator/lease.py``); once it may not, a write raises TaskFencedError instead
-    of writing.
+    lease, ``coordinator/lease.py``): a write waits while it is held, and raises
+    TaskFencedError instead of writing once it broke.
     """
 
     def __init__(
@@ -45,7 +45,7 @@ class TaskCheckpointWriter:
         task_name: TaskName,
         last: Checkpoint | None,
         *,
-        lease: Callable[[], bool] | None = None,
+        lease: WriteLease | None = None,
         group: GroupOffsets | None = None,
     ) -> None:
         self._manager = manager
@@ -78,7 +78,8 @@ class TaskCheckpointWriter:
         stamped = dataclasses.replace(checkpoint, epoch=self.epoch)
         if self._manager is None or not self._changed(stamped):
             return False
-        self._check_lease()
+        if self._lease is not None and not self._lease.valid() and not await self._lease.settle():
+            raise self._fenced()
         await self._write(stamped)
         self._written(stamped)
         self._last = stamped
@@ -99,16 +100,14 @@ class TaskCheckpointWriter:
         if self._group is not None:
             self._group.checkpointed(checkpoint.offsets)
 
-    def _check_lease(self) -> None:
-        if self._lease is not None and not self._lease():
-            raise TaskFencedError(
-                f"task {str(self.task_name)!r} may belong to another container by now: this "
-                "one gave its tasks up (its event loop stood still, or the group acknowledged "
-                "no heartbeat of it, for about job.coordinator.session.timeout.ms, or the "
-                "group fenced it); its checkpoint is not written",
-                task_name=self.task_name,
-                epoch=self.epoch,
-            )
+    def _fenced(self) -> TaskFencedError:
+        return TaskFencedError(
+            f"task {str(self.task_name)!r} may belong to another container by now: this one "
+            "gave its tasks up (the group evicted or fenced it, or it stopped while unsure "
+            "it was still a member); its checkpoint is not written",
+            task_name=self.task_name,
+            epoch=self.epoch,
+        )
 
     async def _write(self, checkpoint: Checkpoint) -> None:
         assert self._manager is not None

@@ -165,6 +165,7 @@ class TaskAssembly:
                 on_error=self.fail,
                 connect=systems.connect,
                 connectable=systems.factories,
+                held=systems.held,
             )
 
         if self.checkpoints.transactional_system is None:

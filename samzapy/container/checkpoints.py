@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -32,6 +32,7 @@ from samzapy.checkpoint.registry import checkpoint_manager
 from samzapy.checkpoint.transactional import TransactionalCheckpointManager
 from samzapy.checkpoint.writer import TaskCheckpointWriter, TransactionalCheckpointWriter
 from samzapy.config import ResolvedConfig
+from samzapy.system.fencing import WriteLease
 from samzapy.system.ports import SystemFactory, SystemProducer, TransactionalProducer
 
 log = structlog.get_logger("samzapy.container")
@@ -88,7 +89,7 @@ class ContainerCheckpoints:
         namespace: str,
         *,
         task_count: int,
-        lease: Callable[[], bool] | None = None,
+        lease: WriteLease | None = None,
         group: GroupOffsets | None = None,
     ) -> None:
         self._config = config

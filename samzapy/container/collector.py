@@ -193,9 +193,11 @@ class OutputRouter:
         origins: Callable[[SystemStream], bool] = lambda ss: True,
         connect: Callable[[str], Awaitable[SystemProducer]] | None = None,
         connectable: Collection[str] = (),
+        held: Callable[[], asyncio.Future[None] | None] = lambda: None,
     ) -> None:
         """``connect``: the producer of a system in ``connectable`` that ``producers`` does
-        not have yet, connected (``systems.py``): the first send to it waits for that."""
+        not have yet, connected (``systems.py``): the first send to it waits for that.
+        ``held``: while the container's lease is held, what the tasks wait for."""
         self._producers = producers
         self._connect = connect
         self._connectable = connectable
@@ -213,6 +215,7 @@ class OutputRouter:
         self._routes: dict[SystemStream, _Route] = {}
         self._resolving: set[asyncio.Task[None]] = set()
         self._connecting: set[asyncio.Future[None]] = set()
+        self._held = held
         self._error: BaseException | None = None
 
     async def prepare(self, streams: list[SystemStream]) -> None:
@@ -409,9 +412,11 @@ class OutputRouter:
 
     def backpressure(self) -> asyncio.Future[None] | None:
         """The first producer's request to wait before sending more, if any; or a system
-        being connected for a send."""
+        being connected for a send, or the lease being held."""
         if self._connecting:
             return next(iter(self._connecting))
+        if (held := self._held()) is not None:
+            return held
         for producer in self._producers.values():
             waiting = producer.backpressure()
             if waiting is not None:

@@ -55,6 +55,7 @@ from samzapy.container.systems import Systems
 from samzapy.container.task_instance import TaskInstance
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter
 from samzapy.metrics.reporter import start_reporters
+from samzapy.system.fencing import ContainerLease, WriteLease
 
 log = structlog.get_logger("samzapy.container")
 
@@ -73,7 +74,7 @@ class SamzaContainer:
         reporters: bool = True,
         health: Health | None = None,
         totals: ProcessTotals | None = None,
-        lease: Callable[[], bool] | None = None,
+        lease: WriteLease | None = None,
         group_offsets: GroupOffsets | None = None,
         not_before: Awaitable[Any] | None = None,
         progress: bool = True,
@@ -81,8 +82,8 @@ class SamzaContainer:
         """``tasks``: whether to run the task of partition number k (None: every task of the
         job); ``reporters``: start the configured metrics reporters; ``totals``: the process's
         container counts this container adds to (a JobRunner's, which starts the reporters
-        once for all its containers; None: its own); ``lease``: whether the container may
-        still be sure it owns its tasks (a JobRunner's group lease; None: always);
+        once for all its containers; None: its own); ``lease``: the group lease its writes
+        go under (a JobRunner's; None: none);
         ``group_offsets``: where the checkpoints' input offsets are copied (the job's
         consumer group, a JobRunner's; None: nowhere); ``not_before``: what step 6, the first
         to write or claim, waits for (a static member's fence wait); ``progress``: log the
@@ -110,9 +111,8 @@ class SamzaContainer:
         self._abandoned: TaskFencedError | None = None
         self.run_loop: RunLoop | None = None
         self._routers: list[OutputRouter] = []
-        #: Writes (checkpoints, producers' hand-overs) need the group's lease and a container
-        #: that did not give its tasks up (``abandon``: for good, whatever the lease does).
-        self._lease = None if lease is None else (lambda: self._abandoned is None and lease())
+        #: Writes need the group's lease and a container that did not give its tasks up.
+        self._lease = lease and ContainerLease(lease, lambda: self._abandoned is not None)
         self._group_offsets = group_offsets
         self._systems: Systems | None = None
         self._checkpoints: ContainerCheckpoints | None = None

@@ -27,7 +27,7 @@ class TaskProgress(NamedTuple):
     position: tuple[SystemStreamPartition, str] | None
     #: A window, commit, watermark or end-of-stream barrier is due or running.
     barrier_pending: bool
-    #: The producers hold the task back (output backpressure).
+    #: The producers (output backpressure) or a held group lease hold the task back.
     backpressured: bool
     stopping: bool
     finished: bool

@@ -10,12 +10,13 @@ to it (a task class names its outputs in code), and the first send connects it (
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import structlog
 
 from samzapy.config import ResolvedConfig
+from samzapy.system.fencing import WriteLease
 from samzapy.system.ports import SystemAdmin, SystemConsumer, SystemFactory, SystemProducer
 from samzapy.system.registry import system_factory_class
 
@@ -57,10 +58,10 @@ class Systems:
     """The factories of every configured system; the admins and producers of the systems in
     use, and the consumers of the input systems."""
 
-    def __init__(self, config: ResolvedConfig, lease: Callable[[], bool] | None = None) -> None:
+    def __init__(self, config: ResolvedConfig, lease: WriteLease | None = None) -> None:
         """A system that carries an intermediate input of the job is read ``read_committed``
         (samzapy writes those streams, in transactions under exactly-once). ``lease``: every
-        producer hands records over only while it holds (``fence_with``)."""
+        producer hands records over only under it (``fence_with``)."""
         reading = set(input_systems(config))
         committed = committed_systems(config)
         self._lease = lease
@@ -85,6 +86,10 @@ class Systems:
         self.producers[name] = producer = factory.get_producer()
         if self._lease is not None:
             producer.fence_with(self._lease)
+
+    def held(self) -> asyncio.Future[None] | None:
+        """While the lease is held, a future done once it is settled (the tasks wait)."""
+        return None if self._lease is None else self._lease.held()
 
     async def start_admins(self) -> None:
         for admin in list(self.admins.values()):

@@ -80,7 +80,10 @@ def _waiting_on(progress: TaskProgress) -> str:
     if progress.in_flight:
         return f"{progress.in_flight} call(s) of the task that have not completed"
     if progress.backpressured:
-        return "the producers (output backpressure: sends are not being delivered)"
+        return (
+            "the producers (output backpressure: sends are not being delivered), or the "
+            "group lease being held (lease_held)"
+        )
     if progress.barrier_pending:
         return "a window, commit or end-of-stream barrier that has not finished"
     if progress.bootstrapping:

@@ -15,8 +15,9 @@
   when it stopped it and rejoins, and the next rebalance hands it to its new owner, which
   restores its stores, calls ``init`` and resumes from that final checkpoint. Every
   rebalance is logged (``rebalance_started``; ``tasks_released`` by the old owner;
-  ``rebalance_completed`` with the tasks kept, added and removed, how long the added tasks
-  were paused since their previous owner stopped them, and the handover time). With
+  ``rebalance_completed``: tasks kept, added and removed, the added tasks' pause since their
+  previous owner stopped them, the handover time). The group lease (``lease.py``) holds
+  writes while the member cannot be sure it is one. With
   ``job.standbytasks.replication.factor`` above 1, each assignment also names this
   container's standby tasks, which ``standby.py`` keeps warm; a task that starts here is
   promoted from its standby first.
@@ -131,6 +132,8 @@ class JobRunner:
         if self._stop_reason is None:
             self._stop_reason = reason
         self._stopped.set()
+        if self._lease is not None:  # nothing may be committed under a held lease
+            self._lease.give_up("the container is stopping while its lease is held")
         if self._container is not None:
             self._container.request_stop(reason)
         self._shares.request_stop(reason)
@@ -202,9 +205,10 @@ class JobRunner:
         )
         self._lease = Lease(
             cfg.job.coordinator_session_timeout_ms,
-            on_lost=self._lease_lost,
+            on_lost=self._shares.abandon,
             margin_s=2 * membership.heartbeat_interval_s,
             heard=lambda: membership.heard_at,
+            member=lambda: membership.member_id,
         )
         progress = self._shares.report_progress(
             cfg.task.progress_interval_ms, self._totals.processed, lambda: membership.member_id
@@ -387,9 +391,6 @@ class JobRunner:
             self._stop_reason = "fenced"
         self._stopped.set()
 
-    def _lease_lost(self, reason: str) -> None:
-        self._shares.abandon(reason)
-
     def _fenced(self, exc: TaskFencedError, tasks: list[int]) -> None:
         """Another container owns the task now: drop the tasks of the share that failed
         without committing, and ask the group for a new assignment."""
@@ -416,7 +417,7 @@ class JobRunner:
             reporters=False,
             health=self.health,
             totals=self._totals,
-            lease=None if self._lease is None else self._lease.valid,
+            lease=self._lease,
             group_offsets=self._group_offsets,
             not_before=self._not_before,
             progress=self.mode == STATIC,  # under kafka-group the shares' line is one

@@ -34,6 +34,7 @@ from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.entries import EntryBatch
+from samzapy.system.fencing import WriteLease
 
 
 def integer_offset(ssp: SystemStreamPartition, offset: str, what: str) -> int:
@@ -221,9 +222,9 @@ class SystemProducer(abc.ABC):
     async def flush(self) -> None:
         """Return once every message sent so far is durable; raise if any failed."""
 
-    def fence_with(self, may_write: Callable[[], bool]) -> None:  # noqa: B027 - optional hook
-        """Hand nothing more to the system once ``may_write()`` is False (the container may
-        have lost its tasks): what is not handed over yet is dropped. Checked per batch."""
+    def fence_with(self, may_write: WriteLease) -> None:  # noqa: B027 - optional hook
+        """Hand nothing to the system while ``may_write`` is held, nothing more once it
+        broke (the container may have lost its tasks): what is not handed over is dropped."""
 
     def linger(self, stream: str, linger_ms: int) -> None:  # noqa: B027 - optional hook
         """Hold the messages of ``stream`` up to ``linger_ms`` before handing them over, to
@@ -231,9 +232,8 @@ class SystemProducer(abc.ABC):
 
     def backpressure(self) -> asyncio.Future[None] | None:
         """A future to await before sending more, while the producer holds as much unsent
-        data as it may; None when it can take more. The container checks it before each
-        call to a task (once per turn on the hot path), so memory stays bounded when the
-        destination is slower than the job."""
+        data as it may; None when it can take more. Checked once per turn of a task (the hot
+        path): memory stays bounded when the destination is slower than the job."""
         return None
 
 

@@ -6,9 +6,16 @@ the tests' configs) and emits nothing: the store's state is read back from its c
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from samzapy import InitableTask, OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzapy import (
+    AsyncStreamTask,
+    InitableTask,
+    OutgoingMessageEnvelope,
+    StreamTask,
+    SystemStream,
+)
 
 STORE = "counts"
 
@@ -25,6 +32,22 @@ class WordCount(InitableTask, StreamTask):
 
     def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
         word = _word(envelope.message)
+        store = self.store
+        store.put(word, (store.get(word) or 0) + 1)
+
+
+class SlowWordCount(InitableTask, AsyncStreamTask):
+    """Counts like WordCount, asynchronously; a word starting with ``slow`` takes
+    ``app.slow.s`` seconds first (a call in flight that releasing its task waits for)."""
+
+    def init(self, context: Any) -> None:
+        self.store = context.get_store(STORE)
+        self.slow_s = float(context.config["app.slow.s"])
+
+    async def process_async(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        word = _word(envelope.message)
+        if word.startswith("slow"):
+            await asyncio.sleep(self.slow_s)
         store = self.store
         store.put(word, (store.get(word) or 0) + 1)
 

@@ -1,13 +1,14 @@
-"""A container cut off from its group's coordinator stops its tasks before they move.
+"""A container cut off from its group's coordinator holds its tasks before they move.
 
 Two ``kafka-group`` containers count words in a RocksDB store with a changelog, under
 at-least-once. The test cuts one container's link to the group's coordinator while its
 event loop, consumers and producers go on (``coordinator_cut.py``): the partial partition in
 which a member the group evicted could go on processing and writing beside the container
 that took its tasks. Its lease counts the heartbeats the coordinator acknowledged, so it
-stops its tasks, committing nothing, before the group may have evicted it: it processes
-nothing once the other container holds every task. Healed, it rejoins and gets its share
-back, and the counts end exact.
+holds its tasks (no message taken, nothing written) before the group may have evicted it: it
+processes nothing once the other container holds every task. Healed, it learns it was
+evicted (a new member id), stops those tasks without committing, gets its share back, and
+the counts end exact.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def _holding(job: Job, count: int) -> dict[str, Any] | None:
 
 
 @pytest.mark.timeout(300)
-def test_a_member_cut_off_from_the_coordinator_stops_its_tasks_before_they_move(
+def test_a_member_cut_off_from_the_coordinator_holds_its_tasks_before_they_move(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     rng = random.Random(11)
@@ -112,12 +113,16 @@ def test_a_member_cut_off_from_the_coordinator_stops_its_tasks_before_they_move(
     assert changelog_state(kafka_bootstrap, changelog) == Counter(first + during + later)
     effective_checkpoints_never_move_back(kafka_bootstrap, job)
     events = cut.events()
-    (lost,) = [e for e in events if e["event"] == "lease_lost"]
-    assert "acknowledged no heartbeat" in lost["reason"]
-    assert lost["unheard_s"] >= session_s - 1.0
+    held = next(e for e in events if e["event"] == "lease_held")
+    assert "acknowledged no heartbeat" in held["cause"]
+    assert held["unheard_s"] >= session_s - 1.0
     take_over = _holding(other, PARTITIONS)
     assert take_over is not None
-    assert _at(lost) < _at(take_over), "the tasks ran in two containers at once"
+    assert _at(held) < _at(take_over), "the tasks ran in two containers at once"
+    # Healed, it learns it was evicted (a new member id): its held tasks stop uncommitted.
+    (lost,) = [e for e in events if e["event"] == "lease_lost"]
+    assert "new member id" in lost["reason"] and _at(lost) > _at(take_over)
+    assert "lease_resumed" not in [e["event"] for e in events]
     assert any(e["event"] == "task_fenced" for e in events)
     # The other container ran the tasks it took in a share of their own beside its first:
     # still one progress line per interval, over all four, its count only growing.
@@ -125,4 +130,60 @@ def test_a_member_cut_off_from_the_coordinator_stops_its_tasks_before_they_move(
     counts = [e["processed"] for e in lines]
     assert counts == sorted(counts), "one count per process, not one per share"
     assert max(e["tasks_running"] for e in lines) == PARTITIONS
-    assert counts[-1] >= sum(Counter(first + during + later).values()) // 2
+    assert counts[-1] >= len(during), "what it processed after the take-over alone"
+
+
+@pytest.mark.timeout(300)
+def test_a_join_held_up_past_the_session_holds_the_waiting_members_and_resumes_them(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A rebalance that waits for a member draining a slow call (its release of a task that
+    moves) keeps the others in their join, unheard, for longer than the session: their
+    leases are held, then resumed by the assignment under their member ids. No task restarts
+    from its checkpoint, and the counts end exact."""
+    rng = random.Random(7)
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, PARTITIONS))
+    first, later = zipf_words(rng, 4000), zipf_words(rng, 4000)
+    asyncio.run(produce_words(kafka_bootstrap, source, by_partition(first)))
+    job_id = name("job")
+
+    def container_job(n: int) -> Path:
+        path = job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n)
+        cfg = json.loads(path.read_text())
+        cfg.update({"task.class": "state_jobs:SlowWordCount", "app.slow.s": 20})
+        path.write_text(json.dumps(cfg))
+        return path
+
+    files = [container_job(n) for n in range(4)]
+    jobs = [Job(files[n], "unused", tmp_path / f"c{n}.log") for n in range(2)]
+    wait_for(lambda: [len(tasks_of(j)) for j in jobs] == [2, 2], 90, "two containers at work")
+    ends = asyncio.run(end_offsets(kafka_bootstrap, source))
+    last = {p: end - 1 for p, end in ends.items()}
+    wait_for(lambda: checkpointed(kafka_bootstrap, files[0]) == last, 90, "the first words")
+    # A 20 s call on every task: whichever task the next join moves, its release waits.
+    slow = {p: [f"slow-{p}"] for p in range(PARTITIONS)}
+    asyncio.run(produce_words(kafka_bootstrap, source, slow))
+    time.sleep(1.0)
+    jobs.append(Job(files[2], "unused", tmp_path / "c2.log"))
+    wait_for(lambda: _holding(jobs[2], 0) is not None, 60, "the third's first assignment")
+    # A fourth joins while that release is under way: the rebalance waits for it.
+    jobs.append(Job(files[3], "unused", tmp_path / "c3.log"))
+    wait_for(lambda: all(len(tasks_of(j)) == 1 for j in jobs), 120, "a task each")
+    asyncio.run(produce_words(kafka_bootstrap, source, by_partition(later)))
+    ends = asyncio.run(end_offsets(kafka_bootstrap, source))
+    last = {p: end - 1 for p, end in ends.items()}
+    wait_for(lambda: checkpointed(kafka_bootstrap, files[0]) == last, 120, "every word")
+    for job in jobs:
+        job.proc.terminate()
+    assert [job.wait(60) for job in jobs] == [0, 0, 0, 0]
+
+    assert changelog_state(kafka_bootstrap, changelog) == Counter(
+        first + later + [w for ws in slow.values() for w in ws]
+    )
+    effective_checkpoints_never_move_back(kafka_bootstrap, files[0])
+    names = [e["event"] for j in jobs for e in j.events()]
+    assert "lease_held" in names and "lease_resumed" in names, "no join was held up"
+    assert not {"lease_lost", "task_fenced", "job_failed"} & set(names), names
+    held = [e for j in jobs for e in j.events() if e["event"] == "lease_held"]
+    assert all("acknowledged no heartbeat" in e["cause"] for e in held), held

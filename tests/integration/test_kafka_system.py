@@ -17,6 +17,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.records_to_delete import RecordsToDelete
+from leases import SwitchedLease
 from structlog.testing import capture_logs
 
 from samzapy.api.errors import StreamSystemError, TaskFencedError
@@ -341,8 +342,8 @@ class TestProducer:
         await admin.create_stream(topic, 1)
         producer = factory(kafka_bootstrap).get_producer()
         assert isinstance(producer, KafkaSystemProducer)
-        lease = {"valid": True}
-        producer.fence_with(lambda: lease["valid"])
+        lease = SwitchedLease()
+        producer.fence_with(lease)
         await producer.start()
         stream = SystemStream(SYSTEM, topic)
         producer.send(stream, 0, None, b"before")
@@ -351,7 +352,7 @@ class TestProducer:
         flushed = asyncio.ensure_future(producer.flush())  # hands the batch over at once
         await asyncio.sleep(0)
         assert producer._queues, "queued for its sender, not yet given to the client"
-        lease["valid"] = False
+        lease.break_()
         with pytest.raises(TaskFencedError, match="may have lost its tasks"):
             await flushed
         producer.send(stream, 0, None, b"after")
@@ -366,6 +367,38 @@ class TestProducer:
             got = await read(consumer, [ssp(topic, 0)], 1)
             assert [m for _, _, m in got[ssp(topic, 0)]] == [b"before"]
             assert not await consumer.poll([ssp(topic, 0)], 10, 1.0), "nothing after it"
+        finally:
+            await consumer.stop()
+
+    async def test_a_producer_under_a_held_lease_hands_over_once_it_resumes(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        """While the lease is held a queued batch waits (the flush with it) and reaches the
+        client once the lease resumes; the tasks are held back meanwhile only by the router
+        (the producer's own backpressure is unchanged)."""
+        topic = topic_name("held")
+        await admin.create_stream(topic, 1)
+        producer = factory(kafka_bootstrap).get_producer()
+        assert isinstance(producer, KafkaSystemProducer)
+        lease = SwitchedLease()
+        producer.fence_with(lease)
+        await producer.start()
+        stream = SystemStream(SYSTEM, topic)
+        lease.hold()
+        producer.send(stream, 0, None, b"sent while held")
+        flushed = asyncio.ensure_future(producer.flush())
+        await asyncio.sleep(0.5)
+        assert not flushed.done() and producer._queues[(topic, 0)], "waiting, not handed over"
+        lease.resume()
+        await asyncio.wait_for(flushed, 10)
+        await producer._close()
+
+        consumer = factory(kafka_bootstrap).get_consumer()
+        consumer.register(ssp(topic, 0), None, OffsetDefault.OLDEST)
+        await consumer.start()
+        try:
+            got = await read(consumer, [ssp(topic, 0)], 1)
+            assert [m for _, _, m in got[ssp(topic, 0)]] == [b"sent while held"]
         finally:
             await consumer.stop()
 

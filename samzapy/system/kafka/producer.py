@@ -24,8 +24,9 @@ delivered, and the container holds its tasks back until then (aiokafka takes one
 partition at a time: with 1,024 batches a pass-through's commits waited up to 200 ms, with
 64 about 30 ms).
 
-``fence_with``: once the container's lease breaks, a queued batch is dropped instead of
-given to aiokafka, and the next ``flush`` raises TaskFencedError.
+``fence_with``: while the container's lease is held, queued batches wait and ``backpressure``
+holds the tasks back; once it broke, a queued batch is dropped instead of given to aiokafka,
+and the next ``flush`` raises TaskFencedError.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from aiokafka.errors import KafkaConnectionError
 
 from samzapy.api.errors import StreamSystemError, TaskFencedError
 from samzapy.api.system import SystemStream
+from samzapy.system.fencing import WriteLease
 from samzapy.system.kafka.connection import connect, retrying, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, not_bytes, send_failure, where
 from samzapy.system.kafka.settings import KafkaSettings
@@ -124,7 +126,7 @@ class KafkaSystemProducer(SystemProducer):
         self._next_keyless: dict[str, int] = {}
         #: The topics added to the aiokafka client's metadata topics.
         self._tracked: set[str] = set()
-        self._may_write: Any = None
+        self._may_write: WriteLease | None = None
         #: One future per batch handed over, resolved once it is delivered or failed.
         self._unsettled: set[asyncio.Future[None]] = set()
         self._failures: list[tuple[str, int | None, BaseException]] = []
@@ -244,7 +246,7 @@ class KafkaSystemProducer(SystemProducer):
         if self._open.get(batch.target) is batch:
             self._hand_over(batch)
 
-    def fence_with(self, may_write: Any) -> None:
+    def fence_with(self, may_write: WriteLease) -> None:
         self._may_write = may_write
 
     def _hand_over(self, batch: _OpenBatch) -> None:
@@ -320,7 +322,7 @@ class KafkaSystemProducer(SystemProducer):
             may_write = self._may_write
             while queue:
                 item = queue[0]
-                if may_write is not None and not may_write():
+                if may_write is not None and not may_write.valid() and not await may_write.settle():
                     # The container may have lost its tasks (``fence_with``): dropped, and
                     # the flush fails (a transaction must not commit without the batch).
                     self._settle(queue.popleft(), topic, partition, _fenced(topic, partition))

@@ -3,10 +3,12 @@ checkpoints live in a partition per task (here over the memory system)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 
 import pytest
+from leases import SwitchedLease
 from structlog.testing import capture_logs
 
 from samzapy import SystemStreamPartition, TaskFencedError, TaskName
@@ -82,13 +84,36 @@ async def test_a_checkpoint_written_before_epochs_counts_as_epoch_0(
 async def test_a_writer_whose_lease_is_gone_writes_nothing(factory: InMemorySystemFactory) -> None:
     manager = StreamCheckpointManager(factory, STREAM)
     await manager.start()
-    valid = [True]
-    writer = TaskCheckpointWriter(manager, TASK, None, lease=lambda: valid[0])
+    lease = SwitchedLease()
+    writer = TaskCheckpointWriter(manager, TASK, None, lease=lease)
     await writer.write(Checkpoint({IN: "1"}))
-    valid[0] = False
+    lease.break_()
     with pytest.raises(TaskFencedError, match="may belong to another container by now") as info:
         await writer.write(Checkpoint({IN: "2"}))
     assert info.value.task_name == TASK and info.value.epoch == 1
+    assert await read(factory) == Checkpoint({IN: "1"}, epoch=1)
+    await manager.stop()
+
+
+async def test_a_writer_waits_out_a_held_lease(factory: InMemorySystemFactory) -> None:
+    """Held: the checkpoint waits; resumed, it is written; held again and broken, it is not."""
+    manager = StreamCheckpointManager(factory, STREAM)
+    await manager.start()
+    lease = SwitchedLease()
+    writer = TaskCheckpointWriter(manager, TASK, None, lease=lease)
+    lease.hold()
+    writing = asyncio.ensure_future(writer.write(Checkpoint({IN: "1"})))
+    await asyncio.sleep(0.05)
+    assert not writing.done() and await read(factory) is None
+    lease.resume()
+    assert await writing is True
+    assert await read(factory) == Checkpoint({IN: "1"}, epoch=1)
+    lease.hold()
+    writing = asyncio.ensure_future(writer.write(Checkpoint({IN: "2"})))
+    await asyncio.sleep(0.05)
+    lease.break_()
+    with pytest.raises(TaskFencedError):
+        await writing
     assert await read(factory) == Checkpoint({IN: "1"}, epoch=1)
     await manager.stop()
 

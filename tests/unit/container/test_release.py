@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from leases import SwitchedLease
 from structlog.testing import capture_logs
 
-from samzapy import InitableTask, StreamTask, TaskName
+from samzapy import InitableTask, RequestScope, StreamTask, TaskName
 from samzapy.api.errors import TaskFencedError
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.config import load_config, resolve
@@ -183,7 +184,7 @@ async def test_a_member_fenced_while_its_tasks_start_claims_processes_and_writes
     assert len(before) == 2 and all(changelog)
 
     runner = JobRunner(config(tmp_path, namespace, "job.container.id: '0'\n"))
-    lease = runner._lease = Lease(10_000, on_lost=runner._lease_lost)
+    lease = runner._lease = Lease(10_000, on_lost=runner._shares.abandon)
     asyncio.get_running_loop().call_later(fenced_after_s, runner._member_fenced)
     with capture_logs() as logs:
         await asyncio.wait_for(runner._take(Member(), [0, 1], {}), 20)  # type: ignore[arg-type]
@@ -211,7 +212,7 @@ async def test_a_container_that_gave_its_tasks_up_writes_nothing_while_the_group
     its producers hand nothing over."""
     namespace = f"gave-up-{uuid.uuid4().hex[:8]}"
     words(namespace, 2)
-    container = SamzaContainer(config(tmp_path, namespace), lease=lambda: True)
+    container = SamzaContainer(config(tmp_path, namespace), lease=SwitchedLease())
     ran = asyncio.ensure_future(container.run())
     await until(lambda: container.processed == 20, "the messages")
     container.abandon("the group fenced this member")
@@ -221,3 +222,30 @@ async def test_a_container_that_gave_its_tasks_up_writes_nothing_while_the_group
     writer = container._checkpoints.writers[0]  # type: ignore[union-attr]
     with pytest.raises(TaskFencedError, match="may belong to another container"):
         await writer.write(Checkpoint(offsets={}))
+
+
+async def test_a_held_lease_holds_the_tasks_and_their_commits_until_it_is_settled(
+    tmp_path: Path,
+) -> None:
+    """While the group lease is held the tasks take no new message and a commit waits; once
+    it resumes they go on and the commit is written, as if nothing happened."""
+    namespace = f"held-{uuid.uuid4().hex[:8]}"
+    broker = words(namespace, 2)
+    lease = SwitchedLease()
+    container = SamzaContainer(config(tmp_path, namespace), lease=lease)
+    ran = asyncio.ensure_future(container.run())
+    await until(lambda: container.processed == 20, "the messages")
+    lease.hold()
+    for p in range(2):
+        for _ in range(5):
+            broker.append("in", p, None, "late")
+    container.run_loop.request_commit(TaskName("Partition 0"), RequestScope.CURRENT_TASK)  # type: ignore[union-attr]
+    await asyncio.sleep(0.3)
+    assert container.processed == 20, "no message taken while the lease is held"
+    assert checkpointed(tmp_path, 0) is None, "no checkpoint written while it is held"
+    lease.resume()
+    await until(lambda: container.processed == 30, "the late messages")
+    await until(lambda: checkpointed(tmp_path, 0) is not None, "the commit")
+    container.request_stop("done")
+    await ran
+    assert [checkpointed(tmp_path, k) for k in range(2)] == ["14", "14"]

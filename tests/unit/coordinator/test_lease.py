@@ -1,7 +1,9 @@
 """The group lease: a container whose loop stood still past the session timeout, or whose
-heartbeats the group stopped acknowledging, stops."""
+heartbeats the group stopped acknowledging, holds its writes until the group answers."""
 
 from __future__ import annotations
+
+import asyncio
 
 from structlog.testing import capture_logs
 
@@ -73,27 +75,150 @@ class Heartbeats:
         return self.at
 
 
-def test_a_member_whose_heartbeats_go_unacknowledged_loses_the_lease_while_its_loop_runs() -> None:
-    now, heard, lost = Now(), Heartbeats(), []
-    lease = Lease(6000, lost.append, margin_s=0.5, heard=heard, now=now)
-    lease.renew()  # the group handed tasks out
-    for _ in range(40):  # a healthy member: acknowledged heartbeats every 0.25 s
+class Member:
+    """The member id the group knows the container by."""
+
+    def __init__(self) -> None:
+        self.id: str | None = "member-1"
+
+    def __call__(self) -> str | None:
+        return self.id
+
+
+def cut_off(now: Now, heard: Heartbeats, lease: Lease) -> float:
+    """A healthy member (acknowledged heartbeats every 0.25 s), then cut off from its
+    coordinator until the lease is held; the last acknowledged send."""
+    for _ in range(40):
         heard.at = now.value
         now.value += 0.25
         assert lease.valid()
-    cut_off_at = heard.at
-    assert cut_off_at is not None
+    cut_off_at = now.value - 0.25
+    while lease.valid():  # the loop ticks, the coordinator hears nothing
+        now.value += 0.25
+    return cut_off_at
+
+
+def test_a_member_whose_heartbeats_go_unacknowledged_holds_its_lease_until_one_is() -> None:
+    now, heard, lost = Now(), Heartbeats(), []
+    lease = Lease(6000, lost.append, margin_s=0.5, heard=heard, member=Member(), now=now)
+    lease.renew()  # the group handed tasks out
     with capture_logs() as logs:
-        while lease.valid():  # the loop ticks, the coordinator hears nothing
-            now.value += 0.25
+        cut_off_at = cut_off(now, heard, lease)
     assert now.value - cut_off_at == 5.5, "the session less the margin after the last send"
-    assert [e["event"] for e in logs] == ["lease_lost"] and logs[0]["unheard_s"] == 5.5
-    assert len(lost) == 1 and "acknowledged no heartbeat" in lost[0]
-    heard.at = now.value  # reconnected, but the group may have moved on: broken until
-    now.value += 0.25  # it hands tasks out again
-    assert not lease.valid()
+    assert [e["event"] for e in logs] == ["lease_held"] and logs[0]["unheard_s"] == 5.5
+    assert "acknowledged no heartbeat" in logs[0]["cause"]
+    for _ in range(100):  # held as long as the group does not answer: nothing is lost yet
+        now.value += 0.25
+        assert not lease.valid()
+        lease._check(now.value)
+    assert lost == []
+    heard.at = now.value  # the coordinator is back and acknowledges a heartbeat
+    now.value += 0.25
+    with capture_logs() as logs:
+        assert lease.valid()
+    assert [e["event"] for e in logs] == ["lease_resumed"] and logs[0]["held_s"] == 25.2
+    assert lost == []
+
+
+def test_a_heartbeat_acknowledged_under_a_new_member_id_resumes_nothing() -> None:
+    """The group evicted the member, which joined anew: its next assignment breaks the
+    lease (the tasks stop without committing), then counts for the new tasks."""
+    now, heard, member, lost = Now(), Heartbeats(), Member(), []
+    lease = Lease(6000, lost.append, margin_s=0.5, heard=heard, member=member, now=now)
     lease.renew()
+    cut_off(now, heard, lease)
+    member.id = "member-2"  # aiokafka rejoined after UnknownMemberId
+    heard.at = now.value
+    now.value += 0.25
+    assert not lease.valid() and lost == []
+    with capture_logs() as logs:
+        lease.renew()
+    assert [e["event"] for e in logs] == ["lease_lost"]
+    assert len(lost) == 1 and "new member id" in lost[0]
+    now.value += 0.25
+    assert lease.valid(), "valid for the new assignment"
+
+
+def test_an_assignment_under_the_same_member_id_resumes_a_hold() -> None:
+    """A join that outlasted the session: the member stayed one, its tasks go on."""
+    now, heard, lost = Now(), Heartbeats(), []
+    lease = Lease(6000, lost.append, heard=heard, member=Member(), now=now)
+    lease.renew()
+    heard.at = now.value
+    now.value += 6.0  # joining: no heartbeat
+    assert not lease.valid()
+    with capture_logs() as logs:
+        lease.renew()
+    assert [e["event"] for e in logs] == ["lease_resumed"] and lost == []
     assert lease.valid()
+
+
+def test_a_new_member_id_breaks_even_a_lease_that_was_not_held() -> None:
+    now, member, lost = Now(), Member(), []
+    lease = Lease(6000, lost.append, heard=lambda: now.value, member=member, now=now)
+    lease.renew()
+    member.id = "member-2"
+    lease.renew()
+    assert len(lost) == 1 and lease.valid()
+
+
+def test_a_stand_still_holds_the_lease_until_a_heartbeat_sent_after_it_is_acknowledged() -> None:
+    now, heard, lost = Now(), Heartbeats(), []
+    lease = Lease(6000, lost.append, margin_s=0.5, heard=heard, member=Member(), now=now)
+    lease.renew()
+    heard.at = now.value
+    now.value += 0.25
+    assert lease.valid()
+    sent = now.value
+    now.value += 8.0  # the loop stood still; the heartbeat sent just before it is answered
+    with capture_logs() as logs:
+        assert not lease.valid()
+    assert [e["event"] for e in logs] == ["lease_held"] and logs[0]["stood_still_s"] == 8.0
+    heard.at = sent
+    now.value += 0.1
+    assert not lease.valid(), "sent before the stand-still: the group may have evicted it since"
+    heard.at = now.value
+    now.value += 0.1
+    assert lease.valid() and lost == []
+
+
+async def test_held_writers_wait_and_learn_how_the_hold_ended() -> None:
+    now, heard, member, lost = Now(), Heartbeats(), Member(), []
+    lease = Lease(6000, lost.append, heard=heard, member=member, now=now)
+    lease.renew()
+    assert lease.held() is None
+    heard.at = now.value
+    now.value += 6.0
+    assert not lease.valid()
+    held = lease.held()
+    assert held is not None and lease.held() is held
+    waiting = asyncio.ensure_future(lease.settle())
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    heard.at = now.value
+    now.value += 0.1
+    assert lease.valid() and held.done() and await waiting is True
+    # Held again; then the group hands tasks to a new member id: the writers learn it broke.
+    now.value += 6.0
+    assert not lease.valid()
+    waiting = asyncio.ensure_future(lease.settle())
+    await asyncio.sleep(0)
+    member.id = "member-2"
+    lease.revoke()  # (the group fenced it: broken for good)
+    assert await waiting is False
+
+
+def test_a_stop_during_a_hold_breaks_it_and_a_stop_otherwise_does_nothing() -> None:
+    now, heard, lost = Now(), Heartbeats(), []
+    lease = Lease(6000, lost.append, heard=heard, member=Member(), now=now)
+    lease.renew()
+    heard.at = now.value
+    lease.give_up("stopping")
+    assert lost == [] and lease.valid()
+    now.value += 6.0
+    assert not lease.valid()
+    lease.give_up("stopping")
+    assert lost == ["stopping"] and not lease.valid()
 
 
 def test_heartbeats_count_from_the_last_assignment_and_not_before_the_first() -> None:
@@ -114,7 +239,7 @@ def test_heartbeats_count_from_the_last_assignment_and_not_before_the_first() ->
         now.value += 0.25
         assert lease.valid()
     now.value += 0.5
-    assert not lease.valid() and len(lost) == 1
+    assert not lease.valid() and lost == [], "held, not lost"
 
 
 def test_a_heartbeat_sent_before_the_last_assignment_does_not_shorten_it() -> None:
