@@ -132,8 +132,6 @@ class JobRunner:
         if self._stop_reason is None:
             self._stop_reason = reason
         self._stopped.set()
-        if self._lease is not None:  # nothing may be committed under a held lease
-            self._lease.give_up("the container is stopping while its lease is held")
         if self._container is not None:
             self._container.request_stop(reason)
         self._shares.request_stop(reason)
@@ -203,7 +201,7 @@ class JobRunner:
             inputs=[str(ss) for ss in inputs],
             membership="dynamic" if cfg.job.container_id is None else "static",
         )
-        self._lease = Lease(
+        lease = self._lease = Lease(
             cfg.job.coordinator_session_timeout_ms,
             on_lost=self._shares.abandon,
             margin_s=2 * membership.heartbeat_interval_s,
@@ -231,8 +229,9 @@ class JobRunner:
         try:
             await self._serve(membership)
         finally:
-            ticking.cancel()
+            lease.give_up("the container is leaving the group")  # no hold outlives the stop
             await self._shares.stop("leaving the group")
+            ticking.cancel()  # after: a long drain is no stand-still
             if standbys is not None:
                 await standbys.stop()
             if self._group_offsets is not None:

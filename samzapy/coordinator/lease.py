@@ -86,6 +86,8 @@ class Lease:
         self._heard_then: float | None = None
         self._settled: asyncio.Future[None] | None = None
         self._broken = False
+        #: Why a hold breaks at once from now on (``give_up``), if it does.
+        self._giving_up: str | None = None
         #: Broken for good: the group fenced this member, which never rejoins.
         self._revoked = False
 
@@ -105,10 +107,13 @@ class Lease:
         return self._settled
 
     async def settle(self) -> bool:
-        """Wait out a hold; True: the lease is valid, False: broken."""
-        while (held := self.held()) is not None:
+        """Wait out a hold (and any that follows at once); True: the lease is valid,
+        False: broken."""
+        while not self.valid():
+            if (held := self.held()) is None:
+                return False
             await asyncio.shield(held)
-        return self.valid()
+        return True
 
     def renew(self) -> None:
         """The group has just handed tasks out: the member is a member (unless revoked).
@@ -133,20 +138,34 @@ class Lease:
         self._resolve()
 
     def give_up(self, why: str) -> None:
-        """Break a hold (a stop: nothing may be committed under it)."""
+        """Break a hold, now or whenever one begins from now on (the container is leaving
+        the group: nothing may be committed under a hold, and no answer may settle it)."""
+        self._giving_up = why
         if self._held_since is not None and not self._broken:
             self._lose(why, held_s=self._held_s())
 
     async def run(self) -> None:
-        """Tick until cancelled."""
-        while True:
-            self._check(self._now())
-            await asyncio.sleep(self._interval_s)
+        """Tick until cancelled (the runner leaves the group: a hold is given up, as no
+        tick would settle it)."""
+        try:
+            while True:
+                self._check(self._now())
+                await asyncio.sleep(self._interval_s)
+        finally:
+            self.give_up("the container is leaving the group")
 
     def _check(self, now: float) -> None:
         gap = now - self._last
         self._last = now
         if self._broken:
+            return
+        if self._renewed_member is not None and self._member() != self._renewed_member:
+            # aiokafka dropped the member id (the group answered that it does not know the
+            # member, or that a generation passed without it): it rejoins under a new one.
+            self._lose(
+                "the group no longer knows this container by its member id",
+                held_s=self._held_s(),
+            )
             return
         heard = None if self._heard is None else self._heard()
         if self._held_since is not None:
@@ -156,7 +175,7 @@ class Lease:
                 "the event loop stood still for longer than job.coordinator.session.timeout.ms "
                 "(the group may have evicted this container)"
             )
-            if self._heard is None:  # nothing would settle a hold
+            if heard is None:  # nothing would settle a hold
                 self._lose(why, stood_still_s=round(gap, 1))
             else:
                 self._hold(now, heard, why, stood_still_s=round(gap, 1))
@@ -179,18 +198,18 @@ class Lease:
         return now - max(heard, renewed)
 
     def _settle(self, now: float, heard: float | None) -> None:
-        """Resume a hold once a heartbeat newer than the hold's last is acknowledged under
-        the member id of the last assignment, recently enough."""
+        """Resume a hold once a heartbeat newer than the hold's last is acknowledged (under
+        the member id of the last assignment: ``_check``), recently enough."""
         if heard is None or (self._heard_then is not None and heard <= self._heard_then):
             return
         since = self._unheard(now, heard)
-        if since is None or since >= self._session_s:
-            return
-        if self._member() != self._renewed_member:
-            return  # the group evicted the member: its next assignment breaks the lease
-        self._resume()
+        if since is not None and since < self._session_s:
+            self._resume()
 
     def _hold(self, now: float, heard: float | None, why: str, **figures: float) -> None:
+        if self._giving_up is not None:
+            self._lose(f"{why}, while {self._giving_up}", **figures)
+            return
         self._held_since, self._heard_then = now, heard
         log.warning("lease_held", **figures, cause=why, reason=HELD_REASON)
 

@@ -42,8 +42,11 @@ class ContainerLease:
         return None if self._given_up() else self._lease.held()
 
     async def settle(self) -> bool:
-        while not self._given_up() and (held := self._lease.held()) is not None:
-            await asyncio.wait([held], timeout=0.1)  # giving up ends the wait too
+        # Checked every 0.1 s: giving the tasks up ends the wait too.
+        while not self._given_up() and not self._lease.valid():
+            if (held := self._lease.held()) is None:
+                break  # broken
+            await asyncio.wait([held], timeout=0.1)
         return self.valid()
 
 

@@ -8,6 +8,7 @@ import asyncio
 from structlog.testing import capture_logs
 
 from samzapy.coordinator.lease import Lease
+from samzapy.system.fencing import ContainerLease
 
 
 class Now:
@@ -120,17 +121,34 @@ def test_a_member_whose_heartbeats_go_unacknowledged_holds_its_lease_until_one_i
     assert lost == []
 
 
-def test_a_heartbeat_acknowledged_under_a_new_member_id_resumes_nothing() -> None:
-    """The group evicted the member, which joined anew: its next assignment breaks the
-    lease (the tasks stop without committing), then counts for the new tasks."""
+def test_a_member_id_the_group_dropped_breaks_a_hold_at_once() -> None:
+    """The group answered that it does not know the member (or that a generation passed
+    without it): aiokafka drops the id and rejoins under a new one. The hold breaks then (the
+    tasks stop without committing), not at the next assignment, which a release waiting on
+    the hold would keep from coming; the new assignment counts for the new tasks."""
     now, heard, member, lost = Now(), Heartbeats(), Member(), []
     lease = Lease(6000, lost.append, margin_s=0.5, heard=heard, member=member, now=now)
     lease.renew()
     cut_off(now, heard, lease)
-    member.id = "member-2"  # aiokafka rejoined after UnknownMemberId
-    heard.at = now.value
+    member.id = None  # reset after UnknownMemberId
     now.value += 0.25
-    assert not lease.valid() and lost == []
+    with capture_logs() as logs:
+        assert not lease.valid()
+    assert [e["event"] for e in logs] == ["lease_lost"] and logs[0]["held_s"] == 0.2
+    assert len(lost) == 1 and "no longer knows this container" in lost[0]
+    member.id = "member-2"
+    heard.at = now.value
+    lease.renew()
+    now.value += 0.25
+    assert lease.valid() and len(lost) == 1, "valid for the new assignment"
+
+
+def test_a_new_member_id_at_an_assignment_breaks_the_lease_before_renewing_it() -> None:
+    now, heard, member, lost = Now(), Heartbeats(), Member(), []
+    lease = Lease(6000, lost.append, margin_s=0.5, heard=heard, member=member, now=now)
+    lease.renew()
+    cut_off(now, heard, lease)
+    member.id = "member-2"  # no tick saw the reset: the assignment tells
     with capture_logs() as logs:
         lease.renew()
     assert [e["event"] for e in logs] == ["lease_lost"]
@@ -208,17 +226,25 @@ async def test_held_writers_wait_and_learn_how_the_hold_ended() -> None:
     assert await waiting is False
 
 
-def test_a_stop_during_a_hold_breaks_it_and_a_stop_otherwise_does_nothing() -> None:
+def test_a_stop_breaks_a_hold_then_or_later() -> None:
+    """Once the container is leaving the group, nothing may be committed under a hold and
+    no answer may be waited for: a hold breaks at once, then or whenever one begins."""
     now, heard, lost = Now(), Heartbeats(), []
     lease = Lease(6000, lost.append, heard=heard, member=Member(), now=now)
     lease.renew()
     heard.at = now.value
-    lease.give_up("stopping")
-    assert lost == [] and lease.valid()
     now.value += 6.0
     assert not lease.valid()
     lease.give_up("stopping")
     assert lost == ["stopping"] and not lease.valid()
+
+    lease = Lease(6000, lost.append, heard=heard, member=Member(), now=now)
+    lease.renew()
+    heard.at = now.value
+    lease.give_up("stopping")
+    assert len(lost) == 1 and lease.valid(), "nothing held: nothing to give up yet"
+    now.value += 6.0
+    assert not lease.valid() and len(lost) == 2 and lost[1].endswith("while stopping")
 
 
 def test_heartbeats_count_from_the_last_assignment_and_not_before_the_first() -> None:
@@ -252,6 +278,15 @@ def test_a_heartbeat_sent_before_the_last_assignment_does_not_shorten_it() -> No
     assert lease.valid()
 
 
+def test_a_stand_still_breaks_at_once_when_the_membership_cannot_tell_its_heartbeats() -> None:
+    """No heartbeat would settle a hold: the lease breaks."""
+    now, lost = Now(), []
+    lease = Lease(6000, lost.append, heard=lambda: None, member=Member(), now=now)
+    lease.renew()
+    now.value += 7.0
+    assert not lease.valid() and len(lost) == 1 and lease.held() is None
+
+
 def test_a_membership_that_cannot_tell_its_heartbeats_leaves_the_loop_to_judge() -> None:
     now, lost = Now(), []
     lease = Lease(6000, lost.append, heard=lambda: None, now=now)
@@ -260,3 +295,43 @@ def test_a_membership_that_cannot_tell_its_heartbeats_leaves_the_loop_to_judge()
         now.value += 0.25
         assert lease.valid()
     assert lost == []
+
+
+async def test_leaving_the_group_gives_a_hold_up() -> None:
+    """The ticker ends when the runner leaves the group (a failure included): no tick would
+    settle a hold any more, so the writers waiting on it learn it broke."""
+    now, heard, lost = Now(), Heartbeats(), []
+    lease = Lease(6000, lost.append, heard=heard, member=Member(), now=now)
+    lease.renew()
+    heard.at = now.value
+    now.value += 6.0
+    ticking = asyncio.ensure_future(lease.run())
+    await asyncio.sleep(0)
+    assert lease.held() is not None
+    waiting = asyncio.ensure_future(lease.settle())
+    ticking.cancel()
+    assert await waiting is False and len(lost) == 1 and "leaving the group" in lost[0]
+
+
+async def test_a_container_lease_settles_without_ticks_and_ends_when_given_up() -> None:
+    """A container's writers check the lease themselves while they wait, so a hold settles
+    even once no ticker runs; a container that gave its tasks up stops waiting at once."""
+    now, heard = Now(), Heartbeats()
+    lease = Lease(6000, lambda reason: None, heard=heard, member=Member(), now=now)
+    lease.renew()
+    heard.at = now.value
+    now.value += 6.0
+    given_up = [False]
+    seen = ContainerLease(lease, lambda: given_up[0])
+    assert not seen.valid() and seen.held() is not None
+    waiting = asyncio.ensure_future(seen.settle())
+    await asyncio.sleep(0.15)
+    heard.at = now.value  # acknowledged: the next check resumes it
+    assert await asyncio.wait_for(waiting, 1) is True
+    now.value += 6.0
+    assert not seen.valid()
+    waiting = asyncio.ensure_future(seen.settle())
+    await asyncio.sleep(0.05)
+    given_up[0] = True
+    assert await asyncio.wait_for(waiting, 1) is False
+    assert seen.held() is None, "a container that gave up is not held: it is stopping"
