@@ -332,20 +332,41 @@ class TestProducer:
                 (str(offset), key, value) for offset, (key, value) in enumerate(sent[p])
             ]
 
+    @staticmethod
+    async def leased(
+        bootstrap: str, admin: KafkaSystemAdmin, what: str
+    ) -> tuple[KafkaSystemProducer, SwitchedLease, SystemStream]:
+        """A started producer under a lease the test switches, and a new one-partition stream."""
+        topic = topic_name(what)
+        await admin.create_stream(topic, 1)
+        producer = factory(bootstrap).get_producer()
+        assert isinstance(producer, KafkaSystemProducer)
+        lease = SwitchedLease()
+        producer.fence_with(lease)
+        await producer.start()
+        return producer, lease, SystemStream(SYSTEM, topic)
+
+    @staticmethod
+    async def delivered(bootstrap: str, stream: SystemStream, count: int) -> list[bytes]:
+        """The first ``count`` messages of ``stream``'s partition 0; none may follow."""
+        consumer = factory(bootstrap).get_consumer()
+        partition = ssp(stream.stream, 0)
+        consumer.register(partition, None, OffsetDefault.OLDEST)
+        await consumer.start()
+        try:
+            got = await read(consumer, [partition], count)
+            assert not await consumer.poll([partition], 10, 1.0), "nothing after them"
+            return [m for _, _, m in got[partition]]
+        finally:
+            await consumer.stop()
+
     async def test_a_producer_fenced_by_its_lease_gives_the_client_nothing_more(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin
     ) -> None:
         """Once the container's lease breaks, no batch reaches the Kafka client, not even one
         handed over before but still waiting for its partition's sender; the flush that
         waits for it fails as fenced (a transaction must not commit without it)."""
-        topic = topic_name("fenced")
-        await admin.create_stream(topic, 1)
-        producer = factory(kafka_bootstrap).get_producer()
-        assert isinstance(producer, KafkaSystemProducer)
-        lease = SwitchedLease()
-        producer.fence_with(lease)
-        await producer.start()
-        stream = SystemStream(SYSTEM, topic)
+        producer, lease, stream = await self.leased(kafka_bootstrap, admin, "fenced")
         producer.send(stream, 0, None, b"before")
         await producer.flush()
         producer.send(stream, 0, None, b"handed over, then the lease broke")
@@ -359,48 +380,23 @@ class TestProducer:
         with pytest.raises(TaskFencedError):
             await producer.flush()
         await producer._close()
-
-        consumer = factory(kafka_bootstrap).get_consumer()
-        consumer.register(ssp(topic, 0), None, OffsetDefault.OLDEST)
-        await consumer.start()
-        try:
-            got = await read(consumer, [ssp(topic, 0)], 1)
-            assert [m for _, _, m in got[ssp(topic, 0)]] == [b"before"]
-            assert not await consumer.poll([ssp(topic, 0)], 10, 1.0), "nothing after it"
-        finally:
-            await consumer.stop()
+        assert await self.delivered(kafka_bootstrap, stream, 1) == [b"before"]
 
     async def test_a_producer_under_a_held_lease_hands_over_once_it_resumes(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin
     ) -> None:
         """While the lease is held a queued batch waits (the flush with it) and reaches the
-        client once the lease resumes; the tasks are held back meanwhile only by the router
-        (the producer's own backpressure is unchanged)."""
-        topic = topic_name("held")
-        await admin.create_stream(topic, 1)
-        producer = factory(kafka_bootstrap).get_producer()
-        assert isinstance(producer, KafkaSystemProducer)
-        lease = SwitchedLease()
-        producer.fence_with(lease)
-        await producer.start()
-        stream = SystemStream(SYSTEM, topic)
+        client once the lease resumes (the tasks are held back meanwhile by their router)."""
+        producer, lease, stream = await self.leased(kafka_bootstrap, admin, "held")
         lease.hold()
         producer.send(stream, 0, None, b"sent while held")
         flushed = asyncio.ensure_future(producer.flush())
         await asyncio.sleep(0.5)
-        assert not flushed.done() and producer._queues[(topic, 0)], "waiting, not handed over"
+        assert not flushed.done() and producer._queues[(stream.stream, 0)], "not handed over"
         lease.resume()
         await asyncio.wait_for(flushed, 10)
         await producer._close()
-
-        consumer = factory(kafka_bootstrap).get_consumer()
-        consumer.register(ssp(topic, 0), None, OffsetDefault.OLDEST)
-        await consumer.start()
-        try:
-            got = await read(consumer, [ssp(topic, 0)], 1)
-            assert [m for _, _, m in got[ssp(topic, 0)]] == [b"sent while held"]
-        finally:
-            await consumer.stop()
+        assert await self.delivered(kafka_bootstrap, stream, 1) == [b"sent while held"]
 
     @staticmethod
     @contextlib.asynccontextmanager
