@@ -398,6 +398,30 @@ class TestProducer:
         await producer._close()
         assert await self.delivered(kafka_bootstrap, stream, 1) == [b"sent while held"]
 
+    async def test_a_lease_held_during_a_metadata_look_up_is_checked_again(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        """The first batch for a topic waits for its metadata: a lease held meanwhile keeps
+        the batch from the client until it resumes."""
+        producer, lease, stream = await self.leased(kafka_bootstrap, admin, "looked-up")
+        checked = lease.valid
+
+        def valid_then_held() -> bool:  # valid when checked, held by the time it is looked up
+            ok = checked()
+            lease.valid = checked  # type: ignore[method-assign]
+            lease.hold()
+            return ok
+
+        lease.valid = valid_then_held  # type: ignore[method-assign]
+        producer.send(stream, 0, None, b"looked up, then held")
+        flushed = asyncio.ensure_future(producer.flush())
+        await asyncio.sleep(0.5)
+        assert not flushed.done() and producer._queues[(stream.stream, 0)], "handed over"
+        lease.resume()
+        await asyncio.wait_for(flushed, 10)
+        await producer._close()
+        assert await self.delivered(kafka_bootstrap, stream, 1) == [b"looked up, then held"]
+
     @staticmethod
     @contextlib.asynccontextmanager
     async def limited(

@@ -333,6 +333,8 @@ class KafkaSystemProducer(SystemProducer):
                     known = producer.client.cluster.partitions_for_topic(topic)
                     if not known or topic not in self._tracked:
                         known = await self._partitions_for(topic)
+                        if may_write is not None and not may_write.valid():
+                            continue  # held or broken meanwhile: checked again first
                     if partition in known:
                         delivery = await producer.send_batch(
                             item.builder, topic, partition=partition
