@@ -1,9 +1,12 @@
-"""A group lease a test switches by hand (the shape of ``samzapy.system.fencing.WriteLease``):
-valid, held (writers wait, tasks take no message) or broken."""
+"""A group lease a test switches by hand (the shape of ``samzapy.system.fencing.WriteLease``,
+waiting out a hold as a container's writers do): valid, held (writers wait, tasks take no
+message) or broken."""
 
 from __future__ import annotations
 
 import asyncio
+
+from samzapy.system.fencing import ContainerLease
 
 
 class SwitchedLease:
@@ -22,9 +25,7 @@ class SwitchedLease:
         return self._settled
 
     async def settle(self) -> bool:
-        while (held := self.held()) is not None:
-            await asyncio.shield(held)
-        return self.valid()
+        return await ContainerLease(self, lambda: False).settle()
 
     def hold(self) -> None:
         self.state = "held"

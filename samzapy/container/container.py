@@ -55,7 +55,7 @@ from samzapy.container.systems import Systems
 from samzapy.container.task_instance import TaskInstance
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter
 from samzapy.metrics.reporter import start_reporters
-from samzapy.system.fencing import ContainerLease, WriteLease
+from samzapy.system.fencing import ContainerLease, GroupLease
 
 log = structlog.get_logger("samzapy.container")
 
@@ -74,7 +74,7 @@ class SamzaContainer:
         reporters: bool = True,
         health: Health | None = None,
         totals: ProcessTotals | None = None,
-        lease: WriteLease | None = None,
+        lease: GroupLease | None = None,
         group_offsets: GroupOffsets | None = None,
         not_before: Awaitable[Any] | None = None,
         progress: bool = True,
@@ -83,11 +83,11 @@ class SamzaContainer:
         job); ``reporters``: start the configured metrics reporters; ``totals``: the process's
         container counts this container adds to (a JobRunner's, which starts the reporters
         once for all its containers; None: its own); ``lease``: the group lease its writes
-        go under (a JobRunner's; None: none);
-        ``group_offsets``: where the checkpoints' input offsets are copied (the job's
-        consumer group, a JobRunner's; None: nowhere); ``not_before``: what step 6, the first
-        to write or claim, waits for (a static member's fence wait); ``progress``: log the
-        ``progress`` line (a JobRunner logs one over its shares instead)."""
+        go under (a JobRunner's; None: none); ``group_offsets``: where the checkpoints' input
+        offsets are copied (the job's consumer group, a JobRunner's; None: nowhere);
+        ``not_before``: what step 6, the first to write or claim, waits for (a static
+        member's fence wait); ``progress``: log the ``progress`` line (a JobRunner logs one
+        over its shares instead)."""
         self.config = config
         self._not_before = not_before
         self._progress = progress
@@ -111,8 +111,9 @@ class SamzaContainer:
         self._abandoned: TaskFencedError | None = None
         self.run_loop: RunLoop | None = None
         self._routers: list[OutputRouter] = []
-        #: Writes need the group's lease and a container that did not give its tasks up.
-        self._lease = lease and ContainerLease(lease, lambda: self._abandoned is not None)
+        self._lease = (  # writes need the group's lease and a container that kept its tasks
+            None if lease is None else ContainerLease(lease, lambda: self._abandoned is not None)
+        )
         self._group_offsets = group_offsets
         self._systems: Systems | None = None
         self._checkpoints: ContainerCheckpoints | None = None
@@ -123,8 +124,7 @@ class SamzaContainer:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._reporters: list[MetricsReporter] = []
         self.tasks: list[TaskInstance] = []
-        #: Messages processed by the tasks released so far (the counts only grow), and the
-        #: tasks being released.
+        #: The released tasks' messages and commits (the counts only grow); those releasing.
         self._released_processed = self._released_commits = 0
         self._leaving: list[TaskInstance] = []
 

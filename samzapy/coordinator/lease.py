@@ -21,12 +21,16 @@ Both count the session less ``margin_s``. The group's next answer settles a hold
   under the session again), or an assignment under it: the member stayed one throughout (a
   group never gives an evicted member its id back), so no one else ran its tasks: the lease
   is *resumed* and everything held goes on;
-- an assignment under a new member id (the group evicted the member, which joined anew):
-  the lease *breaks*. The container's tasks stop at once, committing nothing; what the
-  producers held is dropped; the new assignment's tasks start from their checkpoints.
+- the member id of the last assignment gone (aiokafka drops it when the group refuses a
+  heartbeat: unknown member, illegal generation) or an assignment under a new one (the group
+  evicted the member, which joined anew): the lease *breaks*, at once (a release waiting on
+  the hold would otherwise keep the rejoin, so the assignment, from coming). The container's
+  tasks stop, committing nothing; what the producers held is dropped; the tasks the group
+  gives it next start from their checkpoints.
 
-A stop requested during a hold breaks it (nothing may be committed under it), and so does a
-stand-still when the membership cannot tell its heartbeats (nothing would settle the hold).
+Leaving the group (a stop, a failure) gives a hold up, now or whenever one begins (nothing
+may be committed under it, and no answer may settle it); a stand-still when the membership
+cannot tell its heartbeats breaks the lease too (nothing would settle the hold).
 A fenced static member's lease is revoked: broken for good.
 """
 
@@ -105,15 +109,6 @@ class Lease:
         if self._settled is None:
             self._settled = asyncio.get_running_loop().create_future()
         return self._settled
-
-    async def settle(self) -> bool:
-        """Wait out a hold (and any that follows at once); True: the lease is valid,
-        False: broken."""
-        while not self.valid():
-            if (held := self.held()) is None:
-                return False
-            await asyncio.shield(held)
-        return True
 
     def renew(self) -> None:
         """The group has just handed tasks out: the member is a member (unless revoked).

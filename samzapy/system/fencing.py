@@ -15,15 +15,18 @@ from collections.abc import Callable
 from typing import Protocol
 
 
-class WriteLease(Protocol):
+class GroupLease(Protocol):
     def valid(self) -> bool:
-        """Whether writes may go now."""
+        """Whether writes may go now (it checks itself: a hold may settle here)."""
 
     def held(self) -> asyncio.Future[None] | None:
         """While the lease is held, a future done once it is settled; None otherwise."""
 
+
+class WriteLease(GroupLease, Protocol):
     async def settle(self) -> bool:
-        """Wait out a hold; True: writes may go, False: the lease broke."""
+        """Wait out a hold (and any that follows at once); True: writes may go, False:
+        the lease broke."""
 
 
 class ContainerLease:
@@ -31,7 +34,7 @@ class ContainerLease:
 
     __slots__ = ("_given_up", "_lease")
 
-    def __init__(self, lease: WriteLease, given_up: Callable[[], bool]) -> None:
+    def __init__(self, lease: GroupLease, given_up: Callable[[], bool]) -> None:
         self._lease = lease
         self._given_up = given_up
 
@@ -50,4 +53,4 @@ class ContainerLease:
         return self.valid()
 
 
-__all__ = ["ContainerLease", "WriteLease"]
+__all__ = ["ContainerLease", "GroupLease", "WriteLease"]

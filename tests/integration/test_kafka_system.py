@@ -389,14 +389,26 @@ class TestProducer:
         client once the lease resumes (the tasks are held back meanwhile by their router)."""
         producer, lease, stream = await self.leased(kafka_bootstrap, admin, "held")
         lease.hold()
-        producer.send(stream, 0, None, b"sent while held")
+        await self.held_until_resumed(kafka_bootstrap, producer, lease, stream, b"sent held")
+
+    async def held_until_resumed(
+        self,
+        bootstrap: str,
+        producer: KafkaSystemProducer,
+        lease: SwitchedLease,
+        stream: SystemStream,
+        message: bytes,
+    ) -> None:
+        """``message``, sent under ``lease``, waits with its flush, not handed over to the
+        client, until the lease resumes; then it is delivered."""
+        producer.send(stream, 0, None, message)
         flushed = asyncio.ensure_future(producer.flush())
         await asyncio.sleep(0.5)
-        assert not flushed.done() and producer._queues[(stream.stream, 0)], "not handed over"
+        assert not flushed.done() and producer._queues[(stream.stream, 0)], "handed over"
         lease.resume()
         await asyncio.wait_for(flushed, 10)
         await producer._close()
-        assert await self.delivered(kafka_bootstrap, stream, 1) == [b"sent while held"]
+        assert await self.delivered(bootstrap, stream, 1) == [message]
 
     async def test_a_lease_held_during_a_metadata_look_up_is_checked_again(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin
@@ -413,14 +425,7 @@ class TestProducer:
             return ok
 
         lease.valid = valid_then_held  # type: ignore[method-assign]
-        producer.send(stream, 0, None, b"looked up, then held")
-        flushed = asyncio.ensure_future(producer.flush())
-        await asyncio.sleep(0.5)
-        assert not flushed.done() and producer._queues[(stream.stream, 0)], "handed over"
-        lease.resume()
-        await asyncio.wait_for(flushed, 10)
-        await producer._close()
-        assert await self.delivered(kafka_bootstrap, stream, 1) == [b"looked up, then held"]
+        await self.held_until_resumed(kafka_bootstrap, producer, lease, stream, b"looked up")
 
     @staticmethod
     @contextlib.asynccontextmanager
