@@ -10,15 +10,11 @@ of it yet would write. Leaving the partition out instead would not do: the task 
 start at the stream's ``samza.offset.default``, which may well be ``upcoming``.
 
 A partition moved back (to an offset below the one checkpointed) must really be processed
-again, so ``set`` also rewinds the task's control bookkeeping for it (``rewind_control``):
-
-1. its end-of-stream and watermark reports are forgotten (a partition that had ended would
-   otherwise never be read again);
-2. the origins it applied as a reader of a framed stream are forgotten (they would drop
-   every record read again as a duplicate);
-3. its writer epoch goes up by one, as ``samza.reset.offset`` does at start-up: the records
-   the task sends again carry positions above every old one, so the readers downstream take
-   them as new instead of dropping them as duplicates of what they applied.
+again, so ``set`` also rewinds the task's control bookkeeping for it (``rewind_control``,
+``samzapy/control/rewind.py``: its end-of-stream and watermark reports and the origins it
+applied are forgotten, its writer epoch goes up). An intermediate stream goes to its end
+whatever the target: what the inputs' new offsets make the job read again, it writes there
+again.
 
 The task's changelog offsets, snapshots and partition counts stay as they were, so its stores
 keep their state; ``--reset-stores`` drops the changelog offsets and snapshots, and the
@@ -27,7 +23,6 @@ restart then empties the task's logged stores.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import re
@@ -40,6 +35,7 @@ from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.config.validate import parse_system_stream
 from samzapy.container.grouper import TaskModel
+from samzapy.control.rewind import Rewound, rewind_control
 
 #: The keys of a line ``show`` prints; ``set --to FILE`` reads ``task`` and ``offsets``.
 LINE_KEYS = ("task", "epoch", "offsets", "changelog_offsets", "snapshots")
@@ -347,49 +343,6 @@ def plan_task(
         snapshots={} if reset_stores else old.snapshots,
     )
     return TaskMove(task, old, new, moves, dropped)
-
-
-@dataclass(frozen=True)
-class Rewound:
-    """What ``rewind_control`` reset for one partition moved back."""
-
-    #: Its end-of-stream and watermark reports were forgotten.
-    reports: bool = False
-    #: The origins it applied as a reader were forgotten.
-    applied: bool = False
-    #: Its writer epoch, before and after (None: the task has no epochs).
-    epochs: tuple[int, int] | None = None
-
-
-def rewind_control(
-    control: Mapping[str, Any] | None, back: Iterable[SystemStreamPartition]
-) -> tuple[Mapping[str, Any] | None, dict[SystemStreamPartition, Rewound]]:
-    """A task's control bookkeeping (``TaskControl.to_json``) with the partitions in ``back``
-    read afresh (module docstring, steps 1 to 3), and what was reset for each."""
-    back = list(back)
-    if control is None or not back:
-        return control, {}
-    out = copy.deepcopy(dict(control))
-    partitions = out.get("partitions")
-    origins = out.get("origins")
-    applied = origins.get("applied") if isinstance(origins, dict) else None
-    epochs = origins.get("epochs") if isinstance(origins, dict) else None
-    rewound: dict[SystemStreamPartition, Rewound] = {}
-    for ssp in back:
-        name = str(ssp)
-        # 1. End-of-stream and watermark reports.
-        reports = isinstance(partitions, dict) and partitions.pop(name, None) is not None
-        # 2. Applied origins.
-        forgot = isinstance(applied, dict) and applied.pop(name, None) is not None
-        # 3. The writer epoch.
-        moved: tuple[int, int] | None = None
-        if isinstance(epochs, dict):
-            before = int(epochs.get(name, 0))
-            epochs[name] = before + 1
-            moved = (before, before + 1)
-        if reports or forgot or moved is not None:
-            rewound[ssp] = Rewound(reports, forgot, moved)
-    return out, rewound
 
 
 def _number(offset: str | None) -> int | None:

@@ -63,7 +63,7 @@ from samzapy.config import ResolvedConfig
 from samzapy.container.checkpoints import ContainerCheckpoints, checkpoint_namespace
 from samzapy.container.grouper import TaskModel
 from samzapy.container.plan import job_model
-from samzapy.container.streams import partition_counts
+from samzapy.container.streams import memory_intermediate_streams, partition_counts
 from samzapy.container.systems import system_factory
 from samzapy.coordinator.identity import (
     KAFKA_GROUP,
@@ -160,7 +160,8 @@ class _Job:
             await admin.start()
         cfg = self.config
         streams = [*cfg.task.inputs, *(b.system_stream for b in cfg.task.broadcast_inputs)]
-        self.counts = await partition_counts(self.admins, streams)
+        await memory_intermediate_streams(cfg, self.admins)
+        self.counts = await partition_counts(self.admins, streams, cfg)
         self.models, self.task_count = job_model(cfg, self.counts)
 
     async def stop(self) -> None:
@@ -395,6 +396,13 @@ async def _targets(
         first = {ssp: bounds[ssp][1] if o is None else o for ssp, o in found.items()}
     else:
         first = {ssp: upcoming for ssp, (_, upcoming) in bounds.items()}
+    # The job writes its intermediate streams itself: they go to their end, whatever the
+    # target (as Kafka Streams' reset tool skips its repartition topics). What the inputs'
+    # new offsets make the job read again, it writes there again; what they skip, it skips.
+    config = job.config
+    for ssp, (_, end) in bounds.items():
+        if config.stream(ssp.system_stream).intermediate:
+            first[ssp] = end
     return {
         model.name: {ssp: last_processed(first[ssp]) for ssp in model.ssps} for model in job.models
     }

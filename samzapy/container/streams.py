@@ -10,7 +10,7 @@ tasks, and what the JobRunner needs before it joins a group that hands out those
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 import structlog
 
@@ -31,6 +31,16 @@ async def prepare_streams(
     await _create_intermediate_streams(config, admins, inputs)
     broadcast = [b.system_stream for b in config.task.broadcast_inputs]
     return await partition_counts(admins, [*inputs, *broadcast], config)
+
+
+async def memory_intermediate_streams(
+    config: ResolvedConfig, admins: Mapping[str, SystemAdmin]
+) -> None:
+    """Make the job's intermediate streams on memory systems in this process, empty, as the
+    job's own process makes them at start-up (for the tools: they live in the job's)."""
+    memory = [name for name, s in config.systems.items() if s.factory == "memory"]
+    if memory:
+        await _create_intermediate_streams(config, admins, list(config.task.inputs), memory)
 
 
 def how_to_create(config: ResolvedConfig | None, system: str, stream: str) -> str:
@@ -74,14 +84,18 @@ async def partition_counts(
 
 
 async def _create_intermediate_streams(
-    config: ResolvedConfig, admins: Mapping[str, SystemAdmin], inputs: list[SystemStream]
+    config: ResolvedConfig,
+    admins: Mapping[str, SystemAdmin],
+    inputs: list[SystemStream],
+    systems: Collection[str] | None = None,
 ) -> None:
-    """Create the intermediate streams that do not exist yet, with ``partitions`` or else
-    the largest partition count of the job's other inputs (Samza's default)."""
+    """Create the intermediate streams that do not exist yet (on ``systems`` only, when
+    given), with ``partitions`` or else the largest partition count of the job's other
+    inputs (Samza's default)."""
     wanted = [
         (s.stream_id, SystemStream(s.system, s.physical_name))
         for s in config.streams.values()
-        if s.intermediate and s.system is not None
+        if s.intermediate and s.system is not None and (systems is None or s.system in systems)
     ]
     if not wanted:
         return
@@ -98,7 +112,7 @@ async def _create_intermediate_streams(
                     f"{ss} does not exist yet and the job has no other input to size it by",
                     key=f"streams.{stream_id}.partitions",
                 )
-            partitions = max((await partition_counts(admins, others)).values())
+            partitions = max((await partition_counts(admins, others, config)).values())
         await admin.create_stream(
             ss.stream,
             partitions,

@@ -325,7 +325,10 @@ def test_a_writer_moved_back_sends_again_and_its_reader_takes_it(
     values = Counter(json.loads(r["v"])["v"] for r in outputs(kafka_bootstrap, out))
     assert values == {f"v{i}": 2 for i in range(20)}
     # The reader moved back forgets the origins it applied: it takes all 40 records again.
-    moved = tool("set", str(reader), "--to", "oldest")
+    # (A file of offsets: ``oldest`` and the like move an intermediate stream to its end.)
+    (line,) = show(reader).values()
+    back = json.dumps({"task": line["task"], "offsets": {f"kafka.{mid}#0": -1}})
+    moved = tool("set", str(reader), "--to", "-", stdin=back)
     assert moved.returncode == 0, moved.stderr
     assert (
         "39 -> -1  (resumes at offset 0; its end-of-stream and watermark reports forgotten; "
@@ -334,6 +337,50 @@ def test_a_writer_moved_back_sends_again_and_its_reader_takes_it(
     run_in_process(reader, tag_to(out), processed(40))
     values = Counter(json.loads(r["v"])["v"] for r in outputs(kafka_bootstrap, out))
     assert values == {f"v{i}": 4 for i in range(20)}
+
+
+class TwoStages(Tag):
+    """Stage 1 tags each input message to ``mid``; stage 2 tags each of ``mid``'s to ``out``."""
+
+    def __init__(self, mid: str, out: str) -> None:
+        super().__init__()
+        self.mid, self.final = SystemStream("kafka", mid), SystemStream("kafka", out)
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        second = envelope.system_stream_partition.stream == self.mid.stream
+        self.out = self.final if second else self.mid
+        super().process(envelope, collector, coordinator)
+
+
+def test_a_two_stage_job_moved_back_reads_its_input_again_once(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """``--to oldest`` moves the job's intermediate stream to its end, as Kafka Streams'
+    reset tool does its repartition topics: stage 2 reads only what stage 1 writes again,
+    so every input message reaches the output once more, not twice more."""
+    source, mid, out = name("ck2-src"), name("ck2-mid"), name("ck2-out")
+    asyncio.run(create_topic(kafka_bootstrap, source, 1))
+    asyncio.run(create_topic(kafka_bootstrap, out, 1))
+    asyncio.run(produce(kafka_bootstrap, source, [(0, None, f"v{i}".encode()) for i in range(20)]))
+    job = job_file(
+        tmp_path,
+        kafka_bootstrap,
+        [source, mid],
+        **{
+            "streams.mid.samza.system": "kafka",
+            "streams.mid.samza.physical.name": mid,
+            "streams.mid.samza.intermediate": True,
+            "streams.mid.partitions": 1,
+        },
+    )
+    run_in_process(job, lambda: TwoStages(mid, out), processed(40))
+    assert offsets(job) == {f"kafka.{source}#0": "19", f"kafka.{mid}#0": "19"}
+    moved = tool("set", str(job), "--to", "oldest")
+    assert moved.returncode == 0, moved.stderr
+    assert f"kafka.{mid}#0  19  (unchanged)" in moved.stdout
+    run_in_process(job, lambda: TwoStages(mid, out), processed(40))
+    values = Counter(json.loads(r["v"])["v"] for r in outputs(kafka_bootstrap, out))
+    assert values == {f"v{i}": 2 for i in range(20)}
 
 
 def test_stores_keep_their_state_unless_reset(kafka_bootstrap: str, tmp_path: Path) -> None:
