@@ -12,7 +12,7 @@ import asyncio
 import concurrent.futures
 import functools
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from samzapy.container.grouper import TaskModel
 from samzapy.container.inputs import InputQueue, TaskInputs
 from samzapy.container.origins import OriginCollector
 from samzapy.container.plan import ContainerPlan, TaskPlan, input_queues
-from samzapy.container.run_loop import RunLoop
+from samzapy.container.run_loop import Drain, RunLoop
 from samzapy.container.serdes import StreamSerdes
 from samzapy.container.systems import Systems
 from samzapy.container.task_collector import MessageInProgress, TaskCollector
@@ -107,8 +107,9 @@ def assemble_inputs(
     if cfg.task.dead_letter_stream is not None:
         for consumer in systems.consumers.values():
             consumer.keep_raw()
+    names = sorted(systems.consumers)
     run_loop = RunLoop(
-        consumers=[functools.partial(consumers.run, s) for s in sorted(systems.consumers)],
+        consumers=[functools.partial(consumers.run, s) for s in names],
         clock=clock,
         window_ms=cfg.task.window_ms,
         commit_ms=cfg.task.commit_ms,
@@ -120,7 +121,25 @@ def assemble_inputs(
         stall_fail=cfg.task.stall_fail,
         health=health,
     )
+    if checkpointing and cfg.task.checkpoint_factory != "memory":
+        run_loop.drain = _memory_drain(cfg, names, by_ssp)
     return InputSide(queues, consumers, run_loop)
+
+
+def _memory_drain(
+    config: ResolvedConfig, names: Sequence[str], ssps: Iterable[SystemStreamPartition]
+) -> Drain | None:
+    """The drain before a stop of a job whose intermediate streams are in memory, when its
+    checkpoints outlive the process (``run_loop.py``); None for any other job."""
+    memory = {name for name in names if config.systems[name].factory == "memory"}
+    drained = frozenset(
+        ssp
+        for ssp in ssps
+        if ssp.system in memory and config.stream(ssp.system_stream).intermediate
+    )
+    if not drained:
+        return None
+    return Drain(frozenset(i for i, name in enumerate(names) if name in memory), drained)
 
 
 @dataclass(frozen=True)

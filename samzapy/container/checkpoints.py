@@ -18,22 +18,31 @@ producer (``producers``); a send to any other system is refused.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
 
 from samzapy.api.errors import StreamSystemError
-from samzapy.api.system import SystemStream, TaskName
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.checkpoint.codec import check_partition_counts
 from samzapy.checkpoint.group import GroupOffsets
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.checkpoint.registry import checkpoint_manager
 from samzapy.checkpoint.transactional import TransactionalCheckpointManager
 from samzapy.checkpoint.writer import TaskCheckpointWriter, TransactionalCheckpointWriter
 from samzapy.config import ResolvedConfig
+from samzapy.control.rewind import rewind_control
 from samzapy.system.fencing import WriteLease
-from samzapy.system.ports import SystemFactory, SystemProducer, TransactionalProducer
+from samzapy.system.ports import (
+    SystemAdmin,
+    SystemFactory,
+    SystemProducer,
+    TransactionalProducer,
+)
 
 log = structlog.get_logger("samzapy.container")
 
@@ -47,6 +56,67 @@ def checkpoint_namespace(config: ResolvedConfig) -> str:
 def transactional_id(config: ResolvedConfig, task: TaskName) -> str:
     """``samzapy-<job.name>-<job.id>-<task>``: the same for a task wherever it runs."""
     return re.sub(r"\s+", "-", f"samzapy-{config.job.name}-{config.job.id}-{task}")
+
+
+async def checked(
+    checkpoints: Mapping[TaskName, Checkpoint],
+    counts: Mapping[SystemStream, int],
+    admins: Mapping[str, SystemAdmin],
+) -> dict[TaskName, Checkpoint]:
+    """The checkpoints read at start-up, their partition counts checked against ``counts``
+    and the streams that went back rewound (``forget_streams_gone_back``)."""
+    check_partition_counts(checkpoints, counts)
+    return await forget_streams_gone_back(checkpoints, admins)
+
+
+async def forget_streams_gone_back(
+    checkpoints: Mapping[TaskName, Checkpoint], admins: Mapping[str, SystemAdmin]
+) -> dict[TaskName, Checkpoint]:
+    """``checkpoints`` with the control bookkeeping of each partition that went back
+    rewound (``control/rewind.py``): a partition the bookkeeping names (a framed stream's)
+    whose checkpointed offset is past its end now, so that the stream was made again (a
+    memory stream lives as long as its process; a topic may be recreated). Without this an
+    intermediate stream that had ended would never be read again; its consumer starts at its
+    default (``checkpoint_offset_unavailable``)."""
+    named: dict[TaskName, list[SystemStreamPartition]] = {}
+    by_system: dict[str, set[SystemStreamPartition]] = defaultdict(set)
+    for task, checkpoint in checkpoints.items():
+        control = checkpoint.control or {}
+        origins = control.get("origins")
+        kept = {
+            *(control.get("partitions") or {}),
+            *((origins.get("applied") or {}) if isinstance(origins, dict) else {}),
+        }
+        named[task] = [ssp for ssp in checkpoint.offsets if str(ssp) in kept]
+        for ssp in named[task]:
+            by_system[ssp.system].add(ssp)
+    if not by_system:
+        return dict(checkpoints)
+    ends = {}
+    for system, read in by_system.items():
+        for ssp, bounds in (await admins[system].offset_bounds(read)).items():
+            ends[ssp] = bounds.upcoming
+    out = dict(checkpoints)
+    for task, ssps in named.items():
+        checkpoint = checkpoints[task]
+        gone = []
+        for ssp in ssps:
+            admin, end = admins[ssp.system], ends.get(ssp)
+            resume = admin.offset_after(checkpoint.offsets[ssp])
+            if end is not None and admin.compare_offsets(resume, end) > 0:
+                gone.append(ssp)
+        if gone:
+            rewound, _ = rewind_control(checkpoint.control, gone)
+            out[task] = dataclasses.replace(checkpoint, control=rewound)
+            log.info(  # the consumer warns of the offset, on a system where that is news
+                "stream_went_back",
+                task=task,
+                ssps=sorted(str(ssp) for ssp in gone),
+                reason="the checkpointed offset is past the partition's end: the stream was "
+                "made again; its end-of-stream and watermark reports and the origins applied "
+                "from it are forgotten, and it is read from its default offset",
+            )
+    return out
 
 
 class RefusingProducer(SystemProducer):
@@ -215,6 +285,8 @@ async def _stop_producer(producer: TransactionalProducer) -> None:
 __all__ = [
     "ContainerCheckpoints",
     "RefusingProducer",
+    "checked",
     "checkpoint_namespace",
+    "forget_streams_gone_back",
     "transactional_id",
 ]

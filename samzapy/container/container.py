@@ -29,12 +29,11 @@ import structlog
 
 from samzapy.api.errors import SamzapyError, TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
-from samzapy.checkpoint.codec import check_partition_counts
 from samzapy.checkpoint.group import GroupOffsets
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.config import ResolvedConfig
 from samzapy.container.assembly import TaskAssembly, assemble_inputs, task_factory_of
-from samzapy.container.checkpoints import ContainerCheckpoints, checkpoint_namespace
+from samzapy.container.checkpoints import ContainerCheckpoints, checked, checkpoint_namespace
 from samzapy.container.clock import Clock, LoopClock
 from samzapy.container.collector import OutputRouter
 from samzapy.container.consumers import SystemConsumers
@@ -276,8 +275,7 @@ class SamzaContainer:
             group=self._group_offsets,
         )
         checkpoints = await self._checkpoints.start([m.name for m in models])
-        check_partition_counts(checkpoints, counts)
-        return checkpoints
+        return await checked(checkpoints, counts, self._systems.admins)
 
     def _assemble_inputs(self, plan: ContainerPlan, serdes: StreamSerdes) -> RunLoop:
         """Step 5, inputs: the queues, the consumers filling them and the run loop."""

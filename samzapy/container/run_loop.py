@@ -9,6 +9,13 @@ stop:
 2. let every task finish the calls in flight, for at most ``task.shutdown.ms``;
 3. return to the container, which closes the tasks, flushes and commits.
 
+A job whose intermediate streams live in memory, and whose checkpoints outlive the process,
+first drains them (``Drain``): a memory stream ends with the process, so what a stage wrote
+there and the next had not processed would be lost to a restart (the writer's checkpoint is
+past it). On a requested stop, the other systems' consumers stop first; the tasks go on until
+they have processed what they hold and every memory intermediate partition to its end (for at
+most ``task.shutdown.ms``); then steps 1 to 3.
+
 ``release`` does steps 1 and 2 for some tasks only, while the others go on (a rebalance that
 moves them to another container); the container then commits them and stops reading their
 partitions.
@@ -23,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -71,6 +79,16 @@ class RunLoopTask(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Drain:
+    """What a requested stop drains first (the module docstring): ``keep``, the indexes of
+    the consumers that go on (the memory systems'); ``ssps``, the memory intermediate
+    partitions to process to their end."""
+
+    keep: frozenset[int]
+    ssps: frozenset[SystemStreamPartition]
+
+
 class RunLoop:
     """Runs the tasks of one container until they end, a stop is requested, or one fails."""
 
@@ -107,6 +125,10 @@ class RunLoop:
         self.failure: SamzapyError | None = None
         self.stop_reason: str | None = None
         self._done: asyncio.Future[None] | None = None
+        #: Set by the container for a job with memory intermediate streams (``Drain``).
+        self.drain: Drain | None = None
+        self._draining: asyncio.Task[None] | None = None
+        self._consumer_tasks: list[asyncio.Task[None]] = []
         self.watchdog = (
             Watchdog(
                 timeout_s=stall_timeout_ms / 1000,
@@ -133,7 +155,46 @@ class RunLoop:
         if self.stop_reason is None:
             self.stop_reason = reason
             log.info("stop_requested", reason=reason)
+            if self.drain is not None and self._done is not None and self.failure is None:
+                self._draining = asyncio.get_running_loop().create_task(self._drain_memory())
+        if self._draining is None or self._draining.done():
+            self._end()
+
+    async def _drain_memory(self) -> None:
+        """Drain the memory intermediate streams, then end the run (the module docstring)."""
+        assert self.drain is not None
+        drain, clock = self.drain, self.clock
+        await _cancel([t for i, t in enumerate(self._consumer_tasks) if i not in drain.keep])
+        started = clock.now()
+        streams = sorted({str(ssp.system_stream) for ssp in drain.ssps})
+        while (left := self._undrained()) is not None:
+            if clock.now() - started >= self.shutdown_s:
+                log.warning(
+                    "drain_timed_out",
+                    streams=streams,
+                    shutdown_ms=int(self.shutdown_s * 1000),
+                    left=left,
+                    reason="what the memory intermediate streams still held is lost to the "
+                    "restart: their writers' checkpoints are past it",
+                )
+                break
+            await clock.sleep_until(clock.now() + 0.02)
+        else:
+            log.info("intermediate_streams_drained", streams=streams, seconds=clock.now() - started)
         self._end()
+
+    def _undrained(self) -> str | None:
+        """What the drain still waits for (None: nothing)."""
+        assert self.drain is not None
+        for task in self._tasks.values():
+            progress = task.progress()
+            if progress.in_flight or progress.buffered:
+                return f"task {progress.name}: {progress.in_flight + progress.buffered} message(s)"
+        for lags in self.lags.values():
+            for ssp, lag in lags.items():
+                if ssp in self.drain.ssps and (behind := int(lag())) > 0:
+                    return f"{ssp}: {behind} message(s)"
+        return None
 
     def fail(self, error: BaseException) -> None:
         """The first failure stops the container; it is logged here, once."""
@@ -202,7 +263,7 @@ class RunLoop:
         self._done = loop.create_future()
         if self.stop_reason is not None or self.failure is not None or not self._tasks:
             self._end()
-        consumer_tasks = [
+        self._consumer_tasks = consumer_tasks = [
             loop.create_task(consume(), name=f"consumer-{i}")
             for i, consume in enumerate(self._consumers)
         ]
@@ -222,6 +283,9 @@ class RunLoop:
         except asyncio.CancelledError:
             await _cancel([*consumer_tasks, *slot_tasks, timer_task])
             raise
+        finally:
+            if self._draining is not None:  # a failure ends a drain
+                await _cancel([self._draining])
         # 1. Stop consuming.
         await _cancel(consumer_tasks)
         if self.failure is None:
@@ -353,4 +417,4 @@ async def _cancel(tasks: Sequence[asyncio.Future[Any]]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-__all__ = ["Loop", "RunLoop", "RunLoopTask"]
+__all__ = ["Drain", "Loop", "RunLoop", "RunLoopTask"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 from samzapy import (
@@ -83,3 +85,32 @@ class EnrichViews(StreamApplication):
             .join(table, ByMember())
             .send_to(app_desc.get_output_stream(FILES.get_output_descriptor("out", "json")))
         )
+
+
+class SlowRelay(StreamApplication):
+    """files.in -> partition_by(k) on memory -> map -> files.out, each stage taking 0.5 ms a
+    message; the file named by SAMZAPY_TEST_READY_FILE appears at the first message through
+    the map."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        app_desc.with_default_system(InMemorySystemDescriptor("mem"))
+        out = app_desc.get_output_stream(FILES.get_output_descriptor("out", "json"))
+        (
+            app_desc.get_input_stream(FILES.get_input_descriptor("in", "json"))
+            .partition_by(_slow_key, lambda m: m, KVSerde("string", "json"), "by-k")
+            .map(_slowly)
+            .send_to(out)
+        )
+
+
+def _slow_key(message: dict[str, Any]) -> str:
+    time.sleep(0.0005)
+    return str(message["k"])
+
+
+def _slowly(kv: KV) -> dict[str, Any]:
+    time.sleep(0.0005)
+    ready = os.environ.get("SAMZAPY_TEST_READY_FILE")
+    if ready and not os.path.exists(ready):
+        open(ready, "w").close()
+    return dict(kv.value)

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
-from test_run import events, read_jsonl, samzapy, write_partitions
+from test_run import HERE, ROOT, events, read_jsonl, samzapy, write_partitions
 
 
 def app_yaml(tmp_path: Path, app: str, **extra: object) -> Path:
@@ -37,6 +42,76 @@ def test_an_application_runs_to_the_end_of_its_input_with_exact_counts(tmp_path:
         assert record["count"] == final.get(record["key"], 0) + 1
         final[record["key"]] = record["count"]
     assert final == dict(Counter(m["k"] for ms in inputs.values() for m in ms))
+
+
+def test_a_rerun_reads_its_new_input_through_a_memory_intermediate_stream(
+    tmp_path: Path,
+) -> None:
+    """The memory intermediate stream is new in each run, the checkpoints (files) are not:
+    the second run's copies of its new messages are read, not skipped as if the first run's
+    offsets there still stood."""
+    write_partitions(tmp_path / "data", "in", {0: [{"k": f"k{i % 3}"} for i in range(40)]})
+    job = app_yaml(tmp_path, "CountByKey")
+    first = samzapy("run", str(job))
+    assert first.returncode == 0, first.stdout + first.stderr
+    with (tmp_path / "data" / "in" / "0.jsonl").open("a") as more:
+        more.writelines(json.dumps({"k": "new"}) + "\n" for _ in range(10))
+    second = samzapy("run", str(job))
+    assert second.returncode == 0, second.stdout + second.stderr
+    out = list(read_jsonl(tmp_path / "data" / "out" / "0.jsonl"))
+    assert len(out) == 50
+    assert [r["count"] for r in out if r["key"] == "new"] == list(range(1, 11))
+    logged = events(second.stdout)
+    (unavailable,) = [e["ssp"] for e in logged if e["event"] == "checkpoint_offset_unavailable"]
+    (went_back,) = [e["ssps"] for e in logged if e["event"] == "stream_went_back"]
+    assert went_back == [unavailable] == ["mem.clitest-1-partition_by-by-k#0"]
+
+
+def test_a_stop_drains_the_memory_intermediate_stream_and_a_rerun_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM mid-run: stage 1 has checkpointed messages whose copies wait in the memory
+    intermediate stream, which ends with the process. The stop processes them first, so
+    the rerun finds every message either done or still to do."""
+    inputs = {p: [{"k": f"k{i % 5}", "p": p, "n": i} for i in range(1500)] for p in range(2)}
+    write_partitions(tmp_path / "data", "in", inputs)
+    # Small input queues: the stop processes what they hold before the drain ends.
+    job = app_yaml(
+        tmp_path,
+        "SlowRelay",
+        **{"task.commit.ms": 100, "systems.files.samza.fetch.threshold": 100},
+    )
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "samzapy", "run", str(job)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(HERE), "SAMZAPY_TEST_READY_FILE": str(ready)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no message went through the map"
+            time.sleep(0.02)
+        time.sleep(0.3)  # commits run meanwhile
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + err
+    logged = events(out)
+    (drained,) = [e for e in logged if e["event"] == "intermediate_streams_drained"]
+    assert drained["streams"] == ["mem.clitest-1-partition_by-by-k"]
+    first = len(read_jsonl(tmp_path / "data" / "out" / "0.jsonl"))
+    assert 0 < first < 3000  # stopped mid-run
+    rerun = samzapy("run", str(job))
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    seen = Counter((r["p"], r["n"]) for r in read_jsonl(tmp_path / "data" / "out" / "0.jsonl"))
+    assert seen == {(p, i): 1 for p in range(2) for i in range(1500)}
 
 
 def test_a_failing_function_exits_1_naming_operator_partition_and_offset(tmp_path: Path) -> None:
