@@ -160,6 +160,22 @@ class Restore:
             start = None if opened is None else snapshot_offset(opened)
         if not kept and opened is None:
             self._wipe(name, store)
+            if (
+                checkpointed is not None
+                and admin.compare_offsets(checkpointed, bounds.upcoming) > 0
+            ):
+                # The changelog went back: made again (a memory stream lives as long as its
+                # process; a topic recreated). What the checkpoint had is not there.
+                log.warning(
+                    "changelog_behind_checkpoint",
+                    task=self.task_name,
+                    store=name,
+                    changelog=str(ssp),
+                    checkpointed=checkpointed,
+                    upcoming=bounds.upcoming,
+                    reason="the store's state as of its checkpoint is lost: it starts from "
+                    "what the changelog holds; keep changelogs on a durable system (kafka)",
+                )
         # 2. Replay up to the checkpointed offset.
         replayed = 0
         if checkpointed is not None and bounds.oldest is not None:

@@ -239,6 +239,29 @@ def test_deleted_state_directory_is_restored_from_the_changelog(tmp_path: Path) 
     assert changelog_state(first.broker) == expected(words)
 
 
+def test_a_changelog_made_again_behind_the_checkpoint_is_logged_as_state_lost(
+    tmp_path: Path,
+) -> None:
+    """A changelog that holds less than the checkpoint says (a memory changelog in a new
+    process, a topic recreated) cannot give the state back: the restore says so."""
+    words = input_words(100)
+    config = store_config(tmp_path, "inmemory")
+    WordCount.stop_at = 49
+    first = TestRunner(WordCount, config).add_input("words", words)
+    first.run()
+    WordCount.stop_at = None
+    for p in range(2):
+        first.broker.partition("counts-changelog", p).records.clear()
+    with capture_logs() as logs:
+        TestRunner(WordCount, config, namespace=first.namespace).add_input("words", words).run()
+    lost = [e for e in logs if e["event"] == "changelog_behind_checkpoint"]
+    assert sorted(e["changelog"] for e in lost) == [
+        "memory.counts-changelog#0",
+        "memory.counts-changelog#1",
+    ]
+    assert all(e["upcoming"] == "0" and int(e["checkpointed"]) > 0 for e in lost)
+
+
 def test_undeclared_store_names_the_store_and_the_task(tmp_path: Path) -> None:
     class Asks(InitableTask, StreamTask):
         def init(self, context: Any) -> None:
