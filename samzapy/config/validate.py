@@ -36,6 +36,7 @@ from samzapy.config.schema import (
 )
 from samzapy.config.secrets import is_secret
 from samzapy.config.standbys import standby_problems
+from samzapy.config.stream_keys import input_key_problems
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _MODULE_CLASS = re.compile(rf"{_IDENT}(?:\.{_IDENT})*:{_IDENT}(?:\.{_IDENT})*")
@@ -349,6 +350,7 @@ class _Checker:
                 )
         self._control_references()
         standby_problems(self.values, self.factories, self.problem)
+        input_key_problems(self.values, self.streams, self.problem)
         exactly_once_problems(self.values, self.factories, self.streams, self.problem)
         dead_letter_problems(self.values, self.factories, self.problem)
         known = {*BUILTIN_SERDES, *self.serializers}

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from samzapy.api.errors import ConfigError
+from samzapy.api.system import SystemStream
 from samzapy.config import ResolvedConfig, load_config, resolve
 
 MINIMAL: dict[str, Any] = {
@@ -405,3 +406,31 @@ def test_standby_replication_factor_defaults_to_one_and_is_read_under_kafka_grou
     assert problems("", "job.standbytasks.replication.factor=0") == (
         "job.standbytasks.replication.factor must be an integer >= 1, got 0",
     )
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["samza.offset.default: oldest", "samza.reset.offset: true", "samza.bootstrap: true"],
+)
+def test_an_input_only_key_of_a_stream_the_job_does_not_read_is_a_typo(key: str) -> None:
+    (problem,) = problems(f"streams.word.{key}")
+    name = key.partition(":")[0]
+    assert problem == (
+        f"streams.word.{name} is set, but stream 'word' is none of the job's inputs (words), "
+        "and only an input uses it; did you mean streams.words?"
+    )
+
+
+def test_input_only_keys_match_inputs_by_physical_name_and_system() -> None:
+    cfg = resolved(
+        "streams.w.samza.physical.name: words\n"
+        "streams.w.samza.system: mem\n"
+        "streams.w.samza.offset.default: oldest\n"
+        "streams.out.partitions: 4\n"  # an output's keys are no input's
+    )
+    assert cfg.stream(SystemStream("mem", "words")).offset_default == "oldest"
+    (problem,) = problems(
+        "streams.w.samza.physical.name: words\nstreams.w.samza.system: other\n"
+        "systems.other.samza.factory: memory\nstreams.w.samza.bootstrap: true"
+    )
+    assert problem.startswith("streams.w.samza.bootstrap is set, but stream 'w' is none")
