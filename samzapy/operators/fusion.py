@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from samzapy.api.envelope import KV, OutgoingMessageEnvelope
-from samzapy.api.errors import SerdeError
+from samzapy.api.errors import OperatorError, SerdeError
 from samzapy.operators.impl import (
     SAMPLE_EVERY,
     FilterOperator,
@@ -203,7 +203,17 @@ def _compile(
             ]
             break
         else:
-            body.append(f"return {o}.on_message(message)")
+            # Its own errors (a store's serde, say) name it; those of the operators after it
+            # name themselves already.
+            bound["OperatorError"] = OperatorError
+            body += [
+                "try:",
+                f"    return {o}.on_message(message)",
+                "except OperatorError:",
+                "    raise",
+                "except Exception as exc:",
+                f"    raise {o}.failed(exc, 'processing') from exc",
+            ]
             break
         op = nxt
     cells = [name for name, _ in counters]

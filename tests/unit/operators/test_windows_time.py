@@ -23,6 +23,7 @@ from samzapy import (
     FiringType,
     KafkaSystemDescriptor,
     KVSerde,
+    SerdeError,
     StreamApplication,
     StreamApplicationDescriptor,
     TaskError,
@@ -425,6 +426,16 @@ def test_a_timestamp_function_that_fails_fails_the_task_naming_where(
     error = info.value
     assert (error.operator, str(error.ssp), error.offset) == (operator, "kafka.events#1", "1")
     assert isinstance(error.__cause__, cause)
+
+
+def test_a_value_its_store_cannot_serialize_fails_the_task_naming_the_window() -> None:
+    window = Windows.keyed_tumbling_window(
+        lambda m: m["k"], 10 * S, lambda: "x", lambda m, acc: acc + "y", value_serde="long"
+    )
+    with pytest.raises(TaskError, match=r"the processing of operator 'w' \(window\)") as info:
+        run(window.with_event_time(), events(), {0: [m("a", 1)]})
+    assert (info.value.operator, info.value.offset) == ("w", "0")
+    assert isinstance(info.value.__cause__, SerdeError)
 
 
 def test_a_message_without_an_event_time_fails_the_window() -> None:
