@@ -211,7 +211,7 @@ class JobRunner:
         progress = self._shares.report_progress(
             cfg.task.progress_interval_ms, self._totals.processed, lambda: membership.member_id
         )
-        ticking = asyncio.gather(self._lease.run(), progress)
+        ticking = asyncio.ensure_future(self._lease.run_beside(progress))
         standbys = self._standbys
         if await unless_stopped(_joined(membership), self._stopped) is None:
             ticking.cancel()

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
@@ -138,6 +139,11 @@ class Lease:
         self._giving_up = why
         if self._held_since is not None and not self._broken:
             self._lose(why, held_s=self._held_s())
+
+    async def run_beside(self, other: Awaitable[Any]) -> None:
+        """``run`` beside ``other`` (the progress reports) until cancelled, as one task: a
+        gather of the two, cancelled, would hold its CancelledError unretrieved."""
+        await asyncio.gather(self.run(), other)
 
     async def run(self) -> None:
         """Tick until cancelled (the runner leaves the group: a hold is given up, as no

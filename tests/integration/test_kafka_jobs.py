@@ -196,6 +196,8 @@ class Job:
             self.proc.send_signal(sig)
         code = self.proc.wait(timeout)
         self.handle.close()
+        if sig == signal.SIGTERM and code == 0:  # a clean stop leaves nothing behind
+            assert "was never retrieved" not in self.log.read_text(), self.log
         return code
 
     def wait(self, timeout: float = 180) -> int:
