@@ -50,6 +50,7 @@ from samzapy.container.event_loop import loop_factory
 from samzapy.metrics import MetricsRegistry
 from samzapy.operators.application import Application, load_application
 from samzapy.system.inmemory import InMemoryBroker
+from samzapy.testing.checked_serdes import checked_output_serdes
 from samzapy.testing.clock import ManualClock
 
 SYSTEM = "memory"
@@ -304,7 +305,12 @@ class TestRunner:
                 # A real system's own settings (brokers, security, clients' options) mean
                 # nothing to the memory system; samzapy's (serdes, offset defaults) stay.
                 del merged[key]
-        resolved = resolve(Config(merged))
+        # The declared outputs' serdes, as the job has them, check what is sent there.
+        as_the_job = {k: v for k, v in merged.items() if k not in overrides or "serde" not in k}
+        as_the_job.update({k: v for k, v in app.config.items() if k in overrides and "serde" in k})
+        checked = checked_output_serdes(resolve(Config(as_the_job)), self._app_streams.values())
+        checked = {k: v for k, v in checked.items() if k not in self._config}
+        resolved = resolve(Config({**merged, **checked}))
         return resolved, app
 
     def _store_dir(self) -> str:

@@ -437,3 +437,17 @@ def test_one_function_object_given_to_two_operators_stays_one_in_each_task() -> 
     result = run(app, [(LINES, [1, 2, 3]), (other, [2, 3, 4])], {out: 1})
     assert sorted(flat(result.outputs(out))) == [1, 2, 3, 4]
     assert Dedup.inits == 1
+
+
+def test_a_message_its_output_serde_refuses_fails_the_test_as_it_fails_the_job() -> None:
+    """The runner's outputs carry objects, but each declared output's message serde checks
+    them as the job's would: what the job cannot send, the test cannot either."""
+    named = KAFKA.get_output_descriptor("named", "string")
+
+    def app(to: Any) -> Any:
+        return lambda d: d.get_input_stream(LINES).map(to).send_to(d.get_output_stream(named))
+
+    assert run(app(str), [(LINES, [1, 2])], {named: 1}).outputs(named) == {0: ["1", "2"]}
+    with pytest.raises(TaskError, match="string serde expects a str, got 5") as info:
+        run(app(lambda n: 5), [(LINES, [1, 2])], {named: 1})
+    assert info.value.operator == "send_to-1"
