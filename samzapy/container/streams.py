@@ -102,9 +102,19 @@ async def _create_intermediate_streams(
     others = [ss for ss in inputs if ss not in {w for _, w in wanted}]
     for stream_id, ss in wanted:
         admin = admins[ss.system]
-        if ss.stream in await admin.partition_counts([ss.stream]):
-            continue
         partitions = config.streams[stream_id].partitions
+        existing = (await admin.partition_counts([ss.stream])).get(ss.stream)
+        if existing is not None:
+            if partitions is not None and partitions != existing:
+                log.warning(
+                    "intermediate_partitions_kept",
+                    stream=str(ss),
+                    partitions=existing,
+                    configured=partitions,
+                    reason="the stream exists: samzapy creates intermediate streams, never "
+                    "changes them; delete it (and what it holds) for the new count",
+                )
+            continue
         if partitions is None:
             if not others:
                 raise ConfigError(
