@@ -34,7 +34,10 @@ class StreamApplication:
     """An application of the high-level API: ``describe`` builds its graph."""
 
     def describe(self, app_desc: StreamApplicationDescriptor) -> None:
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__name__} must define describe(self, app_desc), which builds its "
+            "graph from app_desc's input streams"
+        )
 
 
 class StreamApplicationDescriptor:

@@ -451,3 +451,11 @@ def test_a_message_its_output_serde_refuses_fails_the_test_as_it_fails_the_job()
     with pytest.raises(TaskError, match="string serde expects a str, got 5") as info:
         run(app(lambda n: 5), [(LINES, [1, 2])], {named: 1})
     assert info.value.operator == "send_to-1"
+
+
+def test_an_application_without_describe_says_what_it_lacks() -> None:
+    class Empty(StreamApplication):
+        pass
+
+    with pytest.raises(ConfigError, match=r"Empty must define describe\(self, app_desc\)"):
+        TestRunner.of(Empty).add_input_stream(LINES, [1]).run(timeout=10)
