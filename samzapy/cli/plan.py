@@ -100,10 +100,10 @@ def _text(document: dict[str, Any]) -> str:
             lines.append(f"    table {op['table']}")
         if "join" in op:
             lines.append(f"    {op['join']}")
-    lines.append("outputs:")
+    lines.append("outputs:" + ("" if document["outputs"] else " none"))
     for s in document["outputs"]:
         lines.append(f"  {s['stream_id']}: {s['system']}.{s['physical_name']}{_serdes(s)}")
-    lines.append("intermediate streams:")
+    lines.append("intermediate streams:" + ("" if document["intermediate_streams"] else " none"))
     for s in document["intermediate_streams"]:
         partitions = s["partitions"] if s["partitions"] is not None else "unknown"
         rule = f" ({s['partitions_rule']})" if "partitions_rule" in s else ""

@@ -83,6 +83,7 @@ def test_a_window_gets_a_store_named_after_its_op_id_with_a_changelog_on_its_sys
         "store per-user\n" in text
     )
     assert "stores:\n  per-user" in text
+    assert "\nintermediate streams: none\n" in text  # a section with nothing says so
 
 
 @pytest.mark.parametrize(
