@@ -148,21 +148,19 @@ def test_missing_input_stream_exits_2_naming_it(tmp_path: Path) -> None:
     assert "create it on system 'files' first" in line["hint"]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signal_stops_cleanly_commits_and_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
-    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(100)]})
-    ready = tmp_path / "ready"
-    job = job_yaml(
-        tmp_path, "CountSignals", **{"systems.files.follow": True, "task.commit.ms": 600000}
-    )
+def signalled(
+    job: Path, ready: Path, sig: int, env: dict[str, str], after_s: float = 0
+) -> tuple[int, str, str]:
+    """`samzapy run job` until the task makes the file ``ready`` (its path goes in
+    SAMZAPY_TEST_READY_FILE), ``after_s`` more, then ``sig``: the exit code and output."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "samzapy", "run", str(job)],
         cwd=ROOT,
         env={
             **os.environ,
             "PYTHONPATH": str(HERE),
-            "SAMZAPY_TEST_READY_AFTER": "100",
             "SAMZAPY_TEST_READY_FILE": str(ready),
+            **env,
         },
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -172,14 +170,26 @@ def test_signal_stops_cleanly_commits_and_exits_0(tmp_path: Path, sig: signal.Si
         deadline = time.monotonic() + 60
         while not ready.exists():
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "job never processed its input"
-            time.sleep(0.05)
+            assert time.monotonic() < deadline, "the job never got ready"
+            time.sleep(0.02)
+        time.sleep(after_s)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, out + err
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_cleanly_commits_and_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(100)]})
+    ready = tmp_path / "ready"
+    job = job_yaml(
+        tmp_path, "CountSignals", **{"systems.files.follow": True, "task.commit.ms": 600000}
+    )
+    code, out, err = signalled(job, ready, sig, {"SAMZAPY_TEST_READY_AFTER": "100"})
+    assert code == 0, out + err
     checkpoint = json.loads((tmp_path / "checkpoints").glob("*.json").__next__().read_text())
     assert checkpoint["offsets"][0]["offset"] == "99"
     assert len(read_jsonl(tmp_path / "data" / "out" / "0.jsonl")) == 100

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
-from test_run import HERE, ROOT, events, read_jsonl, samzapy, write_partitions
+from test_run import events, read_jsonl, samzapy, signalled, write_partitions
 
 
 def app_yaml(tmp_path: Path, app: str, **extra: object) -> Path:
@@ -81,28 +77,9 @@ def test_a_stop_drains_the_memory_intermediate_stream_and_a_rerun_loses_nothing(
         "SlowRelay",
         **{"task.commit.ms": 100, "systems.files.samza.fetch.threshold": 100},
     )
-    ready = tmp_path / "ready"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "samzapy", "run", str(job)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(HERE), "SAMZAPY_TEST_READY_FILE": str(ready)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no message went through the map"
-            time.sleep(0.02)
-        time.sleep(0.3)  # commits run meanwhile
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, out + err
+    # Commits run meanwhile (every 100 ms) while stage 2 lags behind stage 1.
+    code, out, err = signalled(job, tmp_path / "ready", signal.SIGTERM, {}, after_s=0.3)
+    assert code == 0, out + err
     logged = events(out)
     (drained,) = [e for e in logged if e["event"] == "intermediate_streams_drained"]
     assert drained["streams"] == ["mem.clitest-1-partition_by-by-k"]

@@ -206,13 +206,19 @@ def test_a_write_cache_sends_each_key_once_per_commit(tmp_path: Path, factory: s
         )
 
 
-def test_clean_restart_keeps_the_local_rocksdb_store(tmp_path: Path) -> None:
-    words = input_words(100)
-    config = store_config(tmp_path, "rocksdb")
+def stopped_at_49(config: dict[str, Any], words: dict[int, list[str]]) -> TestRunner:
+    """A run of WordCount that commits and stops at offset 49 of each partition."""
     WordCount.stop_at = 49
     first = TestRunner(WordCount, config).add_input("words", words)
     first.run()
     WordCount.stop_at = None
+    return first
+
+
+def test_clean_restart_keeps_the_local_rocksdb_store(tmp_path: Path) -> None:
+    words = input_words(100)
+    config = store_config(tmp_path, "rocksdb")
+    first = stopped_at_49(config, words)
     with capture_logs() as logs:
         TestRunner(WordCount, config, namespace=first.namespace).add_input("words", words).run()
     restored = [e for e in logs if e["event"] == "store_restored"]
@@ -226,10 +232,7 @@ def test_deleted_state_directory_is_restored_from_the_changelog(tmp_path: Path) 
 
     words = input_words(100)
     config = store_config(tmp_path, "rocksdb")
-    WordCount.stop_at = 49
-    first = TestRunner(WordCount, config).add_input("words", words)
-    first.run()
-    WordCount.stop_at = None
+    first = stopped_at_49(config, words)
     shutil.rmtree(tmp_path / "state")
     with capture_logs() as logs:
         TestRunner(WordCount, config, namespace=first.namespace).add_input("words", words).run()
@@ -246,10 +249,7 @@ def test_a_changelog_made_again_behind_the_checkpoint_is_logged_as_state_lost(
     process, a topic recreated) cannot give the state back: the restore says so."""
     words = input_words(100)
     config = store_config(tmp_path, "inmemory")
-    WordCount.stop_at = 49
-    first = TestRunner(WordCount, config).add_input("words", words)
-    first.run()
-    WordCount.stop_at = None
+    first = stopped_at_49(config, words)
     for p in range(2):
         first.broker.partition("counts-changelog", p).records.clear()
     with capture_logs() as logs:
