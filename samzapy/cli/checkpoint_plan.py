@@ -12,9 +12,9 @@ start at the stream's ``samza.offset.default``, which may well be ``upcoming``.
 A partition moved back (to an offset below the one checkpointed) must really be processed
 again, so ``set`` also rewinds the task's control bookkeeping for it (``rewind_control``,
 ``samzapy/control/rewind.py``: its end-of-stream and watermark reports and the origins it
-applied are forgotten, its writer epoch goes up). An intermediate stream goes to its end
-whatever the target: what the inputs' new offsets make the job read again, it writes there
-again.
+applied are forgotten, its writer epoch goes up). With ``oldest``, ``upcoming`` or a
+time, an intermediate stream goes to its end: what the inputs' new offsets make the job read
+again, it writes there again (a file of offsets moves it where its lines say).
 
 The task's changelog offsets, snapshots and partition counts stay as they were, so its stores
 keep their state; ``--reset-stores`` drops the changelog offsets and snapshots, and the

@@ -11,8 +11,9 @@ job's tasks, Samza's checkpoint tool in samzapy's terms:
    (they are named; exit 1);
 2. read the checkpoints, as ``show`` does (a missing checkpoint stream is not created);
 3. work out each partition's new offset: ``oldest`` and ``upcoming`` from the partition's
-   bounds, a time from the broker's offsets for it (Kafka's ListOffsets by time), a file
-   line by line (every problem named by its line; exit 2 before anything is written);
+   bounds, a time from the broker's offsets for it (Kafka's ListOffsets by time), with the
+   job's intermediate streams at their end for all three; a file line by line (every
+   problem named by its line; exit 2 before anything is written);
 4. plan each task's checkpoint (``checkpoint_plan.plan_task``) and print what changes, one
    line per task and partition, ``old -> new``; ``--dry-run`` stops here;
 5. write the checkpoints of the tasks that change through the job's own path
@@ -98,9 +99,10 @@ def add_arguments(
         "--to",
         required=True,
         metavar="oldest|upcoming|TIME|FILE",
-        help="oldest or upcoming message of every partition; the first message at or after "
-        "an ISO 8601 time with a time zone; or a file of JSON lines as `show` prints them "
-        "(- for standard input), whose tasks get the offsets on their line",
+        help="oldest or upcoming message of every input partition; the first message at or "
+        "after an ISO 8601 time with a time zone (with oldest and upcoming, the job's "
+        "intermediate streams go to their end); or a file of JSON lines as `show` prints "
+        "them (- for standard input), whose tasks get the offsets on their line",
     )
     move.add_argument("--dry-run", action="store_true", help="print the changes, write nothing")
     move.add_argument(
@@ -387,22 +389,25 @@ async def _targets(
         return {e.task: {ssp: str(offset) for ssp, offset in e.offsets.items()} for e in entries}
     ssps = [ssp for model in job.models for ssp in model.ssps]
     bounds = await job.upcoming_and_oldest(ssps)
-    if target.kind == OLDEST:
-        first = {ssp: oldest for ssp, (oldest, _) in bounds.items()}
-    elif target.kind == TIME:
-        assert target.timestamp_ms is not None
-        found = await job.first_at(list(bounds), target.timestamp_ms)
-        # No message at or after the time: start at the end.
-        first = {ssp: bounds[ssp][1] if o is None else o for ssp, o in found.items()}
-    else:
-        first = {ssp: upcoming for ssp, (_, upcoming) in bounds.items()}
     # The job writes its intermediate streams itself: they go to their end, whatever the
     # target (as Kafka Streams' reset tool skips its repartition topics). What the inputs'
     # new offsets make the job read again, it writes there again; what they skip, it skips.
     config = job.config
-    for ssp, (_, end) in bounds.items():
-        if config.stream(ssp.system_stream).intermediate:
-            first[ssp] = end
+    first = {
+        ssp: end
+        for ssp, (_, end) in bounds.items()
+        if config.stream(ssp.system_stream).intermediate
+    }
+    inputs = {ssp: b for ssp, b in bounds.items() if ssp not in first}
+    if target.kind == OLDEST:
+        first.update({ssp: oldest for ssp, (oldest, _) in inputs.items()})
+    elif target.kind == TIME:
+        assert target.timestamp_ms is not None
+        found = await job.first_at(list(inputs), target.timestamp_ms)
+        # No message at or after the time: start at the end.
+        first.update({ssp: inputs[ssp][1] if o is None else o for ssp, o in found.items()})
+    else:
+        first.update({ssp: upcoming for ssp, (_, upcoming) in inputs.items()})
     return {
         model.name: {ssp: last_processed(first[ssp]) for ssp in model.ssps} for model in job.models
     }

@@ -47,7 +47,7 @@ def input_key_problems(
         if any(ss[1] == physical and system in (None, ss[0]) for ss in inputs):
             continue
         close = difflib.get_close_matches(physical, names, n=1, cutoff=0.75)
-        hint = f"; did you mean streams.{close[0]}?" if close else ""
+        hint = f"; did you mean the input {close[0]!r}?" if close else ""
         problem(
             keys[0],
             f"{keys[0]} is set, but stream {stream!r} is none of the job's inputs "

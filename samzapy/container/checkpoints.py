@@ -64,59 +64,62 @@ async def checked(
     admins: Mapping[str, SystemAdmin],
 ) -> dict[TaskName, Checkpoint]:
     """The checkpoints read at start-up, their partition counts checked against ``counts``
-    and the streams that went back rewound (``forget_streams_gone_back``)."""
+    (the inputs') and the partitions that went back forgotten (``forget_streams_gone_back``)."""
     check_partition_counts(checkpoints, counts)
-    return await forget_streams_gone_back(checkpoints, admins)
+    return await forget_streams_gone_back(checkpoints, counts, admins)
 
 
 async def forget_streams_gone_back(
-    checkpoints: Mapping[TaskName, Checkpoint], admins: Mapping[str, SystemAdmin]
+    checkpoints: Mapping[TaskName, Checkpoint],
+    counts: Mapping[SystemStream, int],
+    admins: Mapping[str, SystemAdmin],
 ) -> dict[TaskName, Checkpoint]:
-    """``checkpoints`` with the control bookkeeping of each partition that went back
-    rewound (``control/rewind.py``): a partition the bookkeeping names (a framed stream's)
-    whose checkpointed offset is past its end now, so that the stream was made again (a
-    memory stream lives as long as its process; a topic may be recreated). Without this an
-    intermediate stream that had ended would never be read again; its consumer starts at its
-    default (``checkpoint_offset_unavailable``)."""
-    named: dict[TaskName, list[SystemStreamPartition]] = {}
+    """``checkpoints`` without the input partitions (of ``counts``) whose checkpointed offset
+    is past their end now: the stream was made again (a memory stream lives as long as its
+    process; a topic may be recreated). Such a partition is read from its offset default, as
+    one never read, and its control bookkeeping is rewound (``control/rewind.py``): its
+    end-of-stream and watermark reports are forgotten (an intermediate stream that had ended
+    would never be read again) and its writer epoch goes up; the origins applied from it
+    are kept (its writers' positions did not go back)."""
     by_system: dict[str, set[SystemStreamPartition]] = defaultdict(set)
-    for task, checkpoint in checkpoints.items():
-        control = checkpoint.control or {}
-        origins = control.get("origins")
-        kept = {
-            *(control.get("partitions") or {}),
-            *((origins.get("applied") or {}) if isinstance(origins, dict) else {}),
-        }
-        named[task] = [ssp for ssp in checkpoint.offsets if str(ssp) in kept]
-        for ssp in named[task]:
-            by_system[ssp.system].add(ssp)
-    if not by_system:
-        return dict(checkpoints)
+    for checkpoint in checkpoints.values():
+        for ssp in checkpoint.offsets:
+            if ssp.partition < counts.get(ssp.system_stream, 0):
+                by_system[ssp.system].add(ssp)
     ends = {}
     for system, read in by_system.items():
         for ssp, bounds in (await admins[system].offset_bounds(read)).items():
             ends[ssp] = bounds.upcoming
     out = dict(checkpoints)
-    for task, ssps in named.items():
-        checkpoint = checkpoints[task]
-        gone = []
-        for ssp in ssps:
-            admin, end = admins[ssp.system], ends.get(ssp)
-            resume = admin.offset_after(checkpoint.offsets[ssp])
-            if end is not None and admin.compare_offsets(resume, end) > 0:
-                gone.append(ssp)
-        if gone:
-            rewound, _ = rewind_control(checkpoint.control, gone)
-            out[task] = dataclasses.replace(checkpoint, control=rewound)
-            log.info(  # the consumer warns of the offset, on a system where that is news
-                "stream_went_back",
-                task=task,
-                ssps=sorted(str(ssp) for ssp in gone),
-                reason="the checkpointed offset is past the partition's end: the stream was "
-                "made again; its end-of-stream and watermark reports and the origins applied "
-                "from it are forgotten, and it is read from its default offset",
-            )
+    for task, checkpoint in checkpoints.items():
+        gone = [
+            ssp
+            for ssp, offset in checkpoint.offsets.items()
+            if ssp in ends and _past(admins[ssp.system], offset, ends[ssp])
+        ]
+        if not gone:
+            continue
+        rewound, _ = rewind_control(checkpoint.control, gone, forget_applied=False)
+        offsets = {ssp: o for ssp, o in checkpoint.offsets.items() if ssp not in gone}
+        out[task] = dataclasses.replace(checkpoint, offsets=offsets, control=rewound)
+        log.info(  # the consumer warns of the offset, on a system where that is news
+            "stream_went_back",
+            task=task,
+            ssps=sorted(str(ssp) for ssp in gone),
+            reason="the checkpointed offset is past the partition's end: the stream was made "
+            "again; it is read from its offset default, and its end-of-stream and watermark "
+            "reports are forgotten",
+        )
     return out
+
+
+def _past(admin: SystemAdmin, offset: str, end: str) -> bool:
+    """Whether the message after ``offset`` would be past ``end`` (False for offsets the
+    admin cannot compare)."""
+    try:
+        return admin.compare_offsets(admin.offset_after(offset), end) > 0
+    except ValueError:
+        return False
 
 
 class RefusingProducer(SystemProducer):

@@ -106,9 +106,10 @@ class TaskInputs:
         self._rr = 0
 
     def hold_all_but(self, ssps: Collection[SystemStreamPartition]) -> None:
-        """Take messages only from ``ssps`` until ``release``."""
-        self._held = [q for q in self._active if q.ssp not in ssps]
-        self._active = [q for q in self._active if q.ssp in ssps]
+        """Take messages only from ``ssps`` until ``release`` (a queue held before included)."""
+        every = [*self._active, *self._held]
+        self._held = [q for q in every if q.ssp not in ssps]
+        self._active = [q for q in every if q.ssp in ssps]
 
     def release(self) -> None:
         """Take messages from every partition again, the held ones included."""

@@ -12,9 +12,10 @@ stop:
 A job whose intermediate streams live in memory, and whose checkpoints outlive the process,
 first drains them (``Drain``): a memory stream ends with the process, so what a stage wrote
 there and the next had not processed would be lost to a restart (the writer's checkpoint is
-past it). On a requested stop, the other systems' consumers stop first; the tasks go on until
-they have processed what they hold and every memory intermediate partition to its end (for at
-most ``task.shutdown.ms``); then steps 1 to 3.
+past it). On a requested stop, the other systems' consumers stop first and the tasks take
+messages only from the memory intermediate partitions (what else they hold waits,
+uncommitted, for the restart), until every one is processed to its end with no call or
+barrier running (for at most ``task.shutdown.ms``); then steps 1 to 3.
 
 ``release`` does steps 1 and 2 for some tasks only, while the others go on (a rebalance that
 moves them to another container); the container then commits them and stops reading their
@@ -70,6 +71,10 @@ class RunLoopTask(Protocol):
 
     def stop(self) -> None:
         """Start no new call; the slots return once their current calls complete."""
+        ...
+
+    def drain_only(self, ssps: Collection[SystemStreamPartition]) -> None:
+        """Take messages only from ``ssps`` from now on (a stop draining them)."""
         ...
 
     def progress(self) -> TaskProgress: ...
@@ -155,7 +160,12 @@ class RunLoop:
         if self.stop_reason is None:
             self.stop_reason = reason
             log.info("stop_requested", reason=reason)
-            if self.drain is not None and self._done is not None and self.failure is None:
+            if (
+                self.drain is not None
+                and self._done is not None
+                and self.failure is None
+                and not self._finished >= self._tasks.keys()  # nothing is left to drain
+            ):
                 self._draining = asyncio.get_running_loop().create_task(self._drain_memory())
         if self._draining is None or self._draining.done():
             self._end()
@@ -164,32 +174,40 @@ class RunLoop:
         """Drain the memory intermediate streams, then end the run (the module docstring)."""
         assert self.drain is not None
         drain, clock = self.drain, self.clock
-        await _cancel([t for i, t in enumerate(self._consumer_tasks) if i not in drain.keep])
-        started = clock.now()
-        streams = sorted({str(ssp.system_stream) for ssp in drain.ssps})
-        while (left := self._undrained()) is not None:
-            if clock.now() - started >= self.shutdown_s:
-                log.warning(
-                    "drain_timed_out",
-                    streams=streams,
-                    shutdown_ms=int(self.shutdown_s * 1000),
-                    left=left,
-                    reason="what the memory intermediate streams still held is lost to the "
-                    "restart: their writers' checkpoints are past it",
+        try:
+            await _cancel([t for i, t in enumerate(self._consumer_tasks) if i not in drain.keep])
+            for task in self._tasks.values():
+                task.drain_only(drain.ssps)
+            started = clock.now()
+            streams = sorted({str(ssp.system_stream) for ssp in drain.ssps})
+            while (left := self._undrained()) is not None:
+                if clock.now() - started >= self.shutdown_s:
+                    log.warning(
+                        "drain_timed_out",
+                        streams=streams,
+                        shutdown_ms=int(self.shutdown_s * 1000),
+                        left=left,
+                        reason="what the memory intermediate streams still held is lost to "
+                        "the restart: their writers' checkpoints are past it",
+                    )
+                    break
+                await clock.sleep_until(clock.now() + 0.02)
+            else:
+                log.info(
+                    "intermediate_streams_drained", streams=streams, seconds=clock.now() - started
                 )
-                break
-            await clock.sleep_until(clock.now() + 0.02)
-        else:
-            log.info("intermediate_streams_drained", streams=streams, seconds=clock.now() - started)
-        self._end()
+        finally:
+            self._end()
 
     def _undrained(self) -> str | None:
-        """What the drain still waits for (None: nothing)."""
+        """What the drain still waits for (None: nothing): a call in flight or a barrier
+        running (either may send to a drained stream), or a drained partition's messages
+        not processed yet. The tasks take messages from those partitions only."""
         assert self.drain is not None
         for task in self._tasks.values():
             progress = task.progress()
-            if progress.in_flight or progress.buffered:
-                return f"task {progress.name}: {progress.in_flight + progress.buffered} message(s)"
+            if not progress.finished and (progress.in_flight or progress.barrier_pending):
+                return f"task {progress.name}: a call or barrier running"
         for lags in self.lags.values():
             for ssp, lag in lags.items():
                 if ssp in self.drain.ssps and (behind := int(lag())) > 0:

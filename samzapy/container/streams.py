@@ -92,14 +92,15 @@ async def _create_intermediate_streams(
     """Create the intermediate streams that do not exist yet (on ``systems`` only, when
     given), with ``partitions`` or else the largest partition count of the job's other
     inputs (Samza's default)."""
-    wanted = [
+    every = [
         (s.stream_id, SystemStream(s.system, s.physical_name))
         for s in config.streams.values()
-        if s.intermediate and s.system is not None and (systems is None or s.system in systems)
+        if s.intermediate and s.system is not None
     ]
+    wanted = [(i, ss) for i, ss in every if systems is None or ss.system in systems]
     if not wanted:
         return
-    others = [ss for ss in inputs if ss not in {w for _, w in wanted}]
+    others = [ss for ss in inputs if ss not in {ss for _, ss in every}]
     for stream_id, ss in wanted:
         admin = admins[ss.system]
         partitions = config.streams[stream_id].partitions

@@ -23,7 +23,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from typing import Any
 
 import structlog
@@ -233,6 +233,14 @@ class TaskInstance:
         if not self._state.due & _FINISHED:
             self._state.due |= bit
             self._state.wake()
+
+    def drain_only(self, ssps: Collection[SystemStreamPartition]) -> None:
+        """Take messages only from ``ssps`` from now on (a stop draining memory intermediate
+        streams); the others wait, uncommitted, for the restart. A bootstrap ends here: its
+        release would take them again."""
+        self._bootstrap = None
+        self._state.due &= ~_BOOTSTRAPPED
+        self._inputs.hold_all_but(ssps)
 
     def stop(self) -> None:
         """Start no new call; slots return once their current call completes."""

@@ -37,10 +37,15 @@ class Rewound:
 
 
 def rewind_control(
-    control: Mapping[str, Any] | None, back: Iterable[SystemStreamPartition]
+    control: Mapping[str, Any] | None,
+    back: Iterable[SystemStreamPartition],
+    *,
+    forget_applied: bool = True,
 ) -> tuple[Mapping[str, Any] | None, dict[SystemStreamPartition, Rewound]]:
     """A task's control bookkeeping (``TaskControl.to_json``) with the partitions in ``back``
-    read afresh (the module docstring's steps 1 to 3), and what was reset for each."""
+    read afresh (the module docstring's steps 1 to 3), and what was reset for each. Not
+    ``forget_applied``: step 2 is left out, for a stream made again, whose writers' positions
+    did not go back (the records they send again for what was applied are still copies)."""
     back = list(back)
     if control is None or not back:
         return control, {}
@@ -55,7 +60,9 @@ def rewind_control(
         # 1. End-of-stream and watermark reports.
         reports = isinstance(partitions, dict) and partitions.pop(name, None) is not None
         # 2. Applied origins.
-        forgot = isinstance(applied, dict) and applied.pop(name, None) is not None
+        forgot = (
+            forget_applied and isinstance(applied, dict) and applied.pop(name, None) is not None
+        )
         # 3. The writer epoch.
         moved: tuple[int, int] | None = None
         if isinstance(epochs, dict):

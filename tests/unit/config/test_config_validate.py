@@ -417,7 +417,7 @@ def test_an_input_only_key_of_a_stream_the_job_does_not_read_is_a_typo(key: str)
     name = key.partition(":")[0]
     assert problem == (
         f"streams.word.{name} is set, but stream 'word' is none of the job's inputs (words), "
-        "and only an input uses it; did you mean streams.words?"
+        "and only an input uses it; did you mean the input 'words'?"
     )
 
 
