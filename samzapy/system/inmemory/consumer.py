@@ -6,10 +6,8 @@ one envelope per record; when nothing is available it waits on the broker's wake
 until an append, an end of partition, or the timeout.
 
 A memory stream lives as long as its process: a checkpoint of an earlier run may name an
-offset past the end of the stream as it is now (an intermediate stream of an application
-whose checkpoints are files). Such an offset is unavailable, as one that Kafka's retention
-overtook: the partition starts at its default, logged as the Kafka consumer logs it (at
-info: for a memory stream that is no news).
+offset past its end. The container drops such an offset at start-up, on any system
+(``container/checkpoints.py``, ``forget_streams_gone_back``), before it registers anything.
 """
 
 from __future__ import annotations
@@ -17,15 +15,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 
-import structlog
-
 from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.inmemory.broker import InMemoryBroker, InMemoryPartition
 from samzapy.system.ports import OffsetDefault, SystemConsumer, integer_offset
-
-log = structlog.get_logger("samzapy.consumer")
 
 
 def _wake_at_deadline(waiter: asyncio.Future[None]) -> None:
@@ -74,22 +68,12 @@ class InMemorySystemConsumer(SystemConsumer):
         # "upcoming" means the end of the partition when the consumer starts.
         for ssp, (offset, default) in self._requested.items():
             partition = self._broker.partition(ssp.stream, ssp.partition)
-            end = len(partition.records)
-            position = -1
             if offset is not None:
                 position = integer_offset(ssp, offset, "memory offsets are integers")
-                if position > end:  # not there (any more): the stream is of this process
-                    log.info(  # as expected of a memory stream: no warning
-                        "checkpoint_offset_unavailable",
-                        ssp=str(ssp),
-                        offset=offset,
-                        oldest="0" if end else None,
-                        upcoming=str(end),
-                        resolution=default,
-                    )
-                    position = -1
-            if position < 0:
-                position = 0 if default == OffsetDefault.OLDEST else end
+            elif default == OffsetDefault.OLDEST:
+                position = 0
+            else:
+                position = len(partition.records)
             self._cursors[ssp] = _Cursor(partition, position)
             self._started_at[ssp] = position
         self._started = True
