@@ -11,10 +11,10 @@ start at ``oldest`` starts at the system's default, and its checkpoint keeps it 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from samzapy.config.guarantee import parse_system_stream
+from samzapy.api.system import SystemStream
 
 #: The keys (after ``streams.<id>.``) that only an input uses.
 INPUT_ONLY = (
@@ -29,22 +29,22 @@ INPUT_ONLY = (
 def input_key_problems(
     values: Mapping[str, Any],
     streams: Iterable[str],
+    inputs: Sequence[SystemStream],
     problem: Callable[[str | None, str], None],
 ) -> None:
-    """Report an input-only key of a stream id that is none of the job's inputs (an entry
-    matches an input by physical name, and by system when it names one)."""
-    listed = [*(values.get("task.inputs") or ()), *_broadcast(values)]
-    inputs = [ss for ss in (parse_system_stream(item) for item in listed) if ss is not None]
+    """Report an input-only key of a stream id that is none of ``inputs`` (the job's, broadcast
+    ones included; an entry matches an input by physical name, and by system when it names
+    one)."""
     if not inputs:  # no inputs to compare with: another check reports that
         return
-    names = sorted({ss[1] for ss in inputs})
+    names = sorted({ss.stream for ss in inputs})
     for stream in streams:
         keys = [f"streams.{stream}.{k}" for k in INPUT_ONLY if f"streams.{stream}.{k}" in values]
         if not keys:
             continue
         physical = values.get(f"streams.{stream}.samza.physical.name") or stream
         system = values.get(f"streams.{stream}.samza.system")
-        if any(ss[1] == physical and system in (None, ss[0]) for ss in inputs):
+        if any(ss.stream == physical and system in (None, ss.system) for ss in inputs):
             continue
         close = difflib.get_close_matches(physical, names, n=1, cutoff=0.75)
         hint = f"; did you mean the input {close[0]!r}?" if close else ""
@@ -53,11 +53,6 @@ def input_key_problems(
             f"{keys[0]} is set, but stream {stream!r} is none of the job's inputs "
             f"({', '.join(names)}), and only an input uses it{hint}",
         )
-
-
-def _broadcast(values: Mapping[str, Any]) -> list[str]:
-    """``task.broadcast.inputs`` without their partitions (``kafka.s#2`` -> ``kafka.s``)."""
-    return [str(item).partition("#")[0] for item in values.get("task.broadcast.inputs") or ()]
 
 
 __all__ = ["INPUT_ONLY", "input_key_problems"]

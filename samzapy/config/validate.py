@@ -305,12 +305,15 @@ class _Checker:
     def _references(self) -> None:
         defined = {s for s in self.systems if f"systems.{s}.samza.factory" in self}
         referenced: list[tuple[str, str]] = []
+        inputs: list[SystemStream] = []
         for item in self.values.get("task.inputs") or ():
             if (ss := parse_system_stream(item)) is not None:
                 referenced.append(("task.inputs", ss.system))
+                inputs.append(ss)
         for item in self.values.get("task.broadcast.inputs") or ():
             if (parsed := parse_broadcast(item)) is not None:
                 referenced.append(("task.broadcast.inputs", parsed[0].system))
+                inputs.append(parsed[0])
         for stream in self.streams:
             key = f"streams.{stream}.samza.system"
             if isinstance(self.values.get(key), str):
@@ -350,7 +353,7 @@ class _Checker:
                 )
         self._control_references()
         standby_problems(self.values, self.factories, self.problem)
-        input_key_problems(self.values, self.streams, self.problem)
+        input_key_problems(self.values, self.streams, inputs, self.problem)
         exactly_once_problems(self.values, self.factories, self.streams, self.problem)
         dead_letter_problems(self.values, self.factories, self.problem)
         known = {*BUILTIN_SERDES, *self.serializers}
