@@ -287,30 +287,28 @@ class TestRunner:
         app = load_application(config, self._app)
         # Every system of the application is the memory system of this runner; the streams
         # given here carry the messages as objects.
-        overrides: dict[str, Any] = {}
+        on_memory: dict[str, Any] = dict(app.config)
         systems = {k.split(".")[1] for k in app.config if k.startswith("systems.")}
         for system in systems:
-            overrides[f"systems.{system}.samza.factory"] = "memory"
-            overrides[f"systems.{system}.namespace"] = self.namespace
-        for stream_id in self._app_streams:
-            for which in ("key", "msg"):
-                key = f"streams.{stream_id}.samza.{which}.serde"
-                if key not in self._config:  # add_config's own setting wins
-                    overrides[key] = "none"
-            overrides[f"streams.{stream_id}.samza.framed"] = False
-        merged = {**app.config, **overrides}
-        for key in [k for k in merged if k.startswith("systems.")]:
+            on_memory[f"systems.{system}.samza.factory"] = "memory"
+            on_memory[f"systems.{system}.namespace"] = self.namespace
+        for key in [k for k in on_memory if k.startswith("systems.")]:
             setting = key.split(".", 2)[2]
             if setting != "namespace" and not setting.startswith(("samza.", "default.stream.")):
                 # A real system's own settings (brokers, security, clients' options) mean
                 # nothing to the memory system; samzapy's (serdes, offset defaults) stay.
-                del merged[key]
+                del on_memory[key]
+        as_objects: dict[str, Any] = {}
+        for stream_id in self._app_streams:
+            for which in ("key", "msg"):
+                key = f"streams.{stream_id}.samza.{which}.serde"
+                if key not in self._config:  # add_config's own setting wins
+                    as_objects[key] = "none"
+            on_memory[f"streams.{stream_id}.samza.framed"] = False
         # The declared outputs' serdes, as the job has them, check what is sent there.
-        as_the_job = {k: v for k, v in merged.items() if k not in overrides or "serde" not in k}
-        as_the_job.update({k: v for k, v in app.config.items() if k in overrides and "serde" in k})
-        checked = checked_output_serdes(resolve(Config(as_the_job)), self._app_streams.values())
+        checked = checked_output_serdes(resolve(Config(on_memory)), self._app_streams.values())
         checked = {k: v for k, v in checked.items() if k not in self._config}
-        resolved = resolve(Config({**merged, **checked}))
+        resolved = resolve(Config({**on_memory, **as_objects, **checked}))
         return resolved, app
 
     def _store_dir(self) -> str:
