@@ -41,6 +41,7 @@ from bench_kafka import (
     report,
 )
 from bench_state import KEY_BYTES, fill_keyed
+from rocksdict import AccessType, Options, Rdict
 
 from samzapy import InitableTask, OutgoingMessageEnvelope, StreamTask, SystemStream
 from samzapy.control.wire import ORIGIN_END
@@ -80,6 +81,21 @@ class PaddedForwardAndCount(ForwardAndCount):
 
 #: As many bytes as an origin adds to a record (type 3).
 PADDING = b"p" * (ORIGIN_END - 1)
+
+
+def counted_once(workdir: Path, n: int) -> str:
+    """Check every run's store counted each of the ``n`` input messages once (a reader that
+    dropped a record it never applied would run faster for counting less)."""
+    runs = sorted(workdir.glob("state-*"))
+    for state in runs:
+        total = 0
+        for partition in state.glob(f"*/{STORE}/Partition_*[0-9]"):
+            db = Rdict(str(partition), Options(raw_mode=True), access_type=AccessType.read_only())
+            total += sum(int.from_bytes(v, "big", signed=True) for v in db.values())
+            db.close()
+        if total != n:
+            raise SystemExit(f"{state.name} counted {total:,} messages, not {n:,}")
+    return f"each of the {len(runs)} runs counted the {n:,} messages once"
 
 
 def two_stage_job(
@@ -143,6 +159,7 @@ def main() -> None:
         # Both stages count: the job stops once it processed 2N messages.
         interleaved(variants, args.rounds, bootstrap, source, 2 * n, workdir, warm_up=n)
         figures = report(variants, reference=variants[0].name)
+        print(counted_once(workdir, n))
         print(f"load average {os.getloadavg()[0]:.2f} at the end")
         for ms in args.commit_ms:
             tag = ms or "default"

@@ -218,6 +218,7 @@ class TaskAssembly:
                 control.writer,
                 is_async=isinstance(task, AsyncStreamTask),
                 concurrent=isinstance(task, AsyncStreamTask) and cfg.task.max_concurrency > 1,
+                current=current if self.executor is None else None,
             )
         stores = TaskStores(
             task_name=plan.name,

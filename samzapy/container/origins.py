@@ -1,29 +1,38 @@
 """Origins in a task: its sends carry them, its reads of framed streams are deduplicated.
 
-The bookkeeping is ``samzapy.control.origins``; here is how a task instance applies it,
-without touching the slots (``slots.py``): the task's ``process`` (or ``process_async``) is
-wrapped once when the task starts.
+The bookkeeping is ``samzapy.control.origins``; here is how a task instance applies it.
 
 - A *writer* (a task that may send to a framed stream) gets an ``OriginCollector``: each
   send made during a call for an input message carries that message's partition, offset
   and the send's ordinal; the router tags the record with them when its stream is framed.
-  A sync task makes one call at a time, so the current message is an attribute, set before
-  the call and cleared after (sends from ``window``, ``on_watermark`` or
-  ``on_end_of_stream`` carry none). An async task may have several calls in flight: the
-  current message is a context variable, set in the slot's own asyncio task before each call
-  (so it follows the call through its awaits and into the tasks it creates) and cleared
-  before each barrier; a send made once its call completed carries none. With
-  ``task.max.concurrency`` > 1 each send also carries the writer's *floor*, the offset of its
-  oldest message of that partition still in flight (type 4).
+  A sync task makes one call at a time. On the loop thread, its slot names the message of
+  the call in progress (``MessageInProgress.env``, set before the call and cleared before
+  anything else runs: a barrier, a control message): a send's ordinal counts from 0 for each
+  new message there. On the thread pool, ``writing`` wraps ``process`` to set the message
+  and the thread making the call (sends from other threads carry no origin: nothing orders
+  them with the call's own). Sends from ``window``, ``on_watermark`` or ``on_end_of_stream``
+  carry none. An async task may have several calls in flight: the current message is a
+  context variable, set in the slot's own asyncio task before each call (so it follows the
+  call through its awaits and into the tasks it creates) and cleared before each barrier; a
+  send made once its call completed carries none. With ``task.max.concurrency`` > 1 each
+  send also carries the writer's *floor*, the offset of its oldest message of that
+  partition still in flight (type 4).
+- The first message read from each partition settles that partition's epoch
+  (``WriterOrigins.observe``): ``wake_observing`` looks at it as it arrives in the task's
+  queue, before the task can process it.
 - A *reader* (a task with a framed input) gets from its consumer the envelopes of records
-  that carry an origin with the record as read in ``origin``; the wrapper drops those its
-  ``ReaderOrigins`` already applied (the call is skipped, the offset counts as processed).
+  that carry an origin with the record as read in ``origin``; those its ``ReaderOrigins``
+  already applied are dropped (the call is skipped, the offset counts as processed): by the
+  slot itself for a sync task on the loop thread (``SlotContext.admit``), else by the
+  ``reading`` wrapper.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -34,6 +43,9 @@ from samzapy.api.envelope import IncomingMessageEnvelope, OutgoingMessageEnvelop
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.collector import OutputRouter
+from samzapy.container.inputs import ControlEnvelope, InputQueue, TaskInputs
+from samzapy.container.slots import SlotContext
+from samzapy.container.task_collector import MessageInProgress
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
 
 log = structlog.get_logger("samzapy.task")
@@ -64,6 +76,8 @@ class OriginCollector:
     """A writer task's MessageCollector: sends carry the origin of the current message."""
 
     __slots__ = (
+        "_current",
+        "_last",
         "_loop",
         "_loop_thread",
         "_router",
@@ -71,6 +85,7 @@ class OriginCollector:
         "_writer",
         "concurrent",
         "env",
+        "inline",
         "is_async",
         "ordinal",
         "thread",
@@ -85,8 +100,11 @@ class OriginCollector:
         *,
         is_async: bool,
         concurrent: bool = False,
+        current: MessageInProgress | None = None,
     ) -> None:
-        """``concurrent``: an async task with several calls in flight (sends carry floors)."""
+        """``concurrent``: an async task with several calls in flight (sends carry floors).
+        ``current``: the message a sync task's slot on the loop thread is calling it for
+        (None: the calls run on the thread pool, ``writing`` names their messages)."""
         self._router = router
         self._loop = loop
         self._loop_thread = threading.get_ident()
@@ -94,9 +112,13 @@ class OriginCollector:
         self._writer = writer
         self.is_async = is_async
         self.concurrent = concurrent
-        #: A sync task's current input message (None between calls), its sends so far, and
-        #: the thread making the call (sends from other threads carry no origin: nothing
-        #: orders them with the call's own).
+        self.inline = current is not None and not is_async
+        self._current = current if current is not None else MessageInProgress()
+        #: The message the last send with an origin was for (its sends are counted by
+        #: ``ordinal``): a sync task on the loop thread.
+        self._last: IncomingMessageEnvelope | None = None
+        #: A sync task on the thread pool: its current input message (None between calls),
+        #: its sends so far, and the thread making the call.
         self.env: IncomingMessageEnvelope | None = None
         self.ordinal = 0
         self.thread = self._loop_thread
@@ -104,7 +126,18 @@ class OriginCollector:
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
         floor = None
         me = _thread()
-        if self.is_async:
+        env: IncomingMessageEnvelope | None
+        if self.inline:
+            env = self._current.env
+            if env is None or me != self._loop_thread:
+                env = None
+                ordinal = 0
+            elif env is self._last:  # a further send for the same message
+                ordinal = self.ordinal = self.ordinal + 1
+            else:
+                self._last = env
+                ordinal = self.ordinal = 0
+        elif self.is_async:
             cursor = _CURSOR.get()
             if cursor is None or cursor.entry.done:
                 env = None  # no call, or a send after its call completed
@@ -139,27 +172,22 @@ def writing(
     process: Callable[..., Any],
     collector: OriginCollector,
     trackers: Mapping[SystemStreamPartition, OffsetTracker],
-    *,
-    threaded: bool = False,
 ) -> Callable[..., Any]:
-    """``process`` (or ``process_async``) with its sends carrying the message's origin; the
-    first message of each partition settles its epoch (``WriterOrigins.observe``)."""
-    writer = collector._writer
-    unresolved, observe = writer.unresolved, writer.observe
+    """``process`` (or ``process_async``) with its sends carrying the message's origin (a
+    sync task on the loop thread: ``process`` itself, its slot names the message)."""
+    if collector.inline:
+        return process
     if collector.is_async:
         cursor_var = _CURSOR
 
         def process_async(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
-            if unresolved:
-                observe(env.system_stream_partition, env.offset)
             cursor_var.set(_Cursor(env, trackers[env.system_stream_partition]))
             return process(env, c, coordinator)
 
         return process_async
 
-    def process_sync(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
-        if unresolved:
-            observe(env.system_stream_partition, env.offset)
+    def process_in_pool(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
+        collector.thread = _thread()  # the pool's thread making this call
         collector.env = env
         collector.ordinal = 0
         try:
@@ -167,14 +195,32 @@ def writing(
         finally:
             collector.env = None
 
-    if not threaded:
-        return process_sync
-
-    def process_in_pool(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
-        collector.thread = _thread()  # the pool's thread making this call
-        return process_sync(env, c, coordinator)
-
     return process_in_pool
+
+
+def wake_observing(
+    inputs: TaskInputs, writer: WriterOrigins | None, wake: Callable[[], None]
+) -> None:
+    """Wake the task with ``wake`` whenever messages arrive; the first message that arrives
+    from each partition whose epoch ``writer`` has not settled is observed first."""
+    inputs.wake_with(wake)
+    if writer is None or not writer.unresolved:
+        return
+    observe, unresolved = writer.observe, writer.unresolved
+
+    def observing(q: InputQueue) -> None:
+        for env in q.queue:
+            if not isinstance(env, ControlEnvelope):
+                observe(q.ssp, env.offset)
+                q.waker = wake  # settled: from now on a plain wake-up
+                break
+        wake()
+
+    for q in inputs.queues:
+        if q.ssp in unresolved:
+            q.waker = functools.partial(observing, q)
+            if q.queue:  # arrived before the task started
+                q.waker()
 
 
 def reading(
@@ -209,21 +255,20 @@ def reading(
 
 
 def with_origins(
-    process: Callable[..., Any],
-    collector: Any,
-    reader: ReaderOrigins | None,
-    trackers: Mapping[SystemStreamPartition, OffsetTracker],
-    *,
-    is_async: bool,
-    threaded: bool,
-) -> Callable[..., Any]:
-    """A task's ``process`` (or ``process_async``) as its slots call it: writing origins
-    when its collector is an ``OriginCollector``, reading them when it has a ``reader``."""
-    if isinstance(collector, OriginCollector):
-        process = writing(process, collector, trackers, threaded=threaded)
+    process: Callable[..., Any], ctx: SlotContext, reader: ReaderOrigins | None, *, is_async: bool
+) -> tuple[Callable[..., Any], SlotContext]:
+    """A task's ``process`` (or ``process_async``) and the context its slots call it with:
+    writing origins when its collector is an ``OriginCollector``, reading them when it has
+    a ``reader`` (a sync slot on the loop thread asks the context's ``admit`` itself)."""
+    threaded = ctx.executor is not None
+    if isinstance(ctx.collector, OriginCollector):
+        process = writing(process, ctx.collector, ctx.trackers)
     if reader is not None:
-        process = reading(process, reader, is_async=is_async, threaded=threaded)
-    return process
+        if is_async or threaded:
+            process = reading(process, reader, is_async=is_async, threaded=threaded)
+        else:
+            ctx = dataclasses.replace(ctx, admit=reader.admit)
+    return process, ctx
 
 
 def committable(reader: ReaderOrigins, in_flight: int, task: TaskName) -> bool:
@@ -255,6 +300,7 @@ __all__ = [
     "committable",
     "log_dropped",
     "reading",
+    "wake_observing",
     "with_origins",
     "writing",
 ]

@@ -98,6 +98,9 @@ class SlotContext:
     drops: Drops | None = None
     #: Set to the message of each call, for the sends it makes (``task_collector.py``).
     current: MessageInProgress = field(default_factory=MessageInProgress)
+    #: Whether a record read with its origin is new (``ReaderOrigins.admit``): a copy is
+    #: not processed (the sync slot on the loop thread asks; the others' calls are wrapped).
+    admit: Callable[[SystemStreamPartition, bytes], bool] = lambda ssp, record: True
 
 
 def _failed(
@@ -160,6 +163,7 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
     on_control = ctx.on_control
     close_iterators = ctx.close_iterators
     current = ctx.current
+    admit = ctx.admit
     clock = time.perf_counter_ns
     durations: list[int] = []
     last: dict[SystemStreamPartition, str] = {}  # the offsets processed in this turn
@@ -192,6 +196,7 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
                 for ssp, offset in last.items():
                     trackers[ssp].last_processed = offset
                 last.clear()
+                current.env = None  # what on_control sends is for no one message
                 if type(env) is not DroppedEnvelope:
                     on_control(env)
                 elif (failure := _passed(ctx, env)) is not None:
@@ -202,9 +207,11 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
                 continue
             current.env = env
             try:
-                process(env, collector, coordinator)
-                if close_iterators is not None:
-                    close_iterators()
+                # A copy of a record already applied is skipped: it counts as processed.
+                if (origin := env.origin) is None or admit(env.system_stream_partition, origin):
+                    process(env, collector, coordinator)
+                    if close_iterators is not None:
+                        close_iterators()
             except Exception as exc:
                 if (failure := _process_failed(ctx, exc, env, "process()")) is not None:
                     break

@@ -49,7 +49,13 @@ from samzapy.container.coordinator import TaskCoordinatorImpl, TaskListener
 from samzapy.container.drops import Drops
 from samzapy.container.hooks import TaskHooks
 from samzapy.container.inputs import NO_OFFSET, ControlEnvelope, TaskInputs
-from samzapy.container.origins import clear_cursor, committable, log_dropped, with_origins
+from samzapy.container.origins import (
+    clear_cursor,
+    committable,
+    log_dropped,
+    wake_observing,
+    with_origins,
+)
 from samzapy.container.progress import TaskProgress
 from samzapy.container.slots import SlotContext, SlotState, async_slot, inline_slot, pool_slot
 from samzapy.container.task_collector import MessageInProgress
@@ -163,7 +169,7 @@ class TaskInstance:
         self._bootstrap = bootstrap  # set while it reads its bootstrap inputs to their heads
         if bootstrap is not None and bootstrap.start(inputs, clock.now()):
             self._state.due |= _BOOTSTRAPPED  # nothing to catch up on: said at the first barrier
-        inputs.wake_with(self._state.wake)
+        wake_observing(inputs, self._control.writer, self._state.wake)
         self._slot_context = SlotContext(
             name=name,
             state=self._state,
@@ -250,14 +256,9 @@ class TaskInstance:
     def slots(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
         """The coroutine functions to run for this task, one per permit."""
         ctx = self._slot_context
-        process = with_origins(
-            self._task.process_async if self._is_async else self._task.process,
-            self._collector,
-            self._control.reader,
-            self._trackers,
-            is_async=self._is_async,
-            threaded=self._executor is not None,
-        )
+        task = self._task
+        process = task.process_async if self._is_async else task.process
+        process, ctx = with_origins(process, ctx, self._control.reader, is_async=self._is_async)
         if self._is_async:
             return [functools.partial(async_slot, ctx, process)] * self._max_concurrency
         if self._executor is not None:

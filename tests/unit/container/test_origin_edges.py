@@ -22,7 +22,8 @@ from samzapy import (
 )
 from samzapy.api.context import RequestScope
 from samzapy.api.system import SystemStream, SystemStreamPartition
-from samzapy.container.origins import reading
+from samzapy.container.inputs import ControlEnvelope, InputQueue, TaskInputs
+from samzapy.container.origins import reading, wake_observing
 from samzapy.control import USER_MESSAGE, USER_MESSAGE_WITH_ORIGIN, decode
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
 from samzapy.testing import TestRunner
@@ -178,3 +179,33 @@ def test_a_memory_error_is_never_dropped() -> None:
     runner.add_input("lines", {0: ["a"]})
     with pytest.raises(Exception, match="no room"):
         runner.run(timeout=20)
+
+
+def test_the_first_message_to_arrive_settles_its_partition_s_epoch_before_any_call() -> None:
+    """The epoch of a resumed partition is settled by the first message that reaches the
+    task's queue (control messages aside), before the task can process it; a message already
+    waiting when the task starts is observed at once; later arrivals only wake the task."""
+    went_back = SystemStreamPartition("memory", "lines", 0)
+    read_on = SystemStreamPartition("memory", "lines", 1)
+    writer = WriterOrigins.starting(
+        "t", [went_back, read_on], saved=None, checkpointed={went_back: "41", read_on: "7"}
+    )
+    queues = {ssp: InputQueue(ssp, 100) for ssp in (went_back, read_on)}
+    queues[read_on].queue.append(IncomingMessageEnvelope(read_on, "8", None, "x"))
+    wakes: list[None] = []
+    wake_observing(
+        TaskInputs(queues.values(), space_freed=lambda: None), writer, lambda: wakes.append(None)
+    )
+    assert writer.unresolved == {went_back: 41}  # the waiting message read on: epoch kept
+    assert writer.epochs[read_on] == 0 and queues[read_on].waker is not queues[went_back].waker
+
+    q = queues[went_back]
+    q.queue.append(ControlEnvelope(went_back, "0", None))  # not a message: settles nothing
+    q.waker()
+    assert writer.unresolved == {went_back: 41}
+    q.queue.append(IncomingMessageEnvelope(went_back, "1", None, "y"))  # at or below 41
+    q.waker()
+    assert not writer.unresolved and writer.epochs[went_back] == 1
+    q.queue.append(IncomingMessageEnvelope(went_back, "2", None, "z"))
+    q.waker()
+    assert writer.epochs[went_back] == 1 and len(wakes) == 4
