@@ -51,6 +51,7 @@ from samzapy.control.wire import (
     FLOOR_END,
     OFFSET_ORDINAL,
     ORIGIN_END,
+    ORIGIN_HEADER,
     SOURCE_SIZE,
     USER_MESSAGE_WITH_ORIGIN,
     frame_with_floor,
@@ -162,7 +163,7 @@ class WriterOrigins:
                 self._last_ssp, self._last_prefix = ssp, prefix
         if prefix is not None and floor is None:  # the hot path
             try:
-                return prefix + _PACK_TAIL(int(offset), ordinal) + payload
+                return _PACK_HEADER(prefix, int(offset), ordinal) + payload
             except (ValueError, struct.error):
                 return b"\x00" + payload
         number = _integer(offset)
@@ -219,7 +220,7 @@ class _Unordered:
 
 #: Positions a source may leave unpruned in ``_Unordered.seen`` between two prunes.
 _PRUNE_AT = 256
-_PACK_TAIL = OFFSET_ORDINAL.pack
+_PACK_HEADER = ORIGIN_HEADER.pack
 #: Where a record's position starts, and the size of its epoch.
 _S = 1 + SOURCE_SIZE
 #: A user message's type, its event-time flag left out.

@@ -61,6 +61,10 @@ FLOOR_END = ORIGIN_END + 8
 
 #: A position's offset and ordinal, after the prefix (``origin_prefix``) of its record.
 OFFSET_ORDINAL = struct.Struct(">QI")
+#: A type-3 record's header: its prefix (``origin_prefix``), offset and ordinal, packed in one
+#: call (a third of the time of packing the position and joining it to the prefix).
+ORIGIN_HEADER = struct.Struct(f">{1 + SOURCE_SIZE + EPOCH_SIZE}sQI")
+_PREFIX_SIZE = 1 + SOURCE_SIZE + EPOCH_SIZE
 
 #: The flag of a user message's type byte when an event time follows its header.
 EVENT_TIME = 0x80
@@ -141,7 +145,9 @@ def origin_prefix(source: bytes, epoch: int) -> bytes:
 def frame_with_origin(prefix: bytes, offset: int, ordinal: int, payload: bytes) -> bytes:
     """The framed record of a user message: ``prefix`` (``origin_prefix``), the input
     message's offset, the send's ordinal, then the serialized body."""
-    return prefix + OFFSET_ORDINAL.pack(offset, ordinal) + payload
+    if len(prefix) != _PREFIX_SIZE:  # struct would pad or cut it without a word
+        raise ValueError(f"an origin prefix has {_PREFIX_SIZE} bytes, got {len(prefix)}")
+    return ORIGIN_HEADER.pack(prefix, offset, ordinal) + payload
 
 
 def frame_with_floor(prefix: bytes, offset: int, ordinal: int, floor: int, payload: bytes) -> bytes:
@@ -297,6 +303,7 @@ __all__ = [
     "EVENT_TIME",
     "FLOOR_END",
     "OFFSET_ORDINAL",
+    "ORIGIN_HEADER",
     "ORIGIN_END",
     "POSITION_SIZE",
     "SOURCE_SIZE",

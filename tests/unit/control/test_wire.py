@@ -302,3 +302,16 @@ def test_a_timed_header_cut_short_is_a_frame_error() -> None:
     expected = "event time of a user message is cut short: 5 bytes, expected at least 9"
     with pytest.raises(FrameError, match=expected):
         decode(timed[:5])
+
+
+def test_a_type_3_header_is_its_prefix_offset_and_ordinal_and_a_prefix_of_another_size_fails() -> (
+    None
+):
+    prefix = origin_prefix(b"\x01" * 8, 3)
+    record = frame_with_origin(prefix, 2**40 + 17, 5, b"body")
+    assert record == prefix + (2**40 + 17).to_bytes(8, "big") + (5).to_bytes(4, "big") + b"body"
+    origin = decode_origin(record)
+    assert (origin.epoch, origin.offset, origin.ordinal) == (3, 2**40 + 17, 5)
+    for wrong in (prefix[:-1], prefix + b"\x00"):
+        with pytest.raises(ValueError, match="an origin prefix has 13 bytes"):
+            frame_with_origin(wrong, 1, 0, b"body")
