@@ -17,9 +17,11 @@ The bookkeeping is ``samzapy.control.origins``; here is how a task instance appl
   send made once its call completed carries none. With ``task.max.concurrency`` > 1 each
   send also carries the writer's *floor*, the offset of its oldest message of that
   partition still in flight (type 4).
-- The first message read from each partition settles that partition's epoch
-  (``WriterOrigins.observe``): ``wake_observing`` looks at it as it arrives in the task's
-  queue, before the task can process it.
+- The first message the task takes from each resumed partition settles that partition's
+  epoch (``WriterOrigins.observe``), just before its call: the sync slot on the loop thread
+  does it itself (``SlotContext.observe``), the others' ``process`` is wrapped. Not earlier,
+  as the message arrives: a commit before its call would save the new epoch with the old
+  offset, and a restart would move the epoch on again.
 - A *reader* (a task with a framed input) gets from its consumer the envelopes of records
   that carry an origin with the record as read in ``origin``; those its ``ReaderOrigins``
   already applied are dropped (the call is skipped, the offset counts as processed): by the
@@ -32,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-import functools
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -43,7 +44,6 @@ from samzapy.api.envelope import IncomingMessageEnvelope, OutgoingMessageEnvelop
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.collector import OutputRouter
-from samzapy.container.inputs import ControlEnvelope, InputQueue, TaskInputs
 from samzapy.container.slots import SlotContext
 from samzapy.container.task_collector import MessageInProgress
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
@@ -148,10 +148,12 @@ class OriginCollector:
                 if self.concurrent:
                     floor = cursor.tracker.oldest_offset()
         else:
-            env, ordinal = self.env, self.ordinal
-            if env is not None and me != self.thread:
-                env = None
+            env = self.env
+            if env is None or me != self.thread:
+                env = None  # between calls, or from another thread: no origin, no count
+                ordinal = 0
             else:
+                ordinal = self.ordinal
                 self.ordinal = ordinal + 1
         writer = self._writer if env is not None else None
         if me == self._loop_thread:
@@ -173,20 +175,27 @@ def writing(
     collector: OriginCollector,
     trackers: Mapping[SystemStreamPartition, OffsetTracker],
 ) -> Callable[..., Any]:
-    """``process`` (or ``process_async``) with its sends carrying the message's origin (a
-    sync task on the loop thread: ``process`` itself, its slot names the message)."""
+    """``process`` (or ``process_async``) with its sends carrying the message's origin; the
+    first message of each resumed partition settles its epoch (``WriterOrigins.observe``).
+    A sync task on the loop thread: ``process`` itself, its slot does both."""
     if collector.inline:
         return process
+    writer = collector._writer
+    unresolved, observe = writer.unresolved, writer.observe
     if collector.is_async:
         cursor_var = _CURSOR
 
         def process_async(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
+            if unresolved:
+                observe(env.system_stream_partition, env.offset)
             cursor_var.set(_Cursor(env, trackers[env.system_stream_partition]))
             return process(env, c, coordinator)
 
         return process_async
 
     def process_in_pool(env: IncomingMessageEnvelope, c: Any, coordinator: Any) -> Any:
+        if unresolved:
+            observe(env.system_stream_partition, env.offset)
         collector.thread = _thread()  # the pool's thread making this call
         collector.env = env
         collector.ordinal = 0
@@ -196,31 +205,6 @@ def writing(
             collector.env = None
 
     return process_in_pool
-
-
-def wake_observing(
-    inputs: TaskInputs, writer: WriterOrigins | None, wake: Callable[[], None]
-) -> None:
-    """Wake the task with ``wake`` whenever messages arrive; the first message that arrives
-    from each partition whose epoch ``writer`` has not settled is observed first."""
-    inputs.wake_with(wake)
-    if writer is None or not writer.unresolved:
-        return
-    observe, unresolved = writer.observe, writer.unresolved
-
-    def observing(q: InputQueue) -> None:
-        for env in q.queue:
-            if not isinstance(env, ControlEnvelope):
-                observe(q.ssp, env.offset)
-                q.waker = wake  # settled: from now on a plain wake-up
-                break
-        wake()
-
-    for q in inputs.queues:
-        if q.ssp in unresolved:
-            q.waker = functools.partial(observing, q)
-            if q.queue:  # arrived before the task started
-                q.waker()
 
 
 def reading(
@@ -261,8 +245,12 @@ def with_origins(
     writing origins when its collector is an ``OriginCollector``, reading them when it has
     a ``reader`` (a sync slot on the loop thread asks the context's ``admit`` itself)."""
     threaded = ctx.executor is not None
-    if isinstance(ctx.collector, OriginCollector):
-        process = writing(process, ctx.collector, ctx.trackers)
+    collector = ctx.collector
+    if isinstance(collector, OriginCollector):
+        process = writing(process, collector, ctx.trackers)
+        if collector.inline:
+            writer = collector._writer
+            ctx = dataclasses.replace(ctx, unresolved=writer.unresolved, observe=writer.observe)
     if reader is not None:
         if is_async or threaded:
             process = reading(process, reader, is_async=is_async, threaded=threaded)
@@ -300,7 +288,6 @@ __all__ = [
     "committable",
     "log_dropped",
     "reading",
-    "wake_observing",
     "with_origins",
     "writing",
 ]

@@ -18,7 +18,7 @@ import concurrent.futures
 import inspect
 import time
 import types
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +101,11 @@ class SlotContext:
     #: Whether a record read with its origin is new (``ReaderOrigins.admit``): a copy is
     #: not processed (the sync slot on the loop thread asks; the others' calls are wrapped).
     admit: Callable[[SystemStreamPartition, bytes], bool] = lambda ssp, record: True
+    #: The resumed partitions whose epoch the task's first message of each settles, and the
+    #: call that settles it (``WriterOrigins.unresolved`` and ``observe``; the sync slot on
+    #: the loop thread calls it, the others' calls are wrapped).
+    unresolved: Mapping[SystemStreamPartition, int] = field(default_factory=dict)
+    observe: Callable[[SystemStreamPartition, str], None] = lambda ssp, offset: None
 
 
 def _failed(
@@ -145,6 +150,15 @@ def _passed(ctx: SlotContext, env: DroppedEnvelope) -> BaseException | None:
 
 
 async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
+    """``_inline_slot``; whatever ends it, no message is current any more (a send from
+    ``close`` carries no origin)."""
+    try:
+        await _inline_slot(ctx, process)
+    finally:
+        ctx.current.env = None
+
+
+async def _inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
     """A sync task on the loop thread: process up to TURN_MESSAGES messages, for up to
     TURN_NS, then yield.
 
@@ -163,7 +177,7 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
     on_control = ctx.on_control
     close_iterators = ctx.close_iterators
     current = ctx.current
-    admit = ctx.admit
+    admit, unresolved, observe = ctx.admit, ctx.unresolved, ctx.observe
     clock = time.perf_counter_ns
     durations: list[int] = []
     last: dict[SystemStreamPartition, str] = {}  # the offsets processed in this turn
@@ -207,6 +221,8 @@ async def inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
                 continue
             current.env = env
             try:
+                if unresolved:  # a resumed partition's first message settles its epoch
+                    observe(env.system_stream_partition, env.offset)
                 # A copy of a record already applied is skipped: it counts as processed.
                 if (origin := env.origin) is None or admit(env.system_stream_partition, origin):
                     process(env, collector, coordinator)

@@ -49,13 +49,7 @@ from samzapy.container.coordinator import TaskCoordinatorImpl, TaskListener
 from samzapy.container.drops import Drops
 from samzapy.container.hooks import TaskHooks
 from samzapy.container.inputs import NO_OFFSET, ControlEnvelope, TaskInputs
-from samzapy.container.origins import (
-    clear_cursor,
-    committable,
-    log_dropped,
-    wake_observing,
-    with_origins,
-)
+from samzapy.container.origins import clear_cursor, committable, log_dropped, with_origins
 from samzapy.container.progress import TaskProgress
 from samzapy.container.slots import SlotContext, SlotState, async_slot, inline_slot, pool_slot
 from samzapy.container.task_collector import MessageInProgress
@@ -169,7 +163,7 @@ class TaskInstance:
         self._bootstrap = bootstrap  # set while it reads its bootstrap inputs to their heads
         if bootstrap is not None and bootstrap.start(inputs, clock.now()):
             self._state.due |= _BOOTSTRAPPED  # nothing to catch up on: said at the first barrier
-        wake_observing(inputs, self._control.writer, self._state.wake)
+        inputs.wake_with(self._state.wake)
         self._slot_context = SlotContext(
             name=name,
             state=self._state,

@@ -21,11 +21,15 @@ from samzapy import (
     StreamTask,
 )
 from samzapy.api.context import RequestScope
-from samzapy.api.system import SystemStream, SystemStreamPartition
-from samzapy.container.inputs import ControlEnvelope, InputQueue, TaskInputs
-from samzapy.container.origins import reading, wake_observing
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.checkpoint.offsets import OffsetTracker
+from samzapy.container.inputs import InputQueue, TaskInputs
+from samzapy.container.origins import OriginCollector, reading, with_origins
+from samzapy.container.slots import SlotContext, SlotState, inline_slot
+from samzapy.container.task_collector import MessageInProgress
 from samzapy.control import USER_MESSAGE, USER_MESSAGE_WITH_ORIGIN, decode
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
+from samzapy.metrics.registry import Timer
 from samzapy.testing import TestRunner
 
 WORDS = SystemStream("memory", "words")
@@ -181,31 +185,55 @@ def test_a_memory_error_is_never_dropped() -> None:
         runner.run(timeout=20)
 
 
-def test_the_first_message_to_arrive_settles_its_partition_s_epoch_before_any_call() -> None:
-    """The epoch of a resumed partition is settled by the first message that reaches the
-    task's queue (control messages aside), before the task can process it; a message already
-    waiting when the task starts is observed at once; later arrivals only wake the task."""
+def test_a_resumed_partition_s_epoch_moves_at_its_first_call_not_at_a_commit_before_it() -> None:
+    """The partition went back (its first message is below the checkpointed offset): the
+    epoch moves on just before that message's call. A commit that runs while the message
+    waits saves the old epoch with the old offset; saving the new one would make the
+    restart move it on a second time, and the readers take the replay as new records."""
     went_back = SystemStreamPartition("memory", "lines", 0)
-    read_on = SystemStreamPartition("memory", "lines", 1)
-    writer = WriterOrigins.starting(
-        "t", [went_back, read_on], saved=None, checkpointed={went_back: "41", read_on: "7"}
-    )
-    queues = {ssp: InputQueue(ssp, 100) for ssp in (went_back, read_on)}
-    queues[read_on].queue.append(IncomingMessageEnvelope(read_on, "8", None, "x"))
-    wakes: list[None] = []
-    wake_observing(
-        TaskInputs(queues.values(), space_freed=lambda: None), writer, lambda: wakes.append(None)
-    )
-    assert writer.unresolved == {went_back: 41}  # the waiting message read on: epoch kept
-    assert writer.epochs[read_on] == 0 and queues[read_on].waker is not queues[went_back].waker
+    writer = WriterOrigins.starting("t", [went_back], saved=None, checkpointed={went_back: "41"})
+    queue = InputQueue(went_back, 100)
+    queue.queue.append(IncomingMessageEnvelope(went_back, "0", None, "line"))
+    state = SlotState(due=1)  # a commit is due before anything is processed
+    committed: list[dict[str, int]] = []
+    during_call: list[int] = []
 
-    q = queues[went_back]
-    q.queue.append(ControlEnvelope(went_back, "0", None))  # not a message: settles nothing
-    q.waker()
-    assert writer.unresolved == {went_back: 41}
-    q.queue.append(IncomingMessageEnvelope(went_back, "1", None, "y"))  # at or below 41
-    q.waker()
-    assert not writer.unresolved and writer.epochs[went_back] == 1
-    q.queue.append(IncomingMessageEnvelope(went_back, "2", None, "z"))
-    q.waker()
-    assert writer.epochs[went_back] == 1 and len(wakes) == 4
+    async def barrier() -> bool:
+        committed.append(writer.to_json())
+        state.due = 0
+        return len(committed) < 2
+
+    def process(envelope: Any, collector: Any, coordinator: Any) -> None:
+        during_call.append(writer.epochs[went_back])
+        state.due = 1  # then the second barrier ends the slot
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        current = MessageInProgress()
+        collector = OriginCollector(
+            None, loop, TaskName("t"), writer, is_async=False, current=current
+        )  # type: ignore[arg-type]
+        ctx = SlotContext(
+            name=TaskName("t"),
+            state=state,
+            inputs=TaskInputs([queue], space_freed=lambda: None),
+            trackers={went_back: OffsetTracker("41")},
+            collector=collector,
+            coordinator=None,  # type: ignore[arg-type]
+            latency=Timer(),
+            clock=None,  # type: ignore[arg-type]
+            backpressure=lambda: None,
+            barrier=barrier,
+            on_control=lambda env: None,
+            fail=lambda exc: None,
+            close_iterators=None,
+            executor=None,
+            track_call_starts=False,
+            current=current,
+        )
+        wrapped, ctx = with_origins(process, ctx, None, is_async=False)
+        await inline_slot(ctx, wrapped)
+
+    asyncio.run(run())
+    assert committed[0] == {str(went_back): 0}  # the message waited: the epoch as it was
+    assert during_call == [1] and committed[1] == {str(went_back): 1}
