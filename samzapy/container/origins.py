@@ -175,11 +175,9 @@ def writing(
     collector: OriginCollector,
     trackers: Mapping[SystemStreamPartition, OffsetTracker],
 ) -> Callable[..., Any]:
-    """``process`` (or ``process_async``) with its sends carrying the message's origin; the
-    first message of each resumed partition settles its epoch (``WriterOrigins.observe``).
-    A sync task on the loop thread: ``process`` itself, its slot does both."""
-    if collector.inline:
-        return process
+    """``process`` (or ``process_async``) of an async task or one on the thread pool, with
+    its sends carrying the message's origin; the first message of each resumed partition
+    settles its epoch (``WriterOrigins.observe``)."""
     writer = collector._writer
     unresolved, observe = writer.unresolved, writer.observe
     if collector.is_async:
@@ -247,10 +245,11 @@ def with_origins(
     threaded = ctx.executor is not None
     collector = ctx.collector
     if isinstance(collector, OriginCollector):
-        process = writing(process, collector, ctx.trackers)
-        if collector.inline:
+        if collector.inline:  # its slot names the message and settles the epochs itself
             writer = collector._writer
             ctx = dataclasses.replace(ctx, unresolved=writer.unresolved, observe=writer.observe)
+        else:
+            process = writing(process, collector, ctx.trackers)
     if reader is not None:
         if is_async or threaded:
             process = reading(process, reader, is_async=is_async, threaded=threaded)
