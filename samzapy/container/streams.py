@@ -100,7 +100,8 @@ async def _create_intermediate_streams(
     wanted = [(i, ss) for i, ss in every if systems is None or ss.system in systems]
     if not wanted:
         return
-    others = [ss for ss in inputs if ss not in {ss for _, ss in every}]
+    intermediate = {ss for _, ss in every}
+    others = [ss for ss in inputs if ss not in intermediate]
     for stream_id, ss in wanted:
         admin = admins[ss.system]
         partitions = config.streams[stream_id].partitions
