@@ -50,7 +50,7 @@ from samzapy.container.event_loop import loop_factory
 from samzapy.metrics import MetricsRegistry
 from samzapy.operators.application import Application, load_application
 from samzapy.system.inmemory import InMemoryBroker
-from samzapy.testing.checked_serdes import checked_output_serdes
+from samzapy.testing.checked_serdes import checked_output_serdes, original_key
 from samzapy.testing.clock import ManualClock
 
 SYSTEM = "memory"
@@ -89,7 +89,10 @@ class TestResult:
         count = self._broker.partition_count(stream)
         if count is None:
             raise KeyError(f"no stream {stream!r} was written or declared with add_output")
-        return {p: self._broker.records(stream, p) for p in range(count)}
+        return {
+            p: [(original_key(k), m) for k, m in self._broker.records(stream, p)]
+            for p in range(count)
+        }
 
     @property
     def checkpoints(self) -> dict[TaskName, dict[SystemStreamPartition, str]]:

@@ -19,6 +19,8 @@ from samzapy import (
     StreamApplicationDescriptor,
     TaskError,
 )
+from samzapy.system.partitioner import partition_for
+from samzapy.system.serde import JsonSerde
 from samzapy.testing import TestRunner
 
 KAFKA = KafkaSystemDescriptor("kafka")
@@ -450,6 +452,33 @@ def test_a_message_its_output_serde_refuses_fails_the_test_as_it_fails_the_job()
     assert run(app(str), [(LINES, [1, 2])], {named: 1}).outputs(named) == {0: ["1", "2"]}
     with pytest.raises(TaskError, match="string serde expects a str, got 5") as info:
         run(app(lambda n: 5), [(LINES, [1, 2])], {named: 1})
+    assert info.value.operator == "send_to-1"
+
+
+def test_a_key_lands_on_the_partition_the_job_sends_it_to_and_reads_back_as_sent() -> None:
+    """The runner partitions a key by the bytes the output's key serde makes of it, as the
+    job does (a json key "w1" is the bytes "w1" with its quotes, another partition than its
+    bare text's for most keys); the result holds the keys as the application sent them."""
+    out = KAFKA.get_output_descriptor("by-json-key", KVSerde("json", "json"))
+    keys: list[Any] = [f"w{i}" for i in range(40)] + [7, [1, "a"]]
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(LINES).map(lambda i: KV(keys[i], i)).send_to(d.get_output_stream(out))
+
+    result = run(app, [(LINES, list(range(len(keys))))], {out: 4})
+    where = {repr(kv.key): p for p, kvs in result.keyed_outputs(out).items() for kv in kvs}
+    expected = {repr(k): partition_for(JsonSerde().to_bytes(k), 4) for k in keys}
+    assert where == expected
+    assert sorted(kv.value for kv in flat(result.keyed_outputs(out))) == list(range(len(keys)))
+    assert {type(kv.key) for kv in flat(result.keyed_outputs(out))} == {str, int, list}
+
+
+def test_a_key_its_output_serde_refuses_fails_the_test_as_it_fails_the_job() -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(LINES).map(lambda i: KV(i, i)).send_to(d.get_output_stream(WORDS))
+
+    with pytest.raises(TaskError, match="string serde expects a str, got 5") as info:
+        run(app, [(LINES, [5])], {WORDS: 1})
     assert info.value.operator == "send_to-1"
 
 
