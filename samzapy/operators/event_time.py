@@ -22,7 +22,7 @@ window the minimum over the streams that reach it, whenever that moves forward:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from samzapy.api.graph import OperatorSpec, upstream_of
@@ -92,6 +92,17 @@ class Watermarks:
         for stream in streams:
             self.streams.setdefault(stream, None)
             self._by_stream.setdefault(stream, []).append(index)
+
+    def restrict(self, read: Collection[SystemStream]) -> None:
+        """Only the streams this task reads (``read``) hold its windows back: a stream none
+        of whose partitions it has (a merged input with fewer partitions than the others)
+        never brings a message or a watermark here."""
+        self._windows = [
+            (advance, tuple(s for s in streams if s in read)) for advance, streams in self._windows
+        ]
+        self._by_stream = {s: i for s, i in self._by_stream.items() if s in read}
+        for stream in [s for s in self.streams if s not in read]:
+            del self.streams[stream]
 
     def observer(self, stream: SystemStream) -> Callable[[Any], None] | None:
         """What an input of ``stream`` calls with each message's event time (None when the

@@ -281,6 +281,10 @@ class _OperatorTask(InitableTask, ClosableTask, WindowHooks):
                     op_id=op.op_id,
                     kind=op.kind,
                 ) from exc
+        if self.graph.event_time:
+            self.graph.watermarks.restrict(
+                {ssp.system_stream for ssp in context.system_stream_partitions}
+            )
         for window in self.graph.windows:
             window.open(context)
         for join in self.graph.joins:

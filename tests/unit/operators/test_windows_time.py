@@ -208,6 +208,19 @@ async def test_an_idle_stream_stops_holding_the_window_back(idle: timedelta | No
     assert sorted(live.panes) == sorted([*fired, ("b", 20_000, 1, DEFAULT)])
 
 
+async def test_a_merged_stream_the_task_has_no_partition_of_does_not_hold_its_windows() -> None:
+    """A window over ``merge`` of a 1-partition and a 2-partition stream: task 1 reads only
+    the second's partition 1, so that one alone makes its watermark (the first's would never
+    come there, and its panes would wait for end-of-stream)."""
+    narrow, wide = events("narrow"), events("wide")
+    live = Live(window_app(key_count().with_event_time(), narrow, wide), {narrow: 1, wide: 2})
+    live.send(wide, m("w", 1_000), m("w", 12_000), m("w", 25_000), partition=1)
+    assert await live.wait(2)
+    assert sorted(live.panes) == [("w", 0, 1, DEFAULT), ("w", 10_000, 1, DEFAULT)]
+    await live.end()
+    assert live.panes[-1] == ("w", 20_000, 1, DEFAULT)
+
+
 def by_key_app(window: Window, source: Any) -> Any:
     def build(d: StreamApplicationDescriptor, sink: Any) -> None:
         (
