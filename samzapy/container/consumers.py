@@ -312,32 +312,45 @@ class SystemConsumers:
         lateness: int,
         event_time: Callable[[Any, Any], Any] | None,
     ) -> None:
-        """Queue the watermark the batch's largest timestamp gives, after its last message.
-        With ``event_time(key, message)`` each message's time is its result, set as the
-        envelope's ``timestamp`` (None when it cannot time the message: left out here, the
-        application's input fails the task when it calls the function again)."""
+        """Queue the watermark the batch's largest timestamp gives, after its last message,
+        and, before a message whose time is below the watermark the messages before it give,
+        that watermark: the watermark a task passes on (an intermediate stream's readers')
+        then moves as if with each message, so whether a message is late downstream does not
+        depend on how the input was batched (in order, no message is behind: one watermark a
+        batch). With ``event_time(key, message)`` each message's time is its result, set as
+        the envelope's ``timestamp`` (None when it cannot time the message: left out here,
+        the application's input fails the task when it calls the function again)."""
+        sent = self._derived.get(ssp)
         top: int | None = None
         last = -1
+        behind: list[tuple[int, int]] = []  # (index, watermark before it) of a late message
         for i, env in enumerate(envelopes):
             if type(env) is IncomingMessageEnvelope:
-                last = i
                 if event_time is None:
                     ts = env.timestamp
                 else:  # kept on the envelope: the application reads it there
                     ts = env.timestamp = _time_of(event_time, env)
-                if ts is not None and (top is None or ts > top):
-                    top = ts
+                if ts is not None:
+                    if top is not None:
+                        before = top - lateness
+                        if ts < before and (sent is None or before > sent):
+                            behind.append((i, before))
+                            sent = before
+                    if top is None or ts > top:
+                        top = ts
+                last = i
         if top is None:
             return
         watermark = top - lateness
-        previous = self._derived.get(ssp)
-        if previous is not None and watermark <= previous:
+        if sent is not None and watermark <= sent and not behind:
             return
-        self._derived[ssp] = watermark
-        marker = ControlEnvelope(
-            ssp, envelopes[last].offset, WatermarkMessage(EVENT_TIME_TASK, 1, watermark)
-        )
-        envelopes.insert(last + 1, marker)
+        if sent is None or watermark > sent:
+            marker = WatermarkMessage(EVENT_TIME_TASK, 1, watermark)
+            envelopes.insert(last + 1, ControlEnvelope(ssp, envelopes[last].offset, marker))
+        self._derived[ssp] = max(watermark, sent) if sent is not None else watermark
+        for i, before in reversed(behind):  # from the end: the indexes stay right
+            marker = WatermarkMessage(EVENT_TIME_TASK, 1, before)
+            envelopes.insert(i, ControlEnvelope(ssp, envelopes[i - 1].offset, marker))
 
     def _dropped(self, ssp: SystemStreamPartition, env: IncomingMessageEnvelope, exc: Any) -> None:
         self._on_dropped(ssp)

@@ -285,6 +285,43 @@ def test_a_watermark_derived_from_timestamps_follows_the_largest_minus_lateness(
     assert watermarks == sorted(set(watermarks))  # forward only
 
 
+@pytest.mark.parametrize("batch", [1, 1000])
+def test_a_derived_watermark_comes_before_a_message_behind_it_however_the_input_is_batched(
+    batch: int,
+) -> None:
+    """A message whose time is below the watermark of the messages before it has that
+    watermark delivered (and passed on downstream) before it, in a batch of one or of all:
+    whether it is late downstream of the task never depends on the polls."""
+    WatermarkRecorder.seen = []
+    runner = TestRunner(
+        WatermarkRecorder,
+        {
+            "streams.events.samza.watermark.lateness.ms": 100,
+            "streams.events.samza.system": "memory",
+            "systems.memory.samza.fetch.threshold": batch,
+        },
+    )
+    runner.add_input("events", {0: []})
+    runner.broker.create_stream("events", 1)
+    times = (1000, 1500, 1200, 2000, 1300, 1950)
+    for ts in times:
+        runner.broker.append("events", 0, None, ts, timestamp=ts)
+    runner.broker.end_stream("events")
+    runner.run(timeout=20)
+    before: dict[int, int | None] = {}
+    watermark = None
+    for kind, value in WatermarkRecorder.seen:
+        if kind == "watermark":
+            watermark = value
+        elif kind == "message":
+            before[value] = watermark
+    # behind the largest time before it less the lateness: that watermark came first
+    assert before[1200] == 1400 and before[1300] == 1900
+    assert before[1950] == 1900  # not behind it: no watermark owed before it
+    watermarks = [v for kind, v in WatermarkRecorder.seen if kind == "watermark"]
+    assert watermarks == sorted(set(watermarks))  # forward only
+
+
 class AsyncWatermarks(AsyncStreamTask, WatermarkListenerTask):
     """Calls that finish late; on_watermark must find none of them in flight."""
 

@@ -11,6 +11,7 @@ order, so a test sees that a pane fired when the watermark passed its end, not a
 from __future__ import annotations
 
 import asyncio
+import random
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -322,6 +323,45 @@ def test_a_late_message_that_joins_an_open_session_goes_into_it() -> None:
 
 
 # -- through the graph ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch", [1, 50_000])
+def test_which_messages_are_late_after_partition_by_does_not_depend_on_the_polls(
+    batch: int,
+) -> None:
+    """One input partition out of order (out-of-orderness 0), through partition_by into an
+    event-time window with a late output: the late messages are those behind the watermark
+    of the messages before them, whether the input is polled a message at a time or all at
+    once."""
+    source = events()
+    rng = random.Random(7)
+    times, t = [], 0
+    for _ in range(300):
+        t += rng.randint(0, 400)
+        times.append(max(0, t - rng.choice([0, 0, 0, 1500, 3000])))
+    late_expected, top = [], None
+    for i, t in enumerate(times):  # the watermark moving with each message
+        if top is not None and t - t % 1000 + 1000 <= top:
+            late_expected.append(i)
+        top = t if top is None else max(top, t)
+    late = KAFKA.get_output_descriptor("late", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        window = counts(1 * S).with_late_output(d.get_output_stream(late))
+        (
+            d.get_input_stream(source)
+            .partition_by(lambda m: m["k"], lambda m: m, KVSerde("string", "json"), "by-key")
+            .map(lambda kv: kv.value)
+            .window(window, "w")
+            .sink(lambda p, c, k: None)
+        )
+
+    config = {"job.intermediate.stream.partitions": 1, "systems.kafka.samza.fetch.threshold": batch}
+    runner = TestRunner.of(App(app), config)
+    messages = [{"k": "a", "t": t, "i": i} for i, t in enumerate(times)]
+    result = runner.add_input_stream(source, messages).add_output_stream(late).run(timeout=30)
+    assert late_expected  # the input does go back
+    assert [x["i"] for x in result.outputs(late)[0]] == late_expected
 
 
 def test_a_window_after_partition_by_counts_each_key_in_its_window_over_partitions() -> None:
