@@ -2,10 +2,17 @@
 gap after its last message; in event time a message between two sessions merges them (the
 window operator's common part is ``windows.py``).
 
-A key's open sessions are one entry of the window's store, ``S`` + the serialized key:
-``[(start, last, value bytes), ...]``. In memory: a heap of (due time, key), one live entry per
-key with open sessions (``due``), so memory is bounded by the keys with open sessions. Early
-and late triggers are not supported on session windows (``samzapy plan`` refuses them).
+A key's sessions are one entry of the window's store, ``S`` + the serialized key:
+``[(start, last, value bytes, fired), ...]`` (an entry without ``fired``, as written before
+it existed, is an open session). In event time with an allowed lateness, a session that fired
+stays, ``fired``, until the watermark passes its end plus the lateness, as a tumbling pane
+does: a late message that joins it fires a LATE pane at once (in accumulating mode of the
+session's whole value, in discarding mode of the message alone) under the session's pane
+id, and a message between it and an open session joins them (the fired one's value only in
+accumulating mode: in discarding mode it was sent already). In memory: a heap of (due time,
+key), one live entry per key with sessions, so memory is bounded by the keys with open or
+kept sessions. Early and late triggers are not supported on session windows (``samzapy
+plan`` refuses them).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ class SessionWindowOperator(WindowOperator):
     def restore(self) -> None:
         with self.store.range(_SESSION, _SESSION + b"\xff" * 9) as entries:
             for entry in entries:
-                self._schedule_sessions(entry.key[1:], pickle.loads(entry.value))
+                self._schedule_sessions(entry.key[1:], _sessions(entry.value))
 
     def due(self, now: int) -> bool:
         return bool(self.heap) and self.heap[0][0] <= now
@@ -41,25 +48,28 @@ class SessionWindowOperator(WindowOperator):
         kbytes = self.kserde.to_bytes(key)
         skey = _SESSION + kbytes
         raw = self.store.get(skey)
-        sessions: list[tuple[int, int, bytes]] = [] if raw is None else pickle.loads(raw)
+        sessions = [] if raw is None else _sessions(raw)
+        joined = [s for s in sessions if t < s[1] + gap and t + gap > s[0]]
         late = self.event_time and watermark is not None and t + gap <= watermark
-        if late and not any(t < last + gap and t + gap > start for start, last, _ in sessions):
-            # Its own session is complete already, and joins none still open.
+        if late and not joined:  # its own session is complete already, and joins none
             assert watermark is not None
             if t + gap + self.lateness <= watermark:
                 self.too_late(message, t, t)
-            else:  # a LATE pane of the message alone
-                self.emit_pane(key, t, t + gap, self._add(message, None), LATE)
-            return
-        start, last, value, kept = t, t, None, []
-        for s_start, s_last, s_value in sessions:
-            if t < s_last + gap and t + gap > s_start:  # the message's [t, t+gap) overlaps
-                start, last = min(start, s_start), max(last, s_last)
+                return
+            joined_fired = True
+        else:
+            joined_fired = bool(joined) and all(fired for *_, fired in joined)
+        start, last, value = t, t, None
+        for s_start, s_last, s_value, fired in joined:
+            start, last = min(start, s_start), max(last, s_last)
+            if self.accumulating or not fired:  # a fired one's value was sent (discarding)
                 value = self._merge(value, self.vserde.from_bytes(s_value))
-            else:
-                kept.append((s_start, s_last, s_value))
         value = self._add(message, value)
-        kept.append((start, last, self.vserde.to_bytes(value)))
+        complete = late and joined_fired  # every session it joins fired: so does it, late
+        if complete:
+            self.emit_pane(key, start, last + gap, value, LATE)
+        kept = [s for s in sessions if s not in joined]
+        kept.append((start, last, self.vserde.to_bytes(value), complete))
         kept.sort()
         self.store.put(skey, pickle.dumps(kept, 5))
         self._schedule_sessions(kbytes, kept)
@@ -78,10 +88,16 @@ class SessionWindowOperator(WindowOperator):
         except Exception as exc:
             raise self.failed(exc, "merger") from exc
 
-    def _schedule_sessions(self, kbytes: bytes, sessions: list[tuple[int, int, bytes]]) -> None:
+    def _due(self, last: int, fired: bool) -> int:
+        """When a session fires (open) or is let go (fired: the allowed lateness passed)."""
+        return last + self.size + (self.lateness if fired else 0)
+
+    def _schedule_sessions(
+        self, kbytes: bytes, sessions: list[tuple[int, int, bytes, bool]]
+    ) -> None:
         if not sessions:
             return
-        due = min(last for _, last, _ in sessions) + self.size
+        due = min(self._due(last, fired) for _, last, _, fired in sessions)
         known = self.key_due.get(kbytes)
         if known is None or due < known:
             self.key_due[kbytes] = due
@@ -89,6 +105,8 @@ class SessionWindowOperator(WindowOperator):
 
     def fire(self, now: int, final: bool = False) -> None:
         heap = self.heap
+        # A fired session is kept for late messages: in event time, with an allowed lateness.
+        keep = self.event_time and self.lateness > 0 and not final
         while heap and heap[0][0] <= now:
             due, kbytes = heapq.heappop(heap)
             if self.key_due.get(kbytes) != due:
@@ -100,18 +118,27 @@ class SessionWindowOperator(WindowOperator):
                 continue
             key = self.kserde.from_bytes(kbytes)
             left = []
-            for start, last, value in pickle.loads(raw):
-                if last + self.size <= now:
-                    self.emit_pane(
-                        key, start, last + self.size, self.vserde.from_bytes(value), DEFAULT
-                    )
+            for start, last, value, fired in _sessions(raw):
+                if fired:
+                    if keep and self._due(last, True) > now:
+                        left.append((start, last, value, True))
+                elif last + self.size <= now:
+                    end = last + self.size
+                    self.emit_pane(key, start, end, self.vserde.from_bytes(value), DEFAULT)
+                    if keep and self._due(last, True) > now:
+                        left.append((start, last, value, True))
                 else:
-                    left.append((start, last, value))
+                    left.append((start, last, value, False))
             if left:
                 self.store.put(skey, pickle.dumps(left, 5))
                 self._schedule_sessions(kbytes, left)
             else:
                 self.store.delete(skey)
+
+
+def _sessions(raw: bytes) -> list[tuple[int, int, bytes, bool]]:
+    """A key's sessions as stored (one written without ``fired`` is open)."""
+    return [s if len(s) == 4 else (*s, False) for s in pickle.loads(raw)]
 
 
 __all__ = ["SessionWindowOperator"]

@@ -322,6 +322,50 @@ def test_a_late_message_that_joins_an_open_session_goes_into_it() -> None:
     assert run.late == 0
 
 
+@pytest.mark.parametrize("mode", [ACCUMULATING, DISCARDING])
+def test_a_late_message_joins_the_session_that_fired_while_the_lateness_lasts(mode: Any) -> None:
+    """Gap 1 s, allowed lateness 5 s: the session [0, 500] fires at 3 s; the late messages
+    at 600 and 700 join it (LATE panes under its id: its whole count, or the message alone);
+    at 6.8 s its lateness has passed (its last message, 700, + 1 s + 5 s), and 800 is too
+    late."""
+    window = (
+        Windows.keyed_session_window(
+            lambda m: m["k"],
+            1 * S,
+            initial_value=lambda: 0,
+            aggregator=lambda m, v: v + 1,
+            merger=lambda x, y: x + y,
+        )
+        .with_event_time(allowed_lateness=5 * S)
+        .set_accumulation_mode(mode)
+    )
+    times = [0, 500, 3_000, 600, 700, 6_800, 800]
+    run = Run(window, [m("a", t) for t in times])
+    late = [(0, 3, LATE), (0, 4, LATE)] if mode is ACCUMULATING else [(0, 1, LATE), (0, 1, LATE)]
+    assert [p[1:] for p in run.panes] == [
+        (0, 2, DEFAULT),  # at 3 s
+        *late,  # at 600 and 700
+        (3_000, 1, DEFAULT),  # at 6.8 s
+        (6_800, 1, DEFAULT),  # at end-of-stream
+    ]
+    assert run.late == 1  # 800
+
+
+def test_late_messages_near_each_other_make_one_session() -> None:
+    """Two late messages within the gap of each other, whose own session fired long ago
+    (none kept it): the first fires a LATE pane under its time, the second joins it."""
+    window = sessions(
+        initial_value=lambda: 0, aggregator=lambda m, v: v + 1, merger=lambda x, y: x + y
+    ).with_event_time(allowed_lateness=20 * S)
+    window.set_accumulation_mode(ACCUMULATING)
+    run = Run(window, [m("a", t) for t in (30_000, 10_000, 12_000)])
+    assert run.panes == [
+        ("a", 10_000, 1, LATE),
+        ("a", 10_000, 2, LATE),
+        ("a", 30_000, 1, DEFAULT),
+    ]
+
+
 # -- through the graph ---------------------------------------------------------------------------
 
 

@@ -414,6 +414,25 @@ async def test_a_restarted_window_keeps_its_open_panes_and_the_late_messages_it_
     ]
 
 
+async def test_a_session_that_fired_is_kept_for_late_messages_across_a_restart() -> None:
+    source = events()
+    window = lambda: (  # noqa: E731
+        Windows.keyed_session_window(lambda m: m["k"], 1 * S, **COUNT, merger=lambda x, y: x + y)
+        .with_event_time(allowed_lateness=60 * S)
+        .set_accumulation_mode(AccumulationMode.ACCUMULATING)
+    )
+    config = {"task.commit.ms": 20}
+    first = Live(window_app(window(), source), {source: 1}, **config)
+    first.send(source, *[m("a", t) for t in (0, 500, 3_000)])
+    namespace = await crash_after_commit(first, "2")
+    assert first.panes == [("a", 0, 2, DEFAULT)]
+
+    second = Live(window_app(window(), source), {source: 1}, namespace=namespace, **config)
+    second.send(source, m("a", 600))
+    await second.end()
+    assert second.panes == [("a", 0, 3, LATE), ("a", 3_000, 1, DEFAULT)]
+
+
 # -- errors --------------------------------------------------------------------------------------
 
 
