@@ -331,13 +331,11 @@ class SystemConsumers:
                 else:  # kept on the envelope: the application reads it there
                     ts = env.timestamp = _time_of(event_time, env)
                 if ts is not None:
-                    if top is not None:
-                        before = top - lateness
-                        if ts < before and (sent is None or before > sent):
-                            behind.append((i, before))
-                            sent = before
                     if top is None or ts > top:
                         top = ts
+                    elif ts < top - lateness and (sent is None or top - lateness > sent):
+                        sent = top - lateness
+                        behind.append((i, sent))
                 last = i
         if top is None:
             return
