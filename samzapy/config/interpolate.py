@@ -37,17 +37,45 @@ _TYPED_TAGS = frozenset(
 _RESOLVER = yaml.resolver.Resolver()
 
 
+class WrittenInt(int):
+    """An int read from a plain YAML scalar, with the scalar's ``text``: a key that takes a
+    string keeps what was written (``010`` is not 8, ``1:30`` not 90, as YAML 1.1 has them)."""
+
+    text: str
+
+
+class WrittenFloat(float):
+    """``WrittenInt``'s float."""
+
+    text: str
+
+
+def written(value: Any, text: str) -> Any:
+    """``value`` (a number YAML made of the plain scalar ``text``) holding ``text``; any
+    other value as it is."""
+    kind = type(value)
+    if kind is int:
+        number: WrittenInt | WrittenFloat = WrittenInt(value)
+    elif kind is float:
+        number = WrittenFloat(value)
+    else:
+        return value
+    number.text = text
+    return number
+
+
 def parse_scalar(text: str) -> Any:
     """``text`` typed as an unquoted YAML scalar: an int, float, bool or None, else ``text``.
 
     Only a full match of YAML's implicit int/float/bool/null forms is converted, so text such
-    as ``#fff`` or ``a # b`` is kept as written and the empty string stays empty.
+    as ``#fff`` or ``a # b`` is kept as written and the empty string stays empty. A number
+    holds its text (``written``).
     """
     if not text.strip():
         return text
     tag = _RESOLVER.resolve(yaml.nodes.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
     if tag in _TYPED_TAGS:
-        return yaml.safe_load(text)
+        return written(yaml.safe_load(text), text.strip())
     return text
 
 
@@ -119,4 +147,4 @@ def _lookup(key: str, body: str, env: Mapping[str, str]) -> str:
     return found
 
 
-__all__ = ["interpolate", "parse_scalar", "parse_value"]
+__all__ = ["WrittenFloat", "WrittenInt", "interpolate", "parse_scalar", "parse_value", "written"]

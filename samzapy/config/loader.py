@@ -20,7 +20,8 @@ from typing import Any, NamedTuple
 import yaml
 
 from samzapy.api.errors import ConfigError
-from samzapy.config.interpolate import interpolate, parse_value
+from samzapy.config.interpolate import WrittenFloat, WrittenInt, interpolate, parse_value, written
+from samzapy.config.schema import Kind, lookup
 
 
 class Config(Mapping[str, Any]):
@@ -104,6 +105,16 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen.add(text)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> Any:
+        return written(super().construct_yaml_int(node), node.value)
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> Any:
+        return written(super().construct_yaml_float(node), node.value)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _UniqueKeyLoader.construct_yaml_float)
+
 
 def load_config(
     path: str | os.PathLike[str] | None = None,
@@ -139,7 +150,24 @@ def load_config(
         _apply_override(item, values, problems)
     if problems:
         raise config_error(problems, source)
-    return Config(values, source=source)
+    return Config({key: _settled(key, value) for key, value in values.items()}, source=source)
+
+
+_TEXT_KINDS = (Kind.STR, Kind.ENUM, Kind.STR_LIST)
+
+
+def _settled(key: str, value: Any) -> Any:
+    """A value as the config holds it: a number written in YAML becomes the text written
+    for a key of samzapy's that takes text (a password ``012345`` stays that, where YAML
+    1.1 reads an octal 5349), a plain number elsewhere."""
+    if isinstance(value, list):
+        return [_settled(key, item) for item in value]
+    if type(value) not in (WrittenInt, WrittenFloat):
+        return value
+    specs = lookup(key)
+    if specs and all(spec.kind in _TEXT_KINDS for spec in specs):
+        return str(value.text)
+    return int(value) if type(value) is WrittenInt else float(value)
 
 
 def _read(path: str) -> str:

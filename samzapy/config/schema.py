@@ -37,6 +37,7 @@ class ConfigKey:
     doc: str
     choices: tuple[str, ...] | None = None
     minimum: int | None = None
+    maximum: int | None = None
     required: bool = False
     factory: str | None = None
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
@@ -53,6 +54,8 @@ class ConfigKey:
     def expected(self) -> str:
         """What a valid value looks like, for messages: ``an integer >= 1``."""
         if self.kind is Kind.INT:
+            if self.maximum is not None:
+                return f"an integer from {self.minimum} to {self.maximum}"
             return "an integer" if self.minimum is None else f"an integer >= {self.minimum}"
         if self.kind is Kind.BOOL:
             return "a boolean (true or false)"
@@ -68,7 +71,11 @@ class ConfigKey:
         """``value`` converted to this key's type; ValueError when it does not fit."""
         if self.kind is Kind.INT:
             number = to_int(value)
-            if number is None or (self.minimum is not None and number < self.minimum):
+            if (
+                number is None
+                or (self.minimum is not None and number < self.minimum)
+                or (self.maximum is not None and number > self.maximum)
+            ):
                 raise ValueError(self.expected)
             return number
         if self.kind is Kind.BOOL:
@@ -149,6 +156,11 @@ NAMESPACES = frozenset({"job", "task", "systems", "streams", "serializers", "met
 
 #: Short system factory names and the serde names that need no registration.
 SYSTEM_FACTORIES = ("memory", "file", "kafka")
+#: Samza's Java class names of the systems samzapy has, accepted for their short names.
+SAMZA_SYSTEM_FACTORIES = {
+    "org.apache.samza.system.kafka.KafkaSystemFactory": "kafka",
+    "org.apache.samza.system.inmemory.InMemorySystemFactory": "memory",
+}
 #: The short factory names whose systems drop message keys (the file system writes only the
 #: message of each record): store changelogs and checkpoint streams need the keys.
 KEYLESS_FACTORIES = ("file",)
@@ -339,7 +351,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     # metrics
     ConfigKey("metrics.reporters", _L, (), "log, prometheus or module:Class."),
     ConfigKey("metrics.reporter.interval.ms", _I, 60000, "Report interval.", minimum=1),
-    ConfigKey("metrics.prometheus.port", _I, 9090, "Prometheus port.", minimum=0),
+    ConfigKey("metrics.prometheus.port", _I, 9090, "Prometheus port.", minimum=0, maximum=65535),
     ConfigKey("metrics.prometheus.host", _S, "127.0.0.1", "Prometheus address."),
     # stores (reserved)
     ConfigKey("stores.<name>.factory", _S, None, "Store factory."),
@@ -397,6 +409,7 @@ __all__ = [
     "NAMESPACES",
     "OFFSET_DEFAULTS",
     "REPORTERS",
+    "SAMZA_SYSTEM_FACTORIES",
     "SYSTEM_FACTORIES",
     "ConfigKey",
     "Kind",

@@ -29,6 +29,7 @@ from samzapy.config.schema import (
     KNOWN_KEYS,
     NAMESPACES,
     REPORTERS,
+    SAMZA_SYSTEM_FACTORIES,
     SYSTEM_FACTORIES,
     ConfigKey,
     keys_in,
@@ -122,8 +123,10 @@ class _Checker:
     def _factory(self, system: str) -> str | None:
         """The system's short factory name, ``module:Class``, or None when unset or invalid."""
         value = self.present.get(f"systems.{system}.samza.factory")
-        if isinstance(value, str) and (value in SYSTEM_FACTORIES or is_module_class(value)):
-            return value
+        if isinstance(value, str):
+            value = SAMZA_SYSTEM_FACTORIES.get(value, value)
+            if value in SYSTEM_FACTORIES or is_module_class(value):
+                return value
         return None
 
     def problem(self, key: str | None, message: str) -> None:
@@ -264,7 +267,9 @@ class _Checker:
         for system in self.systems:
             key = f"systems.{system}.samza.factory"
             value = self.values.get(key)
-            if value is not None and self.factories[system] is None:
+            if value in SAMZA_SYSTEM_FACTORIES:  # Samza's class name: its short name
+                self.values[key] = SAMZA_SYSTEM_FACTORIES[value]
+            elif value is not None and self.factories[system] is None:
                 self.problem(
                     key,
                     f"{key} must be {', '.join(SYSTEM_FACTORIES)} or a 'module:Class' path, "

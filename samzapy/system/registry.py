@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from samzapy.api.errors import ConfigError
 from samzapy.config.classes import load_class
+from samzapy.config.schema import SAMZA_SYSTEM_FACTORIES
 from samzapy.system.file.factory import FileSystemFactory
 from samzapy.system.inmemory.factory import InMemorySystemFactory
 from samzapy.system.ports import SystemFactory
@@ -46,10 +47,6 @@ _BUILTIN: dict[str, Callable[[str], type[SystemFactory]]] = {
 }
 
 # Samza's own factory class names, so a Samza job's config keeps working.
-_SAMZA_ALIASES = {
-    "org.apache.samza.system.kafka.KafkaSystemFactory": "kafka",
-    "org.apache.samza.system.inmemory.InMemorySystemFactory": "memory",
-}
 
 
 def system_factory_class(name_or_path: str, *, key: str = _FACTORY_KEY) -> type[SystemFactory]:
@@ -60,7 +57,7 @@ def system_factory_class(name_or_path: str, *, key: str = _FACTORY_KEY) -> type[
             key=key,
         )
     name = name_or_path.strip()
-    name = _SAMZA_ALIASES.get(name, name)
+    name = SAMZA_SYSTEM_FACTORIES.get(name, name)
     builtin = _BUILTIN.get(name)
     if builtin is not None:
         return builtin(key)

@@ -100,7 +100,9 @@ def test_types_match_the_schema(pattern: str) -> None:
     spec = KEYS[pattern]
     cell = ROWS[pattern][1]
     assert cell.split(":")[0].split(" ")[0] == spec.kind.value, pattern
-    if spec.minimum is not None:
+    if spec.maximum is not None:
+        assert cell == f"{spec.kind.value} {spec.minimum} to {spec.maximum}", pattern
+    elif spec.minimum is not None:
         assert cell == f"{spec.kind.value} >= {spec.minimum}", pattern
     if spec.kind is Kind.ENUM:
         assert cell == "enum: " + ", ".join(f"`{c}`" for c in spec.choices or ()), pattern

@@ -66,8 +66,35 @@ def test_double_dollar_escapes_a_literal_reference() -> None:
 
 
 def test_list_items_are_interpolated() -> None:
-    config = load_config(text="task.inputs:\n  - kafka.${T}\n  - ${N}\n", env={"T": "t", "N": "3"})
-    assert config["task.inputs"] == ["kafka.t", 3]
+    config = load_config(text="app.items:\n  - kafka.${T}\n  - ${N}\n", env={"T": "t", "N": "3"})
+    assert config["app.items"] == ["kafka.t", 3]
+    config = load_config(text="task.inputs:\n  - kafka.${T}\n  - ${N}\n", env={"T": "t", "N": "03"})
+    assert config["task.inputs"] == ["kafka.t", "03"]  # a list of strings: as written
+
+
+@pytest.mark.parametrize(
+    ("written", "env"),
+    [
+        ("010", {}),  # YAML 1.1: octal 8
+        ("0777", {}),
+        ("1:30", {}),  # YAML 1.1: sexagesimal 90
+        ("1_000", {}),
+        ("0x1F", {}),
+        ("${PASSWORD}", {"PASSWORD": "012345"}),
+        ("${PASSWORD}", {"PASSWORD": "1:30.5"}),
+    ],
+)
+def test_a_key_that_takes_text_keeps_a_number_as_written(written: str, env: dict[str, str]) -> None:
+    """YAML reads these as numbers; samzapy's text keys (a job id, a password) keep the text
+    written, where the number's str() would change them silently. Other keys keep numbers."""
+    text = f"job.id: {written}\nsystems.k.sasl.plain.password: {written}\napp.mine: {written}\n"
+    config = load_config(text=text, env=env)
+    expected = env.get("PASSWORD", written)
+    assert config["job.id"] == expected
+    assert config["systems.k.sasl.plain.password"] == expected
+    assert type(config["app.mine"]) in (int, float)  # the job's own key: YAML's number
+    overridden = load_config(text="job.name: j\n", overrides=[f"job.id={expected}"])
+    assert overridden["job.id"] == expected
 
 
 def test_malformed_reference_is_an_error() -> None:

@@ -41,7 +41,7 @@ def problems(text: str = "", *overrides: str) -> tuple[str, ...]:
         (
             "metrics.prometheus.port",
             "x",
-            "metrics.prometheus.port must be an integer >= 0, got 'x'",
+            "metrics.prometheus.port must be an integer from 0 to 65535, got 'x'",
         ),
         (
             "task.drop.producer.errors",
@@ -55,11 +55,17 @@ def problems(text: str = "", *overrides: str) -> tuple[str, ...]:
         ),
         ("job.loop", "tokio", "job.loop must be one of uvloop, asyncio, got 'tokio'"),
         ("job.name", "[a, b]", r"job.name must be a string, got ['a', 'b']"),
-        ("job.id", "1.5", "job.id must be a string, got 1.5"),
+        ("job.id", "true", "job.id must be a string, got True"),
         (
             "task.inputs",
-            "5",
-            "task.inputs must be a list of strings or a comma-separated string, got 5",
+            "true",
+            "task.inputs must be a list of strings or a comma-separated string, got True",
+        ),
+        ("task.inputs", "5", "task.inputs items must be 'system.stream', got '5'"),
+        (
+            "metrics.prometheus.port",
+            "70000",
+            "metrics.prometheus.port must be an integer from 0 to 65535, got 70000",
         ),
         (
             "systems.mem.samza.fetch.threshold",
@@ -434,3 +440,21 @@ def test_input_only_keys_match_inputs_by_physical_name_and_system() -> None:
         "systems.other.samza.factory: memory\nstreams.w.samza.bootstrap: true"
     )
     assert problem.startswith("streams.w.samza.bootstrap is set, but stream 'w' is none")
+
+
+@pytest.mark.parametrize(
+    ("samza_class", "short"),
+    [
+        ("org.apache.samza.system.kafka.KafkaSystemFactory", "kafka"),
+        ("org.apache.samza.system.inmemory.InMemorySystemFactory", "memory"),
+    ],
+)
+def test_samza_s_factory_class_names_are_the_systems_samzapy_has(
+    samza_class: str, short: str
+) -> None:
+    """docs/configuration.md: samza.factory takes Samza's class name of a system samzapy has;
+    the system is then that one, its own keys included."""
+    extra = "systems.mem.consumer.max.poll.records: 100\n" if short == "kafka" else ""
+    text = f"systems.mem.samza.factory: {samza_class}\n{extra}"
+    config = resolved(text)
+    assert config.systems["mem"].factory == short
