@@ -17,7 +17,9 @@ A run goes:
    as one ``config_invalid`` line listing them all (the traceback of a cause, a task module
    that failed to import say, only at debug level), exit 2;
 4. run the container on uvloop (or asyncio when ``job.loop`` says so or uvloop is missing),
-   with SIGTERM and SIGINT asking it to stop gracefully; a second signal forces the exit;
+   with SIGTERM and SIGINT asking it to stop gracefully; a second signal forces the exit
+   (either signal before the loop's handlers are installed, while the task's module imports
+   say, is one ``job_interrupted`` line naming the stage, exit 1);
 5. log the outcome once and return its exit code.
 """
 
@@ -178,6 +180,21 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
     configure_logging(log_format, log_level)
     add_working_directory_to_path()
     log: FilteringBoundLogger = structlog.get_logger("samzapy.cli")
+    # Until the event loop's handlers take over, SIGTERM interrupts as SIGINT does: a signal
+    # while the task's module imports is one log line and exit 1, not a traceback or a kill.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _check_and_run(job_yaml, overrides, log)
+    except KeyboardInterrupt:
+        log.warning("job_interrupted", stage="start-up", exit_code=EXIT_JOB_FAILED)
+        return EXIT_JOB_FAILED
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _check_and_run(job_yaml: str, overrides: Sequence[str], log: FilteringBoundLogger) -> int:
     check = check_job(job_yaml, overrides)  # the same check as `samzapy validate`
     resolved = check.resolved
     if resolved is None:
@@ -239,8 +256,8 @@ def _run_resolved(
             "job_failed", error=str(exc), error_type=type(exc).__name__, exit_code=EXIT_JOB_FAILED
         )
         return EXIT_JOB_FAILED
-    except KeyboardInterrupt:  # SIGINT before the signal handlers were installed
-        log.warning("job_interrupted", exit_code=EXIT_JOB_FAILED)
+    except KeyboardInterrupt:  # SIGINT or SIGTERM before the loop's handlers were installed
+        log.warning("job_interrupted", stage="container start", exit_code=EXIT_JOB_FAILED)
         return EXIT_JOB_FAILED
     except Exception:
         log.exception("job_failed", error_type="unexpected", exit_code=EXIT_JOB_FAILED)

@@ -196,6 +196,47 @@ def test_signal_stops_cleanly_commits_and_exits_0(tmp_path: Path, sig: signal.Si
     assert any(e["event"] == "stop_requested" for e in events(out))
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_the_task_module_imports_is_one_line_and_exit_1(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}]})
+    ready = tmp_path / "importing"
+    (tmp_path / "slowtasks.py").write_text(
+        "import pathlib, time\n"
+        f"pathlib.Path({str(ready)!r}).touch()\n"
+        "time.sleep(60)\n"
+        "from jobs import Copy\n"
+    )
+    job = job_yaml(tmp_path, "Copy")
+    job.write_text(job.read_text().replace("jobs:Copy", "slowtasks:Copy"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "samzapy", "run", str(job)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(HERE)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the task module never started importing"
+            time.sleep(0.02)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out + err
+    assert "Traceback" not in err and "Traceback" not in out
+    interrupted = [e for e in events(out) if e["event"] == "job_interrupted"]
+    assert [e["stage"] for e in interrupted] == ["start-up"]
+    assert not (tmp_path / "checkpoints").exists()
+    assert not (tmp_path / "data" / "out").exists()
+
+
 @pytest.mark.parametrize(("configured", "expected"), [(None, "uvloop"), ("asyncio", "asyncio")])
 def test_job_runs_on_uvloop_unless_configured_otherwise(
     tmp_path: Path, configured: str | None, expected: str
