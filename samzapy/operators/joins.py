@@ -101,7 +101,7 @@ class SendToTableOperator(OperatorImpl):
 class StreamTableJoinOperator(OperatorImpl):
     kind = "stream_table_join"
     counts_out = True
-    __slots__ = ("apply", "asynchronous", "message_key", "previous", "table", "table_id")
+    __slots__ = ("apply", "asynchronous", "clock", "message_key", "previous", "table", "table_id")
 
     def __init__(self, op_id: str, table_id: str, join_fn: Any, asynchronous: bool) -> None:
         super().__init__(op_id)
@@ -112,6 +112,9 @@ class StreamTableJoinOperator(OperatorImpl):
         self.table: Any = None
         #: asynchronous: the previous message's completion (results keep the input order)
         self.previous: asyncio.Future[Any] | None = None
+        #: The graph's event clock when it keeps event time (asynchronous: a result goes on
+        #: with its message's time, whatever message came in during the look-up).
+        self.clock: Any = None
 
     def use_table(self, table: Any) -> None:
         self.table = table
@@ -156,7 +159,8 @@ class StreamTableJoinOperator(OperatorImpl):
         key = self._key(message)
         before = self.previous
         done = self.previous = asyncio.get_running_loop().create_future()
-        return self._complete(message, key, before, done, timed)
+        event_time = None if self.clock is None else self.clock.t
+        return self._complete(message, key, before, done, timed, event_time)
 
     async def _complete(
         self,
@@ -165,6 +169,7 @@ class StreamTableJoinOperator(OperatorImpl):
         before: asyncio.Future[Any] | None,
         done: asyncio.Future[Any],
         timed: bool,
+        event_time: int | None,
     ) -> None:
         # The container awaits this at once (its slots await inline): the look-up starts
         # now, in input order, with no task of its own; the result waits for the previous
@@ -181,6 +186,8 @@ class StreamTableJoinOperator(OperatorImpl):
             result = self._join(message, key, value)
             if result is None:
                 return
+            if self.clock is not None:
+                self.clock.t = event_time  # another message came in during the look-up
             pending = self.timed_after([result]) if timed else self.emit(result)
             if pending is not None:
                 await pending

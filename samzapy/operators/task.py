@@ -107,7 +107,9 @@ class OperatorGraph:
         """Sends carry the message's time; each event-time window waits on the watermarks of
         the input streams that reach it; inputs with ``with_watermarks`` generate theirs."""
         for op in self.operators:
-            if isinstance(op, sends.SendingOperator | impl.FlatMapAsyncOperator):
+            if isinstance(op, sends.SendingOperator | impl.FlatMapAsyncOperator) or (
+                isinstance(op, StreamTableJoinOperator) and op.asynchronous
+            ):
                 op.clock = self.clock
         for spec in graph.inputs.values():
             descriptor = spec.settings["descriptor"]

@@ -24,6 +24,7 @@ from samzapy import (
     StreamApplicationDescriptor,
     TableRetryPolicy,
     TaskError,
+    Windows,
 )
 from samzapy.testing import TestRunner
 
@@ -149,6 +150,35 @@ def test_remote_look_ups_overlap_up_to_max_concurrency_and_results_keep_input_or
     snapshot = result.metrics.snapshot()["task.Partition 0"]
     assert snapshot["profiles-gets"] == 60
     assert Profiles.in_flight[1] == 8
+
+
+def test_a_remote_join_s_result_keeps_its_message_s_event_time() -> None:
+    """A slow look-up (the view at 1 s) still in flight when the next view (at 15 s) comes
+    in: its result goes on with its own time, into the 10 s window of 0 s."""
+    views = (
+        KAFKA.get_input_descriptor("timed-views", KVSerde("string", "json"))
+        .with_timestamp(lambda kv: kv.value["t"])
+        .with_watermarks(timedelta(hours=1))
+    )
+    panes: list[Any] = []
+
+    class Slow:
+        async def get_async(self, key: str) -> Any:
+            await asyncio.sleep(0.05 if key == "ann" else 0)
+            return PROFILES.get(key)
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        table = d.get_table(RemoteTableDescriptor("profiles").with_read_function(Slow()))
+        window = Windows.keyed_tumbling_window(
+            lambda kv: kv.key, timedelta(seconds=10), lambda: 0, lambda m, n: n + 1
+        ).with_event_time()
+        d.get_input_stream(views).join(table, Enrich()).window(window, "w").sink(
+            lambda p, c, k: panes.append((p.key.key, p.key.pane_id, p.message))
+        )
+
+    timed = [KV("ann", {"t": 1_000}), KV("bob", {"t": 15_000})]
+    run(app, [(views, timed)], {}, **{"task.max.concurrency": 2})
+    assert sorted(panes) == [("ann", 0, 1), ("bob", 10_000, 1)]
 
 
 def test_a_failing_remote_read_is_retried_per_policy_then_fails_naming_table_and_key() -> None:
