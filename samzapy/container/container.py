@@ -233,6 +233,7 @@ class SamzaContainer:
         self._systems = systems = Systems(cfg, self._lease)
         await systems.start_admins()
         counts = await prepare_streams(cfg, systems.admins)
+        getattr(task_factory, "check_partitions", lambda counts: None)(counts)  # an app's joins
         # 2. The job model.
         models, job_task_count = job_model(cfg, counts, self._task_filter)
         # 3. Checkpoints (under exactly-once, each task's transactional producer first).

@@ -323,7 +323,7 @@ def _state_keys(
     job = _job(config)
     if windows:
         window_keys(graph, keys.set, job, system)
-    table_keys(graph, keys.set, job, system)
+    table_keys(graph, keys.set, job, system, config)
     if joins:  # a join sweeps its expired entries at the tick
         keys.values.setdefault("task.window.ms", WINDOW_TICK_MS)
 

@@ -20,10 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from samzapy.api.descriptors import KVSerde
 from samzapy.api.errors import ConfigError
 from samzapy.api.graph import ApplicationGraph, upstream_of
-from samzapy.api.tables import LocalTableDescriptor
+from samzapy.api.system import SystemStream
+from samzapy.api.tables import LocalTableDescriptor, RemoteTableDescriptor
 from samzapy.operators.window_plan import carries
+from samzapy.operators.windows import state_serde
 
 
 def store_names(graph: ApplicationGraph) -> dict[str, str]:
@@ -56,11 +59,18 @@ def table_keys(
     set_key: Callable[[str, Any], None],
     job: tuple[str, str],
     changelog_system: str | None,
+    config: Mapping[str, Any],
 ) -> None:
-    """Each local table's and each join's store keys."""
+    """Each local table's and each join's store keys (``config``: the job file's keys, its
+    serdes); a remote table without a read function and a join's unknown serde are errors."""
     store_names(graph)
     for table_id, table in graph.tables.items():
         descriptor = table.descriptor
+        if isinstance(descriptor, RemoteTableDescriptor) and descriptor.read_fn is None:
+            raise ConfigError(
+                f"table {table_id!r}: a remote table needs a read function with a coroutine "
+                "method get_async(key): give it with_read_function(...)"
+            )
         if not isinstance(descriptor, LocalTableDescriptor):
             continue
         prefix = f"stores.{table_id}."
@@ -85,6 +95,7 @@ def table_keys(
     for spec in graph.operators:
         if spec.kind != "join":
             continue
+        _check_join_serdes(spec.op_id, spec.settings["serdes"], config)
         for side in ("L", "R"):
             prefix = f"stores.{spec.op_id}-{side}."
             set_key(prefix + "factory", "rocksdb")
@@ -93,6 +104,68 @@ def table_keys(
             if changelog_system is not None:
                 topic = f"{job[0]}-{job[1]}-join-{spec.op_id}-{side}"
                 set_key(prefix + "changelog", f"{changelog_system}.{topic}")
+
+
+def check_copartitioned(
+    graph: ApplicationGraph,
+    streams: Mapping[str, SystemStream],
+    counts: Mapping[SystemStream, int],
+) -> None:
+    """What a join brings together must be partitioned alike (a key in the same partition
+    on each side): a stream-stream join's two sides, and a stream-table join's stream with
+    the streams that fill its local table (``send_to(table)``). ``streams``: where each
+    input and intermediate stream is; ``counts``: their partition counts at start-up. A
+    broadcast stream, read whole by every task, is left out."""
+    for spec in graph.operators:
+        if spec.kind == "join":
+            sides = list(spec.upstream)
+        elif spec.kind == "stream_table_join" and isinstance(
+            spec.settings["table"].descriptor, LocalTableDescriptor
+        ):
+            table_id = spec.settings["table"].table_id
+            writers = [
+                w
+                for w in graph.operators
+                if w.kind == "send_to_table" and w.settings["table"].table_id == table_id
+            ]
+            sides = [*spec.upstream, *writers]
+        else:
+            continue
+        found: dict[SystemStream, int] = {}
+        for side in sides:
+            for op in upstream_of(side):
+                intermediate = op.settings.get("intermediate") if op.kind == "input" else None
+                if op.kind != "input" or (intermediate and intermediate.kind == "broadcast"):
+                    continue
+                name = (
+                    op.op_id
+                    if intermediate is None
+                    else f"{intermediate.kind}:{intermediate.op_id}"
+                )
+                stream = streams[name]
+                if stream in counts:
+                    found[stream] = counts[stream]
+        if len(set(found.values())) > 1:
+            listed = ", ".join(f"{stream} has {n}" for stream, n in found.items())
+            raise ConfigError(
+                f"{spec.kind.replace('_', '-')} {spec.op_id!r} brings together streams with "
+                f"different partition counts ({listed}): a key must be in the same partition "
+                "of each; give them the same count, or partition_by the others (an "
+                "intermediate stream has the job's count)"
+            )
+
+
+def _check_join_serdes(op_id: str, serdes: tuple[Any, Any, Any], config: Mapping[str, Any]) -> None:
+    """A join's serdes, made as its task will make them: an unknown name is an error at
+    start-up, naming the join."""
+    for what, serde in zip(("key", "message", "other message"), serdes, strict=True):
+        for part in (
+            (serde.key_serde, serde.value_serde) if isinstance(serde, KVSerde) else (serde,)
+        ):
+            try:
+                state_serde(part, config)
+            except ConfigError as exc:
+                raise ConfigError(f"join {op_id!r}: its {what} serde: {exc}") from exc
 
 
 def _serde_name(serde: Any, name: str, set_key: Callable[[str, Any], None]) -> str:
@@ -140,4 +213,11 @@ def is_asynchronous(graph: ApplicationGraph) -> bool:
     )
 
 
-__all__ = ["event_time_joins", "is_asynchronous", "is_remote", "store_names", "table_keys"]
+__all__ = [
+    "check_copartitioned",
+    "event_time_joins",
+    "is_asynchronous",
+    "is_remote",
+    "store_names",
+    "table_keys",
+]

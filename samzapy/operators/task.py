@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from samzapy.api.context import MessageCollector, TaskContext, TaskCoordinator
@@ -40,7 +40,7 @@ from samzapy.operators.plan_document import AppPlan
 from samzapy.operators.sends import TaskIO
 from samzapy.operators.sessions import SessionWindowOperator
 from samzapy.operators.stream_joins import JoinOperator
-from samzapy.operators.table_plan import is_asynchronous, is_remote
+from samzapy.operators.table_plan import check_copartitioned, is_asynchronous, is_remote
 from samzapy.operators.task_tables import AppTaskContext, TaskTables
 from samzapy.operators.tumbling import TumblingWindowOperator
 from samzapy.operators.windows import WindowOperator, gather_pending
@@ -431,6 +431,10 @@ class OperatorTaskFactory:
         if self.is_async:
             return AsyncStreamOperatorTask(graph)
         return StreamOperatorTask(graph)
+
+    def check_partitions(self, counts: Mapping[SystemStream, int]) -> None:
+        """At start-up, with the streams' partition counts: joins read co-partitioned streams."""
+        check_copartitioned(self.graph, self._streams, counts)
 
     def __repr__(self) -> str:
         return f"app {self.plan.app}" if self.plan.app else "app"

@@ -26,6 +26,7 @@ from samzapy import (
     TaskError,
     Windows,
 )
+from samzapy.system.partitioner import partition_for
 from samzapy.testing import TestRunner
 
 KAFKA = KafkaSystemDescriptor("kafka")
@@ -466,6 +467,97 @@ def test_join_and_table_mistakes_are_config_errors_at_start_up() -> None:
         runner.add_output_stream(PAID, 1)
         with pytest.raises(ConfigError, match=message):
             runner.run(timeout=5)
+
+
+def pay(d: StreamApplicationDescriptor, key_serde: Any = "string", serde: Any = None) -> Any:
+    return d.get_input_stream(ORDERS).join(
+        d.get_input_stream(PAYMENTS),
+        OrderPayment(),
+        key_serde,
+        serde,
+        None,
+        timedelta(seconds=10),
+        "j",
+    )
+
+
+@pytest.mark.parametrize(
+    ("describe", "message"),
+    [
+        (
+            lambda d: (
+                d.get_input_stream(ORDERS)
+                .join(d.get_table(RemoteTableDescriptor("r")), Enrich())
+                .sink(lambda *a: None)
+            ),
+            r"table 'r': a remote table needs a read function .* with_read_function",
+        ),
+        (
+            lambda d: pay(d, key_serde="nosuch").sink(lambda *a: None),
+            r"join 'j': its key serde: unknown serde 'nosuch'",
+        ),
+        (
+            lambda d: pay(d, serde=KVSerde("string", "nosuch")).sink(lambda *a: None),
+            r"join 'j': its message serde: unknown serde 'nosuch'",
+        ),
+    ],
+)
+def test_a_remote_table_without_reads_or_a_join_s_unknown_serde_fails_before_the_tasks(
+    describe: Any, message: str
+) -> None:
+    runner = TestRunner.of(Lambda(describe))
+    runner.add_input_stream(ORDERS, [KV("o1", 1)]).add_input_stream(PAYMENTS, [])
+    with pytest.raises(ConfigError, match=message):
+        runner.run(timeout=5)
+
+
+def test_a_join_of_streams_partitioned_differently_is_refused_at_start_up() -> None:
+    """Orders in 2 partitions, payments in 3: a key would be in partition murmur2 % 2 of one
+    and % 3 of the other, and most pairs would never meet. partition_by one side gives it the
+    job's count (the largest input's: 3) and the join runs."""
+    orders = {p: [KV(f"o{p}", {"n": p})] for p in range(2)}
+    payments: dict[int, list[KV]] = {p: [] for p in range(3)}
+    for i in range(3):  # each where a producer's key hash puts it
+        payments[partition_for(f"o{i}".encode(), 3)].append(KV(f"o{i}", {"paid": i}))
+
+    def runner(describe: Any) -> TestRunner:
+        return (
+            TestRunner.of(Lambda(describe))
+            .add_input_stream(ORDERS, orders)
+            .add_input_stream(PAYMENTS, payments)
+            .add_output_stream(PAID, 3)
+        )
+
+    with pytest.raises(
+        ConfigError,
+        match=r"join 'j' brings together streams with different "
+        r"partition counts \(kafka.orders has 2, kafka.payments has 3\)",
+    ):
+        runner(lambda d: pay(d).send_to(d.get_output_stream(PAID))).run(timeout=5)
+
+    def filled_from_payments(d: StreamApplicationDescriptor) -> None:
+        table = d.get_table(InMemoryTableDescriptor("paid", KVSerde("string", "json")))
+        d.get_input_stream(PAYMENTS).send_to(table)
+        d.get_input_stream(ORDERS).join(table, Enrich()).sink(lambda *a: None)
+
+    with pytest.raises(ConfigError, match=r"stream-table-join '.*' brings together streams"):
+        runner(filled_from_payments).run(timeout=5)
+
+    def repartitioned(d: StreamApplicationDescriptor) -> None:
+        by_id = d.get_input_stream(ORDERS).partition_by(
+            lambda kv: kv.key, lambda kv: kv.value, KVSerde("string", "json"), "by-id"
+        )
+        by_id.join(
+            d.get_input_stream(PAYMENTS),
+            OrderPayment(),
+            "string",
+            None,
+            None,
+            timedelta(seconds=10),
+            "j",
+        ).send_to(d.get_output_stream(PAID))
+
+    assert len(flat(runner(repartitioned).run(timeout=10).outputs(PAID))) == 2
 
 
 def test_a_task_class_reaches_its_stores_as_tables_and_is_told_of_a_missing_one() -> None:
