@@ -105,13 +105,18 @@ class AppTaskContext:
         if table is not None:
             return table
         fallback = getattr(self._context, "get_table", None)
-        if fallback is not None:
-            found: ReadWriteTable = fallback(table_id)
-            return found
+        if fallback is not None:  # a store of the job file, as a table
+            try:
+                found: ReadWriteTable = fallback(table_id)
+            except TableError:
+                pass  # none either: the application's message, below
+            else:
+                return found
         known = ", ".join(sorted(self._tables)) or "none"
         raise TableError(
             f"task {self.task_name!r} asked for table {table_id!r}, which the application did "
-            f"not describe (tables: {known})",
+            f"not describe (tables: {known}; app_desc.get_table(...) describes one) and the "
+            f"job file has no store of that name (stores.{table_id}.factory)",
             table_id=table_id,
         )
 

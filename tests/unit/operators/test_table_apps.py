@@ -623,3 +623,23 @@ def test_writes_of_one_key_to_a_remote_table_land_in_input_order() -> None:
     for key in ("a", "b"):
         assert [v for k, v in landed if k == key] == list(range(10))
     assert len({k for k, _ in landed[:4]}) == 2  # the keys' writes overlapped
+
+
+def test_a_table_the_application_did_not_describe_is_named_as_such() -> None:
+    class Uses:
+        def init(self, context: Any) -> None:
+            context.get_table("nope")
+
+        def apply(self, message: Any) -> Any:
+            return message
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_table(InMemoryTableDescriptor("profiles", KVSerde("string", "json")))
+        d.get_input_stream(VIEWS).map(Uses()).sink(lambda *a: None)
+
+    with pytest.raises(
+        TaskError,
+        match=r"table 'nope', which the application did not describe "
+        r"\(tables: profiles; .*stores.nope.factory",
+    ):
+        run(app, [(VIEWS, [KV("ann", "/a")])], {})
