@@ -242,12 +242,11 @@ def _built(check: JobCheck, resolved: ResolvedConfig) -> None:
     if len(factories) == len(resolved.systems):  # else the checkpoint system may be missing
         with _collected(check):
             checkpoint_manager(resolved, factories, resolved.job.name)
-    if resolved.job.container_count > 1:
-        from samzapy.coordinator.identity import STATIC, container_index, coordinator_of
+    from samzapy.coordinator.identity import STATIC, container_index, coordinator_of
 
-        if coordinator_of(resolved) == STATIC:
-            with _collected(check):
-                container_index(resolved)
+    if coordinator_of(resolved) == STATIC:
+        with _collected(check):
+            container_index(resolved)
 
 
 @contextmanager

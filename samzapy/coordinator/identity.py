@@ -50,11 +50,13 @@ def fence_wait_s(membership: GroupMembership) -> float:
 
 def container_index(config: ResolvedConfig) -> int:
     """``job.container.id`` as an index below ``job.container.count``: an integer, or a name
-    ending in one (``samzapy-2``, a StatefulSet pod's name)."""
+    ending in one (``samzapy-2``, a StatefulSet pod's name). The one container of a job of
+    one may have any other name, but not one naming another index: a sixth pod of a job
+    whose count was left at 1 would run every task beside the other five."""
     raw = config.job.container_id or "0"
     count = config.job.container_count
     found = re.search(r"(\d+)$", raw)
-    index = int(found.group(1)) if found else -1
+    index = int(found.group(1)) if found else (0 if count == 1 else -1)
     if not 0 <= index < count:
         raise ConfigError(
             f"job.container.id must be an integer from 0 to job.container.count - 1 "

@@ -152,10 +152,8 @@ class JobRunner:
     async def _run_static(self) -> None:
         cfg = self.config
         count = cfg.job.container_count
-        share = None
-        if count > 1:
-            index = container_index(cfg)
-            share = _share(count, index)
+        index = container_index(cfg)  # a job of one: 0, or an error for a name of another
+        share = _share(count, index) if count > 1 else None
         self._group_offsets = group_offsets_without_membership(cfg)
         self._container = self._new_container(share)
         try:

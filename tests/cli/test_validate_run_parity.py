@@ -117,6 +117,10 @@ CASES: dict[str, tuple[dict[str, Any] | None, list[str]]] = {
         },
         [r"job\.container\.id must be an integer from 0 to job\.container\.count - 1 \(1\), .*"],
     ),
+    "a pod's name naming another container of a job of one": (
+        {**BASE, "job.coordinator.factory": "static", "job.container.id": "samzapy-5"},
+        [r"job\.container\.id must be an integer from 0 to job\.container\.count - 1 \(0\), .*"],
+    ),
     "missing file": (None, [r"job file 'job\.yaml' does not exist or is not a file"]),
 }
 
