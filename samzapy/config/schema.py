@@ -38,6 +38,8 @@ class ConfigKey:
     choices: tuple[str, ...] | None = None
     minimum: int | None = None
     maximum: int | None = None
+    #: A string key's form, and what it is in words for messages.
+    form: tuple[re.Pattern[str], str] | None = None
     required: bool = False
     factory: str | None = None
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
@@ -60,7 +62,7 @@ class ConfigKey:
         if self.kind is Kind.BOOL:
             return "a boolean (true or false)"
         if self.kind is Kind.STR:
-            return "a string"
+            return "a string" if self.form is None else self.form[1]
         if self.kind is Kind.STR_LIST:
             return "a list of strings or a comma-separated string"
         if self.kind is Kind.ENUM:
@@ -81,7 +83,10 @@ class ConfigKey:
         if self.kind is Kind.BOOL:
             return _to_bool(value)
         if self.kind is Kind.STR:
-            return _to_str(value)
+            text = _to_str(value)
+            if self.form is not None and not self.form[0].fullmatch(text):
+                raise ValueError(self.expected)
+            return text
         if self.kind is Kind.STR_LIST:
             return _to_str_list(value)
         if self.kind is Kind.ENUM:
@@ -171,13 +176,26 @@ KAFKA_SECURITY_PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
 KAFKA_SASL_MECHANISMS = ("plain", "gssapi", "scram-sha-256", "scram-sha-512")
 
 _I, _B, _S, _L, _E, _A = Kind.INT, Kind.BOOL, Kind.STR, Kind.STR_LIST, Kind.ENUM, Kind.ANY
+#: A job name or id: part of its topics' names (what a Kafka topic name may hold), its
+#: group's and its state directories' (so never ``.`` or ``..``).
+_NAME = (
+    re.compile(r"(?!\.\.?$)[A-Za-z0-9._-]+"),
+    "letters, digits, '.', '_' and '-' (it names the job's topics, group and state directories)",
+)
 
 KNOWN_KEYS: tuple[ConfigKey, ...] = (
     # app (outside NAMESPACES: other app.* keys stay the job's own, as before)
     ConfigKey("app.class", _S, None, "An application: 'module:Class' (instead of task.class)."),
     # job
-    ConfigKey("job.name", _S, None, "The job's name (state directories, metrics).", required=True),
-    ConfigKey("job.id", _S, "1", "Distinguishes runs of the same job."),
+    ConfigKey(
+        "job.name",
+        _S,
+        None,
+        "The job's name (topics, state directories).",
+        form=_NAME,
+        required=True,
+    ),
+    ConfigKey("job.id", _S, "1", "Distinguishes runs of the same job.", form=_NAME),
     ConfigKey("job.loop", _E, "uvloop", "The event loop.", choices=("uvloop", "asyncio")),
     ConfigKey("job.container.thread.pool.size", _I, 0, "Threads for blocking work.", minimum=0),
     ConfigKey("job.container.id", _S, None, "This container's id (static share; group instance)."),

@@ -259,7 +259,9 @@ class _Checker:
     def _shapes(self) -> None:
         for class_key in ("task.class", "app.class"):
             path = self.values.get(class_key)
-            if path and not (is_module_class(path) or _DOTTED_CLASS.fullmatch(path)):
+            if path is not None and not (
+                isinstance(path, str) and (is_module_class(path) or _DOTTED_CLASS.fullmatch(path))
+            ):
                 self.problem(
                     class_key,
                     f"{class_key} must be 'module:Class' or 'dotted.path.Class', got {path!r}",

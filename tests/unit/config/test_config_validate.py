@@ -54,8 +54,25 @@ def problems(text: str = "", *overrides: str) -> tuple[str, ...]:
             "task.drop.deserialization.errors must be a boolean (true or false), got 1",
         ),
         ("job.loop", "tokio", "job.loop must be one of uvloop, asyncio, got 'tokio'"),
-        ("job.name", "[a, b]", r"job.name must be a string, got ['a', 'b']"),
-        ("job.id", "true", "job.id must be a string, got True"),
+        (
+            "job.name",
+            "[a, b]",
+            "job.name must be letters, digits, '.', '_' and '-' (it names the job's topics, "
+            "group and state directories), got ['a', 'b']",
+        ),
+        ("task.checkpoint.dir", "true", "task.checkpoint.dir must be a string, got True"),
+        (
+            "job.name",
+            "../../elsewhere",
+            "job.name must be letters, digits, '.', '_' and '-' (it names the job's topics, "
+            "group and state directories), got '../../elsewhere'",
+        ),
+        (
+            "job.id",
+            "'two words'",
+            "job.id must be letters, digits, '.', '_' and '-' (it names the job's topics, "
+            "group and state directories), got 'two words'",
+        ),
         (
             "task.inputs",
             "true",
@@ -458,3 +475,9 @@ def test_samza_s_factory_class_names_are_the_systems_samzapy_has(
     text = f"systems.mem.samza.factory: {samza_class}\n{extra}"
     config = resolved(text)
     assert config.systems["mem"].factory == short
+
+
+def test_an_app_class_that_is_no_string_is_a_problem_not_a_crash() -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve(load_config(text="job.name: j\napp.class: true\n"))
+    assert "app.class must be 'module:Class' or 'dotted.path.Class', got True" in str(info.value)
