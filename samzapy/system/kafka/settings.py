@@ -311,10 +311,31 @@ def _pass_through(
             problems.append(Problem(full, _unknown(side, full, dotted, accepted, refused)))
         elif value is not None:
             try:
-                options[argument] = _coerce(full, value, accepted[argument])
+                options[argument] = _checked(
+                    full, argument, _coerce(full, value, accepted[argument])
+                )
             except ConfigError as exc:
                 problems.append(Problem(full, str(exc)))
     return options
+
+
+#: The values an aiokafka argument takes, where the client refuses others only once built.
+_CHOICES: dict[str, tuple[Any, ...]] = {
+    "acks": (0, 1, -1, "all"),
+    "compression_type": ("gzip", "snappy", "lz4", "zstd"),
+}
+
+
+def _checked(key: str, argument: str, value: Any) -> Any:
+    """``value`` if the client takes it: one of the argument's choices; a count, size or
+    time (an integer argument) not below zero."""
+    choices = _CHOICES.get(argument)
+    if choices is not None and value not in choices:
+        listed = ", ".join(str(c) for c in choices)
+        raise ConfigError(f"{key} must be one of {listed}, got {value!r}", key=key)
+    if type(value) is int and value < 0 and argument != "acks":
+        raise ConfigError(f"{key} must be an integer >= 0, got {value}", key=key)
+    return value
 
 
 def _unknown(

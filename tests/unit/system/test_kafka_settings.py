@@ -169,14 +169,14 @@ class TestPassThrough:
         [
             ("producer.linger.ms", "soon", "an integer"),
             ("consumer.check.crcs", "yes", "true or false"),
-            ("producer.compression.type", ["gzip"], None),  # no default type: taken as given
+            ("producer.api.version", ["2", "0"], None),  # no default type: taken as given
         ],
     )
     def test_values_that_do_not_fit_the_option_s_type(
         self, key: str, value: Any, expected: str | None
     ) -> None:
         if expected is None:
-            assert dotted({key: value}).producer_options == {"compression_type": ["gzip"]}
+            assert dotted({key: value}).producer_options == {"api_version": ["2", "0"]}
             return
         with pytest.raises(ConfigError, match=rf"^systems\.kafka\.{key} must be {expected}"):
             dotted({key: value})
@@ -203,6 +203,32 @@ class TestPassThrough:
             "systems.kafka.producer.linger.ms",
         ]
         assert client_option_problems("kafka", {"producer.linger.ms": 5}) == []
+
+    @pytest.mark.parametrize(
+        ("name", "value", "problem"),
+        [
+            ("producer.acks", 2, "must be one of 0, 1, -1, all, got 2"),
+            (
+                "producer.compression.type",
+                "zip",
+                "must be one of gzip, snappy, lz4, zstd, got 'zip'",
+            ),
+            ("producer.linger.ms", -5, "must be an integer >= 0, got -5"),
+            ("consumer.max.poll.records", "-1", "must be an integer >= 0, got -1"),
+        ],
+    )
+    def test_values_the_client_refuses_only_once_built_are_problems_naming_the_key(
+        self, name: str, value: Any, problem: str
+    ) -> None:
+        """aiokafka refuses these when the client is built, after the job connected, in words
+        that name no key: validate names them first."""
+        assert client_option_problems("kafka", {name: value}) == [f"systems.kafka.{name} {problem}"]
+
+    @pytest.mark.parametrize(
+        ("name", "value"), [("producer.acks", -1), ("producer.acks", "all"), ("producer.acks", 0)]
+    )
+    def test_every_value_of_acks_the_client_takes_is_taken(self, name: str, value: Any) -> None:
+        assert client_option_problems("kafka", {name: value}) == []
 
 
 class TestTimeoutsAndReplication:
