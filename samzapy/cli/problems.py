@@ -24,12 +24,15 @@ A problem found twice by two steps (a client option by steps 5 and 6) is listed 
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import structlog
 
 from samzapy.api.errors import ConfigError
 from samzapy.cli.logging import add_secrets
@@ -40,6 +43,7 @@ from samzapy.config.classes import (
     load_task_class,
     split_class_path,
 )
+from samzapy.config.schema import NAMESPACES
 from samzapy.config.secrets import secret_values
 
 if TYPE_CHECKING:
@@ -148,7 +152,29 @@ def _read(check: JobCheck, job_yaml: str, overrides: Sequence[str]) -> Config | 
         return None
     # Before anything can log the config's values: from here on they are scrubbed.
     add_secrets(secret_values(raw))
+    _near_namespaces(raw)
     return raw
+
+
+def _near_namespaces(raw: Config) -> None:
+    """Warn of keys that look like samzapy's but are outside its namespaces (``metric.``,
+    ``Task.``): they are the job's own, which samzapy never reads, so a typo there would
+    otherwise pass in silence. One warning per misspelt namespace."""
+    warned: set[str] = set()
+    for key in raw:
+        head, _, rest = key.partition(".")
+        if head in NAMESPACES or head == "app" or head in warned:
+            continue
+        close = difflib.get_close_matches(head.lower(), sorted(NAMESPACES), n=1, cutoff=0.75)
+        if close:
+            warned.add(head)
+            structlog.get_logger("samzapy.cli").warning(
+                "key_outside_namespaces",
+                key=key,
+                did_you_mean=f"{close[0]}.{rest}",
+                reason=f"samzapy reads only {', '.join(sorted(NAMESPACES))} keys (and app.class): "
+                "the others are the job's own",
+            )
 
 
 def _resolve(check: JobCheck, raw: Config) -> Config:

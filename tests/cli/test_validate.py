@@ -259,3 +259,20 @@ class TestRunConfigErrors:
         assert result.returncode == 2
         assert "config_invalid" in result.stdout
         assert not result.stdout.lstrip().startswith("{")
+
+
+def test_a_key_in_a_misspelt_namespace_is_warned_of_and_kept(tmp_path: Path) -> None:
+    """metric.reporters is the job's own key (outside samzapy's namespaces), so it is not an
+    error; but samzapy would never read it: validate says which key it looks like, once per
+    misspelt namespace, on stderr (stdout stays the YAML), and exits 0."""
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        VALID_JOB + "metric.reporters: [log]\nmetric.x: 1\nTask.commit.ms: 5\napp.y: 2\n"
+    )
+    proc = run("validate", str(job), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if "key_outside_namespaces" in line]
+    assert len(warnings) == 2, proc.stderr
+    assert "did_you_mean=metrics.reporters" in warnings[0]
+    assert "did_you_mean=task.commit.ms" in warnings[1]
+    assert flat(yaml.safe_load(proc.stdout))["metric.reporters"] == ["log"]
