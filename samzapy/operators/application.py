@@ -26,6 +26,7 @@ from samzapy.config import Config, ResolvedConfig
 from samzapy.config.classes import APP_CLASS_KEY, describe_cause, is_application, load_class
 from samzapy.operators.plan import plan_application
 from samzapy.operators.plan_document import AppPlan
+from samzapy.operators.table_plan import half_watermarked_joins
 from samzapy.operators.task import OperatorTaskFactory
 from samzapy.operators.window_plan import unwatermarked
 
@@ -144,6 +145,14 @@ def load_application(config: Config, app: Any = None) -> Application:
             reason="the window runs in event time and this input carries no watermarks, so "
             "its panes fire at end-of-stream only: give the input descriptor "
             "with_watermarks(...), or read a framed stream",
+        )
+    for op_id, stream_ids in half_watermarked_joins(descriptor.graph, config):
+        log.warning(
+            "join_in_processing_time",
+            operator=op_id,
+            streams=stream_ids,
+            reason="some inputs of the join carry watermarks and these do not, so it runs in "
+            "processing time: give them with_watermarks(...) for an event-time join",
         )
     merged = {**plan.config, **{k: v for k, v in config.items()}}
     merged.setdefault(APP_CLASS_KEY, name)

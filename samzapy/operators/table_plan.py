@@ -175,6 +175,27 @@ def _serde_name(serde: Any, name: str, set_key: Callable[[str, Any], None]) -> s
     return name
 
 
+def half_watermarked_joins(
+    graph: ApplicationGraph, config: Mapping[str, Any]
+) -> list[tuple[str, list[str]]]:
+    """``(join op_id, its input stream ids without watermarks)`` for each stream-stream join
+    some of whose inputs carry watermarks and some not: it runs in processing time, which
+    its author, having given watermarks, may not expect."""
+    found = []
+    for spec in graph.operators:
+        if spec.kind != "join":
+            continue
+        inputs = [
+            op
+            for op in upstream_of(spec, through_intermediates=True)
+            if op.kind == "input" and op.settings.get("intermediate") is None
+        ]
+        without = [op.op_id for op in inputs if not carries(op.settings["descriptor"], config)]
+        if without and len(without) < len(inputs):
+            found.append((spec.op_id, without))
+    return found
+
+
 def event_time_joins(graph: ApplicationGraph, config: Mapping[str, Any]) -> frozenset[str]:
     """The stream-stream joins that run in event time: every input stream upstream of them
     (through intermediate streams) carries watermarks."""
@@ -216,6 +237,7 @@ def is_asynchronous(graph: ApplicationGraph) -> bool:
 __all__ = [
     "check_copartitioned",
     "event_time_joins",
+    "half_watermarked_joins",
     "is_asynchronous",
     "is_remote",
     "store_names",

@@ -208,3 +208,34 @@ def test_an_event_time_window_over_an_input_without_watermarks_is_warned_of() ->
     assert warned(through_partition_by(framed)) == []
     assert warned(through_partition_by(generated)) == []
     assert warned(window_app(counting())) == []  # processing time needs no watermarks
+
+
+def test_a_join_with_watermarks_on_one_side_only_is_warned_of_as_processing_time() -> None:
+    timed = KAFKA.get_input_descriptor("timed-orders", KVSerde("string", "json")).with_watermarks()
+    plain = KAFKA.get_input_descriptor("plain-payments", KVSerde("string", "json"))
+    also_timed = KAFKA.get_input_descriptor("timed-payments", KVSerde("string", "json"))
+    also_timed.with_watermarks()
+
+    class Pair:
+        def get_first_key(self, m: Any) -> Any:
+            return m.key
+
+        def get_second_key(self, m: Any) -> Any:
+            return m.key
+
+        def apply(self, a: Any, b: Any) -> Any:
+            return a
+
+    def join_app(other: Any) -> Any:
+        def app(d: StreamApplicationDescriptor) -> None:
+            d.get_input_stream(timed).join(
+                d.get_input_stream(other), Pair(), "string", None, None, timedelta(seconds=5), "j"
+            ).sink(lambda *a: None)
+
+        return app
+
+    with structlog.testing.capture_logs() as logs:
+        load_application(Config(dict(JOB)), app=_App(join_app(plain)))
+        load_application(Config(dict(JOB)), app=_App(join_app(also_timed)))
+    [warning] = [e for e in logs if e["event"] == "join_in_processing_time"]
+    assert warning["operator"] == "j" and warning["streams"] == ["plain-payments"]
