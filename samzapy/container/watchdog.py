@@ -54,7 +54,8 @@ def assess(
 ) -> Stall | None:
     """Whether ``progress`` shows a stall at ``now``.
 
-    ``moved_at``: when the task last completed a message (or when watching began);
+    ``moved_at``: when the task last completed a message or was seen with nothing to do
+    (or when watching began);
     ``commit_s``: the commit interval, None when the job does not checkpoint; ``since``: when
     watching began (stands in for the last commit before the first one).
     """
@@ -134,7 +135,11 @@ class Watchdog:
             seen = self._seen.get(name)
             if seen is None:
                 seen = self._seen[name] = _Seen(0, since)
-            if progress.processed != seen.processed:
+            # Moved: it completed a message, or it has nothing to do (an idle spell is no
+            # stall: the time counts from when input next waits).
+            if progress.processed != seen.processed or not (
+                progress.in_flight or progress.buffered
+            ):
                 seen.processed = progress.processed
                 seen.moved_at = now
             if progress.finished or progress.stopping:

@@ -187,6 +187,23 @@ def test_the_watchdog_reports_a_stall_once_fails_and_recovers() -> None:
     assert [e["event"] for e in logs] == ["task_recovered"] and health.healthy
 
 
+def test_a_task_idle_for_longer_than_the_timeout_is_not_stalled_by_its_next_call() -> None:
+    """Idle from 0 s to 30 s (timeout 10 s), then a message whose call takes 5 s: the time
+    counts from when input waited, not from the last message completed 30 s before."""
+    watchdog = Watchdog(timeout_s=10, commit_s=None, fail=True, health=Health(), on_fail=print)
+    watchdog.start(0.0)
+    with capture_logs() as logs:
+        for now in range(0, 31):
+            watchdog.check([snapshot(processed=1)], float(now))
+        for now in range(31, 36):  # the call, in flight
+            watchdog.check([snapshot(processed=1, in_flight=1)], float(now))
+        watchdog.check([snapshot(processed=2)], 36.0)
+        for now in range(37, 48):  # the next one never completes: stalled 10 s after it came
+            watchdog.check([snapshot(processed=2, in_flight=1)], float(now))
+    stalled = [e for e in logs if e["event"] == "task_stalled"]
+    assert len(stalled) == 1 and stalled[0]["reason"] == "completed nothing for 10.0 s"
+
+
 def test_a_stalled_task_that_is_being_stopped_is_not_reported_recovered() -> None:
     health = Health()
     watchdog = Watchdog(timeout_s=1, commit_s=None, fail=False, health=health, on_fail=print)
