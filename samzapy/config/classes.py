@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import sysconfig
 import traceback
 from collections.abc import Mapping
@@ -115,13 +116,29 @@ def create(path: str, *, key: str, base: type | tuple[type, ...] = (), what: str
 
 
 def load_task_class(path: str, *, key: str = TASK_CLASS_KEY) -> type[Any]:
-    """The task class ``task.class`` names: it must subclass StreamTask or AsyncStreamTask."""
-    return load_class(
+    """The task class ``task.class`` names: it must subclass StreamTask or AsyncStreamTask
+    (one of them), a StreamTask's ``process`` being a plain function (``async def`` would
+    make a coroutine per message that nothing runs)."""
+    cls = load_class(
         path,
         key=key,
         base=_TASK_BASES,
         what=f"a task: it must subclass {_TASK_BASE_NAMES}",
     )
+    name = path.strip()
+    if issubclass(cls, StreamTask) and issubclass(cls, AsyncStreamTask):
+        raise ConfigError(
+            f"{key}: {name!r} subclasses both StreamTask and AsyncStreamTask: subclass one "
+            "(StreamTask with process, or AsyncStreamTask with process_async)",
+            key=key,
+        )
+    if issubclass(cls, StreamTask) and inspect.iscoroutinefunction(cls.process):
+        raise ConfigError(
+            f"{key}: {name!r} is a StreamTask whose process is a coroutine function (async "
+            "def), which would never run: subclass AsyncStreamTask and define process_async",
+            key=key,
+        )
+    return cls
 
 
 def _import_module(module_name: str, path: str, key: str) -> Any:

@@ -225,10 +225,11 @@ async def _inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
                     observe(env.system_stream_partition, env.offset)
                 # A copy of a record already applied is skipped: it counts as processed.
                 if (origin := env.origin) is None or admit(env.system_stream_partition, origin):
-                    process(env, collector, coordinator)
+                    if (result := process(env, collector, coordinator)) is not None:
+                        _returned(result)
                     if close_iterators is not None:
                         close_iterators()
-            except Exception as exc:
+            except BaseException as exc:  # the task's own: CancelledError, SystemExit too
                 if (failure := _process_failed(ctx, exc, env, "process()")) is not None:
                     break
                 if close_iterators is not None:  # dropped: it counts as processed
@@ -266,6 +267,24 @@ async def _inline_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
             await asyncio.sleep(0)
 
 
+def _returned(result: Any) -> None:
+    """A sync ``process`` returned ``result``: an awaitable is an error (nothing would run
+    it, and its message would count as processed); anything else is ignored."""
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()  # no "never awaited" warning on top of the error
+        raise TypeError(
+            "process returned an awaitable, which nothing would run: a StreamTask's process "
+            "is synchronous (subclass AsyncStreamTask and define process_async)"
+        )
+
+
+def _cancelled_here(exc: BaseException) -> bool:
+    """Whether ``exc`` is this slot's own cancellation (a stop), not the task's error."""
+    task = asyncio.current_task()
+    return isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling() > 0
+
+
 async def pool_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
     """A sync task on the thread pool: one call at a time for this task."""
     loop = asyncio.get_running_loop()
@@ -297,8 +316,12 @@ async def pool_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
         t0 = clock()
         ctx.current.env = env
         try:
-            await loop.run_in_executor(ctx.executor, process, env, collector, coordinator)
-        except Exception as exc:
+            result = await loop.run_in_executor(ctx.executor, process, env, collector, coordinator)
+            if result is not None:
+                _returned(result)
+        except BaseException as exc:
+            if _cancelled_here(exc):
+                raise
             if (failure := _process_failed(ctx, exc, env, "process()")) is not None:
                 ctx.fail(failure)
                 return
@@ -367,7 +390,9 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
                 raise NotAwaitableError(
                     f"process_async must return an awaitable, got {type(result).__name__}"
                 )
-        except Exception as exc:
+        except BaseException as exc:  # the task's own: CancelledError, SystemExit too
+            if _cancelled_here(exc):
+                raise
             if (failure := _process_failed(ctx, exc, env, "process_async()")) is not None:
                 state.inflight -= 1
                 ctx.fail(failure)

@@ -46,6 +46,14 @@ class Outer:
 class NotATask:
     pass
 
+class AsyncProcess(StreamTask):
+    async def process(self, envelope, collector, coordinator):
+        pass
+
+class Both(StreamTask, AsyncStreamTask):
+    def process(self, envelope, collector, coordinator):
+        pass
+
 def count():
     pass
 
@@ -170,6 +178,18 @@ class TestLoadTaskClass:
             r"samzapy\.StreamTask or samzapy\.AsyncStreamTask$",
         ):
             load_task_class(f"{name}:NotATask")
+
+    def test_a_stream_task_whose_process_is_async_is_refused(
+        self, module: Callable[[str], str]
+    ) -> None:
+        name = module(TASKS)
+        with pytest.raises(ConfigError, match=r"process is a coroutine function .*AsyncStreamTask"):
+            load_task_class(f"{name}:AsyncProcess")
+
+    def test_a_class_of_both_task_kinds_is_refused(self, module: Callable[[str], str]) -> None:
+        name = module(TASKS)
+        with pytest.raises(ConfigError, match=r"subclasses both StreamTask and AsyncStreamTask"):
+            load_task_class(f"{name}:Both")
 
 
 class TestLoadClassAndCreate:

@@ -537,6 +537,56 @@ def test_sync_failure_raises_task_error_with_cause() -> None:
     assert isinstance(err.value.__cause__, KeyError)
 
 
+class _RaisesOwn(StreamTask):
+    """Raises ``error`` (a BaseException the task's own code raises) on the message 'bad'."""
+
+    error: ClassVar[BaseException] = asyncio.CancelledError()
+
+    def process(self, envelope, collector, coordinator):
+        if envelope.message == "bad":
+            raise self.error
+
+
+class _AsyncRaisesOwn(AsyncStreamTask):
+    error: ClassVar[BaseException] = asyncio.CancelledError()
+
+    async def process_async(self, envelope, collector, coordinator):
+        await asyncio.sleep(0)
+        if envelope.message == "bad":
+            raise self.error
+
+
+@pytest.mark.parametrize("error", [asyncio.CancelledError(), SystemExit(0), KeyboardInterrupt()])
+@pytest.mark.parametrize(
+    ("task", "config"),
+    [(_RaisesOwn, {}), (_RaisesOwn, {"job.container.thread.pool.size": 2}), (_AsyncRaisesOwn, {})],
+)
+def test_a_base_exception_of_the_task_s_own_fails_it_naming_the_offset(
+    task: type, config: dict[str, Any], error: BaseException
+) -> None:
+    """A CancelledError the task's code raises (not a stop's) hung the job, and SystemExit
+    exited 0: each fails the task like any error, at its message, nothing after it
+    checkpointed."""
+
+    class Raising(task):  # type: ignore[misc,valid-type]
+        pass
+
+    Raising.error = error
+    runner = TestRunner(Raising, config).add_input("in", ["ok", "bad", "ok"])
+    with pytest.raises(TaskError, match=r"failed on memory.in#0 at offset 1") as err:
+        runner.run(timeout=10)
+    assert type(err.value.__cause__) is type(error)
+
+
+def test_a_sync_process_that_returns_a_coroutine_fails_instead_of_losing_the_message() -> None:
+    class Forgot(StreamTask):
+        def process(self, envelope, collector, coordinator):
+            return asyncio.sleep(0)
+
+    with pytest.raises(TaskError, match=r"offset 0: TypeError\(.process returned an awaitable"):
+        TestRunner(Forgot).add_input("in", [1]).run(timeout=10)
+
+
 def test_failure_in_window_and_init_fail_the_container() -> None:
     class BadInit(InitableTask, StreamTask):
         def init(self, context):
