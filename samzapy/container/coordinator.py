@@ -3,8 +3,11 @@ the ``TaskCoordinator`` its task's calls get, which turns requests into those re
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from samzapy.api.context import RequestScope
 from samzapy.api.system import TaskName
@@ -23,24 +26,36 @@ class TaskListener(Protocol):
 
 
 class TaskCoordinatorImpl:
-    """A task's TaskCoordinator: requests take effect once the current call ends."""
+    """A task's TaskCoordinator: requests take effect once the current call ends. A request
+    made on another thread (a call on the thread pool) is handed to the loop's thread, where
+    the run loop's state lives."""
 
-    __slots__ = ("_commit", "_listener", "_name")
+    __slots__ = ("_commit", "_context", "_listener", "_loop", "_loop_thread", "_name")
 
     def __init__(self, name: TaskName, commit: Callable[[], None], listener: TaskListener) -> None:
-        """``commit`` requests a commit of the task itself; the listener gets the rest."""
+        """``commit`` requests a commit of the task itself; the listener gets the rest.
+        Made on the loop's thread."""
         self._name = name
         self._commit = commit
         self._listener = listener
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._context = contextvars.copy_context()  # the log's job and container, for one
 
     def commit(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
         if scope is RequestScope.CURRENT_TASK:
-            self._commit()
+            self._on_loop(self._commit)
         else:
-            self._listener.request_commit(self._name, scope)
+            self._on_loop(self._listener.request_commit, self._name, scope)
 
     def shutdown(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
-        self._listener.request_shutdown(self._name, scope)
+        self._on_loop(self._listener.request_shutdown, self._name, scope)
+
+    def _on_loop(self, request: Callable[..., None], *args: Any) -> None:
+        if threading.get_ident() == self._loop_thread:
+            request(*args)
+        else:
+            self._loop.call_soon_threadsafe(request, *args, context=self._context.copy())
 
 
 __all__ = ["TaskCoordinatorImpl", "TaskListener"]

@@ -673,6 +673,40 @@ def test_shutdown_all_tasks_stops_the_container_and_commits() -> None:
     assert result.checkpoints[TaskName("Partition 0")] == {ssp("in", 0): "9"}
 
 
+@pytest.mark.parametrize("pool", [0, 2])
+def test_coordinator_requests_from_the_thread_pool_reach_the_loop(tmp_path: Any, pool: int) -> None:
+    """A call on the thread pool asks for a commit, then for the container to stop, in a job
+    with an intermediate stream on the memory system and file checkpoints (the stop drains
+    the stream first): each request is handed to the loop's thread (the stop raised 'no
+    running event loop' there)."""
+    mid = SystemStream("memory", "mid")
+
+    class Task(StreamTask):
+        def process(self, envelope, collector, coordinator):
+            if envelope.system_stream_partition.stream == "mid":
+                collector.send(OutgoingMessageEnvelope(OUT, envelope.message))
+                return
+            collector.send(OutgoingMessageEnvelope(mid, envelope.message, partition=0))
+            if envelope.message == 4:
+                coordinator.commit()
+            if envelope.message == 9:
+                coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+    config = {
+        "job.container.thread.pool.size": pool,
+        "task.commit.ms": -1,
+        "task.checkpoint.factory": "file",
+        "task.checkpoint.dir": str(tmp_path),
+    }
+    runner = TestRunner(Task, config).add_input("in", list(range(1000))).add_output("out")
+    with capture_logs() as logs:
+        result = runner.add_intermediate("mid").run(timeout=10)
+    assert result.outputs("out")[0][:10] == list(range(10))  # drained: what reached mid, out
+    events = [e["event"] for e in logs]
+    assert "intermediate_streams_drained" in events and "task_failed" not in events
+    assert events.count("checkpoint_written") >= 2  # the request's, the stop's
+
+
 def test_keyed_inputs_and_outputs_partitioned_by_key() -> None:
     class Task(StreamTask):
         def process(self, envelope, collector, coordinator):
