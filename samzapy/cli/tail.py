@@ -112,6 +112,12 @@ def run(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     try:
         resolved, _app = load(args.job_yaml, args.overrides)
         target = find_stream(resolved, args.stream)
+        system = resolved.systems[target.system]
+        if args.follow and system.factory == "file" and not system.params.get("follow"):
+            # --follow on a file system read to its end (follow: false, the default): tail
+            # follows its files as a following job would.
+            follow = [*args.overrides, f"systems.{target.system}.follow=true"]
+            resolved, _app = load(args.job_yaml, follow)
         try:
             asyncio.run(tail(resolved, target, out, args.start, args.partition, args.follow))
         finally:

@@ -439,9 +439,15 @@ def test_tail_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
     assert first["value"]["n"] == 0
 
 
-def test_tail_follow_prints_appended_lines_until_ctrl_c(tmp_path: Path) -> None:
+@pytest.mark.parametrize("configured", [True, None])
+def test_tail_follow_prints_appended_lines_until_ctrl_c(
+    tmp_path: Path, configured: bool | None
+) -> None:
+    """--follow follows a file system's files whether the job file has it follow them or
+    not (follow: false, the default, reads them to their end)."""
     write_partitions(tmp_path / "data", "in", {0: [{"n": 0}], 1: []})
-    job = job_yaml(tmp_path, "Copy", **{"systems.files.follow": True})
+    extra = {} if configured is None else {"systems.files.follow": configured}
+    job = job_yaml(tmp_path, "Copy", **extra)
     out = tmp_path / "tail.out"
     with open(out, "w") as stdout:
         proc = subprocess.Popen(
