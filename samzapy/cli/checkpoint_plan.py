@@ -258,12 +258,13 @@ def high_watermark_problems(
     entries: Sequence[FileEntry], upcoming: Mapping[SystemStreamPartition, int], source: str
 ) -> list[tuple[int, str]]:
     """The offsets past a partition's last message: a checkpoint holds the last processed
-    offset, at most the high watermark (the next message's offset) minus one."""
+    offset, at most the high watermark (the next message's offset) minus one. A partition
+    ``upcoming`` leaves out is not checked."""
     problems = []
     for entry in entries:
         for ssp, offset in entry.offsets.items():
-            high = upcoming[ssp]
-            if offset >= high:
+            high = upcoming.get(ssp)
+            if high is not None and offset >= high:
                 problems.append(
                     (
                         entry.line,

@@ -379,7 +379,10 @@ async def _targets(
         assert lines is not None and target.path is not None
         source = "<stdin>" if target.path == STDIN else target.path
         entries, problems = parse_positions(lines, source, job.models, job.counts)
-        named = [ssp for entry in entries for ssp in entry.offsets]
+        # A memory stream lives in the job's process: its partitions here are empty copies,
+        # whose ends say nothing of the job's (a restart makes them again anyway).
+        memory = {name for name, system in job.config.systems.items() if system.factory == "memory"}
+        named = [ssp for entry in entries for ssp in entry.offsets if ssp.system not in memory]
         bounds = await job.upcoming_and_oldest(named)
         upcoming = {ssp: b[1] for ssp, b in bounds.items()}
         problems += high_watermark_problems(entries, upcoming, source)

@@ -484,3 +484,61 @@ def test_what_the_tool_cannot_do_is_refused_with_exit_2(tmp_path: Path) -> None:
         assert expected in done.stderr, (args, done.stderr)
         assert done.stdout == ""
     assert not (tmp_path / "cp").exists(), "nothing was written"
+
+
+def test_show_lines_of_an_application_with_memory_intermediate_streams_set_back(
+    tmp_path: Path,
+) -> None:
+    """The README's application keeps its intermediate stream on the memory system, which
+    lives in the job's process: the tool's copy is empty, and its end says nothing of the
+    job's. `show | set --to -` takes the lines back unchanged (it refused every one, the
+    memory partition's offset being past the empty copy's end)."""
+    readme = (ROOT / "README.md").read_text()
+    app = readme.split("<!-- file: pageviews_app.py -->\n```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "pageviews_app.py").write_text(app)
+    job = tmp_path / "app.yaml"
+    job.write_text(
+        json.dumps(
+            {
+                "job.name": "pageviews-app",
+                "app.class": "pageviews_app:PageViewCounts",
+                "task.checkpoint.factory": "file",
+                "task.checkpoint.dir": str(tmp_path / "cp"),
+                "systems.input.samza.factory": "file",
+                "systems.input.path": str(ROOT / "examples" / "pageviews" / "data"),
+                "systems.output.samza.factory": "file",
+                "systems.output.path": str(tmp_path / "out"),
+            }
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    ran = subprocess.run(
+        [sys.executable, "-m", "samzapy", "run", str(job)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+    def checkpoint(
+        command: str, *rest: str, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "samzapy", "checkpoint", command, str(job), *rest],
+            cwd=tmp_path,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+
+    shown = checkpoint("show")
+    assert shown.returncode == 0, shown.stderr
+    assert "memory.pageviews-app-1-partition_by-by-member" in shown.stdout
+    moved = checkpoint("set", "--to", "-", "--dry-run", stdin=shown.stdout)
+    assert moved.returncode == 0, moved.stderr
