@@ -10,6 +10,8 @@ and any other character outside ``A-Z a-z 0-9 . -`` become ``%XX`` UTF-8 escapes
 
 Writing one (each step keeps the previous checkpoint intact if the process dies):
 
+0. refuse to write over a checkpoint of a higher epoch (a newer owner's: readers of the
+   other managers keep the highest one, and this one must not undo it either);
 1. write the document to a temporary file in the same directory, flush and fsync it;
 2. ``os.replace`` it over the task's file;
 3. fsync the directory so the rename itself is durable.
@@ -145,7 +147,27 @@ class FileCheckpointManager(CheckpointManager):
         if lock is None:
             lock = self._locks[task_name] = asyncio.Lock()
         async with lock:
-            await asyncio.to_thread(_write_atomically, path, data)
+            await asyncio.to_thread(self._write_over, task_name, path, data, checkpoint.epoch)
+
+    def _write_over(self, task_name: TaskName, path: Path, data: bytes, epoch: int | None) -> None:
+        """Write, unless the file holds a checkpoint of a higher epoch: a newer owner's (a
+        ``samzapy checkpoint set`` while the job ran, or another container running the
+        task), which this one must not undo, as readers of the other managers keep the
+        highest epoch."""
+        if epoch is not None:
+            try:
+                _, stored = decode_checkpoint(path.read_bytes(), str(path))
+            except (OSError, CheckpointError):
+                stored = None  # none, or unreadable: read_last says so at the next start
+            if stored is not None and stored.epoch is not None and stored.epoch > epoch:
+                raise CheckpointError(
+                    f"checkpoint {path} of task {str(task_name)!r} was written under epoch "
+                    f"{stored.epoch}, after this container took the task under epoch {epoch}: "
+                    "a samzapy checkpoint set while the job ran, or another container running "
+                    "the task; this container stops without overwriting it (stop a job "
+                    "before moving its checkpoints)"
+                )
+        _write_atomically(path, data)
 
 
 __all__ = ["FileCheckpointManager", "task_file_name", "task_name_from_file"]

@@ -211,6 +211,22 @@ class TestFileCheckpointManager:
             await manager.write(TASK, Checkpoint(offsets={IN_0: "1"}))
         assert file_names(tmp_path) == ["Partition_0.json"]
 
+    async def test_a_checkpoint_of_a_higher_epoch_is_never_written_over(
+        self, tmp_path: Path
+    ) -> None:
+        """A job that owns the task under epoch 1 must not undo a checkpoint written under
+        epoch 2 (samzapy checkpoint set while it ran): its write fails, naming both."""
+        manager = FileCheckpointManager(tmp_path)
+        await manager.start()
+        await manager.write(TASK, Checkpoint(offsets={IN_0: "108"}, epoch=1))
+        await FileCheckpointManager(tmp_path).write(TASK, Checkpoint(offsets={IN_0: "-1"}, epoch=2))
+        with pytest.raises(CheckpointError, match=r"under epoch 2, after .* under epoch 1"):
+            await manager.write(TASK, Checkpoint(offsets={IN_0: "109"}, epoch=1))
+        assert await manager.read_last(TASK) == Checkpoint(offsets={IN_0: "-1"}, epoch=2)
+        await manager.write(TASK, Checkpoint(offsets={IN_0: "3"}, epoch=2))  # the same: fine
+        await manager.write(TASK, Checkpoint(offsets={IN_0: "4"}))  # no epoch: not checked
+        assert (await manager.read_last(TASK)).offsets == {IN_0: "4"}  # type: ignore[union-attr]
+
     async def test_corrupt_file_is_an_error_naming_it(self, tmp_path: Path) -> None:
         manager = FileCheckpointManager(tmp_path)
         await manager.start()
