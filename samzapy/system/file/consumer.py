@@ -40,6 +40,7 @@ class _PartitionReader:
         "eos_sent",
         "exhausted",
         "file",
+        "first",
         "follow",
         "index",
         "lines",
@@ -62,6 +63,7 @@ class _PartitionReader:
         self.tail: list[bytes] = []  # pieces of a line whose newline has not been read yet
         self.exhausted = False  # bounded mode: the end of the file was reached
         self.eos_sent = False
+        self.first = skip  # the offset the reader started at (for the lag before any)
 
     def open(self) -> bool:
         """Open the file; in follow mode a missing file is not an error (yet)."""
@@ -223,6 +225,7 @@ class FileSystemConsumer(SystemConsumer):
                     reader.skip_to_end()
                 else:
                     reader.open()
+                reader.first = reader.next_offset + reader.skip
         except BaseException:
             self._close_all()
             raise
@@ -230,6 +233,19 @@ class FileSystemConsumer(SystemConsumer):
 
     async def stop(self) -> None:
         self._close_all()
+
+    def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
+        """The offset after the last line read from the file so far (it is read a chunk at
+        a time as the job takes its lines: the lag counts what the job has taken and not
+        processed, and the rest of the chunk, not the lines of the file beyond it)."""
+        reader = self._readers.get(ssp)
+        if reader is None:
+            return None
+        return reader.next_offset - reader.index + len(reader.lines)
+
+    def start_offset(self, ssp: SystemStreamPartition) -> int | None:
+        reader = self._readers.get(ssp)
+        return None if reader is None else reader.first
 
     def _close_all(self) -> None:
         for reader in self._readers.values():

@@ -167,6 +167,27 @@ class TestBoundedConsumer:
         with pytest.raises(StreamSystemError, match="file offsets are line numbers >= 0"):
             consumer.register(SSP, offset, OffsetDefault.OLDEST)
 
+    @pytest.mark.parametrize(
+        ("offset", "default", "start"),
+        [(None, "oldest", 0), ("3", "oldest", 3), (None, "upcoming", 10)],
+    )
+    async def test_the_lag_counts_the_lines_read_and_not_processed(
+        self, tmp_path: Path, offset: str | None, default: str, start: int
+    ) -> None:
+        """The high watermark is what the consumer has read of the file (a chunk at a time),
+        the start offset where it began: a job that has taken lines and not processed them
+        has a lag (it was always 0 on file inputs)."""
+        write(tmp_path / "in" / "0.jsonl", b"".join(b"%d\n" % i for i in range(10)))
+        consumer = await consumer_for(tmp_path, offset, default)
+        assert consumer.start_offset(SSP) == start
+        taken = (await consumer.poll([SSP], 2, 1.0)).get(SSP, [])
+        expected_high = 10  # the whole (small) file is one chunk
+        assert consumer.high_watermark(SSP) == expected_high
+        assert [e.offset for e in taken if not e.is_end_of_stream] == [
+            str(i) for i in range(start, min(start + 2, 10))
+        ]
+        await consumer.stop()
+
 
 class TestFollowingConsumer:
     async def test_partial_line_waits_for_its_newline(self, tmp_path: Path) -> None:
