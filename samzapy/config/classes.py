@@ -132,6 +132,17 @@ def load_task_class(path: str, *, key: str = TASK_CLASS_KEY) -> type[Any]:
             "(StreamTask with process, or AsyncStreamTask with process_async)",
             key=key,
         )
+    try:
+        inspect.signature(cls).bind()
+    except TypeError:
+        raise ConfigError(
+            f"{key}: {name!r} cannot be created with no arguments, as samzapy creates one "
+            f"instance per task ({cls.__name__}()): give its __init__ parameters defaults, "
+            "or read the job's settings in init(context) (InitableTask)",
+            key=key,
+        ) from None
+    except ValueError:
+        pass  # no signature to read (a class built in C): creating it will tell
     if issubclass(cls, StreamTask) and inspect.iscoroutinefunction(cls.process):
         raise ConfigError(
             f"{key}: {name!r} is a StreamTask whose process is a coroutine function (async "

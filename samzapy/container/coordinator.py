@@ -43,12 +43,14 @@ class TaskCoordinatorImpl:
         self._context = contextvars.copy_context()  # the log's job and container, for one
 
     def commit(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
+        _check(scope)
         if scope is RequestScope.CURRENT_TASK:
             self._on_loop(self._commit)
         else:
             self._on_loop(self._listener.request_commit, self._name, scope)
 
     def shutdown(self, scope: RequestScope = RequestScope.CURRENT_TASK) -> None:
+        _check(scope)
         self._on_loop(self._listener.request_shutdown, self._name, scope)
 
     def _on_loop(self, request: Callable[..., None], *args: Any) -> None:
@@ -56,6 +58,16 @@ class TaskCoordinatorImpl:
             request(*args)
         else:
             self._loop.call_soon_threadsafe(request, *args, context=self._context.copy())
+
+
+def _check(scope: Any) -> None:
+    """A scope that is no RequestScope (the string "all_tasks_in_container") would be taken
+    for the current task's: an error in the call instead."""
+    if not isinstance(scope, RequestScope):
+        raise TypeError(
+            f"a request's scope must be a RequestScope (RequestScope.CURRENT_TASK or "
+            f"RequestScope.ALL_TASKS_IN_CONTAINER), got {scope!r}"
+        )
 
 
 __all__ = ["TaskCoordinatorImpl", "TaskListener"]

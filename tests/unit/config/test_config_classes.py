@@ -50,6 +50,13 @@ class AsyncProcess(StreamTask):
     async def process(self, envelope, collector, coordinator):
         pass
 
+class NeedsArgs(StreamTask):
+    def __init__(self, url):
+        self.url = url
+
+    def process(self, envelope, collector, coordinator):
+        pass
+
 class Both(StreamTask, AsyncStreamTask):
     def process(self, envelope, collector, coordinator):
         pass
@@ -185,6 +192,15 @@ class TestLoadTaskClass:
         name = module(TASKS)
         with pytest.raises(ConfigError, match=r"process is a coroutine function .*AsyncStreamTask"):
             load_task_class(f"{name}:AsyncProcess")
+
+    def test_a_task_class_that_needs_arguments_is_refused(
+        self, module: Callable[[str], str]
+    ) -> None:
+        name = module(TASKS)
+        with pytest.raises(
+            ConfigError, match=r"cannot be created with no arguments, .*\(NeedsArgs\(\)\)"
+        ):
+            load_task_class(f"{name}:NeedsArgs")
 
     def test_a_class_of_both_task_kinds_is_refused(self, module: Callable[[str], str]) -> None:
         name = module(TASKS)

@@ -709,6 +709,15 @@ def test_coordinator_requests_from_the_thread_pool_reach_the_loop(tmp_path: Any,
     assert int({o["stream"]: o["offset"] for o in written["offsets"]}["in"]) >= 9
 
 
+def test_a_request_scope_that_is_no_request_scope_fails_the_call() -> None:
+    class Task(StreamTask):
+        def process(self, envelope, collector, coordinator):
+            coordinator.shutdown("all_tasks_in_container")
+
+    with pytest.raises(TaskError, match=r"scope must be a RequestScope .* got 'all_tasks_in"):
+        TestRunner(Task).add_input("in", [1, 2]).run(timeout=10)
+
+
 def test_keyed_inputs_and_outputs_partitioned_by_key() -> None:
     class Task(StreamTask):
         def process(self, envelope, collector, coordinator):
