@@ -12,6 +12,7 @@ else on stdout. Exit codes as ``samzapy validate``: 0, or 2 with the problems on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -37,7 +38,9 @@ def print_plan(
     configure_logging("console", "error", stream=sys.stderr)  # keep stdout pure
     add_working_directory_to_path()
     try:
-        resolved, app = load(job_yaml, overrides)
+        # What the application's module and describe print goes to stderr: stdout is the plan.
+        with contextlib.redirect_stdout(sys.stderr):
+            resolved, app = load(job_yaml, overrides)
     except ConfigError as exc:
         for problem in exc.problems:
             print(scrub(problem), file=sys.stderr)

@@ -120,7 +120,7 @@ def load_application(config: Config, app: Any = None) -> Application:
         app.describe(descriptor)
     except ConfigError as exc:
         raise ConfigError(f"{APP_CLASS_KEY}: {name}: {exc}", key=APP_CLASS_KEY) from exc
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit in describe: a failure like any
         raise ConfigError(
             f"{APP_CLASS_KEY}: describe() of {name} failed: {describe_cause(exc)}",
             key=APP_CLASS_KEY,

@@ -45,6 +45,21 @@ class CountByKey(StreamApplication):
         )
 
 
+class ChattyCountByKey(CountByKey):
+    """CountByKey whose describe prints (a debugging line left in)."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        print("describing the graph")
+        super().describe(app_desc)
+
+
+class ExitsInDescribe(StreamApplication):
+    """Calls sys.exit in describe."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        raise SystemExit(3)
+
+
 class TwoIds(StreamApplication):
     """Uses one op_id twice."""
 

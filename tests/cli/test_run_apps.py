@@ -120,6 +120,20 @@ def test_plan_prints_the_graph_and_json_only_json(tmp_path: Path) -> None:
     assert json.loads(sized.stdout)["intermediate_streams"][0]["partitions"] == 6
 
 
+def test_plan_json_stays_json_when_describe_prints_and_sys_exit_in_describe_is_exit_2(
+    tmp_path: Path,
+) -> None:
+    write_partitions(tmp_path / "data", "in", {0: []})
+    chatty = samzapy("plan", str(app_yaml(tmp_path, "ChattyCountByKey")), "--format", "json")
+    assert chatty.returncode == 0, chatty.stderr
+    assert json.loads(chatty.stdout)["operators"]  # the print went to stderr
+    assert "describing the graph" in chatty.stderr
+    for command in ("plan", "validate"):
+        exits = samzapy(command, str(app_yaml(tmp_path, "ExitsInDescribe")))
+        assert exits.returncode == 2, (command, exits.stderr)
+        assert "describe() of apps:ExitsInDescribe failed: SystemExit" in exits.stderr
+
+
 def test_validate_and_run_report_a_bad_graph_with_the_files_other_problems(tmp_path: Path) -> None:
     job = app_yaml(tmp_path, "TwoIds", **{"task.commit.ms": "soon"})
     checked = samzapy("validate", str(job), cwd=tmp_path)
