@@ -17,7 +17,7 @@ Two things may not claim one store name (a window's op id, a table id, a join's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from samzapy.api.descriptors import KVSerde
@@ -175,6 +175,23 @@ def _serde_name(serde: Any, name: str, set_key: Callable[[str, Any], None]) -> s
     return name
 
 
+def _join_inputs(
+    graph: ApplicationGraph, config: Mapping[str, Any]
+) -> Iterator[tuple[str, dict[str, bool]]]:
+    """Each stream-stream join's op_id, with the input streams upstream of it (through
+    intermediate streams) and whether each carries watermarks."""
+    for spec in graph.operators:
+        if spec.kind == "join":
+            yield (
+                spec.op_id,
+                {
+                    op.op_id: carries(op.settings["descriptor"], config)
+                    for op in upstream_of(spec, through_intermediates=True)
+                    if op.kind == "input" and op.settings.get("intermediate") is None
+                },
+            )
+
+
 def half_watermarked_joins(
     graph: ApplicationGraph, config: Mapping[str, Any]
 ) -> list[tuple[str, list[str]]]:
@@ -182,35 +199,19 @@ def half_watermarked_joins(
     some of whose inputs carry watermarks and some not: it runs in processing time, which
     its author, having given watermarks, may not expect."""
     found = []
-    for spec in graph.operators:
-        if spec.kind != "join":
-            continue
-        inputs = [
-            op
-            for op in upstream_of(spec, through_intermediates=True)
-            if op.kind == "input" and op.settings.get("intermediate") is None
-        ]
-        without = [op.op_id for op in inputs if not carries(op.settings["descriptor"], config)]
+    for op_id, inputs in _join_inputs(graph, config):
+        without = [stream_id for stream_id, timed in inputs.items() if not timed]
         if without and len(without) < len(inputs):
-            found.append((spec.op_id, without))
+            found.append((op_id, without))
     return found
 
 
 def event_time_joins(graph: ApplicationGraph, config: Mapping[str, Any]) -> frozenset[str]:
     """The stream-stream joins that run in event time: every input stream upstream of them
     (through intermediate streams) carries watermarks."""
-    found = set()
-    for spec in graph.operators:
-        if spec.kind != "join":
-            continue
-        inputs = [
-            op
-            for op in upstream_of(spec, through_intermediates=True)
-            if op.kind == "input" and op.settings.get("intermediate") is None
-        ]
-        if inputs and all(carries(op.settings["descriptor"], config) for op in inputs):
-            found.add(spec.op_id)
-    return frozenset(found)
+    return frozenset(
+        op_id for op_id, inputs in _join_inputs(graph, config) if inputs and all(inputs.values())
+    )
 
 
 def is_remote(table: Any) -> bool:

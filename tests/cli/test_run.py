@@ -210,26 +210,10 @@ def test_a_signal_while_the_task_module_imports_is_one_line_and_exit_1(
     )
     job = job_yaml(tmp_path, "Copy")
     job.write_text(job.read_text().replace("jobs:Copy", "slowtasks:Copy"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "samzapy", "run", str(job)],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(HERE)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    returncode, out, err = signalled(
+        job, ready, sig, {"PYTHONPATH": os.pathsep.join([str(HERE), str(tmp_path)])}
     )
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the task module never started importing"
-            time.sleep(0.02)
-        proc.send_signal(sig)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 1, out + err
+    assert returncode == 1, out + err
     assert "Traceback" not in err and "Traceback" not in out
     interrupted = [e for e in events(out) if e["event"] == "job_interrupted"]
     assert [e["stage"] for e in interrupted] == ["start-up"]
