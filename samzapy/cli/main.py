@@ -180,9 +180,12 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
     configure_logging(log_format, log_level)
     add_working_directory_to_path()
     log: FilteringBoundLogger = structlog.get_logger("samzapy.cli")
-    # Until the event loop's handlers take over, SIGTERM interrupts as SIGINT does: a signal
-    # while the task's module imports is one log line and exit 1, not a traceback or a kill.
-    signal.signal(signal.SIGTERM, _interrupt)
+    # Until the event loop's handlers take over, SIGTERM and SIGINT interrupt: a signal while
+    # the task's module imports is one log line and exit 1, not a traceback or a kill. (Set
+    # for SIGINT too, as the loop's handler will be: a process started in the background
+    # inherits SIGINT ignored.)
+    for name in ("SIGTERM", "SIGINT"):
+        signal.signal(getattr(signal, name), _interrupt)
     try:
         return _check_and_run(job_yaml, overrides, log)
     except KeyboardInterrupt:
