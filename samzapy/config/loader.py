@@ -162,6 +162,8 @@ def _settled(key: str, value: Any) -> Any:
     1.1 reads an octal 5349), a plain number elsewhere."""
     if isinstance(value, list):
         return [_settled(key, item) for item in value]
+    if isinstance(value, dict):  # a mapping inside a list: its numbers too
+        return {k: _settled(key, v) for k, v in value.items()}
     if type(value) not in (WrittenInt, WrittenFloat):
         return value
     specs = lookup(key)

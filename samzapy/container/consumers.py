@@ -340,12 +340,11 @@ class SystemConsumers:
         if top is None:
             return
         watermark = top - lateness
-        if sent is not None and watermark <= sent and not behind:
-            return
         if sent is None or watermark > sent:
             marker = WatermarkMessage(EVENT_TIME_TASK, 1, watermark)
             envelopes.insert(last + 1, ControlEnvelope(ssp, envelopes[last].offset, marker))
-        self._derived[ssp] = max(watermark, sent) if sent is not None else watermark
+            sent = watermark
+        self._derived[ssp] = sent
         for i, before in reversed(behind):  # from the end: the indexes stay right
             marker = WatermarkMessage(EVENT_TIME_TASK, 1, before)
             envelopes.insert(i, ControlEnvelope(ssp, envelopes[i - 1].offset, marker))

@@ -46,8 +46,6 @@ _BUILTIN: dict[str, Callable[[str], type[SystemFactory]]] = {
     "kafka": _kafka_factory,
 }
 
-# Samza's own factory class names, so a Samza job's config keeps working.
-
 
 def system_factory_class(name_or_path: str, *, key: str = _FACTORY_KEY) -> type[SystemFactory]:
     """The SystemFactory class that ``systems.<name>.samza.factory`` (``key``) names."""
