@@ -58,7 +58,8 @@ class _KVPacked:
         return KV(self.key.from_bytes(data[4 : 4 + n]), self.value.from_bytes(data[4 + n :]))
 
 
-def _message_serde(serde: Any, config: Any) -> Any:
+def message_serde(serde: Any, config: Any) -> Any:
+    """One side's message serde of a join (a ``KVSerde``: both parts, packed in one)."""
     if isinstance(serde, KVSerde):
         return _KVPacked(
             state_serde(serde.key_serde, config), state_serde(serde.value_serde, config)
@@ -151,8 +152,8 @@ class JoinOperator(OperatorImpl):
         key_serde, first, second = self.serdes
         self.kserde = state_serde(key_serde, context.config)
         self.vserdes = (
-            _message_serde(first, context.config),
-            _message_serde(second, context.config),
+            message_serde(first, context.config),
+            message_serde(second, context.config),
         )
 
     def _now(self) -> int:
@@ -287,4 +288,4 @@ class JoinOperator(OperatorImpl):
         raise AssertionError("a join's messages come through its sides")
 
 
-__all__ = ["SWEEP_ENTRIES", "SWEEP_PER_WRITE", "JoinOperator", "JoinSide"]
+__all__ = ["SWEEP_ENTRIES", "SWEEP_PER_WRITE", "JoinOperator", "JoinSide", "message_serde"]

@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from samzapy.api.descriptors import KVSerde
 from samzapy.api.errors import ConfigError
 from samzapy.api.graph import ApplicationGraph, upstream_of
 from samzapy.api.system import SystemStream
 from samzapy.api.tables import LocalTableDescriptor, RemoteTableDescriptor
+from samzapy.operators.stream_joins import message_serde
 from samzapy.operators.window_plan import carries
 from samzapy.operators.windows import state_serde
 
@@ -156,16 +156,18 @@ def check_copartitioned(
 
 
 def _check_join_serdes(op_id: str, serdes: tuple[Any, Any, Any], config: Mapping[str, Any]) -> None:
-    """A join's serdes, made as its task will make them: an unknown name is an error at
-    start-up, naming the join."""
-    for what, serde in zip(("key", "message", "other message"), serdes, strict=True):
-        for part in (
-            (serde.key_serde, serde.value_serde) if isinstance(serde, KVSerde) else (serde,)
-        ):
-            try:
-                state_serde(part, config)
-            except ConfigError as exc:
-                raise ConfigError(f"join {op_id!r}: its {what} serde: {exc}") from exc
+    """A join's serdes, made as its task will make them (``JoinSide.open``): an unknown
+    name is an error at start-up, naming the join."""
+    key, first, second = serdes
+    for what, serde, make in (
+        ("key", key, state_serde),
+        ("message", first, message_serde),
+        ("other message", second, message_serde),
+    ):
+        try:
+            make(serde, config)
+        except ConfigError as exc:
+            raise ConfigError(f"join {op_id!r}: its {what} serde: {exc}") from exc
 
 
 def _serde_name(serde: Any, name: str, set_key: Callable[[str, Any], None]) -> str:
