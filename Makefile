@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= $(shell for c in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3 python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3 python3.11 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$c; break; fi; done)
 
-.PHONY: help venv run demo test test-pythons test-slow docker-test lint docker-lint typecheck check unit bench bench-kafka bench-app bench-state bench-store bench-snapshots bench-snapshot-stalls bench-eos bench-spark bench-dedup bench-window bench-tables bench-joins bench-restart bench-failover clean kafka-fetch kafka-up kafka-down kafka-status spark-fetch
+.PHONY: help venv run demo test test-pythons test-slow docker-test lint docker-lint typecheck check unit bench bench-kafka bench-app bench-state bench-store bench-snapshots bench-snapshot-stalls bench-eos bench-spark bench-dedup bench-window bench-tables bench-joins bench-restart bench-failover bench-instructions clean kafka-fetch kafka-up kafka-down kafka-status spark-fetch
 
 help:
 	@echo "make run        run the quick-start job on the file system (no broker; the first run installs the runtime, about 15 s)"
@@ -35,6 +35,7 @@ help:
 	@echo "make bench-joins  stream-stream join of orders and payments beside a map over the same messages"
 	@echo "make bench-restart  failover: a static member killed and restarted, a dynamic one killed, a join"
 	@echo "make bench-failover kill -9 of a stateful task's owner with and without a standby; its cost"
+	@echo "make bench-instructions instructions per message (valgrind): app/task, partition_by, origins"
 	@echo "make clean      remove the quick-start's output and state"
 	@echo "make kafka-up   start a local Kafka broker on 127.0.0.1:9092, its data in .kafka/9092"
 	@echo "                (KAFKA_BOOTSTRAP=127.0.0.1:PORT: the broker of PORT, in .kafka/PORT)"
@@ -141,6 +142,9 @@ bench-spark: $(VENV)/.installed
 
 bench-dedup: $(VENV)/.installed
 	$(PY) bench/bench_dedup.py
+
+bench-instructions: $(VENV)/.installed
+	$(PY) bench/bench_instructions.py
 
 bench-window: $(VENV)/.installed
 	$(PY) bench/bench_window.py
