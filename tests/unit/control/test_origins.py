@@ -289,6 +289,42 @@ def test_writers_and_partitions_are_kept_apart() -> None:
     assert applied(reader, MID1, [a.tag(IN0, "1", 0, b"a1")]) == [b"a1"]
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_the_reader_admits_what_a_model_of_highest_positions_admits(seed: int) -> None:
+    """Brute force against the drop rule's model, per (reader partition, source): a record
+    is new when its position is above the highest applied. Runs of one source on a
+    partition, switches of partition and source, copies, positions going back, new epochs,
+    event-time flags and restarts from the reader's checkpoint, at random."""
+    rng = random.Random(seed)
+    writers = {name: WriterOrigins(name, {IN0: 0, IN1: 0}) for name in ("a", "b", "c")}
+    highest: dict[tuple[SystemStreamPartition, bytes], bytes] = {}
+    reader = ReaderOrigins([MID0, MID1])
+    mid, name, ssp, offset = MID0, "a", IN0, 0
+    for step in range(3000):
+        if rng.random() < 0.1:
+            mid = rng.choice([MID0, MID1])
+        if rng.random() < 0.1:
+            name, ssp = rng.choice(list(writers)), rng.choice([IN0, IN1])
+        if rng.random() < 0.01:  # the writer reset: its next epoch
+            epoch = writers[name].epochs[IN0] + 1
+            writers[name] = WriterOrigins(name, {IN0: epoch, IN1: epoch})
+        offset = max(0, offset + rng.choice([1, 1, 1, 0, -1, -5]))
+        record = writers[name].tag(ssp, str(offset), rng.choice([0, 0, 1]), b"m%d" % step)
+        if rng.random() < 0.2:
+            record = with_event_time(record, step)
+        origin = origin_of(record)
+        key = (mid, origin.source)
+        at = position(origin.epoch, origin.offset, origin.ordinal)
+        expected = key not in highest or at > highest[key]
+        if expected:
+            highest[key] = at
+        assert reader.admit(mid, record) is expected, (step, origin)
+        if rng.random() < 0.005:  # a restart from the reader's checkpoint
+            saved = reader.to_json()
+            reader = ReaderOrigins([MID0, MID1])
+            reader.restore(saved)
+
+
 def test_bookkeeping_grows_with_sources_not_messages() -> None:
     writer = WriterOrigins("w", {IN0: 0, IN1: 0})
     reader = ReaderOrigins([MID0])
