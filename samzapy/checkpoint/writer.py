@@ -55,9 +55,11 @@ class TaskCheckpointWriter:
         self._group = group
         #: This container's owner epoch for the task.
         self.epoch = (0 if last is None else last.epoch or 0) + 1
-        #: How many checkpoints were written, and when the last one was (monotonic seconds).
+        #: How many checkpoints were written; when (monotonic seconds) the checkpoint was last
+        #: found to cover everything the task had processed: a commit that wrote it, or one
+        #: with nothing new to write (an idle task's checkpoint is current, not old).
         self.written = 0
-        self.written_at: float | None = None
+        self.current_at: float | None = None
 
     @property
     def last(self) -> Checkpoint | None:
@@ -76,7 +78,10 @@ class TaskCheckpointWriter:
     async def write(self, checkpoint: Checkpoint) -> bool:
         """Write ``checkpoint`` unless it equals the last one; True when it was written."""
         stamped = dataclasses.replace(checkpoint, epoch=self.epoch)
-        if self._manager is None or not self._changed(stamped):
+        if self._manager is None:
+            return False
+        if not self._changed(stamped):
+            self.current_at = time.monotonic()
             return False
         if self._lease is not None and not self._lease.valid() and not await self._lease.settle():
             raise self._fenced()
@@ -84,7 +89,7 @@ class TaskCheckpointWriter:
         self._written(stamped)
         self._last = stamped
         self.written += 1
-        self.written_at = time.monotonic()
+        self.current_at = time.monotonic()
         log.debug(
             "checkpoint_written",
             task=self.task_name,

@@ -111,8 +111,10 @@ def _lag(
 
 
 def _age(checkpoints: TaskCheckpointWriter, since: float) -> Callable[[], float]:
-    """Seconds since the task's last checkpoint (since start-up before the first)."""
-    return lambda: time.monotonic() - (checkpoints.written_at or since)
+    """Seconds since the task's checkpoint last covered all it had processed (since start-up
+    before its first commit): at most about ``task.commit.ms`` while commits succeed, busy
+    or idle."""
+    return lambda: time.monotonic() - (checkpoints.current_at or since)
 
 
 def _restored(stores: TaskStores) -> Callable[[], float]:

@@ -94,7 +94,8 @@ DESCRIPTIONS: Final[dict[str, Description]] = {
         "Messages of the input partition after the last one processed", "messages", "gauge"
     ),
     "checkpoint-age-seconds": Description(
-        "Time since the task's last checkpoint (since its start before the first)",
+        "Time since the task's checkpoint last covered all it had processed: a commit "
+        "(one with nothing new to write too); since its start before the first",
         "seconds",
         "gauge",
     ),

@@ -4,6 +4,7 @@ checkpoints live in a partition per task (here over the memory system)."""
 from __future__ import annotations
 
 import asyncio
+import types
 import uuid
 from collections.abc import Iterator
 
@@ -142,3 +143,32 @@ def test_exactly_once_needs_group_by_partition_task_names() -> None:
     assert task_partition(TaskName("Partition 12")) == 12
     with pytest.raises(Exception, match="group-by-partition task names"):
         task_partition(TaskName("custom"))
+
+
+async def test_a_commit_with_nothing_new_keeps_an_idle_tasks_checkpoint_age_low(
+    factory: InMemorySystemFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """checkpoint-age-seconds says how old the work a restart would do again is: an idle task
+    whose checkpoint covers all it processed is current at each commit, not an hour old."""
+    from samzapy.checkpoint import writer as writer_module
+    from samzapy.container import gauges
+
+    now = [1000.0]
+    clock = types.SimpleNamespace(monotonic=lambda: now[0])
+    monkeypatch.setattr(writer_module, "time", clock)
+    monkeypatch.setattr(gauges, "time", clock)
+    manager = StreamCheckpointManager(factory, STREAM)
+    await manager.start()
+    writer = TaskCheckpointWriter(manager, TASK, None)
+    age = gauges._age(writer, since=now[0])
+    now[0] += 5
+    assert age() == 5  # since the start, before the first commit
+    assert await writer.write(Checkpoint({IN: "10"})) is True
+    assert age() == 0
+    now[0] += 3600  # an hour idle, a commit every minute finding nothing new
+    assert await writer.write(Checkpoint({IN: "10"})) is False
+    assert age() == 0
+    assert writer.written == 1
+    now[0] += 60  # a task that processed more and has not committed it yet ages
+    assert age() == 60
+    await manager.stop()
