@@ -7,8 +7,10 @@ per connection) answers:
 - ``GET /healthz``: 200 ``{"status": "ok"}`` while ``Health.healthy`` (answering at all shows
   the event loop runs), else 503 ``{"status": "unhealthy", "problems": {...}}``.
 - ``GET /readyz``: 200 ``{"status": "ready"}`` once ``Health.ready`` and healthy, else 503
-  ``{"status": "not ready", "ready": ..., "problems": {...}}``; a container with standby
-  replicas adds ``"standbys": {task: {store: {...}}}`` (they do not affect readiness).
+  ``{"status": "not ready", "tasks_running": ..., "problems": {...}}`` (``tasks_running``:
+  ``Health.ready``, every assigned task restored and running; a stalled task makes the
+  container not ready with its tasks running); a container with standby replicas adds
+  ``"standbys": {task: {store: {...}}}`` (they do not affect readiness).
 
 ``HEAD`` works on the same paths; other methods get 405, other paths 404.
 
@@ -319,7 +321,11 @@ class PrometheusReporter(MetricsReporter):
             standbys = {"standbys": health.standbys} if health.standbys else {}
             if health.ready and health.healthy:
                 return _json(200, {"status": "ready", **standbys})
-            payload = {"status": "not ready", "ready": health.ready, "problems": health.problems}
+            payload = {
+                "status": "not ready",
+                "tasks_running": health.ready,
+                "problems": health.problems,
+            }
             return _json(503, {**payload, **standbys})
         assert self._collectors is not None  # the server runs only after start()
         try:

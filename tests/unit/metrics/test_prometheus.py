@@ -374,7 +374,7 @@ class TestProbes:
         waiting = await get(reporter.port, "/readyz")
         assert (waiting.status, waiting.json()) == (
             503,
-            {"status": "not ready", "ready": False, "problems": {}},
+            {"status": "not ready", "tasks_running": False, "problems": {}},
         )
 
         reporter.health.ready = True
@@ -385,7 +385,7 @@ class TestProbes:
         stalled = await get(reporter.port, "/readyz")
         assert (stalled.status, stalled.json()) == (
             503,
-            {"status": "not ready", "ready": True, "problems": {"stall": {"task": "t"}}},
+            {"status": "not ready", "tasks_running": True, "problems": {"stall": {"task": "t"}}},
         )
 
         reporter.health.clear_problem("stall")
