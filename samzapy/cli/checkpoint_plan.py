@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -55,6 +56,17 @@ class PlanError(Exception):
     def __init__(self, problems: Sequence[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = list(problems)
+
+
+def read_lines(path: str) -> list[str]:
+    """The lines of ``--to``'s file (``-``: standard input)."""
+    if path == STDIN:
+        return sys.stdin.read().splitlines()
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError([f"--to: cannot read {path!r}: {exc}"]) from exc
 
 
 def show_line(task: TaskName, checkpoint: Checkpoint) -> str:

@@ -56,6 +56,7 @@ from samzapy.cli.checkpoint_plan import (
     parse_positions,
     parse_target,
     plan_task,
+    read_lines,
     show_line,
 )
 from samzapy.cli.logging import configure_logging, scrub
@@ -184,9 +185,11 @@ class _Job:
                 ]
             )
 
-    async def read_checkpoints(self) -> dict[TaskName, Checkpoint]:
-        """Every task's last checkpoint, read as the container reads them, without creating
-        a checkpoint stream or directory that does not exist yet."""
+    async def read_checkpoints(
+        self, unreadable: dict[TaskName, str] | None = None
+    ) -> dict[TaskName, Checkpoint]:
+        """Every task's last checkpoint, read as the container does, creating no stream or
+        directory; an unreadable one raises unless ``unreadable`` takes its task's error."""
         self.check_manager()
         manager = checkpoint_manager(
             self.config, self.factories, self.namespace, task_count=self.task_count
@@ -214,7 +217,13 @@ class _Job:
         try:
             found = {}
             for model in self.models:
-                checkpoint = await manager.read_last(model.name)
+                try:
+                    checkpoint = await manager.read_last(model.name)
+                except CheckpointError as exc:
+                    if unreadable is None:
+                        raise
+                    unreadable[model.name] = str(exc)
+                    continue
                 if checkpoint is not None:
                     found[model.name] = checkpoint
             return found
@@ -285,10 +294,12 @@ def _integer(system: str, offset: str) -> int:
 
 
 async def _show(config: ResolvedConfig) -> int:
+    """Each task's checkpoint, a JSON line each; an unreadable one named on stderr (exit 1)."""
     job = _Job(config)
+    unreadable: dict[TaskName, str] = {}
     try:
         await job.start()
-        found = await job.read_checkpoints()
+        found = await job.read_checkpoints(unreadable)
     finally:
         await job.stop()
     try:
@@ -299,10 +310,12 @@ async def _show(config: ResolvedConfig) -> int:
         sys.stdout.flush()
     except BrokenPipeError:  # `samzapy checkpoint show job.yaml | head -1` closed the pipe
         stdout_closed()
-    missing = [str(m.name) for m in job.models if m.name not in found]
+    missing = [str(m.name) for m in job.models if m.name not in found and m.name not in unreadable]
     if missing:
         print(f"no checkpoint yet: {', '.join(missing)}", file=sys.stderr)
-    return EXIT_OK
+    for task, error in unreadable.items():
+        print(f"samzapy checkpoint show: task {str(task)!r}: {scrub(error)}", file=sys.stderr)
+    return EXIT_REFUSED if unreadable else EXIT_OK
 
 
 # -- set ----------------------------------------------------------------------------------------
@@ -313,7 +326,7 @@ async def _set(config: ResolvedConfig, target: Target, *, dry_run: bool, reset: 
     try:
         job.check_manager()
         # The file first: its problems are the operator's to fix, whatever the job does.
-        lines = _read_lines(target) if target.kind == FILE else None
+        lines = read_lines(target.path) if target.path is not None else None
         await job.start()
         # 1. Nobody may be running the job.
         members = await job.live_members()
@@ -347,17 +360,6 @@ async def _set(config: ResolvedConfig, target: Target, *, dry_run: bool, reset: 
         + ", ".join(f"{m.task} (epoch {m.new.epoch})" for m in changing)
     )
     return EXIT_OK
-
-
-def _read_lines(target: Target) -> list[str]:
-    assert target.path is not None
-    if target.path == STDIN:
-        return sys.stdin.read().splitlines()
-    try:
-        with open(target.path, encoding="utf-8") as file:
-            return file.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlanError([f"--to: cannot read {target.path!r}: {exc}"]) from exc
 
 
 def _running_message(config: ResolvedConfig, members: Sequence[tuple[str, str, str]]) -> str:

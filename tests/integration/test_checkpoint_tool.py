@@ -41,7 +41,9 @@ from test_kafka_jobs import (  # noqa: E402
 from test_kafka_jobs import job_file as kafka_job_file  # noqa: E402
 from test_state_jobs import changelog_state  # noqa: E402
 
-from samzapy import SystemStream  # noqa: E402
+from samzapy import SystemStream, SystemStreamPartition, TaskName  # noqa: E402
+from samzapy.checkpoint.file import FileCheckpointManager, task_file_name  # noqa: E402
+from samzapy.checkpoint.ports import Checkpoint  # noqa: E402
 from samzapy.checkpoint.stream import checkpoint_stream_name  # noqa: E402
 from samzapy.config import load_config, resolve  # noqa: E402
 from samzapy.container import SamzaContainer  # noqa: E402
@@ -484,6 +486,54 @@ def test_what_the_tool_cannot_do_is_refused_with_exit_2(tmp_path: Path) -> None:
         assert expected in done.stderr, (args, done.stderr)
         assert done.stdout == ""
     assert not (tmp_path / "cp").exists(), "nothing was written"
+
+
+def test_show_shows_the_readable_checkpoints_and_names_a_corrupt_one(tmp_path: Path) -> None:
+    """One task's checkpoint file is corrupt: show prints the others and names it with the
+    remedy (exit 1); set refuses and writes nothing."""
+    data = tmp_path / "data" / "lines"
+    data.mkdir(parents=True)
+    for p in range(3):
+        (data / f"{p}.jsonl").write_text('"a"\n"b"\n')
+    checkpoints = tmp_path / "cp"
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        json.dumps(
+            {
+                "job.name": "checkpoint-tool-corrupt",
+                "task.class": "kafka_jobs:Tag",
+                "task.inputs": ["input.lines"],
+                "systems.input.samza.factory": "file",
+                "systems.input.path": str(tmp_path / "data"),
+                "task.checkpoint.factory": "file",
+                "task.checkpoint.dir": str(checkpoints),
+            }
+        )
+    )
+
+    async def write() -> None:
+        manager = FileCheckpointManager(checkpoints)
+        await manager.start()
+        for p in (0, 2):
+            ssp = SystemStreamPartition("input", "lines", p)
+            await manager.write(TaskName(f"Partition {p}"), Checkpoint({ssp: "0"}))
+
+    asyncio.run(write())
+    corrupt = checkpoints / task_file_name("Partition 1")
+    corrupt.write_text('{"task": "Partition 1", "offs')
+    done = tool("show", str(job))
+    assert done.returncode == 1, done.stderr
+    assert [json.loads(line)["task"] for line in done.stdout.splitlines()] == [
+        "Partition 0",
+        "Partition 2",
+    ]
+    assert "task 'Partition 1': corrupt checkpoint" in done.stderr
+    assert "move it out of" in done.stderr  # the remedy
+    before = {f.name: f.read_bytes() for f in checkpoints.iterdir()}
+    refused = tool("set", str(job), "--to", "oldest")
+    assert refused.returncode == 1, refused.stderr
+    assert "corrupt checkpoint" in refused.stderr
+    assert {f.name: f.read_bytes() for f in checkpoints.iterdir()} == before
 
 
 def test_show_lines_of_an_application_with_memory_intermediate_streams_set_back(
