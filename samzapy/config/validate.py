@@ -203,6 +203,8 @@ class _Checker:
             "serializers": self.serializers,
             "stores": self._names("stores"),
         }.get(namespace, ())
+        # The key's own parts too: a name whose defining key is the mistyped one.
+        names = {*names, *key.split(".")[1:]}
         out: list[str] = []
         for spec in keys_in(namespace):
             if spec.is_open:

@@ -148,6 +148,14 @@ def test_suggestion_fills_placeholders_with_configured_names() -> None:
     )
 
 
+def test_suggestion_fills_placeholders_with_a_name_only_the_mistyped_key_gives() -> None:
+    # The serde 'csv' is defined by the mistyped key alone.
+    assert problems("serializers.registy.csv.class: 'm:C'\n") == (
+        "unknown key 'serializers.registy.csv.class'; "
+        "did you mean 'serializers.registry.csv.class'?",
+    )
+
+
 @pytest.mark.parametrize(
     "key",
     [
