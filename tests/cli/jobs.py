@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+from pathlib import Path
 from typing import Any
 
-from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzapy import InitableTask, OutgoingMessageEnvelope, StreamTask, SystemStream
 
 OUT = SystemStream("files", "out")
 
@@ -41,6 +43,17 @@ class CountSignals(StreamTask):
         self.count += 1
         if self.count == int(os.environ.get("SAMZAPY_TEST_READY_AFTER", "1")):
             open(os.environ["SAMZAPY_TEST_READY_FILE"], "w").close()
+
+
+class SlowInit(InitableTask, StreamTask):
+    """Copies messages; its init touches SAMZAPY_TEST_READY_FILE, then waits 60 s."""
+
+    async def init(self, context: Any) -> None:
+        Path(os.environ["SAMZAPY_TEST_READY_FILE"]).touch()  # noqa: ASYNC240 - a test's marker file
+        await asyncio.sleep(60)
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        collector.send(OutgoingMessageEnvelope(OUT, envelope.message))
 
 
 class ModulesLoaded(StreamTask):

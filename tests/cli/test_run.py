@@ -221,6 +221,23 @@ def test_a_signal_while_the_task_module_imports_is_one_line_and_exit_1(
     assert not (tmp_path / "data" / "out").exists()
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_the_container_starts_stops_it_cleanly_before_any_message(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """A signal during start-up, after the task's module is imported (here in the task's
+    init): the container stops as a stop is asked, exit 0, nothing processed."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}]})
+    ready = tmp_path / "initializing"
+    returncode, out, err = signalled(job_yaml(tmp_path, "SlowInit"), ready, sig, {})
+    assert returncode == 0, out + err
+    found = events(out)
+    assert [e["reason"] for e in found if e["event"] == "startup_stopped"] == [sig.name]
+    assert [e["exit_code"] for e in found if e["event"] == "container_exited"] == [0]
+    assert not any(e["event"] == "job_interrupted" for e in found)
+    assert not (tmp_path / "data" / "out").exists()
+
+
 @pytest.mark.parametrize(("configured", "expected"), [(None, "uvloop"), ("asyncio", "asyncio")])
 def test_job_runs_on_uvloop_unless_configured_otherwise(
     tmp_path: Path, configured: str | None, expected: str
