@@ -204,7 +204,7 @@ class _Checker:
             "stores": self._names("stores"),
         }.get(namespace, ())
         # The key's own parts too: a name whose defining key is the mistyped one.
-        names = {*names, *key.split(".")[1:]}
+        filling = {*names, *key.split(".")[1:]}
         out: list[str] = []
         for spec in keys_in(namespace):
             if spec.is_open:
@@ -212,7 +212,7 @@ class _Checker:
             if placeholder is None:
                 out.append(spec.pattern)
                 continue
-            for name in names:
+            for name in filling:
                 if spec.factory is None or spec.factory == self.factories.get(name):
                     out.append(spec.fill(**{placeholder: name}))
         return out
