@@ -188,6 +188,7 @@ class SamzaContainer:
 
     def request_stop(self, reason: str) -> None:
         """Graceful stop: stop consuming, finish in-flight work, close, commit."""
+        self.health.ready = False  # draining: /readyz answers 503 from now on
         self._stop_reason = reason
         self._halted.set()
         if self.run_loop is not None:

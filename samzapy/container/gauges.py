@@ -76,7 +76,7 @@ def register_task_metrics(
     registry.gauge(group, "in-flight", lambda: task.progress().in_flight)
     registry.counter(group, "windows", lambda: task.progress().windows)
     registry.counter(group, "commits", lambda: task.progress().commits)
-    registry.gauge(group, "checkpoint-age-seconds", _age(checkpoints, time.monotonic()))
+    registry.gauge(group, "checkpoint-age-seconds", _age(task, checkpoints, time.monotonic()))
     if task.stores:
         registry.gauge(group, "restored-records", _restored(task.stores))
     if task.duplicates_dropped is not None:
@@ -110,11 +110,19 @@ def _lag(
     return lag
 
 
-def _age(checkpoints: TaskCheckpointWriter, since: float) -> Callable[[], float]:
+def _age(
+    task: TaskInstance, checkpoints: TaskCheckpointWriter, since: float
+) -> Callable[[], float]:
     """Seconds since the task's checkpoint last covered all it had processed (since start-up
     before its first commit): at most about ``task.commit.ms`` while commits succeed, busy
-    or idle."""
-    return lambda: time.monotonic() - (checkpoints.current_at or since)
+    or idle; 0 once the task finished (every input ended, its final commit made)."""
+
+    def age() -> float:
+        if task.finished:
+            return 0.0
+        return time.monotonic() - (checkpoints.current_at or since)
+
+    return age
 
 
 def _restored(stores: TaskStores) -> Callable[[], float]:

@@ -95,7 +95,8 @@ DESCRIPTIONS: Final[dict[str, Description]] = {
     ),
     "checkpoint-age-seconds": Description(
         "Time since the task's checkpoint last covered all it had processed: a commit "
-        "(one with nothing new to write too); since its start before the first",
+        "(one with nothing new to write too); since its start before the first; 0 once "
+        "the task finished",
         "seconds",
         "gauge",
     ),

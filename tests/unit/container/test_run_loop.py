@@ -749,6 +749,26 @@ def test_envelope_fields() -> None:
     assert env.offset == "0" and env.key == "k" and env.message == {"a": 1}
 
 
+def test_a_finished_tasks_checkpoint_age_is_0_and_a_stop_makes_the_container_not_ready() -> None:
+    """An ended task makes no more commits: its final checkpoint stays current (an alert on
+    the age would otherwise fire for every finished task). A stop asked drains the container:
+    /readyz answers 503 from then on."""
+
+    class Task(StreamTask):
+        def process(self, envelope, collector, coordinator):
+            pass
+
+    runner = TestRunner(Task, {"task.checkpoint.factory": "memory"})
+    result = runner.add_input("in", {0: list(range(10)), 1: list(range(5))}).run(timeout=10)
+    time.sleep(0.2)  # an age that kept growing would read 0.2 s at least
+    snap = result.metrics.snapshot()
+    assert [snap[f"task.Partition {p}"]["checkpoint-age-seconds"] for p in (0, 1)] == [0, 0]
+    container = result.container
+    container.health.ready = True
+    container.request_stop("SIGTERM")
+    assert container.health.ready is False
+
+
 def test_output_stream_created_on_first_send_with_configured_partitions() -> None:
     class Task(StreamTask):
         def process(self, envelope, collector, coordinator):
