@@ -213,8 +213,14 @@ class TaskInstance:
         )
 
     def _position(self) -> tuple[SystemStreamPartition, str] | None:
+        """The message the task is on: its oldest call in flight, a sync call's (on the
+        thread pool, the one the stall watchdog sees), else the next one queued."""
         oldest = self.oldest_in_flight()
-        return oldest[1:] if oldest is not None else self._inputs.head()
+        if oldest is not None:
+            return oldest[1:]
+        if (env := self._slot_context.current.env) is not None:
+            return env.system_stream_partition, env.offset
+        return self._inputs.head()
 
     def oldest_in_flight(self) -> tuple[float, SystemStreamPartition, str] | None:
         """When the longest-running call started, and its partition and offset."""

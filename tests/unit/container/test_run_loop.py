@@ -769,6 +769,29 @@ def test_a_finished_tasks_checkpoint_age_is_0_and_a_stop_makes_the_container_not
     assert container.health.ready is False
 
 
+async def test_a_pooled_sync_calls_position_is_its_message_not_the_next_queued() -> None:
+    """What the stall watchdog names for a sync task on the thread pool: the message its call
+    is on (offset 3 here), not the next one waiting."""
+    entered, release = threading.Event(), threading.Event()
+
+    class Task(StreamTask):
+        def process(self, envelope, collector, coordinator):
+            if envelope.offset == "3":
+                entered.set()
+                release.wait(10)
+
+    runner = TestRunner(Task, {"job.container.thread.pool.size": 2})
+    running = asyncio.ensure_future(runner.add_input("in", list(range(6))).run_async(timeout=20))
+    try:
+        assert await asyncio.to_thread(entered.wait, 10)
+        assert runner.container is not None
+        (task,) = runner.container.tasks
+        assert task.progress().position == (SystemStreamPartition("memory", "in", 0), "3")
+    finally:
+        release.set()
+        await running
+
+
 def test_output_stream_created_on_first_send_with_configured_partitions() -> None:
     class Task(StreamTask):
         def process(self, envelope, collector, coordinator):
