@@ -118,6 +118,9 @@ class Watchdog:
         self._on_fail = on_fail
         self._seen: dict[str, _Seen] = {}
         self._started_at: float | None = None
+        #: When ``check`` last ran, and when it found the event loop held up to then.
+        self._checked_at: float | None = None
+        self._resumed_at: float | None = None
 
     @property
     def interval_s(self) -> float:
@@ -126,10 +129,11 @@ class Watchdog:
 
     def start(self, now: float) -> None:
         """Watching begins at ``now``."""
-        self._started_at = now
+        self._started_at = self._checked_at = now
 
     def check(self, tasks: Iterable[TaskProgress], now: float) -> None:
         since = now if self._started_at is None else self._started_at
+        self._note_held_loop(now)
         for progress in tasks:
             name = str(progress.name)
             seen = self._seen.get(name)
@@ -152,6 +156,9 @@ class Watchdog:
                 commit_s=self.commit_s,
                 since=since,
             )
+            resumed = self._resumed_at
+            if stall is not None and resumed is not None and now - resumed < self.timeout_s:
+                continue  # a held loop starved it: judged again a timeout after its return
             if stall is not None and not seen.stalled:
                 seen.stalled = True
                 self._stalled(progress, stall)
@@ -160,6 +167,23 @@ class Watchdog:
                 log.info("task_recovered", task=name)
                 if self.health is not None:
                     self.health.clear_problem(f"stalled:{name}")
+
+    def _note_held_loop(self, now: float) -> None:
+        """A check far later than its interval: something held the event loop (a sync call
+        on it, say) and every task with it; said once, and no task is judged stalled for it
+        until a stall timeout after the loop's return (the one holding it, if it never
+        returns, holds the watchdog too: deploy.md)."""
+        checked, self._checked_at = self._checked_at, now
+        if checked is not None and now - checked > 2 * self.interval_s + 1.0:
+            self._resumed_at = now
+            for seen in self._seen.values():  # the held time is no task's own
+                seen.moved_at = max(seen.moved_at, now)
+            log.warning(
+                "event_loop_held",
+                held_s=round(now - checked, 1),
+                hint="a sync task's call on the event loop (job.container.thread.pool.size "
+                "0 or 1), or other blocking code, held every task meanwhile",
+            )
 
     def forget(self, name: str) -> None:
         """The task left the container: its stall, if any, is no longer this one's problem."""

@@ -160,7 +160,7 @@ async def test_a_commit_with_nothing_new_keeps_an_idle_tasks_checkpoint_age_low(
     manager = StreamCheckpointManager(factory, STREAM)
     await manager.start()
     writer = TaskCheckpointWriter(manager, TASK, None)
-    age = gauges._age(writer, since=now[0])
+    age = gauges._age(types.SimpleNamespace(finished=False), writer, since=now[0])
     now[0] += 5
     assert age() == 5  # since the start, before the first commit
     assert await writer.write(Checkpoint({IN: "10"})) is True

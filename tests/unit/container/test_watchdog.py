@@ -251,3 +251,25 @@ async def test_the_job_runners_health_sees_readiness_and_stalls() -> None:
     Held.gate.set()
     runner.request_stop("test")
     await asyncio.wait_for(job, 10)
+
+
+def test_a_held_event_loop_is_said_once_and_starves_no_task_into_a_stall() -> None:
+    """The loop held 8 s (a sync call on it), timeout 3 s: the first check after it finds
+    every task behind. It logs event_loop_held; no task is stalled for it, and a task that
+    then completes nothing for a timeout is."""
+    health = Health()
+    failures: list[BaseException] = []
+    watchdog = Watchdog(timeout_s=3, commit_s=1, fail=True, health=health, on_fail=failures.append)
+    watchdog.start(0.0)
+    waiting = snapshot(processed=5, buffered=10, committed_at=0.0, committed_processed=5)
+    with capture_logs() as logs:
+        watchdog.check([waiting], 0.5)
+        watchdog.check([waiting], 8.5)  # the loop was held from 0.5 s to 8.5 s
+        for now in (9.0, 9.5, 10.0, 11.0):
+            watchdog.check([waiting._replace(committed_at=now)], now)
+    assert [e["event"] for e in logs] == ["event_loop_held"]
+    assert logs[0]["held_s"] == 8.0 and health.healthy and not failures
+    with capture_logs() as logs:
+        watchdog.check([waiting._replace(committed_at=11.5)], 11.5)  # 3 s after the return
+    assert [e["event"] for e in logs] == ["task_stalled"]
+    assert logs[0]["reason"] == "completed nothing for 3.0 s"
