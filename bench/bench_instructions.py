@@ -3,7 +3,7 @@ rates, which move by a third between runs on a shared machine.
 
 Each variant runs in a child process of its own under ``valgrind --tool=callgrind``, which
 counts the machine instructions the process executes: nearly the same count on every run (the
-same commit counted twice in one run read 72,285 and 72,839 a message, 0.8 % apart: the event
+same code counted twice in one run read 72,285 and 72,839 a message, 0.8 % apart: the event
 loop's timers still run by the clock). The child runs the job in-process on the memory system
 (``TestRunner``, uvloop), once over N1 and once over N2 input messages (``--messages``, default
 10,000 and 30,000); the difference of the two counts over N2 - N1 is the variant's
