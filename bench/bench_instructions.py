@@ -17,11 +17,11 @@ so that turns end by count as they do at full speed. ``PYTHONHASHSEED`` is fixed
 
 The pairs, the reference first (their figures are comparable only within a pair):
 
-- ``app``: bench_app's (a): the ``FilterMapTask`` task class and the filter/map/send_to
+- ``app``: bench_app's (a): its ``FilterMapTask`` task class and its ``FilterMapApp``
   application (90 % of the views kept, a summary keyed by user sent on);
-- ``partition_by``: bench_app's (b): the application that maps each view and sends it on, and
-  the one that repartitions the views by user first (each view processed twice, in both
-  stages; its figure is per input view);
+- ``partition_by``: bench_app's (b): its ``MapApp``, which maps each view and sends it on, and
+  its ``PartitionByApp``, which repartitions the views by user first (each view processed
+  twice, in both stages; its figure is per input view);
 - ``origins``: bench_dedup's two stages (stage 1 forwards each message through an
   intermediate stream keyed by its first 8 bytes, stage 2 counts it in an in-memory store),
   without origins and with them (per input message, both stages).
@@ -92,28 +92,18 @@ def _keyed_bytes(n: int) -> dict[int, list[Any]]:
 def _runner(variant: str, n: int) -> Any:
     """The TestRunner of ``variant`` with its ``n`` inputs written (None for ``fill-*``, which
     only writes them)."""
-    import bench_app
-    from bench_app import FilterMapTask
+    from bench_app import FilterMapApp, FilterMapTask, MapApp, PartitionByApp
 
-    from samzapy import KafkaSystemDescriptor, KVSerde, StreamApplication
+    from samzapy import KafkaSystemDescriptor
     from samzapy.system.inmemory import InMemoryBroker
     from samzapy.testing import TestRunner
 
+    # bench_app's applications themselves; their streams as they name them (app.source and
+    # app.sink: "in" and "out"), declared to the runner by descriptors of the same ids.
+    apps = {"app": FilterMapApp, "app-map": MapApp, "app-partition_by": PartitionByApp}
     kafka = KafkaSystemDescriptor("kafka")
-    source = kafka.get_input_descriptor("in")
-    sink = kafka.get_output_descriptor("out", KVSerde("string", "json"))
-    chains = {
-        "app": lambda views: views.filter(bench_app.kept).map(bench_app.keyed_summary),
-        "app-map": lambda views: views.map(bench_app.keyed).map(bench_app.touch),
-        "app-partition_by": lambda views: views.partition_by(
-            bench_app.user, bench_app.whole, KVSerde("string", "json"), bench_app.BY_USER
-        ).map(bench_app.touch),
-    }
-
-    class App(StreamApplication):
-        def describe(self, app_desc: Any) -> None:
-            chain = chains[variant](app_desc.get_input_stream(source))
-            chain.send_to(app_desc.get_output_stream(sink))
+    source = kafka.get_input_descriptor("in").with_physical_name("in")
+    sink = kafka.get_output_descriptor("out").with_physical_name("out")
 
     # The inputs go straight to the broker, as a stream the runner finds written already.
     namespace = f"instructions-{variant}"
@@ -127,10 +117,11 @@ def _runner(variant: str, n: int) -> Any:
     if variant.startswith("fill"):
         return None
     config: dict[str, Any] = {"task.progress.interval.ms": -1}
-    if variant in chains:
-        runner = TestRunner.of(App, namespace=namespace).add_input_stream(source, {})
+    if variant in apps:
+        runner = TestRunner.of(apps[variant], namespace=namespace).add_input_stream(source, {})
         runner.add_output_stream(sink, PARTITIONS)
         # Messages as objects on both sides of the pair: no checking serde on the output.
+        config.update({"app.source": "in", "app.sink": "out"})
         config["streams.out.samza.key.serde"] = "none"
         config["streams.out.samza.msg.serde"] = "none"
     else:
