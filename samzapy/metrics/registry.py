@@ -63,10 +63,10 @@ class Counter:
         self.count = 0
 
     @classmethod
-    def of(cls, fn: Callable[[], int]) -> Counter:
+    def of(cls, fn: Callable[[], float]) -> Counter:
         """A counter whose count is ``fn()``, read each time: for a count its owner already
         keeps (``lambda: run_loop.processed``), so the hot path pays nothing. ``fn`` must
-        never go down for the life of the registry."""
+        never go down for the life of the registry; it may be a float (seconds spent)."""
         return _ReadCounter(fn)
 
     def inc(self, n: int = 1) -> None:
@@ -80,11 +80,11 @@ class Counter:
 class _ReadCounter(Counter):
     __slots__ = ("_fn",)
 
-    def __init__(self, fn: Callable[[], int]) -> None:
+    def __init__(self, fn: Callable[[], float]) -> None:
         self._fn = fn
 
     @property
-    def count(self) -> int:  # type: ignore[override]
+    def count(self) -> float:  # type: ignore[override]
         return self._fn()
 
     def inc(self, n: int = 1) -> None:
@@ -267,7 +267,7 @@ class MetricsRegistry:
         self,
         group: str,
         name: str,
-        fn: Callable[[], int] | None = None,
+        fn: Callable[[], float] | None = None,
         *,
         help: str | None = None,
         unit: str | None = None,

@@ -10,7 +10,8 @@ key: ``get_all`` of three keys adds three. A caching table counts its hits and m
 that shares another's read of the table under way is a hit: misses are the keys it read); a
 remote table its calls' latency (one sample per attempt, in nanoseconds), its retries, the
 calls that failed for good (``failures``) and the calls that waited for the rate limiter
-(``rate_limit_waits``, and the time they waited, ``rate_limit_wait_ns``).
+(``rate_limit_waits``, and the time they waited, ``rate_limit_wait_ns``, published in
+seconds as Prometheus wants a duration).
 """
 
 from __future__ import annotations
@@ -45,10 +46,10 @@ _COUNTERS = (
         "calls",
     ),
     (
-        "rate_limit_wait_ns",
-        "rate-limit-wait-ns",
+        "rate_limit_wait_seconds",
+        "rate-limit-wait-seconds",
         "Time calls of remote table {id} waited for its rate limiter",
-        "nanoseconds",
+        "seconds",
     ),
 )
 
@@ -87,7 +88,7 @@ class TableMetrics:
     def register(self, registry: MetricsRegistry, group: str) -> None:
         """Publish the counts in ``group`` of ``registry`` (``task.<task name>``, say) as
         ``<table_id>-gets``, ``-puts``, ``-deletes``, ``-cache-hits``, ``-cache-misses``,
-        ``-retries``, ``-failures``, ``-rate-limit-waits``, ``-rate-limit-wait-ns`` (counters
+        ``-retries``, ``-failures``, ``-rate-limit-waits``, ``-rate-limit-wait-seconds`` (counters
         read from this object) and ``<table_id>-call-latency`` (the registry's timer, which
         the table records into from now on)."""
         table_id = self.table_id
@@ -105,8 +106,12 @@ class TableMetrics:
             help=f"Time of each call (each attempt) of remote table {table_id}",
         )
 
-    def _reader(self, attribute: str) -> Callable[[], int]:
-        return lambda: int(getattr(self, attribute))
+    @property
+    def rate_limit_wait_seconds(self) -> float:
+        return self.rate_limit_wait_ns / 1e9
+
+    def _reader(self, attribute: str) -> Callable[[], float]:
+        return lambda: getattr(self, attribute)
 
     def __repr__(self) -> str:
         return (

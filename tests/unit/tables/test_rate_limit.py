@@ -9,6 +9,7 @@ import pytest
 from table_fakes import FakeClock, Service
 
 from samzapy.api.tables import RemoteTableDescriptor
+from samzapy.metrics.registry import MetricsRegistry
 from samzapy.tables import RemoteTable, TokenBucket
 
 
@@ -97,3 +98,9 @@ async def test_writes_have_their_own_limit() -> None:
     await table.put_async("c", 3)  # waits half a second for the write bucket
     assert time.monotonic() - start >= 0.4
     assert table.metrics.rate_limit_waits == 1
+    # Published in seconds, as Prometheus wants a duration.
+    registry = MetricsRegistry()
+    table.metrics.register(registry, "task.Partition 0")
+    published = registry.snapshot()["task.Partition 0"]["profiles-rate-limit-wait-seconds"]
+    assert published == table.metrics.rate_limit_wait_ns / 1e9
+    assert 0.4 <= published < 1.0

@@ -312,5 +312,5 @@ async def test_metrics_are_published_under_the_table_id() -> None:
         "profiles-cache-hits",
         "profiles-cache-misses",
         "profiles-rate-limit-waits",
-        "profiles-rate-limit-wait-ns",
+        "profiles-rate-limit-wait-seconds",
     } <= set(values)
