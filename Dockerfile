@@ -27,15 +27,23 @@ RUN groupadd --system --gid 10001 samzapy \
     && install -d -o 10001 -g 10001 /var/lib/samzapy/state /var/lib/samzapy/output
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY samzapy ./samzapy
 # RocksDB comes from rocksdict's manylinux wheel (uvloop's and murmurhash2's too): refuse a
-# source build, which would need a compiler and Rust toolchain that the slim image does not have.
-# pip installs samzapy with its bytecode; the source copied for the build then goes, since /app
-# comes first on PYTHONPATH and an uncompiled samzapy there would be compiled at every start
-# (PYTHONDONTWRITEBYTECODE, and the user cannot write /app): 0.4 s more to each restart.
-RUN pip install --no-cache-dir --only-binary=rocksdict,uvloop,murmurhash2 . \
-    && rm -rf samzapy build samzapy.egg-info
+# source build, which would need a Rust toolchain. samzapy's own C extension (KV's constructor,
+# samzapy/_speedups.c) is built with a C compiler installed for this step and removed in it, so
+# the image carries no compiler (the slim image has Python's headers; container_started logs
+# kv_speedups). pip installs samzapy with its bytecode; the source copied for the build then
+# goes, since /app comes first on PYTHONPATH and an uncompiled samzapy there would be compiled
+# at every start (PYTHONDONTWRITEBYTECODE, and the user cannot write /app): 0.4 s more to each
+# restart.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install --no-cache-dir --only-binary=rocksdict,uvloop,murmurhash2 . \
+    && apt-mark auto gcc libc6-dev \
+    && apt-get autoremove -y --purge \
+    && rm -rf /var/lib/apt/lists/* samzapy build samzapy.egg-info
 COPY examples ./examples
 # The task classes compiled once here, for the same reason.
 RUN python -m compileall -q examples

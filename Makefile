@@ -43,8 +43,11 @@ help:
 	@echo "make kafka-status whether that broker runs and answers"
 
 # The runtime: samzapy and its dependencies only (no dev tools, no PySpark).
-$(VENV)/.runtime: pyproject.toml
-	@if [ $(VENV)/.installed -nt pyproject.toml ]; then touch $@; exit 0; fi; \
+# setup.py and samzapy/_speedups.c: KV's C constructor, built into the checkout by the install.
+BUILD_INPUTS = pyproject.toml setup.py samzapy/_speedups.c
+$(VENV)/.runtime: $(BUILD_INPUTS)
+	@if [ -e $(VENV)/.installed ] && [ -z "$$(find $(BUILD_INPUTS) -newer $(VENV)/.installed)" ]; \
+		then touch $@; exit 0; fi; \
 	test -n "$(PYTHON)" || { echo "no Python >= 3.11 found: set PYTHON=/path/to/python3" >&2; exit 2; }; \
 	echo "creating $(VENV) with samzapy's runtime dependencies (the first time only: about 15 s, 50 MB)"; \
 	set -e; test -x $(PY) || $(PYTHON) -m venv $(VENV); \
@@ -53,7 +56,7 @@ $(VENV)/.runtime: pyproject.toml
 	touch $@
 
 # Development: the runtime plus the test, lint and type-check tools and PySpark.
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: $(BUILD_INPUTS)
 	@test -n "$(PYTHON)" || { echo "no Python >= 3.11 found: set PYTHON=/path/to/python3" >&2; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

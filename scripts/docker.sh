@@ -6,7 +6,8 @@
 #   scripts/docker.sh up        install Debian's docker.io if dockerd is missing; start a dockerd of
 #                               our own (vfs storage, no bridge, no iptables) on its own socket
 #   scripts/docker.sh base      import the local base image (a minimal Debian bookworm with its
-#                               Python 3.11 and pip, made with debootstrap), cached as a tarball
+#                               Python 3.11, its headers and pip, as the official python images
+#                               have them, made with debootstrap), cached as a tarball
 #   scripts/docker.sh build     build the project's Dockerfile on that base (--build-arg BASE_IMAGE)
 #   scripts/docker.sh down      stop the dockerd that `up` started and remove its data
 #   scripts/docker.sh env       print the DOCKER_HOST of that engine (eval "$(scripts/docker.sh env)")
@@ -35,7 +36,7 @@ IMAGE="${SAMZAPY_DOCKER_IMAGE:-samzapy:test}"
 SUITE=bookworm
 BASE_TAG="samzapy-base:$SUITE"
 # Bump to rebuild the cached base after changing what goes into it.
-BASE_RECIPE=2
+BASE_RECIPE=3
 BASE_TARBALL="$CACHE/$SUITE-python3-r$BASE_RECIPE.tar"
 # The engine's sockets live under /run: a unix socket path must stay under 108 bytes, whatever
 # the depth of the checkout.
@@ -143,7 +144,7 @@ make_base_tarball() {
     rootfs="$(mktemp -d "$CACHE/rootfs.XXXXXX")"
     chmod 755 "$rootfs" # it becomes the image's /, which mktemp made private to root
     say "debootstrapping a minimal $SUITE with Python 3 and pip from $MIRROR (about a minute)"
-    if ! debootstrap --variant=minbase --include=python3,python3-pip,ca-certificates \
+    if ! debootstrap --variant=minbase --include=python3,python3-pip,libpython3-dev,ca-certificates \
         "$SUITE" "$rootfs" "$MIRROR" >"$DIR/debootstrap.log" 2>&1; then
         tail -n 20 "$DIR/debootstrap.log" >&2
         rm -rf "$rootfs"

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from samzapy.api.envelope import KV_ACCELERATED
 from samzapy.config import ResolvedConfig
 
 log = structlog.get_logger("samzapy.container")
@@ -47,7 +48,8 @@ def log_started(
     group: str | None,
 ) -> None:
     """The ``container_started`` event: what the container runs (``task_class``: as the
-    job names it, ``task.class`` or a factory given in code)."""
+    job names it, ``task.class`` or a factory given in code; ``kv_speedups``: whether ``KV``
+    has its C constructor, samzapy/_speedups.c)."""
     broadcasts = cfg.task.broadcast_inputs
     log.info(
         "container_started",
@@ -63,6 +65,7 @@ def log_started(
         checkpoints=cfg.task.checkpoint_factory,
         processing_guarantee=cfg.task.processing_guarantee,
         group=group,
+        kv_speedups=KV_ACCELERATED,
     )
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from samzapy.api.envelope import KV_ACCELERATED
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
@@ -85,6 +87,7 @@ def test_quickstart_runs_and_counts_exactly(tmp_path: Path) -> None:
     assert finished and finished[0]["processed"] == sum(expected.values()) + bad
     started = next(e for e in events(proc.stdout) if e["event"] == "container_started")
     assert started["job"] == "quickstart" and started["tasks"] == 3
+    assert started["kv_speedups"] is KV_ACCELERATED  # this interpreter builds KV the same way
 
 
 def test_finished_job_restarted_processes_nothing_twice(tmp_path: Path) -> None:

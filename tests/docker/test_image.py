@@ -125,6 +125,11 @@ def test_the_default_command_runs_the_quickstart_as_the_image_user(
     finished = [e for e in events if e["event"] == "job_finished"]
     assert finished and finished[0]["processed"] == 6000, logs.stdout[-2000:]
     assert events[-1]["event"] == "container_exited" and events[-1]["exit_code"] == 0
+    # KV's C constructor was built into the image, and its compiler removed after the build.
+    started = next(e for e in events if e["event"] == "container_started")
+    assert started["kv_speedups"] is True
+    compilers = docker("run", "--rm", "--entrypoint", "sh", IMAGE, "-c", "command -v gcc cc || :")
+    assert compilers.stdout == ""
 
     docker("cp", f"{container}:/var/lib/samzapy", str(tmp_path))
     out = tmp_path / "samzapy" / "output" / "quickstart" / "page-view-counts"
