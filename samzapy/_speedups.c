@@ -7,8 +7,9 @@
  * which CPython consults when a class is called and which subclasses never inherit): a call
  * with two positional arguments allocates the tuple subclass and fills it, exactly what
  * __new__ makes (``tuple.__new__(cls, (key, value))``); any other call goes the usual way
- * (type.__call__, so keywords, a wrong count and their errors are Python's own). Everything
- * else about the class (fields, _replace, _asdict, pickling, repr) stays the NamedTuple's.
+ * (type.__call__, so keywords, a wrong count and their errors are Python's own), as does
+ * every call once the class's __new__ or __init__ was replaced. Everything else about the
+ * class (fields, _replace, _asdict, pickling, repr) stays the NamedTuple's.
  *
  * Built when a C compiler is there (pyproject.toml marks the extension optional); without it,
  * or with SAMZAPY_NO_SPEEDUPS=1, KV is the plain NamedTuple and behaves the same.
@@ -17,12 +18,70 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* The classes accelerated, each with its own __new__ as it was then and the type version at
+ * which that was last checked. A class changed since (KV.__new__ or KV.__init__ replaced, as
+ * unittest.mock.patch does) must be called the usual way: CPython keeps tp_vectorcall on a
+ * heap type whatever is assigned to it. Any change to a class changes its tp_version_tag (so
+ * does CPython itself: pickling caches __slotnames__ on the class), so a changed tag means a
+ * check of the class's __new__ and __init__, and the fast path again if they are unchanged. */
+#define MAX_PAIRS 16
+
+typedef struct {
+    PyTypeObject *type;
+    PyObject *new_;
+    unsigned int version;
+} Pair;
+
+static Pair pairs[MAX_PAIRS];
+static int pair_count = 0;
+
+static PyObject *dunder_new = NULL;
+
+static Pair *
+pair_of(PyTypeObject *tp)
+{
+    for (int i = 0; i < pair_count; i++) {
+        if (pairs[i].type == tp) {
+            return &pairs[i];
+        }
+    }
+    return NULL;
+}
+
+/* Whether a call of tp may skip its __new__: the class's __new__ and __init__ are still those
+ * it was accelerated with. */
+static int
+still_plain(PyTypeObject *tp)
+{
+    Pair *pair = pair_of(tp);
+    if (pair == NULL) {
+        return 0;
+    }
+    if (tp->tp_version_tag != 0 && tp->tp_version_tag == pair->version) {
+        return 1;
+    }
+    if (tp->tp_init != PyBaseObject_Type.tp_init
+        || PyDict_GetItemWithError(tp->tp_dict, dunder_new) != pair->new_) {
+        PyErr_Clear();
+        return 0;
+    }
+    /* Unchanged: a look-up through the type assigns it a version tag again. */
+    PyObject *found = PyObject_GetAttr((PyObject *)tp, dunder_new);
+    if (found == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(found);
+    pair->version = tp->tp_version_tag;
+    return 1;
+}
+
 static PyObject *
 pair_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs == 2 && kwnames == NULL) {
-        PyTypeObject *tp = (PyTypeObject *)type;
+    PyTypeObject *tp = (PyTypeObject *)type;
+    if (nargs == 2 && kwnames == NULL && still_plain(tp)) {
         /* As tuple's own subtype constructor does: allocate, then set the items. */
         PyObject *self = tp->tp_alloc(tp, 2);
         if (self == NULL) {
@@ -84,11 +143,37 @@ accelerate_pair(PyObject *module, PyObject *cls)
                      tp->tp_name);
         return NULL;
     }
-    if (tp->tp_vectorcall != NULL && tp->tp_vectorcall != pair_vectorcall) {
+    /* A NamedTuple's own __new__ (a subclass of one, with a __new__ of its own that checks
+     * its arguments, say, is refused: the fast path would skip that check). */
+    PyObject *new_ = PyDict_GetItemWithError(tp->tp_dict, dunder_new);
+    if (new_ == NULL || tp->tp_base != &PyTuple_Type || tp->tp_init != PyBaseObject_Type.tp_init) {
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_TypeError,
+                         "accelerate_pair: %s is not a NamedTuple (its base tuple, a __new__ of its "
+                         "own and no __init__)", tp->tp_name);
+        }
+        return NULL;
+    }
+    if (tp->tp_vectorcall == pair_vectorcall) {
+        Py_RETURN_NONE;
+    }
+    if (tp->tp_vectorcall != NULL) {
         PyErr_Format(PyExc_TypeError, "accelerate_pair: %s already has a vectorcall constructor",
                      tp->tp_name);
         return NULL;
     }
+    if (pair_count == MAX_PAIRS) {
+        PyErr_SetString(PyExc_RuntimeError, "accelerate_pair: too many classes accelerated");
+        return NULL;
+    }
+    /* The class and its __new__ are kept for the life of the process, as the class's
+     * tp_vectorcall refers to this module. */
+    Py_INCREF(cls);
+    Py_INCREF(new_);
+    pairs[pair_count].type = tp;
+    pairs[pair_count].new_ = new_;
+    pairs[pair_count].version = 0;
+    pair_count++;
     tp->tp_vectorcall = pair_vectorcall;
     Py_RETURN_NONE;
 }
@@ -100,14 +185,16 @@ is_accelerated(PyObject *module, PyObject *cls)
     if (!PyType_Check(cls)) {
         Py_RETURN_FALSE;
     }
-    return PyBool_FromLong(((PyTypeObject *)cls)->tp_vectorcall == pair_vectorcall);
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    return PyBool_FromLong(tp->tp_vectorcall == pair_vectorcall && still_plain(tp));
 }
 
 static PyMethodDef speedups_methods[] = {
     {"accelerate_pair", accelerate_pair, METH_O,
      "accelerate_pair(cls): calls cls(a, b) build the pair in C (a NamedTuple of two fields)."},
     {"is_accelerated", is_accelerated, METH_O,
-     "is_accelerated(cls): whether accelerate_pair was applied to cls."},
+     "is_accelerated(cls): whether cls(a, b) takes the fast path now (accelerate_pair was "
+     "applied, and the class's __new__ and __init__ are still those it had then)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -126,6 +213,10 @@ PyInit__speedups(void)
     PyErr_SetString(PyExc_ImportError, "samzapy._speedups is built for CPython 3.11 to 3.13");
     return NULL;
 #else
+    dunder_new = PyUnicode_InternFromString("__new__");
+    if (dunder_new == NULL) {
+        return NULL;
+    }
     return PyModule_Create(&speedups_module);
 #endif
 }

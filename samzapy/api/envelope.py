@@ -22,7 +22,12 @@ def _accelerate(cls: type) -> bool:
     ``samzapy._speedups`` was built and ``SAMZAPY_NO_SPEEDUPS`` is unset; whether it did.
     ``KV(key, value)`` then costs about a third of the NamedTuple's ``__new__`` and makes the
     same object (samzapy/_speedups.c)."""
-    if len(getattr(cls, "_fields", ())) != 2 or cls.__init__ is not tuple.__init__:  # type: ignore[misc]
+    if (
+        len(getattr(cls, "_fields", ())) != 2
+        or cls.__bases__ != (tuple,)
+        or "__new__" not in vars(cls)
+        or cls.__init__ is not tuple.__init__  # type: ignore[misc]
+    ):
         raise TypeError(f"{cls.__name__} is not a NamedTuple of two fields")
     if os.environ.get("SAMZAPY_NO_SPEEDUPS"):
         return False

@@ -17,6 +17,7 @@ import sys
 import sysconfig
 import weakref
 from typing import Any, NamedTuple
+from unittest import mock
 
 import pytest
 
@@ -200,3 +201,71 @@ def test_samzapy_no_speedups_leaves_kv_the_namedtuple() -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.split(" ", 1)[0] == "False"
     assert "KV(key=1, value=2)" in out.stdout
+
+
+def _fresh_pair() -> type:
+    """A pair class of its own, accelerated when the extension is built: for tests that change
+    the class."""
+
+    class Pair(NamedTuple):
+        key: Any
+        value: Any
+
+    if _speedups is not None:
+        _speedups.accelerate_pair(Pair)
+    return Pair
+
+
+def test_a_patched_constructor_is_called_and_the_fast_path_returns_after() -> None:
+    """unittest.mock.patch of ``__new__`` or ``__init__`` works as on the NamedTuple (CPython
+    keeps a class's vectorcall whatever is assigned to it: the extension checks)."""
+    pair = _fresh_pair()
+    with mock.patch.object(pair, "__new__", lambda cls, key, value: ("patched", key)):
+        assert pair(1, 2) == ("patched", 1)
+        assert _speedups is None or not _speedups.is_accelerated(pair)
+    assert pair(1, 2) == (1, 2) and type(pair(1, 2)) is pair
+    calls: list[tuple[Any, ...]] = []
+    with mock.patch.object(pair, "__init__", lambda self, *args: calls.append(args), create=True):
+        pair(1, 2)
+    assert calls == [(1, 2)]
+    assert pair(3, 4) == (3, 4) and calls == [(1, 2)]
+    assert _speedups is None or _speedups.is_accelerated(pair)
+
+
+def test_a_pair_without_its_new_fails_as_the_namedtuple_does() -> None:
+    expected = outcome(lambda: _without_new("Pair")(1, 2))
+    assert expected[0] == "raised"
+    assert outcome(lambda: _without_new("Pair", accelerate=True)(1, 2)) == expected
+
+
+def _without_new(name: str, accelerate: bool = False) -> type:
+    pair = _fresh_pair() if accelerate else NamedTuple(name, [("key", Any), ("value", Any)])
+    del pair.__new__  # type: ignore[misc]
+    return pair
+
+
+@needs_extension
+def test_pickling_keeps_the_fast_path() -> None:
+    """Pickling caches ``__slotnames__`` on the class, which changes its version tag."""
+    pair = FastPair(1, 2)
+    pickle.loads(pickle.dumps(pair))
+    copy.deepcopy(pair)
+    assert _speedups.is_accelerated(FastPair)
+
+
+@needs_extension
+def test_a_subclass_with_a_new_of_its_own_is_refused() -> None:
+    class Checked(PurePair):
+        __slots__ = ()
+
+        def __new__(cls, key: Any, value: Any) -> Checked:
+            if key is None:
+                raise ValueError("key required")
+            return super().__new__(cls, key, value)
+
+    with pytest.raises(TypeError):
+        _speedups.accelerate_pair(Checked)
+    with pytest.raises(TypeError, match="not a NamedTuple of two fields"):
+        _accelerate(Checked)
+    with pytest.raises(ValueError, match="key required"):
+        Checked(None, 1)
