@@ -22,11 +22,22 @@
     done (every message checkpointed and, with standbys, each standby's replay at its
     changelog's end), and the median difference is the standbys' whole work per message.
 
+(3) Cost to the active alone, the standby on a core of its own (Linux CPU affinity): the
+    stand-in, on this 2-core machine, for a standby on another host. Two processes split the
+    2-partition topic as in (1), the first owning ``Partition 0``, the second ``Partition 1``
+    (which gets no messages) and, with standbys, a standby of ``Partition 0``; the first is
+    pinned to CPU 0, and the second, the broker and this script (which writes the N
+    messages to partition 0 once the split is done) to CPU 1. Printed: the first process's
+    rate and CPU time per message from the end of that writing (a backlog, worked through
+    at its own pace) to its last message, with and without the standby, alternating, and
+    the median ratios (goal >= 0.95 of the rate). Each run with a standby checks that it
+    replayed the changelog to its end.
+
 The broker comes from SAMZAPY_KAFKA_BOOTSTRAP, or is started with scripts/kafka.sh on a free port
 and stopped at the end (bench_kafka's ``broker()``).
 
 Usage: python bench/bench_failover.py [--keys 100000,1000000] [--messages N] [--rounds R]
-       [--skip-failover] [--skip-cost]
+       [--skip-failover] [--skip-cost] [--skip-isolated]
 """
 
 from __future__ import annotations
@@ -380,6 +391,99 @@ def costs(bootstrap: str, n: int, rounds: int, tmp: Path) -> None:
     )
 
 
+# -- (3) the cost to the active, the standby on a core of its own ------------------------------
+
+
+def _listener_pid(bootstrap: str) -> int:
+    """The process listening on the broker's port (``ss``)."""
+    port = bootstrap.rsplit(":", 1)[1]
+    out = subprocess.run(
+        ["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, check=True
+    ).stdout
+    return int(out.split("pid=", 1)[1].split(",", 1)[0])
+
+
+def isolated_run(bootstrap: str, n: int, standby: bool, tmp: Path) -> tuple[float, float]:
+    """The owner of ``Partition 0`` on CPU 0, everything else on CPU 1: its rate and its CPU
+    time per message (us) over the messages it processes after all ``n``, written once the
+    split is done, are there."""
+    source = f"bench-failover-isolated-{uuid.uuid4().hex[:6]}"
+    asyncio.run(create_topics(bootstrap, source, partitions=TOPIC_PARTITIONS))
+    job_id = uuid.uuid4().hex[:8]
+    factor = 2 if standby else 1
+    owner = Run(job(bootstrap, source, tmp, job_id, 0, factor), tmp, f"{job_id}-0")
+    other: Run | None = None
+    try:
+        wait_until(lambda: len(owner.tasks()) == 2, 120, "the first process's tasks", owner)
+        other = Run(job(bootstrap, source, tmp, job_id, 1, factor), tmp, f"{job_id}-1")
+        wait_until(lambda: other.tasks() == ["Partition 1"], 120, "the split", other)
+        wait_until(lambda: owner.tasks() == ["Partition 0"], 120, "the split", owner)
+        if standby:
+            wait_until(lambda: "Partition 0" in (other.readyz().get("standbys") or {}), 60,
+                       "the standby", other)  # fmt: skip
+        os.sched_setaffinity(owner.proc.pid, {0})
+        for pid in (other.proc.pid, _listener_pid(bootstrap), os.getpid()):
+            os.sched_setaffinity(pid, {1})
+        samples: list[tuple[float, float]] = []
+
+        def counted() -> bool:
+            samples.append((time.time(), cpu_seconds(owner.proc.pid)))
+            return bool(asyncio.run(checkpointed_total(bootstrap, job_id)) >= n)
+
+        samples.append((time.time(), cpu_seconds(owner.proc.pid)))
+        asyncio.run(fill(bootstrap, source, 0, n, 100_000, 0))
+        filled = time.time()
+        wait_until(counted, 900, "a checkpoint of every message", owner, other)
+        counts = [(_at(e), int(e["processed"])) for e in owner.events("progress")]
+        end = max(at for (at, c), (_, b) in itertools.pairwise(counts) if c != b)
+        if standby:
+            ends = asyncio.run(changelog_ends(bootstrap, f"bench-failover-changelog-{job_id}"))
+            wait_until(lambda: replayed_to([other], {0: ends[0]}), 300, "the replay", other)
+        # From the end of the writing on: the active works through a backlog at its own pace.
+        left = n - _cpu_at([(float(at), float(c)) for at, c in counts], filled)
+        cpu = _cpu_at(samples, end) - _cpu_at(samples, filled)
+        return left / (end - filled), cpu / left * 1e6
+    finally:
+        all_cpus = set(range(os.cpu_count() or 1))
+        for pid in (_listener_pid(bootstrap), os.getpid()):
+            os.sched_setaffinity(pid, all_cpus)
+        owner.stop()
+        if other is not None:
+            other.stop()
+
+
+def isolated_costs(bootstrap: str, n: int, rounds: int, tmp: Path) -> None:
+    print(
+        f"(3) cost to the active, the standby on a core of its own: {n:,} messages to the "
+        "owner of Partition 0 (CPU 0), the other process (with or without its standby), the "
+        "broker and the writer on CPU 1"
+    )
+    if (os.cpu_count() or 1) < 2:
+        raise SystemExit("(3) needs 2 CPUs")
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    cpus: dict[bool, list[float]] = {False: [], True: []}
+    for i in range(rounds):
+        for standby in (False, True) if i % 2 == 0 else (True, False):
+            rate, cpu = isolated_run(bootstrap, n, standby, tmp)
+            rates[standby].append(rate)
+            cpus[standby].append(cpu)
+            print(
+                f"    {'with' if standby else 'without'} the standby: the active at "
+                f"{rate:,.0f} msg/s, {cpu:.2f} us of CPU a message",
+                flush=True,
+            )
+
+    def median_ratio(figures: dict[bool, list[float]]) -> float:
+        return statistics.median(
+            w / wo for w, wo in zip(figures[True], figures[False], strict=True)
+        )
+
+    print(
+        f"    with / without: the active's rate median {median_ratio(rates):.3f} "
+        f"(goal >= 0.95), its CPU a message median {median_ratio(cpus):.3f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keys", default="100000,1000000")
@@ -387,6 +491,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--skip-failover", action="store_true")
     parser.add_argument("--skip-cost", action="store_true")
+    parser.add_argument("--skip-isolated", action="store_true")
     args = parser.parse_args()
     sizes = [int(k) for k in args.keys.split(",") if k]
     with broker() as bootstrap, tempfile.TemporaryDirectory(prefix="bench-failover-") as d:
@@ -395,6 +500,8 @@ def main() -> None:
             failovers(bootstrap, sizes, tmp)
         if not args.skip_cost:
             costs(bootstrap, args.messages, args.rounds, tmp)
+        if not args.skip_isolated:
+            isolated_costs(bootstrap, args.messages, args.rounds, tmp)
 
 
 if __name__ == "__main__":
