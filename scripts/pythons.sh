@@ -68,7 +68,7 @@ for version in "${versions[@]}"; do
     # suites run with it here as in .venv; tests/unit/api/test_kv_speedups.py tests both paths
     # (and fails where a C compiler is but the optional build failed).
     if ! "$venv/bin/python" -I -c 'import shutil, sys, samzapy._speedups as s; shutil.copy(s.__file__, sys.argv[1])' samzapy/ 2>/dev/null; then
-        echo "== Python $version: samzapy._speedups was not built (no C compiler?): KV runs as the plain NamedTuple"
+        echo "== Python $version: samzapy._speedups was not built (no C compiler or Python headers?): KV runs as the plain NamedTuple"
     fi
     "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit tests/contract
     scratch="$(mktemp -d)"

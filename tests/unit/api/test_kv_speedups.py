@@ -16,6 +16,7 @@ import subprocess
 import sys
 import sysconfig
 import weakref
+from pathlib import Path
 from typing import Any, NamedTuple
 from unittest import mock
 
@@ -181,10 +182,14 @@ def test_kv_is_accelerated_wherever_the_extension_is_built() -> None:
 
 
 def test_the_extension_is_built_where_a_c_compiler_is() -> None:
-    """An install with a compiler at hand must not fall back silently (the build is optional)."""
+    """An install with a compiler and Python's headers at hand must not fall back silently
+    (the build is optional)."""
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
         pytest.skip(f"no C compiler ({compiler}): KV is the plain NamedTuple here")
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not headers.exists():
+        pytest.skip(f"no {headers} (python3-dev): KV is the plain NamedTuple here")
     assert _speedups is not None, (
         "samzapy._speedups was not built although a C compiler is installed: reinstall "
         "(pip install -e .) and read the build's warning"
