@@ -162,6 +162,9 @@ class Watchdog:
             if stall is not None and not seen.stalled:
                 seen.stalled = True
                 self._stalled(progress, stall)
+            elif stall is not None and self.health is not None:
+                # Still stalled: /healthz says for how long now, and where the task is.
+                self.health.set_problem(f"stalled:{name}", _detail(progress, stall))
             elif stall is None and seen.stalled:
                 seen.stalled = False
                 log.info("task_recovered", task=name)
@@ -192,14 +195,7 @@ class Watchdog:
 
     def _stalled(self, progress: TaskProgress, stall: Stall) -> None:
         ssp, offset = progress.position or (None, None)
-        detail = {
-            "task": str(progress.name),
-            "ssp": None if ssp is None else str(ssp),
-            "offset": offset,
-            "reason": stall.reason,
-            "waiting_on": stall.waiting_on,
-            "in_flight": progress.in_flight,
-        }
+        detail = _detail(progress, stall)
         log.warning("task_stalled", **detail)
         if self.health is not None:
             self.health.set_problem(f"stalled:{progress.name}", detail)
@@ -213,6 +209,19 @@ class Watchdog:
                     offset=offset,
                 )
             )
+
+
+def _detail(progress: TaskProgress, stall: Stall) -> dict[str, object]:
+    """What ``task_stalled`` and the health problem say of a stall."""
+    ssp, offset = progress.position or (None, None)
+    return {
+        "task": str(progress.name),
+        "ssp": None if ssp is None else str(ssp),
+        "offset": offset,
+        "reason": stall.reason,
+        "waiting_on": stall.waiting_on,
+        "in_flight": progress.in_flight,
+    }
 
 
 __all__ = ["COMMIT_INTERVALS", "Stall", "Watchdog", "assess"]

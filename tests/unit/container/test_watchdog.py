@@ -187,6 +187,24 @@ def test_the_watchdog_reports_a_stall_once_fails_and_recovers() -> None:
     assert [e["event"] for e in logs] == ["task_recovered"] and health.healthy
 
 
+def test_a_stall_still_going_says_for_how_long_in_the_health_problem() -> None:
+    """/healthz shows the stall as it is now, not as it was when first logged."""
+    health = Health()
+    watchdog = Watchdog(timeout_s=10, commit_s=None, fail=False, health=health, on_fail=print)
+    watchdog.start(0.0)
+    held = snapshot(in_flight=1, position=(SSP, "3"))
+    with capture_logs() as logs:
+        for now in range(0, 11):
+            watchdog.check([held], float(now))
+        assert health.problems["stalled:Partition 0"]["reason"] == "completed nothing for 10.0 s"
+        moved_on = held._replace(position=(SSP, "4"))
+        for now in range(11, 71):
+            watchdog.check([moved_on], float(now))
+    problem = health.problems["stalled:Partition 0"]
+    assert problem["reason"] == "completed nothing for 70.0 s" and problem["offset"] == "4"
+    assert [e["event"] for e in logs] == ["task_stalled"]  # logged once
+
+
 def test_a_task_idle_for_longer_than_the_timeout_is_not_stalled_by_its_next_call() -> None:
     """Idle from 0 s to 30 s (timeout 10 s), then a message whose call takes 5 s: the time
     counts from when input waited, not from the last message completed 30 s before."""
