@@ -59,7 +59,8 @@ DESCRIPTIONS: Final[dict[str, Description]] = {
         "counter",
     ),
     "rebalances": Description(
-        "Rebalances of the group that took tasks from this container",
+        "Rebalances of the group since this container's first assignment (each one "
+        "it took part in, whether it lost, kept or gained tasks)",
         "rebalances",
         "counter",
     ),
@@ -89,7 +90,12 @@ DESCRIPTIONS: Final[dict[str, Description]] = {
         "calls",
         "gauge",
     ),
-    "tasks": Description("Tasks this container runs now", "tasks", "gauge"),
+    "tasks": Description(
+        "Tasks assigned to this container now: running, being started, or ended (every "
+        "input ended)",
+        "tasks",
+        "gauge",
+    ),
     "lag": Description(
         "Messages of the input partition after the last one processed", "messages", "gauge"
     ),
