@@ -351,9 +351,15 @@ class Standbys:
     def _register(self, store: StandbyStore) -> None:
         group = _group(store)
         self._metrics.gauge(
-            group, "checkpoint-lag", lambda: self._lag(store, store.checkpointed) or 0
+            group,
+            "checkpoint-lag",
+            lambda: behind(self._lag(store, store.checkpointed), store.applied, store.checkpointed),
         )
-        self._metrics.gauge(group, "changelog-lag", lambda: self._lag(store, store.head) or 0)
+        self._metrics.gauge(
+            group,
+            "changelog-lag",
+            lambda: behind(self._lag(store, store.head), store.applied, store.head),
+        )
         self._metrics.counter(group, "records-applied", lambda: store.records_applied)
 
     def _status(self) -> dict[str, Any]:
@@ -371,8 +377,22 @@ class Standbys:
         }
 
 
+def behind(lag: int | None, applied: str | None, end: str | None) -> int:
+    """A lag gauge's value: ``lag``; for a standby that has applied nothing yet, the offsets
+    up to ``end`` (at most that many records to read: never 0, which would say caught up);
+    0 when there is nothing to reach (``end`` unknown: no checkpoint, or no head read yet)."""
+    if lag is not None:
+        return lag
+    if applied is None and end is not None:
+        try:
+            return int(end) + 1
+        except ValueError:
+            return 0
+    return 0
+
+
 def _group(store: StandbyStore) -> str:
     return f"standby.{store.task_name}/{store.name}"
 
 
-__all__ = ["Standbys", "standby_replicas", "standby_stores"]
+__all__ = ["Standbys", "behind", "standby_replicas", "standby_stores"]

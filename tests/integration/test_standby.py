@@ -15,14 +15,18 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -54,6 +58,32 @@ def job_file(
             **extra,
         },
     )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def sample(port: int, name: str, labels: dict[str, str]) -> float | None:
+    """The value of the sample ``name{labels}`` in the container's /metrics, None if absent."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and s.labels == labels:
+                return float(s.value)
+    return None
+
+
+def readyz(port: int) -> dict[str, Any]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
+            return dict(json.loads(response.read()))
+    except urllib.error.HTTPError as error:
+        return dict(json.loads(error.read()))
 
 
 def caught_up(job: Job, task: str) -> bool:
@@ -88,11 +118,15 @@ def test_a_standby_takes_over_a_killed_owners_task_with_exact_counts(
     first = {p: [f"w{p}-{i:06d}" for i in range(KEYS)] for p in (0, 1)}
     asyncio.run(produce_words(kafka_bootstrap, source, first))
     job_id = uuid.uuid4().hex[:8]
-    extra = {"task.processing.guarantee": guarantee}
+    extra = {"task.processing.guarantee": guarantee, "metrics.reporters": ["prometheus"]}
+    ports = [free_port(), free_port()]
     files = [
-        job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n % hosts, **extra)
+        job_file(
+            tmp_path, kafka_bootstrap, source, changelog, job_id, n % hosts,
+            **extra, **{"metrics.prometheus.port": ports[n]},
+        )
         for n in (0, 1)
-    ]
+    ]  # fmt: skip
     jobs = [Job(files[0], "unused", tmp_path / "c0.log")]
     wait_for(lambda: len(tasks_of(jobs[0])) == 2, 60, "the first container", jobs[0].proc)
     jobs.append(Job(files[1], "unused", tmp_path / "c1.log"))
@@ -108,6 +142,19 @@ def test_a_standby_takes_over_a_killed_owners_task_with_exact_counts(
     )
     victim, survivor = (jobs[0], jobs[1]) if "Partition 0" in tasks_of(jobs[0]) else jobs[::-1]
     wait_for(lambda: caught_up(survivor, "Partition 0"), 60, "a warm standby", survivor.proc)
+    # What an operator sees of the standby: its metrics and /readyz, at the checkpoint.
+    port = ports[jobs.index(survivor)]
+    labels = {"standby": "Partition 0/counts"}
+    wait_for(
+        lambda: sample(port, "samzapy_standby_checkpoint_lag", labels) == 0,
+        60,
+        "the standby's checkpoint lag at 0",
+        survivor.proc,
+    )
+    assert sample(port, "samzapy_standby_records_applied_total", labels) >= KEYS
+    assert sample(port, "samzapy_standby_changelog_lag", labels) is not None
+    status = readyz(port)["standbys"]["Partition 0"]["counts"]
+    assert status["checkpoint_lag"] == 0 and status["records_applied"] >= KEYS, status
     # A second pass over half the keys; the owner of Partition 0 dies in the middle of it.
     second = {p: first[p][: KEYS // 2] for p in (0, 1)}
     before = processed(victim)

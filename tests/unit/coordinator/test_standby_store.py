@@ -11,6 +11,7 @@ from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.checkpoint.stream import StreamCheckpointManager
 from samzapy.config import StoreConfig
+from samzapy.coordinator.standby import behind
 from samzapy.coordinator.standby_store import StandbyStore
 from samzapy.storage.restore import read_marker
 from samzapy.system.inmemory.factory import InMemorySystemFactory
@@ -132,3 +133,13 @@ def test_a_checkpoint_manager_follows_what_another_container_writes() -> None:
             await follower.stop()
 
     asyncio.run(run())
+
+
+def test_a_standby_that_applied_nothing_is_never_reported_caught_up() -> None:
+    """The lag gauges (samzapy_standby_checkpoint_lag, _changelog_lag): 0 only with nothing to
+    reach; before the first record applied, the offsets up to the end."""
+    assert behind(7, "93", "100") == 7
+    assert behind(None, None, "99") == 100  # applied nothing: all of it to read, at most
+    assert behind(None, None, "0") == 1
+    assert behind(None, None, None) == 0  # no checkpoint yet: nothing to reach
+    assert behind(None, "5", None) == 0
