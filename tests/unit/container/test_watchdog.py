@@ -187,11 +187,19 @@ def test_the_watchdog_reports_a_stall_once_fails_and_recovers() -> None:
     assert [e["event"] for e in logs] == ["task_recovered"] and health.healthy
 
 
+def watching(timeout_s: float) -> tuple[Health, Watchdog]:
+    """A watchdog started at 0 s that only reports (no commits watched, no failing)."""
+    health = Health()
+    watchdog = Watchdog(
+        timeout_s=timeout_s, commit_s=None, fail=False, health=health, on_fail=print
+    )
+    watchdog.start(0.0)
+    return health, watchdog
+
+
 def test_a_stall_still_going_says_for_how_long_in_the_health_problem() -> None:
     """/healthz shows the stall as it is now, not as it was when first logged."""
-    health = Health()
-    watchdog = Watchdog(timeout_s=10, commit_s=None, fail=False, health=health, on_fail=print)
-    watchdog.start(0.0)
+    health, watchdog = watching(timeout_s=10)
     held = snapshot(in_flight=1, position=(SSP, "3"))
     with capture_logs() as logs:
         for now in range(0, 11):
@@ -223,9 +231,7 @@ def test_a_task_idle_for_longer_than_the_timeout_is_not_stalled_by_its_next_call
 
 
 def test_a_stalled_task_that_is_being_stopped_is_not_reported_recovered() -> None:
-    health = Health()
-    watchdog = Watchdog(timeout_s=1, commit_s=None, fail=False, health=health, on_fail=print)
-    watchdog.start(0.0)
+    health, watchdog = watching(timeout_s=1)
     held = snapshot(in_flight=1, position=(SSP, "3"))
     with capture_logs() as logs:
         watchdog.check([held], 1.0)
