@@ -11,7 +11,7 @@
  * every call once the class's __new__ or __init__ was replaced. Everything else about the
  * class (fields, _replace, _asdict, pickling, repr) stays the NamedTuple's.
  *
- * Built when a C compiler is there (pyproject.toml marks the extension optional); without it,
+ * Built when a C compiler is there (setup.py marks the extension optional); without it,
  * or with SAMZAPY_NO_SPEEDUPS=1, KV is the plain NamedTuple and behaves the same.
  * tests/unit/api/test_kv_speedups.py holds both to the same behaviour.
  */
