@@ -131,7 +131,7 @@ def test_three_containers_a_kill_and_a_fourth_keep_the_counts_exact(
     assert all(any(e["event"] == "rebalance_started" for e in j.events()) for j in jobs[:2])
 
 
-def _get(port: int, path: str) -> tuple[int, str]:
+def http_get(port: int, path: str) -> tuple[int, str]:
     import urllib.error
     import urllib.request
 
@@ -159,11 +159,11 @@ def test_a_container_serves_metrics_health_and_readiness(
     cfg.update({"metrics.reporters": ["prometheus"], "metrics.prometheus.port": port})
     path.write_text(json.dumps(cfg))
     job = Job(path, "unused", tmp_path / "metrics.log")
-    wait_for(lambda: _get(port, "/readyz")[0] == 200, 90, "readiness", job.proc)
-    assert _get(port, "/healthz")[0] == 200
+    wait_for(lambda: http_get(port, "/readyz")[0] == 200, 90, "readiness", job.proc)
+    assert http_get(port, "/healthz")[0] == 200
     ends = {p: len(ws) - 1 for p, ws in placed_words(words).items()}
     wait_for(lambda: checkpointed(kafka_bootstrap, path) == ends, 90, "all checkpointed", job.proc)
-    status, body = _get(port, "/metrics")
+    status, body = http_get(port, "/metrics")
     assert status == 200
     for metric in (
         "samzapy_partition_lag",

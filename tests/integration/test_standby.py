@@ -15,13 +15,11 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from test_kafka_jobs import Job, checkpointed, create_topic, name, wait_for  # noqa: E402
-from test_scale_out import tasks_of  # noqa: E402
+from test_scale_out import http_get, tasks_of  # noqa: E402
 from test_state_jobs import changelog_state, produce_words, state_job_file  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
@@ -60,17 +58,10 @@ def job_file(
     )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def sample(port: int, name: str, labels: dict[str, str]) -> float | None:
     """The value of the sample ``name{labels}`` in the container's /metrics, None if absent."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
+    status, text = http_get(port, "/metrics")
+    assert status == 200, (status, text)
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             if s.name == name and s.labels == labels:
@@ -79,11 +70,7 @@ def sample(port: int, name: str, labels: dict[str, str]) -> float | None:
 
 
 def readyz(port: int) -> dict[str, Any]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
-            return dict(json.loads(response.read()))
-    except urllib.error.HTTPError as error:
-        return dict(json.loads(error.read()))
+    return dict(json.loads(http_get(port, "/readyz")[1]))
 
 
 def caught_up(job: Job, task: str) -> bool:
@@ -109,7 +96,11 @@ def processed(job: Job) -> int:
     ],
 )
 def test_a_standby_takes_over_a_killed_owners_task_with_exact_counts(
-    kafka_bootstrap: str, tmp_path: Path, guarantee: str, hosts: int
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    guarantee: str,
+    hosts: int,
+    free_ports: Callable[[int], list[int]],
 ) -> None:
     # hosts 1: both containers share one state directory (one host): a standby's copy lives
     # beside the active task's directory, never in it.
@@ -119,7 +110,7 @@ def test_a_standby_takes_over_a_killed_owners_task_with_exact_counts(
     asyncio.run(produce_words(kafka_bootstrap, source, first))
     job_id = uuid.uuid4().hex[:8]
     extra = {"task.processing.guarantee": guarantee, "metrics.reporters": ["prometheus"]}
-    ports = [free_port(), free_port()]
+    ports = free_ports(2)
     files = [
         job_file(
             tmp_path, kafka_bootstrap, source, changelog, job_id, n % hosts,
