@@ -239,6 +239,28 @@ class TestUnavailableOffsets:
 
 
 class TestConsumer:
+    async def test_the_high_watermark_is_known_before_the_first_fetch(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        # The lag metric reads it: before the first fetch it is the partition's end as read
+        # at start, not unknown (which the lag shows as 0: caught up), then the fetches'.
+        topic = topic_name("high")
+        await admin.create_stream(topic, 2)
+        await produce(kafka_bootstrap, topic, 0, [b"m%d" % i for i in range(7)])
+        consumer = factory(kafka_bootstrap).get_consumer()
+        consumer.register(ssp(topic, 0), None, OffsetDefault.OLDEST)
+        consumer.register(ssp(topic, 1), None, OffsetDefault.OLDEST)
+        await consumer.start()
+        try:
+            assert consumer.high_watermark(ssp(topic, 0)) == 7
+            assert consumer.high_watermark(ssp(topic, 1)) == 0
+            assert consumer.high_watermark(ssp(topic, 9)) is None  # not read here
+            await produce(kafka_bootstrap, topic, 0, [b"later"])
+            await read(consumer, [ssp(topic, 0)], 8)
+            assert consumer.high_watermark(ssp(topic, 0)) == 8
+        finally:
+            await consumer.stop()
+
     async def test_envelopes_are_built_from_the_fetched_records_directly(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -81,6 +81,9 @@ class KafkaSystemConsumer(SystemConsumer):
         self._ssp_of: dict[Any, SystemStreamPartition] = {}
         self._tp_of: dict[SystemStreamPartition, Any] = {}
         self._starts: dict[SystemStreamPartition, int] = {}
+        #: Each partition's next offset as read at start, the high watermark until a fetch
+        #: reports one (the lag metric is not 0 before the first fetch).
+        self._start_highs: dict[SystemStreamPartition, int] = {}
         self._active: frozenset[SystemStreamPartition] = frozenset()
         self._active_tps: tuple[Any, ...] = ()
         self._keep_raw = False
@@ -147,6 +150,7 @@ class KafkaSystemConsumer(SystemConsumer):
         self._active = frozenset(positions)
         self._active_tps = tuple(self._tp_of.values())
         self._starts = positions
+        self._start_highs = {ssp: int(bounds[ssp].upcoming) for ssp in positions}
         self._watch = ContactWatch(
             self._probe,
             servers=self._servers,
@@ -177,7 +181,7 @@ class KafkaSystemConsumer(SystemConsumer):
         if tp is None or self._consumer is None:
             return None
         value = self._consumer.highwater(tp)
-        return None if value is None else int(value)
+        return self._start_highs.get(ssp) if value is None else int(value)
 
     def start_offset(self, ssp: SystemStreamPartition) -> int | None:
         return self._starts.get(ssp)
