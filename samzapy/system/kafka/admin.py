@@ -11,6 +11,7 @@ It holds an AIOKafkaAdminClient (metadata, creation) and a group-less AIOKafkaCo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -224,6 +225,7 @@ class KafkaSystemAdmin(SystemAdmin):
         tps = list({ssp: TopicPartition(ssp.stream, ssp.partition) for ssp in wanted}.items())
         what = f"read the offsets of Kafka topics {sorted({ssp.stream for ssp in wanted})}"
         partitions = [tp for _, tp in tps]
+        await _tracked(consumer, {ssp.stream for ssp in wanted})
         beginning = await self._call(lambda: consumer.beginning_offsets(partitions), what)
         end = await self._call(lambda: consumer.end_offsets(partitions), what)
         bounds: dict[SystemStreamPartition, OffsetBounds] = {}
@@ -243,6 +245,7 @@ class KafkaSystemAdmin(SystemAdmin):
         await self.check_partitions(wanted)
         tps = {ssp: TopicPartition(ssp.stream, ssp.partition) for ssp in wanted}
         what = f"look up offsets by time in Kafka topics {sorted({s.stream for s in wanted})}"
+        await _tracked(consumer, {ssp.stream for ssp in wanted})
         found = await self._call(
             lambda: consumer.offsets_for_times({tp: timestamp_ms for tp in tps.values()}), what
         )
@@ -283,6 +286,19 @@ class KafkaSystemAdmin(SystemAdmin):
                     f"cannot read {ssp}: partition {ssp.partition} is out of range for "
                     f"{where(ssp.stream)}, which has partitions 0..{count - 1}"
                 )
+
+
+async def _tracked(consumer: Any, topics: Iterable[str]) -> None:
+    """Have ``consumer``'s metadata cover ``topics`` before it looks up their offsets: aiokafka
+    looks up a partition it has no metadata for only after a retry backoff (100 ms, on every
+    first look-up of a topic by a new client: at each start, for each consumer and admin).
+    An update that does not come within a request's timeout leaves the look-up to its own
+    retries."""
+    client = consumer._client
+    updates = [client.add_topic(topic) for topic in topics if topic not in client._topics]
+    if updates:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*updates), client._request_timeout_ms / 1000)
 
 
 __all__ = ["KafkaSystemAdmin"]
