@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import uuid
 from collections.abc import AsyncIterator
@@ -111,6 +112,25 @@ class TestOffsetBounds:
         assert await admin.offset_bounds([ssp(topic, 1)]) == {
             ssp(topic, 1): OffsetBounds(None, "10")
         }
+
+    async def test_a_new_clients_look_up_does_not_wait_for_unknown_metadata(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # aiokafka looks up a partition its metadata does not cover after a retry backoff
+        # (100 ms): at every start, for each new consumer. The admin has it covered first.
+        topic = topic_name("fresh")
+        await admin.create_stream(topic, 3)
+        fresh = KafkaSystemAdmin(factory(kafka_bootstrap).settings)
+        await fresh.start()
+        try:
+            with caplog.at_level(logging.DEBUG, logger="aiokafka.consumer.fetcher"):
+                bounds = await fresh.offset_bounds([ssp(topic, p) for p in range(3)])
+                await fresh.offsets_for_time([ssp(topic, 0)], 0)
+        finally:
+            await fresh.stop()
+        assert bounds == {ssp(topic, p): OffsetBounds(None, "0") for p in range(3)}
+        waits = [r.getMessage() for r in caplog.records if "wait for metadata" in r.getMessage()]
+        assert waits == []
 
     async def test_a_missing_topic_or_partition_is_an_error_naming_it(
         self, admin: KafkaSystemAdmin
