@@ -26,15 +26,19 @@ MIN_SCRUBBED_LENGTH: Final = 4
 
 
 def extra_patterns(config: Mapping[str, Any]) -> tuple[str, ...]:
-    """The job's own secret-key patterns (``job.redacted.keys``), as given (a list or one)."""
+    """The job's own secret-key patterns (``job.redacted.keys``): a list, or one string of
+    patterns separated by commas, as every list-of-strings key takes (read from the raw
+    configuration, before it is checked: its values are scrubbed from the first log line)."""
     value = config.get(REDACTED_KEYS_KEY)
     if value is None:
         return ()
     if isinstance(value, str):
-        return (value,)
-    if isinstance(value, Iterable):
-        return tuple(str(v) for v in value)
-    return (str(value),)
+        items: Iterable[Any] = value.split(",")
+    elif isinstance(value, Iterable):
+        items = value
+    else:
+        items = (value,)
+    return tuple(p for p in (str(v).strip() for v in items) if p)
 
 
 def is_secret(key: str, extra: Iterable[str] = ()) -> bool:

@@ -94,3 +94,16 @@ def test_a_secret_of_the_wrong_type_is_not_repeated_in_the_error(tmp_path: Path)
         output = done.stdout + done.stderr
         assert "systems.secure.sasl.plain.password must be a string, got a list" in output
         assert_no_secret(output)
+
+
+def test_redacted_keys_given_as_one_comma_separated_string(tmp_path: Path) -> None:
+    # A list-of-strings key takes one string of items separated by commas: so does this one
+    # (the same patterns scrub the log lines, tests/unit/cli/test_logging.py).
+    job = secure_job(tmp_path, "jobs:Copy")
+    cfg = json.loads(job.read_text())
+    cfg["job.redacted.keys"] = "app.other.*, app.api.token"
+    job.write_text(json.dumps(cfg))
+    done = samzapy("validate", str(job), env=ENV)
+    assert done.returncode == 0, done.stderr
+    assert_no_secret(done.stdout + done.stderr)
+    assert "app.api.token: <redacted>" in done.stdout
