@@ -38,6 +38,8 @@ class ConfigKey:
     choices: tuple[str, ...] | None = None
     minimum: int | None = None
     maximum: int | None = None
+    #: An int key that takes -1 or a count >= 1, not 0 (a replication factor).
+    replicas: bool = False
     #: A string key's form, and what it is in words for messages.
     form: tuple[re.Pattern[str], str] | None = None
     required: bool = False
@@ -56,6 +58,8 @@ class ConfigKey:
     def expected(self) -> str:
         """What a valid value looks like, for messages: ``an integer >= 1``."""
         if self.kind is Kind.INT:
+            if self.replicas:
+                return "-1 (the broker's default) or a replica count >= 1"
             if self.maximum is not None:
                 return f"an integer from {self.minimum} to {self.maximum}"
             return "an integer" if self.minimum is None else f"an integer >= {self.minimum}"
@@ -77,6 +81,7 @@ class ConfigKey:
                 number is None
                 or (self.minimum is not None and number < self.minimum)
                 or (self.maximum is not None and number > self.maximum)
+                or (self.replicas and number == 0)
             ):
                 raise ValueError(self.expected)
             return number
@@ -346,7 +351,14 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("streams.<id>.samza.reset.offset", _B, False, "Ignore checkpoints."),
     ConfigKey("streams.<id>.samza.bootstrap", _B, False, "Read to its head before other inputs."),
     ConfigKey("streams.<id>.partitions", _I, None, "Partitions on creation.", minimum=1),
-    ConfigKey("streams.<id>.replication.factor", _I, None, "Replicas on creation.", minimum=-1),
+    ConfigKey(
+        "streams.<id>.replication.factor",
+        _I,
+        None,
+        "Replicas on creation.",
+        minimum=-1,
+        replicas=True,
+    ),
     ConfigKey("streams.<id>.samza.intermediate", _B, False, "Written and read by the job."),
     ConfigKey("streams.<id>.samza.framed", _B, False, "Carries control messages."),
     ConfigKey(

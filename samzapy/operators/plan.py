@@ -27,6 +27,7 @@ from samzapy.api.application import StreamApplicationDescriptor
 from samzapy.api.descriptors import KVSerde, StreamDescriptor, SystemDescriptor, serde_label
 from samzapy.api.errors import ConfigError
 from samzapy.api.graph import ApplicationGraph, IntermediateStream, OperatorSpec, upstream_of
+from samzapy.config.schema import SAMZA_SYSTEM_FACTORIES, to_int
 from samzapy.operators.plan_document import AppPlan, OperatorPlan, StreamPlan, TablePlan
 from samzapy.operators.table_plan import event_time_joins, table_keys
 from samzapy.operators.window_plan import WINDOW_TICK_MS, window_keys
@@ -224,8 +225,9 @@ class _IntermediateNames:
             return
         self.job = _job(config)
         self.system = self._system(default)
-        partitions = config.get("job.intermediate.stream.partitions")
-        self.partitions = partitions if isinstance(partitions, int) and partitions > 0 else None
+        # As the configuration's check reads it ("5" too); a bad value is its error.
+        partitions = to_int(config.get("job.intermediate.stream.partitions"))
+        self.partitions = partitions if partitions is not None and partitions > 0 else None
 
     def _system(self, default: SystemDescriptor | None) -> str:
         key = "job.default.system"
@@ -247,6 +249,8 @@ class _IntermediateNames:
                 )
             name = used.pop()
         factory = self.config.get(f"systems.{name}.samza.factory")
+        if isinstance(factory, str):  # Samza's class names too
+            factory = SAMZA_SYSTEM_FACTORIES.get(factory, factory)
         if factory is None and name in self.systems:
             factory = self.systems[name].factory
         if factory is not None and factory not in INTERMEDIATE_FACTORIES:

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from samzapy.api.errors import ConfigError
 from samzapy.api.system import TaskName
 from samzapy.config.classes import create
+from samzapy.config.schema import to_int
 from samzapy.storage.buffered import DEFAULT_BUFFER_BYTES, BufferedStorageEngine
 from samzapy.storage.cached import CachedStorageEngine
 from samzapy.storage.inmemory import InMemoryStoreFactory
@@ -115,11 +116,10 @@ def _count(store_name: str, options: Mapping[str, Any], name: str, least: int) -
     value = options.get(name)
     if value is None:
         return 0
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if type(value) is not int or value < least:
+    number = to_int(value)  # as the configuration's check reads it ("+10" too)
+    if number is None or number < least:
         raise ConfigError(f"{key} must be an integer >= {least}, got {value!r}", key=key)
-    return value
+    return number
 
 
 def open_store(

@@ -39,6 +39,12 @@ def problems(text: str = "", *overrides: str) -> tuple[str, ...]:
         ("task.shutdown.ms", "-1", "task.shutdown.ms must be an integer >= 0, got -1"),
         ("task.poll.timeout.ms", "0", "task.poll.timeout.ms must be an integer >= 1, got 0"),
         (
+            "streams.in.replication.factor",
+            "0",
+            "streams.in.replication.factor must be -1 (the broker's default) or a replica count "
+            ">= 1, got 0",
+        ),
+        (
             "metrics.prometheus.port",
             "x",
             "metrics.prometheus.port must be an integer from 0 to 65535, got 'x'",

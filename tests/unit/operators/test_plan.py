@@ -82,6 +82,8 @@ def test_partition_by_streams_are_named_sized_and_fed_by_their_upstream_inputs()
         by_len = words.partition_by(lambda kv: len(kv.key), lambda kv: kv.key, "json", "by-len")
         by_len.sink(lambda m, c, k: None)
 
+    # Digits in a string, as the job file's check takes them.
+    assert plan(app, {"job.intermediate.stream.partitions": "+4"}).intermediates[0].partitions == 4
     p = plan(app, {"job.intermediate.stream.partitions": 6})
     first, second = p.intermediates
     assert first.stream_id == "wc-2-partition_by-by-word"
@@ -139,6 +141,10 @@ def test_intermediate_streams_need_a_system_that_carries_them() -> None:
         plan(app)
     p = plan(app, {"job.default.system": "mem", "systems.mem.samza.factory": "memory"})
     assert p.intermediates[0].system == "mem"
+    # Samza's class names of the systems samzapy has are their short names here too.
+    samza_kafka = "org.apache.samza.system.kafka.KafkaSystemFactory"
+    p = plan(app, {"job.default.system": "k", "systems.k.samza.factory": samza_kafka})
+    assert p.intermediates[0].system == "k"
 
     def with_default(d: StreamApplicationDescriptor) -> None:
         d.with_default_system(InMemorySystemDescriptor("memory"))

@@ -164,6 +164,15 @@ def test_the_buffer_lets_each_key_through_once_per_commit_within_its_byte_bound(
     assert len(sent) == 7  # for 11 writes
 
 
+def test_sizes_given_as_text_are_read_as_the_configurations_check_reads_them(
+    tmp_path: Path,
+) -> None:
+    # `samzapy validate` takes "+10" for an integer key: so does the store.
+    options = {"factory": "inmemory", "write.buffer.max.bytes": "+7", "write.batch.size": " 2"}
+    buffer = logged_store(tmp_path, options, []).buffer
+    assert buffer is not None and buffer.max_bytes == 7
+
+
 def test_the_former_name_of_the_byte_bound_still_counts(tmp_path: Path) -> None:
     options = {"factory": "inmemory", "changelog.dedup.max.bytes": 7}
     buffer = logged_store(tmp_path, options, []).buffer
