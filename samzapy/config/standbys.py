@@ -1,4 +1,5 @@
-"""Checks of ``job.standbytasks.replication.factor``: standby replicas need the group.
+"""Checks of the group: ``job.coordinator.factory: kafka-group`` needs every input on Kafka,
+and standby replicas (``job.standbytasks.replication.factor``) need the group.
 
 The kafka-group coordinator's assignor places standby replicas and fails a task over to one;
 a ``static`` job (explicitly, or by default because an input is not on Kafka) has neither.
@@ -12,6 +13,8 @@ from typing import Any
 from samzapy.config.guarantee import parse_system_stream
 
 KEY = "job.standbytasks.replication.factor"
+#: samzapy's systems that have no consumer group (a module:Class system may have one).
+_WITHOUT_GROUPS = ("memory", "file")
 
 
 def standby_problems(
@@ -19,7 +22,23 @@ def standby_problems(
     factories: Mapping[str, str | None],
     problem: Callable[[str | None, str], None],
 ) -> None:
-    """Report a replication factor above 1 under the static coordinator."""
+    """Report kafka-group with an input on another system (the systems' consumers would
+    refuse it at start-up), and a replication factor above 1 under the static coordinator."""
+    if values.get("job.coordinator.factory") == "kafka-group":
+        outside = sorted(
+            {
+                f"{ss[0]}.{ss[1]} ({factories.get(ss[0])})"
+                for ss in map(parse_system_stream, values.get("task.inputs") or ())
+                if ss is not None and factories.get(ss[0]) in _WITHOUT_GROUPS
+            }
+        )
+        if outside:
+            problem(
+                "job.coordinator.factory",
+                "job.coordinator.factory is kafka-group, which needs every input on a kafka "
+                f"system (its consumer group places the tasks), but {', '.join(outside)} "
+                "is not: use static",
+            )
     factor = values.get(KEY)
     if not isinstance(factor, int) or factor <= 1:
         return

@@ -93,11 +93,11 @@ def check(config: Config) -> Checked:
 class _Checker:
     def __init__(self, config: Config) -> None:
         self.config = config
-        # None means "not set" for samzapy's keys; the job's own keys keep whatever they hold.
+        # None means "not set" for samzapy's keys (app.class too); the job's own keep theirs.
         self.present = {
             k: v
             for k, v in config.items()
-            if v is not None or k.partition(".")[0] not in NAMESPACES
+            if v is not None or (k.partition(".")[0] not in NAMESPACES and k != "app.class")
         }
         self.problems: list[Problem] = []
         self.values: dict[str, Any] = {}
@@ -305,7 +305,7 @@ class _Checker:
             if isinstance(value, str):
                 if not (is_module_class(value) or _DOTTED_CLASS.fullmatch(value)):
                     self.problem(key, f"{key} must be a 'module:Class' path, got {value!r}")
-            elif not (
+            elif isinstance(value, int | float) or not (  # int has to_bytes and from_bytes
                 callable(getattr(value, "to_bytes", None))
                 and callable(getattr(value, "from_bytes", None))
             ):  # an application's descriptors register serde objects

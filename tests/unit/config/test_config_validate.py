@@ -225,6 +225,22 @@ def test_task_class_and_app_class_are_exclusive() -> None:
     assert info.value.key == "app.class"
 
 
+def test_app_class_null_is_not_set_as_for_every_key_of_samzapys() -> None:
+    assert resolved("app.class: null\n").task.app_class is None
+    without_task = {k: v for k, v in MINIMAL.items() if k != "task.class"}
+    with pytest.raises(ConfigError, match=r"^task\.class is required") as info:
+        resolve(load_config(text="app.class: null\n", base=without_task))
+    assert info.value.key == "task.class"
+
+
+def test_a_serde_class_must_be_a_path_or_a_serde_object() -> None:
+    # A number has to_bytes and from_bytes (int's own methods): not a serde for all that.
+    for value in ("5", "2.5"):
+        assert problems(f"serializers.registry.s.class: {value}\n", "task.inputs=[mem.words]") == (
+            f"serializers.registry.s.class must be a 'module:Class' path, got {value}",
+        )
+
+
 def test_task_inputs_must_not_be_empty() -> None:
     assert problems("", "task.inputs=[]") == ("task.inputs must not be empty",)
 
@@ -420,6 +436,16 @@ class TestKeylessSystems:
 
 
 # -- standby replicas ---------------------------------------------------------------------------
+
+
+def test_kafka_group_with_an_input_outside_kafka_is_refused_naming_the_key() -> None:
+    # As `samzapy run` would at start-up: the memory system has no consumer group.
+    kafka = ("systems.kafka.samza.factory=kafka", "systems.kafka.bootstrap.servers=h:9092")
+    assert problems("", "job.coordinator.factory=kafka-group", *kafka) == (
+        "job.coordinator.factory is kafka-group, which needs every input on a kafka system "
+        "(its consumer group places the tasks), but mem.words (memory) is not: use static",
+    )
+    assert resolved("", "job.coordinator.factory=kafka-group", "task.inputs=[kafka.w]", *kafka)
 
 
 def test_standby_replicas_under_static_are_refused_naming_the_key() -> None:
