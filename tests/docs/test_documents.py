@@ -158,13 +158,29 @@ class Sandbox:
         )
 
 
+#: What the Makefile rebuilds the virtualenv from (its BUILD_INPUTS).
+BUILD_INPUTS = ("pyproject.toml", "setup.py", "samzapy/_speedups.c")
+
+
+def test_the_sandbox_checks_the_makefiles_build_inputs() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    line = next(x for x in makefile.splitlines() if x.startswith("BUILD_INPUTS = "))
+    assert tuple(line.split("=", 1)[1].split()) == BUILD_INPUTS
+
+
 @pytest.fixture
 def sandbox(tmp_path: Path, free_ports: Callable[[int], list[int]]) -> Iterator[Sandbox]:
     venv = Path(sys.prefix)
     stamps = [venv / ".installed", venv / ".runtime"]
-    pyproject = (ROOT / "pyproject.toml").stat().st_mtime
-    if any(s.exists() and s.stat().st_mtime < pyproject for s in stamps):
-        pytest.fail(f"{venv} is older than pyproject.toml: run `make venv` first", pytrace=False)
+    # The walk's `make` would otherwise install samzapy into this virtualenv again, from the
+    # sandbox's copy: the virtualenv would then import samzapy from a deleted directory.
+    newest = max((ROOT / name).stat().st_mtime for name in BUILD_INPUTS)
+    if not all(s.exists() and s.stat().st_mtime >= newest for s in stamps):
+        pytest.fail(
+            f"{venv} was not made by `make venv`, or is older than {', '.join(BUILD_INPUTS)}: "
+            "run `make venv` first",
+            pytrace=False,
+        )
     root = tmp_path / "samzapy"
     for name in _repository_files():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
