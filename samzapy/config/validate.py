@@ -313,7 +313,8 @@ class _Checker:
 
     def _references(self) -> None:
         defined = {s for s in self.systems if f"systems.{s}.samza.factory" in self}
-        referenced: list[tuple[str, str]] = []
+        default = self.values.get("job.default.system")  # undefined: reported under it alone
+        referenced = [("job.default.system", default)] if isinstance(default, str) else []
         inputs: list[SystemStream] = []
         for item in self.values.get("task.inputs") or ():
             if (ss := parse_system_stream(item)) is not None:
@@ -351,7 +352,7 @@ class _Checker:
                 checkpoint_system,
                 "a checkpoint stream needs to tell the tasks apart",
             )
-        reported: set[tuple[str, str]] = set()
+        reported = {(k, s) for k, s in referenced if s == default and k != "job.default.system"}
         for key, system in referenced:
             if system not in defined and (key, system) not in reported:
                 reported.add((key, system))

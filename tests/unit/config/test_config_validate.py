@@ -269,11 +269,20 @@ def test_input_without_a_dot_is_an_error() -> None:
         ("task.inputs", "[kafka.page.views]"),
         ("task.broadcast.inputs", "[kafka.ctl#0]"),
         ("streams.pv.samza.system", "kafka"),
+        ("job.default.system", "kafka"),
     ],
 )
 def test_referenced_system_must_be_defined(key: str, value: str) -> None:
     assert problems(f"{key}: {value}\n") == (
         f"{key} refers to system 'kafka', which is not defined (set systems.kafka.samza.factory)",
+    )
+
+
+def test_an_undefined_default_system_is_reported_under_its_key_alone() -> None:
+    # An application's planner writes it into the keys of its intermediate streams.
+    assert problems("job.default.system: nope\n", "streams.mid.samza.system=nope") == (
+        "job.default.system refers to system 'nope', which is not defined "
+        "(set systems.nope.samza.factory)",
     )
 
 
