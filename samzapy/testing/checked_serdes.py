@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from samzapy.api.descriptors import OutputDescriptor, StreamDescriptor
+from samzapy.api.errors import SerdeError
 from samzapy.api.system import SystemStream
 from samzapy.config import ResolvedConfig
 from samzapy.system.serde import Serde, SerdeRegistry
@@ -31,7 +32,7 @@ class Checked:
         self.serde = serde
 
     def to_bytes(self, obj: Any) -> Any:
-        self.serde.to_bytes(obj)
+        _serialized(self.serde, obj)
         return obj
 
     def from_bytes(self, data: Any) -> Any:
@@ -56,12 +57,24 @@ class CheckedKey:
         self.serde = serde
 
     def to_bytes(self, obj: Any) -> SerializedKey:
-        serialized = SerializedKey(self.serde.to_bytes(obj))
+        serialized = SerializedKey(_serialized(self.serde, obj))
         serialized.key = obj
         return serialized
 
     def from_bytes(self, data: Any) -> Any:
         return original_key(data)
+
+
+def _serialized(serde: Serde, obj: Any) -> bytes | bytearray | memoryview:
+    """``serde.to_bytes(obj)``, which must be bytes: the job's Kafka and file systems refuse
+    anything else (the runner's memory system would carry it)."""
+    data = serde.to_bytes(obj)
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise SerdeError(
+            f"the serde {type(serde).__name__} made {type(data).__name__} of {obj!r:.80}, "
+            "not bytes: to_bytes must return bytes (the job's systems refuse anything else)"
+        )
+    return data
 
 
 def checked_output_serdes(

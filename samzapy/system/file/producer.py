@@ -122,7 +122,7 @@ class FileSystemProducer(SystemProducer):
         raise SerdeError(
             f"cannot write to file system stream {system_stream}: messages must be bytes, "
             f"got {type(message).__name__}; configure a serde for the stream (the file "
-            "system's default is json)"
+            "system's default is json), or, with one set, make its to_bytes return bytes"
         )
 
     def _open(self, stream: str, partition: int) -> BinaryIO:

@@ -112,7 +112,8 @@ def not_bytes(system_stream: object, what: str, value: object) -> SerdeError:
     return SerdeError(
         f"cannot send to {system_stream}: a Kafka {what} must be bytes or None, got "
         f"{type(value).__name__}; set a {'key' if what == 'key' else 'msg'} serde for the "
-        "stream (the kafka system's default serdes are none)"
+        "stream (the kafka system's default serdes are none), or, with one set, make its "
+        "to_bytes return bytes"
     )
 
 

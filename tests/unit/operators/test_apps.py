@@ -455,6 +455,24 @@ def test_a_message_its_output_serde_refuses_fails_the_test_as_it_fails_the_job()
     assert info.value.operator == "send_to-1"
 
 
+def test_an_output_serde_that_makes_no_bytes_fails_the_test_as_it_fails_the_job() -> None:
+    class Text:  # to_bytes gives str: Kafka and the file system refuse it
+        def to_bytes(self, obj: Any) -> Any:
+            return str(obj)
+
+        def from_bytes(self, data: Any) -> Any:
+            return data
+
+    texts = KAFKA.get_output_descriptor("texts", Text())
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(LINES).send_to(d.get_output_stream(texts))
+
+    with pytest.raises(TaskError, match=r"the serde Text made str of 1, not bytes") as info:
+        run(app, [(LINES, [1, 2])], {texts: 1})
+    assert info.value.operator == "send_to-1"
+
+
 def test_a_key_lands_on_the_partition_the_job_sends_it_to_and_reads_back_as_sent() -> None:
     """The runner partitions a key by the bytes the output's key serde makes of it, as the
     job does (a json key "w1" is the bytes "w1" with its quotes, another partition than its
