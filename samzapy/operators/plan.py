@@ -326,7 +326,7 @@ def _state_keys(
         system = None  # no kafka or memory system: the state is local only
     job = _job(config)
     if windows:
-        window_keys(graph, keys.set, job, system)
+        window_keys(graph, keys.set, job, system, config)
     table_keys(graph, keys.set, job, system, config)
     if joins:  # a join sweeps its expired entries at the tick
         keys.values.setdefault("task.window.ms", WINDOW_TICK_MS)

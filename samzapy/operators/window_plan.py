@@ -16,6 +16,7 @@ from typing import Any
 from samzapy.api.errors import ConfigError
 from samzapy.api.graph import ApplicationGraph, upstream_of
 from samzapy.api.windows import Window
+from samzapy.operators.windows import state_serde
 
 #: ``task.window.ms`` an application gets when a window needs a clock and the job file sets
 #: none: the panes of processing-time windows fire within this of their end.
@@ -27,8 +28,10 @@ def window_keys(
     set_key: Callable[[str, Any], None],
     job: tuple[str, str],
     changelog_system: str | None,
+    config: Mapping[str, Any],
 ) -> None:
-    """Set each window's store keys and, when one needs it, the tick."""
+    """Set each window's store keys and, when one needs it, the tick; a serde name the job
+    does not know is an error here, naming the window (not when its task opens it)."""
     generated = [spec.settings["descriptor"].watermarks for spec in graph.inputs.values()]
     ticks = any(w is not None and w[1] is not None for w in generated)
     # An asynchronous graph moves its generated watermarks at the tick (``event_time.py``).
@@ -39,6 +42,11 @@ def window_keys(
             continue
         window: Window = spec.settings["window"]
         check_window(spec.op_id, window)
+        for what, serde in (("key", window.key_serde), ("value", window.value_serde)):
+            try:
+                state_serde(serde, config)  # as the operator makes it
+            except ConfigError as exc:
+                raise ConfigError(f"window {spec.op_id!r}: its {what} serde: {exc}") from exc
         prefix = f"stores.{spec.op_id}."
         set_key(prefix + "factory", window.store_factory)
         set_key(prefix + "key.serde", "bytes")

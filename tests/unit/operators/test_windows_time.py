@@ -519,6 +519,14 @@ def test_a_bad_window_trigger_or_duration_is_a_config_error(make: Any, match: st
             Windows.keyed_session_window(lambda m: m["k"], S, **COUNT).with_event_time(),
             r"window 'w': a session window in event time .* needs merger=fn",
         ),
+        (
+            Windows.keyed_tumbling_window(lambda m: m["k"], S, key_serde="strng"),
+            r"window 'w': its key serde: unknown serde 'strng'",
+        ),
+        (
+            Windows.tumbling_window(S, value_serde="jsn"),
+            r"window 'w': its value serde: unknown serde 'jsn'",
+        ),
     ],
 )
 def test_a_window_the_plan_refuses_is_a_config_error_before_anything_runs(
