@@ -299,12 +299,16 @@ def test_memory_intermediate_streams_need_one_container() -> None:
     base = {**JOB, "systems.kafka.bootstrap.servers": "127.0.0.1:9092"}
     app = load_application(Config(base), _MemoryIntermediates)
     app.task_factory(resolve(app.config))  # static, one container: fine
-    for extra in (
-        {"job.coordinator.factory": "kafka-group"},
-        {"job.coordinator.factory": "static", "job.container.count": 2},
+    for extra, match in (
+        # The group places tasks over containers: its inputs must be on kafka.
+        ({"job.coordinator.factory": "kafka-group"}, r"but mem\.wc-2-partition_by-p \(memory\)"),
+        (
+            {"job.coordinator.factory": "static", "job.container.count": 2},
+            r"mem\.wc-2-partition_by-p are on a memory system",
+        ),
     ):
         app = load_application(Config({**base, **extra}), _MemoryIntermediates)
-        with pytest.raises(ConfigError, match=r"mem\.wc-2-partition_by-p are on a memory system"):
+        with pytest.raises(ConfigError, match=match):
             app.task_factory(resolve(app.config))
 
 
