@@ -151,6 +151,8 @@ def _compile(
                 f"    message = f{n}(message)",
                 "except Exception as exc:",
                 f"    raise {o}.failed(exc) from exc",
+                "if message is None:",  # Samza's map: a null result goes no further
+                "    return None",
             ]
         elif isinstance(nxt, FilterOperator):
             bound[f"f{n}"] = nxt.fn

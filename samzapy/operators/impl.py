@@ -164,10 +164,12 @@ class MapOperator(OperatorImpl):
             raise self.failed(exc) from exc
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
-        return self.emit(self._apply(message))
+        result = self._apply(message)
+        return None if result is None else self.emit(result)  # None goes no further
 
     def transform(self, message: Any) -> list[Any]:
-        return [self._apply(message)]
+        result = self._apply(message)
+        return [] if result is None else [result]
 
 
 class FilterOperator(OperatorImpl):

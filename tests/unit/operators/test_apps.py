@@ -441,6 +441,29 @@ def test_one_function_object_given_to_two_operators_stays_one_in_each_task() -> 
     assert Dedup.inits == 1
 
 
+@pytest.mark.parametrize("shape", ["fused", "fan-out", "async"])
+def test_a_map_that_returns_none_sends_nothing_on_as_samzas_does(shape: str) -> None:
+    out = KAFKA.get_output_descriptor("odd", "json")
+    other = KAFKA.get_output_descriptor("odd-too", "json")
+
+    async def same(n: int) -> list[int]:
+        return [n]
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        lines = d.get_input_stream(LINES)
+        if shape == "async":
+            lines = lines.flat_map_async(same)
+        odd = lines.map(lambda n: n if n % 2 else None)
+        odd.send_to(d.get_output_stream(out))
+        if shape == "fan-out":
+            odd.send_to(d.get_output_stream(other))
+
+    outputs = {out: 1, other: 1} if shape == "fan-out" else {out: 1}
+    result = run(app, [(LINES, [1, 2, 3, 4, 5])], outputs)
+    for descriptor in outputs:
+        assert result.outputs(descriptor) == {0: [1, 3, 5]}
+
+
 def test_a_message_its_output_serde_refuses_fails_the_test_as_it_fails_the_job() -> None:
     """The runner's outputs carry objects, but each declared output's message serde checks
     them as the job's would: what the job cannot send, the test cannot either."""
