@@ -438,12 +438,29 @@ def tree_of(commit: str | None) -> Iterator[Path | None]:
             check=True,
             capture_output=True,
         )
+        _build_speedups(path)
         try:
             yield path
         finally:
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)], check=False
             )
+
+
+def _build_speedups(tree: Path) -> None:
+    """Build ``tree``'s C extension in place, as `make venv` builds this checkout's: a tree
+    without it would run with the plain ``KV`` beside this checkout's compiled one."""
+    if not (tree / "samzapy" / "_speedups.c").exists():
+        return
+    done = subprocess.run(
+        [sys.executable, "setup.py", "--quiet", "build_ext", "--inplace"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0 or not list((tree / "samzapy").glob("_speedups*.so")):
+        print(f"warning: {tree}'s C extension did not build; it runs without it", flush=True)
 
 
 def commit_settings(text: str) -> list[int | None]:
