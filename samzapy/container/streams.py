@@ -46,15 +46,17 @@ async def memory_intermediate_streams(
 def how_to_create(config: ResolvedConfig | None, system: str, stream: str) -> str:
     """What to do about a missing input: for a kafka system, the command that creates it."""
     system_config = config.systems.get(system) if config is not None else None
+    # An application names its inputs in its descriptors (task.inputs is made of them).
+    where = "task.inputs" if config is None or config.task.app_class is None else "its name"
     if system_config is not None and system_config.factory == "kafka":
         servers = system_config.params.get("bootstrap.servers") or "<bootstrap servers>"
         if isinstance(servers, list | tuple):
             servers = ",".join(str(s) for s in servers)
         return (
             f"create it first: kafka-topics.sh --bootstrap-server {servers} --create "
-            f"--topic {stream} --partitions <N>; or correct task.inputs"
+            f"--topic {stream} --partitions <N>; or correct {where}"
         )
-    return f"create it on system {system!r} first, or correct task.inputs"
+    return f"create it on system {system!r} first, or correct {where}"
 
 
 async def partition_counts(

@@ -68,8 +68,9 @@ class TestResult:
         container: SamzaContainer,
         names: dict[str, str] | None = None,
     ) -> None:
-        #: An application's streams by id: the name the job gave each (the config may rename).
-        self._names = names or {}
+        #: An application's streams by id: the name the job gave each (the config may rename);
+        #: None for a task class's run.
+        self._names = names
         self._broker = broker
         self._namespace = namespace
         self.container = container
@@ -85,7 +86,12 @@ class TestResult:
 
     def _records(self, stream: str | StreamDescriptor) -> dict[int, list[tuple[Any, Any]]]:
         if isinstance(stream, StreamDescriptor):
-            stream = self._names.get(stream.stream_id, stream.physical_name)
+            if self._names is not None and stream.stream_id not in self._names:
+                raise KeyError(
+                    f"{stream.stream_id!r} was not declared with add_output_stream: declare it "
+                    "to read its messages as the application sent them (not serialized)"
+                )
+            stream = (self._names or {}).get(stream.stream_id, stream.physical_name)
         count = self._broker.partition_count(stream)
         if count is None:
             raise KeyError(f"no stream {stream!r} was written or declared with add_output")
@@ -231,6 +237,8 @@ class TestRunner:
         self._planned = None  # a second run describes the application again
         names = self._place_app_streams(resolved)
         self._prepare_streams()
+        if app is not None:
+            self._check_app_inputs(resolved, names)
         container = SamzaContainer(
             resolved,
             task_factory=self._task_class if app is None else app.task_factory(resolved),
@@ -241,7 +249,8 @@ class TestRunner:
             await asyncio.wait_for(container.run(), timeout)
         except TimeoutError:
             raise TimeoutError(f"the job did not finish within {timeout} s") from None
-        return TestResult(self.broker, container.checkpoint_namespace, container, names)
+        declared = names if app is not None else None
+        return TestResult(self.broker, container.checkpoint_namespace, container, declared)
 
     def _prepare_streams(self) -> None:
         for stream, by_partition in self._inputs.items():
@@ -258,6 +267,25 @@ class TestRunner:
         for stream, partitions in {**self._outputs, **self._intermediate}.items():
             if self.broker.partition_count(stream) is None:
                 self.broker.create_stream(stream, partitions)
+
+    def _check_app_inputs(self, resolved: ResolvedConfig, names: Mapping[str, str]) -> None:
+        """Messages given for a stream the application does not read, or none for one it
+        reads (and no other job of the namespace wrote), are the test's mistake."""
+        read = {ss.stream for ss in resolved.task.inputs}
+        for stream_id, descriptor in self._app_streams.items():
+            if isinstance(descriptor, InputDescriptor) and names[stream_id] not in read:
+                raise ValueError(
+                    f"add_input_stream: the application reads no stream {stream_id!r} (it "
+                    f"reads {', '.join(sorted(read))})"
+                )
+        for ss in resolved.task.inputs:
+            if resolved.stream(ss).intermediate:
+                continue  # the job makes it
+            if self.broker.partition_count(ss.stream) is None:
+                raise ValueError(
+                    f"the application reads stream {ss.stream!r}, which has no messages: "
+                    "give it some with add_input_stream(descriptor, messages)"
+                )
 
     def _place_app_streams(self, resolved: ResolvedConfig) -> dict[str, str]:
         """The name each of an application's streams has in the job (its config may rename

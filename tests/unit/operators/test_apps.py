@@ -464,6 +464,22 @@ def test_a_map_that_returns_none_sends_nothing_on_as_samzas_does(shape: str) -> 
         assert result.outputs(descriptor) == {0: [1, 3, 5]}
 
 
+def test_the_runner_names_the_tests_own_mistakes_with_its_streams() -> None:
+    unread = KAFKA.get_input_descriptor("unread", "json")
+    out = KAFKA.get_output_descriptor("copied", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(LINES).send_to(d.get_output_stream(out))
+
+    with pytest.raises(ValueError, match=r"add_input_stream: the application reads no stream "):
+        run(app, [(LINES, [1]), (unread, [2])], {out: 1})
+    with pytest.raises(ValueError, match=r"reads stream 'lines', which has no messages: give"):
+        run(app, [], {out: 1})
+    result = run(app, [(LINES, [1])], {})  # the output not declared: its bytes, not objects
+    with pytest.raises(KeyError, match=r"'copied' was not declared with add_output_stream"):
+        result.outputs(out)
+
+
 def test_a_message_its_output_serde_refuses_fails_the_test_as_it_fails_the_job() -> None:
     """The runner's outputs carry objects, but each declared output's message serde checks
     them as the job's would: what the job cannot send, the test cannot either."""
