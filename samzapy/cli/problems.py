@@ -193,7 +193,8 @@ def _resolve(check: JobCheck, raw: Config) -> Config:
     try:
         check.resolved = resolve(config)
     except ConfigError as exc:
-        check._add(exc, leave_out=None if described else "task.inputs is required")
+        # Without the application's inputs, task.inputs is the job file's (or missing).
+        check._add(exc, leave_out=None if described else "task.inputs ")
     return config
 
 

@@ -129,7 +129,9 @@ def load_application(config: Config, app: Any = None) -> Application:
     try:
         plan = plan_application(descriptor, config, app=name)
     except ConfigError as exc:
-        raise ConfigError(f"{APP_CLASS_KEY}: {name}: {exc}", key=exc.key or APP_CLASS_KEY) from exc
+        if exc.key is not None and exc.key != APP_CLASS_KEY:
+            raise  # a job file key's problem says so itself ("job.name is required")
+        raise ConfigError(f"{APP_CLASS_KEY}: {name}: {exc}", key=APP_CLASS_KEY) from exc
     # 4.
     for key in ("task.inputs", "task.broadcast.inputs"):
         if config.get(key) is not None:

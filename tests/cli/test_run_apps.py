@@ -146,6 +146,27 @@ def test_validate_and_run_report_a_bad_graph_with_the_files_other_problems(tmp_p
     assert any("op_id 'x' is used twice" in p for p in invalid["problems"])
 
 
+def test_a_missing_job_name_is_reported_once_for_an_application(tmp_path: Path) -> None:
+    # The planner needs it for the intermediate streams' names, and says what the check says.
+    job = app_yaml(tmp_path, "CountByKey")
+    job.write_text(
+        json.dumps({k: v for k, v in json.loads(job.read_text()).items() if k != "job.name"})
+    )
+    checked = samzapy("validate", str(job), cwd=tmp_path)
+    assert checked.returncode == 2
+    assert checked.stderr.splitlines().count("job.name is required") == 1, checked.stderr
+    assert "app.class" not in checked.stderr
+
+
+def test_task_inputs_in_an_applications_job_file_is_one_problem(tmp_path: Path) -> None:
+    job = app_yaml(tmp_path, "CountByKey", **{"task.inputs": ["elsewhere.in"]})
+    checked = samzapy("validate", str(job), cwd=tmp_path)
+    assert checked.returncode == 2
+    assert checked.stderr.splitlines() == [
+        "task.inputs comes from the application (app.class): leave it out of the job file"
+    ]
+
+
 def test_task_class_and_app_class_together_are_refused(tmp_path: Path) -> None:
     job = app_yaml(tmp_path, "CountByKey", **{"task.class": "jobs:Copy"})
     proc = samzapy("validate", str(job), cwd=tmp_path)
