@@ -232,6 +232,27 @@ class InputDescriptor(StreamDescriptor):
         return self
 
 
+#: The event times a message may have, in ms since the epoch: a time plus or minus any
+#: timedelta (a window's size, a lateness) still fits the int64 of a frame's EventTime.
+MIN_EVENT_TIME = -(2**62)
+MAX_EVENT_TIME = 2**62
+
+
+def event_time_ms(value: Any) -> int:
+    """A timestamp function's result as ms: an int, or a float truncated; a TypeError for
+    anything but a number, a ValueError for NaN, an infinity or a time beyond 2**62."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"the timestamp function must return ms since the epoch (a number), got {value!r}"
+        )
+    if value != value or not MIN_EVENT_TIME <= value <= MAX_EVENT_TIME:
+        raise ValueError(
+            "the timestamp function must return ms since the epoch between -2**62 and "
+            f"2**62, got {value!r}"
+        )
+    return int(value)
+
+
 class EventTimeOf:
     """``with_timestamp``'s function as the container calls it, ``(key, message) -> ms``:
     with ``KV(key, message)`` for a keyed stream (what the application's input sees)."""
@@ -352,6 +373,7 @@ __all__ = [
     "StreamDescriptor",
     "SystemDescriptor",
     "check_id",
+    "event_time_ms",
     "same_serde",
     "serde_label",
 ]

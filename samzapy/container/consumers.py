@@ -32,6 +32,7 @@ from typing import Any
 
 import structlog
 
+from samzapy.api.descriptors import event_time_ms
 from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
 from samzapy.api.errors import SerdeError
 from samzapy.api.system import SystemStreamPartition
@@ -363,12 +364,9 @@ class SystemConsumers:
 
 def _time_of(event_time: Callable[[Any, Any], Any], env: IncomingMessageEnvelope) -> int | None:
     try:
-        ts = event_time(env.key, env.message)
+        return event_time_ms(event_time(env.key, env.message))
     except Exception:
         return None
-    if isinstance(ts, bool) or not isinstance(ts, int | float):
-        return None
-    return int(ts)
 
 
 def _keep_raw(records: list[IncomingMessageEnvelope]) -> None:

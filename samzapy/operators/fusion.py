@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from samzapy.api.descriptors import MAX_EVENT_TIME, MIN_EVENT_TIME, event_time_ms
 from samzapy.api.envelope import KV, OutgoingMessageEnvelope
 from samzapy.api.errors import OperatorError, SerdeError
 from samzapy.operators.impl import (
@@ -34,15 +35,6 @@ from samzapy.operators.sends import PartitionByOperator, SendToOperator
 Chain = Callable[[Any], Awaitable[Any] | None]
 #: An input's chain, shaped as a task's ``process``: ``(envelope, collector, coordinator)``.
 Entry = Callable[[Any, Any, Any], Awaitable[Any] | None]
-
-
-def _as_time(value: Any) -> int:
-    """A timestamp function's result as ms: an int, or a float truncated; else TypeError."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(
-            f"the timestamp function must return ms since the epoch (a number), got {value!r}"
-        )
-    return int(value)
 
 
 def fuse_input(
@@ -80,11 +72,11 @@ def fuse_input(
         if timestamp_fn is None:
             prologue.append("ts = envelope.timestamp")
         else:
-            extra.update(tsf=timestamp_fn, as_time=_as_time)
+            extra.update(tsf=timestamp_fn, as_time=event_time_ms)
             timing = [
                 "try:",
                 "    ts = tsf(message)",
-                "    if type(ts) is not int:",
+                f"    if type(ts) is not int or not {MIN_EVENT_TIME} <= ts <= {MAX_EVENT_TIME}:",
                 "        ts = as_time(ts)",
                 "except Exception as exc:",
                 "    raise o0.failed(exc, 'timestamp function') from exc",

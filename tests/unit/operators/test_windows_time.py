@@ -448,6 +448,10 @@ def run(window: Window, source: Any, messages: Any, build: Any = None) -> Any:
         ({"k": "b"}, "events", KeyError, r"timestamp function of operator 'events' \(input\)"),
         ({"k": "b", "t": "soon"}, "events", TypeError, r"must return ms since the epoch .* 'soon'"),
         ({"k": "b", "t": True}, "events", TypeError, r"\(a number\), got True"),
+        ({"k": "b", "t": float("nan")}, "events", ValueError, r"between .* got nan"),
+        ({"k": "b", "t": float("-inf")}, "events", ValueError, r"between .* got -inf"),
+        ({"k": "b", "t": 10**20}, "events", ValueError, r"between .* got 100000000000000000000"),
+        ({"k": "b", "t": 1e20}, "events", ValueError, r"between .* got 1e\+20"),
     ],
 )
 def test_a_timestamp_function_that_fails_fails_the_task_naming_where(
