@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from samzapy.api.durations import duration_ms
 from samzapy.api.envelope import KV
 from samzapy.api.errors import ConfigError
+from samzapy.api.functions import check_sync
 
 _ID = re.compile(r"[A-Za-z0-9_-]+")
 _OFFSETS = ("oldest", "upcoming")
@@ -194,7 +195,9 @@ class InputDescriptor(StreamDescriptor):
             raise ConfigError(
                 f"with_timestamp of stream {self.stream_id!r} takes a function, got {fn!r}"
             )
-        self.timestamp_fn = fn
+        self.timestamp_fn = check_sync(
+            fn, f"with_timestamp's function of stream {self.stream_id!r}"
+        )
         return self
 
     def to_config(self) -> dict[str, Any]:

@@ -17,13 +17,6 @@ if TYPE_CHECKING:
     from samzapy.api.tables import Table
 
 
-def check_function(fn: Any, what: str) -> Any:
-    """``fn`` if it is a callable or an object with a callable ``apply``."""
-    if callable(getattr(fn, "apply", None)) or callable(fn):
-        return fn
-    raise ConfigError(f"{what} must be a callable or an object with an apply method, got {fn!r}")
-
-
 class OperatorSpec:
     """One operator of the graph: its kind, id, settings, and the specs around it."""
 
@@ -155,6 +148,5 @@ __all__ = [
     "IntermediateStream",
     "OperatorSpec",
     "OutputStream",
-    "check_function",
     "upstream_of",
 ]

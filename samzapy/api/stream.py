@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 from samzapy.api.descriptors import KVSerde, same_serde, serde_label
 from samzapy.api.durations import duration_ms
 from samzapy.api.errors import ConfigError
+from samzapy.api.functions import check_function, check_sync, check_sync_function
 from samzapy.api.graph import (
     ApplicationGraph,
     IntermediateStream,
     OperatorSpec,
     OutputStream,
-    check_function,
 )
 from samzapy.api.tables import CachingTableDescriptor, Table, TableDescriptor
 
@@ -71,15 +71,15 @@ class MessageStream:
 
     def map(self, fn: Callable[[Any], Any]) -> MessageStream:
         """Each message becomes ``fn(message)``."""
-        return self._then("map", check_function(fn, "map's function"))
+        return self._then("map", check_sync_function(fn, "map's function"))
 
     def filter(self, fn: Callable[[Any], bool]) -> MessageStream:
         """Only the messages for which ``fn(message)`` is true go on."""
-        return self._then("filter", check_function(fn, "filter's function"))
+        return self._then("filter", check_sync_function(fn, "filter's function"))
 
     def flat_map(self, fn: Callable[[Any], Iterable[Any]]) -> MessageStream:
         """Each message becomes the messages of the iterable ``fn(message)``, in order."""
-        return self._then("flat_map", check_function(fn, "flat_map's function"))
+        return self._then("flat_map", check_sync_function(fn, "flat_map's function"))
 
     def flat_map_async(self, fn: Callable[[Any], Any]) -> MessageStream:
         """``fn(message)`` returns an awaitable of an iterable of messages; up to
@@ -89,7 +89,7 @@ class MessageStream:
 
     def sink(self, fn: Callable[[Any, Any, Any], None]) -> None:
         """``fn(message, collector, coordinator)`` for each message: the end of a stream."""
-        self._then("sink", check_function(fn, "sink's function"))
+        self._then("sink", check_sync_function(fn, "sink's function"))
 
     def send_to(self, output: OutputStream | Table) -> None:
         """Send each message to ``output``: a ``KV`` with its key, anything else keyless. To a
@@ -234,8 +234,8 @@ class MessageStream:
             "partition_by",
             op_id,
             _kv_serde(serde, "partition_by"),
-            key_fn=check_function(key_fn, "partition_by's key function"),
-            value_fn=check_function(value_fn, "partition_by's value function"),
+            key_fn=check_sync_function(key_fn, "partition_by's key function"),
+            value_fn=check_sync_function(value_fn, "partition_by's value function"),
         )
 
     def broadcast(self, serde: Any, op_id: str) -> MessageStream:
@@ -268,6 +268,7 @@ def _needs(fn: Any, methods: tuple[str, ...], what: str) -> None:
     for method in methods:
         if not callable(getattr(fn, method, None)):
             raise ConfigError(f"{what}; {fn!r} has no {method}")
+        check_sync(getattr(fn, method), f"the join function's {method}")
 
 
 def _kv_serde(serde: Any, what: str) -> KVSerde:

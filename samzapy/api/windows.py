@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 
 from samzapy.api.durations import duration_ms
 from samzapy.api.errors import ConfigError
+from samzapy.api.functions import check_sync_function
 
 
 class FiringType(enum.Enum):
@@ -231,11 +232,8 @@ class Window:
             (aggregator, "aggregator"),
             (merger, "merger"),
         ):
-            if fn is not None and not callable(getattr(fn, "apply", None)) and not callable(fn):
-                raise ConfigError(
-                    f"the window's {what} must be a callable or an object with an apply "
-                    f"method, got {fn!r}"
-                )
+            if fn is not None:
+                check_sync_function(fn, f"the window's {what}")
         self.initial_value = initial_value
         self.aggregator = aggregator
         self.merger = merger

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from samzapy import (
     KVSerde,
     StreamApplication,
     StreamApplicationDescriptor,
+    Windows,
 )
 from samzapy.config import Config, resolve
 from samzapy.operators.application import load_application
@@ -202,6 +205,66 @@ def test_operator_ids_are_checked_when_described() -> None:
         lines.partition_by(str, str, "json", "a b")
     with pytest.raises(ConfigError, match=r"partition_by needs an op_id"):
         lines.partition_by(str, str, "json", None)  # type: ignore[arg-type]
+
+
+async def _double(x: Any) -> Any:
+    return x * 2
+
+
+class _AsyncCall:
+    async def __call__(self, x: Any) -> Any:
+        return x
+
+
+class _AsyncApply:
+    async def apply(self, x: Any) -> Any:
+        return x
+
+
+class _AsyncJoin:
+    def get_first_key(self, m: Any) -> Any:
+        return m
+
+    def get_second_key(self, m: Any) -> Any:
+        return m
+
+    async def apply(self, m: Any, other: Any) -> Any:
+        return m
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda s: s.filter(_double), r"filter's function is a coroutine function"),
+        (lambda s: s.map(_AsyncCall()), r"map's function is a coroutine function"),
+        (lambda s: s.map(functools.partial(_double)), r"map's function is a coroutine"),
+        (lambda s: s.flat_map(_AsyncApply()), r"flat_map's function is a coroutine"),
+        (lambda s: s.sink(_double), r"sink's function is a coroutine"),
+        (lambda s: s.partition_by(_double, str, "json", "p"), r"partition_by's key function"),
+        (lambda s: s.partition_by(str, _double, "json", "p"), r"partition_by's value function"),
+        (lambda s: s.join(s.map(str), _AsyncJoin(), ttl=None, op_id="j"), r"join function's apply"),
+        (
+            lambda s: s.window(Windows.keyed_session_window(_double, timedelta(seconds=1)), "w"),
+            r"the window's key function is a coroutine",
+        ),
+        (
+            lambda s: KAFKA.get_input_descriptor("a").with_timestamp(_AsyncCall()),
+            r"with_timestamp's function of stream 'a' is a coroutine",
+        ),
+    ],
+)
+def test_an_async_function_is_refused_where_its_operator_would_not_await_it(
+    call: Any, error: str
+) -> None:
+    lines = StreamApplicationDescriptor(JOB).get_input_stream(KAFKA.get_input_descriptor("lines"))
+    with pytest.raises(ConfigError, match=error + r".*use flat_map_async"):
+        call(lines)
+
+
+def test_flat_map_async_takes_an_async_function_and_map_a_class_that_makes_one() -> None:
+    lines = StreamApplicationDescriptor(JOB).get_input_stream(KAFKA.get_input_descriptor("lines"))
+    lines.map(_AsyncCall).flat_map_async(lambda call: call(1)).sink(lambda m, c, k: None)
+    lines.flat_map_async(_double).flat_map_async(_AsyncCall()).sink(lambda m, c, k: None)
 
 
 def test_two_outputs_with_one_stream_id_and_different_serdes_are_refused() -> None:
