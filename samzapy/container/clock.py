@@ -1,12 +1,14 @@
-"""The container's clock: window, commit, progress and callback-timeout timers read it.
+"""The container's clock: window, commit, progress and callback-timeout timers read it, and
+processing-time windows and triggers read its wall-clock time.
 
-The default clock is the event loop's monotonic time. Tests use
+The default clock is the event loop's monotonic time, and the system's wall clock. Tests use
 ``samzapy.testing.ManualClock`` to drive the timers without waiting in real time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Protocol
 
 
@@ -14,6 +16,10 @@ class Clock(Protocol):
     """Monotonic time in seconds, and a way to wait for a point in it."""
 
     def now(self) -> float: ...
+
+    def time_ms(self) -> int:
+        """Wall-clock time in ms since the epoch: processing time for windows and triggers."""
+        ...
 
     async def sleep_until(self, deadline: float) -> None: ...
 
@@ -23,6 +29,9 @@ class LoopClock:
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
+
+    def time_ms(self) -> int:
+        return int(time.time() * 1000)
 
     async def sleep_until(self, deadline: float) -> None:
         delay = deadline - self.now()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+import time
+from collections.abc import Callable, Mapping, Set
 from typing import Any
 
 from samzapy.api.errors import StoreError, TableError
@@ -13,9 +14,14 @@ from samzapy.api.tables import ReadWriteTable
 from samzapy.tables import LocalTable
 
 
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class TaskContextImpl:
     """A task's name, input partitions, the job's config, metrics, stores, and those stores
-    as tables."""
+    as tables; ``time_ms``: the container's clock's wall-clock time (the operator task's
+    processing time)."""
 
     def __init__(
         self,
@@ -25,6 +31,7 @@ class TaskContextImpl:
         system_stream_partitions: Set[SystemStreamPartition],
         metrics: MetricsRegistry,
         stores: Mapping[str, KeyValueStore[Any, Any]] | None = None,
+        time_ms: Callable[[], int] | None = None,
     ) -> None:
         self._task_name = task_name
         self._config = config
@@ -32,6 +39,7 @@ class TaskContextImpl:
         self._metrics = metrics
         self._stores = dict(stores or {})
         self._tables: dict[str, ReadWriteTable] = {}
+        self.time_ms: Callable[[], int] = time_ms or _wall_ms
 
     @property
     def task_name(self) -> TaskName:

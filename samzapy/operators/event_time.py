@@ -39,11 +39,16 @@ class EventClock:
         self.t: int | None = None
 
 
+def wall_ms() -> int:
+    """Wall-clock time in ms: processing time, until the task's init gives the container's."""
+    return int(time.time() * 1000)
+
+
 def message_time(op: Any, event_time: bool, clock: EventClock) -> int:
-    """The time of the message ``op`` (a window, a join) is working on, in ms: now in
-    processing time, the clock's in event time (the operator's failure when it has none)."""
+    """The time of the message ``op`` (a window, a join) is working on, in ms: ``op.now_ms()``
+    in processing time, the clock's in event time (the operator's failure when it has none)."""
     if not event_time:
-        return int(time.time() * 1000)
+        return int(op.now_ms())
     t = clock.t
     if t is None:
         error = ValueError(
@@ -208,4 +213,4 @@ def sources(spec: OperatorSpec, inputs_of: dict[int, SystemStream]) -> list[Syst
     return list(dict.fromkeys(found))
 
 
-__all__ = ["EventClock", "Watermarks", "message_time", "sources"]
+__all__ = ["EventClock", "Watermarks", "message_time", "sources", "wall_ms"]

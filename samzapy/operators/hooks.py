@@ -22,6 +22,14 @@ class WindowHooks(WindowableTask, EndOfStreamListenerTask, StreamWatermarkListen
     def _bind(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
         raise NotImplementedError
 
+    def use_clock(self, context: Any) -> None:
+        """Processing-time windows, triggers and joins read the container's clock, which the
+        context gives (a ManualClock under ``TestRunner``), rather than the wall clock."""
+        time_ms = getattr(context, "time_ms", None)
+        if time_ms is not None:
+            for op in [*self.graph.windows, *self.graph.joins]:
+                op.now_ms = time_ms
+
     def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> Any:
         """The tick (``task.window.ms``): idle streams, processing-time panes, timed triggers,
         and joins sweeping what expired."""

@@ -20,13 +20,12 @@ tick, so nothing about the stores is kept in memory and a restart reads nothing 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from samzapy.api.descriptors import KVSerde
 from samzapy.api.envelope import KV
-from samzapy.operators.event_time import message_time
+from samzapy.operators.event_time import message_time, wall_ms
 from samzapy.operators.impl import OperatorImpl
 from samzapy.operators.windows import state_serde
 
@@ -105,6 +104,7 @@ class JoinOperator(OperatorImpl):
         "kserde",
         "late",
         "left",
+        "now_ms",
         "pass_floor",
         "pass_min",
         "right",
@@ -126,6 +126,7 @@ class JoinOperator(OperatorImpl):
         self.ttl = ttl_ms
         self.event_time = False
         self.clock: Any = None
+        self.now_ms: Callable[[], int] = wall_ms  # processing time, as a window's
         self.watermark: int | None = None
         #: event time: messages that came after the watermark passed their time, dropped
         self.late = 0
@@ -266,7 +267,7 @@ class JoinOperator(OperatorImpl):
         budget = max(SWEEP_ENTRIES, SWEEP_PER_WRITE * self.written)
         self.written = 0
         if not self.event_time:
-            now = int(time.time() * 1000)
+            now = self.now_ms()
             before, floor = now - self.ttl, now
         elif self.watermark is not None:
             before, floor = self.watermark - self.ttl, self.watermark

@@ -263,6 +263,7 @@ class _OperatorTask(InitableTask, ClosableTask, WindowHooks):
                 op.send = collector.send
 
     async def init(self, context: TaskContext) -> None:
+        self.use_clock(context)
         tables = self.graph.tables
         await tables.open(context)
         for op in self.graph.table_users:

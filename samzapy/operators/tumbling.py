@@ -4,17 +4,16 @@ triggers (the window operator's common part is ``windows.py``).
 A key's value in a pane is one entry of the window's store, ``T`` + the pane id (8 bytes,
 big-endian, offset by 2**63) + the serialized key, so one pane is one range of the store. In
 memory: the open panes' ids (and whether each has fired, kept for its allowed lateness) and
-the triggers' state per pane and key: a count, the first and last message's wall-clock times
-(ms) and whether a trigger that does not repeat has fired. A window with triggers also keeps
-that state in its store, ``A`` + the same pane id and key, so a restarted task's triggers go
-on where they were (their counts and times exact as of the last checkpoint) and a time
-trigger that came due while the task was down fires at the first tick.
+the triggers' state per pane and key: a count, the first and last message's processing times
+(ms, on the container's clock) and whether a trigger that does not repeat has fired. A window
+with triggers also keeps that state in its store, ``A`` + the same pane id and key, so a
+restarted task's triggers go on where they were (their counts and times exact as of the last
+checkpoint) and a time trigger that came due while the task was down fires at the first tick.
 """
 
 from __future__ import annotations
 
 import struct
-import time
 from typing import Any
 
 from samzapy.api.windows import (
@@ -65,10 +64,6 @@ class _Armed:
         self.last = None if last < 0 else last
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def _due(trigger: Trigger, armed: _Armed, now: int) -> bool:
     if isinstance(trigger, CountTrigger):
         return armed.count >= trigger.count
@@ -112,7 +107,7 @@ class TumblingWindowOperator(WindowOperator):
                 key = key_fn(message)
             except Exception as exc:
                 raise self.failed(exc, "key function") from exc
-        t = self.clock.t if self.event_time else int(time.time() * 1000)
+        t = self.clock.t if self.event_time else self.now_ms()
         if t is None:
             t = self._time()  # raises: no event time
         size = self.size
@@ -217,7 +212,7 @@ class TumblingWindowOperator(WindowOperator):
             armed = self.armed[skey] = _Armed(key, pane)
         if armed.done:
             return
-        now = _now_ms()
+        now = self.now_ms()
         armed.count += 1
         if armed.first is None:
             armed.first = now
@@ -248,7 +243,7 @@ class TumblingWindowOperator(WindowOperator):
     def timed_triggers(self) -> None:
         if not self.armed:
             return
-        now = _now_ms()
+        now = self.now_ms()
         watermark = self.watermark
         for skey, armed in list(self.armed.items()):
             if armed.done:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import pickle
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -46,7 +45,7 @@ from samzapy.api.windows import (
     WindowKey,
     WindowPane,
 )
-from samzapy.operators.event_time import EventClock, message_time
+from samzapy.operators.event_time import EventClock, message_time, wall_ms
 from samzapy.operators.sends import SendingOperator
 from samzapy.system.serde import SerdeRegistry
 
@@ -124,6 +123,7 @@ class WindowOperator(SendingOperator):
         "late_logged",
         "lateness",
         "merger",
+        "now_ms",
         "pending",
         "size",
         "store",
@@ -148,6 +148,8 @@ class WindowOperator(SendingOperator):
         self.aggregator = functions.get("aggregator")
         self.merger = functions.get("merger")
         self.clock = clock
+        #: Processing time in ms: the container's clock (``hooks.WindowHooks.use_clock``).
+        self.now_ms: Callable[[], int] = wall_ms
         self.size = window.size_ms
         self.event_time = window.event_time
         self.lateness = window.allowed_lateness_ms
@@ -301,7 +303,7 @@ class WindowOperator(SendingOperator):
     def tick(self) -> None:
         """Processing time passed (``task.window.ms``): fire what is due by the clock."""
         if not self.event_time:
-            self.fire(int(time.time() * 1000))
+            self.fire(self.now_ms())
         self.timed_triggers()
 
     def end_of_stream(self) -> None:

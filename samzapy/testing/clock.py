@@ -38,6 +38,10 @@ class ManualClock:
     def now(self) -> float:
         return self._now
 
+    def time_ms(self) -> int:
+        """The clock's time as wall-clock time: its seconds since the epoch, in ms."""
+        return int(self._now * 1000)
+
     async def sleep_until(self, deadline: float) -> None:
         if deadline <= self._now:
             await asyncio.sleep(0)

@@ -32,7 +32,7 @@ from samzapy import (
     Windows,
 )
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
-from samzapy.testing import TestRunner
+from samzapy.testing import ManualClock, TestRunner
 
 KAFKA = KafkaSystemDescriptor("kafka")
 DEFAULT, EARLY, LATE = FiringType.DEFAULT, FiringType.EARLY, FiringType.LATE
@@ -74,11 +74,17 @@ class Live:
     """``build(d, sink)`` over inputs (descriptor: partitions) that end when ``end`` says."""
 
     def __init__(
-        self, build: Any, inputs: dict[Any, int], namespace: str | None = None, **config: Any
+        self,
+        build: Any,
+        inputs: dict[Any, int],
+        namespace: str | None = None,
+        clock: Any = None,
+        **config: Any,
     ) -> None:
         self.panes: list[Any] = []
         sink = lambda p, c, k: self.panes.append(pane(p))  # noqa: E731
-        self.runner = TestRunner.of(App(lambda d: build(d, sink)), config, namespace=namespace)
+        app = App(lambda d: build(d, sink))
+        self.runner = TestRunner.of(app, config, namespace=namespace, clock=clock)
         self.inputs = list(inputs)
         for descriptor, partitions in inputs.items():
             self.runner.add_input_stream(descriptor, {})
@@ -142,6 +148,40 @@ async def test_a_processing_time_window_fires_at_the_tick_after_its_end() -> Non
     assert all(i % 200 == 0 and before - 200 < i <= after for i in ids[: len(first)])
     assert live.panes[len(first) :] == [("b", ids[-1], 1, DEFAULT)]
     assert ids[-1] > max(ids[: len(first)])
+
+
+async def test_a_manual_clock_drives_processing_time_windows_and_time_triggers() -> None:
+    plain = KAFKA.get_input_descriptor("words", "json")
+    early = Triggers.time_since_first_message(5 * S)
+    window = Windows.keyed_tumbling_window(lambda w: w, 10 * S, **COUNT).set_early_trigger(early)
+    seen: list[str] = []
+    clock = ManualClock(1_000.0)  # s since the epoch: panes of 10 s from 1 000 000 ms
+
+    def build(d: StreamApplicationDescriptor, sink: Any) -> None:
+        d.get_input_stream(plain).map(lambda w: seen.append(w) or w).window(window, "w").sink(sink)
+
+    live = Live(build, {plain: 1}, clock=clock)
+
+    async def advance_to(seconds: float, messages: int, panes: int) -> None:
+        clock.advance(seconds - clock.now())
+        assert await live.wait(0, until=lambda _: len(seen) == messages)
+        assert await live.wait(panes)
+
+    live.send(plain, "a")
+    await advance_to(1_000.0, 1, 0)
+    await advance_to(1_004.0, 1, 0)
+    await asyncio.sleep(0.2)  # real time for the tick the clock woke
+    assert live.panes == []  # neither the trigger (5 s) nor the pane (10 s) is due
+    await advance_to(1_006.0, 1, 1)
+    assert live.panes == [("a", 1_000_000, 1, EARLY)]
+    live.send(plain, "a")
+    await advance_to(1_009.0, 2, 1)
+    await advance_to(1_010.5, 2, 2)
+    assert live.panes[1:] == [("a", 1_000_000, 1, DEFAULT)]
+    live.send(plain, "a")
+    await advance_to(1_012.0, 3, 2)
+    await live.end()
+    assert live.panes[2:] == [("a", 1_010_000, 1, DEFAULT)]
 
 
 async def test_processing_time_sessions_end_a_gap_after_their_last_message() -> None:
