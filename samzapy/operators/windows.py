@@ -47,6 +47,7 @@ from samzapy.api.windows import (
 )
 from samzapy.operators.event_time import EventClock, message_time, wall_ms
 from samzapy.operators.sends import SendingOperator
+from samzapy.storage.serialized import to_bytes_checked
 from samzapy.system.serde import SerdeRegistry
 
 log = structlog.get_logger("samzapy.operators")
@@ -86,20 +87,32 @@ class StateSerde:
         return pickle.loads(data[1:])
 
 
+class GivesBytes:
+    """A serde of the job's own, its ``to_bytes`` checked to give bytes (a window's state is
+    kept as bytes): a failure names the serde, not the store's internal ``bytes`` serde."""
+
+    __slots__ = ("from_bytes", "to_bytes")
+
+    def __init__(self, serde: Any) -> None:
+        self.to_bytes = to_bytes_checked(serde)
+        self.from_bytes = serde.from_bytes
+
+
 def state_serde(serde: Any, config: Mapping[str, Any]) -> Any:
     """A serde setting as an object: a name through the registry (the job's custom serdes
-    included), an object as it is, None as ``StateSerde``."""
+    included), an object as it is (a job's own checked, ``GivesBytes``), None as
+    ``StateSerde``."""
     if serde is None:
         return StateSerde()
-    if not isinstance(serde, str):
-        return serde
-    prefix, suffix = "serializers.registry.", ".class"
-    custom = {
-        k[len(prefix) : -len(suffix)]: v
-        for k, v in config.items()
-        if k.startswith(prefix) and k.endswith(suffix)
-    }
-    return SerdeRegistry(custom).get(serde)
+    if isinstance(serde, str):
+        prefix, suffix = "serializers.registry.", ".class"
+        custom = {
+            k[len(prefix) : -len(suffix)]: v
+            for k, v in config.items()
+            if k.startswith(prefix) and k.endswith(suffix)
+        }
+        serde = SerdeRegistry(custom).get(serde)
+    return GivesBytes(serde)
 
 
 _new = tuple.__new__

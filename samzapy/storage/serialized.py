@@ -46,7 +46,7 @@ def _describe(obj: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _to_bytes_of(serde: Serde) -> Callable[[Any], bytes]:
+def to_bytes_checked(serde: Serde) -> Callable[[Any], bytes]:
     """``serde.to_bytes``, checked to return bytes unless the serde is a built-in byte serde."""
     to_bytes = serde.to_bytes
     if type(serde) in _BYTES_SERDES:
@@ -144,9 +144,9 @@ class SerializedKeyValueStore(KeyValueStore[K, V]):
         self.store_name = engine.store_name
         self.task_name = engine.task_name
         self.description = engine.description
-        self._key_to_bytes = _to_bytes_of(key_serde)
+        self._key_to_bytes = to_bytes_checked(key_serde)
         self._key_from_bytes = key_serde.from_bytes
-        self._msg_to_bytes = _to_bytes_of(msg_serde)
+        self._msg_to_bytes = to_bytes_checked(msg_serde)
         self._msg_from_bytes = msg_serde.from_bytes
         self._engine_get: Callable[[bytes], bytes | None] = engine.get
         self._engine_put: Callable[[bytes, bytes], None] = engine.put
@@ -340,4 +340,4 @@ class SerializedKeyValueStore(KeyValueStore[K, V]):
         )
 
 
-__all__ = ["SerializedKeyValueStore", "StoreIterator"]
+__all__ = ["to_bytes_checked", "SerializedKeyValueStore", "StoreIterator"]

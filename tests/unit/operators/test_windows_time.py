@@ -504,6 +504,23 @@ def test_a_timestamp_function_that_fails_fails_the_task_naming_where(
     assert isinstance(error.__cause__, cause)
 
 
+def test_a_serde_of_the_jobs_own_that_makes_no_bytes_is_named_in_the_error() -> None:
+    class Text:  # to_bytes gives str
+        def to_bytes(self, obj: Any) -> Any:
+            return str(obj)
+
+        def from_bytes(self, data: Any) -> Any:
+            return data
+
+    for settings in ({"value_serde": Text()}, {"key_serde": Text()}):
+        window = Windows.keyed_tumbling_window(lambda m: m["k"], 10 * S, **COUNT, **settings)
+        with pytest.raises(
+            TaskError, match=r"Text.to_bytes returned a str, expected bytes"
+        ) as info:
+            run(window.with_event_time(), events(), {0: [m("a", 1)]})
+        assert info.value.operator == "w"
+
+
 def test_a_value_its_store_cannot_serialize_fails_the_task_naming_the_window() -> None:
     window = Windows.keyed_tumbling_window(
         lambda m: m["k"], 10 * S, lambda: "x", lambda m, acc: acc + "y", value_serde="long"
