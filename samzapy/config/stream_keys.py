@@ -35,6 +35,15 @@ def input_key_problems(
     """Report an input-only key of a stream id that is none of ``inputs`` (the job's, broadcast
     ones included; an entry matches an input by physical name, and by system when it names
     one)."""
+    for stream in streams:  # an idle timeout applies to the watermarks a lateness derives
+        prefix = f"streams.{stream}.samza.watermark."
+        if prefix + "idle.ms" in values and prefix + "lateness.ms" not in values:
+            problem(
+                prefix + "idle.ms",
+                f"{prefix}idle.ms is set without {prefix}lateness.ms: the idle timeout "
+                "applies to the watermarks a stream derives from its messages' times; set "
+                "both, or neither",
+            )
     if not inputs:  # no inputs to compare with: another check reports that
         return
     names = sorted({ss.stream for ss in inputs})

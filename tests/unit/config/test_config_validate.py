@@ -457,6 +457,19 @@ def test_kafka_group_with_an_input_outside_kafka_is_refused_naming_the_key() -> 
     assert resolved("", "job.coordinator.factory=kafka-group", "task.inputs=[kafka.w]", *kafka)
 
 
+def test_an_idle_timeout_without_a_lateness_is_refused_naming_the_key() -> None:
+    assert problems("", "streams.words.samza.watermark.idle.ms=5000") == (
+        "streams.words.samza.watermark.idle.ms is set without "
+        "streams.words.samza.watermark.lateness.ms: the idle timeout applies to the watermarks "
+        "a stream derives from its messages' times; set both, or neither",
+    )
+    both = (
+        "streams.words.samza.watermark.idle.ms=5000",
+        "streams.words.samza.watermark.lateness.ms=0",
+    )
+    assert resolved("", *both)
+
+
 def test_standby_replicas_under_static_are_refused_naming_the_key() -> None:
     # The memory inputs make the default coordinator static; an explicit static too.
     for extra in ((), ("job.coordinator.factory=static",)):
