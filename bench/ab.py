@@ -21,7 +21,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,25 +49,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("bench_args", nargs="*", help="passed to bench_container.py")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="samzapy-ab-") as tmp:
-        before_tree = Path(tmp) / "before"
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before_tree), args.against],
-            check=True,
-            capture_output=True,
-        )
-        try:
-            runs: dict[str, list[dict[str, dict[str, float]]]] = {"before": [], "after": []}
-            for i in range(args.rounds):
-                order = [("before", before_tree), ("after", ROOT)]
-                for side, tree in order if i % 2 == 0 else reversed(order):
-                    runs[side].append(figures(tree, args.bench_args))
-                print(f"round {i + 1} of {args.rounds} done", file=sys.stderr)
-        finally:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before_tree)],
-                check=False,
-            )
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_kafka import tree_of  # the earlier tree with its C extension built
+
+    with tree_of(args.against) as before_tree:
+        assert before_tree is not None
+        runs: dict[str, list[dict[str, dict[str, float]]]] = {"before": [], "after": []}
+        for i in range(args.rounds):
+            order = [("before", before_tree), ("after", ROOT)]
+            for side, tree in order if i % 2 == 0 else reversed(order):
+                runs[side].append(figures(tree, args.bench_args))
+            print(f"round {i + 1} of {args.rounds} done", file=sys.stderr)
     print(f"{args.rounds} interleaved rounds, before = {args.against}, after = this checkout")
     print(
         f"{'figure':<42} {'before msg/s':>13} {'after msg/s':>12} {'ratio':>6} {'range':>11}   "
