@@ -328,7 +328,7 @@ class TaskAssembly:
             system_stream_partitions=frozenset(model.ssps),
             metrics=self.metrics,
             stores=instance.stores.stores if instance.stores else None,
-            time_ms=self.clock.time_ms,
+            time_ms=getattr(self.clock, "time_ms", None),  # a clock of one's own may lack it
         )
 
 

@@ -144,6 +144,7 @@ def _compile(
                 "except Exception as exc:",
                 f"    raise {o}.failed(exc) from exc",
                 "if message is None:",  # Samza's map: a null result goes no further
+                f"    {o}.dropped += 1",
                 "    return None",
             ]
         elif isinstance(nxt, FilterOperator):

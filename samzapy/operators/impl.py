@@ -150,26 +150,37 @@ class InputOperator(OperatorImpl):
 
 
 class MapOperator(OperatorImpl):
+    """``fn(message)`` on; a None result goes no further (Samza's map), counted in
+    ``dropped`` (rare: the messages out are those in, less it)."""
+
     kind = "map"
-    __slots__ = ("fn",)
+    __slots__ = ("dropped", "fn")
 
     def __init__(self, op_id: str, fn: Callable[[Any], Any]) -> None:
         super().__init__(op_id)
         self.fn = fn
+        self.dropped = 0
 
     def _apply(self, message: Any) -> Any:
         try:
-            return self.fn(message)
+            result = self.fn(message)
         except Exception as exc:
             raise self.failed(exc) from exc
+        if result is None:
+            self.dropped += 1
+        return result
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
         result = self._apply(message)
-        return None if result is None else self.emit(result)  # None goes no further
+        return None if result is None else self.emit(result)
 
     def transform(self, message: Any) -> list[Any]:
         result = self._apply(message)
         return [] if result is None else [result]
+
+    @property
+    def messages_out(self) -> int:
+        return self.messages_in - self.dropped
 
 
 class FilterOperator(OperatorImpl):

@@ -36,6 +36,7 @@ from typing import Any
 import structlog
 
 from samzapy.api.envelope import KV, OutgoingMessageEnvelope
+from samzapy.api.errors import ConfigError
 from samzapy.api.system import SystemStream
 from samzapy.api.task import END_WATERMARK
 from samzapy.api.windows import (
@@ -112,6 +113,10 @@ def state_serde(serde: Any, config: Mapping[str, Any]) -> Any:
             if k.startswith(prefix) and k.endswith(suffix)
         }
         serde = SerdeRegistry(custom).get(serde)
+    if not (
+        callable(getattr(serde, "to_bytes", None)) and callable(getattr(serde, "from_bytes", None))
+    ):
+        raise ConfigError(f"a serde needs to_bytes and from_bytes methods, got {serde!r}")
     return GivesBytes(serde)
 
 

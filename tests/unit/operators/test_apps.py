@@ -459,9 +459,15 @@ def test_a_map_that_returns_none_sends_nothing_on_as_samzas_does(shape: str) -> 
             odd.send_to(d.get_output_stream(other))
 
     outputs = {out: 1, other: 1} if shape == "fan-out" else {out: 1}
-    result = run(app, [(LINES, [1, 2, 3, 4, 5])], outputs)
+    # More than 1,024 messages: the chain's sampled (timed) path drops them too.
+    numbers = list(range(1, 2050))
+    result = run(app, [(LINES, numbers)], outputs)
+    odd = [n for n in numbers if n % 2]
     for descriptor in outputs:
-        assert result.outputs(descriptor) == {0: [1, 3, 5]}
+        assert result.outputs(descriptor) == {0: odd}
+    snapshot = result.metrics.snapshot()["task.Partition 0"]
+    assert (snapshot["map-1-messages-in"], snapshot["map-1-messages-out"]) == (2049, len(odd))
+    assert snapshot["send_to-1-messages-in"] == len(odd)
 
 
 def test_the_runner_names_the_tests_own_mistakes_with_its_streams() -> None:

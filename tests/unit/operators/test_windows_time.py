@@ -588,6 +588,10 @@ def test_a_bad_window_trigger_or_duration_is_a_config_error(make: Any, match: st
             Windows.tumbling_window(S, value_serde="jsn"),
             r"window 'w': its value serde: unknown serde 'jsn'",
         ),
+        (
+            Windows.tumbling_window(S, value_serde=object()),
+            r"window 'w': its value serde: a serde needs to_bytes and from_bytes methods",
+        ),
     ],
 )
 def test_a_window_the_plan_refuses_is_a_config_error_before_anything_runs(
