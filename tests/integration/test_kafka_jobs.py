@@ -214,11 +214,11 @@ class Job:
         return "\n".join(self.log.read_text().splitlines()[-15:])
 
     def events(self) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log.read_text().splitlines():
-            if line.startswith("{"):
-                out.append(json.loads(line))
-        return out
+        """The log's JSON events so far: its complete lines (the last one may be half
+        written while the process runs)."""
+        text = self.log.read_text()
+        lines = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
+        return [json.loads(line) for line in lines if line.startswith("{")]
 
 
 def test_job_output_then_restart_processes_nothing_twice(
