@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from samzapy.config.secrets import split_items
+
 
 class Kind(enum.Enum):
     """How a key's value is typed."""
@@ -155,7 +157,7 @@ def _to_str(value: Any) -> str:
 
 def _to_str_list(value: Any) -> list[str]:
     if isinstance(value, str):
-        return [item.strip() for item in value.split(",") if item.strip()]
+        return split_items(value)
     if isinstance(value, list | tuple):
         return [_to_str(item).strip() for item in value]
     raise ValueError("a list of strings or a comma-separated string")

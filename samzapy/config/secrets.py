@@ -25,6 +25,11 @@ REDACTED: Final = "<redacted>"
 MIN_SCRUBBED_LENGTH: Final = 4
 
 
+def split_items(text: str) -> list[str]:
+    """A list-of-strings key given as one string: its items, separated by commas."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
 def extra_patterns(config: Mapping[str, Any]) -> tuple[str, ...]:
     """The job's own secret-key patterns (``job.redacted.keys``): a list, or one string of
     patterns separated by commas, as every list-of-strings key takes (read from the raw
@@ -33,11 +38,8 @@ def extra_patterns(config: Mapping[str, Any]) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
-        items: Iterable[Any] = value.split(",")
-    elif isinstance(value, Iterable):
-        items = value
-    else:
-        items = (value,)
+        return tuple(split_items(value))
+    items = value if isinstance(value, Iterable) else (value,)
     return tuple(p for p in (str(v).strip() for v in items) if p)
 
 
@@ -82,4 +84,5 @@ __all__ = [
     "is_secret",
     "redacted",
     "secret_values",
+    "split_items",
 ]

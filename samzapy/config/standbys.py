@@ -24,12 +24,15 @@ def standby_problems(
 ) -> None:
     """Report kafka-group with an input on another system (the systems' consumers would
     refuse it at start-up), and a replication factor above 1 under the static coordinator."""
-    if values.get("job.coordinator.factory") == "kafka-group":
+    parsed = map(parse_system_stream, values.get("task.inputs") or ())
+    inputs = [ss for ss in parsed if ss is not None]
+    coordinator = values.get("job.coordinator.factory")
+    if coordinator == "kafka-group":
         outside = sorted(
             {
                 f"{ss[0]}.{ss[1]} ({factories.get(ss[0])})"
-                for ss in map(parse_system_stream, values.get("task.inputs") or ())
-                if ss is not None and factories.get(ss[0]) in _WITHOUT_GROUPS
+                for ss in inputs
+                if factories.get(ss[0]) in _WITHOUT_GROUPS
             }
         )
         if outside:
@@ -42,10 +45,8 @@ def standby_problems(
     factor = values.get(KEY)
     if not isinstance(factor, int) or factor <= 1:
         return
-    coordinator = values.get("job.coordinator.factory")
     if coordinator is None:  # the default: kafka-group when every input is on kafka
-        inputs = [parse_system_stream(i) for i in values.get("task.inputs") or ()]
-        kinds = {factories.get(ss[0]) for ss in inputs if ss is not None}
+        kinds = {factories.get(ss[0]) for ss in inputs}
         coordinator = "kafka-group" if kinds == {"kafka"} else "static"
     if coordinator == "static":
         problem(

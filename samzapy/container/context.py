@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Set
 from typing import Any
 
@@ -14,14 +13,10 @@ from samzapy.api.tables import ReadWriteTable
 from samzapy.tables import LocalTable
 
 
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class TaskContextImpl:
     """A task's name, input partitions, the job's config, metrics, stores, and those stores
     as tables; ``time_ms``: the container's clock's wall-clock time (the operator task's
-    processing time)."""
+    processing time; None: the operators read the wall clock themselves)."""
 
     def __init__(
         self,
@@ -39,7 +34,7 @@ class TaskContextImpl:
         self._metrics = metrics
         self._stores = dict(stores or {})
         self._tables: dict[str, ReadWriteTable] = {}
-        self.time_ms: Callable[[], int] = time_ms or _wall_ms
+        self.time_ms = time_ms
 
     @property
     def task_name(self) -> TaskName:
