@@ -43,7 +43,7 @@ help:
 	@echo "make kafka-status whether that broker runs and answers"
 
 # The runtime: samzapy and its dependencies only (no dev tools, no PySpark).
-# setup.py and samzapy/_speedups.c: KV's C constructor, built into the checkout by the install.
+# setup.py and samzapy/_speedups.c: samzapy's C fast paths, built into the checkout by the install.
 BUILD_INPUTS = pyproject.toml setup.py samzapy/_speedups.c
 $(VENV)/.runtime: $(BUILD_INPUTS)
 	@if [ -e $(VENV)/.installed ] && [ -z "$$(find $(BUILD_INPUTS) -newer $(VENV)/.installed)" ]; \

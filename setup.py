@@ -1,6 +1,7 @@
-"""KV's C constructor (samzapy/_speedups.c), the one part of samzapy built here; the rest of
-the project's metadata is in pyproject.toml. The extension is optional: an install without a C
-compiler succeeds, with KV as the plain NamedTuple (the same behaviour, a slower constructor).
+"""samzapy's C fast paths (samzapy/_speedups.c: KV's constructor, framed records and their
+origins), the one part of samzapy built here; the rest of the project's metadata is in
+pyproject.toml. The extension is optional: an install without a C compiler succeeds, with the
+same code in Python (the same behaviour, slower).
 """
 
 from setuptools import Extension, setup

@@ -1,4 +1,5 @@
-/* samzapy._speedups: an optional C accelerator for KV, the pair every keyed message is.
+/* samzapy._speedups: optional C accelerators for two per-message paths: KV, the pair every
+ * keyed message is, and the origins of records on intermediate streams (further below).
  *
  * KV is a typing.NamedTuple (samzapy/api/envelope.py), and making one goes through the
  * class's Python __new__: about 2,700 more CPU instructions than a plain tuple on CPython
@@ -17,6 +18,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 
 /* The classes accelerated, each with its own __new__ as it was then and the type version at
  * which that was last checked. A class changed since (KV.__new__ or KV.__init__ replaced, as
@@ -189,12 +191,320 @@ is_accelerated(PyObject *module, PyObject *cls)
     return PyBool_FromLong(tp->tp_vectorcall == pair_vectorcall && still_plain(tp));
 }
 
+/* -- Framed records (samzapy/control/): their origins tagged and admitted, their frames read --
+ *
+ * Each record a task writes to an intermediate stream carries its origin, and each one read
+ * back is checked against the positions applied (origins.py). Both are per message, and in
+ * Python cost about a tenth of a two-stage pass-through. origin_tagger() and origin_admitter()
+ * make callables with the signatures of WriterOrigins.tag and ReaderOrigins.admit that take
+ * the common case in C and hand any other call to the Python method (``fallback``), which
+ * stays the one definition of what happens; frame_decoder() does the same for every framed
+ * record read (wire.decode_timed):
+ *
+ * - tag(ssp, offset, ordinal, payload, floor=None): with no floor, a prefix made already for
+ *   ssp, an offset of plain ASCII digits below 2**64, an ordinal below 2**32 and bytes, the
+ *   record is prefix + offset (8 bytes) + ordinal (4 bytes, both big-endian) + payload, which
+ *   is ORIGIN_HEADER.pack(prefix, int(offset), ordinal) + payload;
+ * - admit(ssp, record): a type-3 record (one call in flight) of a source whose last position
+ *   applied is bytes below the record's is new: its position is noted and True returned. The
+ *   first record of a source, a copy (False, counted by the Python method), type 4 and
+ *   anything unusual go to the fallback. The C path changes nothing before it decides, so the
+ *   fallback sees the state as it was. */
+
+#define ORIGIN_PREFIX_SIZE 13 /* the type byte, the source (8) and the epoch (4) */
+#define ORIGIN_SOURCE_AT 1
+#define ORIGIN_SOURCE_SIZE 8
+#define ORIGIN_POSITION_AT 9
+#define ORIGIN_POSITION_SIZE 16 /* the epoch (4), the offset (8) and the ordinal (4) */
+#define ORIGIN_END 25
+#define ORIGIN_TYPE 3           /* USER_MESSAGE_WITH_ORIGIN */
+#define EVENT_TIME_FLAG 0x80
+
+/* The result, or NULL: with an error set, that error; without, take the fallback. */
+typedef PyObject *(*fast_path)(PyObject *state, PyObject *const *args, Py_ssize_t nargs);
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    fast_path fast;
+    PyObject *state;    /* the dict the fast path reads */
+    PyObject *fallback; /* the Python method */
+} FastCall;
+
+static PyObject *
+fast_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    FastCall *self = (FastCall *)callable;
+    if (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) {
+        PyObject *result = self->fast(self->state, args, PyVectorcall_NARGS(nargsf));
+        if (result != NULL || PyErr_Occurred()) {
+            return result;
+        }
+    }
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+static int
+fast_traverse(FastCall *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->state);
+    Py_VISIT(self->fallback);
+    return 0;
+}
+
+static int
+fast_clear(FastCall *self)
+{
+    Py_CLEAR(self->state);
+    Py_CLEAR(self->fallback);
+    return 0;
+}
+
+static void
+fast_dealloc(FastCall *self)
+{
+    PyObject_GC_UnTrack(self);
+    fast_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject FastCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "samzapy._speedups.FastCall",
+    .tp_doc = "A call taking its common case in C, any other through its Python fallback.",
+    .tp_basicsize = sizeof(FastCall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(FastCall, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_traverse = (traverseproc)fast_traverse,
+    .tp_clear = (inquiry)fast_clear,
+    .tp_dealloc = (destructor)fast_dealloc,
+};
+
+static PyObject *
+new_fast_call(PyObject *args, fast_path fast, const char *name)
+{
+    PyObject *state, *fallback;
+    if (!PyArg_ParseTuple(args, "O!O:origin_call", &PyDict_Type, &state, &fallback)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(fallback)) {
+        PyErr_Format(PyExc_TypeError, "%s: the fallback must be callable", name);
+        return NULL;
+    }
+    FastCall *self = PyObject_GC_New(FastCall, &FastCallType);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = fast_call;
+    self->fast = fast;
+    Py_INCREF(state);
+    self->state = state;
+    Py_INCREF(fallback);
+    self->fallback = fallback;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+/* args: ssp, offset, ordinal, payload[, floor]; state: WriterOrigins' prefixes per ssp. */
+static PyObject *
+tag_fast(PyObject *prefixes, PyObject *const *args, Py_ssize_t nargs)
+{
+    if ((nargs != 4 && nargs != 5) || (nargs == 5 && args[4] != Py_None)) {
+        return NULL;
+    }
+    PyObject *offset = args[1], *ordinal = args[2], *payload = args[3];
+    if (!PyUnicode_CheckExact(offset) || !PyUnicode_IS_ASCII(offset) || !PyLong_CheckExact(ordinal)
+        || !PyBytes_CheckExact(payload)) {
+        return NULL;
+    }
+    PyObject *prefix = PyDict_GetItemWithError(prefixes, args[0]); /* borrowed */
+    if (prefix == NULL || !PyBytes_CheckExact(prefix)
+        || PyBytes_GET_SIZE(prefix) != ORIGIN_PREFIX_SIZE) {
+        return NULL; /* an error from the look-up (an unhashable ssp) stays set */
+    }
+    Py_ssize_t length = PyUnicode_GET_LENGTH(offset);
+    if (length < 1 || length > 20) {
+        return NULL;
+    }
+    const Py_UCS1 *digits = PyUnicode_1BYTE_DATA(offset);
+    unsigned long long number = 0;
+    for (Py_ssize_t i = 0; i < length; i++) {
+        unsigned int digit = (unsigned int)digits[i] - '0';
+        if (digit > 9 || number > (ULLONG_MAX - digit) / 10) {
+            return NULL;
+        }
+        number = number * 10 + digit;
+    }
+    int overflow = 0;
+    long long count = PyLong_AsLongLongAndOverflow(ordinal, &overflow);
+    if (overflow != 0 || count < 0 || count > 0xFFFFFFFFLL) {
+        return NULL;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(payload);
+    PyObject *record = PyBytes_FromStringAndSize(NULL, ORIGIN_PREFIX_SIZE + 12 + size);
+    if (record == NULL) {
+        return NULL;
+    }
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(record);
+    memcpy(out, PyBytes_AS_STRING(prefix), ORIGIN_PREFIX_SIZE);
+    out += ORIGIN_PREFIX_SIZE;
+    for (int i = 7; i >= 0; i--) {
+        out[i] = (unsigned char)(number & 0xFF);
+        number >>= 8;
+    }
+    out += 8;
+    for (int i = 3; i >= 0; i--) {
+        out[i] = (unsigned char)(count & 0xFF);
+        count >>= 8;
+    }
+    out += 4;
+    memcpy(out, PyBytes_AS_STRING(payload), size);
+    return record;
+}
+
+/* args: ssp, record; state: ReaderOrigins' applied positions, per ssp then per source. */
+static PyObject *
+admit_fast(PyObject *applied, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_CheckExact(args[1]) || PyBytes_GET_SIZE(args[1]) < ORIGIN_END) {
+        return NULL;
+    }
+    const unsigned char *record = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    if ((record[0] & ~EVENT_TIME_FLAG & 0xFF) != ORIGIN_TYPE) {
+        return NULL;
+    }
+    PyObject *sources = PyDict_GetItemWithError(applied, args[0]); /* borrowed */
+    if (sources == NULL || !PyDict_CheckExact(sources)) {
+        return NULL;
+    }
+    PyObject *source = PyBytes_FromStringAndSize((const char *)record + ORIGIN_SOURCE_AT,
+                                                 ORIGIN_SOURCE_SIZE);
+    if (source == NULL) {
+        return NULL;
+    }
+    PyObject *last = PyDict_GetItemWithError(sources, source); /* borrowed */
+    if (last == NULL || !PyBytes_CheckExact(last)) {
+        Py_DECREF(source);
+        return NULL;
+    }
+    /* at > last, as bytes compare: the first difference, else the longer one. */
+    const unsigned char *at = record + ORIGIN_POSITION_AT;
+    Py_ssize_t last_size = PyBytes_GET_SIZE(last);
+    Py_ssize_t common = last_size < ORIGIN_POSITION_SIZE ? last_size : ORIGIN_POSITION_SIZE;
+    int order = memcmp(at, PyBytes_AS_STRING(last), (size_t)common);
+    if (order < 0 || (order == 0 && ORIGIN_POSITION_SIZE <= last_size)) {
+        Py_DECREF(source);
+        return NULL; /* a copy: the fallback drops and counts it */
+    }
+    PyObject *position = PyBytes_FromStringAndSize((const char *)at, ORIGIN_POSITION_SIZE);
+    if (position == NULL) {
+        Py_DECREF(source);
+        return NULL;
+    }
+    int failed = PyDict_SetItem(sources, source, position);
+    Py_DECREF(source);
+    Py_DECREF(position);
+    if (failed < 0) {
+        return NULL;
+    }
+    Py_RETURN_TRUE;
+}
+
+/* args: record; state: wire.py's _BODY_AT (a user message's type byte -> where its body
+ * starts). A user message as bytes, long enough for its type: (type, body, event time or
+ * None), what decode_timed returns; anything else (a control message, another object, a
+ * record cut short) goes to decode_timed itself, errors included. */
+static PyObject *
+decode_fast(PyObject *body_at, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1 || !PyBytes_CheckExact(args[0]) || PyBytes_GET_SIZE(args[0]) < 1) {
+        return NULL;
+    }
+    const unsigned char *record = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    unsigned int kind = record[0];
+    PyObject *type_byte = PyLong_FromLong((long)kind);
+    if (type_byte == NULL) {
+        return NULL;
+    }
+    PyObject *found = PyDict_GetItemWithError(body_at, type_byte); /* borrowed */
+    Py_DECREF(type_byte);
+    if (found == NULL || !PyLong_CheckExact(found)) {
+        return NULL;
+    }
+    Py_ssize_t end = PyLong_AsSsize_t(found);
+    if (end < 1 || size < end || ((kind & EVENT_TIME_FLAG) && end < 9)) {
+        return NULL; /* an error from the conversion stays set */
+    }
+    PyObject *event_time = Py_None;
+    Py_INCREF(event_time);
+    if (kind & EVENT_TIME_FLAG) {
+        unsigned long long bits = 0;
+        for (int i = 0; i < 8; i++) {
+            bits = (bits << 8) | record[end - 8 + i];
+        }
+        Py_DECREF(event_time);
+        event_time = PyLong_FromLongLong((long long)bits);
+        if (event_time == NULL) {
+            return NULL;
+        }
+        kind &= ~EVENT_TIME_FLAG & 0xFF;
+    }
+    PyObject *body = PyBytes_FromStringAndSize((const char *)record + end, size - end);
+    PyObject *type_out = PyLong_FromLong((long)kind);
+    if (body == NULL || type_out == NULL) {
+        Py_XDECREF(body);
+        Py_XDECREF(type_out);
+        Py_DECREF(event_time);
+        return NULL;
+    }
+    PyObject *result = PyTuple_New(3);
+    if (result == NULL) {
+        Py_DECREF(body);
+        Py_DECREF(type_out);
+        Py_DECREF(event_time);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, type_out);
+    PyTuple_SET_ITEM(result, 1, body);
+    PyTuple_SET_ITEM(result, 2, event_time);
+    return result;
+}
+
+static PyObject *
+origin_tagger(PyObject *module, PyObject *args)
+{
+    (void)module;
+    return new_fast_call(args, tag_fast, "origin_tagger");
+}
+
+static PyObject *
+origin_admitter(PyObject *module, PyObject *args)
+{
+    (void)module;
+    return new_fast_call(args, admit_fast, "origin_admitter");
+}
+
+static PyObject *
+frame_decoder(PyObject *module, PyObject *args)
+{
+    (void)module;
+    return new_fast_call(args, decode_fast, "frame_decoder");
+}
+
 static PyMethodDef speedups_methods[] = {
     {"accelerate_pair", accelerate_pair, METH_O,
      "accelerate_pair(cls): calls cls(a, b) build the pair in C (a NamedTuple of two fields)."},
     {"is_accelerated", is_accelerated, METH_O,
      "is_accelerated(cls): whether cls(a, b) takes the fast path now (accelerate_pair was "
      "applied, and the class's __new__ and __init__ are still those it had then)."},
+    {"origin_tagger", origin_tagger, METH_VARARGS,
+     "origin_tagger(prefixes, fallback): WriterOrigins.tag's common case in C."},
+    {"origin_admitter", origin_admitter, METH_VARARGS,
+     "origin_admitter(applied, fallback): ReaderOrigins.admit's common case in C."},
+    {"frame_decoder", frame_decoder, METH_VARARGS,
+     "frame_decoder(body_at, fallback): wire.decode_timed's common case in C."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -215,6 +525,9 @@ PyInit__speedups(void)
 #else
     dunder_new = PyUnicode_InternFromString("__new__");
     if (dunder_new == NULL) {
+        return NULL;
+    }
+    if (PyType_Ready(&FastCallType) < 0) {
         return NULL;
     }
     return PyModule_Create(&speedups_module);

@@ -1,4 +1,16 @@
 # The optional C extension samzapy/_speedups.c (absent when built without a C compiler).
 
+from collections.abc import Callable
+from typing import Any
+
 def accelerate_pair(cls: type, /) -> None: ...
 def is_accelerated(cls: object, /) -> bool: ...
+def origin_tagger(
+    prefixes: dict[Any, bytes], fallback: Callable[..., bytes], /
+) -> Callable[..., bytes]: ...
+def origin_admitter(
+    applied: dict[Any, Any], fallback: Callable[..., bool], /
+) -> Callable[..., bool]: ...
+def frame_decoder(
+    body_at: dict[int, int], fallback: Callable[..., Any], /
+) -> Callable[..., Any]: ...

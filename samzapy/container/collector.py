@@ -288,7 +288,7 @@ class OutputRouter:
             if type(message) is not bytes:
                 message = _framable(route, message)
             if writer is not None and origin is not None and route.origins:
-                message = writer.tag(
+                message = writer.tagger(
                     origin.system_stream_partition, origin.offset, ordinal, message, floor
                 )
             else:

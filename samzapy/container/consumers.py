@@ -44,7 +44,7 @@ from samzapy.control.wire import (
     USER_MESSAGE_WITH_ORIGIN,
     FrameError,
     WatermarkMessage,
-    decode_timed,
+    decode_timed_fast,
 )
 from samzapy.system.ports import SystemConsumer
 from samzapy.system.serde import Serde
@@ -277,7 +277,7 @@ class SystemConsumers:
             try:
                 message = env.message
                 if framed and message is not None:
-                    kind, decoded, event_time = decode_timed(message)
+                    kind, decoded, event_time = decode_timed_fast(message)
                     if event_time is not None:
                         env.timestamp = event_time  # the writer's message's event time
                     if kind >= USER_MESSAGE_WITH_ORIGIN:  # 3 or 4: with its origin

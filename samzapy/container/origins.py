@@ -211,7 +211,7 @@ def reading(
     """``process`` (or ``process_async``) skipping the records ``reader`` already applied.
     ``threaded``: calls run on the thread pool, and ``reader.busy`` says when one is running
     (a call cancelled at a stop goes on in its thread)."""
-    admit = reader.admit
+    admit = reader.admitter
     skipped: Any = None
     if is_async:
         skipped = asyncio.get_running_loop().create_future()
@@ -254,7 +254,7 @@ def with_origins(
         if is_async or threaded:
             process = reading(process, reader, is_async=is_async, threaded=threaded)
         else:
-            ctx = dataclasses.replace(ctx, admit=reader.admit)
+            ctx = dataclasses.replace(ctx, admit=reader.admitter)
     return process, ctx
 
 

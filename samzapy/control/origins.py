@@ -41,7 +41,7 @@ partitions, never by messages.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from samzapy.api.system import SystemStreamPartition
@@ -54,6 +54,7 @@ from samzapy.control.wire import (
     ORIGIN_HEADER,
     SOURCE_SIZE,
     USER_MESSAGE_WITH_ORIGIN,
+    accelerated,
     frame_with_floor,
     frame_with_origin,
     origin_prefix,
@@ -78,6 +79,7 @@ class WriterOrigins:
         "_last_ssp",
         "_prefixes",
         "epochs",
+        "tagger",
         "unresolved",
         "writer",
     )
@@ -97,9 +99,12 @@ class WriterOrigins:
         #: The partitions whose first message was not seen yet, with their resumed offset.
         self.unresolved = dict(resumed or {})
         self._carried = dict(carried or {})
+        #: Mutated, never replaced: ``tagger`` reads it.
         self._prefixes: dict[SystemStreamPartition, bytes] = {}
         self._last_ssp: SystemStreamPartition | None = None
         self._last_prefix = b""
+        #: ``tag``, its common case in C where samzapy._speedups was built: what senders call.
+        self.tagger: Callable[..., bytes] = accelerated("origin_tagger", self._prefixes, self.tag)
 
     @classmethod
     def starting(
@@ -236,12 +241,17 @@ class ReaderOrigins:
     the highest position (a writer with one call in flight, type 3: its records rise along
     a partition), or an ``_Unordered`` record of them (type 4)."""
 
-    __slots__ = ("_last_sources", "_last_ssp", "applied", "busy", "dropped")
+    __slots__ = ("_last_sources", "_last_ssp", "admitter", "applied", "busy", "dropped")
 
     def __init__(self, ssps: Iterable[SystemStreamPartition]) -> None:
+        #: Mutated, never replaced: ``admitter`` reads it.
         self.applied: dict[SystemStreamPartition, dict[bytes, bytes | _Unordered]] = {
             ssp: {} for ssp in ssps
         }
+        #: ``admit``, its common case in C where samzapy._speedups was built: what readers call.
+        self.admitter: Callable[[SystemStreamPartition, bytes], bool] = accelerated(
+            "origin_admitter", self.applied, self.admit
+        )
         self.dropped = 0
         self._last_ssp: SystemStreamPartition | None = None
         self._last_sources: dict[bytes, bytes | _Unordered] = {}

@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -297,6 +299,26 @@ def decode_origin(record: bytes | bytearray | memoryview) -> Origin:
     return Origin(bytes(record[1 : 1 + SOURCE_SIZE]), epoch, offset, ordinal, floor, payload)
 
 
+def accelerated(name: str, state: dict[Any, Any], method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method``, with its common case in C where ``samzapy._speedups`` was built (and
+    ``SAMZAPY_NO_SPEEDUPS`` is unset): its ``name`` (``frame_decoder``, ``origin_tagger``,
+    ``origin_admitter``) made of ``state``, the dict the fast path reads (mutated by the
+    Python side, never replaced), and ``method``, which takes every other call, so both give
+    the same results and errors (tests/unit/control/test_speedups.py). Else ``method``."""
+    if os.environ.get("SAMZAPY_NO_SPEEDUPS"):
+        return method
+    try:
+        from samzapy import _speedups
+    except ImportError:  # built without a C compiler, or on a Python it does not support
+        return method
+    make = getattr(_speedups, name, None)  # None: an extension built before ``name``
+    return method if make is None else make(state, method)
+
+
+#: ``decode_timed``: what a consumer of a framed stream calls for each record.
+decode_timed_fast = accelerated("frame_decoder", _BODY_AT, decode_timed)
+
+
 __all__ = [
     "END_OF_STREAM",
     "EPOCH_SIZE",
@@ -317,9 +339,11 @@ __all__ = [
     "FrameError",
     "Origin",
     "WatermarkMessage",
+    "accelerated",
     "decode",
     "decode_origin",
     "decode_timed",
+    "decode_timed_fast",
     "encode_control",
     "frame",
     "frame_with_floor",

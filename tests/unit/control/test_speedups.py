@@ -1,0 +1,217 @@
+"""The C fast paths of framed records (samzapy/_speedups.c) give what the Python ones give.
+
+``wire.decode_timed_fast``, ``WriterOrigins.tagger`` and ``ReaderOrigins.admitter`` take their
+common case in C where the extension was built and hand every other call to the Python
+function or method. Each test runs the same calls through the accelerated callable and through
+the Python one, on twin objects in the same state, and compares results, errors and the state
+left behind, over the cases the C code decides itself and those it must pass on.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from typing import Any
+
+import pytest
+
+from samzapy.api.envelope import KV_ACCELERATED
+from samzapy.api.system import SystemStreamPartition
+from samzapy.control import wire
+from samzapy.control.origins import ReaderOrigins, WriterOrigins
+from samzapy.control.wire import (
+    EVENT_TIME,
+    WatermarkMessage,
+    decode_timed,
+    decode_timed_fast,
+    encode_control,
+    frame,
+    frame_with_floor,
+    frame_with_origin,
+    origin_prefix,
+    source_id,
+    with_event_time,
+)
+
+SSP = SystemStreamPartition("kafka", "in", 3)
+OTHER = SystemStreamPartition("kafka", "in", 4)
+
+
+def outcome(call: Any, *args: Any) -> tuple[str, Any]:
+    """What ``call(*args)`` gives: its result, or its exception's type and message."""
+    try:
+        return "returned", call(*args)
+    except Exception as exc:
+        return "raised", (type(exc).__name__, str(exc))
+
+
+def test_the_fast_paths_are_there_wherever_the_extension_is_built() -> None:
+    # An extension built before these paths existed (a stale build) would pass every test
+    # below through the Python methods: KV's constructor says whether it was built.
+    writer, reader = WriterOrigins("job-1/Partition 3", {SSP: 0}), ReaderOrigins([SSP])
+    accelerated = [
+        decode_timed_fast is not decode_timed,
+        writer.tagger != writer.tag,
+        reader.admitter != reader.admit,
+    ]
+    assert accelerated == [KV_ACCELERATED] * 3
+
+
+# -- decode_timed ------------------------------------------------------------------------------
+
+PREFIX = origin_prefix(source_id("job-1/Partition 3", "kafka.in.3"), 2)
+
+
+def records() -> list[Any]:
+    body = b'{"user":"u1"}'
+    made = [
+        frame(body),
+        frame(b""),
+        frame_with_origin(PREFIX, 12, 0, body),
+        frame_with_origin(PREFIX, 2**64 - 1, 2**32 - 1, b""),
+        frame_with_floor(PREFIX, 12, 1, 7, body),
+        encode_control(WatermarkMessage("Partition 0", 2, 1000)),
+        b"\x01not json",
+        b"\x09unknown type",
+        b"",
+    ]
+    for record in list(made[:5]):
+        for event_time in (0, 1_700_000_000_000, -(2**62), 2**62, -1):
+            made.append(with_event_time(record, event_time))
+    for record in list(made):  # each cut short at every length, the empty one included
+        made += [record[:n] for n in range(len(record))]
+    made += [bytearray(made[0]), memoryview(made[2]), "text", None, 7]
+    return made
+
+
+@pytest.mark.parametrize("record", records(), ids=repr)
+def test_decode_timed_fast_decodes_as_decode_timed(record: Any) -> None:
+    fast = outcome(lambda: decode_timed_fast(record))
+    assert fast == outcome(lambda: decode_timed(record))
+    if fast[0] == "returned" and fast[1][0] in (0, 3, 4):  # a user message, not a control
+        kind, body, event_time = fast[1]
+        assert type(kind) is int and type(body) is bytes
+        assert event_time is None or type(event_time) is int
+
+
+def test_decode_timed_fast_reads_the_event_time_as_a_signed_number() -> None:
+    record = with_event_time(frame(b"x"), -5)
+    assert record[0] == EVENT_TIME
+    assert decode_timed_fast(record) == (wire.USER_MESSAGE, b"x", -5)
+
+
+# -- WriterOrigins.tag -------------------------------------------------------------------------
+
+OFFSETS = [
+    "0",
+    "12345",
+    "007",
+    "18446744073709551615",  # 2**64 - 1: the largest an 8-byte offset holds
+    "18446744073709551616",
+    "00000000000000000000001",
+    "-1",
+    "+5",
+    " 5",
+    "5 ",
+    "5_0",
+    "\u0663",  # ARABIC-INDIC DIGIT THREE: int() reads it
+    "",
+    "1e3",
+    "abc",
+    "END_OF_STREAM",
+]
+ORDINALS = [0, 1, 2**32 - 1, 2**32, -1, True]
+
+
+def writers() -> tuple[WriterOrigins, WriterOrigins]:
+    return tuple(  # type: ignore[return-value]
+        WriterOrigins("job-1/Partition 3", {SSP: 2, OTHER: 0}) for _ in range(2)
+    )
+
+
+@pytest.mark.parametrize("offset", OFFSETS)
+@pytest.mark.parametrize("ordinal", ORDINALS)
+def test_tagger_tags_as_tag(offset: str, ordinal: int) -> None:
+    fast, python = writers()
+    for first in (True, False):  # before the partition's prefix is made, and after
+        for payload in (b"body", b"", bytearray(b"body")):
+            for floor in (None, "3"):
+                args = (SSP, offset, ordinal, payload, floor)
+                assert outcome(fast.tagger, *args) == outcome(python.tag, *args)
+                assert fast.to_json() == python.to_json(), first
+    assert fast.tagger(OTHER, "5", 0, b"x") == python.tag(OTHER, "5", 0, b"x")
+
+
+def test_tagger_follows_a_reset_of_the_partition() -> None:
+    fast, python = writers()
+    for writer in (fast, python):
+        writer.unresolved[SSP] = 100  # resumed after offset 100
+        writer.tag(SSP, "100", 0, b"x")  # the prefix of epoch 2 made
+        writer.observe(SSP, "50")  # the partition went back: epoch 3
+    assert fast.tagger(SSP, "50", 0, b"x") == python.tag(SSP, "50", 0, b"x")
+    assert fast.tagger(SSP, "50", 0, b"x")[9:13] == struct.pack(">I", 3)
+
+
+def test_tagger_passes_an_unhashable_partition_to_tag() -> None:
+    fast, python = writers()
+    assert outcome(lambda: fast.tagger([], "5", 0, b"x")) == outcome(
+        lambda: python.tag([], "5", 0, b"x")  # type: ignore[arg-type]
+    )
+
+
+# -- ReaderOrigins.admit -----------------------------------------------------------------------
+
+
+def replayed_records(seed: int) -> list[tuple[SystemStreamPartition, bytes]]:
+    """Records of several sources and epochs, each source's climbing with replays of earlier
+    stretches (a writer restarting), some with several calls in flight (type 4) and some
+    with an event time."""
+    rng = random.Random(seed)
+    prefixes = [origin_prefix(source_id(f"job-{w}/Partition 0", "kafka.in.0"), 0) for w in range(3)]
+    out: list[tuple[SystemStreamPartition, bytes]] = []
+    offsets = [0, 0, 0]
+    for _ in range(400):
+        w = rng.randrange(3)
+        ssp = SSP if rng.random() < 0.8 else OTHER
+        epoch_prefix = prefixes[w][:-4] + struct.pack(">I", rng.choice((0, 0, 0, 1)))
+        if rng.random() < 0.1:
+            offsets[w] = max(0, offsets[w] - rng.randrange(1, 20))  # a replay
+        offsets[w] += rng.randrange(0, 3)
+        ordinal = rng.randrange(3)
+        if rng.random() < 0.1:
+            record = frame_with_floor(
+                epoch_prefix, offsets[w], ordinal, max(0, offsets[w] - 2), b"v"
+            )
+        else:
+            record = frame_with_origin(epoch_prefix, offsets[w], ordinal, b"v")
+        if rng.random() < 0.2:
+            record = with_event_time(record, rng.randrange(-(10**12), 10**12))
+        out.append((ssp, record))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_admitter_admits_as_admit(seed: int) -> None:
+    fast, python = ReaderOrigins([SSP, OTHER]), ReaderOrigins([SSP, OTHER])
+    for ssp, record in replayed_records(seed):
+        assert fast.admitter(ssp, record) == python.admit(ssp, record), record.hex()
+        assert (fast.to_json(), fast.dropped) == (python.to_json(), python.dropped)
+
+
+def test_admitter_after_a_restore_and_on_records_it_passes_on() -> None:
+    saved = ReaderOrigins([SSP])
+    first = frame_with_origin(PREFIX, 10, 0, b"v")
+    saved.admit(SSP, first)
+    fast, python = ReaderOrigins([SSP, OTHER]), ReaderOrigins([SSP, OTHER])
+    fast.restore(saved.to_json())
+    python.restore(saved.to_json())
+    cases: list[tuple[Any, Any]] = [
+        (SSP, first),  # a copy of what the checkpoint covers
+        (SSP, frame_with_origin(PREFIX, 11, 0, b"v")),
+        (SSP, first[:20]),  # cut short
+        (SystemStreamPartition("kafka", "in", 9), first),  # a partition the task does not read
+        (SSP, bytearray(frame_with_origin(PREFIX, 12, 0, b"v"))),
+    ]
+    for ssp, record in cases:
+        assert outcome(fast.admitter, ssp, record) == outcome(python.admit, ssp, record)
+        assert (fast.to_json(), fast.dropped) == (python.to_json(), python.dropped)
