@@ -103,6 +103,7 @@ def assemble_inputs(
         on_dropped=lambda ssp: on_dropped(),
         dead_letters=cfg.task.dead_letter_stream is not None,
         heads=plan.heads,
+        now=clock.now,
     )
     if cfg.task.dead_letter_stream is not None:
         for consumer in systems.consumers.values():
@@ -329,6 +330,7 @@ class TaskAssembly:
             metrics=self.metrics,
             stores=instance.stores.stores if instance.stores else None,
             time_ms=getattr(self.clock, "time_ms", None),  # a clock of one's own may lack it
+            now=self.clock.now,
         )
 
 

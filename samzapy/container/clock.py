@@ -1,5 +1,6 @@
-"""The container's clock: window, commit, progress and callback-timeout timers read it, and
-processing-time windows and triggers read its wall-clock time.
+"""The container's clock: window, commit, progress and callback-timeout timers and the
+watermarks' idle timeouts read it, and processing-time windows and triggers read its
+wall-clock time.
 
 The default clock is the event loop's monotonic time, and the system's wall clock. Tests use
 ``samzapy.testing.ManualClock`` to drive the timers without waiting in real time.

@@ -13,9 +13,9 @@ control messages travel in-band, and the consumer side deserializes both), queue
 ``ControlEnvelope``s; on streams with ``samza.watermark.lateness.ms`` it derives a watermark
 from the timestamps of each batch and queues it after the batch, as if one upstream task had
 sent it. With ``samza.watermark.idle.ms`` too, a partition that delivered nothing for that
-long (processing time, checked after each poll) is told idle, with an idle watermark message
-(at ``NO_OFFSET``: it completes no offset), and told active again, with its last watermark,
-before the next batch it delivers.
+long (processing time, on the container's clock, checked after each poll) is told idle, with
+an idle watermark message (at ``NO_OFFSET``: it completes no offset), and told active again,
+with its last watermark, before the next batch it delivers.
 
 On a bootstrap partition some task is behind on, it queues a ``CaughtUp`` marker where the
 partition reaches its head (``bootstrap.py``): after the last message before it, or, when a
@@ -87,11 +87,13 @@ class SystemConsumers:
         on_dropped: Callable[[SystemStreamPartition], None] = lambda ssp: None,
         dead_letters: bool = False,
         heads: Heads | None = None,
+        now: Callable[[], float] = time.monotonic,
     ) -> None:
         """``dead_letters``: the job has a dead-letter stream: every envelope keeps the record
         as read (``raw``), and a message dropped here is queued as a ``DroppedEnvelope`` for
         its task to write its dead letter. ``heads``: the bootstrap partitions some task is
-        behind on, each with its head."""
+        behind on, each with its head. ``now``: monotonic seconds, which the idle timeouts
+        read (the container's clock's)."""
         self._consumers = consumers
         self._queues = queues
         self._serdes = serdes
@@ -109,6 +111,7 @@ class SystemConsumers:
         self._idle: set[SystemStreamPartition] = set()
         #: Bootstrap partitions not marked caught up yet (None: none ever).
         self._heads = heads if heads else None
+        self._now = now
 
     def space_freed(self) -> None:
         """Wake consumer coroutines waiting for room (called by tasks draining a queue)."""
@@ -133,7 +136,7 @@ class SystemConsumers:
         ssps = [ssp for ssp in self._queues if ssp.system == system]
         loop = asyncio.get_running_loop()
         timed = [ssp for ssp in ssps if (s := self._serdes.get(ssp)) and s.idle_ms is not None]
-        started = time.monotonic()
+        started = self._now()
         for ssp in timed:
             self._active_at.setdefault(ssp, started)
         while True:
@@ -185,7 +188,7 @@ class SystemConsumers:
 
     def _find_idle(self, ssps: list[SystemStreamPartition]) -> None:
         """Tell the partitions that delivered nothing for their idle timeout that they are."""
-        now = time.monotonic()
+        now = self._now()
         for ssp in ssps:
             if ssp in self._idle or self._done(ssp):
                 continue
@@ -241,7 +244,7 @@ class SystemConsumers:
 
     def _active(self, ssp: SystemStreamPartition, envelopes: list[Envelope]) -> None:
         """``ssp`` delivered: an idle partition is told active again, before the batch."""
-        self._active_at[ssp] = time.monotonic()
+        self._active_at[ssp] = self._now()
         if ssp in self._idle:
             self._idle.discard(ssp)
             last = self._derived.get(ssp)

@@ -16,7 +16,8 @@ from samzapy.tables import LocalTable
 class TaskContextImpl:
     """A task's name, input partitions, the job's config, metrics, stores, and those stores
     as tables; ``time_ms``: the container's clock's wall-clock time (the operator task's
-    processing time; None: the operators read the wall clock themselves)."""
+    processing time; None: the operators read the wall clock themselves); ``now``: its
+    monotonic seconds (the idle timeouts of generated watermarks; None: ``time.monotonic``)."""
 
     def __init__(
         self,
@@ -27,6 +28,7 @@ class TaskContextImpl:
         metrics: MetricsRegistry,
         stores: Mapping[str, KeyValueStore[Any, Any]] | None = None,
         time_ms: Callable[[], int] | None = None,
+        now: Callable[[], float] | None = None,
     ) -> None:
         self._task_name = task_name
         self._config = config
@@ -35,6 +37,7 @@ class TaskContextImpl:
         self._stores = dict(stores or {})
         self._tables: dict[str, ReadWriteTable] = {}
         self.time_ms = time_ms
+        self.now = now
 
     @property
     def task_name(self) -> TaskName:

@@ -15,8 +15,9 @@ window the minimum over the streams that reach it, whenever that moves forward:
 - a stream whose descriptor says ``with_watermarks(max_out_of_orderness, idle_timeout)``
   generates its own here, per message: the largest event time seen minus the
   out-of-orderness. So whether a message is late never depends on how messages were batched.
-  A stream that saw no message for ``idle_timeout`` (processing time, checked at each tick)
-  stops holding the minimum back, and holds it again with its next message.
+  A stream that saw no message for ``idle_timeout`` (processing time, on the container's
+  clock, checked at each tick) stops holding the minimum back, and holds it again with its
+  next message.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class _Generated:
         self.idle_ms = idle_ms
         self.top: int | None = None  # the largest event time seen
         self.seen = False  # a message came since the last tick
-        self.active_at: float | None = None  # when one was last seen (monotonic s)
+        self.active_at: float | None = None  # when one was last seen (the clock's s)
         self.idle = False
 
 
@@ -154,8 +155,8 @@ class Watermarks:
             self._moved(stream, watermark)
 
     def tick(self, now: float) -> None:
-        """Processing time passed: mark streams idle past their timeout (``now``: monotonic);
-        in a deferred graph, move the generated watermarks."""
+        """Processing time passed: mark streams idle past their timeout (``now``: monotonic
+        seconds, the container's clock's); in a deferred graph, move the generated watermarks."""
         changed: list[SystemStream] = []
         for stream, gen in self.generated.items():
             if self.deferred and gen.top is not None:

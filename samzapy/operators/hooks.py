@@ -6,6 +6,7 @@ any message did), then returns what the panes it fired still owe asynchronous op
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from samzapy.api.context import MessageCollector, TaskCoordinator
@@ -22,13 +23,20 @@ class WindowHooks(WindowableTask, EndOfStreamListenerTask, StreamWatermarkListen
     def _bind(self, collector: MessageCollector, coordinator: TaskCoordinator) -> None:
         raise NotImplementedError
 
+    #: Monotonic seconds, which the idle timeouts of generated watermarks read.
+    _now: Callable[[], float] = staticmethod(time.monotonic)
+
     def use_clock(self, context: Any) -> None:
-        """Processing-time windows, triggers and joins read the container's clock, which the
-        context gives (a ManualClock under ``TestRunner``), rather than the wall clock."""
+        """Processing-time windows, triggers and joins, and the idle timeouts of generated
+        watermarks, read the container's clock, which the context gives (a ManualClock under
+        ``TestRunner``), rather than the wall clock and ``time.monotonic``."""
         time_ms = getattr(context, "time_ms", None)
         if time_ms is not None:
             for op in [*self.graph.windows, *self.graph.joins]:
                 op.now_ms = time_ms
+        now = getattr(context, "now", None)
+        if now is not None:
+            self._now = now
 
     def window(self, collector: MessageCollector, coordinator: TaskCoordinator) -> Any:
         """The tick (``task.window.ms``): idle streams, processing-time panes, timed triggers,
@@ -37,7 +45,7 @@ class WindowHooks(WindowableTask, EndOfStreamListenerTask, StreamWatermarkListen
         if not graph.windows and not graph.joins:
             return None
         self._bind(collector, coordinator)
-        graph.watermarks.tick(time.monotonic())
+        graph.watermarks.tick(self._now())
         for window in graph.windows:
             window.tick()
         for join in graph.joins:

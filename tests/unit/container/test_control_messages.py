@@ -35,7 +35,7 @@ from samzapy.control import (
     frame,
 )
 from samzapy.system.inmemory import InMemoryBroker
-from samzapy.testing import TestRunner, wait_all_tasks_blocked
+from samzapy.testing import ManualClock, TestRunner, wait_all_tasks_blocked
 
 WORDS = SystemStream("memory", "words")
 COUNTS = SystemStream("memory", "counts")
@@ -283,6 +283,49 @@ def test_a_watermark_derived_from_timestamps_follows_the_largest_minus_lateness(
     watermarks = [v for kind, v in WatermarkRecorder.seen if kind == "watermark"]
     assert watermarks and watermarks[-1] == 1400  # the largest (1500) minus the lateness
     assert watermarks == sorted(set(watermarks))  # forward only
+
+
+async def test_a_manual_clock_makes_a_quiet_partition_idle_and_the_watermark_moves_on() -> None:
+    """``samza.watermark.idle.ms`` reads the container's clock: moving a ManualClock past it
+    makes the quiet partition idle, and the task's watermark is the busy one's alone."""
+    WatermarkRecorder.seen = []
+    clock = ManualClock(0.0)
+    config: dict[str, Any] = {}
+    for stream in ("busy", "quiet"):  # partition 0 of both: one task reads the two
+        config[f"streams.{stream}.samza.system"] = "memory"
+        config[f"streams.{stream}.samza.watermark.lateness.ms"] = 0
+    config["streams.quiet.samza.watermark.idle.ms"] = 60_000  # a minute of the clock's time
+    runner = TestRunner(WatermarkRecorder, config, clock=clock)
+    for stream in ("busy", "quiet"):
+        runner.add_input(stream, {0: []})
+        runner.broker.create_stream(stream, 1)
+    runner.broker.append("quiet", 0, None, "q", timestamp=1_000)  # then nothing, and no end
+    for ts in (2_000, 12_000):
+        runner.broker.append("busy", 0, None, f"b{ts}", timestamp=ts)
+    job = asyncio.ensure_future(runner.run_async(timeout=20))
+
+    def watermarks() -> list[int]:
+        return [v for kind, v in WatermarkRecorder.seen if kind == "watermark"]
+
+    async def until(done: Any) -> bool:
+        for _ in range(300):  # real time for the polls (100 ms each), never the idle timeout
+            if done() or job.done():
+                break
+            await asyncio.sleep(0.01)
+        return bool(done())
+
+    assert await until(lambda: len(WatermarkRecorder.seen) >= 4 and watermarks())
+    await asyncio.sleep(0.3)  # a few polls of real time: the quiet partition stays active
+    assert watermarks() == [1_000]  # the quiet partition holds it back
+    clock.advance(59.0)
+    await asyncio.sleep(0.3)
+    assert watermarks() == [1_000]  # 59 s: not idle yet
+    clock.advance(1.0)  # 60 s without a message: idle
+    assert await until(lambda: 12_000 in watermarks())
+    assert watermarks() == [1_000, 12_000]
+    runner.broker.end_stream("busy")
+    runner.broker.end_stream("quiet")
+    await job
 
 
 @pytest.mark.parametrize("batch", [1, 1000])

@@ -248,6 +248,35 @@ async def test_an_idle_stream_stops_holding_the_window_back(idle: timedelta | No
     assert sorted(live.panes) == sorted([*fired, ("b", 20_000, 1, DEFAULT)])
 
 
+async def test_a_manual_clock_makes_a_generated_watermark_stream_idle() -> None:
+    """``with_watermarks``' idle timeout reads the container's clock: moving a ManualClock
+    past it at the ticks makes the quiet stream idle, and the busy one alone closes panes."""
+    busy, quiet = events("busy"), events("quiet", 60 * S)  # a minute of the clock's time
+    clock = ManualClock(0.0)
+    seen: list[Any] = []
+
+    def build(d: StreamApplicationDescriptor, sink: Any) -> None:
+        first, second = [
+            d.get_input_stream(s).map(lambda msg: seen.append(msg) or msg) for s in (busy, quiet)
+        ]
+        first.merge([second]).window(key_count().with_event_time(), "w").sink(sink)
+
+    live = Live(build, {busy: 1, quiet: 1}, clock=clock)
+    live.send(quiet, m("q", 1_000))  # then nothing, and no end
+    live.send(busy, m("b", 2_000), m("b", 12_000), m("b", 25_000))
+    assert await live.wait(0, until=lambda _: len(seen) == 4)
+    clock.advance(0.1)  # a tick (task.window.ms: 100): both streams active at 0.1 s
+    assert not await live.wait(1, within=0.3)  # the quiet stream holds the watermark at 1 s
+    clock.advance(59.0)
+    assert not await live.wait(1, within=0.3)  # 59 s: not idle yet
+    clock.advance(2.0)  # the tick at 61.1 s: quiet for 61 s, idle
+    assert await live.wait(3)
+    fired = [("b", 0, 1, DEFAULT), ("b", 10_000, 1, DEFAULT), ("q", 0, 1, DEFAULT)]
+    assert sorted(live.panes) == fired
+    await live.end()
+    assert sorted(live.panes) == sorted([*fired, ("b", 20_000, 1, DEFAULT)])
+
+
 async def test_a_merged_stream_the_task_has_no_partition_of_does_not_hold_its_windows() -> None:
     """A window over ``merge`` of a 1-partition and a 2-partition stream: task 1 reads only
     the second's partition 1, so that one alone makes its watermark (the first's would never
