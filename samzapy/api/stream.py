@@ -227,20 +227,22 @@ class MessageStream:
         """Repartition by ``key_fn(message)`` through an intermediate stream of the job
         (``<job.name>-<job.id>-partition_by-<op_id>``); returns the stream read back from it,
         of ``KV(key, value_fn(message))``, each key on the partition Kafka's partitioner
-        gives its serialized key. ``serde`` is a ``KVSerde`` or one serde for both."""
+        gives its serialized key. ``serde`` is a ``KVSerde`` or one serde for both (a value
+        serde None: the system's ``samza.msg.serde``, checked when planned)."""
         if op_id is None:
             raise ConfigError("partition_by needs an op_id (it names the intermediate stream)")
         return self._intermediate(
             "partition_by",
             op_id,
-            _kv_serde(serde, "partition_by"),
+            _kv_serde(serde, f"partition_by {op_id!r}"),
             key_fn=check_sync_function(key_fn, "partition_by's key function"),
             value_fn=check_sync_function(value_fn, "partition_by's value function"),
         )
 
     def broadcast(self, serde: Any, op_id: str) -> MessageStream:
         """Send every message to every task of the job through an intermediate stream of one
-        partition that every task reads (``<job.name>-<job.id>-broadcast-<op_id>``)."""
+        partition that every task reads (``<job.name>-<job.id>-broadcast-<op_id>``).
+        ``serde`` None: the system's ``samza.msg.serde`` (none there is an error when planned)."""
         if op_id is None:
             raise ConfigError("broadcast needs an op_id (it names the intermediate stream)")
         if isinstance(serde, KVSerde):
@@ -275,7 +277,10 @@ def _kv_serde(serde: Any, what: str) -> KVSerde:
     if isinstance(serde, KVSerde):
         return serde
     if serde is None:
-        raise ConfigError(f"{what} needs a serde: a KVSerde(key_serde, value_serde) or a name")
+        raise ConfigError(
+            f"{what} needs a serde: a KVSerde(key_serde, value_serde), or one serde (a name or "
+            "object) for both, got None"
+        )
     return KVSerde(serde, serde)
 
 

@@ -71,6 +71,7 @@ def plan_application(
     _state_keys(graph, keys, config, names)
     for system in systems.values():
         keys.update(system.to_config())
+    _check_message_serdes(intermediates, {**keys.values, **config})
     keys.set(
         "task.inputs", [s.qualified_name for s in (*inputs, *intermediates) if not s.broadcast]
     )
@@ -123,6 +124,24 @@ def _check_graph(graph: ApplicationGraph) -> None:
                 f"the stream {stream.kind} {stream.op_id!r} returns is not used by any "
                 "operator: apply an operator to it, or leave the operator out"
             )
+
+
+def _check_message_serdes(intermediates: Iterable[StreamPlan], keys: Mapping[str, Any]) -> None:
+    """An intermediate stream carries bytes: a ``broadcast`` (or ``partition_by`` value) given
+    no serde needs the job file's serde for its stream, or its system's ``samza.msg.serde``."""
+    for stream in intermediates:
+        if stream.msg_serde is not None:
+            continue
+        system_key = f"systems.{stream.system}.samza.msg.serde"
+        if keys.get(f"streams.{stream.stream_id}.samza.msg.serde") or keys.get(system_key):
+            continue
+        kind = "broadcast" if stream.broadcast else "partition_by"
+        given = "serde None" if stream.broadcast else f"serde KVSerde({stream.key_serde}, None)"
+        raise ConfigError(
+            f"{kind} {stream.op_id!r} was given {given}, and its intermediate stream "
+            f"{stream.stream_id!r} carries bytes: pass the messages' serde (a name such as "
+            f"json or bytes, or a serde object), or set {system_key}"
+        )
 
 
 class _Keys:

@@ -69,6 +69,15 @@ class TwoIds(StreamApplication):
         stream.broadcast("json", "x").sink(lambda m, c, k: None)
 
 
+class BroadcastWithoutSerde(StreamApplication):
+    """A broadcast given no serde, on a system without samza.msg.serde."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        app_desc.with_default_system(InMemorySystemDescriptor("mem"))
+        stream = app_desc.get_input_stream(FILES.get_input_descriptor("in", "json"))
+        stream.broadcast(None, "everyone").sink(lambda m, c, k: None)
+
+
 class ByMember:
     """A view joined with its member's profile (None when there is none)."""
 

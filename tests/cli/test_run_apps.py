@@ -146,6 +146,22 @@ def test_validate_and_run_report_a_bad_graph_with_the_files_other_problems(tmp_p
     assert any("op_id 'x' is used twice" in p for p in invalid["problems"])
 
 
+def test_validate_and_run_report_a_broadcast_without_a_serde(tmp_path: Path) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [{"k": "a"}]})
+    job = app_yaml(tmp_path, "BroadcastWithoutSerde")
+    problem = "app.class: apps:BroadcastWithoutSerde: broadcast 'everyone' was given serde None"
+    checked = samzapy("validate", str(job), cwd=tmp_path)
+    assert checked.returncode == 2
+    assert problem in checked.stderr
+    assert "set systems.mem.samza.msg.serde" in checked.stderr
+    proc = samzapy("run", str(job))
+    assert proc.returncode == 2
+    (invalid,) = [e for e in events(proc.stdout) if e["event"] == "config_invalid"]
+    assert any(problem in p for p in invalid["problems"])
+    fixed = app_yaml(tmp_path, "BroadcastWithoutSerde", **{"systems.mem.samza.msg.serde": "json"})
+    assert samzapy("validate", str(fixed), cwd=tmp_path).returncode == 0
+
+
 def test_a_missing_job_name_is_reported_once_for_an_application(tmp_path: Path) -> None:
     # The planner needs it for the intermediate streams' names, and says what the check says.
     job = app_yaml(tmp_path, "CountByKey")

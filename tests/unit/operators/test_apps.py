@@ -396,6 +396,18 @@ def test_the_test_runner_keeps_a_systems_samzapy_settings_and_drops_its_clients(
     assert seen == [{"a": 1}]
 
 
+def test_a_broadcast_without_a_serde_on_a_system_without_one_fails_before_running() -> None:
+    seen: list[Any] = []
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(LINES).broadcast(None, "all").sink(lambda m, c, k: seen.append(m))
+
+    runner = TestRunner.of(Lambda(app)).add_input_stream(LINES, [{"a": 1}])
+    with pytest.raises(ConfigError, match=r"broadcast 'all' was given serde None"):
+        runner.run(timeout=10)
+    assert seen == []
+
+
 def test_the_test_runner_follows_a_stream_its_config_renames() -> None:
     source = KAFKA.get_input_descriptor("src", "json")
     out = KAFKA.get_output_descriptor("out", "json")

@@ -133,6 +133,42 @@ def test_a_broadcast_stream_has_one_partition_every_task_reads() -> None:
     assert p.config["task.inputs"] == ["kafka.lines"]
 
 
+def _broadcast_none(d: StreamApplicationDescriptor) -> None:
+    lines = d.get_input_stream(KAFKA.get_input_descriptor("lines", "json"))
+    lines.broadcast(None, "all").sink(lambda m, c, k: None)
+
+
+def _partition_by_value_none(d: StreamApplicationDescriptor) -> None:
+    lines = d.get_input_stream(KAFKA.get_input_descriptor("lines", "json"))
+    lines.partition_by(str, str, KVSerde("string", None), "p").sink(lambda m, c, k: None)
+
+
+@pytest.mark.parametrize(
+    ("app", "error"),
+    [
+        (_broadcast_none, r"^broadcast 'all' was given serde None, and its intermediate stream "),
+        (_partition_by_value_none, r"^partition_by 'p' was given serde KVSerde\(string, None\)"),
+    ],
+)
+def test_an_intermediate_stream_without_a_message_serde_is_an_error_when_planned(
+    app: Any, error: str
+) -> None:
+    # Its messages are framed as bytes: without a serde the first message failed the task.
+    with pytest.raises(ConfigError, match=error + r".*set systems\.kafka\.samza\.msg\.serde"):
+        plan(app)
+    # The system's serde, or the job file's for the stream, serves instead.
+    assert plan(app, {"systems.kafka.samza.msg.serde": "json"}).intermediates
+    stream_id = "wc-2-broadcast-all" if app is _broadcast_none else "wc-2-partition_by-p"
+    assert plan(app, {f"streams.{stream_id}.samza.msg.serde": "json"}).intermediates
+
+
+def test_a_missing_serde_is_reported_when_the_application_is_described() -> None:
+    desc = StreamApplicationDescriptor(JOB)
+    lines = desc.get_input_stream(KAFKA.get_input_descriptor("lines"))
+    with pytest.raises(ConfigError, match=r"^partition_by 'p' needs a serde: .*got None$"):
+        lines.partition_by(str, str, None, "p")
+
+
 def test_intermediate_streams_need_a_system_that_carries_them() -> None:
     files = FileSystemDescriptor("files")
 
