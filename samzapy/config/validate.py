@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from samzapy.api.system import SystemStream
+from samzapy.config.checkpoints import checkpoint_system
 from samzapy.config.drops import dead_letter_problems
 from samzapy.config.guarantee import exactly_once_problems
 from samzapy.config.loader import Config, Problem, config_error
@@ -342,14 +343,11 @@ class _Checker:
             else:
                 referenced.append((key, ss.system))
                 self._keeps_keys(key, ss.system, "a store changelog needs to restore the store")
-        checkpoint_system = self.values.get("task.checkpoint.system")
-        if isinstance(checkpoint_system, str) and self.values.get("task.checkpoint.factory") in (
-            "kafka",
-            "stream",
-        ):
+        stream_system = checkpoint_system(self.values, self.problem)
+        if stream_system is not None:
             self._keeps_keys(
                 "task.checkpoint.system",
-                checkpoint_system,
+                stream_system,
                 "a checkpoint stream needs to tell the tasks apart",
             )
         reported = {(k, s) for k, s in referenced if s == default and k != "job.default.system"}

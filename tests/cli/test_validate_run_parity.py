@@ -121,6 +121,19 @@ CASES: dict[str, tuple[dict[str, Any] | None, list[str]]] = {
         {**BASE, "job.coordinator.factory": "static", "job.container.id": "samzapy-5"},
         [r"job\.container\.id must be an integer from 0 to job\.container\.count - 1 \(0\), .*"],
     ),
+    "a checkpoint system beside file checkpoints": (
+        {
+            **BASE,
+            "task.checkpoint.factory": "file",
+            "task.checkpoint.dir": "checkpoints",
+            "task.checkpoint.system": "files",
+        },
+        [
+            r"task\.checkpoint\.system is set \('files'\), but task\.checkpoint\.factory is "
+            r"'file', which keeps no checkpoint stream: .*; set one of those, or leave "
+            r"task\.checkpoint\.system out"
+        ],
+    ),
     "missing file": (None, [r"job file 'job\.yaml' does not exist or is not a file"]),
 }
 

@@ -444,6 +444,34 @@ class TestKeylessSystems:
         assert resolved(self.FILES + "task.checkpoint.factory: file\n").task.checkpoint_factory
 
 
+@pytest.mark.parametrize(
+    ("factory", "what"),
+    [
+        ("task.checkpoint.factory: file\n", "'file'"),
+        ("task.checkpoint.factory: memory\n", "'memory'"),
+        ("", "unset (checkpoints are off)"),
+        ("task.checkpoint.factory: ''\n", "unset (checkpoints are off)"),
+    ],
+)
+@pytest.mark.parametrize("system", ["mem", "out", "nowhere"])
+def test_a_checkpoint_system_no_checkpoint_stream_uses_is_refused(
+    factory: str, what: str, system: str
+) -> None:
+    # It was accepted and ignored, whatever it named: the checkpoints went elsewhere.
+    text = TestKeylessSystems.FILES + factory + f"task.checkpoint.system: {system}\n"
+    assert problems(text) == (
+        f"task.checkpoint.system is set ({system!r}), but task.checkpoint.factory is {what}, "
+        "which keeps no checkpoint stream: task.checkpoint.system is only for "
+        "task.checkpoint.factory kafka or stream; set one of those, or leave "
+        "task.checkpoint.system out",
+    )
+
+
+def test_a_checkpoint_system_is_left_to_a_checkpoint_manager_class() -> None:
+    config = resolved("task.checkpoint.factory: mine:Manager\ntask.checkpoint.system: mem\n")
+    assert config.task.checkpoint_system == "mem"
+
+
 # -- standby replicas ---------------------------------------------------------------------------
 
 
