@@ -10,7 +10,7 @@ stream's message first.
   message with the latest event time per key (an out-of-order older one still joins, but
   does not replace it), a message whose time the watermark already passed is late and
   dropped (as in Flink's interval join), and the result goes on with the later of the two
-  times.
+  times (the message keeps its own in the operators after it on other branches).
 
 A message whose key is None joins nothing and is not kept. What expired (older than the ttl;
 event time: the watermark passed its time by more than the ttl) never joins, and is deleted
@@ -78,15 +78,29 @@ class JoinSide(OperatorImpl):
         self.left = left
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
+        clock = self.join.clock
+        before = None if clock is None else clock.t
         result = self.join.take(message, self.left)
-        return None if result is None else self.join.emit(result)
+        if result is None:
+            return None
+        try:
+            return self.join.emit(result)
+        finally:
+            if clock is not None:  # the result's time is not the message's, after it
+                clock.t = before
 
     def transform(self, message: Any) -> list[Any]:
         result = self.join.take(message, self.left)
         return [] if result is None else [result]
 
     def timed(self, message: Any) -> Awaitable[Any] | None:
-        return self.join.timed_side(message, self.left)
+        clock = self.join.clock
+        before = None if clock is None else clock.t
+        try:
+            return self.join.timed_side(message, self.left)
+        finally:
+            if clock is not None:
+                clock.t = before
 
 
 class JoinOperator(OperatorImpl):

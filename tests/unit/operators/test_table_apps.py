@@ -340,6 +340,34 @@ def test_a_stream_stream_join_in_event_time_measures_the_ttl_in_event_time() -> 
     assert plan._plan()[1].plan.event_time_joins == frozenset({"j"})
 
 
+def test_a_join_result_s_later_time_stays_with_the_result() -> None:
+    """A join result goes on with the later of its two times; the message that made it
+    keeps its own in the operators after it on other branches (here a window)."""
+    events = timed("events")
+    panes: list[Any] = []
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        stream = d.get_input_stream(events)
+        stream.filter(lambda kv: kv.value["side"] == "L").join(
+            stream.filter(lambda kv: kv.value["side"] == "R"),
+            OrderPayment(),
+            "string",
+            KVSerde("string", "json"),
+            KVSerde("string", "json"),
+            timedelta(minutes=1),
+            "j",
+        ).send_to(d.get_output_stream(PAID))
+        window = Windows.tumbling_window(
+            timedelta(seconds=10), lambda: [], lambda kv, ts: [*ts, kv.value["t"]]
+        ).with_event_time()
+        stream.window(window, "w").sink(lambda p, c, k: panes.append((p.key.pane_id, p.message)))
+
+    messages = [KV("x", {"side": "R", "t": 15_000}), KV("x", {"side": "L", "t": 1_000})]
+    result = run(app, [(events, messages)], {PAID: 1})
+    assert len(flat(result.keyed_outputs(PAID))) == 1  # they joined, at 15 s
+    assert sorted(panes) == [(0, [1_000]), (10_000, [15_000])]  # 1 s is in the pane of 0
+
+
 def test_the_join_sweeps_what_the_watermark_passed_by_more_than_the_ttl() -> None:
     from samzapy.api.system import TaskName
     from samzapy.operators.event_time import EventClock
