@@ -142,19 +142,20 @@ class TumblingWindowOperator(WindowOperator):
 
     def restore(self) -> None:
         fired = self.watermark
-        with self.store.range(_TUMBLING, _TUMBLING + b"\xff" * 9) as entries:
-            for entry in entries:
-                pane = int.from_bytes(entry.key[1:9], "big") - _OFFSET
-                if pane not in self.panes:
-                    done = self.event_time and fired is not None and pane + self.size <= fired
-                    self.panes[pane] = bool(done)
-        if self.triggered:
-            with self.store.range(_ARMED, _ARMED + b"\xff" * 9) as entries:
+        ranges = [_TUMBLING, _ARMED] if self.triggered else [_TUMBLING]
+        for kind in ranges:
+            # A trigger's state may outlive its pane's values (a discarding trigger that
+            # fired and does not repeat): its pane is open too, so that it goes with it.
+            with self.store.range(kind, kind + b"\xff" * 9) as entries:
                 for entry in entries:
-                    skey = _TUMBLING + entry.key[1:]
-                    pane = int.from_bytes(skey[1:9], "big") - _OFFSET
-                    armed = self.armed[skey] = _Armed(self.kserde.from_bytes(skey[9:]), pane)
-                    armed.load(entry.value)
+                    pane = int.from_bytes(entry.key[1:9], "big") - _OFFSET
+                    if pane not in self.panes:
+                        done = self.event_time and fired is not None and pane + self.size <= fired
+                        self.panes[pane] = bool(done)
+                    if kind == _ARMED:
+                        skey = _TUMBLING + entry.key[1:]
+                        armed = self.armed[skey] = _Armed(self.kserde.from_bytes(skey[9:]), pane)
+                        armed.load(entry.value)
         self._reschedule()
 
     def due(self, now: int) -> bool:

@@ -446,6 +446,25 @@ async def test_a_trigger_that_does_not_repeat_has_fired_after_a_restart_too() ->
     assert result.metrics.snapshot()["task.Partition 0"]["w-late-messages"] == 2
 
 
+async def test_a_trigger_s_state_restored_without_its_pane_s_values_is_let_go_with_it() -> None:
+    source = events()
+    window = lambda: (  # noqa: E731
+        key_count().with_event_time().set_early_trigger(Triggers.count(2))  # once, discarding
+    )
+    first = Live(window_app(window(), source), {source: 1}, **{"task.commit.ms": 20})
+    first.send(source, m("a", 1_000), m("a", 2_000))
+    namespace = await crash_after_commit(first, "1")
+    assert first.panes == [("a", 0, 2, EARLY)]  # the pane's value went with it: none stored
+
+    again = Live(window_app(window(), source), {source: 1}, namespace=namespace)
+    again.send(source, m("b", 15_000))
+    await again.end()
+    assert again.panes == [("b", 10_000, 1, DEFAULT)]
+    assert again.runner.container is not None
+    (operator,) = again.runner.container.tasks[0]._task.graph.windows
+    assert operator.armed == {}  # the trigger's state of pane 0 went (and its row) with it
+
+
 async def test_an_early_trigger_that_fired_once_does_not_make_late_messages_too_late() -> None:
     source = events()
     window = (
