@@ -147,6 +147,7 @@ class MessageStream:
                 ("apply", "get_message_key", "get_record_key"),
                 "a stream-table join's function needs apply(message, record), "
                 "get_message_key(message) and get_record_key(record)",
+                op_id,
             )
             return self._then("stream_table_join", join_fn, op_id, table=other)
         if not isinstance(other, MessageStream):
@@ -161,6 +162,7 @@ class MessageStream:
             ("apply", "get_first_key", "get_second_key"),
             "a stream-stream join's function needs apply(message, other_message), "
             "get_first_key(message) and get_second_key(other_message)",
+            op_id,
         )
         if op_id is None:
             raise ConfigError("a stream-stream join needs an op_id (it names the join's stores)")
@@ -187,15 +189,16 @@ class MessageStream:
         so editing a function keeps it), with a changelog when the job has a system for one."""
         from samzapy.api.windows import Window
 
+        named = "window" if op_id is None else f"window {op_id!r}"
         if not isinstance(window, Window):
-            raise ConfigError(f"window takes a Window made by samzapy.Windows, got {window!r}")
+            raise ConfigError(f"{named} takes a Window made by samzapy.Windows, got {window!r}")
         if op_id is None:
             raise ConfigError("window needs an op_id (it names the window's store)")
         late = window.late_output
         if late is not None and not isinstance(late, OutputStream):
             raise ConfigError(
-                "with_late_output takes an OutputStream (app_desc.get_output_stream(...)), got "
-                f"{late!r}"
+                f"{named}: with_late_output takes an OutputStream "
+                f"(app_desc.get_output_stream(...)), got {late!r}"
             )
         if late is not None:
             self._own(late, "with_late_output")
@@ -265,12 +268,14 @@ class MessageStream:
         return f"MessageStream(after {self._spec.kind} {self._spec.op_id!r})"
 
 
-def _needs(fn: Any, methods: tuple[str, ...], what: str) -> None:
-    """A ConfigError (``what``, then the first method missing) unless ``fn`` has each."""
+def _needs(fn: Any, methods: tuple[str, ...], what: str, op_id: str | None) -> None:
+    """A ConfigError (the join's op id when given, ``what``, then the first method missing)
+    unless ``fn`` has each."""
+    named = "" if op_id is None else f"join {op_id!r}: "
     for method in methods:
         if not callable(getattr(fn, method, None)):
-            raise ConfigError(f"{what}; {fn!r} has no {method}")
-        check_sync(getattr(fn, method), f"the join function's {method}")
+            raise ConfigError(f"{named}{what}; {fn!r} has no {method}")
+        check_sync(getattr(fn, method), f"{named}the join function's {method}")
 
 
 def _kv_serde(serde: Any, what: str) -> KVSerde:

@@ -437,6 +437,8 @@ def test_the_join_sweeps_what_the_watermark_passed_by_more_than_the_ttl() -> Non
 
 
 def test_join_and_table_mistakes_are_config_errors_at_start_up() -> None:
+    ttl = timedelta(seconds=1)
+
     def app_of(fn: Any) -> Any:
         def app(d: StreamApplicationDescriptor) -> None:
             fn(d)
@@ -472,6 +474,12 @@ def test_join_and_table_mistakes_are_config_errors_at_start_up() -> None:
                 d.get_table(InMemoryTableDescriptor("t", KVSerde("string", "json"))), OrderPayment()
             ),
             r"get_message_key",
+        ),
+        (
+            lambda d: d.get_input_stream(ORDERS).join(
+                d.get_input_stream(PAYMENTS), Enrich(), "string", None, None, ttl, "pay"
+            ),
+            r"join 'pay': a stream-stream join's function needs .* has no get_first_key",
         ),
         (
             lambda d: (

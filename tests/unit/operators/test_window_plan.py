@@ -156,11 +156,11 @@ def test_windows_the_planner_refuses(window: Any, message: str) -> None:
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda s: s.window("not a window", "w"), "window takes a Window made by"),
+        (lambda s: s.window("not a window", "w"), "window 'w' takes a Window made by"),
         (lambda s: s.window(counting(), None), "window needs an op_id"),
         (
             lambda s: s.window(counting().with_late_output("views"), "w"),
-            "with_late_output takes an OutputStream",
+            "window 'w': with_late_output takes an OutputStream",
         ),
         (lambda s: s.window(counting(), "views"), "op_id 'views' is used twice"),
     ],

@@ -653,11 +653,11 @@ def test_a_window_takes_a_window_and_its_late_output_an_output_stream() -> None:
     def late_to_an_input(window: Window, source: Any) -> Any:
         def build(d: StreamApplicationDescriptor, sink: Any) -> None:
             stream = d.get_input_stream(source)
-            with pytest.raises(ConfigError, match=r"window takes a Window made by"):
+            with pytest.raises(ConfigError, match=r"window 'w' takes a Window made by"):
                 stream.window("tumbling", "w")
             stream.window(window.with_late_output(stream), "w")
 
         return build
 
-    with pytest.raises(ConfigError, match=r"with_late_output takes an OutputStream"):
+    with pytest.raises(ConfigError, match=r"window 'w': with_late_output takes an OutputStream"):
         run(key_count().with_event_time(), events(), [m("a", 1)], late_to_an_input)
