@@ -125,11 +125,9 @@ class TumblingWindowOperator(WindowOperator):
         skey = prefix + self.kserde.to_bytes(key)
         store = self.store
         raw = store.get(skey)
+        value = self.initial_value() if raw is None else self.vserde.from_bytes(raw)
         try:
-            if raw is None:
-                value = self.aggregator(message, self.initial())  # type: ignore[misc]
-            else:
-                value = self.aggregator(message, self.vserde.from_bytes(raw))  # type: ignore[misc]
+            value = self.aggregator(message, value)  # type: ignore[misc]
         except Exception as exc:
             raise self.failed(exc, "aggregator") from exc
         store.put(skey, self.vserde.to_bytes(value))

@@ -230,12 +230,19 @@ class WindowOperator(SendingOperator):
                 return [message]
             value.append(message)
             return value
+        if value is None:
+            value = self.initial_value()
         try:
-            if value is None:
-                value = self.initial()  # type: ignore[misc]
             return self.aggregator(message, value)
         except Exception as exc:
             raise self.failed(exc, "aggregator") from exc
+
+    def initial_value(self) -> Any:
+        """A new pane's value (the window has an aggregator)."""
+        try:
+            return self.initial()  # type: ignore[misc]
+        except Exception as exc:
+            raise self.failed(exc, "initial_value") from exc
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
         self.message(message, self._key(message), self._time())

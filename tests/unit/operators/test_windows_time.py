@@ -579,6 +579,27 @@ def test_a_value_its_store_cannot_serialize_fails_the_task_naming_the_window() -
     assert isinstance(info.value.__cause__, SerdeError)
 
 
+@pytest.mark.parametrize("kind", ["tumbling", "session"])
+@pytest.mark.parametrize(
+    ("initial", "aggregator", "failed"),
+    [
+        (lambda: 1 / 0, lambda m, n: n + 1, "initial_value"),
+        (lambda: 0, lambda m, n: 1 / 0, "aggregator"),
+    ],
+)
+def test_an_aggregating_function_that_fails_is_named(
+    kind: str, initial: Any, aggregator: Any, failed: str
+) -> None:
+    if kind == "tumbling":
+        window = Windows.keyed_tumbling_window(lambda m: m["k"], 10 * S, initial, aggregator)
+    else:
+        window = Windows.keyed_session_window(
+            lambda m: m["k"], 10 * S, initial, aggregator, merger=lambda a, b: a + b
+        )
+    with pytest.raises(TaskError, match=rf"the {failed} of operator 'w' \(window\) failed"):
+        run(window.with_event_time(), events(), {0: [m("a", 1)]})
+
+
 def test_a_message_without_an_event_time_fails_the_window() -> None:
     source = KAFKA.get_input_descriptor("events", "json")  # records with no timestamp
     with pytest.raises(TaskError, match=r"operator 'w' \(window\).*with_timestamp\(fn\)") as info:
