@@ -293,8 +293,11 @@ class JoinOperator(OperatorImpl):
 
     def advance(self, watermark: int) -> None:
         """Event time: the watermark of the join's inputs moved (what is before it is late;
-        the tick sweeps what it passed by more than the ttl)."""
-        self.watermark = watermark
+        the tick sweeps what it passed by more than the ttl). It never goes back: the
+        minimum over the inputs does when an idle input comes back behind it, and what
+        that input brings behind the join's watermark is late, as in Flink."""
+        if self.watermark is None or watermark > self.watermark:
+            self.watermark = watermark
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
         raise AssertionError("a join's messages come through its sides")

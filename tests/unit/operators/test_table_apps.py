@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import pytest
 from test_apps import Lambda, flat, run
+from test_windows_time import Live
 
 from samzapy import (
     KV,
@@ -366,6 +367,41 @@ def test_a_join_result_s_later_time_stays_with_the_result() -> None:
     result = run(app, [(events, messages)], {PAID: 1})
     assert len(flat(result.keyed_outputs(PAID))) == 1  # they joined, at 15 s
     assert sorted(panes) == [(0, [1_000]), (10_000, [15_000])]  # 1 s is in the pane of 0
+
+
+async def test_a_join_s_watermark_does_not_go_back_when_an_idle_input_comes_back() -> None:
+    idle = timedelta(milliseconds=200)
+    orders = KAFKA.get_input_descriptor("orders", "json").with_timestamp(lambda m: m["t"])
+    payments = KAFKA.get_input_descriptor("payments", "json").with_timestamp(lambda m: m["t"])
+    orders, payments = orders.with_watermarks(timedelta(0), idle), payments.with_watermarks()
+    joined: list[Any] = []
+
+    class ByKey:
+        def get_first_key(self, m: Any) -> Any:
+            return m["k"]
+
+        def get_second_key(self, m: Any) -> Any:
+            return m["k"]
+
+        def apply(self, order: Any, payment: Any) -> Any:
+            return (order["t"], payment["t"])
+
+    def build(d: StreamApplicationDescriptor, sink: Any) -> None:
+        d.get_input_stream(orders).join(
+            d.get_input_stream(payments), ByKey(), "string", "json", "json", timedelta(hours=1), "j"
+        ).sink(lambda r, c, k: joined.append(r))
+
+    live = Live(build, {orders: 1, payments: 1})
+    live.send(orders, {"k": "a", "t": 1_000})
+    live.send(payments, {"k": "b", "t": 50_000})
+    await asyncio.sleep(1.0)  # orders idle: the join's watermark is the payments', 50 s
+    live.send(payments, {"k": "c", "t": 50_000})
+    await asyncio.sleep(0.2)
+    live.send(orders, {"k": "c", "t": 2_000})  # orders come back, behind it: late
+    await asyncio.sleep(0.2)
+    result = await live.end()
+    assert joined == []
+    assert result.metrics.snapshot()["task.Partition 0"]["j-late-messages"] == 1
 
 
 def test_the_join_sweeps_what_the_watermark_passed_by_more_than_the_ttl() -> None:
