@@ -521,6 +521,33 @@ async def test_a_session_that_fired_is_kept_for_late_messages_across_a_restart()
     assert second.panes == [("a", 0, 3, LATE), ("a", 3_000, 1, DEFAULT)]
 
 
+@pytest.mark.parametrize(
+    ("mode", "merged"),
+    [(AccumulationMode.ACCUMULATING, 4), (AccumulationMode.DISCARDING, 2)],
+)
+async def test_a_late_message_that_bridges_a_fired_session_and_an_open_one_makes_a_new_window(
+    mode: AccumulationMode, merged: int
+) -> None:
+    """As in Beam: the merged session's end is ahead of the watermark, so it is on time, and
+    fires its DEFAULT pane under the fired session's pane id (docs/api.md)."""
+    source = events()
+    window = (
+        Windows.keyed_session_window(lambda m: m["k"], 10 * S, **COUNT, merger=lambda x, y: x + y)
+        .with_event_time(allowed_lateness=20 * S)
+        .set_accumulation_mode(mode)
+    )
+    live = Live(window_app(window, source), {source: 1})
+    # [0, 15 s) fires at the watermark 16 s; 14 s is behind it, within the lateness, and less
+    # than a gap from both sessions: one session [0, 26 s), closed by 100 s.
+    live.send(source, *[m("a", t) for t in (0, 5_000, 16_000, 14_000, 100_000)])
+    await live.end()
+    assert live.panes == [
+        ("a", 0, 2, DEFAULT),
+        ("a", 0, merged, DEFAULT),
+        ("a", 100_000, 1, DEFAULT),
+    ]
+
+
 # -- errors --------------------------------------------------------------------------------------
 
 
