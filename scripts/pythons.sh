@@ -64,11 +64,12 @@ for version in "${versions[@]}"; do
     "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall .
     rm -rf build
     # The suites import samzapy from the checkout (python -m pytest puts it first on sys.path):
-    # give it this version's C extension (KV's constructor) from the install, so that the
-    # suites run with it here as in .venv; tests/unit/api/test_kv_speedups.py tests both paths
-    # (and fails where a C compiler is but the optional build failed).
+    # give it this version's C extension (KV's constructor, the framed records' paths) from the
+    # install, so that the suites run with it here as in .venv; tests/unit/api/test_kv_speedups.py
+    # and tests/unit/control/test_speedups.py test both paths (and fail where a C compiler is
+    # but the optional build failed).
     if ! "$venv/bin/python" -I -c 'import shutil, sys, samzapy._speedups as s; shutil.copy(s.__file__, sys.argv[1])' samzapy/ 2>/dev/null; then
-        echo "== Python $version: samzapy._speedups was not built (no C compiler or Python headers?): KV runs as the plain NamedTuple"
+        echo "== Python $version: samzapy._speedups was not built (no C compiler or Python headers?): its paths run in Python"
     fi
     "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit tests/contract
     scratch="$(mktemp -d)"
