@@ -363,21 +363,10 @@ tag_fast(PyObject *prefixes, PyObject *const *args, Py_ssize_t nargs)
     return record;
 }
 
-/* args: ssp, record; state: ReaderOrigins' applied positions, per ssp then per source. */
+/* admit_fast's work on the partition's dict, ``sources``, which the caller holds. */
 static PyObject *
-admit_fast(PyObject *applied, PyObject *const *args, Py_ssize_t nargs)
+admit_into(PyObject *sources, const unsigned char *record)
 {
-    if (nargs != 2 || !PyBytes_CheckExact(args[1]) || PyBytes_GET_SIZE(args[1]) < ORIGIN_END) {
-        return NULL;
-    }
-    const unsigned char *record = (const unsigned char *)PyBytes_AS_STRING(args[1]);
-    if ((record[0] & ~EVENT_TIME_FLAG & 0xFF) != ORIGIN_TYPE) {
-        return NULL;
-    }
-    PyObject *sources = PyDict_GetItemWithError(applied, args[0]); /* borrowed */
-    if (sources == NULL || !PyDict_CheckExact(sources)) {
-        return NULL;
-    }
     PyObject *source = PyBytes_FromStringAndSize((const char *)record + ORIGIN_SOURCE_AT,
                                                  ORIGIN_SOURCE_SIZE);
     if (source == NULL) {
@@ -409,6 +398,30 @@ admit_fast(PyObject *applied, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_RETURN_TRUE;
+}
+
+/* args: ssp, record; state: ReaderOrigins' applied positions, per ssp then per source. */
+static PyObject *
+admit_fast(PyObject *applied, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_CheckExact(args[1]) || PyBytes_GET_SIZE(args[1]) < ORIGIN_END) {
+        return NULL;
+    }
+    const unsigned char *record = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    if ((record[0] & ~EVENT_TIME_FLAG & 0xFF) != ORIGIN_TYPE) {
+        return NULL;
+    }
+    PyObject *sources = PyDict_GetItemWithError(applied, args[0]); /* borrowed */
+    if (sources == NULL || !PyDict_CheckExact(sources)) {
+        return NULL;
+    }
+    /* Held for the call: looking the source up and setting it compare it with the dict's
+     * keys, and a key that is not bytes runs Python code there, which may take the dict out
+     * of ``applied`` (the Python method holds it in a local variable likewise). */
+    Py_INCREF(sources);
+    PyObject *result = admit_into(sources, record);
+    Py_DECREF(sources);
+    return result;
 }
 
 /* args: record; state: wire.py's _BODY_AT (a user message's type byte -> where its body

@@ -9,8 +9,11 @@ left behind, over the cases the C code decides itself and those it must pass on.
 
 from __future__ import annotations
 
+import os
 import random
 import struct
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -215,3 +218,47 @@ def test_admitter_after_a_restore_and_on_records_it_passes_on() -> None:
     for ssp, record in cases:
         assert outcome(fast.admitter, ssp, record) == outcome(python.admit, ssp, record)
         assert (fast.to_json(), fast.dropped) == (python.to_json(), python.dropped)
+
+
+# A source whose hash another key of the partition's dict shares, and whose ``__eq__`` replaces
+# that dict while admit looks the source up: the dict the C path holds must outlive the call.
+# PYTHONMALLOC=debug fills freed memory, so a dict used after it was freed crashes there.
+REPLACED_WHILE_LOOKED_UP = """
+from samzapy.api.system import SystemStreamPartition
+from samzapy.control.origins import ReaderOrigins
+from samzapy.control.wire import frame_with_origin, origin_prefix, position, source_id
+
+SSP = SystemStreamPartition("kafka", "in", 3)
+record = frame_with_origin(origin_prefix(source_id("w", "kafka.in.3"), 0), 10, 0, b"v")
+source = record[1:9]
+
+def outcome(reader, call):
+    armed = []
+
+    class Colliding:
+        def __hash__(self):
+            return hash(source)
+
+        def __eq__(self, other):
+            if armed:
+                armed.clear()
+                reader.applied[SSP] = {}
+                [{i: i} for i in range(1000)]
+            return False
+
+    reader.applied[SSP][Colliding()] = b"x"
+    reader.applied[SSP][source] = position(0, 5, 0)
+    armed.append(True)
+    return call(SSP, record), reader.applied[SSP], reader.dropped
+
+fast, python = ReaderOrigins([SSP]), ReaderOrigins([SSP])
+print(outcome(fast, fast.admitter) == outcome(python, python.admit))
+"""
+
+
+def test_admitter_keeps_the_partitions_dict_while_a_key_of_it_runs_python_code() -> None:
+    env = {**os.environ, "PYTHONMALLOC": "debug"}
+    out = subprocess.run(
+        [sys.executable, "-c", REPLACED_WHILE_LOOKED_UP], env=env, capture_output=True, text=True
+    )
+    assert (out.returncode, out.stdout.strip()) == (0, "True"), out.stderr
