@@ -262,3 +262,119 @@ def test_admitter_keeps_the_partitions_dict_while_a_key_of_it_runs_python_code()
         [sys.executable, "-c", REPLACED_WHILE_LOOKED_UP], env=env, capture_output=True, text=True
     )
     assert (out.returncode, out.stdout.strip()) == (0, "True"), out.stderr
+
+
+# -- Calls of other shapes: keywords, wrong counts, subclasses, huge numbers -------------------
+
+
+class _Str(str):
+    pass
+
+
+class _Bytes(bytes):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+def tag_calls() -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    good = (SSP, "12", 3, b"body")
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        (good, {"floor": None}),
+        (good, {"floor": "5"}),
+        ((SSP, "12"), {"ordinal": 3, "payload": b"body"}),
+        ((), {"ssp": SSP, "offset": "12", "ordinal": 3, "payload": b"body"}),
+        ((), {}),
+        ((SSP,), {}),
+        ((SSP, "12", 3), {}),
+        ((*good, None, None), {}),
+        ((*good, None), {"floor": None}),
+        (good, {"nope": 1}),
+    ]
+    for at, odd in [
+        (1, _Str("12")),
+        (1, "\xe9"),  # one byte a character, not ASCII
+        (1, "1" * 21),
+        (1, None),
+        (1, 12),
+        (2, _Int(3)),
+        (2, 2**64),
+        (2, -(2**64)),
+        (2, 2**200),
+        (2, 3.0),
+        (3, _Bytes(b"body")),
+        (3, memoryview(b"body")),
+        (3, None),
+        (0, ("kafka", "in", 3)),  # a plain tuple equal to SSP
+        (0, _Str("kafka.in.3")),
+        (0, {}),  # unhashable
+    ]:
+        args = list(good)
+        args[at] = odd
+        calls.append((tuple(args), {}))
+    return calls
+
+
+@pytest.mark.parametrize(("args", "kwargs"), tag_calls(), ids=repr)
+def test_tagger_called_otherwise_does_as_tag(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    fast, python = writers()
+    for writer in (fast, python):
+        writer.tag(SSP, "1", 0, b"")  # the prefix made: the C path is open
+    for _ in range(2):
+        assert outcome(lambda: fast.tagger(*args, **kwargs)) == outcome(
+            lambda: python.tag(*args, **kwargs)
+        )
+        assert fast.to_json() == python.to_json()
+
+
+def admit_calls() -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    record = frame_with_origin(PREFIX, 11, 0, b"v")
+    return [
+        ((SSP,), {"record": record}),
+        ((), {"ssp": SSP, "record": record}),
+        ((), {}),
+        ((SSP,), {}),
+        ((SSP, record, None), {}),
+        ((SSP, _Bytes(record)), {}),
+        ((SSP, memoryview(record)), {}),
+        ((SSP, with_event_time(record, -1)), {}),
+        ((SSP, frame_with_origin(PREFIX, 10, 0, b"v")), {}),  # the one applied: a copy
+        ((("kafka", "in", 3), record), {}),  # a plain tuple equal to SSP
+        (({}, record), {}),  # unhashable
+        ((SSP, "text"), {}),
+    ]
+
+
+@pytest.mark.parametrize(("args", "kwargs"), admit_calls(), ids=repr)
+def test_admitter_called_otherwise_does_as_admit(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    fast, python = ReaderOrigins([SSP]), ReaderOrigins([SSP])
+    for reader in (fast, python):
+        reader.admit(SSP, frame_with_origin(PREFIX, 10, 0, b"v"))  # a last position: C's case
+    for _ in range(2):
+        assert outcome(lambda: fast.admitter(*args, **kwargs)) == outcome(
+            lambda: python.admit(*args, **kwargs)
+        )
+        assert (fast.applied, fast.dropped) == (python.applied, python.dropped)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((), {"record": frame(b"x")}),
+        ((), {}),
+        ((frame(b"x"), None), {}),
+        ((_Bytes(frame(b"x")),), {}),
+        ((_Bytes(with_event_time(frame(b"x"), 5)),), {}),
+    ],
+    ids=repr,
+)
+def test_decode_timed_fast_called_otherwise_does_as_decode_timed(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    assert outcome(lambda: decode_timed_fast(*args, **kwargs)) == outcome(
+        lambda: decode_timed(*args, **kwargs)
+    )
