@@ -33,10 +33,10 @@ COPY samzapy ./samzapy
 # source build, which would need a Rust toolchain. samzapy's own C extension (KV's constructor
 # and the framed records' paths, samzapy/_speedups.c) is built with a C compiler installed for
 # this step and removed in it, so the image carries no compiler (the slim image has Python's
-# headers; container_started logs kv_speedups). pip installs samzapy with its bytecode; the source copied for the build then
-# goes, since /app comes first on PYTHONPATH and an uncompiled samzapy there would be compiled
-# at every start (PYTHONDONTWRITEBYTECODE, and the user cannot write /app): 0.4 s more to each
-# restart.
+# headers; container_started logs kv_speedups). pip installs samzapy with its bytecode; the
+# source copied for the build then goes, since /app comes first on PYTHONPATH and an
+# uncompiled samzapy there would be compiled at every start (PYTHONDONTWRITEBYTECODE, and the
+# user cannot write /app): 0.4 s more to each restart.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \

@@ -288,8 +288,9 @@ new_fast_call(PyObject *args, fast_path fast, const char *name)
     if (!PyArg_ParseTuple(args, "O!O:origin_call", &PyDict_Type, &state, &fallback)) {
         return NULL;
     }
-    if (!PyCallable_Check(fallback)) {
-        PyErr_Format(PyExc_TypeError, "%s: the fallback must be callable", name);
+    if (!PyDict_CheckExact(state) || !PyCallable_Check(fallback)) {
+        /* A dict subclass's own __getitem__ or __missing__ would be skipped by the look-ups. */
+        PyErr_Format(PyExc_TypeError, "%s takes a dict (not a subclass) and a callable", name);
         return NULL;
     }
     FastCall *self = PyObject_GC_New(FastCall, &FastCallType);

@@ -9,6 +9,7 @@ left behind, over the cases the C code decides itself and those it must pass on.
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import struct
@@ -378,3 +379,12 @@ def test_decode_timed_fast_called_otherwise_does_as_decode_timed(
     assert outcome(lambda: decode_timed_fast(*args, **kwargs)) == outcome(
         lambda: decode_timed(*args, **kwargs)
     )
+
+
+def test_a_fast_path_is_made_of_a_plain_dict_only() -> None:
+    # A dict subclass's own __getitem__ or __missing__ would be skipped by the C look-ups.
+    speedups = pytest.importorskip("samzapy._speedups")
+    with pytest.raises(TypeError, match="a dict \\(not a subclass\\) and a callable"):
+        speedups.origin_tagger(collections.OrderedDict(), print)
+    with pytest.raises(TypeError, match="a dict \\(not a subclass\\) and a callable"):
+        speedups.origin_admitter({}, None)
