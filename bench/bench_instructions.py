@@ -22,13 +22,20 @@ The pairs, the reference first (their figures are comparable only within a pair)
 - ``partition_by``: bench_app's (b): its ``MapApp``, which maps each view and sends it on, and
   its ``PartitionByApp``, which repartitions the views by user first (each view processed
   twice, in both stages; its figure is per input view);
+- ``partition_by-json``: the same pair with the broker bench's serdes at the job's edges (the
+  views in as JSON bytes, string keys and JSON values out), so that what the applications
+  parse and encode is the same on both sides as on a broker: the ratio a broker would read
+  with clients that cost nothing;
 - ``origins``: bench_dedup's two stages (stage 1 forwards each message through an
   intermediate stream keyed by its first 8 bytes, stage 2 counts it in an in-memory store),
   without origins and with them (per input message, both stages).
 
 What the memory system leaves out, the Kafka clients, the serdes at the job's edges (its input
-and output stay objects here, where the broker benches encode JSON) and RocksDB, costs both
-sides of a pair the same on a broker, so a broker's ratio lies between the one here and 1. The
+and output stay objects here but in ``partition_by-json``, where the broker benches encode
+JSON) and RocksDB, costs both sides of the ``app`` and ``origins`` pairs the same on a broker,
+so a broker's ratio lies between the one here and 1. Not so for ``partition_by``, whose
+variant reads and writes each view twice: it pays the clients twice too, and the broker's
+own work on the same machine (its ratio on a broker was below the ``-json`` pair's). The
 ``partition_by`` application's intermediate stream is serialized here as on a broker (string
 keys, JSON values, framed): that is the variant's own work.
 
@@ -37,7 +44,7 @@ ratio: 0.9 means the variant executes 11 % more). ``--against COMMIT`` counts ea
 an earlier commit too (a temporary worktree; this checkout's bench script), beside the same
 variant here. Needs valgrind (``apt-get install valgrind``).
 
-Usage: python bench/bench_instructions.py [--pair app|partition_by|origins]...
+Usage: python bench/bench_instructions.py [--pair app|partition_by|partition_by-json|origins]...
                                           [--messages 10000,30000] [--against COMMIT] [--json]
 """
 
@@ -63,7 +70,15 @@ PARTITIONS = 8
 PAIRS: dict[str, tuple[str, str]] = {
     "app": ("task", "app"),
     "partition_by": ("app-map", "app-partition_by"),
+    "partition_by-json": ("app-map-json", "app-partition_by-json"),
     "origins": ("no-origins", "origins"),
+}
+#: The serdes of the ``*-json`` variants' edges: the broker bench's (JSON views in as bytes,
+#: string keys and JSON values out).
+JSON_EDGES = {
+    "streams.in.samza.msg.serde": "json",
+    "streams.out.samza.key.serde": "string",
+    "streams.out.samza.msg.serde": "json",
 }
 
 
@@ -80,6 +95,12 @@ def _views(n: int) -> dict[int, list[Any]]:
         ]
         for p in range(PARTITIONS)
     }
+
+
+def _view_bytes(n: int) -> dict[int, list[Any]]:
+    from bench_app import USERS, page_view
+
+    return {p: [page_view(i, USERS) for i in range(p, n, PARTITIONS)] for p in range(PARTITIONS)}
 
 
 def _keyed_bytes(n: int) -> dict[int, list[Any]]:
@@ -108,7 +129,12 @@ def _runner(variant: str, n: int) -> Any:
     # The inputs go straight to the broker, as a stream the runner finds written already.
     namespace = f"instructions-{variant}"
     broker = InMemoryBroker.for_namespace(namespace)
-    inputs = _keyed_bytes(n) if variant.endswith("origins") else _views(n)
+    json_edges = variant.endswith("-json")
+    variant = variant.removesuffix("-json")
+    if variant.endswith("origins"):
+        inputs = _keyed_bytes(n)
+    else:
+        inputs = _view_bytes(n) if json_edges else _views(n)
     broker.create_stream("in", PARTITIONS)
     for p, messages in inputs.items():
         for message in messages:
@@ -120,10 +146,12 @@ def _runner(variant: str, n: int) -> Any:
     if variant in apps:
         runner = TestRunner.of(apps[variant], namespace=namespace).add_input_stream(source, {})
         runner.add_output_stream(sink, PARTITIONS)
-        # Messages as objects on both sides of the pair: no checking serde on the output.
         config.update({"app.source": "in", "app.sink": "out"})
-        config["streams.out.samza.key.serde"] = "none"
-        config["streams.out.samza.msg.serde"] = "none"
+        if json_edges:
+            config.update(JSON_EDGES)
+        else:  # objects on both sides of the pair: no checking serde on the output
+            config["streams.out.samza.key.serde"] = "none"
+            config["streams.out.samza.msg.serde"] = "none"
     else:
         from bench_dedup import ForwardAndCount
 
@@ -173,7 +201,7 @@ def child(variant: str, n: int) -> None:
         return
     result = runner.run(timeout=3600)
     processed = result.metrics.counter("container", "messages-processed").count
-    two_stages = variant in ("app-partition_by", "no-origins", "origins")
+    two_stages = variant.removesuffix("-json") in ("app-partition_by", "no-origins", "origins")
     # Stage 2 of the two-stage job processes what reached it; the others' output is counted.
     if variant.endswith("origins"):
         sent = n
@@ -214,7 +242,9 @@ def measure(
     inputs (the ``fill-*`` child's figure)."""
     variants: list[str] = []
     for pair in pairs:
-        fill = "fill-origins" if pair == "origins" else "fill-views"
+        fill = {"origins": "fill-origins", "partition_by-json": "fill-views-json"}.get(
+            pair, "fill-views"
+        )
         variants += [v for v in (fill, *PAIRS[pair]) if v not in variants]
     workers = len(os.sched_getaffinity(0))
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -241,7 +271,8 @@ def measure(
     figures: dict[str, dict[str, float]] = {}
     for (label, variant), value in found.items():
         if not variant.startswith("fill"):
-            fill = "fill-origins" if variant.endswith("origins") else "fill-views"
+            fill = "fill-views-json" if variant.endswith("-json") else "fill-views"
+            fill = "fill-origins" if variant.endswith("origins") else fill
             figures.setdefault(label, {})[variant] = value - found[label, fill]
     return figures
 
