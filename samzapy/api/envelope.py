@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from samzapy.api.system import SystemStream, SystemStreamPartition
@@ -29,14 +31,23 @@ def _accelerate(cls: type) -> bool:
         or cls.__init__ is not tuple.__init__  # type: ignore[misc]
     ):
         raise TypeError(f"{cls.__name__} is not a NamedTuple of two fields")
-    if os.environ.get("SAMZAPY_NO_SPEEDUPS"):
+    module = speedups()
+    if module is None:
         return False
-    try:
-        from samzapy._speedups import accelerate_pair
-    except ImportError:  # built without a C compiler, or on a Python it does not support
-        return False
-    accelerate_pair(cls)
+    module.accelerate_pair(cls)
     return True
+
+
+def speedups() -> ModuleType | None:
+    """``samzapy._speedups``, or None: built without a C compiler, on a Python it does not
+    support, or ``SAMZAPY_NO_SPEEDUPS`` set. What decides for every C path alike: KV's
+    constructor here, the framed records' paths (``control/wire.py``'s ``accelerated``)."""
+    if os.environ.get("SAMZAPY_NO_SPEEDUPS"):
+        return None
+    try:  # by name: an import statement would be an edge to the package in the import graph
+        return importlib.import_module("samzapy._speedups")
+    except ImportError:
+        return None
 
 
 #: Whether ``KV`` has the C constructor (``samzapy run`` logs it in ``container_started``).
@@ -157,4 +168,5 @@ __all__ = [
     "OutgoingMessageEnvelope",
     "RawRecord",
     "raw_record",
+    "speedups",
 ]

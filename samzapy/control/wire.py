@@ -41,11 +41,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from samzapy.api.envelope import speedups
 
 USER_MESSAGE = 0
 WATERMARK = 1
@@ -305,13 +306,8 @@ def accelerated(name: str, state: dict[Any, Any], method: Callable[..., Any]) ->
     ``origin_admitter``) made of ``state``, the dict the fast path reads (mutated by the
     Python side, never replaced), and ``method``, which takes every other call, so both give
     the same results and errors (tests/unit/control/test_speedups.py). Else ``method``."""
-    if os.environ.get("SAMZAPY_NO_SPEEDUPS"):
-        return method
-    try:
-        from samzapy import _speedups
-    except ImportError:  # built without a C compiler, or on a Python it does not support
-        return method
-    make = getattr(_speedups, name, None)  # None: an extension built before ``name``
+    module = speedups()
+    make = getattr(module, name, None)  # None too: an extension built before ``name``
     return method if make is None else make(state, method)
 
 
