@@ -24,6 +24,7 @@ from samzapy.checkpoint.ports import CheckpointManager
 from samzapy.checkpoint.stream import StreamCheckpointManager, checkpoint_stream_name
 from samzapy.checkpoint.transactional import TransactionalCheckpointManager
 from samzapy.config import ResolvedConfig
+from samzapy.config.checkpoints import STREAM_FACTORIES
 from samzapy.config.classes import load_class
 from samzapy.system.ports import SystemFactory
 
@@ -87,7 +88,7 @@ def checkpoint_manager_for(
                 key=FACTORY_KEY,
             )
         return FileCheckpointManager(checkpoint_dir)
-    if name in ("kafka", "stream"):
+    if name in STREAM_FACTORIES:
         return _stream_manager(
             name,
             job_name=job_name,
@@ -142,7 +143,7 @@ def checkpoint_manager(
     if task.checkpoint_factory is None:
         return None
     system_factory = None
-    if task.checkpoint_factory in ("kafka", "stream"):
+    if task.checkpoint_factory in STREAM_FACTORIES:
         system = task.checkpoint_system
         if system is None:
             kafka = [n for n, s in config.systems.items() if s.factory == "kafka"]

@@ -43,4 +43,4 @@ def checkpoint_system(values: Mapping[str, Any], problem: Callable[[str, str], N
     return None
 
 
-__all__ = ["checkpoint_system"]
+__all__ = ["STREAM_FACTORIES", "checkpoint_system"]

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from samzapy.config.checkpoints import STREAM_FACTORIES
+
 EXACTLY_ONCE = "exactly-once"
 KEY = "task.processing.guarantee"
 
@@ -93,7 +95,7 @@ def _checkpoint_system(
     problem: Callable[[str, str], None],
 ) -> str | None:
     factory = values.get("task.checkpoint.factory")
-    if factory not in ("kafka", "stream"):
+    if factory not in STREAM_FACTORIES:
         problem(
             "task.checkpoint.factory",
             f"task.checkpoint.factory must be kafka when {why} (checkpoints commit with the "
