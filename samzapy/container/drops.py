@@ -4,7 +4,8 @@
 or the awaitable it returned) raised: the slot hands the task's error to ``Drops``, which
 logs ``message_dropped`` (at most once per partition per minute), counts ``process-errors``
 and tells the slot to go on; the offset then counts as processed, so the checkpoint moves
-past it. A task whose producer was fenced is never dropped: it must stop.
+past it. A task whose producer was fenced is never dropped: it must stop; nor is a
+``SystemExit`` or ``KeyboardInterrupt`` (``never_dropped``).
 
 ``task.dead.letter.stream: <system>.<stream>`` writes every dropped message, by either
 ``task.drop.*.errors`` key, to that stream as it was read (``RawRecord``: key and value bytes
@@ -41,8 +42,18 @@ class NotAwaitableError(TypeError):
 
 
 #: Failures never dropped under task.drop.process.errors: a fenced task, a task whose code
-#: breaks the contract, and a process out of memory.
+#: breaks the contract, and a process out of memory (and ``never_dropped``'s others).
 _NEVER_DROPPED = (TaskFencedError, NotAwaitableError, MemoryError)
+
+
+def never_dropped(cause: BaseException) -> bool:
+    """Whether ``cause`` fails the task even under task.drop.process.errors: ``_NEVER_DROPPED``,
+    and what is no ``Exception`` but a ``CancelledError`` (``SystemExit``, ``KeyboardInterrupt``,
+    ``GeneratorExit``: the process is asked to stop, not the message refused)."""
+    if isinstance(cause, _NEVER_DROPPED):
+        return True
+    return not isinstance(cause, Exception | asyncio.CancelledError)
+
 
 log = structlog.get_logger("samzapy.drops")
 
@@ -171,7 +182,7 @@ class Drops:
         """The task's call on ``env`` failed with ``error`` (the cause: its own exception).
         Returns the error the task fails with, or None when the message was dropped."""
         cause = error.__cause__ if error.__cause__ is not None else error
-        if not self.drop_process_errors or isinstance(cause, _NEVER_DROPPED):
+        if not self.drop_process_errors or never_dropped(cause):
             return error
         ssp = env.system_stream_partition
         self._counted()
@@ -260,5 +271,6 @@ __all__ = [
     "Drops",
     "dead_letter_headers",
     "error_type",
+    "never_dropped",
     "task_drops",
 ]

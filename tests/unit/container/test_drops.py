@@ -242,3 +242,45 @@ def test_keyed_inputs_keep_their_keys_in_the_dead_letter() -> None:
     runner = TestRunner(Forward, DROP).add_input("in", [KV("a", "x"), KV("b", "poison")])
     runner.run(timeout=10)
     assert runner.broker.records("dlq", 0) == [("b", "poison")]
+
+
+class Exits(StreamTask):
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        if envelope.message == "stop":
+            raise SystemExit(3)
+        SENT.append(envelope.message)
+
+
+class ExitsAsync(AsyncStreamTask):
+    async def process_async(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        await asyncio.sleep(0)
+        if envelope.message == "stop":
+            raise KeyboardInterrupt
+        SENT.append(envelope.message)
+
+
+@pytest.mark.parametrize(
+    ("task", "config"),
+    [
+        pytest.param(Exits, {}, id="inline"),
+        pytest.param(Exits, {"job.container.thread.pool.size": 2}, id="pool"),
+        pytest.param(ExitsAsync, {"task.max.concurrency": 2}, id="async"),
+    ],
+)
+def test_a_system_exit_or_interrupt_is_never_dropped(task: type, config: dict[str, Any]) -> None:
+    """A SystemExit or KeyboardInterrupt from process asks the process to stop: it fails the
+    job as without the policy, and nothing is dead-lettered."""
+    SENT.clear()
+    runner = TestRunner(task, {**config, **DROP}).add_input("in", ["a", "stop", "b"])
+    with pytest.raises(TaskError, match="at offset 1"):
+        runner.run(timeout=10)
+    assert runner.broker.records("dlq", 0) == []
+
+
+async def test_a_cancelled_error_of_the_task_s_own_is_dropped() -> None:
+    drops = Drops(TaskName("Partition 0"), drop_process_errors=True)
+    env = IncomingMessageEnvelope(SystemStreamPartition("memory", "in", 0), "7", None, "x")
+    assert drops.process_failed(_failure(asyncio.CancelledError(), env), env) is None
+    for cause in (SystemExit(1), KeyboardInterrupt(), GeneratorExit()):
+        failure = _failure(cause, env)
+        assert drops.process_failed(failure, env) is failure
