@@ -70,6 +70,13 @@ class OperatorError(SamzapyError):
         self.kind = kind
 
 
+class WatermarkFiringError(OperatorError):
+    """An operator failed on what an event-time window fired as a message moved its stream's
+    watermark (``with_watermarks``): a pane, not the message, failed, so the task fails even
+    under ``task.drop.process.errors`` (as it does when a watermark or ``task.window.ms``
+    fires the pane). ``op_id``: the operator that failed; ``__cause__``: its own error."""
+
+
 class TaskCallbackTimeoutError(TaskError):
     """An awaitable returned by process_async did not complete within task.callback.timeout.ms."""
 
@@ -126,4 +133,5 @@ __all__ = [
     "TaskCallbackTimeoutError",
     "TaskError",
     "TaskFencedError",
+    "WatermarkFiringError",
 ]

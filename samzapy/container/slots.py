@@ -24,7 +24,7 @@ from typing import Any
 
 from samzapy.api.context import MessageCollector, TaskCoordinator
 from samzapy.api.envelope import IncomingMessageEnvelope
-from samzapy.api.errors import OperatorError, TaskError
+from samzapy.api.errors import OperatorError, TaskError, WatermarkFiringError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.clock import Clock
@@ -134,9 +134,12 @@ def _failed(
 def _process_failed(
     ctx: SlotContext, exc: BaseException, env: IncomingMessageEnvelope, what: str
 ) -> BaseException | None:
-    """The error the task fails with, or None when the message was dropped."""
+    """The error the task fails with, or None when the message was dropped (never what a
+    pane that the message's watermark fired failed on: not the message's failure)."""
     error = _failed(ctx.name, exc, env, what)
-    return error if ctx.drops is None else ctx.drops.process_failed(error, env)
+    if ctx.drops is None or isinstance(exc, WatermarkFiringError):
+        return error
+    return ctx.drops.process_failed(error, env)
 
 
 def _passed(ctx: SlotContext, env: DroppedEnvelope) -> BaseException | None:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from typing import Any, NoReturn
 
+from samzapy.api.errors import OperatorError, WatermarkFiringError
 from samzapy.api.graph import OperatorSpec, upstream_of
 from samzapy.api.system import SystemStream
 from samzapy.api.task import END_WATERMARK
@@ -208,10 +209,25 @@ class Watermarks:
         return low
 
 
+def firing_failed(exc: Exception) -> NoReturn:
+    """Raise ``exc``, what failed as a message moved a generated watermark and its windows
+    fired, as a ``WatermarkFiringError``: the pane failed, not the message (never dropped)."""
+    if isinstance(exc, OperatorError):
+        op_id, kind = exc.op_id, exc.kind
+        cause = exc.__cause__ if isinstance(exc.__cause__, BaseException) else exc
+    else:
+        op_id, kind, cause = "window", "window", exc
+    raise WatermarkFiringError(
+        f"{exc}, on what the windows fired as the message moved the watermark",
+        op_id=op_id,
+        kind=kind,
+    ) from cause
+
+
 def sources(spec: OperatorSpec, inputs_of: dict[int, SystemStream]) -> list[SystemStream]:
     """The input streams whose messages reach ``spec``."""
     found = [inputs_of[id(op)] for op in upstream_of(spec) if id(op) in inputs_of]
     return list(dict.fromkeys(found))
 
 
-__all__ = ["EventClock", "Watermarks", "message_time", "sources", "wall_ms"]
+__all__ = ["EventClock", "Watermarks", "firing_failed", "message_time", "sources", "wall_ms"]

@@ -23,6 +23,7 @@ from typing import Any
 from samzapy.api.descriptors import MAX_EVENT_TIME, MIN_EVENT_TIME, event_time_ms
 from samzapy.api.envelope import KV, OutgoingMessageEnvelope
 from samzapy.api.errors import OperatorError, SerdeError
+from samzapy.operators.event_time import firing_failed
 from samzapy.operators.impl import (
     SAMPLE_EVERY,
     FilterOperator,
@@ -87,9 +88,9 @@ def fuse_input(
             else:
                 prologue += timing
         prologue.append("clk.t = ts")
-        if observe is not None:
-            extra["observe"] = observe
-            prologue.append("observe(ts)")
+        if observe is not None:  # may fire panes: their failure is not the message's
+            extra.update(observe=observe, fired=firing_failed)
+            prologue += ["try:", "    observe(ts)", "except Exception as exc:", "    fired(exc)"]
     prologue += [
         "c0 += 1",
         f"if not c0 & {SAMPLE_EVERY - 1}:",

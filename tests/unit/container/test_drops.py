@@ -4,6 +4,8 @@ each kind of slot, for deserialization drops and for an application's operators.
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from samzapy import (
     StreamTask,
     TaskError,
     TaskFencedError,
+    Windows,
 )
 from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
@@ -284,3 +287,44 @@ async def test_a_cancelled_error_of_the_task_s_own_is_dropped() -> None:
     for cause in (SystemExit(1), KeyboardInterrupt(), GeneratorExit()):
         failure = _failure(cause, env)
         assert drops.process_failed(failure, env) is failure
+
+
+EVENTS = (
+    InMemorySystemDescriptor("memory")
+    .get_input_descriptor("events")
+    .with_timestamp(lambda m: m["t"])
+    .with_watermarks(timedelta(0))
+)
+
+
+class FailingPane(StreamApplication):
+    """Counts per 10 s event-time window; the map after the window fails on the first pane,
+    which fires as the message at 15 s moves the watermark past 10 s."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        window = Windows.tumbling_window(
+            timedelta(seconds=10), lambda: 0, lambda m, n: n + 1
+        ).with_event_time()
+        app_desc.get_input_stream(EVENTS).window(window, "w").map(self.check).send_to(
+            app_desc.get_output_stream(OUT)
+        )
+
+    @staticmethod
+    def check(pane: Any) -> Any:
+        if pane.key.pane_id == 0:
+            raise ValueError("cannot take pane 0")
+        return pane.message
+
+
+def test_a_pane_a_message_s_watermark_fired_fails_the_job_not_the_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failure is the pane's: the message that moved the watermark is not dropped (nor
+    dead-lettered with the pane's error, its own count lost), the job fails naming it."""
+    monkeypatch.chdir(tmp_path)  # the window's store
+    times = [1_000, 2_000, 15_000, 16_000]
+    runner = TestRunner.of(FailingPane, DROP).add_input_stream(EVENTS, [{"t": t} for t in times])
+    runner.add_output_stream(OUT)
+    with pytest.raises(TaskError, match=r"at offset 2: .*'map-1'.* moved the watermark"):
+        runner.run(timeout=10)
+    assert runner.broker.records("dlq", 0) == []
