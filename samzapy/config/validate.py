@@ -363,7 +363,7 @@ class _Checker:
         standby_problems(self.values, self.factories, self.problem)
         input_key_problems(self.values, self.streams, inputs, self.problem)
         exactly_once_problems(self.values, self.factories, self.streams, self.problem)
-        dead_letter_problems(self.values, self.factories, self.problem)
+        dead_letter_problems(self.values, self.factories, self.problem, inputs, self.streams)
         known = {*BUILTIN_SERDES, *self.serializers}
         for key in self.serde_keys:
             name = self.values[key]

@@ -77,6 +77,29 @@ def test_a_dead_letter_stream_is_a_system_stream() -> None:
             "headers, which a dead letter carries; use a kafka or memory system",
         ),
         (
+            {"task.dead.letter.stream": "kafka.in", "task.drop.process.errors": True},
+            "task.dead.letter.stream is 'kafka.in', an input of the job: each message dropped "
+            "would be read again, and dropped again",
+        ),
+        (
+            {
+                "task.dead.letter.stream": "kafka.other",
+                "task.drop.process.errors": True,
+                "task.broadcast.inputs": ["kafka.other#0"],
+            },
+            "task.dead.letter.stream is 'kafka.other', an input of the job",
+        ),
+        (
+            {
+                "task.dead.letter.stream": "kafka.mid-topic",
+                "task.drop.process.errors": True,
+                "streams.mid.samza.system": "kafka",
+                "streams.mid.samza.physical.name": "mid-topic",
+                "streams.mid.samza.framed": True,
+            },
+            "task.dead.letter.stream is 'kafka.mid-topic', the framed stream 'mid'",
+        ),
+        (
             {"task.drop.process.errors": "sometimes"},
             "task.drop.process.errors",
         ),
