@@ -200,3 +200,32 @@ async def test_under_exactly_once_dead_letters_commit_with_their_offsets(
     check_dead_letters(await read_all(kafka_bootstrap, dlq, committed=True), items, source)
     checkpoints = await asyncio.to_thread(last_checkpoints, kafka_bootstrap, cfg, tmp_path, True)
     assert checkpoints == {p: PER_PARTITION - 1 for p in range(PARTITIONS)}
+
+
+class SendsThenFails(PoisonForward):
+    """Sends each value, then raises on ``poison``: what it sent stays sent."""
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        collector.send(OutgoingMessageEnvelope(self.out, envelope.message, key=envelope.key))
+        if envelope.message == "poison":
+            raise ValueError("poison is not food")
+
+
+async def test_under_exactly_once_a_dropped_message_s_sends_commit_with_its_dead_letter(
+    kafka_bootstrap: str,
+) -> None:
+    """docs/configuration.md: a dropped message's sends are not taken back; under exactly-once
+    they commit in the transaction of its dead letter."""
+    source, out, dlq = name("in"), name("out"), name("dlq")
+    await create_topic(kafka_bootstrap, source, 1)
+    await create_topic(kafka_bootstrap, out, 1)
+    items = [(0, f"k{i}".encode(), b'"poison"' if i == 2 else b'"v"', []) for i in range(4)]
+    await produce_with_headers(kafka_bootstrap, source, items)
+    extra = {"task.processing.guarantee": "exactly-once"}
+    cfg = config(kafka_bootstrap, source, out, dlq, uuid.uuid4().hex[:8], **extra)
+    container = SamzaContainer(cfg, task_factory=lambda: SendsThenFails(out))
+    await run_until_processed(container, len(items))
+    sent = await read_all(kafka_bootstrap, out, committed=True)
+    assert sorted(r.key for r in sent) == [b"k0", b"k1", b"k2", b"k3"]
+    (letter,) = await read_all(kafka_bootstrap, dlq, committed=True)
+    assert (letter.key, letter.value) == (b"k2", b'"poison"')
