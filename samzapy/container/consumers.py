@@ -355,12 +355,13 @@ class SystemConsumers:
 
     def _dropped(self, ssp: SystemStreamPartition, env: IncomingMessageEnvelope, exc: Any) -> None:
         self._on_dropped(ssp)
-        if self._drop_log.due(ssp):
+        if (not_logged := self._drop_log.due(ssp)) is not None:
             log.warning(
                 "message_dropped",
                 ssp=str(ssp),
                 offset=env.offset,
                 error=str(exc),
+                not_logged=not_logged,
                 reason="deserialization failed and task.drop.deserialization.errors is true",
             )
 

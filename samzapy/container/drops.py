@@ -63,20 +63,26 @@ DROP_LOG_INTERVAL_S = 60.0
 
 class DropLog:
     """Says when a drop on a partition is to be logged: at most once per partition per
-    ``DROP_LOG_INTERVAL_S``, by the loop's clock."""
+    ``DROP_LOG_INTERVAL_S``, by the loop's clock, and how many drops there were since the
+    last one logged (``due``). The consumers keep one for what they cannot deserialize and
+    each task one for what it fails on: each kind is limited on its own."""
 
-    __slots__ = ("_logged_at",)
+    __slots__ = ("_logged_at", "_unlogged")
 
     def __init__(self) -> None:
         self._logged_at: dict[SystemStreamPartition, float] = {}
+        self._unlogged: dict[SystemStreamPartition, int] = {}
 
-    def due(self, ssp: SystemStreamPartition) -> bool:
+    def due(self, ssp: SystemStreamPartition) -> int | None:
+        """None: not to be logged (counted for the next line); else the drops on ``ssp``
+        that were not logged since the last line (its ``not_logged``)."""
         now = asyncio.get_running_loop().time()
         last = self._logged_at.get(ssp)
         if last is not None and now - last < DROP_LOG_INTERVAL_S:
-            return False
+            self._unlogged[ssp] = self._unlogged.get(ssp, 0) + 1
+            return None
         self._logged_at[ssp] = now
-        return True
+        return self._unlogged.pop(ssp, 0)
 
 
 #: The headers a dead letter carries after the input record's own (values UTF-8 text).
@@ -186,13 +192,14 @@ class Drops:
             return error
         ssp = env.system_stream_partition
         self._counted()
-        if self._log.due(ssp):
+        if (not_logged := self._log.due(ssp)) is not None:
             log.warning(
                 "message_dropped",
                 task=str(self.task),
                 ssp=str(ssp),
                 offset=env.offset,
                 error=repr(cause),
+                not_logged=not_logged,
                 **({"operator": error.operator} if error.operator is not None else {}),
                 reason=f"the task failed on it and {PROCESS_ERRORS_KEY} is true",
             )

@@ -24,7 +24,7 @@ from samzapy import (
 )
 from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
-from samzapy.container.drops import DEAD_LETTER_HEADERS, Drops
+from samzapy.container.drops import DEAD_LETTER_HEADERS, DROP_LOG_INTERVAL_S, DropLog, Drops
 from samzapy.system.ports import SystemProducer
 from samzapy.testing import TestRunner
 
@@ -89,6 +89,7 @@ def test_a_failed_message_is_dropped_and_the_task_goes_on(
     assert sorted(e["ssp"] for e in dropped) == [f"memory.in#{p}" for p in range(partitions)]
     assert {e["offset"] for e in dropped} == {"1"}
     assert all(e["error"] == "ValueError('cannot take poison')" for e in dropped)
+    assert all(e["not_logged"] == 0 for e in dropped)  # the first line of each partition
     # each poison message in the dead-letter stream, as read
     letters = runner.broker.records("dlq", 0)
     assert letters == [(None, "poison")] * (2 * partitions)
@@ -328,3 +329,20 @@ def test_a_pane_a_message_s_watermark_fired_fails_the_job_not_the_message(
     with pytest.raises(TaskError, match=r"at offset 2: .*'map-1'.* moved the watermark"):
         runner.run(timeout=10)
     assert runner.broker.records("dlq", 0) == []
+
+
+async def test_a_drop_line_counts_the_drops_not_logged_since_the_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(asyncio.get_running_loop(), "time", lambda: now[0])
+    drop_log = DropLog()
+    a, b = SystemStreamPartition("memory", "in", 0), SystemStreamPartition("memory", "in", 1)
+    assert drop_log.due(a) == 0
+    assert [drop_log.due(a), drop_log.due(a)] == [None, None]  # within the interval
+    assert drop_log.due(b) == 0  # per partition
+    now[0] += DROP_LOG_INTERVAL_S
+    assert drop_log.due(a) == 2
+    assert drop_log.due(a) is None
+    now[0] += DROP_LOG_INTERVAL_S
+    assert [drop_log.due(a), drop_log.due(b)] == [1, 0]
