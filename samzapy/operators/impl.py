@@ -36,9 +36,24 @@ def _nothing(message: Any) -> None:
     return None
 
 
-async def _all(pending: list[Awaitable[Any]]) -> None:
-    for awaitable in pending:
-        await awaitable
+async def await_all(pending: list[Awaitable[Any]], failure: Exception | None = None) -> None:
+    """Await each of ``pending`` in turn. When one fails the rest are still awaited (no
+    branch of a fan-out is left never awaited, nor what its function started running on its
+    own), then the first failure is raised: ``failure``, a synchronous one that came after
+    them, first. A cancellation closes the coroutines not started."""
+    for i, awaitable in enumerate(pending):
+        try:
+            await awaitable
+        except Exception as exc:
+            if failure is None:
+                failure = exc
+        except BaseException:
+            for rest in pending[i + 1 :]:
+                if inspect.iscoroutine(rest):
+                    rest.close()
+            raise
+    if failure is not None:
+        raise failure
 
 
 class OperatorImpl:
@@ -73,13 +88,18 @@ class OperatorImpl:
     def _fan_out(self, message: Any) -> Awaitable[Any] | None:
         pending = None
         for op in self.downstream:
-            result = op.on_message(message)
+            try:
+                result = op.on_message(message)
+            except Exception as exc:
+                if pending is None:
+                    raise
+                return await_all(pending, exc)  # the branches before it finish first
             if result is not None:
                 if pending is None:
                     pending = [result]
                 else:
                     pending.append(result)
-        return None if pending is None else _all(pending)
+        return None if pending is None else await_all(pending)
 
     # -- messages ----------------------------------------------------------------------------
 
@@ -106,7 +126,7 @@ class OperatorImpl:
                 awaitable = op.timed(result)
                 if awaitable is not None:
                     pending = [awaitable] if pending is None else [*pending, awaitable]
-        return None if pending is None else _all(pending)
+        return None if pending is None else await_all(pending)
 
     @property
     def messages_in(self) -> int:
@@ -233,7 +253,7 @@ class FlatMapOperator(OperatorImpl):
             awaitable = emit(result)
             if awaitable is not None:
                 pending = [awaitable] if pending is None else [*pending, awaitable]
-        return None if pending is None else _all(pending)
+        return None if pending is None else await_all(pending)
 
 
 class FlatMapAsyncOperator(OperatorImpl):
@@ -315,6 +335,7 @@ class MergeOperator(OperatorImpl):
 
 
 __all__ = [
+    "await_all",
     "SAMPLE_EVERY",
     "FilterOperator",
     "FlatMapAsyncOperator",

@@ -47,6 +47,7 @@ from samzapy.api.windows import (
     WindowPane,
 )
 from samzapy.operators.event_time import EventClock, message_time, wall_ms
+from samzapy.operators.impl import await_all
 from samzapy.operators.sends import SendingOperator
 from samzapy.storage.serialized import to_bytes_checked
 from samzapy.system.serde import SerdeRegistry
@@ -261,7 +262,7 @@ class WindowOperator(SendingOperator):
             return None
         awaitables = list(pending)
         pending.clear()
-        return _all(awaitables)
+        return await_all(awaitables)
 
     def too_late(
         self,
@@ -339,18 +340,13 @@ class WindowOperator(SendingOperator):
             self.store.put(_META, pickle.dumps(END_WATERMARK, 5))
 
 
-async def _all(pending: list[Awaitable[Any]]) -> None:
-    for awaitable in pending:
-        await awaitable
-
-
 def gather_pending(pending: list[Awaitable[Any]]) -> Awaitable[Any] | None:
     """What the windows' panes sent to asynchronous operators still owe (then cleared)."""
     if not pending:
         return None
     awaitables = list(pending)
     pending.clear()
-    return asyncio.ensure_future(_all(awaitables))
+    return asyncio.ensure_future(await_all(awaitables))
 
 
 __all__ = [

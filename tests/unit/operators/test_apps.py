@@ -4,6 +4,8 @@ partition_by stages, merge, broadcast, flat_map_async's concurrency, and their e
 from __future__ import annotations
 
 import asyncio
+import gc
+import warnings
 from collections import Counter
 from typing import Any, ClassVar
 
@@ -563,3 +565,50 @@ def test_an_application_without_describe_says_what_it_lacks() -> None:
 
     with pytest.raises(ConfigError, match=r"Empty must define describe\(self, app_desc\)"):
         TestRunner.of(Empty).add_input_stream(LINES, [1]).run(timeout=10)
+
+
+@pytest.mark.parametrize("failing", ["flat_map_async", "map"])
+def test_a_failed_branch_of_a_fan_out_leaves_no_other_branch_unawaited(failing: str) -> None:
+    """A stream fans out to a flat_map_async and a branch that fails on "poison" (a
+    flat_map_async after it, or a map, which fails before the other's awaitable ran): the
+    flat_map_async still runs to its end for that message (none of its coroutines is left
+    never awaited, nothing it started runs on its own), and the message is dropped whole."""
+    done: list[str] = []
+
+    def check(m: str) -> list[str]:
+        if m == "poison":
+            raise ValueError("cannot take poison")
+        return [m]
+
+    async def fails(m: str) -> list[str]:
+        await asyncio.sleep(0)
+        return check(m)
+
+    async def records(m: str) -> list[str]:
+        await asyncio.sleep(0.001)
+        done.append(m)
+        return []
+
+    out = KAFKA.get_output_descriptor("out", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        lines = d.get_input_stream(LINES)
+        if failing == "map":
+            lines.flat_map_async(records).sink(lambda m, c, k: None)
+            lines.flat_map(check).send_to(d.get_output_stream(out))
+        else:
+            lines.flat_map_async(fails).send_to(d.get_output_stream(out))
+            lines.flat_map_async(records).sink(lambda m, c, k: None)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run(
+            app,
+            [(LINES, ["a", "poison", "b"])],
+            {out: 1},
+            **{"task.drop.process.errors": True},
+        )
+        gc.collect()
+    assert flat(result.outputs(out)) == ["a", "b"]
+    assert done == ["a", "poison", "b"]
+    assert not [w for w in caught if "never awaited" in str(w.message)]
