@@ -101,7 +101,7 @@ def add_arguments(
         required=True,
         metavar="oldest|upcoming|TIME|FILE",
         help="oldest or upcoming message of every input partition; the first message at or "
-        "after an ISO 8601 time with a time zone (with oldest and upcoming, the job's "
+        "after an ISO 8601 time with a time zone (with any of these, the job's "
         "intermediate streams go to their end); or a file of JSON lines as `show` prints "
         "them (- for standard input), whose tasks get the offsets on their line",
     )
