@@ -33,7 +33,7 @@ from typing import Any
 import structlog
 
 from samzapy.api.descriptors import event_time_ms
-from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
+from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord, raw_record
 from samzapy.api.errors import SerdeError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.container.bootstrap import CaughtUp, Heads
@@ -90,10 +90,10 @@ class SystemConsumers:
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         """``dead_letters``: the job has a dead-letter stream: every envelope keeps the record
-        as read (``raw``), and a message dropped here is queued as a ``DroppedEnvelope`` for
-        its task to write its dead letter. ``heads``: the bootstrap partitions some task is
-        behind on, each with its head. ``now``: monotonic seconds, which the idle timeouts
-        read (the container's clock's)."""
+        as read (``raw``), which a message dropped here carries in its ``DroppedEnvelope``
+        for its task to write (queued with or without one: the task counts it processed).
+        ``heads``: the bootstrap partitions some task is behind on, each with its head.
+        ``now``: monotonic seconds, which the idle timeouts read (the container's clock's)."""
         self._consumers = consumers
         self._queues = queues
         self._serdes = serdes
@@ -303,8 +303,7 @@ class SystemConsumers:
                         "set task.drop.deserialization.errors: true to drop such records"
                     ) from exc
                 self._dropped(ssp, env, exc)
-                if self._dead_letters:
-                    out.append(DroppedEnvelope(ssp, env.offset, env.raw, exc))
+                out.append(DroppedEnvelope(ssp, env.offset, raw_record(env), exc))
                 continue
             out.append(env)
         return out

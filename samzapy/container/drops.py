@@ -104,12 +104,18 @@ DESERIALIZATION_ERRORS_KEY = "task.drop.deserialization.errors"
 
 class DroppedEnvelope(ControlEnvelope):
     """A message the consumer could not deserialize and dropped, queued at its offset for its
-    task to write its dead letter (only when the job has a dead-letter stream)."""
+    task to count as processed (so the checkpoint moves past it, the partition's last record
+    too) and to write its dead letter (``record``: None when the job has no dead-letter
+    stream)."""
 
     __slots__ = ("error", "record")
 
     def __init__(
-        self, ssp: SystemStreamPartition, offset: str, record: RawRecord, error: BaseException
+        self,
+        ssp: SystemStreamPartition,
+        offset: str,
+        record: RawRecord | None,
+        error: BaseException,
     ) -> None:
         super().__init__(ssp, offset, None)
         self.record = record
@@ -209,6 +215,8 @@ class Drops:
     def deserialization_failed(self, env: DroppedEnvelope) -> BaseException | None:
         """Write the dead letter of a message the consumer dropped (logged and counted
         there). Returns the error the task fails with, or None."""
+        if env.record is None:  # no dead-letter stream
+            return None
         ssp = env.system_stream_partition
         return self._write(env.record, env.error, DESERIALIZATION_ERRORS_KEY, ssp, env.offset)
 

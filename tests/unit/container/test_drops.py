@@ -160,12 +160,21 @@ def test_the_dead_letter_keeps_the_records_bytes_key_and_headers() -> None:
     assert [e["offset"] for e in logs if e["event"] == "message_dropped"] == ["1", "2"]
 
 
-def test_a_deserialization_drop_without_a_dead_letter_stream_is_only_dropped() -> None:
+@pytest.mark.parametrize(
+    "inputs",
+    [[b'"a"', b"{bad", b'"b"'], [b'"a"', b'"b"', b"{bad"]],
+    ids=["in-the-middle", "last"],
+)
+def test_a_deserialization_drop_without_a_dead_letter_stream_is_only_dropped(
+    inputs: list[bytes],
+) -> None:
+    """The checkpoint moves past it, the partition's last record too (a restart would drop
+    and count it again)."""
     SENT.clear()
     runner = TestRunner(
         Forward,
         {"task.drop.deserialization.errors": True, "streams.in.samza.msg.serde": "json"},
-    ).add_input("in", [b'"a"', b"{bad", b'"b"'])
+    ).add_input("in", inputs)
     result = runner.run(timeout=10)
     assert SENT == ["a", "b"]
     assert runner.broker.partition_count("dlq") is None
