@@ -26,6 +26,11 @@ The pairs, the reference first (their figures are comparable only within a pair)
   views in as JSON bytes, string keys and JSON values out), so that what the applications
   parse and encode is the same on both sides as on a broker: the ratio a broker would read
   with clients that cost nothing;
+- ``two-jobs-json``: bench_app's ``two-jobs`` (its ``KeyByUserTask`` writes each view keyed
+  by user to a plain stream, then its ``RelayTask`` sends each on: two task-class jobs run one
+  after the other, both counted), beside the ``partition_by`` application of
+  ``partition_by-json``, with the same serdes at every edge: the goal that the application
+  do no more work than the two jobs written by hand;
 - ``origins``: bench_dedup's two stages (stage 1 forwards each message through an
   intermediate stream keyed by its first 8 bytes, stage 2 counts it in an in-memory store),
   without origins and with them (per input message, both stages).
@@ -44,7 +49,8 @@ ratio: 0.9 means the variant executes 11 % more). ``--against COMMIT`` counts ea
 an earlier commit too (a temporary worktree; this checkout's bench script), beside the same
 variant here. Needs valgrind (``apt-get install valgrind``).
 
-Usage: python bench/bench_instructions.py [--pair app|partition_by|partition_by-json|origins]...
+Usage: python bench/bench_instructions.py [--pair app|partition_by|partition_by-json|
+                                                 two-jobs-json|origins]...
                                           [--messages 10000,30000] [--against COMMIT] [--json]
 """
 
@@ -71,6 +77,7 @@ PAIRS: dict[str, tuple[str, str]] = {
     "app": ("task", "app"),
     "partition_by": ("app-map", "app-partition_by"),
     "partition_by-json": ("app-map-json", "app-partition_by-json"),
+    "two-jobs-json": ("two-jobs-json", "app-partition_by-json"),
     "origins": ("no-origins", "origins"),
 }
 #: The serdes of the ``*-json`` variants' edges: the broker bench's (JSON views in as bytes,
@@ -142,6 +149,8 @@ def _runner(variant: str, n: int) -> Any:
     broker.end_stream("in")
     if variant.startswith("fill"):
         return None
+    if variant == "two-jobs":
+        return _two_jobs(namespace)
     config: dict[str, Any] = {"task.progress.interval.ms": -1}
     if variant in apps:
         runner = TestRunner.of(apps[variant], namespace=namespace).add_input_stream(source, {})
@@ -170,6 +179,36 @@ def _runner(variant: str, n: int) -> Any:
     return runner
 
 
+def _two_jobs(namespace: str) -> list[Any]:
+    """bench_app's two jobs by hand, run one after the other: job 1 (``KeyByUserTask``) from
+    ``in`` to the plain stream ``mid``, job 2 (``RelayTask``) from ``mid`` to ``out``; JSON
+    values and string keys at every edge, as on a broker."""
+    from bench_app import KeyByUserTask, RelayTask
+
+    from samzapy.testing import TestRunner
+
+    runners = []
+    for task, source, sink in ((KeyByUserTask, "in", "mid"), (RelayTask, "mid", "out")):
+        runner = TestRunner(task, namespace=namespace).add_input(source, {})
+        runner.add_output(sink, PARTITIONS)
+        config = {
+            "task.progress.interval.ms": -1,
+            "systems.kafka.samza.factory": "memory",
+            "systems.kafka.namespace": namespace,
+            "task.inputs": [f"kafka.{source}"],
+            "app.sink": sink,
+            f"streams.{source}.samza.msg.serde": "json",
+            f"streams.{sink}.samza.key.serde": "string",
+            f"streams.{sink}.samza.msg.serde": "json",
+        }
+        if source == "mid":
+            config["streams.mid.samza.key.serde"] = "string"
+        for key, value in config.items():
+            runner.add_config(key, value)
+        runners.append(runner)
+    return runners
+
+
 def _two_stages(origins: bool) -> dict[str, Any]:
     """bench_dedup's job on the memory system, its store in memory."""
     return {
@@ -196,12 +235,22 @@ def child(variant: str, n: int) -> None:
 
     configure_logging("json", level="warning")
     slots.TURN_NS = 1 << 62  # turns end by count, as at full speed (see the docstring)
-    runner = _runner(variant, n)
-    if runner is None:
+    made = _runner(variant, n)
+    if made is None:
         return
-    result = runner.run(timeout=3600)
-    processed = result.metrics.counter("container", "messages-processed").count
-    two_stages = variant.removesuffix("-json") in ("app-partition_by", "no-origins", "origins")
+    runners = made if isinstance(made, list) else [made]  # two jobs: one after the other
+    processed = 0
+    for i, runner in enumerate(runners):
+        if i:  # job 1 is done: job 2 reads what it wrote, to its end
+            runner.broker.end_stream("mid")
+        result = runner.run(timeout=3600)
+        processed += result.metrics.counter("container", "messages-processed").count
+    two_stages = variant.removesuffix("-json") in (
+        "app-partition_by",
+        "no-origins",
+        "origins",
+        "two-jobs",
+    )
     # Stage 2 of the two-stage job processes what reached it; the others' output is counted.
     if variant.endswith("origins"):
         sent = n
@@ -242,9 +291,8 @@ def measure(
     inputs (the ``fill-*`` child's figure)."""
     variants: list[str] = []
     for pair in pairs:
-        fill = {"origins": "fill-origins", "partition_by-json": "fill-views-json"}.get(
-            pair, "fill-views"
-        )
+        fill = "fill-views-json" if pair.endswith("-json") else "fill-views"
+        fill = "fill-origins" if pair == "origins" else fill
         variants += [v for v in (fill, *PAIRS[pair]) if v not in variants]
     workers = len(os.sched_getaffinity(0))
     with ThreadPoolExecutor(max_workers=workers) as pool:
