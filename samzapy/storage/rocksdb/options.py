@@ -25,6 +25,7 @@ from typing import Any
 from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options
 
 from samzapy.api.errors import ConfigError
+from samzapy.config.loader import Problem, config_error
 
 PREFIX = "rocksdb."
 BLOCK_CACHE_SIZE = "rocksdb.block.cache.size.bytes"
@@ -57,23 +58,37 @@ class RocksDBSettings:
     def from_options(cls, store_name: str, options: Mapping[str, Any]) -> RocksDBSettings:
         """The settings in ``options`` (the store's keys, ``stores.<name>.`` prefix removed).
 
-        Raises ConfigError naming the full key of the first bad or unknown option.
+        Raises one ConfigError listing every bad or unknown option, each by its full key.
         """
         prefix = f"stores.{store_name}."
-        unknown = sorted(
-            key for key in options if key.startswith(PREFIX) and key not in KNOWN_OPTIONS
-        )
-        if unknown:
-            known = ", ".join(prefix + key for key in KNOWN_OPTIONS)
-            raise ConfigError(
-                f"{prefix}{unknown[0]} is not a RocksDB option samzapy knows; known: {known}",
-                key=prefix + unknown[0],
+        known = ", ".join(prefix + key for key in KNOWN_OPTIONS)
+        problems = [
+            Problem(
+                prefix + key, f"{prefix}{key} is not a RocksDB option samzapy knows; known: {known}"
             )
-        return cls(
-            block_cache_size_bytes=_size(options, prefix, BLOCK_CACHE_SIZE, 0),
-            write_buffer_size_bytes=_size(options, prefix, WRITE_BUFFER_SIZE, 1),
-            compression=_compression(options, prefix),
+            for key in sorted(options)
+            if key.startswith(PREFIX) and key not in KNOWN_OPTIONS
+        ]
+
+        def checked(step: Callable[[], Any], fallback: Any) -> Any:
+            try:
+                return step()
+            except ConfigError as exc:
+                problems.append(Problem(exc.key, str(exc)))
+                return fallback
+
+        settings = cls(
+            block_cache_size_bytes=checked(
+                lambda: _size(options, prefix, BLOCK_CACHE_SIZE, 0), DEFAULT_BLOCK_CACHE_SIZE
+            ),
+            write_buffer_size_bytes=checked(
+                lambda: _size(options, prefix, WRITE_BUFFER_SIZE, 1), DEFAULT_WRITE_BUFFER_SIZE
+            ),
+            compression=checked(lambda: _compression(options, prefix), DEFAULT_COMPRESSION),
         )
+        if problems:
+            raise config_error(problems, None)
+        return settings
 
     def to_rocksdict(self) -> Options:
         """rocksdict Options for a store: raw mode, created when missing, these settings."""

@@ -22,6 +22,7 @@ from typing import Any
 from aiokafka.helpers import create_ssl_context
 
 from samzapy.api.errors import ConfigError
+from samzapy.config.loader import Problem, config_error
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "GSSAPI", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -38,50 +39,67 @@ SASL_KEYS = {
 
 
 def security_options(key: Callable[[str], str], config: Mapping[str, Any]) -> dict[str, Any]:
-    """The security arguments of every aiokafka client; ``key(name)`` is the full key."""
+    """The security arguments of every aiokafka client; ``key(name)`` is the full key. Raises
+    one ConfigError listing every problem."""
+    problems: list[Problem] = []
+
+    def checked(step: Callable[[], Any], fallback: Any) -> Any:
+        try:
+            return step()
+        except ConfigError as exc:
+            problems.append(Problem(exc.key, str(exc)))
+            return fallback
+
     protocol_key = key("security.protocol")
-    protocol = _choice(
-        protocol_key, config.get("security.protocol", "PLAINTEXT"), SECURITY_PROTOCOLS
+    protocol = checked(
+        lambda: _choice(
+            protocol_key, config.get("security.protocol", "PLAINTEXT"), SECURITY_PROTOCOLS
+        ),
+        None,
     )
     security: dict[str, Any] = {"security_protocol": protocol}
 
     ssl_args = {name: config[f"ssl.{name}"] for name in SSL_KEYS if config.get(f"ssl.{name}")}
     tls = protocol in ("SSL", "SASL_SSL")
-    if ssl_args and not tls:
+    if ssl_args and protocol is not None and not tls:
         first = key(f"ssl.{next(iter(ssl_args))}")
-        raise ConfigError(
-            f"{first} is set but {protocol_key} is {protocol}: set it to SSL or SASL_SSL "
-            "to use TLS",
-            key=first,
+        message = (
+            f"{first} is set but {protocol_key} is {protocol}: set it to SSL or SASL_SSL to use TLS"
         )
+        problems.append(Problem(first, message))
     if tls:
-        security["ssl_context"] = _ssl_context(key, ssl_args)
+        security["ssl_context"] = checked(lambda: _ssl_context(key, ssl_args), None)
 
     sasl = {arg: config[name] for name, arg in SASL_KEYS.items() if config.get(name) is not None}
-    if sasl and not protocol.startswith("SASL"):
+    if sasl and protocol is not None and not protocol.startswith("SASL"):
         first = key(next(name for name, arg in SASL_KEYS.items() if arg in sasl))
-        raise ConfigError(
+        message = (
             f"{first} is set but {protocol_key} is {protocol}: set it to SASL_PLAINTEXT or "
-            "SASL_SSL to authenticate with SASL",
-            key=first,
+            "SASL_SSL to authenticate with SASL"
         )
-    if protocol.startswith("SASL"):
-        mechanism = _choice(
-            key("sasl.mechanism"), sasl.get("sasl_mechanism", "PLAIN"), SASL_MECHANISMS
+        problems.append(Problem(first, message))
+    if protocol is not None and protocol.startswith("SASL"):
+        mechanism = checked(
+            lambda: _choice(
+                key("sasl.mechanism"), sasl.get("sasl_mechanism", "PLAIN"), SASL_MECHANISMS
+            ),
+            None,
         )
         sasl["sasl_mechanism"] = mechanism
         for arg in ("sasl_plain_username", "sasl_plain_password"):
             if arg in sasl and not isinstance(sasl[arg], str):
                 sasl[arg] = str(sasl[arg])
-        if mechanism != "GSSAPI":
+        if mechanism not in (None, "GSSAPI"):
             for name in ("sasl.plain.username", "sasl.plain.password"):
                 if not sasl.get(SASL_KEYS[name]):
-                    raise ConfigError(
+                    message = (
                         f"{key(name)} must be set: sasl.mechanism {mechanism} needs a "
-                        "username and a password",
-                        key=key(name),
+                        "username and a password"
                     )
+                    problems.append(Problem(key(name), message))
         security.update(sasl)
+    if problems:
+        raise config_error(problems, None)
     return security
 
 

@@ -151,6 +151,22 @@ def test_bad_options_name_the_full_key(
     assert not (tmp_path / "db").exists()  # nothing opened or created
 
 
+def test_every_bad_option_is_named_at_once(tmp_path: Path) -> None:
+    options = {
+        "rocksdb.bogus": 1,
+        "rocksdb.compression": "zzz",
+        "rocksdb.write.buffer.size.bytes": 0,
+    }
+    with pytest.raises(ConfigError) as caught:
+        open_engine(tmp_path / "db", **options)
+    assert [p.split(" ")[0] for p in caught.value.problems] == [
+        "stores.counts.rocksdb.bogus",
+        "stores.counts.rocksdb.write.buffer.size.bytes",
+        "stores.counts.rocksdb.compression",
+    ]
+    assert caught.value.key == "stores.counts.rocksdb.bogus"
+
+
 def test_calls_after_close_name_the_store(tmp_path: Path) -> None:
     engine = open_engine(tmp_path / "db")
     engine.put(b"a", b"1")

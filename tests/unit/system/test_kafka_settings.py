@@ -296,6 +296,22 @@ class TestSecurity:
         ):
             dotted({"security.protocol": "SASL_SSL", "sasl.plain.username": "alice"})
 
+    def test_every_security_problem_is_named_at_once(self) -> None:
+        with pytest.raises(ConfigError) as caught:
+            dotted(
+                {
+                    "security.protocol": "SASL_SSL",
+                    "sasl.mechanism": "SCRAM-SHA-256",
+                    "ssl.cafile": "/nonexistent/ca.pem",
+                }
+            )
+        assert [p.split(" ")[0] for p in caught.value.problems] == [
+            "cannot",  # the TLS context, from systems.kafka.ssl.cafile
+            "systems.kafka.sasl.plain.username",
+            "systems.kafka.sasl.plain.password",
+        ]
+        assert "systems.kafka.ssl.cafile" in caught.value.problems[0]
+
     def test_ssl_files_become_one_context(self, monkeypatch: pytest.MonkeyPatch) -> None:
         made: list[dict[str, Any]] = []
         context = ssl.create_default_context()
