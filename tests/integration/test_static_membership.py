@@ -9,7 +9,10 @@ producer keeps writing:
 - a rolling restart of three containers (SIGTERM, start again, one after the other) moves no
   task, and every word's totals are 1, 2, 3... each once;
 - a second process started with an id that is taken fences the first, which stops its tasks
-  without committing and exits 1 (``member_fenced``); the two never run a task at once.
+  without committing and exits 1 (``member_fenced``); the two never run a task at once;
+- one frozen (SIGSTOP) past its session, as a static member that does not come back: its
+  tasks move to the other member only once the session is over, and woken, it is fenced
+  (``member_fenced``, exit 1) without writing anything more.
 
 Counts end exact every time.
 """
@@ -43,8 +46,8 @@ SESSION_MS = 30_000
 class Static:
     """One static member's job file per (container id, tag); the topics of the test."""
 
-    def __init__(self, bootstrap: str, tmp_path: Path) -> None:
-        self.bootstrap, self.tmp_path = bootstrap, tmp_path
+    def __init__(self, bootstrap: str, tmp_path: Path, session_ms: int = SESSION_MS) -> None:
+        self.bootstrap, self.tmp_path, self.session_ms = bootstrap, tmp_path, session_ms
         self.source, self.totals = name("words"), name("totals")
         self.changelog = name("counts-changelog")
         asyncio.run(create_topic(bootstrap, self.source, PARTITIONS))
@@ -59,7 +62,7 @@ class Static:
         cfg.update(
             {
                 "job.container.id": f"samzapy-{n}",
-                "job.coordinator.session.timeout.ms": SESSION_MS,
+                "job.coordinator.session.timeout.ms": self.session_ms,
                 "task.class": "state_jobs:TaggedTotals",
                 "app.totals": f"kafka.{self.totals}",
                 "app.container": tag,
@@ -194,3 +197,51 @@ def test_a_second_container_with_a_taken_id_fences_the_first(
     # One process at a time on every task: "first" then "second", never alternating.
     for p, records in static.output().items():
         assert runs([tag for _, tag, _, _ in records]) in (["first", "second"], ["first"]), p
+
+
+def test_a_static_member_frozen_past_its_session_loses_its_tasks_then_and_is_fenced(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """docs/deploy.md, "Failover": a static member that does not come back keeps its tasks
+    for the session, then they move; a static member whose session expired (its event loop
+    stood still) stops its tasks without committing, logs ``member_fenced`` and exits 1."""
+    session_s = 6.0
+    static = Static(kafka_bootstrap, tmp_path, session_ms=int(session_s * 1000))
+    feeder = Feeder(kafka_bootstrap, static.source, zipf_words(random.Random(6), RATE * 60))
+    feeder.start()
+    try:
+        jobs = [static.start(0, "c0"), static.start(1, "frozen")]
+        wait_for(lambda: sorted(len(tasks_of(j)) for j in jobs) == [6, 6], 90, "two members")
+        time.sleep(2)
+        jobs[1].proc.send_signal(signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        try:
+            wait_for(lambda: len(tasks_of(jobs[0])) == PARTITIONS, 60, "the take-over")
+            moved_s = time.monotonic() - frozen_at
+            time.sleep(2)  # the survivor runs the frozen member's tasks a while
+        finally:
+            woken_at = time.time()
+            jobs[1].proc.send_signal(signal.SIGCONT)
+        assert jobs[1].wait(60) == 1, jobs[1].tail()
+        events = jobs[1].events()
+        fenced = [e for e in events if e["event"] == "member_fenced"]
+        assert fenced and fenced[0]["container_id"] == "samzapy-1", jobs[1].tail()
+        assert not any(e["event"] == "job_finished" for e in events)
+    finally:
+        words = static.finish(feeder, [jobs[0]])
+    # Not replaced before the session was over, and soon after it.
+    assert session_s - 1 < moved_s < session_s + 10, moved_s
+    # Woken, the frozen member made nothing more (a batch already inside its Kafka client may
+    # still have gone, created before the freeze); the survivor ran each task from then on,
+    # and the counts are exact (finish checked the changelog's).
+    output = static.output()
+    late = [
+        ts
+        for rs in output.values()
+        for ts, tag, _, _ in rs
+        if tag == "frozen" and ts / 1000 >= woken_at
+    ]
+    assert not late, f"{len(late)} records made by the frozen member after it was woken"
+    for p, records in output.items():
+        assert runs([tag for _, tag, _, _ in records])[-1:] == ["c0"], p
+    assert len(words) > 0
