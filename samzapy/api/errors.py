@@ -99,6 +99,15 @@ class TaskFencedError(StreamSystemError):
         self.epoch = epoch
 
 
+class SendFailedError(StreamSystemError):
+    """A producer's flush found messages it could not deliver: ``messages`` of them, as far as
+    it knows (what ``task.drop.producer.errors`` counts as dropped)."""
+
+    def __init__(self, message: str, *, messages: int) -> None:
+        super().__init__(message)
+        self.messages = messages
+
+
 class SerdeError(StreamSystemError):
     """A message could not be serialized or deserialized."""
 
@@ -126,6 +135,7 @@ __all__ = [
     "ConfigError",
     "OperatorError",
     "SamzapyError",
+    "SendFailedError",
     "SerdeError",
     "StoreError",
     "StreamSystemError",

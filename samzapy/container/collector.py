@@ -28,6 +28,7 @@ import structlog
 from samzapy.api.envelope import IncomingMessageEnvelope, OutgoingMessageEnvelope
 from samzapy.api.errors import (
     SamzapyError,
+    SendFailedError,
     SerdeError,
     StreamSystemError,
     TaskError,
@@ -442,8 +443,8 @@ class OutputRouter:
                 if not self._drop_errors:
                     raise
                 # task.drop.producer.errors: the checkpoint may move past what failed.
-                self._on_dropped(1)
-                log.warning("producer_errors_dropped", error=str(exc))
+                self._on_dropped(lost := exc.messages if isinstance(exc, SendFailedError) else 1)
+                log.warning("producer_errors_dropped", messages=lost, error=str(exc))
 
 
 __all__ = ["OutputRouter", "key_bytes"]

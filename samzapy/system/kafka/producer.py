@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
 
-from samzapy.api.errors import StreamSystemError, TaskFencedError
+from samzapy.api.errors import SendFailedError, StreamSystemError, TaskFencedError
 from samzapy.api.system import SystemStream
 from samzapy.system.fencing import WriteLease
 from samzapy.system.kafka.connection import connect, retrying, started, stop_client
@@ -129,7 +129,8 @@ class KafkaSystemProducer(SystemProducer):
         self._may_write: WriteLease | None = None
         #: One future per batch handed over, resolved once it is delivered or failed.
         self._unsettled: set[asyncio.Future[None]] = set()
-        self._failures: list[tuple[str, int | None, BaseException]] = []
+        #: (topic, partition, error, messages lost) of each batch failed since the last flush.
+        self._failures: list[tuple[str, int | None, BaseException, int]] = []
         #: Messages whose delivery failed, since the producer started.
         self.failed_sends = 0
 
@@ -383,8 +384,9 @@ class KafkaSystemProducer(SystemProducer):
     ) -> None:
         """A batch is delivered (``error`` None) or failed for good."""
         if error is not None:
-            self.failed_sends += item.builder.record_count()
-            self._failures.append((topic, partition, error))
+            lost = item.builder.record_count()
+            self.failed_sends += lost
+            self._failures.append((topic, partition, error, lost))
         if not item.settled.done():
             item.settled.set_result(None)
 
@@ -405,13 +407,13 @@ class KafkaSystemProducer(SystemProducer):
             await asyncio.wait(unsettled)
         # 3. Report the first failure, once.
         if self._failures:
-            topic, partition, exc = self._failures[0]
-            count = len(self._failures)
+            topic, partition, exc, _ = self._failures[0]
+            count, lost = len(self._failures), sum(f[3] for f in self._failures)
             self._failures.clear()
             if isinstance(exc, TaskFencedError):
                 raise exc
             failed = (topic, partition, self._servers, self.failed_sends)
-            raise StreamSystemError(send_failure(exc, count, *failed)) from exc
+            raise SendFailedError(send_failure(exc, count, *failed), messages=lost) from exc
 
     async def stop(self) -> None:
         if self._producer is None:
