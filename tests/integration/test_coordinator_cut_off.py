@@ -190,3 +190,44 @@ def test_a_join_held_up_past_the_session_holds_the_waiting_members_and_resumes_t
     assert not {"lease_lost", "task_fenced", "job_failed"} & set(names), names
     held = [e for j in jobs for e in j.events() if e["event"] == "lease_held"]
     assert all("acknowledged no heartbeat" in e["cause"] for e in held), held
+
+
+@pytest.mark.timeout(300)
+def test_a_stop_while_the_lease_holds_gives_the_tasks_up_without_committing(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """docs/deploy.md, "Failover": a hold pauses the tasks while the coordinator is away, and
+    "a stop requested meanwhile (SIGTERM) gives them up without committing" (where a stop
+    otherwise commits). No commit falls due before it: the next run processes every word
+    again, and the counts end exact."""
+    rng = random.Random(13)
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, PARTITIONS))
+    first, during = zipf_words(rng, 20_000), zipf_words(rng, 5_000)
+    asyncio.run(produce_words(kafka_bootstrap, source, by_partition(first)))
+    job = job_file(tmp_path, kafka_bootstrap, source, changelog, name("job"), 0)
+    job.write_text(json.dumps({**json.loads(job.read_text()), "task.commit.ms": 120_000}))
+    command = [sys.executable, str(HERE / "coordinator_cut.py")]
+    cut = Job(job, "unused", tmp_path / "cut.log", command=command)
+    wait_for(lambda: processed(cut) >= len(first), 90, "the container at work", cut.proc)
+    cut.proc.send_signal(signal.SIGUSR1)
+    wait_for(lambda: any(e["event"] == "lease_held" for e in cut.events()), 60, "a hold", cut.proc)
+    # Input waits meanwhile; the held container takes none of it.
+    asyncio.run(produce_words(kafka_bootstrap, source, by_partition(during)))
+    time.sleep(1.0)
+    stopped_at = time.monotonic()
+    assert cut.stop() == 0, cut.tail()
+    assert time.monotonic() - stopped_at < 20, "the stop waited for the coordinator"
+    assert processed(cut) == len(first)
+    assert checkpointed(kafka_bootstrap, job) == {}, "a checkpoint written at the stop"
+    events = [e["event"] for e in cut.events()]
+    assert "lease_resumed" not in events and "job_failed" not in events, events
+
+    # The next run (the coordinator reachable) starts over, from no checkpoint.
+    again = Job(job, "unused", tmp_path / "again.log")
+    ends = asyncio.run(end_offsets(kafka_bootstrap, source))
+    wait_for(lambda: processed(again) >= len(first) + len(during), 120, "every word", again.proc)
+    assert again.stop() == 0
+    assert checkpointed(kafka_bootstrap, job) == {p: end - 1 for p, end in ends.items()}
+    assert processed(again) == len(first) + len(during)
+    assert changelog_state(kafka_bootstrap, changelog) == Counter(first + during)
