@@ -7,7 +7,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from samzapy import InitableTask, OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzapy import (
+    AsyncStreamTask,
+    InitableTask,
+    OutgoingMessageEnvelope,
+    StreamTask,
+    SystemStream,
+)
 
 OUT = SystemStream("files", "out")
 
@@ -43,6 +49,14 @@ class CountSignals(StreamTask):
         self.count += 1
         if self.count == int(os.environ.get("SAMZAPY_TEST_READY_AFTER", "1")):
             open(os.environ["SAMZAPY_TEST_READY_FILE"], "w").close()
+
+
+class HangOnFirst(AsyncStreamTask):
+    """Touches SAMZAPY_TEST_READY_FILE at its first message, whose call then takes 60 s."""
+
+    async def process_async(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        Path(os.environ["SAMZAPY_TEST_READY_FILE"]).touch()  # noqa: ASYNC240 - a test's marker file
+        await asyncio.sleep(60)
 
 
 class SlowInit(InitableTask, StreamTask):

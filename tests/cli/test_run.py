@@ -199,6 +199,46 @@ def test_signal_stops_cleanly_commits_and_exits_0(tmp_path: Path, sig: signal.Si
     assert any(e["event"] == "stop_requested" for e in events(out))
 
 
+def test_a_second_signal_while_the_stop_waits_exits_1_at_once(tmp_path: Path) -> None:
+    """README, "Running": SIGTERM waits for in-flight work up to task.shutdown.ms; "a second
+    signal exits at once with 1", committing nothing past what was done."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(10)]})
+    ready = tmp_path / "ready"
+    job = job_yaml(tmp_path, "HangOnFirst", **{"task.shutdown.ms": 60000})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "samzapy", "run", str(job)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(HERE), "SAMZAPY_TEST_READY_FILE": str(ready)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "never ready"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        assert proc.poll() is None, "the first signal did not wait for the call in flight"
+        forced_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, out + err
+    assert time.monotonic() - forced_at < 5
+    assert [e["event"] for e in events(out)][-1] == "shutdown_forced", out
+    offsets = [
+        entry["offset"]
+        for path in (tmp_path / "checkpoints").glob("*.json")
+        for entry in json.loads(path.read_text())["offsets"]
+    ]
+    assert offsets == [], offsets  # the message in flight never completed
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_while_the_task_module_imports_is_one_line_and_exit_1(
     tmp_path: Path, sig: signal.Signals
