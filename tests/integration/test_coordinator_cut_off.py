@@ -192,6 +192,7 @@ def test_a_join_held_up_past_the_session_holds_the_waiting_members_and_resumes_t
     assert all("acknowledged no heartbeat" in e["cause"] for e in held), held
 
 
+@pytest.mark.slow  # test_lease holds the rule by default; this is the broker's side
 @pytest.mark.timeout(300)
 def test_a_stop_while_the_lease_holds_gives_the_tasks_up_without_committing(
     kafka_bootstrap: str, tmp_path: Path
