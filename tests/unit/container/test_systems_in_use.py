@@ -7,6 +7,7 @@ from typing import Any
 from structlog.testing import capture_logs
 
 from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzapy.api.errors import TaskFencedError
 from samzapy.config import load_config, resolve
 from samzapy.container.systems import Systems, used_systems
 from samzapy.testing import TestRunner
@@ -55,3 +56,30 @@ stores.s: {factory: inmemory, changelog: c.s-changelog}
     systems = Systems(config)
     assert sorted(systems.factories) == ["a", "b", "c", "d", "e", "unused"]
     assert sorted(systems.admins) == sorted(systems.producers) == ["a", "b", "c", "d"]
+
+
+async def test_a_producer_fenced_at_stop_is_no_failure_of_the_stop() -> None:
+    """A fenced container's producer cannot flush what it held: logged as such (info), not as
+    a stop that failed (a warning an operator would chase); another part's failure still is."""
+    config = resolve(
+        load_config(
+            text="job.name: j\ntask.class: x:Y\ntask.inputs: [a.in]\n"
+            "systems.a.samza.factory: memory\n"
+        )
+    )
+    systems = Systems(config)
+
+    async def fenced() -> None:
+        raise TaskFencedError("not written to a.out: the container may have lost its tasks")
+
+    async def broken() -> None:
+        raise OSError("socket closed")
+
+    systems.producers["a"].stop = fenced  # type: ignore[method-assign]
+    systems.admins["a"].stop = broken  # type: ignore[method-assign]
+    with capture_logs() as logs:
+        await systems.stop()
+    events = {e["event"]: e for e in logs}
+    assert events["system_stopped_fenced"]["log_level"] == "info"
+    assert events["system_stopped_fenced"]["part"] == "producer"
+    assert events["system_stop_failed"]["part"] == "admin"
