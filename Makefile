@@ -35,7 +35,7 @@ help:
 	@echo "make bench-joins  stream-stream join of orders and payments beside a map over the same messages"
 	@echo "make bench-restart  failover: a static member killed and restarted, a dynamic one killed, a join"
 	@echo "make bench-failover kill -9 of a stateful task's owner with and without a standby; its cost"
-	@echo "make bench-instructions instructions per message (valgrind): app/task, partition_by, origins"
+	@echo "make bench-instructions instructions per message (valgrind): app/task, partition_by, two jobs, origins"
 	@echo "make clean      remove the quick-start's output and state"
 	@echo "make kafka-up   start a local Kafka broker on 127.0.0.1:9092, its data in .kafka/9092"
 	@echo "                (KAFKA_BOOTSTRAP=127.0.0.1:PORT: the broker of PORT, in .kafka/PORT)"
