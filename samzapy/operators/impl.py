@@ -123,7 +123,12 @@ class OperatorImpl:
         pending = None
         for result in results:
             for op in self.downstream:
-                awaitable = op.timed(result)
+                try:
+                    awaitable = op.timed(result)
+                except Exception as exc:
+                    if pending is None:
+                        raise
+                    return await_all(pending, exc)  # what was started finishes first
                 if awaitable is not None:
                     pending = [awaitable] if pending is None else [*pending, awaitable]
         return None if pending is None else await_all(pending)
@@ -250,7 +255,12 @@ class FlatMapOperator(OperatorImpl):
         emit = self.emit
         pending = None
         for result in self.transform(message):
-            awaitable = emit(result)
+            try:
+                awaitable = emit(result)
+            except Exception as exc:
+                if pending is None:
+                    raise
+                return await_all(pending, exc)  # the results before it finish first
             if awaitable is not None:
                 pending = [awaitable] if pending is None else [*pending, awaitable]
         return None if pending is None else await_all(pending)

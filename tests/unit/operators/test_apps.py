@@ -612,3 +612,57 @@ def test_a_failed_branch_of_a_fan_out_leaves_no_other_branch_unawaited(failing: 
     assert flat(result.outputs(out)) == ["a", "b"]
     assert done == ["a", "poison", "b"]
     assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
+@pytest.mark.parametrize("path", ["flat_map", "sampled"])
+def test_a_failure_after_an_awaitable_leaves_nothing_unawaited(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other ways one message reaches several operators: a flat_map's results, the first
+    handed to a flat_map_async whose function refuses the second before returning an
+    awaitable; and a fan-out on the sampled path (every message timed here), a flat_map_async
+    beside a flat_map that fails. The awaitable made before the failure runs to its end, and
+    the message is dropped whole."""
+    done: list[str] = []
+
+    async def records(m: str) -> list[str]:
+        await asyncio.sleep(0.001)
+        done.append(m)
+        return []
+
+    def refuses(m: str) -> Any:
+        if m == "poison":
+            raise ValueError("cannot take poison")
+        return records(m)
+
+    def check(m: str) -> list[str]:
+        if m == "poison":
+            raise ValueError("cannot take poison")
+        return [m]
+
+    out = KAFKA.get_output_descriptor("out", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        lines = d.get_input_stream(LINES)
+        if path == "flat_map":
+            lines.flat_map(lambda m: [f"{m}-first", m]).flat_map_async(refuses).sink(
+                lambda m, c, k: None
+            )
+            lines.flat_map(check).send_to(d.get_output_stream(out))
+        else:
+            monkeypatch.setattr("samzapy.operators.fusion.SAMPLE_EVERY", 1)
+            lines.flat_map_async(records).sink(lambda m, c, k: None)
+            lines.flat_map(check).send_to(d.get_output_stream(out))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run(
+            app, [(LINES, ["a", "poison", "b"])], {out: 1}, **{"task.drop.process.errors": True}
+        )
+        gc.collect()
+    assert flat(result.outputs(out)) == ["a", "b"]
+    if path == "flat_map":
+        assert done == ["a-first", "a", "poison-first", "b-first", "b"]
+    else:
+        assert done == ["a", "poison", "b"]
+    assert not [w for w in caught if "never awaited" in str(w.message)]
