@@ -15,8 +15,9 @@ commit flushes it before its checkpoint, a failed write fails the job as an outp
 and under exactly-once it commits in the transaction of the offsets that move past it.
 
 A message the consumer could not deserialize reaches the task as a ``DroppedEnvelope`` at
-its offset (only when the job has a dead-letter stream), so that its dead letter is written
-by the task, in order with the task's other writes.
+its offset, with or without a dead-letter stream: the task counts the offset as processed (so
+the checkpoint moves past it, the partition's last record too) and, when the job has one,
+writes its dead letter, in order with the task's other writes.
 """
 
 from __future__ import annotations
