@@ -14,7 +14,7 @@ A value of None (``key:`` or ``key: null``) means "not set": validation treats i
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import yaml
@@ -82,6 +82,21 @@ def config_error(problems: Sequence[Problem], source: str | None) -> ConfigError
         )
     first_key = next((p.key for p in problems if p.key is not None), None)
     return ConfigError(text, key=first_key, problems=messages)
+
+
+def collecting(problems: list[Problem]) -> Callable[[Callable[[], Any], Any], Any]:
+    """``checked(step, fallback)``: ``step()``, or, when it raises a ConfigError, ``fallback``
+    with each of the error's problems added to ``problems`` (so that one error can list every
+    problem of several steps; ``config_error`` makes it)."""
+
+    def checked(step: Callable[[], Any], fallback: Any) -> Any:
+        try:
+            return step()
+        except ConfigError as exc:
+            problems.extend(Problem(exc.key, message) for message in exc.problems)
+            return fallback
+
+    return checked
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -252,4 +267,4 @@ def _apply_override(item: str, values: dict[str, Any], problems: list[Problem]) 
         values[key] = value
 
 
-__all__ = ["Config", "Problem", "config_error", "load_config"]
+__all__ = ["Config", "Problem", "collecting", "config_error", "load_config"]

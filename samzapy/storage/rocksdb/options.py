@@ -25,7 +25,7 @@ from typing import Any
 from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options
 
 from samzapy.api.errors import ConfigError
-from samzapy.config.loader import Problem, config_error
+from samzapy.config.loader import Problem, collecting, config_error
 
 PREFIX = "rocksdb."
 BLOCK_CACHE_SIZE = "rocksdb.block.cache.size.bytes"
@@ -69,13 +69,7 @@ class RocksDBSettings:
             for key in sorted(options)
             if key.startswith(PREFIX) and key not in KNOWN_OPTIONS
         ]
-
-        def checked(step: Callable[[], Any], fallback: Any) -> Any:
-            try:
-                return step()
-            except ConfigError as exc:
-                problems.append(Problem(exc.key, str(exc)))
-                return fallback
+        checked = collecting(problems)
 
         settings = cls(
             block_cache_size_bytes=checked(

@@ -22,7 +22,7 @@ from typing import Any
 from aiokafka.helpers import create_ssl_context
 
 from samzapy.api.errors import ConfigError
-from samzapy.config.loader import Problem, config_error
+from samzapy.config.loader import Problem, collecting, config_error
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "GSSAPI", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -42,13 +42,7 @@ def security_options(key: Callable[[str], str], config: Mapping[str, Any]) -> di
     """The security arguments of every aiokafka client; ``key(name)`` is the full key. Raises
     one ConfigError listing every problem."""
     problems: list[Problem] = []
-
-    def checked(step: Callable[[], Any], fallback: Any) -> Any:
-        try:
-            return step()
-        except ConfigError as exc:
-            problems.append(Problem(exc.key, str(exc)))
-            return fallback
+    checked = collecting(problems)
 
     protocol_key = key("security.protocol")
     protocol = checked(

@@ -32,7 +32,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from samzapy.api.errors import ConfigError
-from samzapy.config.loader import Problem, config_error
+from samzapy.config.loader import Problem, collecting, config_error
 from samzapy.config.schema import to_int
 from samzapy.system.kafka.security import security_options
 
@@ -172,13 +172,7 @@ def kafka_settings(system_name: str, config: Mapping[str, Any]) -> KafkaSettings
         return f"systems.{system_name}.{name}"
 
     problems: list[Problem] = []
-
-    def checked(step: Callable[[], Any], fallback: Any) -> Any:
-        try:
-            return step()
-        except ConfigError as exc:
-            problems.extend(Problem(exc.key, message) for message in exc.problems)
-            return fallback
+    checked = collecting(problems)
 
     general = checked(
         lambda: _servers(key("bootstrap.servers"), config.get("bootstrap.servers")), ()
