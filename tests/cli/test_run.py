@@ -151,11 +151,9 @@ def test_missing_input_stream_exits_2_naming_it(tmp_path: Path) -> None:
     assert "create it on system 'files' first" in line["hint"]
 
 
-def signalled(
-    job: Path, ready: Path, sig: int, env: dict[str, str], after_s: float = 0
-) -> tuple[int, str, str]:
-    """`samzapy run job` until the task makes the file ``ready`` (its path goes in
-    SAMZAPY_TEST_READY_FILE), ``after_s`` more, then ``sig``: the exit code and output."""
+def started(job: Path, ready: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """`samzapy run job`, once its task made the file ``ready`` (its path goes in
+    SAMZAPY_TEST_READY_FILE); killed if it never does."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "samzapy", "run", str(job)],
         cwd=ROOT,
@@ -175,6 +173,20 @@ def signalled(
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the job never got ready"
             time.sleep(0.02)
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        raise
+    return proc
+
+
+def signalled(
+    job: Path, ready: Path, sig: int, env: dict[str, str], after_s: float = 0
+) -> tuple[int, str, str]:
+    """``started``, ``after_s`` more, then ``sig``: the exit code and output."""
+    proc = started(job, ready, env)
+    try:
         time.sleep(after_s)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
@@ -205,19 +217,8 @@ def test_a_second_signal_while_the_stop_waits_exits_1_at_once(tmp_path: Path) ->
     write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(10)]})
     ready = tmp_path / "ready"
     job = job_yaml(tmp_path, "HangOnFirst", **{"task.shutdown.ms": 60000})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "samzapy", "run", str(job)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(HERE), "SAMZAPY_TEST_READY_FILE": str(ready)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = started(job, ready, {})
     try:
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "never ready"
-            time.sleep(0.02)
         proc.send_signal(signal.SIGTERM)
         time.sleep(1.0)
         assert proc.poll() is None, "the first signal did not wait for the call in flight"
