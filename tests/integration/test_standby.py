@@ -8,6 +8,9 @@ before the kill. The owner of ``Partition 0`` is killed while it processes a sec
 the survivor's restore of it must keep its local store (the promoted standby) and replay
 only what the standby had not reached, and the final counts, read back from the changelog
 (read committed), must equal the input's, under at-least-once and under exactly-once.
+
+Also: a task moves to a joining container once its warmup standby there has caught up, and a
+standby the assignment takes away is closed marked clean, its files kept.
 """
 
 from __future__ import annotations
@@ -26,11 +29,16 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from samzapy.api.system import TaskName
+from samzapy.storage.restore import CLEAN_MARKER
+from samzapy.storage.rocksdb import RocksDBStoreFactory
+from samzapy.storage.task_stores import task_directory_name
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from test_kafka_jobs import Job, checkpointed, create_topic, name, wait_for  # noqa: E402
 from test_scale_out import http_get, tasks_of  # noqa: E402
-from test_state_jobs import changelog_state, produce_words, state_job_file  # noqa: E402
+from test_state_jobs import STORE, changelog_state, produce_words, state_job_file  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -221,3 +229,69 @@ def test_a_task_moves_to_a_joining_container_once_its_standby_there_is_warm(
     # The old owner ran both tasks until the move, and released the one that moved.
     released = [e for e in old.events() if e["event"] == "tasks_released"]
     assert [e["tasks"] for e in released] == [[moved]], released
+
+
+def test_a_standby_the_assignment_drops_is_closed_marked_clean_with_its_files_kept(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """docs/deploy.md, "Standby replicas": a standby the assignment drops is closed, marked
+    clean, its files kept. Three partitions over two containers (each keeping a standby of
+    the other's tasks); a third joins, and the balance takes standbys away from the first
+    two (``standby_dropped``, reason ``assignment``): each dropped copy stays on disk, marked
+    clean at the offset it had reached, holding every key of its task; one given back later
+    goes on from that offset."""
+    partitions, keys = 3, KEYS // 5
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, partitions))
+    words = {p: [f"w{p}-{i:06d}" for i in range(keys)] for p in range(partitions)}
+    asyncio.run(produce_words(kafka_bootstrap, source, words))
+    job_id = uuid.uuid4().hex[:8]
+    files = [job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n) for n in range(3)]
+    jobs = [Job(files[0], "unused", tmp_path / "c0.log")]
+    ends = {p: keys - 1 for p in range(partitions)}
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, files[0]) == ends, 90, "the first pass", jobs[0].proc
+    )
+    jobs.append(Job(files[1], "unused", tmp_path / "c1.log"))
+    wait_for(
+        lambda: sorted(len(tasks_of(j)) for j in jobs) == [1, 2], 90, "the second", jobs[1].proc
+    )
+    # Every standby at its checkpoint before the third joins, so that a drop has an offset.
+    everything = {f"Partition {p}" for p in range(partitions)}
+    wait_for(
+        lambda: all(caught_up(j, t) for j in jobs for t in everything - set(tasks_of(j))),
+        60,
+        "warm standbys",
+    )
+    jobs.append(Job(files[2], "unused", tmp_path / "c2.log"))
+    wait_for(
+        lambda: sorted(len(tasks_of(j)) for j in jobs) == [1, 1, 1], 90, "the third", jobs[2].proc
+    )
+    time.sleep(2)  # the standbys of the last assignment started
+    kept = 0
+    for n, job in enumerate(jobs[:2]):
+        events = job.events()
+        for i, drop in enumerate(events):
+            if drop["event"] != "standby_dropped" or drop["reason"] != "assignment":
+                continue
+            task = drop["task"]
+            assert drop["applied"] is not None, drop
+            again = [e for e in events[i:] if e["event"] == "standby_started" and e["task"] == task]
+            if again:
+                # Given back since: it went on from the offset it had kept (the open took
+                # its marker).
+                assert again[0]["applied"] == drop["applied"], (drop, again[0])
+                continue
+            partition = int(task.split()[-1])
+            directory = task_directory_name(TaskName(task))
+            copy = tmp_path / f"state-{n}" / "standby-it" / STORE / f"{directory}.standby"
+            assert (copy / CLEAN_MARKER).read_text() == drop["applied"], (drop, n)
+            engine = RocksDBStoreFactory().create(STORE, TaskName(task), copy, {})
+            try:
+                held = sorted(k.decode() for k, _ in engine.iterate(None, None))
+            finally:
+                engine.close()
+            assert held == words[partition], (task, len(held))
+            kept += 1
+    assert kept, [e for j in jobs for e in j.events() if e["event"].startswith("standby_")]
+    assert [j.stop() for j in jobs] == [0, 0, 0]
