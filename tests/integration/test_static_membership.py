@@ -5,9 +5,10 @@ of an output, tagged with the container that counted it) run as static members w
 producer keeps writing:
 
 - one killed with -9 and started again at once gets its tasks back well inside its 30 s
-  session, and the other container never rebalances;
+  session, and the other container never rebalances; its tasks restore from their
+  snapshots, replaying nothing;
 - a rolling restart of three containers (SIGTERM, start again, one after the other) moves no
-  task, and every word's totals are 1, 2, 3... each once;
+  task, every word's totals are 1, 2, 3... each once, and each member keeps its local stores;
 - a second process started with an id that is taken fences the first, which stops its tasks
   without committing and exits 1 (``member_fenced``); the two never run a task at once;
 - one frozen (SIGSTOP) past its session, as a static member that does not come back: its
@@ -136,6 +137,12 @@ def test_a_static_member_killed_and_restarted_gets_its_tasks_back_without_a_reba
     back = first_output_at(static.output(), "c1-again") - restarted_at
     assert 0 < back < SESSION_MS / 1000 / 2, f"the tasks came back {back:.1f} s after the restart"
     assert len(words) > 0
+    # Its stores were still on its disk: each task opened the snapshot its checkpoint names
+    # and replayed none of its changelog (docs/deploy.md, "Failover").
+    restored = [e for e in jobs[1].events() if e["event"] == "store_restored"]
+    assert sorted(e["task"] for e in restored) == sorted(held), restored
+    for event in restored:
+        assert event["snapshot"] is not None and event["records"] == 0, event
 
 
 @pytest.mark.slow
@@ -171,6 +178,13 @@ def test_a_rolling_restart_of_three_static_members_moves_no_task(
         for _, _, word, total in records:
             by_word.setdefault(word, []).append(total)
     assert by_word == {w: list(range(1, n + 1)) for w, n in Counter(words).items()}
+    # Each restarted member kept its stores as its clean stop left them, replaying nothing
+    # (docs/deploy.md, "Failover").
+    for n in range(3):
+        restored = [e for e in jobs[n].events() if e["event"] == "store_restored"]
+        assert sorted(e["task"] for e in restored) == sorted(held[n]), restored
+        for event in restored:
+            assert event["kept_local"] is True and event["records"] == 0, event
 
 
 def test_a_second_container_with_a_taken_id_fences_the_first(
