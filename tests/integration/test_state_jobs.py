@@ -29,6 +29,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from samzapy.api.system import TaskName
 from samzapy.checkpoint.stream import checkpoint_stream_name
+from samzapy.checkpoint.transactional import SUFFIX as TRANSACTIONAL_SUFFIX
 from samzapy.storage.restore import CLEAN_MARKER
 from samzapy.storage.task_stores import task_directory_name
 
@@ -329,48 +330,65 @@ def test_the_changelog_gets_each_key_once_per_commit(kafka_bootstrap: str, tmp_p
 # -- a clean stop keeps the local store -----------------------------------------------------------
 
 
-def changelog_offsets(bootstrap: str, job: Path) -> dict[str, str]:
-    """Each task's latest checkpointed changelog offset of the store ``counts``."""
+def changelog_offsets(bootstrap: str, job: Path, *, exactly_once: bool = False) -> dict[str, str]:
+    """Each task's latest checkpointed changelog offset of the store ``counts`` (in the
+    exactly-once checkpoints, read committed, with ``exactly_once``)."""
     cfg = json.loads(job.read_text())
     topic = checkpoint_stream_name(cfg["job.name"], cfg["job.id"])
+    topic += TRANSACTIONAL_SUFFIX if exactly_once else ""
     latest: dict[str, str] = {}
-    for record in asyncio.run(read_all(bootstrap, topic)):
+    for record in asyncio.run(read_all(bootstrap, topic, committed=exactly_once)):
         document = json.loads(record.value)
         latest[document["task"]] = document["extra"]["changelog_offsets"][STORE]
     return latest
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
 def test_a_clean_stop_keeps_the_local_store_and_the_restart_replays_nothing(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, guarantee: str
 ) -> None:
     """README, "State": after a clean stop the local store is kept as it is; docs/deploy.md:
     a restarted pod replays only the changelog past what it holds. A count over 40,000 keys
     stopped with SIGTERM marks each task's store clean at its final checkpoint's changelog
     offset; started again, each task keeps its store (``kept_local``) and replays none of
-    the changelog; what came in meanwhile is counted on top, exactly."""
+    the changelog; what came in meanwhile is counted on top, exactly. Under either
+    guarantee."""
     keys = 10_000
     source, changelog = name("words"), name("counts-changelog")
     asyncio.run(create_topic(kafka_bootstrap, source, PARTITIONS))
     first = {p: [f"w{p}-{i:05d}" for i in range(keys)] for p in range(PARTITIONS)}
     asyncio.run(produce_words(kafka_bootstrap, source, first))
-    job = state_job_file(tmp_path, kafka_bootstrap, source, changelog)
+    eos = guarantee == "exactly-once"
+    job = state_job_file(
+        tmp_path, kafka_bootstrap, source, changelog, **{"task.processing.guarantee": guarantee}
+    )
     run = Job(job, "unused", tmp_path / "first.log")
     ends = {p: keys - 1 for p in range(PARTITIONS)}
-    wait_for(lambda: checkpointed(kafka_bootstrap, job) == ends, 90, "the first pass", run.proc)
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, job, exactly_once=eos) == ends,
+        90,
+        "the first pass",
+        run.proc,
+    )
     assert run.stop() == 0
-    held = changelog_offsets(kafka_bootstrap, job)
+    held = changelog_offsets(kafka_bootstrap, job, exactly_once=eos)
     for partition in range(PARTITIONS):
         task = str(TaskName.for_partition(partition))
         marker = store_dir(tmp_path) / task_directory_name(TaskName(task)) / CLEAN_MARKER
         assert marker.read_text() == held[task], (task, held)
-    assert output_count(kafka_bootstrap, changelog) == PARTITIONS * keys
+    assert len(asyncio.run(read_all(kafka_bootstrap, changelog))) == PARTITIONS * keys
     # Half the keys again while it is stopped.
     second = {p: words[: keys // 2] for p, words in first.items()}
     asyncio.run(produce_words(kafka_bootstrap, source, second))
     run = Job(job, "unused", tmp_path / "second.log")
     ends = {p: keys + keys // 2 - 1 for p in range(PARTITIONS)}
-    wait_for(lambda: checkpointed(kafka_bootstrap, job) == ends, 90, "the second pass", run.proc)
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, job, exactly_once=eos) == ends,
+        90,
+        "the second pass",
+        run.proc,
+    )
     assert run.stop() == 0
     restored = [e for e in run.events() if e["event"] == "store_restored"]
     assert len(restored) == PARTITIONS, restored
@@ -378,7 +396,7 @@ def test_a_clean_stop_keeps_the_local_store_and_the_restart_replays_nothing(
         assert event["kept_local"] is True and event["snapshot"] is None, event
         assert event["records"] == 0 and event["dropped_after_checkpoint"] == 0, event
     words = [w for p in range(PARTITIONS) for w in first[p] + second[p]]
-    assert changelog_state(kafka_bootstrap, changelog) == Counter(words)
+    assert changelog_state(kafka_bootstrap, changelog, committed=eos) == Counter(words)
 
 
 # -- errors through the command -------------------------------------------------------------------
