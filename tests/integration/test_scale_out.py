@@ -3,7 +3,9 @@
 Three containers count words over a 12-partition input in a RocksDB store with a Kafka
 changelog; one is killed with -9 half way, a fourth joins later. Tasks move between processes
 at every rebalance (their stores restored from the changelog, their inputs resumed from the
-checkpoint topic), and the final counts must still equal the input's exactly.
+checkpoint topic), and the final counts must still equal the input's exactly. A task that
+comes back to a container it left restores from the copy it left there, replaying only the
+changelog written since.
 """
 
 from __future__ import annotations
@@ -178,3 +180,48 @@ def test_a_container_serves_metrics_health_and_readiness(
     lags = [line for line in body.splitlines() if line.startswith("samzapy_partition_lag{")]
     assert len(lags) == PARTITIONS and all(line.endswith(" 0.0") for line in lags)
     assert job.stop() == 0
+
+
+def test_a_task_that_comes_back_restores_from_the_copy_it_left_replaying_only_the_rest(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """docs/deploy.md, "Scaling out": a task's new owner restores its stores "from its
+    changelog, or from the local copy it left there earlier". A task moves from the first
+    container to a joining second (which, with no copy, replays its whole changelog), the
+    second counts new words for it and leaves, and the task comes back to the first: its
+    restore keeps the copy the first left at the move and replays only what the second wrote."""
+    partitions, keys, more = 2, 10_000, 1_000
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, partitions))
+    first = {p: [f"w{p}-{i:05d}" for i in range(keys)] for p in range(partitions)}
+    asyncio.run(produce_words(kafka_bootstrap, source, first))
+    job_id = uuid.uuid4().hex[:8]
+    files = [job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n) for n in (0, 1)]
+    old = Job(files[0], "unused", tmp_path / "c0.log")
+    ends = {p: keys - 1 for p in range(partitions)}
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, files[0]) == ends, 90, "the first pass", old.proc
+    )
+    new = Job(files[1], "unused", tmp_path / "c1.log")
+    wait_for(lambda: [len(tasks_of(j)) for j in (old, new)] == [1, 1], 90, "the move", new.proc)
+    (moved,) = tasks_of(new)
+    # New words, each once: one changelog record each.
+    second = {p: [f"x{p}-{i:05d}" for i in range(more)] for p in range(partitions)}
+    asyncio.run(produce_words(kafka_bootstrap, source, second))
+    ends = {p: keys + more - 1 for p in range(partitions)}
+    wait_for(lambda: checkpointed(kafka_bootstrap, files[0]) == ends, 90, "the second pass")
+    assert new.stop() == 0
+    wait_for(lambda: len(tasks_of(old)) == partitions, 60, "the move back", old.proc)
+    assert old.stop() == 0
+    words = [w for p in range(partitions) for w in first[p] + second[p]]
+    assert changelog_state(kafka_bootstrap, changelog) == Counter(words)
+
+    def restores(job: Job) -> list[dict[str, Any]]:
+        return [e for e in job.events() if e["event"] == "store_restored" and e["task"] == moved]
+
+    there = restores(new)
+    assert len(there) == 1 and there[0]["kept_local"] is False, there
+    assert there[0]["records"] == keys, there
+    back = restores(old)[-1]
+    assert back["kept_local"] is True, back
+    assert back["records"] == more, back
