@@ -344,7 +344,9 @@ def changelog_offsets(bootstrap: str, job: Path, *, exactly_once: bool = False) 
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+@pytest.mark.parametrize(
+    "guarantee", ["at-least-once", pytest.param("exactly-once", marks=pytest.mark.slow)]
+)
 def test_a_clean_stop_keeps_the_local_store_and_the_restart_replays_nothing(
     kafka_bootstrap: str, tmp_path: Path, guarantee: str
 ) -> None:
