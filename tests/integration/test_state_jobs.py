@@ -365,15 +365,21 @@ def test_a_clean_stop_keeps_the_local_store_and_the_restart_replays_nothing(
     job = state_job_file(
         tmp_path, kafka_bootstrap, source, changelog, **{"task.processing.guarantee": guarantee}
     )
-    run = Job(job, "unused", tmp_path / "first.log")
-    ends = {p: keys - 1 for p in range(PARTITIONS)}
-    wait_for(
-        lambda: checkpointed(kafka_bootstrap, job, exactly_once=eos) == ends,
-        90,
-        "the first pass",
-        run.proc,
-    )
-    assert run.stop() == 0
+
+    def stopped_at(last: int, label: str) -> Job:
+        """The job run until every partition is checkpointed at ``last``, then stopped."""
+        run = Job(job, "unused", tmp_path / f"{label}.log")
+        ends = {p: last for p in range(PARTITIONS)}
+        wait_for(
+            lambda: checkpointed(kafka_bootstrap, job, exactly_once=eos) == ends,
+            90,
+            f"the {label} pass",
+            run.proc,
+        )
+        assert run.stop() == 0
+        return run
+
+    stopped_at(keys - 1, "first")
     held = changelog_offsets(kafka_bootstrap, job, exactly_once=eos)
     for partition in range(PARTITIONS):
         task = str(TaskName.for_partition(partition))
@@ -383,15 +389,7 @@ def test_a_clean_stop_keeps_the_local_store_and_the_restart_replays_nothing(
     # Half the keys again while it is stopped.
     second = {p: words[: keys // 2] for p, words in first.items()}
     asyncio.run(produce_words(kafka_bootstrap, source, second))
-    run = Job(job, "unused", tmp_path / "second.log")
-    ends = {p: keys + keys // 2 - 1 for p in range(PARTITIONS)}
-    wait_for(
-        lambda: checkpointed(kafka_bootstrap, job, exactly_once=eos) == ends,
-        90,
-        "the second pass",
-        run.proc,
-    )
-    assert run.stop() == 0
+    run = stopped_at(keys + keys // 2 - 1, "second")
     restored = [e for e in run.events() if e["event"] == "store_restored"]
     assert len(restored) == PARTITIONS, restored
     for event in restored:
