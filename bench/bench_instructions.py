@@ -5,7 +5,8 @@ Each variant runs in a child process of its own under ``valgrind --tool=callgrin
 counts the machine instructions the process executes: nearly the same count on every run (the
 same code counted twice in one run read 72,285 and 72,839 a message, 0.8 % apart: the event
 loop's timers still run by the clock). The child runs the job in-process on the memory system
-(``TestRunner``, uvloop), once over N1 and once over N2 input messages (``--messages``, default
+(``TestRunner``, uvloop, the garbage collector set as ``samzapy run`` sets it), once over N1
+and once over N2 input messages (``--messages``, default
 10,000 and 30,000); the difference of the two counts over N2 - N1 is the variant's
 instructions per input message, the start-up and the stop cancelling out. The inputs are
 written to the memory broker before the job starts; a child that only writes them is counted
@@ -57,6 +58,7 @@ Usage: python bench/bench_instructions.py [--pair app|partition_by|partition_by-
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -238,6 +240,15 @@ def child(variant: str, n: int) -> None:
     made = _runner(variant, n)
     if made is None:
         return
+    # The collector as `samzapy run` sets it (cli/main.py): start-up frozen out of its full
+    # passes, the young generation passed over every YOUNG_GC_THRESHOLD allocations. With
+    # the interpreter's 700, collections cost an application a few per cent more a message,
+    # and that share moves with the size of what start-up left on the heap.
+    from samzapy.cli.main import YOUNG_GC_THRESHOLD
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
     runners = made if isinstance(made, list) else [made]  # two jobs: one after the other
     processed = 0
     for i, runner in enumerate(runners):
