@@ -91,11 +91,7 @@ def fuse_input(
         if observe is not None:  # may fire panes: their failure is not the message's
             extra.update(observe=observe, fired=firing_failed)
             prologue += ["try:", "    observe(ts)", "except Exception as exc:", "    fired(exc)"]
-    prologue += [
-        "c0 += 1",
-        f"if not c0 & {SAMPLE_EVERY - 1}:",
-        "    return o0.timed(message)",
-    ]
+    prologue += _counted("c0", sampled=True)
     chain: Entry = _compile(entry, "envelope, collector, coordinator", prologue, extra)
     return chain
 
@@ -158,7 +154,7 @@ def _compile(
                 f"    raise {o}.failed(exc) from exc",
                 "if not keep:",
                 "    return None",
-                f"c{n} += 1",
+                *_counted(f"c{n}"),
             ]
         elif isinstance(nxt, PartitionByOperator):
             bound.update({f"k{n}": nxt.key_fn, f"v{n}": nxt.value_fn, f"s{n}": nxt.stream})
@@ -212,7 +208,7 @@ def _compile(
             ]
             break
         op = nxt
-    cells = [name for name, _ in counters]
+    cells = [cell for name, _ in counters for cell in (name, "w" + name[1:])]
     if "bind" in bound:
         cells.append("bound")
     lines = [f"def make({', '.join(bound)}):"]
@@ -221,7 +217,7 @@ def _compile(
     if cells:
         lines.append(f"        nonlocal {', '.join(cells)}")
     lines += [f"        {line}" for line in body]
-    counted = ", ".join(name for name, _ in counters)
+    counted = ", ".join(f"w{name[1:]} * {WRAP} + {name}" for name, _ in counters)
     lines += ["    def counts():", f"        return ({counted}{',' if counters else ''})"]
     lines.append("    return chain, counts")
     namespace: dict[str, Any] = {}
@@ -233,6 +229,29 @@ def _compile(
     return chain
 
 
+#: A counter cell counts up to this, then starts again from 0 and its wraps cell counts one:
+#: it stays within CPython's cached small ints (up to 256), so that counting a message
+#: allocates no int (a larger one is a new object at each increment, then freed).
+WRAP = 256
+
+
+def _counted(cell: str, sampled: bool = False) -> list[str]:
+    """The lines counting a message in ``cell`` (with its wraps in ``w...``): the first
+    operator's count also times one message in ``SAMPLE_EVERY`` through the chain.
+
+    The count is ``wraps * WRAP + cell``. The cell is reset before the wraps move on, so a
+    count read meanwhile (by the metrics, on the loop thread, while the chain runs on the
+    thread pool) may fall short, never exceed the messages counted (``_reader``)."""
+    wraps = "w" + cell[1:]
+    lines = [f"{cell} += 1", f"if {cell} == {WRAP}:", f"    {cell} = 0", f"    {wraps} += 1"]
+    if not sampled:
+        return lines
+    if SAMPLE_EVERY <= WRAP:  # a power of two: a sample at each multiple of it
+        return [*lines, f"if not {cell} & {SAMPLE_EVERY - 1}:", "    return o0.timed(message)"]
+    every = SAMPLE_EVERY // WRAP
+    return [*lines, f"    if not {wraps} & {every - 1}:", "        return o0.timed(message)"]
+
+
 def _stamp(op: Any, n: int, bound: dict[str, Any]) -> list[str]:
     """The line giving a send the message's event time (a graph keeping event time)."""
     if op.clock is None:
@@ -242,7 +261,16 @@ def _stamp(op: Any, n: int, bound: dict[str, Any]) -> list[str]:
 
 
 def _reader(counts: Callable[[], tuple[int, ...]], index: int) -> Callable[[], int]:
-    return lambda: counts()[index]
+    """Counter ``index`` of ``counts``, never less than it read before (a read while its cell
+    wraps on another thread falls short: ``_counted``)."""
+    last = 0
+
+    def read() -> int:
+        nonlocal last
+        last = max(last, counts()[index])
+        return last
+
+    return read
 
 
 __all__ = ["Chain", "Entry", "fuse", "fuse_input"]

@@ -21,6 +21,7 @@ from samzapy import (
     StreamApplicationDescriptor,
     TaskError,
 )
+from samzapy.operators import fusion
 from samzapy.system.partitioner import partition_for
 from samzapy.system.serde import JsonSerde
 from samzapy.testing import TestRunner
@@ -217,7 +218,13 @@ def test_flat_map_async_keeps_at_most_max_concurrency_in_flight() -> None:
     assert list(result.checkpoints["Partition 0"].values()) == ["59"]
 
 
-def test_operator_metrics_count_messages_in_and_out() -> None:
+@pytest.mark.parametrize("every", [1, 64, 1024, 4096])
+def test_operator_metrics_count_messages_in_and_out(
+    every: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exact counts past the fused counters' wraps (``fusion.WRAP``), one message in
+    ``SAMPLE_EVERY`` timed (1,024 as shipped), below a wrap, at it and above it."""
+    monkeypatch.setattr("samzapy.operators.fusion.SAMPLE_EVERY", every)
     out = KAFKA.get_output_descriptor("out", "json")
 
     def app(d: StreamApplicationDescriptor) -> None:
@@ -229,7 +236,17 @@ def test_operator_metrics_count_messages_in_and_out() -> None:
     assert snapshot["filter-1-messages-out"] == 1500
     assert snapshot["send_to-1-messages-in"] == 1500
     assert snapshot["lines-messages-out"] == 3000
-    assert snapshot["filter-1-process-latency"]["count"] == 2  # sampled: 1 in 1,024
+    assert snapshot["filter-1-process-latency"]["count"] == 3000 // every
+    assert result.outputs(out) == {0: list(range(0, 3000, 2))}
+
+
+def test_a_fused_count_read_as_it_wraps_never_goes_back() -> None:
+    """A count read while its cell wraps on another thread falls short (the cell reset before
+    its wraps move on): its reader gives the larger count it read before, so a counter
+    metric never decreases."""
+    reads = iter([(300,), (44,), (301,)])  # the second read fell between the two stores
+    read = fusion._reader(lambda: next(reads), 0)
+    assert [read(), read(), read()] == [300, 300, 301]
 
 
 def test_a_failing_function_fails_the_task_naming_operator_partition_and_offset() -> None:
