@@ -181,7 +181,8 @@ class Job:
             cwd=ROOT,
             env={
                 **os.environ,
-                "PYTHONPATH": str(HERE),
+                # The checkout's samzapy for a script too (``python -m`` finds it in cwd).
+                "PYTHONPATH": os.pathsep.join((str(ROOT), str(HERE))),
                 "SAMZAPY_TEST_OUTPUT": output,
                 "SAMZAPY_TEST_DELAY_MS": str(delay_ms),
                 **(env or {}),
