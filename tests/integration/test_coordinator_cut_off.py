@@ -9,7 +9,9 @@ holds its tasks (no message taken, nothing written) before the group may have ev
 processes nothing once the other container holds every task. Healed, it learns it was
 evicted (its heartbeat refused, its member id dropped), stops those tasks without
 committing, gets its share back, and the counts end exact. A second test holds the members
-that wait in a join held up past the session, and resumes them.
+that wait in a join held up past the session, and resumes them. A static member cut off past
+its session is fenced when it reaches the group again (``member_fenced``, exit 1), having
+written nothing from its hold on.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ from typing import Any
 
 import pytest
 
+from samzapy.checkpoint.stream import checkpoint_stream_name
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from test_exactly_once import effective_checkpoints_never_move_back  # noqa: E402
-from test_kafka_jobs import Job, checkpointed, create_topic, name, wait_for  # noqa: E402
-from test_rebalance import _at  # noqa: E402
+from test_kafka_jobs import Job, checkpointed, create_topic, name, read_all, wait_for  # noqa: E402
+from test_rebalance import RATE, Feeder, _at, runs  # noqa: E402
+from test_scale_out import PARTITIONS as TASKS  # noqa: E402
 from test_scale_out import job_file, tasks_of  # noqa: E402
 from test_state_jobs import (  # noqa: E402
     PARTITIONS,
@@ -41,6 +46,7 @@ from test_state_jobs import (  # noqa: E402
     produce_words,
     zipf_words,
 )
+from test_static_membership import Static, rebalances  # noqa: E402
 
 
 def _holding(job: Job, count: int) -> dict[str, Any] | None:
@@ -232,3 +238,105 @@ def test_a_stop_while_the_lease_holds_gives_the_tasks_up_without_committing(
     assert checkpointed(kafka_bootstrap, job) == {p: end - 1 for p, end in ends.items()}
     assert processed(again) == len(first) + len(during)
     assert changelog_state(kafka_bootstrap, changelog) == Counter(first + during)
+
+
+def _checkpoint_records(bootstrap: str, job: Path) -> list[tuple[str, float, int]]:
+    """Every record of the job's checkpoint stream: (task, created at (s), owner epoch)."""
+    cfg = json.loads(job.read_text())
+    topic = checkpoint_stream_name(cfg["job.name"], cfg["job.id"])
+    return [
+        (
+            record.key.decode(),
+            record.timestamp / 1000,
+            json.loads(record.value).get("extra", {}).get("epoch", 0),
+        )
+        for record in asyncio.run(read_all(bootstrap, topic))
+        if record.value
+    ]
+
+
+@pytest.mark.timeout(300)
+def test_a_static_member_evicted_while_cut_off_is_fenced_when_it_reaches_the_group_again(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """docs/deploy.md, "Failover": a static member cut off from the coordinator for longer
+    than its session holds its tasks (``lease_held``) before the group evicts it, and the
+    other member takes them over; healed, it learns the group evicted it: it is fenced
+    (``member_fenced``), exits 1 and does not rejoin. It wrote nothing after the hold began:
+    no output, no checkpoint (every checkpoint of its tasks from then on is of the newer
+    owner's epoch); the counts end exact."""
+    session_s = 6.0
+    static = Static(kafka_bootstrap, tmp_path, session_ms=int(session_s * 1000))
+    feeder = Feeder(kafka_bootstrap, static.source, zipf_words(random.Random(17), RATE * 60))
+    feeder.start()
+    jobs = [static.start(0, "c0")]
+    try:
+        cut = Job(
+            static.file(1, "cut"),
+            "unused",
+            tmp_path / "cut.log",
+            command=[sys.executable, str(HERE / "coordinator_cut.py")],
+        )
+        wait_for(
+            lambda: sorted(len(tasks_of(j)) for j in (jobs[0], cut)) == [6, 6], 90, "two members"
+        )
+        time.sleep(2)  # a few commits of the cut member's tasks
+        cut_tasks = tasks_of(cut)
+        cut_at = time.time()
+        cut.proc.send_signal(signal.SIGUSR1)
+        wait_for(lambda: len(tasks_of(jobs[0])) == TASKS, 60, "the take-over", jobs[0].proc)
+        time.sleep(2)  # the other member runs the cut member's tasks a while
+        assert cut.proc.poll() is None, cut.tail()
+        settled = rebalances(jobs[0])
+        healed_at = time.monotonic()
+        cut.proc.send_signal(signal.SIGUSR2)
+        assert cut.wait(60) == 1, cut.tail()
+        fenced_s = time.monotonic() - healed_at
+        time.sleep(2)  # a rejoin would rebalance the other member meanwhile
+        assert rebalances(jobs[0]) == settled, "the fenced member rejoined"
+    finally:
+        words = static.finish(feeder, jobs)  # every word checkpointed, the counts exact
+    assert len(words) > 0
+    effective_checkpoints_never_move_back(kafka_bootstrap, static.files[0])
+
+    events = cut.events()
+    names = [e["event"] for e in events]
+    held = next(e for e in events if e["event"] == "lease_held")
+    assert "acknowledged no heartbeat" in held["cause"], held
+    assert held["unheard_s"] >= session_s - 1.0, held
+    take_over = next(
+        e
+        for e in jobs[0].events()
+        if e["event"] == "rebalance_completed" and len(e["tasks"]) == TASKS and _at(e) > cut_at
+    )
+    assert _at(held) < _at(take_over), "the tasks ran in two containers at once"
+    fenced = [e for e in events if e["event"] == "member_fenced"]
+    assert fenced and fenced[0]["container_id"] == "samzapy-1", cut.tail()
+    assert _at(fenced[0]) > _at(take_over)
+    assert fenced_s < 30, f"fenced {fenced_s:.1f} s after the heal"
+    assert "lease_resumed" not in names and "job_finished" not in names, names
+    # It does not rejoin: no assignment after the one the cut interrupted.
+    assert tasks_of(cut) == cut_tasks
+    # Its tasks took no message from the hold on (a progress interval after it, its count
+    # stands still).
+    counts = [e["processed"] for e in events if e["event"] == "progress" and _at(e) > _at(held)]
+    assert len(counts) > 5 and len(set(counts[1:])) == 1, counts
+    # Nothing written from the hold on: no output it made...
+    late = [
+        (p, ts)
+        for p, records in static.output().items()
+        for ts, tag, _, _ in records
+        if tag == "cut" and ts / 1000 >= _at(held)
+    ]
+    assert not late, f"{len(late)} records made by the cut-off member while it held its tasks"
+    # ...and no checkpoint: each of its tasks had its checkpoints (of its owner epoch) before
+    # the hold, and after it only those of a newer owner, the other member.
+    records = _checkpoint_records(kafka_bootstrap, static.files[0])
+    for task in cut_tasks:
+        before = [epoch for t, ts, epoch in records if t == task and ts < _at(held)]
+        after = [epoch for t, ts, epoch in records if t == task and ts >= _at(held)]
+        assert before and after, (task, before, after)
+        assert min(after) > max(before), f"{task}: a checkpoint of the cut-off member's epoch"
+    # The other member ran every task at the end.
+    for p, output in static.output().items():
+        assert runs([tag for _, tag, _, _ in output])[-1:] == ["c0"], p
