@@ -11,7 +11,8 @@ evicted (its heartbeat refused, its member id dropped), stops those tasks withou
 committing, gets its share back, and the counts end exact. A second test holds the members
 that wait in a join held up past the session, and resumes them. A static member cut off past
 its session is fenced when it reaches the group again (``member_fenced``, exit 1), having
-written nothing from its hold on.
+written nothing from its hold on. A hold longer than ``task.stall.timeout.ms`` is reported
+by the stall watchdog (``task_stalled``, ``/healthz`` 503).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import asyncio
 import json
 import random
 import signal
+import socket
 import sys
 import time
 from collections import Counter
@@ -36,7 +38,7 @@ from test_exactly_once import effective_checkpoints_never_move_back  # noqa: E40
 from test_kafka_jobs import Job, checkpointed, create_topic, name, read_all, wait_for  # noqa: E402
 from test_rebalance import RATE, Feeder, _at, runs  # noqa: E402
 from test_scale_out import PARTITIONS as TASKS  # noqa: E402
-from test_scale_out import job_file, tasks_of  # noqa: E402
+from test_scale_out import http_get, job_file, tasks_of  # noqa: E402
 from test_state_jobs import (  # noqa: E402
     PARTITIONS,
     by_partition,
@@ -340,3 +342,72 @@ def test_a_static_member_evicted_while_cut_off_is_fenced_when_it_reaches_the_gro
     # The other member ran every task at the end.
     for p, output in static.output().items():
         assert runs([tag for _, tag, _, _ in output])[-1:] == ["c0"], p
+
+
+@pytest.mark.timeout(300)
+def test_a_hold_longer_than_the_stall_timeout_is_reported_by_the_stall_watchdog(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """docs/deploy.md, "Failover": "a hold longer than ``task.stall.timeout.ms`` is reported by
+    the stall watchdog (``task_stalled``, ``/healthz`` 503, so a liveness probe restarts the
+    container)". The container is cut off from the coordinator while input waits for its
+    held tasks: once the hold outlasts the stall timeout, each task is reported stalled,
+    waiting on the lease, and ``/healthz`` answers 503 naming them, the hold still on."""
+    stall_s = 2.0
+    rng = random.Random(19)
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, PARTITIONS))
+    first, during = zipf_words(rng, 5_000), zipf_words(rng, 5_000)
+    asyncio.run(produce_words(kafka_bootstrap, source, by_partition(first)))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    job = job_file(tmp_path, kafka_bootstrap, source, changelog, name("job"), 0)
+    cfg = json.loads(job.read_text())
+    cfg.update(
+        {
+            "task.stall.timeout.ms": int(stall_s * 1000),
+            "metrics.reporters": ["prometheus"],
+            "metrics.prometheus.port": port,
+        }
+    )
+    job.write_text(json.dumps(cfg))
+    command = [sys.executable, str(HERE / "coordinator_cut.py")]
+    cut = Job(job, "unused", tmp_path / "cut.log", command=command)
+    wait_for(lambda: processed(cut) >= len(first), 90, "the container at work", cut.proc)
+    assert http_get(port, "/healthz")[0] == 200
+
+    cut.proc.send_signal(signal.SIGUSR1)
+    wait_for(lambda: any(e["event"] == "lease_held" for e in cut.events()), 60, "a hold", cut.proc)
+    # Input waits for the held tasks meanwhile.
+    produced_at = time.time()
+    asyncio.run(produce_words(kafka_bootstrap, source, by_partition(during)))
+
+    def stalled() -> list[dict[str, Any]]:
+        return [e for e in cut.events() if e["event"] == "task_stalled"]
+
+    wait_for(lambda: len(stalled()) == PARTITIONS, 30, "every held task reported", cut.proc)
+    status, body = http_get(port, "/healthz")
+    events = cut.events()
+    names = [e["event"] for e in events]
+    assert not {"lease_resumed", "lease_lost"} & set(names), "the hold ended before the report"
+    assert processed(cut) == len(first), "the held container processed on"
+    assert status == 503, (status, body)
+    problems = json.loads(body)["problems"]
+    assert sorted(problems) == [f"stalled:Partition {p}" for p in range(PARTITIONS)], problems
+    held = next(e for e in events if e["event"] == "lease_held")
+    for event in stalled():
+        # Counted from the watchdog's last sight of the task with nothing to do, at most a
+        # check interval (a quarter of the timeout) before the input came.
+        assert _at(event) - produced_at >= stall_s * 3 / 4 and _at(event) > _at(held), event
+        assert event["reason"].startswith("completed nothing for"), event
+        assert "lease_held" in event["waiting_on"], event
+        assert problems[f"stalled:{event['task']}"]["waiting_on"] == event["waiting_on"]
+
+    # Healed, the container (evicted meanwhile) gets its tasks again, and nothing is lost.
+    cut.proc.send_signal(signal.SIGUSR2)
+    ends = asyncio.run(end_offsets(kafka_bootstrap, source))
+    last = {p: end - 1 for p, end in ends.items()}
+    wait_for(lambda: checkpointed(kafka_bootstrap, job) == last, 90, "every word", cut.proc)
+    assert cut.stop() == 0, cut.tail()
+    assert changelog_state(kafka_bootstrap, changelog) == Counter(first + during)
