@@ -312,6 +312,9 @@ class RunLoop:
                 task.stop()
             await self._drain(slot_tasks, tasks)
         await _cancel([*slot_tasks, timer_task])
+        if self.watchdog is not None:  # the tasks leave with the loop, and their stalls
+            for name in self._tasks:
+                self.watchdog.forget(str(name))
         if self.failure is not None:
             raise self.failure
 

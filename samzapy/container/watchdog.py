@@ -8,14 +8,16 @@
   ``task.stall.timeout.ms`` (a commit that never gets its turn, or never finishes).
 
 A task that is stopping or finished is not assessed (it neither stalls nor recovers: a task
-still hung when a stop begins stays reported).
+still hung when a stop begins stays reported until it leaves the container, released or
+with the end of its run loop).
 
 ``Watchdog`` is the thin client the run loop's timers drive with the tasks' progress
 snapshots, on the container's clock. It remembers when each task last moved, logs a stall once
 as ``task_stalled`` with the task, the partition and offset it is on and what it waits on,
 records it in the container's ``Health`` (``/healthz`` answers 503), and with
 ``task.stall.fail: true`` fails the container (exit 1), so an orchestrator restarts it. When
-the task moves again, ``task_recovered`` is logged and the health problem cleared.
+the task moves again, ``task_recovered`` is logged and the health problem cleared; when it
+leaves the container (``forget``), the problem goes with it.
 """
 
 from __future__ import annotations

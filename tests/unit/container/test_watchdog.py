@@ -79,6 +79,29 @@ async def test_with_stall_fail_a_stalled_task_fails_the_container() -> None:
     Held.gate.set()
 
 
+async def test_a_stalled_task_stays_reported_while_it_stops_and_leaves_no_problem_behind() -> None:
+    """A share the job runner stops or abandons (its tasks moved, or the group evicted the
+    container) ends its run loop: the stall of a task that left is no problem of the process's
+    /healthz any more, nor is it reported recovered."""
+    clock = ManualClock()
+    test = runner(clock, **{"task.shutdown.ms": 1000})
+    with capture_logs() as logs:
+        job = asyncio.ensure_future(test.run_async(timeout=10))
+        await clock.wait_all_tasks_blocked()
+        await clock.advance_and_settle(0.5)
+        await clock.advance_and_settle(1.0)
+        assert test.container is not None
+        assert list(test.container.health.problems) == ["stalled:Partition 0"]
+        test.container.request_stop("test")
+        await clock.advance_and_settle(0.5)
+        assert not test.container.health.healthy  # still hung while it drains
+        await clock.advance_and_settle(1.0)  # task.shutdown.ms is over: the call is cancelled
+        await asyncio.wait_for(job, 10)
+    assert test.container.health.healthy
+    assert [e["event"] for e in logs if e["event"].startswith("task_")] == ["task_stalled"]
+    Held.gate.set()
+
+
 class Quick(StreamTask):
     def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
         return None
