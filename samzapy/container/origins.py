@@ -80,6 +80,7 @@ class OriginCollector:
         "_last",
         "_loop",
         "_loop_thread",
+        "_route",
         "_router",
         "_task",
         "_writer",
@@ -106,6 +107,7 @@ class OriginCollector:
         ``current``: the message a sync task's slot on the loop thread is calling it for
         (None: the calls run on the thread pool, ``writing`` names their messages)."""
         self._router = router
+        self._route = router.send
         self._loop = loop
         self._loop_thread = threading.get_ident()
         self._task = task
@@ -124,19 +126,27 @@ class OriginCollector:
         self.thread = self._loop_thread
 
     def send(self, envelope: OutgoingMessageEnvelope) -> None:
+        if self.inline:  # the hot path first: a sync task's call on the loop thread
+            env = self._current.env
+            if env is not None and _thread() == self._loop_thread:
+                if env is self._last:  # a further send for the same message
+                    ordinal = self.ordinal = self.ordinal + 1
+                else:
+                    self._last = env
+                    ordinal = self.ordinal = 0
+                self._route(envelope, self._task, self._writer, env, ordinal, None)
+                return
+        self._send(envelope)
+
+    def _send(self, envelope: OutgoingMessageEnvelope) -> None:
+        """Any other send: an async task's, one from the thread pool or another thread, or
+        one made between calls (no origin)."""
         floor = None
         me = _thread()
         env: IncomingMessageEnvelope | None
-        if self.inline:
-            env = self._current.env
-            if env is None or me != self._loop_thread:
-                env = None
-                ordinal = 0
-            elif env is self._last:  # a further send for the same message
-                ordinal = self.ordinal = self.ordinal + 1
-            else:
-                self._last = env
-                ordinal = self.ordinal = 0
+        if self.inline:  # between calls, or from another thread
+            env = None
+            ordinal = 0
         elif self.is_async:
             cursor = _CURSOR.get()
             if cursor is None or cursor.entry.done:

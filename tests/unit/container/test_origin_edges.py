@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
@@ -210,9 +211,10 @@ def test_a_resumed_partition_s_epoch_moves_at_its_first_call_not_at_a_commit_bef
     async def run() -> None:
         loop = asyncio.get_running_loop()
         current = MessageInProgress()
+        router: Any = SimpleNamespace(send=None)  # the task sends nothing
         collector = OriginCollector(
-            None, loop, TaskName("t"), writer, is_async=False, current=current
-        )  # type: ignore[arg-type]
+            router, loop, TaskName("t"), writer, is_async=False, current=current
+        )
         ctx = SlotContext(
             name=TaskName("t"),
             state=state,
