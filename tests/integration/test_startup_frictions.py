@@ -1,10 +1,12 @@
 """Start-up as an operator meets it, through `samzapy run`: a missing input topic is a
 configuration problem (exit 2 at once, ``input_missing`` saying how to create it); a broker
 that does not answer is reported at once with the deadline and again every 10 s; SIGTERM or
-Ctrl-C during that wait stops the process at once, with the exit of any stop."""
+Ctrl-C during that wait stops the process at once, with the exit of any stop; a session
+timeout the broker refuses fails the job naming the key."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import socket
@@ -21,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from test_kafka_jobs import (  # noqa: E402
     Job,
+    create_topic,
     job_file,
     name,
     wait_for,
@@ -100,3 +103,27 @@ def test_an_unreachable_broker_is_reported_every_10_s_and_a_signal_stops_the_wai
     last = events(run)[-1]
     assert last["event"] == "container_exited"
     assert last["stopped_by"] == signal.Signals(sig).name
+
+
+@pytest.mark.timeout(90)
+def test_a_session_timeout_the_broker_refuses_fails_the_job_naming_the_key(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """``samzapy validate`` takes any timeout from 1 s (a broker's bounds are its own); the
+    broker refuses a join below its ``group.min.session.timeout.ms`` (6 s by default): the job
+    fails saying which key to change and to what."""
+    source = name("in")
+    asyncio.run(create_topic(kafka_bootstrap, source, 2))
+    job = job_file(
+        tmp_path,
+        kafka_bootstrap,
+        source,
+        **{"job.coordinator.factory": "kafka-group", "job.coordinator.session.timeout.ms": 3000},
+    )
+    run = Job(job, "out", tmp_path / "job.log")
+    assert run.wait(60) == 1, run.tail()
+    failed = [e for e in events(run) if e["level"] == "error"]
+    assert failed, run.tail()
+    text = json.dumps(failed)
+    assert "job.coordinator.session.timeout.ms 3000" in text, text
+    assert "group.min.session.timeout.ms" in text, text

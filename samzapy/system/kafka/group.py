@@ -52,6 +52,7 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberAssignment,
     ConsumerProtocolMemberMetadata,
 )
+from aiokafka.errors import InvalidSessionTimeoutError
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.system.assignment import assign_tasks, withhold_moving
@@ -287,7 +288,15 @@ class KafkaGroupMembership(GroupMembership):
             try:
                 await consumer.getmany(timeout_ms=1000)
             except KAFKA_ERRORS as exc:
-                raise stream_error(f"consumer group {self.group_id!r} failed", exc) from exc
+                what = f"consumer group {self.group_id!r} failed"
+                if isinstance(exc, InvalidSessionTimeoutError):
+                    what += (
+                        f": the broker refuses job.coordinator.session.timeout.ms "
+                        f"{self._session_timeout_ms}; set it within the broker's "
+                        "group.min.session.timeout.ms and group.max.session.timeout.ms "
+                        "(6000 and 1800000 by default)"
+                    )
+                raise stream_error(what, exc) from exc
 
     def _watch_heartbeats(self, consumer: Any) -> None:
         """Note when each heartbeat the coordinator acknowledged was sent: aiokafka keeps
