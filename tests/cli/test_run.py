@@ -109,6 +109,21 @@ def test_finished_job_restarted_processes_nothing_twice(tmp_path: Path) -> None:
     assert second[1] == first[1]
 
 
+def test_without_checkpoints_a_restart_warns_and_reads_every_input_again(tmp_path: Path) -> None:
+    """``task.checkpoint.factory`` unset: a ``checkpoints_disabled`` warning, and a restart
+    starts each input at its offset default (oldest: every message again)."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(20)]})
+    job = job_yaml(tmp_path, "Copy", **{"task.checkpoint.factory": ""})
+    for run in (1, 2):
+        proc = samzapy("run", str(job))
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        [warned] = [e for e in events(proc.stdout) if e["event"] == "checkpoints_disabled"]
+        assert warned["level"] == "warning"
+        out = read_jsonl(tmp_path / "data" / "out" / "0.jsonl")
+        assert out == [{"n": i} for i in range(20)] * run
+    assert not (tmp_path / "checkpoints").exists()
+
+
 def test_failing_task_exits_1_logs_once_and_commits_nothing_past_it(tmp_path: Path) -> None:
     msgs = [{"n": i} for i in range(20)]
     msgs[12]["bad"] = True

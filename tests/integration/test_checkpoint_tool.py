@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -486,6 +487,25 @@ def test_what_the_tool_cannot_do_is_refused_with_exit_2(tmp_path: Path) -> None:
         assert expected in done.stderr, (args, done.stderr)
         assert done.stdout == ""
     assert not (tmp_path / "cp").exists(), "nothing was written"
+
+
+@pytest.mark.parametrize("command", ["show", "set"])
+def test_checkpoints_it_cannot_reach_exit_1_saying_what_failed(
+    tmp_path: Path, command: str
+) -> None:
+    """A broker down: the tool gives up after the system's connect timeout, says what it
+    could not reach, and writes nothing."""
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    job = kafka_job_file(
+        tmp_path, f"127.0.0.1:{port}", "lines", **{"systems.kafka.connect.timeout.ms": 1000}
+    )
+    args = ("set", str(job), "--to", "oldest") if command == "set" else ("show", str(job))
+    done = tool(*args)
+    assert done.returncode == 1, done.stderr
+    assert f"cannot reach Kafka at 127.0.0.1:{port}" in done.stderr, done.stderr
+    assert "systems.kafka.connect.timeout.ms" in done.stderr, done.stderr
 
 
 def test_show_shows_the_readable_checkpoints_and_names_a_corrupt_one(tmp_path: Path) -> None:
