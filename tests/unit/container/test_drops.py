@@ -119,6 +119,24 @@ def test_without_the_policy_a_failed_message_fails_the_job(
         runner.run(timeout=10)
 
 
+def test_a_broadcast_message_dropped_by_every_task_has_a_dead_letter_from_each() -> None:
+    """configuration.md: a broadcast input's message dropped by several tasks has a dead
+    letter from each (each task reads it and drops it on its own), and every task's
+    checkpoint moves past it."""
+    SENT.clear()
+    config = {**DROP, "task.broadcast.inputs": ["memory.side#0"]}
+    runner = TestRunner(Forward, config).add_input("in", {p: [f"m{p}"] for p in range(3)})
+    runner.add_input("side", ["s0", "poison", "s2"])
+    result = runner.run(timeout=10)
+    assert sorted(SENT) == sorted(["m0", "m1", "m2"] + ["s0", "s2"] * 3)
+    letters = runner.broker.records("dlq", 0)
+    assert letters == [(None, "poison")] * 3
+    tasks = sorted(_headers(runner, "dlq", offset)["samzapy.task"] for offset in range(3))
+    assert tasks == [f"Partition {p}".encode() for p in range(3)]
+    side = SystemStreamPartition("memory", "side", 0)
+    assert {offsets[side] for offsets in result.checkpoints.values()} == {"2"}
+
+
 def test_the_dead_letter_keeps_the_records_bytes_key_and_headers() -> None:
     """A deserialization drop (bytes the json serde refuses) and a process drop: each dead
     letter is the record as read, its key and headers first, then the error's headers."""
