@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from structlog.testing import capture_logs
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.checkpoint.stream import checkpoint_stream_name
@@ -88,10 +89,14 @@ async def test_a_refused_send_stops_the_job_before_its_checkpoint_or_is_dropped_
         task_factory=Tag,
     )
     start = (await _checkpointed(kafka_bootstrap, job_id) or -1) + 1
-    await _run_until(dropping, lambda: _processed(dropping) >= MESSAGES - start)
+    with capture_logs() as logs:
+        await _run_until(dropping, lambda: _processed(dropping) >= MESSAGES - start)
     assert await _checkpointed(kafka_bootstrap, job_id) == MESSAGES - 1
     written = {json.loads(r.value)["o"] for r in await read_all(kafka_bootstrap, out)}
     assert BIG not in written
     lost = MESSAGES - len(written)  # the refused batch: the big record and those beside it
     errors = dropping.metrics.snapshot()["container"]["producer-errors"]
     assert errors == lost, (errors, sorted(set(range(MESSAGES)) - written))
+    dropped = [e for e in logs if e["event"] == "producer_errors_dropped"]
+    assert dropped and all(e["log_level"] == "warning" for e in dropped), dropped
+    assert sum(e["messages"] for e in dropped) == lost, dropped

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
+from structlog.testing import capture_logs
 from test_control_messages import UPSTREAM
 from test_origin_dedup import count_downstream
 
@@ -95,10 +96,14 @@ def test_a_call_cancelled_at_a_stop_is_processed_after_the_restart() -> None:
     settings = {"job.name": "read", "task.shutdown.ms": 100, "task.max.concurrency": 1}
     StallingReader.done = []
     StallingReader.stalling = True
-    TestRunner(StallingReader, settings, namespace=upstream.namespace).add_intermediate(
-        "words", partitions=2
-    ).run(timeout=20)
+    with capture_logs() as logs:
+        TestRunner(StallingReader, settings, namespace=upstream.namespace).add_intermediate(
+            "words", partitions=2
+        ).run(timeout=20)
     assert "slow" not in StallingReader.done
+    [timed_out] = [e for e in logs if e["event"] == "shutdown_timed_out"]
+    assert timed_out["log_level"] == "warning" and timed_out["shutdown_ms"] == 100
+    assert timed_out["in_flight"] == 1 and len(timed_out["tasks"]) == 1
     StallingReader.stalling = False
     TestRunner(StallingReader, settings, namespace=upstream.namespace).add_intermediate(
         "words", partitions=2
