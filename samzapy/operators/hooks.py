@@ -1,6 +1,7 @@
 """The operator task's hooks that windows fire in: the tick (``task.window.ms``), each input
 stream's watermark, and end-of-stream. Each binds the collector first (a hook may come before
-any message did), then returns what the panes it fired still owe asynchronous operators.
+any message did), then returns what the panes it fired still owe asynchronous operators (that
+awaitable raises what failed as they fired, once the panes before it completed).
 """
 
 from __future__ import annotations
@@ -45,12 +46,15 @@ class WindowHooks(WindowableTask, EndOfStreamListenerTask, StreamWatermarkListen
         if not graph.windows and not graph.joins:
             return None
         self._bind(collector, coordinator)
-        graph.watermarks.tick(self._now())
-        for window in graph.windows:
-            window.tick()
-        for join in graph.joins:
-            join.tick()
-        return gather_pending(graph.pending)
+
+        def tick() -> None:
+            graph.watermarks.tick(self._now())
+            for window in graph.windows:
+                window.tick()
+            for join in graph.joins:
+                join.tick()
+
+        return self._fire(tick)
 
     def on_stream_watermark(
         self,
@@ -63,8 +67,7 @@ class WindowHooks(WindowableTask, EndOfStreamListenerTask, StreamWatermarkListen
         if not graph.event_time:
             return None
         self._bind(collector, coordinator)
-        graph.watermarks.received(stream, watermark)
-        return gather_pending(graph.pending)
+        return self._fire(lambda: graph.watermarks.received(stream, watermark))
 
     def on_end_of_stream(self, collector: MessageCollector, coordinator: TaskCoordinator) -> Any:
         """Every input ended: every open window fires."""
@@ -72,9 +75,22 @@ class WindowHooks(WindowableTask, EndOfStreamListenerTask, StreamWatermarkListen
         if not graph.windows:
             return None
         self._bind(collector, coordinator)
-        for window in graph.windows:
-            window.end_of_stream()
-        return gather_pending(graph.pending)
+
+        def end() -> None:
+            for window in graph.windows:
+                window.end_of_stream()
+
+        return self._fire(end)
+
+    def _fire(self, fire: Callable[[], None]) -> Any:
+        """``fire()``, then what its panes owe. When a pane fails after others went on (their
+        ``flat_map_async`` calls started), those are awaited all the same, then the pane's
+        failure raised: none is left never awaited, nor to a later message's processing."""
+        try:
+            fire()
+        except Exception as exc:
+            return gather_pending(self.graph.pending, exc)
+        return gather_pending(self.graph.pending)
 
 
 __all__ = ["WindowHooks"]

@@ -25,7 +25,7 @@ from samzapy.api.windows import (
     TimeSinceLastMessageTrigger,
     Trigger,
 )
-from samzapy.operators.windows import DEFAULT, EARLY, LATE, WindowOperator
+from samzapy.operators.windows import DEFAULT, EARLY, LATE, WindowOperator, take_pending
 
 _TUMBLING = b"T"
 _ARMED = b"A"
@@ -114,8 +114,7 @@ class TumblingWindowOperator(WindowOperator):
         pane = t - t % size
         watermark = self.watermark
         if watermark is not None and pane + size <= watermark and self.event_time:
-            self.message(message, key, t)  # late
-            return self._take_pending()
+            return self._take(message, key, t)  # late
         last = self.last_pane
         if last[0] == pane:
             prefix = last[1]
@@ -136,7 +135,7 @@ class TumblingWindowOperator(WindowOperator):
             end = pane + size
             if self.next_due is None or end < self.next_due:
                 self.next_due = end
-        return self._take_pending() if self.pending else None
+        return take_pending(self.pending) if self.pending else None
 
     def restore(self) -> None:
         fired = self.watermark

@@ -36,7 +36,7 @@ from typing import Any
 import structlog
 
 from samzapy.api.envelope import KV, OutgoingMessageEnvelope
-from samzapy.api.errors import ConfigError
+from samzapy.api.errors import ConfigError, OperatorError
 from samzapy.api.system import SystemStream
 from samzapy.api.task import END_WATERMARK
 from samzapy.api.windows import (
@@ -246,8 +246,7 @@ class WindowOperator(SendingOperator):
             raise self.failed(exc, "initial_value") from exc
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
-        self.message(message, self._key(message), self._time())
-        return self._take_pending()
+        return self._take(message, self._key(message), self._time())
 
     def timed(self, message: Any) -> Awaitable[Any] | None:
         return self.on_message(message)
@@ -256,13 +255,20 @@ class WindowOperator(SendingOperator):
         self.on_message(message)
         return []
 
-    def _take_pending(self) -> Awaitable[Any] | None:
-        pending = self.pending
-        if not pending:
-            return None
-        awaitables = list(pending)
-        pending.clear()
-        return await_all(awaitables)
+    def _take(self, message: Any, key: Any, t: int) -> Awaitable[Any] | None:
+        """``message``, then what the panes it fired owe. When it fails after a pane went on
+        (a LATE pane, then a serde refusing the session's value), what that pane started is
+        awaited all the same, then the failure raised (``take_pending``): it is not left to
+        the next message's processing, nor never awaited."""
+        try:
+            self.message(message, key, t)
+        except OperatorError as exc:
+            return take_pending(self.pending, exc)
+        except Exception as exc:  # its own (its store's, a serde's): named as the chain does
+            error = self.failed(exc, "processing")
+            error.__cause__ = exc
+            return take_pending(self.pending, error)
+        return take_pending(self.pending)
 
     def too_late(
         self,
@@ -340,13 +346,28 @@ class WindowOperator(SendingOperator):
             self.store.put(_META, pickle.dumps(END_WATERMARK, 5))
 
 
-def gather_pending(pending: list[Awaitable[Any]]) -> Awaitable[Any] | None:
-    """What the windows' panes sent to asynchronous operators still owe (then cleared)."""
+def take_pending(
+    pending: list[Awaitable[Any]], failure: Exception | None = None
+) -> Awaitable[Any] | None:
+    """What the windows' panes sent to asynchronous operators still owe, as one awaitable
+    (then cleared; None when nothing). ``failure``: what failed after those panes went on (a
+    later pane, the window's own work); the awaitable raises it once they completed
+    (``await_all``), or it is raised now when none did."""
     if not pending:
+        if failure is not None:
+            raise failure
         return None
     awaitables = list(pending)
     pending.clear()
-    return asyncio.ensure_future(await_all(awaitables))
+    return await_all(awaitables, failure)
+
+
+def gather_pending(
+    pending: list[Awaitable[Any]], failure: Exception | None = None
+) -> Awaitable[Any] | None:
+    """``take_pending``, as a future (what a hook returns)."""
+    owed = take_pending(pending, failure)
+    return None if owed is None else asyncio.ensure_future(owed)
 
 
 __all__ = [
@@ -357,4 +378,5 @@ __all__ = [
     "WindowOperator",
     "gather_pending",
     "state_serde",
+    "take_pending",
 ]
