@@ -40,7 +40,7 @@ async def await_all(pending: list[Awaitable[Any]], failure: Exception | None = N
     """Await each of ``pending`` in turn. When one fails the rest are still awaited (no
     branch of a fan-out is left never awaited, nor what its function started running on its
     own), then the first failure is raised: ``failure``, a synchronous one that came after
-    them, first. A cancellation closes the coroutines not started."""
+    them, first. A cancellation lets go of those not awaited yet (``let_go``)."""
     for i, awaitable in enumerate(pending):
         try:
             await awaitable
@@ -49,11 +49,37 @@ async def await_all(pending: list[Awaitable[Any]], failure: Exception | None = N
                 failure = exc
         except BaseException:
             for rest in pending[i + 1 :]:
-                if inspect.iscoroutine(rest):
-                    rest.close()
+                let_go(rest)
             raise
     if failure is not None:
         raise failure
+
+
+def let_go(awaitable: Awaitable[Any]) -> None:
+    """Give up ``awaitable``, never awaited (its message's processing was cancelled first:
+    the task stopped): a future (a Task, ``asyncio.gather``'s) is cancelled, so that what it
+    runs stops with the message; a coroutine is closed. One of the operators' own not started
+    yet (``await_all``'s, ``FlatMapAsyncOperator._complete``'s) first has what it was to await
+    let go of, which closing it would leave as it was: a Task running on its own, a coroutine
+    never awaited. (That is read off its arguments: the operators return bare coroutines, the
+    cheapest awaitable, not an object keeping it.)"""
+    if asyncio.isfuture(awaitable):
+        awaitable.cancel()
+        awaitable.add_done_callback(_outcome_taken)
+    elif inspect.iscoroutine(awaitable):
+        given = _GIVEN.get(awaitable.cr_code)
+        if given is not None and inspect.getcoroutinestate(awaitable) == inspect.CORO_CREATED:
+            owed = inspect.getcoroutinelocals(awaitable)[given]
+            for each in owed if type(owed) is list else (owed,):
+                let_go(each)
+        awaitable.close()
+
+
+def _outcome_taken(future: asyncio.Future[Any]) -> None:
+    """A future let go of ended: its outcome goes nowhere (``asyncio.gather``'s, cancelled,
+    ends with a CancelledError as its exception, which asyncio would log as never retrieved)."""
+    if not future.cancelled():
+        future.exception()
 
 
 class OperatorImpl:
@@ -333,6 +359,13 @@ class FlatMapAsyncOperator(OperatorImpl):
                     await pending
 
 
+#: The operators' own coroutines, by their code: the argument each awaits (``let_go``).
+_GIVEN = {
+    await_all.__code__: "pending",
+    FlatMapAsyncOperator._complete.__code__: "awaitable",
+}
+
+
 class MergeOperator(OperatorImpl):
     kind = "merge"
     __slots__ = ()
@@ -346,6 +379,7 @@ class MergeOperator(OperatorImpl):
 
 __all__ = [
     "await_all",
+    "let_go",
     "SAMPLE_EVERY",
     "FilterOperator",
     "FlatMapAsyncOperator",

@@ -683,3 +683,59 @@ def test_a_failure_after_an_awaitable_leaves_nothing_unawaited(
     else:
         assert done == ["a", "poison", "b"]
     assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
+@pytest.mark.parametrize("returns", ["task", "gather", "coroutine", "task after a flat_map"])
+async def test_a_cancelled_message_cancels_what_a_later_branch_s_function_started(
+    returns: str,
+) -> None:
+    """A stream fans out to a flat_map_async that waits and one whose function returns a Task,
+    ``asyncio.gather``'s future or a coroutine. The other task fails while the first branch
+    is awaited, so the job stops and cancels this task's message: what the second branch's
+    function returned (its call started with the message, not awaited yet) is cancelled,
+    not left running on its own, and a coroutine is not left never awaited."""
+    reached, log = asyncio.Event(), []
+
+    async def waits(m: str) -> list[str]:
+        if m == "poison":
+            await reached.wait()
+            raise ValueError("cannot take poison")
+        reached.set()
+        await asyncio.sleep(10)
+        return []
+
+    async def work(m: str) -> list[str]:
+        try:
+            await asyncio.sleep(0 if m == "poison" else 1)
+        except asyncio.CancelledError:
+            log.append(("cancelled", m))
+            raise
+        log.append(("done", m))
+        return []
+
+    def starts(m: str) -> Any:
+        if returns == "coroutine":
+            return work(m)
+        if returns == "gather":
+            return asyncio.gather(work(m))
+        return asyncio.ensure_future(work(m))
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        lines = d.get_input_stream(LINES)
+        lines.flat_map_async(waits).sink(lambda m, c, k: None)
+        if returns == "task after a flat_map":
+            lines = lines.flat_map(lambda m: [m])
+        lines.flat_map_async(starts).sink(lambda m, c, k: None)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runner = TestRunner.of(Lambda(app)).add_input_stream(LINES, {0: ["a"], 1: ["poison"]})
+        with pytest.raises(TaskError, match="cannot take poison"):
+            await runner.run_async(timeout=10)
+        await asyncio.sleep(0.05)  # a cancelled Task ends at its next step
+        assert [entry for entry in log if entry[1] == "a"] == (
+            [] if returns == "coroutine" else [("cancelled", "a")]
+        )
+        del runner  # its stopped tasks' tracebacks hold what was let go
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)]
