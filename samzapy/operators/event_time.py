@@ -209,14 +209,18 @@ class Watermarks:
         return low
 
 
-def firing_failed(exc: Exception) -> NoReturn:
-    """Raise ``exc``, what failed as a message moved a generated watermark and its windows
-    fired, as a ``WatermarkFiringError``: the pane failed, not the message (never dropped)."""
+def firing_failed(exc: Exception, entry: Any) -> NoReturn:
+    """Raise ``exc``, what failed as a message of input ``entry`` (its operator) moved a
+    generated watermark and its windows fired, as a ``WatermarkFiringError``: the pane failed,
+    not the message (never dropped). It names the operator that failed: a window names
+    itself (its store's or a serde's failure as it fired: ``WindowOperator.advance``), an
+    operator after it too; anything else failed on the way from the input to its windows (the
+    watermarks' bookkeeping), and names the input."""
     if isinstance(exc, OperatorError):
         op_id, kind = exc.op_id, exc.kind
         cause = exc.__cause__ if isinstance(exc.__cause__, BaseException) else exc
     else:
-        op_id, kind, cause = "window", "window", exc
+        op_id, kind, cause = entry.op_id, entry.kind, exc
     raise WatermarkFiringError(
         f"{exc}, on what the windows fired as the message moved the watermark",
         op_id=op_id,

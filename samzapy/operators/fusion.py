@@ -90,7 +90,12 @@ def fuse_input(
         prologue.append("clk.t = ts")
         if observe is not None:  # may fire panes: their failure is not the message's
             extra.update(observe=observe, fired=firing_failed)
-            prologue += ["try:", "    observe(ts)", "except Exception as exc:", "    fired(exc)"]
+            prologue += [
+                "try:",
+                "    observe(ts)",
+                "except Exception as exc:",
+                "    fired(exc, o0)",
+            ]
     prologue += _counted("c0", sampled=True)
     chain: Entry = _compile(entry, "envelope, collector, coordinator", prologue, extra)
     return chain

@@ -323,27 +323,45 @@ class WindowOperator(SendingOperator):
         if pending is not None:
             self.pending.append(pending)
 
+    # Firing: what fails in an operator after the window (a pane went on) names that
+    # operator; the window's own failures (its store's, a serde's) name the window.
+
     def advance(self, watermark: int) -> None:
         """The window's watermark moved (event time): fire what it completed."""
         if self.watermark is not None and watermark <= self.watermark:
             return
         self.watermark = watermark
         if self.due(watermark):
-            self.fire(watermark)
-            self.store.put(_META, pickle.dumps(watermark, 5))
+            try:
+                self.fire(watermark)
+                self.store.put(_META, pickle.dumps(watermark, 5))
+            except OperatorError:
+                raise
+            except Exception as exc:
+                raise self.failed(exc, "firing") from exc
 
     def tick(self) -> None:
         """Processing time passed (``task.window.ms``): fire what is due by the clock."""
-        if not self.event_time:
-            self.fire(self.now_ms())
-        self.timed_triggers()
+        try:
+            if not self.event_time:
+                self.fire(self.now_ms())
+            self.timed_triggers()
+        except OperatorError:
+            raise
+        except Exception as exc:
+            raise self.failed(exc, "firing") from exc
 
     def end_of_stream(self) -> None:
         """Every input ended: fire every open window's DEFAULT pane."""
-        self.fire(END_WATERMARK, final=True)
-        if self.event_time:
-            self.watermark = END_WATERMARK
-            self.store.put(_META, pickle.dumps(END_WATERMARK, 5))
+        try:
+            self.fire(END_WATERMARK, final=True)
+            if self.event_time:
+                self.watermark = END_WATERMARK
+                self.store.put(_META, pickle.dumps(END_WATERMARK, 5))
+        except OperatorError:
+            raise
+        except Exception as exc:
+            raise self.failed(exc, "firing") from exc
 
 
 def take_pending(

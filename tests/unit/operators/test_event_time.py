@@ -1,12 +1,17 @@
 """``Watermarks``, the event-time bookkeeping of one task's operator graph: the minimum over
 the streams that reach a window, watermarks generated per message (``with_watermarks``), idle
 streams that stop holding the minimum back and hold it again, and the container's watermarks
-of streams whose watermarks are generated in the task. Pure logic: plain objects, a fake time."""
+of streams whose watermarks are generated in the task, and the operator a failure as windows
+fire is named after. Pure logic: plain objects, a fake time."""
 
 from __future__ import annotations
 
+import pytest
+
+from samzapy.api.errors import OperatorError, WatermarkFiringError
 from samzapy.api.system import SystemStream
-from samzapy.operators.event_time import Watermarks
+from samzapy.operators.event_time import Watermarks, firing_failed
+from samzapy.operators.impl import InputOperator
 
 A = SystemStream("kafka", "a")
 B = SystemStream("kafka", "b")
@@ -172,3 +177,17 @@ def test_a_stream_from_the_container_is_never_idle() -> None:
         marks.tick(now)
     marks.received(C, 4_000)
     assert window.at == 4_000  # C still holds it: idleness is for generated streams
+
+
+def test_a_firing_failure_outside_any_operator_names_the_input_whose_message_moved_it() -> None:
+    """A window's failure as it fires names the window (an OperatorError); anything else
+    failed between the input and its windows, and names the input, not a made-up "window"."""
+    entry = InputOperator("events", A, keyed=False)
+    with pytest.raises(WatermarkFiringError, match=r"^lost, on what the windows fired") as info:
+        firing_failed(RuntimeError("lost"), entry)
+    assert (info.value.op_id, info.value.kind) == ("events", "input")
+    assert isinstance(info.value.__cause__, RuntimeError)
+    window = OperatorError("the firing of operator 'w' (window) failed", op_id="w", kind="window")
+    with pytest.raises(WatermarkFiringError) as info:
+        firing_failed(window, entry)
+    assert (info.value.op_id, info.value.kind) == ("w", "window")

@@ -1,7 +1,7 @@
 """A window's failures as its panes fire: what the panes before the failure started (a
 ``flat_map_async`` after the window) runs to its end first, on every path a pane fires on (a
 hook: the tick, a watermark, end-of-stream; a message), and nothing is left never awaited nor
-to another message's processing."""
+to another message's processing; the window's own failure names the window."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from samzapy import (
     AccumulationMode,
@@ -200,3 +201,48 @@ async def test_a_message_that_fails_after_its_late_pane_went_on_awaits_that_pane
         ("default", [3_500]),
     ]
     assert never_awaited() == []
+
+
+class Unreadable:
+    """A window's value serde that cannot read back what it wrote."""
+
+    def to_bytes(self, value: int) -> bytes:
+        return str(value).encode()
+
+    def from_bytes(self, data: bytes) -> int:
+        raise ValueError(f"cannot read {data!r}")
+
+
+#: How the task's error begins, by what fired the pane.
+FAILED = {
+    "a message": "process() of task 'Partition 0' failed on kafka.events#0 at offset 1: ",
+    "the end watermark": "on_stream_watermark() of task 'Partition 0' failed: ",
+    "end-of-stream": "on_end_of_stream() of task 'Partition 0' failed: ",
+}
+
+
+@pytest.mark.parametrize("fired_by", list(FAILED))
+def test_a_window_whose_own_work_fails_as_it_fires_is_the_operator_named(fired_by: str) -> None:
+    """Its serde fails reading a pane's value back: the error names the window ("counts"),
+    whether a message moved the watermark (b's, which fires a's pane), the end watermark
+    fired it or end-of-stream (a processing-time window)."""
+    window = Windows.keyed_tumbling_window(
+        lambda m: m["k"], 1_000 * S, **COUNT, value_serde=Unreadable()
+    )
+    if fired_by != "end-of-stream":
+        window = window.with_event_time()
+    source = events()
+    messages = [m("a", 1_000), m("b", 1_200_000)] if fired_by == "a message" else [m("a", 1_000)]
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(source).window(window, "counts").sink(lambda p, c, k: None)
+
+    runner = TestRunner.of(App(app)).add_input_stream(source, messages)
+    with capture_logs() as logs, pytest.raises(TaskError) as info:
+        runner.run(timeout=10)
+    error = info.value
+    failed = FAILED[fired_by]
+    assert str(error).startswith(f"{failed}the firing of operator 'counts' (window) failed")
+    assert error.operator == "counts"
+    assert isinstance(error.__cause__, ValueError)
+    assert [e["operator"] for e in logs if e["event"] == "task_failed"] == ["counts"]
