@@ -9,7 +9,8 @@ transaction, and a transaction spans one Kafka cluster. So:
 3. every stream the job declares, other than its inputs, and its dead-letter stream are on
    that system (a send to any other system fails at run time too);
 4. ``task.commit.ms`` is positive (a transaction commits at each commit) and shorter than
-   ``task.transaction.timeout.ms`` when that is set (the broker aborts longer transactions);
+   the transaction timeout, ``task.transaction.timeout.ms`` or the one derived from
+   ``task.commit.ms`` (the broker aborts longer transactions);
 5. failed sends are not dropped (``task.drop.producer.errors``): their transaction cannot
    commit.
 """
@@ -23,6 +24,16 @@ from samzapy.config.checkpoints import STREAM_FACTORIES
 
 EXACTLY_ONCE = "exactly-once"
 KEY = "task.processing.guarantee"
+#: The longest derived transaction timeout: the broker's default transaction.max.timeout.ms.
+MAX_DERIVED = 900_000
+
+
+def transaction_timeout_ms(configured: int, commit_ms: int) -> int:
+    """The transaction timeout in ms: ``configured`` when positive, else three commit
+    intervals and at least a minute, at most 15 minutes (``MAX_DERIVED``)."""
+    if configured > 0:
+        return configured
+    return min(max(60_000, 3 * commit_ms), MAX_DERIVED)
 
 
 def exactly_once_problems(
@@ -45,6 +56,14 @@ def exactly_once_problems(
             "task.transaction.timeout.ms",
             f"task.transaction.timeout.ms must be longer than task.commit.ms ({commit_ms}), "
             f"got {timeout}: the broker aborts a transaction open longer than it",
+        )
+    elif timeout in (None, -1, 0) and isinstance(commit_ms, int) and commit_ms >= MAX_DERIVED:
+        problem(
+            "task.commit.ms",
+            f"task.commit.ms must be < {MAX_DERIVED} when {why} and task.transaction.timeout.ms "
+            f"is unset, got {commit_ms}: the derived transaction timeout is at most {MAX_DERIVED} "
+            "and the broker aborts a transaction open longer than it (or set "
+            "task.transaction.timeout.ms longer than task.commit.ms)",
         )
     if values.get("task.drop.producer.errors") is True:
         problem(
@@ -115,4 +134,4 @@ def _checkpoint_system(
     return system
 
 
-__all__ = ["EXACTLY_ONCE", "KEY", "exactly_once_problems"]
+__all__ = ["EXACTLY_ONCE", "KEY", "exactly_once_problems", "transaction_timeout_ms"]

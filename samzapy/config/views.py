@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from samzapy.api.system import SystemStream
+from samzapy.config.guarantee import transaction_timeout_ms
 from samzapy.config.loader import Config
 from samzapy.config.validate import check, parse_broadcast, parse_system_stream
 
@@ -91,9 +92,7 @@ class TaskConfig:
     def transaction_timeout(self) -> int:
         """The transaction timeout in ms: as configured, else three commit intervals and at
         least a minute, at most 15 minutes (the broker's default transaction.max.timeout.ms)."""
-        if self.transaction_timeout_ms > 0:
-            return self.transaction_timeout_ms
-        return min(max(60_000, 3 * self.commit_ms), 900_000)
+        return transaction_timeout_ms(self.transaction_timeout_ms, self.commit_ms)
 
 
 @dataclass(frozen=True, slots=True)

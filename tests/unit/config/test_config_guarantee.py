@@ -40,6 +40,22 @@ def test_a_job_with_everything_on_one_kafka_system_is_accepted() -> None:
     assert config.task.transaction_timeout == 60_000
     many = resolve(load_config(base={**EXACTLY_ONCE, "task.commit.ms": 100_000}, env={}))
     assert many.task.transaction_timeout == 300_000, "three commit intervals"
+    most = resolve(load_config(base={**EXACTLY_ONCE, "task.commit.ms": 899_999}, env={}))
+    assert most.task.transaction_timeout == 900_000, "at most 15 minutes"
+
+
+def test_a_commit_interval_past_the_derived_timeout_needs_the_timeout_set() -> None:
+    longer = {"task.commit.ms": 1_000_000, "task.transaction.timeout.ms": 1_200_000}
+    config = resolve(load_config(base={**EXACTLY_ONCE, **longer}, env={}))
+    assert config.task.transaction_timeout == 1_200_000
+    for timeout in (None, -1, 0):
+        changes = {"task.commit.ms": 1_000_000, "task.transaction.timeout.ms": timeout}
+        assert problems(**changes) == (
+            "task.commit.ms must be < 900000 when task.processing.guarantee is exactly-once and "
+            "task.transaction.timeout.ms is unset, got 1000000: the derived transaction timeout "
+            "is at most 900000 and the broker aborts a transaction open longer than it (or set "
+            "task.transaction.timeout.ms longer than task.commit.ms)",
+        )
 
 
 def test_at_least_once_is_the_default() -> None:
@@ -75,6 +91,13 @@ def test_at_least_once_is_the_default() -> None:
             {"task.transaction.timeout.ms": 500},
             "task.transaction.timeout.ms must be longer than task.commit.ms (1000), got 500: "
             "the broker aborts a transaction open longer than it",
+        ),
+        (
+            {"task.commit.ms": 900_000},
+            "task.commit.ms must be < 900000 when task.processing.guarantee is exactly-once and "
+            "task.transaction.timeout.ms is unset, got 900000: the derived transaction timeout "
+            "is at most 900000 and the broker aborts a transaction open longer than it (or set "
+            "task.transaction.timeout.ms longer than task.commit.ms)",
         ),
         (
             {"task.drop.producer.errors": True},
