@@ -260,7 +260,7 @@ class SamzaContainer:
         await (self._not_before or asyncio.sleep(0))
         await self._start_tasks(plan, assembly, job_task_count)
         self.started.set()
-        self.health.ready = True
+        self.health.ready = self._stop_reason is None  # a stop asked meanwhile: draining
         return run_loop
 
     async def _read_checkpoints(

@@ -363,7 +363,8 @@ class JobRunner:
             }
         if self._standbys is not None and not self._stopped.is_set():
             await self._standbys.assign(set(standbys or ()) - set(tasks), set(warmups or ()))
-        self.health.ready = True
+        if not self._stopped.is_set():  # a stop asked meanwhile: draining, /readyz stays 503
+            self.health.ready = True
         if not self._assignment.is_set():
             self._pending = set()
         since = self._rebalance_started_at if self._rebalance_started_at is not None else began

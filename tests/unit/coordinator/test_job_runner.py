@@ -15,9 +15,11 @@ from samzapy import ConfigError, StreamTask
 from samzapy.config import load_config, resolve
 from samzapy.coordinator.identity import container_index, coordinator_of
 from samzapy.coordinator.job_runner import JobRunner
-from samzapy.coordinator.shares import plan_handover
+from samzapy.coordinator.shares import Shares, plan_handover
+from samzapy.metrics import Health
 from samzapy.system.assignment import assign_tasks, withhold_moving
 from samzapy.system.inmemory import InMemoryBroker
+from samzapy.system.ports import GroupMembership
 
 BASE = "job.name: j\ntask.class: m:C\n"
 
@@ -218,3 +220,64 @@ async def test_two_static_containers_split_the_tasks_and_together_process_everyt
     assert Seen.tasks == {"0", "1", "2", "3"}
     ran = [sorted(str(t.name) for t in r._container.tasks) for r in runners]  # type: ignore[union-attr]
     assert ran == [["Partition 0", "Partition 2"], ["Partition 1", "Partition 3"]]
+
+
+# -- kafka-group: readiness across a rebalance -------------------------------------------------
+
+
+class Members(GroupMembership):
+    """A membership that is never asked anything (``_take`` is called directly)."""
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    def failure(self) -> BaseException | None:
+        return None
+
+
+class Share:
+    """A share's container as Shares uses it; its releases wait for ``gate``."""
+
+    def __init__(self, health: Health, gate: asyncio.Event) -> None:
+        self.health = health
+        self.gate = gate
+        self.started = asyncio.Event()
+        self.metric_groups: list[str] = []
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        self.started.set()
+        self.health.ready = True
+        await self._stop.wait()
+
+    def request_stop(self, reason: str) -> None:
+        self.health.ready = False  # as SamzaContainer.request_stop: draining
+        self._stop.set()
+
+    async def release(self, tasks: list[Any]) -> bool:
+        await self.gate.wait()
+        return True
+
+
+async def test_a_stop_asked_during_a_rebalance_leaves_the_container_not_ready() -> None:
+    """/readyz answers 503 from a stop on (docs/deploy.md), also when it comes while the
+    tasks an assignment took away are released: the end of the handover does not make the
+    draining container ready again."""
+    runner = JobRunner(config("task.inputs: [m.a]\nsystems.m.samza.factory: memory\n"))
+    gate = asyncio.Event()
+    runner._shares = Shares(lambda tasks: Share(runner.health, gate))  # type: ignore[arg-type]
+    members = Members()
+    await runner._take(members, [0, 1], {})
+    assert runner.health.ready
+    handover = asyncio.ensure_future(runner._take(members, [0], {}))  # task 1 leaves
+    await asyncio.sleep(0.01)
+    assert not handover.done()  # releasing task 1
+    runner.request_stop("SIGTERM")
+    assert not runner.health.ready
+    gate.set()
+    await asyncio.wait_for(handover, 5)
+    assert not runner.health.ready
+    await runner._shares.stop("test")
