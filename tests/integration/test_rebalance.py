@@ -167,6 +167,7 @@ def test_a_join_and_a_leave_pause_only_the_tasks_that_move(
         wait_for(lambda: shares(jobs) == [3, 3, 3, 3], 90, "the fourth taking its share")
         time.sleep(3)
         leaving = jobs.pop(1)
+        left_at = time.time()
         assert leaving.stop() == 0
         wait_for(lambda: shares(jobs) == [4, 4, 4], 90, "the others taking the leaver's tasks")
         time.sleep(2)
@@ -213,6 +214,14 @@ def test_a_join_and_a_leave_pause_only_the_tasks_that_move(
     joined = {p: previous(owners[p], "c3") for c, p in came if c == "c3" and p not in went}
     left = {p: ("c1", owners[p][-1]) for c, p in came if p in went}
     assert len(joined) == 3 and sorted(left) == sorted(went) and len(came) == 6, came
+
+    # The leaver listed nothing once it left (committed first), so its tasks went out in the
+    # one rebalance its leave started (docs/deploy.md, Failover): each other member saw one.
+    stayed = [j for j in jobs if j is not leaving]
+    assert [
+        sum(e["event"] == "rebalance_started" and left_at <= _at(e) < ending for e in j.events())
+        for j in stayed
+    ] == [1, 1, 1]
 
     # While a moved task was paused, every task that stayed put kept producing output.
     for moved in (joined, left):
