@@ -4,6 +4,7 @@ each kind of slot, for deserialization drops and for an application's operators.
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from samzapy import (
 from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.container.drops import DEAD_LETTER_HEADERS, DROP_LOG_INTERVAL_S, DropLog, Drops
+from samzapy.control import USER_MESSAGE, USER_MESSAGE_WITH_ORIGIN, decode
+from samzapy.control.wire import frame, frame_with_origin, origin_prefix, source_id
 from samzapy.system.ports import SystemProducer
 from samzapy.testing import TestRunner
 
@@ -373,3 +376,51 @@ async def test_a_drop_line_counts_the_drops_not_logged_since_the_last(
     assert drop_log.due(a) is None
     now[0] += DROP_LOG_INTERVAL_S
     assert [drop_log.due(a), drop_log.due(b)] == [1, 0]
+
+
+class ForwardUntilStop(StreamTask):
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        if envelope.message == "stop":
+            coordinator.shutdown()
+            return
+        Forward.process(self, envelope, collector, coordinator)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("with_origin", [True, False], ids=["origin", "no-origin"])
+def test_a_dead_letter_written_back_is_dropped_only_when_its_record_carries_an_origin(
+    with_origin: bool,
+) -> None:
+    """docs/configuration.md: a dead letter of a framed stream keeps its frame; written back to
+    the partition it was read from, its reader drops it as a record it applied when the frame
+    carries an origin (type 3), and processes it again when it carries none (type 0)."""
+    prefix = origin_prefix(source_id("writer/Partition 0", "memory.lines.0"), 0)
+
+    def framed(offset: int, word: str) -> bytes:
+        body = json.dumps(word).encode()
+        return frame_with_origin(prefix, offset, 0, body) if with_origin else frame(body)
+
+    SENT.clear()
+    config = {
+        **DROP,
+        "streams.words.samza.system": "memory",
+        "streams.words.samza.framed": True,
+        "streams.words.samza.msg.serde": "json",
+    }
+    first = TestRunner(ForwardUntilStop, config)
+    broker = first.broker
+    broker.create_stream("words", 1)
+    for offset, word in enumerate(["a", "poison", "b", "stop"]):
+        broker.append("words", 0, None, framed(offset, word))
+    first.add_input("words", []).run(timeout=10)
+    assert SENT == ["a", "b"]
+    [(key, letter)] = broker.records("dlq", 0)
+    assert decode(letter)[0] == (USER_MESSAGE_WITH_ORIGIN if with_origin else USER_MESSAGE)
+    broker.append("words", 0, key, letter)  # the dead letter, written back
+    broker.append("words", 0, None, framed(4, "stop"))
+    again = TestRunner(ForwardUntilStop, config, namespace=first.namespace)
+    result = again.add_input("words", []).run(timeout=10)
+    assert SENT == ["a", "b"]
+    metrics = result.metrics.snapshot()
+    assert metrics["container"]["process-errors"] == (0 if with_origin else 1)
+    assert metrics["task.Partition 0"]["duplicates-dropped"] == (1 if with_origin else 0)
+    assert len(broker.records("dlq", 0)) == (1 if with_origin else 2)
