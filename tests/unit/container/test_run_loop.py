@@ -30,9 +30,12 @@ from samzapy import (
     TaskCallbackTimeoutError,
     TaskError,
     TaskName,
+    WatermarkListenerTask,
     WindowableTask,
 )
+from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.container.slots import ASYNC_TURN, TURN_MESSAGES
+from samzapy.control import EndOfStreamMessage, WatermarkMessage, encode_control, frame
 from samzapy.testing import ManualClock, TestRunner
 
 OUT = SystemStream("memory", "out")
@@ -588,7 +591,7 @@ def test_a_sync_process_that_returns_a_coroutine_fails_instead_of_losing_the_mes
         TestRunner(Forgot).add_input("in", [1]).run(timeout=10)
 
 
-def test_failure_in_window_and_init_fail_the_container() -> None:
+def test_a_failure_in_init_fails_the_container() -> None:
     class BadInit(InitableTask, StreamTask):
         def init(self, context):
             raise RuntimeError("no config")
@@ -598,6 +601,84 @@ def test_failure_in_window_and_init_fail_the_container() -> None:
 
     with pytest.raises(TaskError, match=r"init\(\) of task 'Partition 0' failed"):
         TestRunner(BadInit).add_input("in", [1]).run()
+
+
+class FailsInHook(
+    WindowableTask, WatermarkListenerTask, EndOfStreamListenerTask, ClosableTask, StreamTask
+):
+    """Asks a commit at ``commit``, a stop at ``stop``; the hook ``failing`` raises once the
+    task has processed ``b``."""
+
+    failing: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        self.after_b = False
+
+    def process(self, envelope, collector, coordinator):
+        self.after_b |= envelope.message == "b"
+        if envelope.message == "commit":
+            coordinator.commit()
+        elif envelope.message == "stop":
+            coordinator.shutdown()
+
+    def _hook(self, name: str) -> None:
+        if name == FailsInHook.failing and self.after_b:
+            raise RuntimeError(f"{name} failed")
+
+    def window(self, collector, coordinator):
+        self._hook("window")
+
+    def on_watermark(self, watermark, collector, coordinator):
+        self._hook("on_watermark")
+
+    def on_end_of_stream(self, collector, coordinator):
+        self._hook("on_end_of_stream")
+
+    def close(self):
+        self._hook("close")
+
+
+#: What follows ``a``, ``commit`` and ``b`` on the framed input for each hook to run: nothing
+#: (the stream stays open: the window fires), a watermark, the end, a stop.
+AFTER_B = {
+    "window": [],
+    "on_watermark": [WatermarkMessage("t0", 1, 5)],
+    "on_end_of_stream": [EndOfStreamMessage("t0", 1)],
+    "close": ["stop", EndOfStreamMessage("t0", 1)],
+}
+DROPPING = {"task.drop.process.errors": True, "task.dead.letter.stream": "memory.dlq"}
+
+
+@pytest.mark.parametrize("pool", [1, 2], ids=["inline", "pool"])
+@pytest.mark.parametrize("drops", [{}, DROPPING], ids=["failing", "dropping"])
+@pytest.mark.parametrize("hook", list(AFTER_B))
+def test_a_failure_in_a_hook_fails_the_job_under_the_drop_keys_too(
+    hook: str, drops: dict[str, Any], pool: int
+) -> None:
+    """README and docs/configuration.md: a failure that is not one message's fails the job
+    even with task.drop.process.errors, and nothing after it is committed: the only
+    checkpoint is the one the task asked for before it."""
+    FailsInHook.failing = hook
+    config = {
+        "task.window.ms": 10,
+        "job.container.thread.pool.size": pool,
+        "streams.mid.samza.msg.serde": "string",
+        **drops,
+    }
+    runner = TestRunner(FailsInHook, config).add_intermediate("mid", partitions=1)
+    runner.broker.create_stream("mid", 1)
+    for item in ["a", "commit", "b", *AFTER_B[hook]]:
+        record = frame(item.encode()) if isinstance(item, str) else encode_control(item)
+        runner.broker.append("mid", 0, None, record)
+    with pytest.raises(TaskError, match=rf"{hook}\(\) of task 'Partition 0' failed"):
+        runner.run(timeout=10)
+    assert runner.container is not None
+    history = InMemoryCheckpointManager.history_for(runner.container.checkpoint_namespace)
+    assert [(task, c.offsets) for task, c in history] == [
+        (TaskName("Partition 0"), {ssp("mid", 0): "1"})
+    ]
+    if drops:
+        assert runner.broker.records("dlq", 0) == []
 
 
 # -- 8. end-of-stream, close, shutdown ----------------------------------------------------------
