@@ -9,6 +9,7 @@ from typing import Any
 
 from samzapy import (
     AsyncStreamTask,
+    ClosableTask,
     InitableTask,
     OutgoingMessageEnvelope,
     StreamTask,
@@ -36,6 +37,20 @@ class FailOnBad(StreamTask):
         if envelope.message.get("bad"):
             raise ValueError(f"bad message {envelope.message}")
         collector.send(OutgoingMessageEnvelope(OUT, envelope.message))
+
+
+class FailInInit(InitableTask, Copy):
+    """Copies messages; its init fails."""
+
+    def init(self, context: Any) -> None:
+        raise RuntimeError("init failed")
+
+
+class FailOnClose(ClosableTask, Copy):
+    """Copies messages; its close fails."""
+
+    def close(self) -> None:
+        raise RuntimeError("close failed")
 
 
 class CountSignals(StreamTask):

@@ -140,6 +140,22 @@ def test_failing_task_exits_1_logs_once_and_commits_nothing_past_it(tmp_path: Pa
     assert all(int(o) <= 11 for o in offsets)
 
 
+@pytest.mark.parametrize(("task", "hook"), [("FailInInit", "init"), ("FailOnClose", "close")])
+def test_a_failure_starting_or_closing_the_tasks_is_logged_as_job_failed_only(
+    tmp_path: Path, task: str, hook: str
+) -> None:
+    """README: task_failed is the run loop's line; a failure in init (the container starting)
+    or close (its clean stop) is the job_failed line's, which names the task."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}]})
+    proc = samzapy("run", str(job_yaml(tmp_path, task)))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    failures = [e for e in events(proc.stdout) if e["level"] == "error"]
+    assert [e["event"] for e in failures] == ["job_failed"]
+    assert failures[0]["error"] == (
+        f"{hook}() of task 'Partition 0' failed: RuntimeError('{hook} failed')"
+    )
+
+
 def test_bad_config_exits_2_and_names_the_key(tmp_path: Path) -> None:
     job = job_yaml(tmp_path, "Copy", **{"task.max.concurrency": "lots"})
     proc = samzapy("run", str(job))
