@@ -208,7 +208,10 @@ class TaskAssembly:
         writer = self.checkpoints.writer(plan.name, plan.checkpoint)
         trackers = {ssp: OffsetTracker(last) for ssp, last in plan.last_processed.items()}
         loop = asyncio.get_running_loop()
-        current = MessageInProgress(is_async=isinstance(task, AsyncStreamTask))
+        current = MessageInProgress(
+            is_async=isinstance(task, AsyncStreamTask),
+            on_dropped=lambda: self.metrics.counter(CONTAINER, "sends-dropped").inc(),
+        )
         collector = TaskCollector(router, loop, plan.name, current)
         sends: MessageCollector = collector
         if control.writer is not None and self.tags_origins(plan):
@@ -219,7 +222,8 @@ class TaskAssembly:
                 control.writer,
                 is_async=isinstance(task, AsyncStreamTask),
                 concurrent=isinstance(task, AsyncStreamTask) and cfg.task.max_concurrency > 1,
-                current=current if self.executor is None else None,
+                current=current,
+                pooled=self.executor is not None,
             )
         stores = TaskStores(
             task_name=plan.name,

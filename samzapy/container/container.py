@@ -41,6 +41,7 @@ from samzapy.container.gauges import CONTAINER, ProcessTotals, partition_group, 
 from samzapy.container.grouper import TaskModel
 from samzapy.container.inputs import InputQueue
 from samzapy.container.plan import ContainerPlan, job_model, plan_container
+from samzapy.container.pool import task_pool
 from samzapy.container.run_loop import RunLoop
 from samzapy.container.serdes import StreamSerdes
 from samzapy.container.startup import log_started, unless_stopped
@@ -312,9 +313,7 @@ class SamzaContainer:
         assert systems is not None and run_loop is not None and self._consumers is not None
         assert self._checkpoints is not None
         if cfg.job.container_thread_pool_size > 1:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                cfg.job.container_thread_pool_size, thread_name_prefix="samzapy-task"
-            )
+            self._executor = task_pool(cfg.job.container_thread_pool_size)
         assembly = TaskAssembly(
             config=cfg,
             systems=systems,

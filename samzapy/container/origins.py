@@ -44,6 +44,7 @@ from samzapy.api.envelope import IncomingMessageEnvelope, OutgoingMessageEnvelop
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.collector import OutputRouter
+from samzapy.container.pool import in_task_pool
 from samzapy.container.slots import SlotContext
 from samzapy.container.task_collector import MessageInProgress
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
@@ -102,10 +103,12 @@ class OriginCollector:
         is_async: bool,
         concurrent: bool = False,
         current: MessageInProgress | None = None,
+        pooled: bool = False,
     ) -> None:
         """``concurrent``: an async task with several calls in flight (sends carry floors).
-        ``current``: the message a sync task's slot on the loop thread is calling it for
-        (None: the calls run on the thread pool, ``writing`` names their messages)."""
+        ``current``: the message a sync task's slot on the loop thread is calling it for;
+        ``pooled``: the calls run on the thread pool instead (``writing`` names their
+        messages; ``current`` says when the task was closed)."""
         self._router = router
         self._route = router.send
         self._loop = loop
@@ -114,7 +117,7 @@ class OriginCollector:
         self._writer = writer
         self.is_async = is_async
         self.concurrent = concurrent
-        self.inline = current is not None and not is_async
+        self.inline = current is not None and not is_async and not pooled
         self._current = current if current is not None else MessageInProgress()
         #: The message the last send with an origin was for (its sends are counted by
         #: ``ordinal``): a sync task on the loop thread.
@@ -168,6 +171,12 @@ class OriginCollector:
         writer = self._writer if env is not None else None
         if me == self._loop_thread:
             self._router.send(envelope, self._task, writer, env, ordinal, floor)
+        elif in_task_pool():  # the task's call on the thread pool: dropped once closed
+            self._loop.call_soon_threadsafe(
+                self._current.from_call,
+                self._router.send_from_thread,
+                *(envelope, self._task, writer, env, ordinal, floor),
+            )
         else:
             self._loop.call_soon_threadsafe(
                 self._router.send_from_thread, envelope, self._task, writer, env, ordinal, floor

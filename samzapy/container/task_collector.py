@@ -4,17 +4,29 @@ A send is routed at once when its stream's partitions are known; the first sends
 wait until they are (``collector.py``), and may fail only then, after the call that made them
 returned. So each send carries the input message of the call that made it, and such a failure
 names the task, that message's partition and its offset, as a failure in the call itself does.
+
+A sync task's call on the thread pool that outlasts ``task.shutdown.ms`` cannot be cancelled:
+it runs on in its thread while its task is closed and committed, the checkpoint leaving its
+message out. What it sends once the task is closed is dropped, as the loop takes it
+(``MessageInProgress.from_call``): counted in ``sends-dropped``, logged once per task
+(``sends_dropped``). Sends from other threads (ones the task made) are delivered as ever.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
+
+import structlog
 
 from samzapy.api.envelope import IncomingMessageEnvelope, OutgoingMessageEnvelope
 from samzapy.api.system import TaskName
 from samzapy.container.collector import OutputRouter
+from samzapy.container.pool import in_task_pool as _in_task_pool
+
+log = structlog.get_logger("samzapy.task")
 
 _thread = threading.get_ident
 _current_task = asyncio.current_task
@@ -27,14 +39,43 @@ class MessageInProgress:
     task awaiting its calls one at a time) sets its entry in ``calls`` around each call: a
     send made in the slot's own asyncio task names that call's message, one made in a task
     the call created names none. (A context variable would follow those too, but setting
-    one per call cost a quarter of the CPU of a call that sleeps, measured.)"""
+    one per call cost a quarter of the CPU of a call that sleeps, measured.)
 
-    __slots__ = ("calls", "env", "is_async")
+    ``closed``: the task was closed, a sync task's call on the thread pool still running
+    then was given up (its sends are dropped, ``from_call``)."""
 
-    def __init__(self, *, is_async: bool = False) -> None:
+    __slots__ = ("_on_dropped", "calls", "closed", "dropped", "env", "is_async")
+
+    def __init__(
+        self, *, is_async: bool = False, on_dropped: Callable[[], object] = lambda: None
+    ) -> None:
+        """``on_dropped``: counts a send dropped (``from_call``)."""
         self.is_async = is_async
         self.env: IncomingMessageEnvelope | None = None
         self.calls: dict[asyncio.Task[Any] | None, IncomingMessageEnvelope | None] = {}
+        self.closed = False
+        self.dropped = 0
+        self._on_dropped = on_dropped
+
+    def from_call(
+        self, send: Callable[..., None], envelope: OutgoingMessageEnvelope, task: Any, *rest: Any
+    ) -> None:
+        """On the loop: ``send`` a send the task's call on the thread pool made, unless the
+        task was closed meanwhile (the call was given up): then it is dropped."""
+        if not self.closed:
+            send(envelope, task, *rest)
+            return
+        if not self.dropped:
+            log.warning(
+                "sends_dropped",
+                task=task,
+                stream=str(envelope.system_stream),
+                reason="a call on the thread pool that outlasted task.shutdown.ms sends after "
+                "its task was closed: not delivered (the checkpoint leaves its message out); "
+                "its later sends are counted in sends-dropped",
+            )
+        self.dropped += 1
+        self._on_dropped()
 
 
 class TaskCollector:
@@ -66,9 +107,13 @@ class TaskCollector:
             self._route(envelope, self._task, None, env)
         else:  # an async task's send from a thread names no call: several may be in flight
             env = None if current.is_async else current.env
-            self._loop.call_soon_threadsafe(
-                self._router.send_from_thread, envelope, self._task, None, env
-            )
+            route = self._router.send_from_thread
+            if _in_task_pool():  # the task's call on the thread pool: dropped once closed
+                self._loop.call_soon_threadsafe(
+                    current.from_call, route, envelope, self._task, None, env
+                )
+                return
+            self._loop.call_soon_threadsafe(route, envelope, self._task, None, env)
 
 
 __all__ = ["MessageInProgress", "TaskCollector"]

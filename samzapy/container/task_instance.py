@@ -273,7 +273,9 @@ class TaskInstance:
             await self._hooks.call("init", self._task.init, context)
 
     async def close(self) -> None:
-        """Call ``close`` once, if ``init`` was reached."""
+        """Call ``close`` once, if ``init`` was reached. A call on the thread pool that still
+        runs was given up: what it sends from now on is dropped (``task_collector.py``)."""
+        self._slot_context.current.closed = True
         if self._closed or not self._initialized:
             return
         self._closed = True

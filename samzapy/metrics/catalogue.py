@@ -69,6 +69,12 @@ DESCRIPTIONS: Final[dict[str, Description]] = {
         "messages",
         "counter",
     ),
+    "sends-dropped": Description(
+        "Messages a task's call on the thread pool sent after its task was closed (the call "
+        "outlasted task.shutdown.ms at a stop or a release), dropped",
+        "messages",
+        "counter",
+    ),
     "deserialization-errors": Description(
         "Input messages that could not be deserialized and were dropped "
         "(task.drop.deserialization.errors)",

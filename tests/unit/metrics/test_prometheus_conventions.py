@@ -27,6 +27,7 @@ GROUPS = {
     "checkpoints-written": "container",
     "commit-latency": "container",
     "producer-errors": "container",
+    "sends-dropped": "container",
     "deserialization-errors": "container",
     "process-errors": "container",
     "rebalances": "coordinator",
