@@ -42,7 +42,11 @@ from samzapy import __version__
 from samzapy.api.errors import ConfigError, InputMissingError, SamzapyError
 from samzapy.cli.logging import FORMATS, LEVELS, configure_logging, flush_library_logs, scrub
 from samzapy.cli.problems import check_job, load_job
-from samzapy.cli.process import add_working_directory_to_path, stdout_closed
+from samzapy.cli.process import (
+    add_working_directory_to_path,
+    leave_unless_calls_ended,
+    stdout_closed,
+)
 from samzapy.config.secrets import extra_patterns, redacted
 from samzapy.container.event_loop import loop_factory
 
@@ -187,10 +191,12 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
     for name in ("SIGTERM", "SIGINT"):
         signal.signal(getattr(signal, name), _interrupt)
     try:
-        return _check_and_run(job_yaml, overrides, log)
+        code = _check_and_run(job_yaml, overrides, log)
     except KeyboardInterrupt:
         log.warning("job_interrupted", stage="start-up", exit_code=EXIT_JOB_FAILED)
-        return EXIT_JOB_FAILED
+        code = EXIT_JOB_FAILED
+    leave_unless_calls_ended(code)  # a call given up on the thread pool is not waited for
+    return code
 
 
 def _interrupt(signum: int, frame: Any) -> None:

@@ -1,8 +1,11 @@
-"""What every command does with its process: find classes where it was started, and leave
-quietly once its reader has closed the pipe (``samzapy tail ... | head``)."""
+"""What every command does with its process: find classes where it was started, leave
+quietly once its reader has closed the pipe (``samzapy tail ... | head``), and leave without
+waiting for the calls a stop gave up on a task thread pool."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
 
@@ -20,4 +23,23 @@ def stdout_closed() -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-__all__ = ["add_working_directory_to_path", "stdout_closed"]
+def leave_unless_calls_ended(code: int) -> None:
+    """Exit the process with ``code`` now if a call on a task thread pool still runs (a stop
+    gave it up at ``task.shutdown.ms``): CPython would join its thread at exit, waiting for
+    the call to return after the run logged its last line. By then the tasks are closed and
+    committed, the producers flushed and stopped, the outcome logged: what is left to flush
+    is the logging handlers' and the standard streams' (exit handlers are not run)."""
+    if "samzapy.container.pool" not in sys.modules:
+        return  # no container ran
+    from samzapy.container.pool import threads_left_running
+
+    if not threads_left_running():
+        return
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # closed, or its reader gone
+            stream.flush()
+    os._exit(code)
+
+
+__all__ = ["add_working_directory_to_path", "leave_unless_calls_ended", "stdout_closed"]

@@ -431,6 +431,7 @@ class SamzaContainer:
         for reporter in self._reporters:
             await reporter.stop()
         if self._executor is not None:
+            # A call given up at task.shutdown.ms runs on (pool.py: samzapy run leaves it).
             self._executor.shutdown(wait=False, cancel_futures=True)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,22 @@ class HangOnFirst(AsyncStreamTask):
     async def process_async(self, envelope: Any, collector: Any, coordinator: Any) -> None:
         Path(os.environ["SAMZAPY_TEST_READY_FILE"]).touch()  # noqa: ASYNC240 - a test's marker file
         await asyncio.sleep(60)
+
+
+class BlockFirstOnPool(StreamTask):
+    """Copies messages. With SAMZAPY_TEST_BLOCK_S set, its first call touches
+    SAMZAPY_TEST_READY_FILE and then blocks that many seconds before it sends its copy (on the
+    thread pool, a call that cannot be cancelled)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        self.calls += 1
+        if self.calls == 1 and "SAMZAPY_TEST_BLOCK_S" in os.environ:
+            Path(os.environ["SAMZAPY_TEST_READY_FILE"]).touch()
+            time.sleep(float(os.environ["SAMZAPY_TEST_BLOCK_S"]))
+        collector.send(OutgoingMessageEnvelope(OUT, envelope.message))
 
 
 class SlowInit(InitableTask, StreamTask):

@@ -242,13 +242,39 @@ def test_signal_stops_cleanly_commits_and_exits_0(tmp_path: Path, sig: signal.Si
     assert any(e["event"] == "stop_requested" for e in events(out))
 
 
-def test_a_second_signal_while_the_stop_waits_exits_1_at_once(tmp_path: Path) -> None:
+#: A call the stop waits for: an async task's, and a sync task's on the thread pool.
+HANGING = pytest.mark.parametrize(
+    ("task", "extra", "env"),
+    [
+        pytest.param("HangOnFirst", {}, {}, id="async"),
+        pytest.param(
+            "BlockFirstOnPool",
+            {"job.container.thread.pool.size": 2},
+            {"SAMZAPY_TEST_BLOCK_S": "30"},
+            id="thread-pool",
+        ),
+    ],
+)
+
+
+def checkpointed_offsets(tmp_path: Path) -> list[str]:
+    return [
+        entry["offset"]
+        for path in (tmp_path / "checkpoints").glob("*.json")
+        for entry in json.loads(path.read_text())["offsets"]
+    ]
+
+
+@HANGING
+def test_a_second_signal_while_the_stop_waits_exits_1_at_once(
+    tmp_path: Path, task: str, extra: dict[str, object], env: dict[str, str]
+) -> None:
     """README, "Running": SIGTERM waits for in-flight work up to task.shutdown.ms; "a second
     signal exits at once with 1", committing nothing past what was done."""
     write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(10)]})
     ready = tmp_path / "ready"
-    job = job_yaml(tmp_path, "HangOnFirst", **{"task.shutdown.ms": 60000})
-    proc = started(job, ready, {})
+    job = job_yaml(tmp_path, task, **{"task.shutdown.ms": 60000, **extra})
+    proc = started(job, ready, env)
     try:
         proc.send_signal(signal.SIGTERM)
         time.sleep(1.0)
@@ -263,12 +289,42 @@ def test_a_second_signal_while_the_stop_waits_exits_1_at_once(tmp_path: Path) ->
     assert proc.returncode == 1, out + err
     assert time.monotonic() - forced_at < 5
     assert [e["event"] for e in events(out)][-1] == "shutdown_forced", out
-    offsets = [
-        entry["offset"]
-        for path in (tmp_path / "checkpoints").glob("*.json")
-        for entry in json.loads(path.read_text())["offsets"]
-    ]
+    offsets = checkpointed_offsets(tmp_path)
     assert offsets == [], offsets  # the message in flight never completed
+
+
+def test_a_stop_leaves_a_call_on_the_thread_pool_behind_and_exits_0_at_once(
+    tmp_path: Path,
+) -> None:
+    """task.shutdown.ms (docs/configuration.md): a sync task's call on the thread pool that
+    outlasts it cannot be cancelled; the task is closed and committed without it, and the
+    process exits 0 without waiting for its thread (CPython joins a pool's threads at exit:
+    it had logged container_exited and then waited the 30 s out, and a second signal then
+    killed it, exit 143). The checkpoint leaves the call's message out, what the call sends
+    is not delivered, and the rerun processes the message."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(3)]})
+    ready = tmp_path / "ready"
+    settings = {"job.container.thread.pool.size": 2, "task.shutdown.ms": 500}
+    job = job_yaml(tmp_path, "BlockFirstOnPool", **settings)
+    proc = started(job, ready, {"SAMZAPY_TEST_BLOCK_S": "30"})
+    try:
+        stopped_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out + err
+    assert time.monotonic() - stopped_at < 5, "it waited for the call's thread"
+    found = [e["event"] for e in events(out)]
+    assert "shutdown_timed_out" in found and found[-1] == "container_exited", found
+    assert checkpointed_offsets(tmp_path) == []
+    assert read_jsonl(tmp_path / "data" / "out" / "0.jsonl") == []
+
+    rerun = samzapy("run", str(job))  # the call does not block this time
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert read_jsonl(tmp_path / "data" / "out" / "0.jsonl") == [{"n": i} for i in range(3)]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
