@@ -295,6 +295,7 @@ class _SignalStopper:
     def __init__(self, log: FilteringBoundLogger) -> None:
         self._log = log
         self.signal_name: str | None = None
+        self._after: str | None = None  # a first signal once the run had ended
         self._installed: list[signal.Signals] = []
 
     def install(self, loop: asyncio.AbstractEventLoop, container: _Stoppable) -> None:
@@ -309,9 +310,21 @@ class _SignalStopper:
             self._installed.append(sig)
 
     def uninstall(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The container's run ended: until the process exits a signal no longer reaches the
+        loop, so a plain handler takes over, one that still exits at once on a second signal
+        (the default one had killed the process, exit 143, or raised KeyboardInterrupt)."""
         for sig in self._installed:
             loop.remove_signal_handler(sig)
+            signal.signal(sig, self._after_run)
         self._installed.clear()
+
+    def _after_run(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.signal_name is None and self._after is None:  # nothing is left to stop
+            self._after = name
+            self._log.info("signal_received", signal=name, action="exiting")
+            return
+        self._force(name)
 
     def _on_signal(self, name: str, container: _Stoppable) -> None:
         if self.signal_name is None:
@@ -319,9 +332,15 @@ class _SignalStopper:
             self._log.info("signal_received", signal=name, action="graceful_stop")
             container.request_stop(name)
             return
+        self._force(name)
+
+    def _force(self, name: str) -> None:
         # The graceful stop is stuck or the operator is impatient: leave without cleanup.
         self._log.error(
-            "shutdown_forced", signal=name, first_signal=self.signal_name, exit_code=EXIT_JOB_FAILED
+            "shutdown_forced",
+            signal=name,
+            first_signal=self.signal_name or self._after,
+            exit_code=EXIT_JOB_FAILED,
         )
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
