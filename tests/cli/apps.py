@@ -127,6 +127,22 @@ class SlowRelay(StreamApplication):
         )
 
 
+class FanOutRelay(StreamApplication):
+    """SlowRelay with each input message sent on ten times before the repartitioning: the
+    memory intermediate stream fills ten times faster than its second stage drains it."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        app_desc.with_default_system(InMemorySystemDescriptor("mem"))
+        out = app_desc.get_output_stream(FILES.get_output_descriptor("out", "json"))
+        (
+            app_desc.get_input_stream(FILES.get_input_descriptor("in", "json"))
+            .flat_map(lambda m: [m] * 10)
+            .partition_by(_slow_key, lambda m: m, KVSerde("string", "json"), "by-k")
+            .map(_slowly)
+            .send_to(out)
+        )
+
+
 def _slow_key(message: dict[str, Any]) -> str:
     time.sleep(0.0005)
     return str(message["k"])
