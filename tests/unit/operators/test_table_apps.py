@@ -715,3 +715,56 @@ def test_a_table_the_application_did_not_describe_is_named_as_such() -> None:
         r"\(tables: profiles; .*stores.nope.factory",
     ):
         run(app, [(VIEWS, [KV("ann", "/a")])], {})
+
+
+def test_a_message_is_not_checkpointed_before_its_batched_remote_write_landed() -> None:
+    """docs/tables.md: with ``with_write_batch`` a write completes when its batch did, so a
+    message is not checkpointed before its write landed. Each batch takes 30 ms to land while
+    the task commits every 5 ms; as each batch starts and as it ends, the input's checkpoint
+    covers none of its messages yet."""
+    from samzapy.api.system import TaskName
+    from samzapy.checkpoint.memory import InMemoryCheckpointManager
+
+    seen: list[tuple[int, int, int]] = []  # a batch's first offset, the checkpoint then, after
+    landed: list[int] = []
+    runners: list[TestRunner] = []
+
+    def checkpointed() -> int:
+        container = runners[0].container
+        assert container is not None
+        found = InMemoryCheckpointManager.checkpoints_for(container.checkpoint_namespace)
+        return max((int(o) for c in found.values() for o in c.offsets.values()), default=-1)
+
+    class Store:
+        async def get_async(self, key: str) -> Any:
+            return None
+
+        async def put_async(self, key: str, value: Any) -> None:
+            raise AssertionError("a batched table writes with put_all_async")
+
+        async def delete_async(self, key: str) -> None:
+            raise AssertionError("nothing is deleted")
+
+        async def put_all_async(self, entries: list[Any]) -> None:
+            at_start = checkpointed()
+            await asyncio.sleep(0.03)
+            seen.append((min(value for _, value in entries), at_start, checkpointed()))
+            landed.extend(value for _, value in entries)  # each value is its message's offset
+
+        async def delete_all_async(self, keys: list[Any]) -> None:
+            raise AssertionError("nothing is deleted")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        store = Store()
+        remote = RemoteTableDescriptor("state").with_read_function(store)
+        batched = remote.with_write_function(store).with_write_batch(4, timedelta(milliseconds=5))
+        d.get_input_stream(VIEWS).send_to(d.get_table(batched))
+
+    runner = TestRunner.of(Lambda(app), {"task.commit.ms": 5, "task.max.concurrency": 16})
+    runners.append(runner)
+    runner.add_input_stream(VIEWS, [KV(f"k{i}", i) for i in range(40)])
+    result = runner.run(timeout=20)
+    assert sorted(landed) == list(range(40))
+    assert [(first, start, end) for first, start, end in seen if max(start, end) >= first] == []
+    assert any(start >= 0 for _, start, _ in seen), "commits ran while batches were landing"
+    assert list(result.checkpoints[TaskName.for_partition(0)].values()) == ["39"]
