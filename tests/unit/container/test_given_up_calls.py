@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 from structlog.testing import capture_logs
+from test_release import until
 
 from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream, TaskName
 from samzapy.config import load_config, resolve
@@ -89,14 +90,6 @@ def written(broker: InMemoryBroker, framed: bool) -> list[str]:
 def checkpointed(tmp_path: Path, task: int) -> list[str]:
     path = tmp_path / "checkpoints" / f"Partition_{task}.json"
     return [o["offset"] for o in json.loads(path.read_text())["offsets"]]
-
-
-async def until(condition: Any, what: str) -> None:
-    for _ in range(2000):
-        if condition():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def fresh() -> None:
