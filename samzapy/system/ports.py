@@ -37,18 +37,6 @@ from samzapy.system.entries import EntryBatch
 from samzapy.system.fencing import WriteLease
 
 
-def integer_offset(ssp: SystemStreamPartition, offset: str, what: str) -> int:
-    """``offset`` as the integer >= 0 it must be on systems whose offsets count from 0;
-    ``what`` names them in the error ("Kafka offsets", "file offsets are line numbers")."""
-    try:
-        position = int(offset)
-    except (TypeError, ValueError):
-        position = -1
-    if position < 0:
-        raise StreamSystemError(f"cannot read {ssp} from offset {offset!r}: {what} >= 0")
-    return position
-
-
 class OffsetDefault:
     """Where a partition without a checkpoint starts."""
 
@@ -439,7 +427,6 @@ __all__ = [
     "GroupMembership",
     "GroupOffsetCommitter",
     "OffsetBounds",
-    "integer_offset",
     "OffsetDefault",
     "StandbyPlacement",
     "SystemAdmin",

@@ -26,7 +26,8 @@ from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.file.layout import partition_path
-from samzapy.system.ports import OffsetDefault, SystemConsumer, integer_offset
+from samzapy.system.offsets import integer_offset
+from samzapy.system.ports import OffsetDefault, SystemConsumer
 
 CHUNK_SIZE = 256 * 1024
 #: How offsets of the file system are named in errors.

@@ -19,7 +19,8 @@ from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.inmemory.broker import InMemoryBroker, InMemoryPartition
-from samzapy.system.ports import OffsetDefault, SystemConsumer, integer_offset
+from samzapy.system.offsets import integer_offset
+from samzapy.system.ports import OffsetDefault, SystemConsumer
 
 
 def _wake_at_deadline(waiter: asyncio.Future[None]) -> None:

@@ -44,7 +44,8 @@ from samzapy.system.kafka.connection import ContactWatch, connect, started, stop
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
 from samzapy.system.kafka.fetched import build_envelopes, envelopes
 from samzapy.system.kafka.settings import KafkaSettings
-from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemConsumer, integer_offset
+from samzapy.system.offsets import integer_offset
+from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemConsumer
 
 log = structlog.get_logger("samzapy.kafka")
 
