@@ -42,8 +42,11 @@ from aiokafka.errors import KafkaConnectionError
 from samzapy.api.errors import SendFailedError, StreamSystemError, TaskFencedError
 from samzapy.api.system import SystemStream
 from samzapy.system.fencing import WriteLease
+from samzapy.system.kafka.batches import NO_HEADERS, OpenBatch, Queued, Target
+from samzapy.system.kafka.batches import as_bytes as _as_bytes
+from samzapy.system.kafka.batches import fenced as _fenced
 from samzapy.system.kafka.connection import connect, retrying, started, stop_client
-from samzapy.system.kafka.errors import KAFKA_ERRORS, not_bytes, send_failure, where
+from samzapy.system.kafka.errors import KAFKA_ERRORS, send_failure, where
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.ports import SystemProducer
 
@@ -53,50 +56,6 @@ MAX_UNSETTLED_BATCHES = 64
 
 #: What a send may fail with: Kafka's errors, and a metadata look-up that gave up.
 _SEND_ERRORS: tuple[type[BaseException], ...] = (*KAFKA_ERRORS, StreamSystemError)
-
-#: (topic, partition); partition None: the topic's keyless batch.
-_Target = tuple[str, int | None]
-
-
-#: The headers of every message (none); the record builder only reads them.
-_NO_HEADERS: list[Any] = []
-
-
-class _OpenBatch:
-    """A batch being filled: aiokafka's BatchBuilder, and the append of the record batch
-    builder inside it, called directly (``append(offset in the batch, timestamp, key, value,
-    headers)``, None once full): the BatchBuilder's own append costs as much again in Python
-    per message. ``count`` is its message count, noted in the BatchBuilder when handed over."""
-
-    __slots__ = ("append", "builder", "count", "target", "timer")
-
-    def __init__(self, builder: Any, target: _Target) -> None:
-        self.builder = builder
-        records = getattr(builder, "_builder", None)
-        if type(getattr(builder, "_relative_offset", None)) is int and records is not None:
-            self.append = records.append
-        else:  # not the BatchBuilder expected: its own append
-            self.append = self._append_through_builder
-        self.count = 0
-        self.target = target
-        self.timer: asyncio.TimerHandle | None = None
-
-    def _append_through_builder(
-        self, offset: int, timestamp: Any, key: Any, value: Any, headers: Any
-    ) -> Any:
-        if headers:  # a dead letter's
-            return self.builder.append(timestamp=timestamp, key=key, value=value, headers=headers)
-        return self.builder.append(timestamp=timestamp, key=key, value=value)
-
-
-class _Queued:
-    """A batch handed over, and the future its delivery (or failure) resolves."""
-
-    __slots__ = ("builder", "settled")
-
-    def __init__(self, builder: Any, settled: asyncio.Future[None]) -> None:
-        self.builder = builder
-        self.settled = settled
 
 
 class KafkaSystemProducer(SystemProducer):
@@ -117,12 +76,12 @@ class KafkaSystemProducer(SystemProducer):
         #: Topics held open longer or shorter than ``producer.linger.ms`` (``linger``).
         self._lingers: dict[str, float] = {}
         self._producer: Any = None
-        self._open: dict[_Target, _OpenBatch] = {}
+        self._open: dict[Target, OpenBatch] = {}
         #: Full batches waiting for their partition's sender task, in order.
-        self._queues: dict[_Target, deque[_Queued]] = {}
-        self._senders: dict[_Target, asyncio.Task[None]] = {}
+        self._queues: dict[Target, deque[Queued]] = {}
+        self._senders: dict[Target, asyncio.Task[None]] = {}
         #: The partitions written to since the start.
-        self._written: set[_Target] = set()
+        self._written: set[Target] = set()
         self._next_keyless: dict[str, int] = {}
         #: The topics added to the aiokafka client's metadata topics.
         self._tracked: set[str] = set()
@@ -188,7 +147,7 @@ class KafkaSystemProducer(SystemProducer):
         partition: int | None,
         key: Any,
         message: Any,
-        headers: Any = _NO_HEADERS,
+        headers: Any = NO_HEADERS,
     ) -> None:
         if type(message) is not bytes and message is not None:
             message = _as_bytes(system_stream, "message", message)
@@ -218,7 +177,7 @@ class KafkaSystemProducer(SystemProducer):
     ) -> None:
         self.send(system_stream, partition, key, message, [(n, bytes(v)) for n, v in headers])
 
-    def _new_batch(self, target: _Target) -> _OpenBatch:
+    def _new_batch(self, target: Target) -> OpenBatch:
         producer = self._producer
         if producer is None:
             raise StreamSystemError(
@@ -234,7 +193,7 @@ class KafkaSystemProducer(SystemProducer):
                 or (known is not None and partition not in known)
             ):
                 raise StreamSystemError(self._out_of_range(topic, partition, known))
-        batch = _OpenBatch(producer.create_batch(), target)
+        batch = OpenBatch(producer.create_batch(), target)
         self._open[target] = batch
         linger = self._lingers.get(topic, self._linger_s) if self._lingers else self._linger_s
         batch.timer = asyncio.get_running_loop().call_later(linger, self._lingered, batch)
@@ -243,14 +202,14 @@ class KafkaSystemProducer(SystemProducer):
     def linger(self, stream: str, linger_ms: int) -> None:
         self._lingers[stream] = linger_ms / 1000
 
-    def _lingered(self, batch: _OpenBatch) -> None:
+    def _lingered(self, batch: OpenBatch) -> None:
         if self._open.get(batch.target) is batch:
             self._hand_over(batch)
 
     def fence_with(self, may_write: WriteLease) -> None:
         self._may_write = may_write
 
-    def _hand_over(self, batch: _OpenBatch) -> None:
+    def _hand_over(self, batch: OpenBatch) -> None:
         """Close an open batch and queue it for its partition's sender."""
         del self._open[batch.target]
         if batch.timer is not None:
@@ -264,7 +223,7 @@ class KafkaSystemProducer(SystemProducer):
         topic, partition = batch.target
         if partition is None:
             partition = self._keyless_partition(topic)
-        self._enqueue((topic, partition), _Queued(builder, settled))
+        self._enqueue((topic, partition), Queued(builder, settled))
 
     def _forget(self, settled: asyncio.Future[None]) -> None:
         self._unsettled.discard(settled)
@@ -302,7 +261,7 @@ class KafkaSystemProducer(SystemProducer):
         self._next_keyless[topic] = turn + 1
         return turn % count
 
-    def _enqueue(self, target: _Target, item: _Queued) -> None:
+    def _enqueue(self, target: Target, item: Queued) -> None:
         queue = self._queues.get(target)
         if queue is None:
             queue = self._queues[target] = deque()
@@ -312,7 +271,7 @@ class KafkaSystemProducer(SystemProducer):
             sender = asyncio.get_running_loop().create_task(self._send_queued(target, queue))
             self._senders[target] = sender
 
-    async def _send_queued(self, target: _Target, queue: deque[_Queued]) -> None:
+    async def _send_queued(self, target: Target, queue: deque[Queued]) -> None:
         """Submit the queued batches of one partition in order (one sender per partition)."""
         topic, partition = target
         try:
@@ -360,7 +319,7 @@ class KafkaSystemProducer(SystemProducer):
             if not queue:
                 self._queues.pop(target, None)
 
-    async def _place_keyless(self, topic: str, queue: deque[_Queued]) -> None:
+    async def _place_keyless(self, topic: str, queue: deque[Queued]) -> None:
         """First keyless batches of a topic whose partitions were not known yet."""
         try:
             await self._partitions_for(topic)
@@ -372,7 +331,7 @@ class KafkaSystemProducer(SystemProducer):
             self._enqueue((topic, self._keyless_partition(topic)), queue.popleft())
 
     def _delivered(
-        self, delivery: asyncio.Future[Any], item: _Queued, topic: str, partition: int
+        self, delivery: asyncio.Future[Any], item: Queued, topic: str, partition: int
     ) -> None:
         if delivery.cancelled():
             self._settle(item, topic, partition, asyncio.CancelledError())
@@ -380,7 +339,7 @@ class KafkaSystemProducer(SystemProducer):
             self._settle(item, topic, partition, delivery.exception())
 
     def _settle(
-        self, item: _Queued, topic: str, partition: int | None, error: BaseException | None
+        self, item: Queued, topic: str, partition: int | None, error: BaseException | None
     ) -> None:
         """A batch is delivered (``error`` None) or failed for good."""
         if error is not None:
@@ -432,17 +391,6 @@ class KafkaSystemProducer(SystemProducer):
         self._open.clear()
         if producer is not None:
             await stop_client(producer)
-
-
-def _fenced(topic: str, partition: int) -> TaskFencedError:
-    where_to = where(topic, partition)
-    return TaskFencedError(f"not written to {where_to}: the container may have lost its tasks")
-
-
-def _as_bytes(system_stream: SystemStream, what: str, value: Any) -> bytes:
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
-    raise not_bytes(system_stream, what, value)
 
 
 __all__ = ["KafkaSystemProducer"]

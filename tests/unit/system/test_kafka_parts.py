@@ -21,10 +21,10 @@ import samzapy
 from samzapy.api.errors import SerdeError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.kafka import KafkaSystemConsumer, KafkaSystemProducer, kafka_settings
+from samzapy.system.kafka.batches import NO_HEADERS, OpenBatch
 from samzapy.system.kafka.connection import OUTAGES, ContactWatch, Outages, connect, retrying
 from samzapy.system.kafka.consumer import start_position
 from samzapy.system.kafka.errors import describe, error_name
-from samzapy.system.kafka.producer import _NO_HEADERS, _OpenBatch
 from samzapy.system.ports import OffsetBounds, OffsetDefault
 
 SETTINGS = kafka_settings("k", {"bootstrap.servers": "127.0.0.1:9"})
@@ -144,8 +144,8 @@ class TestOpenBatch:
 
     @staticmethod
     def fill(builder: Any) -> tuple[int, list[tuple[int, bytes | None, bytes]]]:
-        batch = _OpenBatch(builder, ("out", 0))
-        while batch.append(batch.count, None, b"k%d" % batch.count, b"v" * 50, _NO_HEADERS):
+        batch = OpenBatch(builder, ("out", 0))
+        while batch.append(batch.count, None, b"k%d" % batch.count, b"v" * 50, NO_HEADERS):
             batch.count += 1
         records = MemoryRecords(bytes((getattr(builder, "inner", builder))._build()))
         read = [(r.offset, r.key, r.value) for r in records.next_batch()]
@@ -153,7 +153,7 @@ class TestOpenBatch:
 
     def test_direct_and_public_appends_build_the_same_batch(self) -> None:
         direct = BatchBuilder(1024, 0)
-        assert _OpenBatch(direct, ("out", 0)).append == direct._builder.append
+        assert OpenBatch(direct, ("out", 0)).append == direct._builder.append
         count, read = self.fill(direct)
         assert count == len(read) > 5
         assert read == [(i, b"k%d" % i, b"v" * 50) for i in range(count)]
