@@ -25,6 +25,7 @@ from samzapy.api.system import SystemStreamPartition
 from samzapy.system.kafka.connection import (
     connect,
     keep_bootstrap,
+    pace_metadata,
     retrying,
     started,
     stop_client,
@@ -93,6 +94,7 @@ class KafkaSystemAdmin(SystemAdmin):
     async def _open_admin(self) -> Any:
         admin = AIOKafkaAdminClient(**self._settings.admin_kwargs())
         keep_bootstrap(admin)
+        pace_metadata(admin)
         try:
             await admin.start()
         except BaseException:

@@ -19,6 +19,11 @@ unnoticed. ``ContactWatch`` is how a consumer tells a restart from an outage: it
 sign of life (records received) and, while the consumer sits idle, probes the broker in the
 background; once the broker has given no sign of life for longer than ``connect.timeout.ms``
 and the last probe failed, ``check`` raises.
+
+``pace_metadata`` makes a client wait its ``retry.backoff.ms`` after a metadata request no
+broker answered: aiokafka's producer and fetcher ask again at once while a partition has no
+leader (the last answer of a broker that shut down), which against a broker refusing
+connections spun thousands of requests a second.
 """
 
 from __future__ import annotations
@@ -252,11 +257,36 @@ def keep_bootstrap(client: Any) -> None:
     cluster._bootstrap_brokers = cluster._generate_bootstrap_brokers()
 
 
+def pace_metadata(client: Any) -> None:
+    """Let ``client`` (an aiokafka client, before its start) wait its retry backoff after a
+    metadata request that no broker answered, before its waiters learn it failed.
+
+    aiokafka's producer (a batch for a partition without a leader) and fetcher (a partition
+    without a leader) ask for metadata again as soon as the last request ends; one that no
+    broker answered ends at once when the brokers refuse connections, so while the last
+    metadata names no leader (a broker that shut down says so first) both spin."""
+    network = _network(client)
+    update = getattr(network, "_metadata_update", None)
+    backoff = getattr(network, "_retry_backoff", None)
+    if update is None or not isinstance(backoff, int | float) or backoff <= 0:
+        return
+
+    async def paced(*args: Any, **kwargs: Any) -> Any:
+        updated = await update(*args, **kwargs)
+        if not updated:
+            await asyncio.sleep(backoff)
+        return updated
+
+    network._metadata_update = paced
+
+
 async def started(client: T) -> T:
     """``client`` (an aiokafka consumer or producer) started; when its start fails it is
     stopped again, connections closed, and the error raised. It falls back on its
-    bootstrap servers when it knows no broker (``keep_bootstrap``)."""
+    bootstrap servers when it knows no broker (``keep_bootstrap``) and waits between
+    metadata requests no broker answered (``pace_metadata``)."""
     keep_bootstrap(client)
+    pace_metadata(client)
     try:
         await client.start()  # type: ignore[attr-defined]
     except BaseException:
@@ -370,5 +400,6 @@ __all__ = [
     "ContactWatch",
     "connect",
     "keep_bootstrap",
+    "pace_metadata",
     "stop_client",
 ]

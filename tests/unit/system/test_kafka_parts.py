@@ -22,7 +22,14 @@ from samzapy.api.errors import SerdeError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.kafka import KafkaSystemConsumer, KafkaSystemProducer, kafka_settings
 from samzapy.system.kafka.batches import NO_HEADERS, OpenBatch
-from samzapy.system.kafka.connection import OUTAGES, ContactWatch, Outages, connect, retrying
+from samzapy.system.kafka.connection import (
+    OUTAGES,
+    ContactWatch,
+    Outages,
+    connect,
+    pace_metadata,
+    retrying,
+)
 from samzapy.system.kafka.consumer import start_position
 from samzapy.system.kafka.errors import describe, error_name
 from samzapy.system.ports import OffsetBounds, OffsetDefault
@@ -211,6 +218,34 @@ class TestConnect:
             r"SaslAuthenticationFailed: .*bad password",
         ):
             await connect(refused, servers="h:1", timeout_ms=60_000, system="k", client="producer")
+
+
+class _UpdatingNetwork:
+    """aiokafka's network client's metadata update, answered (True) or not (False)."""
+
+    def __init__(self, answers: list[bool]) -> None:
+        self._retry_backoff = 0.2
+        self._answers = answers
+
+    async def _metadata_update(self, cluster: Any, topics: Any) -> bool:
+        return self._answers.pop(0)
+
+
+class _Client:
+    def __init__(self, network: _UpdatingNetwork) -> None:
+        self._client = network
+
+
+async def test_a_metadata_request_no_broker_answered_is_followed_by_the_backoff() -> None:
+    network = _UpdatingNetwork([False, True])
+    pace_metadata(_Client(network))
+    began = time.monotonic()
+    assert await network._metadata_update(None, set()) is False
+    unanswered = time.monotonic() - began
+    began = time.monotonic()
+    assert await network._metadata_update(None, set()) is True
+    answered = time.monotonic() - began
+    assert unanswered >= 0.2 > answered
 
 
 class TestOneOutageIsTwoLines:
