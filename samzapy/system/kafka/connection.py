@@ -20,10 +20,11 @@ sign of life (records received) and, while the consumer sits idle, probes the br
 background; once the broker has given no sign of life for longer than ``connect.timeout.ms``
 and the last probe failed, ``check`` raises.
 
-``pace_metadata`` makes a client wait its ``retry.backoff.ms`` after a metadata request no
-broker answered: aiokafka's producer and fetcher ask again at once while a partition has no
-leader (the last answer of a broker that shut down), which against a broker refusing
-connections spun thousands of requests a second.
+``stop_client`` stops a client within ``STOP_TIMEOUT_S`` however its brokers fare: past it,
+the client's connections are closed directly. ``pace_metadata`` makes a client wait its
+``retry.backoff.ms`` after a metadata request no broker answered: aiokafka's producer and
+fetcher ask again at once while a partition has no leader (the last answer of a broker that
+shut down), which against a broker refusing connections spun thousands of requests a second.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ MIN_ATTEMPT_S = 1.0
 PROBE_INTERVAL_S = 5.0
 #: How often a call that waits for an unreachable broker says it still waits.
 REMIND_S = 10.0
+#: How long stopping one client may take before its connections are closed directly.
+STOP_TIMEOUT_S = 5.0
 
 
 class Outages:
@@ -295,22 +298,37 @@ async def started(client: T) -> T:
     return client
 
 
-async def stop_client(client: Any) -> None:
-    """Stop an aiokafka consumer or producer, however its broker fares.
+async def stop_client(client: Any, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """Stop an aiokafka consumer or producer within ``timeout_s``, however its broker fares.
 
-    aiokafka's consumer lets the cancellation of one of its own fetch tasks escape ``stop``
-    when that fetch was backing off after a broker error, and then leaves its connections
-    open; those are closed here. A cancellation of the caller itself still propagates.
+    aiokafka's stop may wait for the brokers without end: a producer's for every batch it
+    holds (an idempotent producer never gives one up), a consumer's for a group coordinator
+    or a request that gets no answer. Past ``timeout_s`` it is cut short and the client's
+    connections are closed directly. aiokafka's consumer also lets the cancellation of one of
+    its own fetch tasks escape ``stop`` when that fetch was backing off after a broker error,
+    and then leaves its connections open; those are closed too. A cancellation of the caller
+    itself still propagates, as does any other error of the stop (the connections closed).
     """
     try:
-        await client.stop()
+        async with asyncio.timeout(timeout_s):
+            await client.stop()
+        return
+    except TimeoutError:
+        log.info("client_stop_cut_short", client=type(client).__name__, timeout_s=timeout_s)
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
-        network = _network(client)
-        if network is not None:
-            await network.close()
+    except Exception:
+        await _close_network(client)
+        raise
+    await _close_network(client)
+
+
+async def _close_network(client: Any) -> None:
+    network = _network(client)
+    if network is not None:
+        await network.close()
 
 
 class ContactWatch:
@@ -397,6 +415,7 @@ __all__ = [
     "INITIAL_BACKOFF_S",
     "MAX_BACKOFF_S",
     "PROBE_INTERVAL_S",
+    "STOP_TIMEOUT_S",
     "ContactWatch",
     "connect",
     "keep_bootstrap",
