@@ -180,6 +180,13 @@ class SystemProducer(abc.ABC):
     async def stop(self) -> None:  # noqa: B027 - optional hook
         """Flush what is left and release resources."""
 
+    async def abandon(self) -> int:
+        """Release resources at once, delivering nothing more, even with the system out of
+        reach (the container failed or lost its tasks: no checkpoint covers what it sent);
+        the messages dropped. By default ``stop``: a producer whose stop cannot hang."""
+        await self.stop()
+        return 0
+
     @abc.abstractmethod
     def send(
         self,

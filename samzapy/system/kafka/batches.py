@@ -1,13 +1,16 @@
-"""The kafka producer's batches: one being filled, and one handed over.
+"""The kafka producer's batches: one being filled, one handed over, and those inside aiokafka.
 
 ``OpenBatch`` is a batch the producer appends messages to; ``Queued`` one handed over and
-waiting for its partition's sender (``producer.py``).
+waiting for its partition's sender (``producer.py``). ``drop_held`` fails every batch an
+aiokafka producer still holds, so that its stop need not wait for brokers that are gone.
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
+
+from aiokafka.errors import KafkaError
 
 from samzapy.api.errors import TaskFencedError
 from samzapy.api.system import SystemStream
@@ -57,6 +60,34 @@ class Queued:
         self.settled = settled
 
 
+async def drop_held(producer: Any, why: str, timeout_s: float) -> None:
+    """Fail every batch the aiokafka ``producer`` holds, queued or sent, with ``why``, and any
+    it is given from now on, so that its stop waits for none (an idempotent producer retries
+    a batch until it is delivered: with the brokers gone its stop never ends).
+
+    Its sender is stopped first, its requests in flight given up to ``timeout_s`` to end: a
+    request failing after its batch was failed here would queue that batch again. The
+    batches' waiters are read here (nobody waits for them any more), and a batch sent once
+    and queued again is put back among those sent, which aiokafka drops it from when it
+    fails (a KeyError in a callback otherwise)."""
+    sender = getattr(getattr(producer, "_sender", None), "sender_task", None)
+    if sender is not None and not sender.done():
+        sender.cancel()
+        await asyncio.wait([sender], timeout=timeout_s)
+    accumulator = getattr(producer, "_message_accumulator", None)
+    if accumulator is None:
+        return
+    queued = [b for batches in getattr(accumulator, "_batches", {}).values() for b in batches]
+    sent = getattr(accumulator, "_pending_batches", None)
+    if isinstance(sent, set):
+        sent.update(b for b in queued if getattr(b, "retry_count", 0))
+    accumulator.fail_all(KafkaError(why))
+    for batch in queued:
+        waiter = getattr(batch, "_drain_waiter", None)
+        if isinstance(waiter, asyncio.Future) and waiter.done() and not waiter.cancelled():
+            waiter.exception()
+
+
 def fenced(topic: str, partition: int) -> TaskFencedError:
     where_to = where(topic, partition)
     return TaskFencedError(f"not written to {where_to}: the container may have lost its tasks")
@@ -68,4 +99,4 @@ def as_bytes(system_stream: SystemStream, what: str, value: Any) -> bytes:
     raise not_bytes(system_stream, what, value)
 
 
-__all__ = ["NO_HEADERS", "OpenBatch", "Queued", "Target", "as_bytes", "fenced"]
+__all__ = ["NO_HEADERS", "OpenBatch", "Queued", "Target", "as_bytes", "drop_held", "fenced"]

@@ -27,6 +27,10 @@ partition at a time: with 1,024 batches a pass-through's commits waited up to 20
 ``fence_with``: while the container's lease is held, queued batches wait and ``backpressure``
 holds the tasks back; once it broke, a queued batch is dropped instead of given to aiokafka,
 and the next ``flush`` raises TaskFencedError.
+
+``stop`` flushes first; ``abandon`` (a container that failed or lost its tasks: no checkpoint
+covers what it sent) drops every batch not yet delivered, open, queued or inside aiokafka,
+and stops the client within ``STOP_TIMEOUT_S`` even with the brokers gone.
 """
 
 from __future__ import annotations
@@ -42,10 +46,10 @@ from aiokafka.errors import KafkaConnectionError
 from samzapy.api.errors import SendFailedError, StreamSystemError, TaskFencedError
 from samzapy.api.system import SystemStream
 from samzapy.system.fencing import WriteLease
-from samzapy.system.kafka.batches import NO_HEADERS, OpenBatch, Queued, Target
+from samzapy.system.kafka.batches import NO_HEADERS, OpenBatch, Queued, Target, drop_held
 from samzapy.system.kafka.batches import as_bytes as _as_bytes
 from samzapy.system.kafka.batches import fenced as _fenced
-from samzapy.system.kafka.connection import connect, retrying, started, stop_client
+from samzapy.system.kafka.connection import STOP_TIMEOUT_S, connect, retrying, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, send_failure, where
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.ports import SystemProducer
@@ -92,6 +96,10 @@ class KafkaSystemProducer(SystemProducer):
         self._failures: list[tuple[str, int | None, BaseException, int]] = []
         #: Messages whose delivery failed, since the producer started.
         self.failed_sends = 0
+        #: Messages handed over and not yet delivered or failed.
+        self._held = 0
+        #: Set by ``abandon``: batches settled from now on were dropped, not failed.
+        self._dropping = False
 
     async def start(self) -> None:
         if self._producer is None:
@@ -217,6 +225,7 @@ class KafkaSystemProducer(SystemProducer):
         builder = batch.builder
         builder._relative_offset = batch.count  # its record_count()
         builder.close()  # a closed batch is sent at once, without lingering again
+        self._held += batch.count
         settled = asyncio.get_running_loop().create_future()
         self._unsettled.add(settled)
         settled.add_done_callback(self._forget)
@@ -341,11 +350,12 @@ class KafkaSystemProducer(SystemProducer):
     def _settle(
         self, item: Queued, topic: str, partition: int | None, error: BaseException | None
     ) -> None:
-        """A batch is delivered (``error`` None) or failed for good."""
-        if error is not None:
-            lost = item.builder.record_count()
-            self.failed_sends += lost
-            self._failures.append((topic, partition, error, lost))
+        """A batch is delivered (``error`` None) or failed for good (or dropped)."""
+        count = item.builder.record_count()
+        self._held -= count
+        if error is not None and not self._dropping:
+            self.failed_sends += count
+            self._failures.append((topic, partition, error, count))
         if not item.settled.done():
             item.settled.set_result(None)
 
@@ -364,6 +374,11 @@ class KafkaSystemProducer(SystemProducer):
         unsettled = list(self._unsettled)
         if unsettled:
             await asyncio.wait(unsettled)
+        if self._dropping:  # what it waited for may have been dropped: nothing is durable
+            raise StreamSystemError(
+                f"the kafka producer of system {self._settings.system_name!r} was abandoned "
+                "(its container failed or gave its tasks up): what it held is not written"
+            )
         # 3. Report the first failure, once.
         if self._failures:
             topic, partition, exc, _ = self._failures[0]
@@ -382,15 +397,38 @@ class KafkaSystemProducer(SystemProducer):
         finally:
             await self._close()
 
-    async def _close(self) -> None:
-        """Stop the client; open batches are dropped."""
+    async def abandon(self) -> int:
+        """Stop at once, delivering nothing more: every batch not yet delivered is dropped
+        (the open ones, those queued, those inside aiokafka) and the client stopped within
+        ``STOP_TIMEOUT_S``, whether or not the brokers answer. The messages dropped."""
+        if self._producer is None:
+            return 0
+        self._dropping = True
+        dropped = self._held + sum(batch.count for batch in self._open.values())
+        for batch in self._open.values():
+            if batch.timer is not None:
+                batch.timer.cancel()
+        self._open.clear()
+        while self._senders:  # each settles its queue as it ends
+            senders = list(self._senders.values())
+            for sender in senders:
+                sender.cancel()
+            await asyncio.gather(*senders, return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STOP_TIMEOUT_S
+        await drop_held(self._producer, "dropped: the producer was abandoned", STOP_TIMEOUT_S)
+        await self._close(max(deadline - loop.time(), 0.1))
+        return dropped
+
+    async def _close(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Stop the client (within ``timeout_s``); open batches are dropped."""
         producer, self._producer = self._producer, None
         for batch in self._open.values():
             if batch.timer is not None:
                 batch.timer.cancel()
         self._open.clear()
         if producer is not None:
-            await stop_client(producer)
+            await stop_client(producer, timeout_s)
 
 
 __all__ = ["KafkaSystemProducer"]

@@ -152,9 +152,10 @@ class KafkaTransactionalProducer(KafkaSystemProducer, TransactionalProducer):
         self._pending = False
 
     async def stop(self) -> None:
-        """Stop without committing: what the open transaction holds is aborted by the broker
-        (at once when the next producer of the id starts, else after its timeout)."""
-        await self._close()
+        """Stop without committing: what the open transaction holds is dropped here and
+        aborted by the broker (at once when the next producer of the id starts, else after
+        its timeout)."""
+        await self.abandon()
 
     def _error(self, what: str, exc: BaseException) -> StreamSystemError:
         cause = fenced_cause(exc)
