@@ -58,6 +58,12 @@ class CheckpointManager(abc.ABC):
     async def stop(self) -> None:  # noqa: B027 - optional hook
         """Release what start opened."""
 
+    async def abandon(self) -> None:
+        """Release what start opened at once, a write still under way given up (the
+        container failed or lost its tasks), even with the storage out of reach. By default
+        ``stop``: a manager whose stop cannot hang."""
+        await self.stop()
+
     async def refresh(self) -> None:  # noqa: B027 - optional hook
         """Take in the checkpoints other containers wrote since ``start`` (or the last call),
         as far as they are readable now, so ``read_last`` returns them: a standby follows the

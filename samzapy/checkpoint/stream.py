@@ -299,6 +299,13 @@ class StreamCheckpointManager(CheckpointManager):
     # -- stop -----------------------------------------------------------------------------
 
     async def stop(self) -> None:
+        await self._stop(abandon=False)
+
+    async def abandon(self) -> None:
+        """As ``stop``, a checkpoint record not yet delivered dropped (a write under way)."""
+        await self._stop(abandon=True)
+
+    async def _stop(self, *, abandon: bool) -> None:
         producer, self._producer = self._producer, None
         admin, self._admin = self._admin, None
         follower, self._follower = self._follower, None
@@ -306,7 +313,7 @@ class StreamCheckpointManager(CheckpointManager):
             if follower is not None:
                 await follower.stop()
             if producer is not None:
-                await producer.stop()
+                await (producer.abandon() if abandon else producer.stop())
         finally:
             if admin is not None:
                 await admin.stop()

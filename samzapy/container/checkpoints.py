@@ -268,21 +268,49 @@ class ContainerCheckpoints:
                 if writer.task_name in leaving and writer.last is not None:
                     self._group.forget(writer.last.offsets)
 
-    async def stop(self) -> None:
+    async def stop(self, *, abandon: bool = False) -> None:
         """Stop the transactional producers (what they hold uncommitted is aborted: a clean
-        stop committed everything before) and the manager."""
+        stop committed everything before) and the manager. ``abandon`` (the container failed
+        or lost its tasks): all at once, a checkpoint write under way given up, and what the
+        producers held logged as ``output_dropped``."""
         producers, self._producers = list(self._producers.values()), {}
-        for producer in producers:
-            await _stop_producer(producer)
-        if self.manager is not None:
-            await self.manager.stop()
+        manager = self.manager
+        if not abandon:
+            for producer in producers:
+                await _stop_producer(producer)
+            if manager is not None:
+                await manager.stop()
+            return
+        stopping = [_stop_producer(p, abandon=True) for p in producers]
+        if manager is not None:
+            stopping.append(_abandon_manager(manager))
+        if messages := sum(await asyncio.gather(*stopping)):
+            log.info(
+                "output_dropped",
+                part="transactional producers",
+                system=self.transactional_system,
+                messages=messages,
+                reason="the container failed or lost its tasks: their transactions never commit",
+            )
 
 
-async def _stop_producer(producer: TransactionalProducer) -> None:
+async def _abandon_manager(manager: CheckpointManager) -> int:
     try:
+        await manager.abandon()
+    except Exception as exc:
+        log.warning("system_stop_failed", part="checkpoint manager", error=repr(exc))
+    return 0
+
+
+async def _stop_producer(producer: TransactionalProducer, *, abandon: bool = False) -> int:
+    """Stop ``producer`` (``abandon``: dropping what it holds); the messages dropped."""
+    try:
+        if abandon:
+            return await producer.abandon()
         await producer.stop()
     except Exception as exc:
         log.warning("system_stop_failed", part="transactional producer", error=repr(exc))
+    return 0
 
 
 __all__ = [

@@ -13,8 +13,10 @@ Start-up (Samza's container steps, in order):
    start the consumers and run.
 
 Shutdown, after the run loop returns: close the tasks, commit every task, close the stores
-marked clean, stop the systems. After a failure nothing is committed: the tasks are closed
-(errors logged) and the failure is raised.
+marked clean, stop the systems. After a failure (or once the container gave its tasks up)
+nothing is committed or written any more: the tasks are closed (errors logged), what the
+producers still hold is dropped, the systems stop within a bound (``shutdown.py``), and the
+failure is raised.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 import structlog
 
-from samzapy.api.errors import SamzapyError, TaskFencedError
+from samzapy.api.errors import TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.group import GroupOffsets
 from samzapy.checkpoint.ports import Checkpoint
@@ -44,6 +46,7 @@ from samzapy.container.plan import ContainerPlan, job_model, plan_container
 from samzapy.container.pool import task_pool
 from samzapy.container.run_loop import RunLoop
 from samzapy.container.serdes import StreamSerdes
+from samzapy.container.shutdown import close_after_failure, stop_cleanly, stop_parts
 from samzapy.container.startup import log_started, unless_stopped
 from samzapy.container.streams import (
     bootstrap_heads,
@@ -109,10 +112,12 @@ class SamzaContainer:
         self._halted = asyncio.Event()
         #: Why the container gave its tasks up (abandon), once it did.
         self._abandoned: TaskFencedError | None = None
+        #: Set once it failed (or gave its tasks up): it writes nothing more, drops the rest.
+        self._failed = False
         self.run_loop: RunLoop | None = None
         self._routers: list[OutputRouter] = []
-        self._lease = (  # writes need the group's lease and a container that kept its tasks
-            None if lease is None else ContainerLease(lease, lambda: self._abandoned is not None)
+        self._lease = (  # writes need the group's lease and a container still running them
+            None if lease is None else ContainerLease(lease, lambda: self._failed)
         )
         self._group_offsets = group_offsets
         self._systems: Systems | None = None
@@ -183,6 +188,7 @@ class SamzaContainer:
         error = TaskFencedError(f"the container may have lost its tasks: {reason}")
         if self._abandoned is None:
             self._abandoned = error
+        self._failed = True
         self._halted.set()
         if self.run_loop is not None:
             self.run_loop.fail(error)
@@ -204,12 +210,13 @@ class SamzaContainer:
                 raise self._abandoned  # its tasks closed below, nothing committed
             if run_loop is None:
                 log.info("startup_stopped", reason=self._stop_reason)
-                await self._close_tasks_after_failure()
+                await close_after_failure(self.tasks)
                 return
             await run_loop.run(self.tasks)
-            await _stop_cleanly(self.tasks)
+            await stop_cleanly(self.tasks)
         except BaseException:
-            await self._close_tasks_after_failure()
+            self._failed = True  # its lease given up: nothing more is written
+            await close_after_failure(self.tasks)
             raise
         finally:
             await self._stop_systems()
@@ -391,7 +398,7 @@ class SamzaContainer:
             await run_loop.release([t.name for t in leaving])
             if run_loop.failure is not None:
                 raise run_loop.failure
-            await _stop_cleanly(leaving)
+            await stop_cleanly(leaving)
         except BaseException as exc:
             for task in leaving:
                 await task.close_stores(clean=False)
@@ -414,37 +421,14 @@ class SamzaContainer:
 
     # -- shutdown -------------------------------------------------------------------------------
 
-    async def _close_tasks_after_failure(self) -> None:
-        for task in self.tasks:
-            try:
-                await task.close()
-            except SamzapyError as exc:
-                log.warning("task_close_failed", task=task.name, error=str(exc))
-            await task.close_stores(clean=False)
-
     async def _stop_systems(self) -> None:
-        if self._systems is not None:
-            await self._systems.stop()
-        if self._checkpoints is not None:
-            await self._checkpoints.stop()
+        await stop_parts(self._systems, self._checkpoints, abandon=self._failed)
         self._totals.ended(self._counts)
         for reporter in self._reporters:
             await reporter.stop()
         if self._executor is not None:
             # A call given up at task.shutdown.ms runs on (pool.py: samzapy run leaves it).
             self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-async def _stop_cleanly(tasks: Sequence[TaskInstance]) -> None:
-    """Stop ``tasks``, none with a call in flight: close each, then commit each, then close
-    their stores marked as matching the commit (a restart keeps them). Every task is closed
-    before any commits, so what a ``close`` sends is in the commits."""
-    for task in tasks:
-        await task.close()
-    for task in tasks:
-        await task.commit()
-    for task in tasks:
-        await task.close_stores(clean=True)
 
 
 __all__ = ["SamzaContainer"]

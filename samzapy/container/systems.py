@@ -120,20 +120,49 @@ class Systems:
             del self._connecting[name]
         return self.producers[name]
 
-    async def stop(self) -> None:
-        """Stop every part; a part that fails to stop is logged, the others still stop."""
-        for what, parts in (
-            ("consumer", self.consumers),
-            ("producer", self.producers),
-            ("admin", self.admins),
-        ):
-            for name, part in parts.items():
-                try:
-                    await part.stop()
-                except TaskFencedError as exc:  # what it held back is another's to write
-                    log.info("system_stopped_fenced", system=name, part=what, error=str(exc))
-                except Exception as exc:
-                    log.warning("system_stop_failed", system=name, part=what, error=repr(exc))
+    async def stop(self, *, abandon: bool = False) -> None:
+        """Stop every part; a part that fails to stop is logged, the others still stop.
+        ``abandon`` (the container failed or lost its tasks: no checkpoint covers what it
+        sent): every part at once, each producer dropping what it still holds instead of
+        flushing it (``output_dropped``, with the messages), so the stop ends within the
+        clients' bound even with the brokers gone."""
+        parts = [
+            (what, name, part)
+            for what, by_name in (
+                ("consumer", self.consumers),
+                ("producer", self.producers),
+                ("admin", self.admins),
+            )
+            for name, part in by_name.items()
+        ]
+        if abandon:
+            await asyncio.gather(
+                *(_stop(what, name, part, abandon=True) for what, name, part in parts)
+            )
+        else:
+            for what, name, part in parts:
+                await _stop(what, name, part, abandon=False)
+
+
+async def _stop(
+    what: str, name: str, part: SystemConsumer | SystemProducer | SystemAdmin, *, abandon: bool
+) -> None:
+    try:
+        if abandon and isinstance(part, SystemProducer):
+            if dropped := await part.abandon():
+                log.info(
+                    "output_dropped",
+                    system=name,
+                    part=what,
+                    messages=dropped,
+                    reason="the container failed or lost its tasks: no checkpoint covers them",
+                )
+        else:
+            await part.stop()
+    except TaskFencedError as exc:  # what it held back is another's to write
+        log.info("system_stopped_fenced", system=name, part=what, error=str(exc))
+    except Exception as exc:
+        log.warning("system_stop_failed", system=name, part=what, error=repr(exc))
 
 
 @asynccontextmanager

@@ -13,8 +13,10 @@ attempt, and no raw line.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -187,3 +189,58 @@ def test_an_outage_longer_than_the_session_holds_the_tasks_and_resumes_them_exac
     assert "lease_held" in names and "lease_resumed" in names, names
     assert not {"lease_lost", "task_fenced"} & set(names), names
     check_library_lines(run)
+
+
+def test_an_outage_longer_than_the_connect_timeout_fails_the_held_job_and_a_restart_resumes(
+    own_kafka_broker: ScriptBroker, tmp_path: Path
+) -> None:
+    """The lease holds the tasks while the coordinator is away, but a consumer whose brokers
+    answered nothing for ``connect.timeout.ms`` gives up: past it the job fails (exit 1)
+    without committing anything more, and a restart once the broker is back resumes from the
+    checkpoints, every input's output written (at-least-once: once at least)."""
+    bootstrap = own_kafka_broker.bootstrap
+    n = 20_000
+    job, out = tagging_job(
+        bootstrap,
+        tmp_path,
+        n,
+        **{
+            "job.coordinator.session.timeout.ms": 6000,
+            "systems.kafka.connect.timeout.ms": 10000,
+        },
+    )
+    run = Job(job, out, tmp_path / "job.log", delay_ms=0.5)
+    wait_for(lambda: output_count(bootstrap, out) >= 2_000, 120, "2k outputs", run.proc)
+    own_kafka_broker.down()
+    try:
+        code = run.wait(60)
+    finally:
+        own_kafka_broker.up()
+    assert code == 1, run.tail()
+    events = run.events()
+    names = [e["event"] for e in events]
+    assert "lease_held" in names, names
+    held = names.index("lease_held")
+    assert "checkpoint_written" not in names[held:], names[held:]
+    [failed] = [e for e in events if e["event"] == "job_failed"]
+    assert "systems.kafka.connect.timeout.ms" in json.dumps(failed), failed
+    # What the producers held is dropped, not waited for: the stop takes seconds at most
+    # (each client's is cut at 5 s), without an error left behind by the client library.
+    [task_failed] = [e for e in events if e["event"] == "task_failed"]
+    assert seconds_between(task_failed, failed) < 10, run.tail()
+    text = run.log.read_text()
+    assert "never retrieved" not in text and "Exception in callback" not in text, run.tail()
+    again = Job(job, out, tmp_path / "again.log")
+    wait_for(lambda: complete_at_least_once(bootstrap, out, n), 180, "every output", again.proc)
+    assert again.stop() == 0
+
+
+def seconds_between(earlier: dict[str, Any], later: dict[str, Any]) -> float:
+    at = [datetime.fromisoformat(e["timestamp"]) for e in (earlier, later)]
+    return (at[1] - at[0]).total_seconds()
+
+
+def complete_at_least_once(bootstrap: str, out: str, n: int) -> bool:
+    if output_count(bootstrap, out) < n:
+        return False
+    return {int(r["v"]) for r in outputs(bootstrap, out)} == set(range(n))

@@ -1,0 +1,67 @@
+"""How a SamzaContainer stops its tasks and its systems: cleanly (every task closed, then
+committed, its stores marked clean), or after a failure (nothing committed, and what the
+producers still hold dropped within a bound, the brokers reachable or not).
+
+A failed container, or one that gave its tasks up, is covered by no checkpoint past its last
+one: under at-least-once its restart (or the tasks' new owner) sends again what it held,
+under exactly-once its transactions never commit. So its stop drops what its producers hold
+(``output_dropped``) rather than wait for brokers that may be gone, and stops every client
+at once, each within ``STOP_TIMEOUT_S`` of the kafka system's connection module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import structlog
+
+from samzapy.api.errors import SamzapyError
+from samzapy.container.checkpoints import ContainerCheckpoints
+from samzapy.container.systems import Systems
+from samzapy.container.task_instance import TaskInstance
+
+log = structlog.get_logger("samzapy.container")
+
+
+async def stop_cleanly(tasks: Sequence[TaskInstance]) -> None:
+    """Stop ``tasks``, none with a call in flight: close each, then commit each, then close
+    their stores marked as matching the commit (a restart keeps them). Every task is closed
+    before any commits, so what a ``close`` sends is in the commits."""
+    for task in tasks:
+        await task.close()
+    for task in tasks:
+        await task.commit()
+    for task in tasks:
+        await task.close_stores(clean=True)
+
+
+async def close_after_failure(tasks: Sequence[TaskInstance]) -> None:
+    """Close ``tasks`` after a failure, committing nothing (a close that fails is logged),
+    their stores not marked clean."""
+    for task in tasks:
+        try:
+            await task.close()
+        except SamzapyError as exc:
+            log.warning("task_close_failed", task=task.name, error=str(exc))
+        await task.close_stores(clean=False)
+
+
+async def stop_parts(
+    systems: Systems | None, checkpoints: ContainerCheckpoints | None, *, abandon: bool
+) -> None:
+    """Stop the systems, then the checkpoints; ``abandon``: both at once, what they hold
+    dropped (``Systems.stop``, ``ContainerCheckpoints.stop``)."""
+    if abandon:
+        stopping = [systems.stop(abandon=True)] if systems is not None else []
+        if checkpoints is not None:
+            stopping.append(checkpoints.stop(abandon=True))
+        await asyncio.gather(*stopping)
+        return
+    if systems is not None:
+        await systems.stop()
+    if checkpoints is not None:
+        await checkpoints.stop()
+
+
+__all__ = ["close_after_failure", "stop_cleanly", "stop_parts"]

@@ -1,0 +1,120 @@
+"""A container that failed stops at once even when its producers can deliver nothing more:
+what they hold is dropped (``abandon``), counted in ``output_dropped``, never flushed; a clean
+stop still flushes. The system is a plug-in loaded from its ``module:Class`` name."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+import pytest
+from structlog.testing import capture_logs
+
+from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzapy.system.ports import (
+    OffsetBounds,
+    SystemAdmin,
+    SystemConsumer,
+    SystemFactory,
+    SystemProducer,
+)
+from samzapy.testing import TestRunner
+
+
+class UndeliverableProducer(SystemProducer):
+    """Its brokers are gone: a flush never ends (as a Kafka producer's with batches it can no
+    longer deliver); ``abandon`` drops what was sent."""
+
+    made: ClassVar[list[UndeliverableProducer]] = []
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.flushed = self.stopped = self.abandoned = False
+        UndeliverableProducer.made.append(self)
+
+    def send(
+        self, system_stream: SystemStream, partition: int | None, key: Any, message: Any
+    ) -> None:
+        self.sent += 1
+
+    async def flush(self) -> None:
+        self.flushed = True
+        if self.sent:
+            await asyncio.Event().wait()
+
+    async def stop(self) -> None:
+        self.stopped = True
+        await self.flush()
+
+    async def abandon(self) -> int:
+        self.abandoned = True
+        return self.sent
+
+
+class Admin(SystemAdmin):
+    async def partition_counts(self, streams: Iterable[str]) -> dict[str, int]:
+        return {s: 1 for s in streams}
+
+    async def create_stream(
+        self,
+        stream: str,
+        partitions: int,
+        *,
+        replication_factor: int | None = None,
+        config: Mapping[str, str] | None = None,
+    ) -> None:
+        return None
+
+    async def offset_bounds(self, ssps: Iterable[Any]) -> dict[Any, OffsetBounds]:
+        return {ssp: OffsetBounds(None, "0") for ssp in ssps}
+
+
+class UndeliverableFactory(SystemFactory):
+    def get_admin(self) -> SystemAdmin:
+        return Admin()
+
+    def get_consumer(self) -> SystemConsumer:
+        raise AssertionError("not an input system")
+
+    def get_producer(self) -> SystemProducer:
+        return UndeliverableProducer()
+
+
+class ForwardThenFail(StreamTask):
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        if envelope.message == 3:
+            raise ValueError("message 3 is bad")
+        collector.send(OutgoingMessageEnvelope(SystemStream("gone", "out"), envelope.message))
+
+
+def runner(messages: list[int]) -> TestRunner:
+    config = {
+        "systems.gone.samza.factory": f"{__name__}:UndeliverableFactory",
+        "task.commit.ms": 600_000,
+    }
+    return TestRunner(ForwardThenFail, config).add_input("in", messages)
+
+
+def test_a_failed_container_drops_what_its_producers_hold_and_stops_at_once() -> None:
+    UndeliverableProducer.made.clear()
+    began = time.monotonic()
+    with capture_logs() as logs, pytest.raises(Exception, match="message 3 is bad"):
+        runner(list(range(10))).run(timeout=20)
+    assert time.monotonic() - began < 10
+    [producer] = UndeliverableProducer.made
+    assert producer.abandoned and not producer.flushed and not producer.stopped
+    [dropped] = [e for e in logs if e["event"] == "output_dropped"]
+    assert dropped["system"] == "gone" and dropped["messages"] == 3
+    assert dropped["log_level"] == "info"
+
+
+def test_a_clean_stop_still_flushes() -> None:
+    """A job whose inputs end stops cleanly: its final commit flushes the producers first,
+    here without end, until the runner's timeout cancels the run (then it drops)."""
+    UndeliverableProducer.made.clear()
+    with pytest.raises(TimeoutError):
+        runner([0, 1]).run(timeout=1)
+    [producer] = UndeliverableProducer.made
+    assert producer.flushed and producer.abandoned
