@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 import pytest
 from structlog.testing import capture_logs
+from test_commit_protocol import RecordingAdmin
 
 from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream
 from samzapy.system.ports import (
-    OffsetBounds,
     SystemAdmin,
     SystemConsumer,
     SystemFactory,
@@ -53,27 +52,9 @@ class UndeliverableProducer(SystemProducer):
         return self.sent
 
 
-class Admin(SystemAdmin):
-    async def partition_counts(self, streams: Iterable[str]) -> dict[str, int]:
-        return {s: 1 for s in streams}
-
-    async def create_stream(
-        self,
-        stream: str,
-        partitions: int,
-        *,
-        replication_factor: int | None = None,
-        config: Mapping[str, str] | None = None,
-    ) -> None:
-        return None
-
-    async def offset_bounds(self, ssps: Iterable[Any]) -> dict[Any, OffsetBounds]:
-        return {ssp: OffsetBounds(None, "0") for ssp in ssps}
-
-
 class UndeliverableFactory(SystemFactory):
     def get_admin(self) -> SystemAdmin:
-        return Admin()
+        return RecordingAdmin()
 
     def get_consumer(self) -> SystemConsumer:
         raise AssertionError("not an input system")
