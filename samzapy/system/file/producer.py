@@ -5,6 +5,13 @@ default) without a newline; keys are not stored. The first message to a stream t
 partition files creates the directory and the files 0..partition, so the stream never has a
 gap; a partition beyond an existing stream's count is an error. Files stay open and buffered.
 
+A partition file whose last line has no newline (a writer stopped mid-line: killed with -9 in
+the middle of a write-out, or a machine crash) gets its newline when this producer opens it, so
+that line stays one line of its own and the next one is not joined to it; the cut line is left
+as it is (a reader gets it as one bad message, as a batch reader already did), and its message
+is written again in full when the job redoes its uncommitted input. Logged as
+``partial_line_ended``.
+
 When output is where:
 
 1. a sent line reaches the file (the operating system's page cache, so ``tail -f`` and other
@@ -24,6 +31,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import structlog
+
 from samzapy.api.errors import SerdeError, StreamSystemError
 from samzapy.api.system import SystemStream
 from samzapy.system.file.layout import (
@@ -33,6 +42,8 @@ from samzapy.system.file.layout import (
     partition_path,
 )
 from samzapy.system.ports import SystemProducer
+
+log = structlog.get_logger("samzapy.file")
 
 _BUFFER_SIZE = 64 * 1024
 #: The longest a sent line waits in the buffer before it is written to its file (not fsynced).
@@ -50,6 +61,21 @@ def _fsync_all(files: Iterable[tuple[int, Path]], directories: Iterable[Path]) -
             fsync_directory(directory)
         except OSError as exc:
             raise StreamSystemError(f"cannot fsync directory {directory}: {exc}") from exc
+
+
+def _cut_line(path: Path) -> int:
+    """The length of the file's last line if it has no newline (0 if the file ends with one),
+    counted over the file's last 64 KiB at most."""
+    try:
+        with open(path, "rb") as file:
+            end = file.seek(0, os.SEEK_END)
+            file.seek(max(0, end - _BUFFER_SIZE))
+            tail = file.read()
+    except OSError as exc:
+        raise StreamSystemError(f"cannot read the end of {path}: {exc}") from exc
+    if not tail or tail.endswith(b"\n"):
+        return 0
+    return len(tail) - tail.rfind(b"\n") - 1
 
 
 class FileSystemProducer(SystemProducer):
@@ -149,6 +175,19 @@ class FileSystemProducer(SystemProducer):
             ) from exc
         self._files[(stream, partition)] = file
         self._paths[(stream, partition)] = path
+        cut = _cut_line(path)
+        if cut:
+            file.write(b"\n")
+            self._dirty.add((stream, partition))
+            log.warning(
+                "partial_line_ended",
+                stream=stream,
+                partition=partition,
+                path=str(path),
+                partial_bytes=cut,
+                detail="the file's last line had no newline (its writer stopped mid-line): "
+                "ended it so the next line is not joined to it",
+            )
         return file
 
     async def flush(self) -> None:

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import ConfigError, SerdeError, StreamSystemError
@@ -234,6 +235,26 @@ class TestProducer:
         producer.send(SystemStream("files", "out"), 0, None, b"z")
         await producer.stop()
         assert read(tmp_path / "out" / "0.jsonl") == b"z\n"
+
+    async def test_a_cut_last_line_gets_its_newline_before_the_next_line(
+        self, tmp_path: Path
+    ) -> None:
+        """A writer killed mid-line left ``{"v":2`` at the end: the next producer ends that
+        line, so the line it writes is not joined to it."""
+        await factory(tmp_path).get_admin().create_stream("out", 2)
+        write(tmp_path / "out" / "1.jsonl", b'{"v":1}\n{"v":2')
+        write(tmp_path / "out" / "0.jsonl", b'{"v":1}\n')
+        producer = factory(tmp_path).get_producer()
+        with capture_logs() as logs:
+            producer.send(SystemStream("files", "out"), 1, None, b'{"v":2}')
+            producer.send(SystemStream("files", "out"), 0, None, b'{"v":2}')
+            await producer.stop()
+        assert read(tmp_path / "out" / "1.jsonl") == b'{"v":1}\n{"v":2\n{"v":2}\n'
+        assert read(tmp_path / "out" / "0.jsonl") == b'{"v":1}\n{"v":2}\n'
+        [ended] = logs
+        assert ended["event"] == "partial_line_ended"
+        assert (ended["stream"], ended["partition"], ended["partial_bytes"]) == ("out", 1, 6)
+        assert ended["log_level"] == "warning"
 
     async def test_flush_makes_lines_visible(self, tmp_path: Path) -> None:
         producer = factory(tmp_path).get_producer()
