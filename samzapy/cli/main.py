@@ -355,6 +355,7 @@ async def _run_container(
     resolved: ResolvedConfig, stopper: _SignalStopper, task_factory: Callable[[], Any] | None
 ) -> None:
     # Imported here so that `samzapy validate` and `--version` never load the container.
+    from samzapy.container.pool import DefaultExecutor
     from samzapy.coordinator.job_runner import JobRunner
 
     container = JobRunner(resolved, task_factory=task_factory)
@@ -370,6 +371,8 @@ async def _run_container(
     # longer to be freed, a few MB at most.
     gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
     loop = asyncio.get_running_loop()
+    # Its shutdown, when the loop closes, does not wait for a blocking call a stop gave up on.
+    loop.set_default_executor(DefaultExecutor())
     stopper.install(loop, container)
     try:
         await container.run()

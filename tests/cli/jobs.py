@@ -75,6 +75,24 @@ class HangOnFirst(AsyncStreamTask):
         await asyncio.sleep(60)
 
 
+class BlockFirstInExecutor(AsyncStreamTask):
+    """Copies messages. With SAMZAPY_TEST_BLOCK_S set, its first call touches
+    SAMZAPY_TEST_READY_FILE, then waits for a blocking call of that many seconds on the event
+    loop's default executor (``run_in_executor(None, ...)``, as an async task does blocking
+    I/O): a stop cancels the wait, not the call, whose thread runs on."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def process_async(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        self.calls += 1
+        if self.calls == 1 and "SAMZAPY_TEST_BLOCK_S" in os.environ:
+            Path(os.environ["SAMZAPY_TEST_READY_FILE"]).touch()  # noqa: ASYNC240 - a test's marker file
+            block_s = float(os.environ["SAMZAPY_TEST_BLOCK_S"])
+            await asyncio.get_running_loop().run_in_executor(None, time.sleep, block_s)
+        collector.send(OutgoingMessageEnvelope(OUT, envelope.message))
+
+
 class BlockFirstOnPool(StreamTask):
     """Copies messages. With SAMZAPY_TEST_BLOCK_S set, its first call touches
     SAMZAPY_TEST_READY_FILE and then blocks that many seconds before it sends its copy (on the

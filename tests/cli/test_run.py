@@ -293,19 +293,26 @@ def test_a_second_signal_while_the_stop_waits_exits_1_at_once(
     assert offsets == [], offsets  # the message in flight never completed
 
 
+@pytest.mark.parametrize(
+    ("task", "extra"),
+    [
+        pytest.param("BlockFirstOnPool", {"job.container.thread.pool.size": 2}, id="pool"),
+        pytest.param("BlockFirstInExecutor", {}, id="default-executor"),
+    ],
+)
 def test_a_stop_leaves_a_call_on_the_thread_pool_behind_and_exits_0_at_once(
-    tmp_path: Path,
+    tmp_path: Path, task: str, extra: dict[str, object]
 ) -> None:
     """task.shutdown.ms (docs/configuration.md): a sync task's call on the thread pool that
     outlasts it cannot be cancelled; the task is closed and committed without it, and the
     process exits 0 without waiting for its thread (CPython joins a pool's threads at exit:
     it had logged container_exited and then waited the 30 s out, and a second signal then
     killed it, exit 143). The checkpoint leaves the call's message out, what the call sends
-    is not delivered, and the rerun processes the message."""
+    is not delivered, and the rerun processes the message. The same for a blocking call an
+    async task waits for on the loop's default executor (the loop's close waited for it)."""
     write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(3)]})
     ready = tmp_path / "ready"
-    settings = {"job.container.thread.pool.size": 2, "task.shutdown.ms": 500}
-    job = job_yaml(tmp_path, "BlockFirstOnPool", **settings)
+    job = job_yaml(tmp_path, task, **{"task.shutdown.ms": 500, **extra})
     proc = started(job, ready, {"SAMZAPY_TEST_BLOCK_S": "30"})
     try:
         stopped_at = time.monotonic()
