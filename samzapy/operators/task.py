@@ -43,7 +43,7 @@ from samzapy.operators.stream_joins import JoinOperator
 from samzapy.operators.table_plan import check_copartitioned, is_asynchronous, is_remote
 from samzapy.operators.task_tables import AppTaskContext, TaskTables
 from samzapy.operators.tumbling import TumblingWindowOperator
-from samzapy.operators.windows import WindowOperator, gather_pending
+from samzapy.operators.windows import WindowOperator
 
 
 class OperatorGraph:
@@ -396,12 +396,10 @@ class AsyncStreamOperatorTask(_OperatorTask, AsyncStreamTask):
         chain = self._chains.get(envelope.system_stream_partition)
         if chain is None:
             chain = self._chain(envelope.system_stream_partition)
+        # What the panes the message fired owe comes with it (``WindowOperator._take``); a
+        # generated watermark moves at the tick only in this graph (``Watermarks.deferred``),
+        # so no pane fires as the message enters.
         pending = chain(envelope, collector, coordinator)
-        if self.graph.pending:  # panes a generated watermark fired as the message entered
-            owed = gather_pending(self.graph.pending)
-            if pending is None:
-                return owed  # type: ignore[return-value]
-            return _both(pending, owed)
         if pending is not None:
             return pending
         done = self._done
@@ -409,12 +407,6 @@ class AsyncStreamOperatorTask(_OperatorTask, AsyncStreamTask):
             done = self._done = asyncio.get_running_loop().create_future()
             done.set_result(None)
         return done
-
-
-async def _both(first: Awaitable[Any], second: Awaitable[Any] | None) -> None:
-    await first
-    if second is not None:
-        await second
 
 
 class OperatorTaskFactory:
