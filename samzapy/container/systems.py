@@ -126,6 +126,12 @@ class Systems:
         sent): every part at once, each producer dropping what it still holds instead of
         flushing it (``output_dropped``, with the messages), so the stop ends within the
         clients' bound even with the brokers gone."""
+        # A system still connecting (its first send came as the container stopped) stops
+        # connecting first: its start would otherwise open connections after its stop.
+        connecting = list(self._connecting.values())
+        for pending in connecting:
+            pending.cancel()
+        await asyncio.gather(*connecting, return_exceptions=True)
         parts = [
             (what, name, part)
             for what, by_name in (

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
 from structlog.testing import capture_logs
 
 from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream
@@ -83,3 +85,45 @@ async def test_a_producer_fenced_at_stop_is_no_failure_of_the_stop() -> None:
     assert events["system_stopped_fenced"]["log_level"] == "info"
     assert events["system_stopped_fenced"]["part"] == "producer"
     assert events["system_stop_failed"]["part"] == "admin"
+
+
+async def test_a_system_still_connecting_at_the_stop_stops_connecting_before_its_stop() -> None:
+    """A first send to a system as the container stops: the stop cancels the connecting start
+    before it stops the system's parts, so no start opens connections after its stop (a stop
+    that waited on it would wait as long as the brokers do)."""
+    config = resolve(
+        load_config(
+            text="job.name: j\ntask.class: x:Y\ntask.inputs: [a.in]\n"
+            "systems.a.samza.factory: memory\nsystems.b.samza.factory: memory\n"
+        )
+    )
+    systems = Systems(config)
+    happened: list[str] = []
+    started = asyncio.Event()
+
+    async def start_slowly() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(60)  # a broker that does not answer
+        except asyncio.CancelledError:
+            happened.append("start cancelled")
+            raise
+        happened.append("started")
+
+    async def stop() -> None:
+        happened.append("stopped")
+
+    add = systems._add
+
+    def add_slow(name: str) -> None:
+        add(name)
+        systems.admins[name].start = start_slowly  # type: ignore[method-assign]
+        systems.admins[name].stop = stop  # type: ignore[method-assign]
+
+    systems._add = add_slow  # type: ignore[method-assign]
+    connecting = asyncio.ensure_future(systems.connect("b"))
+    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.wait_for(systems.stop(), 5)
+    assert happened == ["start cancelled", "stopped"]
+    with pytest.raises(asyncio.CancelledError):
+        await connecting
