@@ -26,7 +26,6 @@ from typing import Any
 
 import structlog
 
-from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.codec import check_partition_counts
 from samzapy.checkpoint.group import GroupOffsets
@@ -35,6 +34,7 @@ from samzapy.checkpoint.registry import checkpoint_manager
 from samzapy.checkpoint.transactional import TransactionalCheckpointManager
 from samzapy.checkpoint.writer import TaskCheckpointWriter, TransactionalCheckpointWriter
 from samzapy.config import ResolvedConfig
+from samzapy.container.send_errors import RefusingProducer
 from samzapy.control.rewind import rewind_control
 from samzapy.system.fencing import WriteLease
 from samzapy.system.ports import (
@@ -120,36 +120,6 @@ def _past(admin: SystemAdmin, offset: str, end: str) -> bool:
         return admin.compare_offsets(admin.offset_after(offset), end) > 0
     except ValueError:
         return False
-
-
-class RefusingProducer(SystemProducer):
-    """Under exactly-once, the producer of every system but the transactional one."""
-
-    def __init__(self, system: str, transactional: str) -> None:
-        self._system = system
-        self._transactional = transactional
-
-    def send(
-        self, system_stream: SystemStream, partition: int | None, key: Any, message: Any
-    ) -> None:
-        raise StreamSystemError(
-            f"cannot send to {system_stream}: task.processing.guarantee is exactly-once, and "
-            f"a task's outputs commit in a transaction of kafka system "
-            f"{self._transactional!r}; system {self._system!r} has none"
-        )
-
-    def send_with_headers(
-        self,
-        system_stream: SystemStream,
-        partition: int | None,
-        key: Any,
-        message: Any,
-        headers: Any,
-    ) -> None:
-        self.send(system_stream, partition, key, message)
-
-    async def flush(self) -> None:
-        return None
 
 
 class ContainerCheckpoints:
@@ -315,7 +285,6 @@ async def _stop_producer(producer: TransactionalProducer, *, abandon: bool = Fal
 
 __all__ = [
     "ContainerCheckpoints",
-    "RefusingProducer",
     "checked",
     "checkpoint_namespace",
     "forget_streams_gone_back",

@@ -7,8 +7,10 @@ routed it), serializes key and message, and hands them to the system's producer.
 message to a stream looks its partition count up (creating the stream when it is missing);
 messages sent meanwhile wait in order behind it. The streams a job declares are looked up at
 start-up (``prepare``), so a send to one that cannot be routed fails in the task's own call,
-naming the task, the input partition and offset. ``flush`` returns once everything sent so far
-is durable, which is what a commit needs before it writes a checkpoint.
+naming the task, the input partition and offset. Under exactly-once, a stream of a system
+without the task's transaction is never looked up: its first send fails the job, named
+(``send_errors.py``). ``flush`` returns once everything sent so far is durable, which is what
+a commit needs before it writes a checkpoint.
 
 Messages to a framed stream (``samza.intermediate`` or ``samza.framed``) are framed after
 serialization, with their origin when the sender gives one (``samzapy.control.origins``);
@@ -31,10 +33,10 @@ from samzapy.api.errors import (
     SendFailedError,
     SerdeError,
     StreamSystemError,
-    TaskError,
     TaskFencedError,
 )
 from samzapy.api.system import SystemStream, TaskName
+from samzapy.container.send_errors import RefusingProducer, send_failed
 from samzapy.control.origins import WriterOrigins
 from samzapy.control.wire import frame, with_event_time
 from samzapy.system.partitioner import partition_for
@@ -74,22 +76,6 @@ def _spread(offset: str, ordinal: int, partitions: int) -> int | None:
         return (int(offset) * 31 + ordinal) % partitions
     except ValueError:
         return None
-
-
-def _send_failed(
-    exc: Exception, task: TaskName, origin: IncomingMessageEnvelope | None
-) -> TaskError:
-    """A send of ``task`` failed after its call returned: the error names the task and, when
-    the send was made by a call for an input message, that message's partition and offset."""
-    if origin is None:
-        return TaskError(f"a send of task {task!r} failed: {exc}", task_name=task)
-    ssp = origin.system_stream_partition
-    return TaskError(
-        f"a send of task {task!r} (processing {ssp} at offset {origin.offset}) failed: {exc}",
-        task_name=task,
-        ssp=ssp,
-        offset=origin.offset,
-    )
 
 
 class _ControlRecord:
@@ -314,7 +300,7 @@ class OutputRouter:
             if task is None or isinstance(exc, TaskFencedError):
                 self._on_error(exc)
                 return
-            error = _send_failed(exc, task, origin)
+            error = send_failed(exc, task, origin)
             error.__cause__ = exc
             self._on_error(error)
 
@@ -353,6 +339,13 @@ class OutputRouter:
     async def _resolve(self, route: _Route) -> None:
         system = route.stream.system
         try:
+            if isinstance(route.producer, RefusingProducer):
+                # Nothing to look up or create: the first send waiting is refused, named.
+                refusal = route.producer.refusal(route.stream)
+                first = next((w for w in route.backlog or () if isinstance(w, _Waiting)), None)
+                if first is None or first.task is None:
+                    raise refusal
+                raise send_failed(refusal, first.task, first.origin) from refusal
             if route.producer is None:  # a system the job had not used: connect it first
                 assert self._connect is not None
                 # The tasks wait meanwhile, as they would for the producer's backpressure.
@@ -397,7 +390,7 @@ class OutputRouter:
                 except SamzapyError as exc:
                     if waiting.task is None:
                         raise
-                    raise _send_failed(exc, waiting.task, waiting.origin) from exc
+                    raise send_failed(exc, waiting.task, waiting.origin) from exc
         except BaseException as exc:
             error = (
                 exc

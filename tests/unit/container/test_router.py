@@ -9,8 +9,18 @@ from typing import Any
 
 import pytest
 
-from samzapy import OutgoingMessageEnvelope, SerdeError, StreamSystemError, SystemStream
+from samzapy import (
+    IncomingMessageEnvelope,
+    OutgoingMessageEnvelope,
+    SerdeError,
+    StreamSystemError,
+    SystemStream,
+    SystemStreamPartition,
+    TaskError,
+    TaskName,
+)
 from samzapy.container.collector import OutputRouter
+from samzapy.container.send_errors import RefusingProducer
 from samzapy.control.wire import decode
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.system.inmemory.factory import InMemorySystemFactory
@@ -139,6 +149,40 @@ async def test_a_send_to_an_unknown_system_names_it() -> None:
     with pytest.raises(StreamSystemError, match=r"no system named 'nowhere' is configured"):
         setup.router.send(OutgoingMessageEnvelope(SystemStream("nowhere", "x"), "m"))
     await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("system", ["memory", "files"], ids=["connected", "not-connected"])
+async def test_a_refusing_system_s_stream_is_not_looked_up_and_its_first_send_fails_the_job(
+    system: str,
+) -> None:
+    """Under exactly-once (docs/configuration.md, task.processing.guarantee): "a send to
+    another system fails the job", naming the task's message, whether the job had connected
+    that system (an admin) or not; its stream is neither looked up nor created."""
+    setup = Setup()
+    admin = InMemorySystemFactory("memory", {"namespace": setup.broker.namespace}).get_admin()
+    errors: list[BaseException] = []
+    router = OutputRouter(
+        {"kafka": RecordingProducer(), system: RefusingProducer(system, "kafka")},
+        {"memory": admin},
+        lambda ss: (None, None),
+        lambda ss: 3,
+        errors.append,
+    )
+    aside = SystemStream(system, "aside")
+    read = IncomingMessageEnvelope(SystemStreamPartition("kafka", "in", 2), "41", None, "m")
+    router.send(OutgoingMessageEnvelope(aside, "m", partition=1), TaskName("t"), origin=read)
+    refusal = (
+        f"cannot send to {aside}: task.processing.guarantee is exactly-once, and a task's "
+        f"outputs commit in a transaction of kafka system 'kafka'; system '{system}' has none"
+    )
+    with pytest.raises(TaskError) as failed:
+        await router.flush()
+    assert str(failed.value) == (
+        f"a send of task 't' (processing kafka.in#2 at offset 41) failed: {refusal}"
+    )
+    assert str(failed.value.__cause__) == refusal
+    assert errors == [failed.value]
+    assert setup.broker.partition_count("aside") is None
 
 
 def test_a_route_remembers_key_partitions_up_to_a_bound() -> None:
