@@ -34,3 +34,21 @@ class Tag(StreamTask):
                 partition=ssp.partition,
             )
         )
+
+
+class TagAndSendAside(Tag):
+    """``Tag``; besides, a message ``commit`` asks for a commit once it is processed, and a
+    message ``aside`` is also sent to the stream SAMZAPY_TEST_ASIDE names (``system.stream``),
+    when set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        system, _, stream = os.environ.get("SAMZAPY_TEST_ASIDE", "").partition(".")
+        self.aside = SystemStream(system, stream) if stream else None
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        super().process(envelope, collector, coordinator)
+        if envelope.message == b"commit":
+            coordinator.commit()
+        elif envelope.message == b"aside" and self.aside is not None:
+            collector.send(OutgoingMessageEnvelope(self.aside, b"aside", key=envelope.key))
