@@ -93,6 +93,20 @@ class BlockFirstInExecutor(AsyncStreamTask):
         collector.send(OutgoingMessageEnvelope(OUT, envelope.message))
 
 
+class HangOnMarked(AsyncStreamTask):
+    """Copies messages, and asks for a commit after one whose "commit" field is true. With
+    SAMZAPY_TEST_HANG set, the call for a message whose "hang" field is true touches
+    SAMZAPY_TEST_READY_FILE and never completes."""
+
+    async def process_async(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        if envelope.message.get("hang") and "SAMZAPY_TEST_HANG" in os.environ:
+            Path(os.environ["SAMZAPY_TEST_READY_FILE"]).touch()  # noqa: ASYNC240 - a test's marker file
+            await asyncio.get_running_loop().create_future()  # never done
+        collector.send(OutgoingMessageEnvelope(OUT, envelope.message))
+        if envelope.message.get("commit"):
+            coordinator.commit()
+
+
 class BlockFirstOnPool(StreamTask):
     """Copies messages. With SAMZAPY_TEST_BLOCK_S set, its first call touches
     SAMZAPY_TEST_READY_FILE and then blocks that many seconds before it sends its copy (on the
