@@ -100,6 +100,46 @@ async def test_the_write_ttl_defaults_to_the_read_ttl() -> None:
     assert (table.metrics.cache_hits, table.metrics.cache_misses) == (1, 1)
 
 
+async def test_an_entry_is_fresh_until_its_ttl_and_stale_at_exactly_its_ttl() -> None:
+    """docs/tables.md: "with_read_ttl(duration) (how long a value read stays fresh; default:
+    until evicted), with_write_ttl(duration)". An entry read (ttl 8 s) and one written
+    through (ttl 4 s) at 100 s: each is a hit a hair before its ttl ran out and a miss (the
+    table read again) at exactly its ttl, as Guava's expireAfterWrite under Samza's cache."""
+    clock = FakeClock(100.0)
+    service = Service({"ada": 36})
+    table = caching(service, clock, read_ttl_s=8, write_ttl_s=4)
+    await table.get_async("ada")
+    await table.put_async("bob", 2)
+    hair = 2.0**-20  # exact in binary: 104 - hair and 104 are both exact
+    clock.now = 104.0 - hair
+    assert await table.get_async("bob") == 2
+    clock.now = 104.0
+    assert await table.get_async("bob") == 2
+    assert service.calls[-1] == ("get", "bob")  # stale at 4 s: read from the table
+    clock.now = 108.0 - hair
+    assert await table.get_async("ada") == 36
+    assert service.count("get") == 2  # ada's first read and bob's at 104 s
+    clock.now = 108.0
+    assert await table.get_async("ada") == 36
+    assert service.calls[-1] == ("get", "ada")
+    assert service.count("get") == 3
+
+
+async def test_the_cache_holds_a_thousand_entries_by_default() -> None:
+    """docs/tables.md: "with_cache_size(entries) (default 1,000)"."""
+    service = Service({f"k{i}": i for i in range(1001)})
+    remote_descriptor = RemoteTableDescriptor("profiles").with_read_function(service)
+    table = CachingTable(
+        CachingTableDescriptor("cached-profiles", remote_descriptor),
+        RemoteTable(remote_descriptor, service),
+    )
+    for i in range(1000):
+        await table.get_async(f"k{i}")
+    assert len(table.cache) == 1000 and "k0" in table.cache
+    await table.get_async("k1000")  # one more: the least recently used goes
+    assert len(table.cache) == 1000 and "k0" not in table.cache and "k1" in table.cache
+
+
 async def test_the_least_recently_used_entry_goes_first() -> None:
     service = Service({"a": 1, "b": 2, "c": 3})
     table = caching(service, size=2)

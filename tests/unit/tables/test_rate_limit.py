@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 
 import pytest
 from table_fakes import FakeClock, Service
 
+from samzapy.api.retry import TableRetryPolicy
 from samzapy.api.tables import RemoteTableDescriptor
 from samzapy.metrics.registry import MetricsRegistry
 from samzapy.tables import RemoteTable, TokenBucket
@@ -104,3 +106,31 @@ async def test_writes_have_their_own_limit() -> None:
     published = registry.snapshot()["task.Partition 0"]["profiles-rate-limit-wait-seconds"]
     assert published == table.metrics.rate_limit_wait_ns / 1e9
     assert 0.4 <= published < 1.0
+
+
+async def test_a_retry_takes_a_token_too() -> None:
+    """docs/tables.md: "a call over the limit waits for its token (on the event loop,
+    blocking nothing). A retry takes a token too". A bucket of four tokens on a clock that
+    stands still: a read that fails twice before it succeeds spends three of them, so one
+    more read goes at once and the next waits a quarter of a second for its token."""
+    clock = FakeClock()
+    descriptor = (
+        RemoteTableDescriptor("profiles")
+        .with_read_rate_limit(4)
+        .with_read_retry_policy(
+            TableRetryPolicy().with_fixed_backoff(timedelta(0)).with_stop_after_attempts(5)
+        )
+    )
+    service = Service({"k": 1}, failures=2)
+    table = RemoteTable(descriptor, service, clock=clock)
+    assert await table.get_async("k") == 1
+    assert service.count("get") == 3
+    assert table.metrics.retries == 2
+    assert table.metrics.rate_limit_waits == 0  # the bucket started full: four tokens
+    assert await table.get_async("k") == 1  # the fourth token
+    assert table.metrics.rate_limit_waits == 0
+    start = time.monotonic()
+    assert await table.get_async("k") == 1  # none left: it waits for the refill
+    assert table.metrics.rate_limit_waits == 1
+    assert table.metrics.rate_limit_wait_ns == pytest.approx(0.25e9)
+    assert time.monotonic() - start >= 0.24

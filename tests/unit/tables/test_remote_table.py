@@ -4,6 +4,7 @@ methods off the loop, the functions' life cycle, and the metrics it publishes.""
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -120,6 +121,20 @@ async def test_retries_stop_once_the_policy_delay_is_spent() -> None:
     ):
         await table.get_async("k")
     assert service.count("get") == 3  # started at 0, 20 and 40 ms; the next would be at 60
+
+
+async def test_the_default_policy_makes_three_attempts_100_ms_apart() -> None:
+    """docs/tables.md: "with_stop_after_attempts (default 3)"; TableRetryPolicy: "Defaults:
+    100 ms between attempts, stop after 3 attempts, retry every Exception"."""
+    service = Service(failures=10, error=lambda: KeyError("any exception"))
+    table = remote(service, write_retry=TableRetryPolicy())
+    start = time.monotonic()
+    with pytest.raises(TableError, match=r"put of key 'ada' failed after 3 attempts: KeyError"):
+        await table.put_async("ada", 1)
+    elapsed = time.monotonic() - start
+    assert service.count("put") == 3
+    assert (table.metrics.retries, table.metrics.failures) == (2, 1)
+    assert 0.19 <= elapsed < 1.0  # two sleeps of 100 ms
 
 
 def test_retry_delay_follows_the_policy_back_off() -> None:
