@@ -183,6 +183,59 @@ def test_a_remote_join_s_result_keeps_its_message_s_event_time() -> None:
     assert sorted(panes) == [("ann", 0, 1), ("bob", 10_000, 1)]
 
 
+class InnerJoin(Enrich):
+    """An inner join: a view whose member has no profile goes no further."""
+
+    def apply(self, message: KV, record: KV | None) -> Any:
+        return None if record is None else super().apply(message, record)
+
+
+class Recorded(Profiles):
+    """Profiles, noting each key looked up (over every task's copy)."""
+
+    keys: ClassVar[list[Any]] = []
+
+    async def get_async(self, key: str) -> Any:
+        Recorded.keys.append(key)
+        return await super().get_async(key)
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "remote"])
+def test_a_stream_table_join_drops_a_none_result_and_the_rest_keep_their_order(
+    remote: bool,
+) -> None:
+    """docs/tables.md: "record is the table's KV(key, value), or None when the key has no
+    value (a left join: apply decides; a None result is dropped)"; "a message whose key is
+    None is not looked up: its record is None"; remote: "the joined messages go on in the
+    order their messages came in". An inner join over views of members with and without a
+    profile, and of no member at all; remotely with eight look-ups in flight, those of
+    members without a profile answering first."""
+    Recorded.keys = []
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        if remote:
+            table = d.get_table(RemoteTableDescriptor("profiles").with_read_function(Recorded()))
+            join_fn: Any = InnerJoin()
+        else:
+            table = d.get_table(InMemoryTableDescriptor("profiles", KVSerde("string", "json")))
+            join_fn = type("FilledInner", (FillOnInit, InnerJoin), {})()
+        d.get_input_stream(VIEWS).join(table, join_fn).send_to(d.get_output_stream(ENRICHED))
+
+    members = ["ann", "cid", None, "bob", "dan", "ann", None, "bob"] * 3
+    views = [KV(member, f"/{i}") for i, member in enumerate(members)]
+    result = run(app, [(VIEWS, views)], {ENRICHED: 1}, **{"task.max.concurrency": 8})
+    out = flat(result.keyed_outputs(ENRICHED))
+    assert out == [
+        KV(m, {"page": f"/{i}", "city": PROFILES[m]["city"]})
+        for i, m in enumerate(members)
+        if m in PROFILES
+    ]
+    if remote:
+        assert Recorded.keys == [m for m in members if m is not None]
+    snapshot = result.metrics.snapshot()["task.Partition 0"]
+    assert snapshot["stream_table_join-1-messages-out"] == len(out)
+
+
 def test_a_failing_remote_read_is_retried_per_policy_then_fails_naming_table_and_key() -> None:
     def app_with(policy: TableRetryPolicy | None, failures: int) -> Any:
         def app(d: StreamApplicationDescriptor) -> None:
