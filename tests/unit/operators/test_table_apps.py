@@ -354,6 +354,49 @@ def test_a_stream_stream_join_in_processing_time_joins_each_pair_once_order_firs
     assert plan["orders-payments-messages-out"] == 3
 
 
+def test_a_stream_stream_join_keeps_each_key_s_latest_and_a_none_key_joins_nothing() -> None:
+    """docs/tables.md: "Each side keeps its latest message per key"; "a message whose key is
+    None joins nothing". One stream, in order, split into orders and payments: of the two
+    orders of o1 the payment after them joins the second only; an order and a payment
+    without an id (key None) neither join each other nor are kept for a later message."""
+    events = KAFKA.get_input_descriptor("events", KVSerde("string", "json"))
+
+    class ById(OrderPayment):
+        def get_first_key(self, message: KV) -> Any:
+            return message.value["id"]
+
+        def get_second_key(self, message: KV) -> Any:
+            return message.value["id"]
+
+        def apply(self, order: KV, payment: KV) -> KV:
+            return KV(order.key, [order.value["n"], payment.value["n"]])
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        stream = d.get_input_stream(events)
+        stream.filter(lambda kv: kv.key == "order").join(
+            stream.filter(lambda kv: kv.key == "payment"),
+            ById(),
+            "string",
+            KVSerde("string", "json"),
+            KVSerde("string", "json"),
+            timedelta(minutes=5),
+            "j",
+        ).send_to(d.get_output_stream(PAID))
+
+    messages = [
+        KV("order", {"id": "o1", "n": 1}),
+        KV("order", {"id": "o1", "n": 2}),
+        KV("order", {"id": None, "n": 3}),
+        KV("payment", {"id": None, "n": 4}),
+        KV("payment", {"id": "o1", "n": 5}),
+        KV("order", {"id": None, "n": 6}),
+    ]
+    result = run(app, [(events, messages)], {PAID: 1})
+    assert flat(result.keyed_outputs(PAID)) == [KV("order", [2, 5])]
+    snapshot = result.metrics.snapshot()["task.Partition 0"]
+    assert snapshot["j-messages-out"] == 1
+
+
 def timed(name: str) -> Any:
     return (
         KAFKA.get_input_descriptor(name, KVSerde("string", "json"))
