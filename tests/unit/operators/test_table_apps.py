@@ -864,3 +864,73 @@ def test_a_message_is_not_checkpointed_before_its_batched_remote_write_landed() 
     assert [(first, start, end) for first, start, end in seen if max(start, end) >= first] == []
     assert any(start >= 0 for _, start, _ in seen), "commits ran while batches were landing"
     assert list(result.checkpoints[TaskName.for_partition(0)].values()) == ["39"]
+
+
+async def test_a_commit_waits_for_a_batch_not_full_and_takes_no_message_meanwhile() -> None:
+    """docs/tables.md: "A task takes no message while a commit or a tick ... waits for the
+    messages in flight ...: a batch that is not full then waits out its max_delay (as in
+    Samza)".
+    Six writes go into batches of four: the first four go at once, the last two wait 600 ms.
+    A commit comes due meanwhile (every 50 ms), so the four messages sent 200 ms later are
+    not taken to fill the batch: it goes with two writes once its delay ran out, and the
+    four go in a batch of their own after the commit."""
+    from samzapy.api.system import TaskName
+    from samzapy.checkpoint.memory import InMemoryCheckpointManager
+
+    calls: list[tuple[list[str], float, int]] = []  # the keys, when, the checkpoint then
+    three = asyncio.Event()
+    runners: list[TestRunner] = []
+
+    def checkpointed() -> int:
+        container = runners[0].container
+        assert container is not None
+        found = InMemoryCheckpointManager.checkpoints_for(container.checkpoint_namespace)
+        return max((int(o) for c in found.values() for o in c.offsets.values()), default=-1)
+
+    class Store:
+        async def get_async(self, key: str) -> Any:
+            return None
+
+        async def put_async(self, key: str, value: Any) -> None:
+            raise AssertionError("a batched table writes with put_all_async")
+
+        async def delete_async(self, key: str) -> None:
+            raise AssertionError("nothing is deleted")
+
+        async def put_all_async(self, entries: list[Any]) -> None:
+            calls.append(([key for key, _ in entries], time.monotonic(), checkpointed()))
+            if len(calls) == 3:
+                three.set()
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        store = Store()
+        remote = RemoteTableDescriptor("state").with_read_function(store)
+        batched = remote.with_write_function(store).with_write_batch(4, timedelta(milliseconds=600))
+        d.get_input_stream(VIEWS).send_to(d.get_table(batched))
+
+    runner = TestRunner.of(Lambda(app), {"task.commit.ms": 50, "task.max.concurrency": 8})
+    runners.append(runner)
+    runner.add_input_stream(VIEWS, {})
+    runner.broker.create_stream(VIEWS.physical_name, 1)
+    job = asyncio.ensure_future(runner.run_async(timeout=10))
+    await asyncio.sleep(0.05)  # the container started, its commits under way
+    sent = time.monotonic()
+    for i in range(6):
+        runner.broker.append(VIEWS.physical_name, 0, f"k{i}", i)
+    await asyncio.sleep(0.2)
+    for i in range(6, 10):
+        runner.broker.append(VIEWS.physical_name, 0, f"k{i}", i)
+    await asyncio.wait_for(three.wait(), timeout=5)
+    runner.broker.end_stream(VIEWS.physical_name)
+    result = await job
+    assert [keys for keys, _, _ in calls] == [
+        ["k0", "k1", "k2", "k3"],
+        ["k4", "k5"],
+        ["k6", "k7", "k8", "k9"],
+    ]
+    (_, first_at, _), (_, second_at, second_cp), (_, _, third_cp) = calls
+    assert first_at - sent < 0.2  # full: at once
+    assert second_at - sent >= 0.58  # its delay, though a commit was due all along
+    assert second_cp <= 3  # the commit waits for it (offsets 4 and 5 in flight)
+    assert third_cp >= 5  # the commit came before the next messages were taken
+    assert list(result.checkpoints[TaskName.for_partition(0)].values()) == ["9"]
