@@ -13,7 +13,9 @@ Store layout (keys ordered as bytes):
 - ``S`` + the serialized key: a key's open sessions, ``[(start, last, value bytes), ...]``;
 - ``A`` + the same pane id and key: a tumbling window's trigger state (a count, two times,
   whether it fired), so a restarted task's triggers go on where they were;
-- ``M``: the window's watermark when it last fired (a restart does not fire a pane twice).
+- ``M``: the window's watermark, written whenever it moves past what a message's lateness
+  depends on (``mark_after``), so a restart has it as of its checkpoint: it neither fires a
+  pane twice nor takes a message the watermark had passed for one on time.
 
 What runs in memory is bounded by the open windows: the open panes' ids, one due time per key
 with open sessions, and the state of early and late triggers (also in the store, above).
@@ -141,6 +143,7 @@ class WindowOperator(SendingOperator):
         "late",
         "late_logged",
         "lateness",
+        "mark",
         "merger",
         "now_ms",
         "pending",
@@ -178,6 +181,8 @@ class WindowOperator(SendingOperator):
         self.kserde: Any = None
         self.vserde: Any = None
         self.watermark: int | None = None
+        #: From this watermark on, the store's is written again (None: at its next move).
+        self.mark: int | None = None
         self.late = 0
         self.late_logged: dict[int, None] = {}
 
@@ -200,6 +205,11 @@ class WindowOperator(SendingOperator):
     def timed_triggers(self) -> None:
         """Fire the early and late triggers whose time came (processing time)."""
 
+    def mark_after(self, watermark: int) -> int:
+        """The next watermark at which a message could be judged later than at ``watermark``
+        (a session's end can be any time: the next one)."""
+        return watermark + 1
+
     # -- start-up ------------------------------------------------------------------------------
 
     def open(self, context: Any) -> None:
@@ -210,6 +220,7 @@ class WindowOperator(SendingOperator):
         meta = self.store.get(_META)
         if meta is not None:
             self.watermark = int(pickle.loads(meta))
+            self.mark = self.mark_after(self.watermark)
         self.restore()
 
     # -- messages ------------------------------------------------------------------------------
@@ -327,18 +338,24 @@ class WindowOperator(SendingOperator):
     # operator; the window's own failures (its store's, a serde's) name the window.
 
     def advance(self, watermark: int) -> None:
-        """The window's watermark moved (event time): fire what it completed."""
+        """The window's watermark moved (event time): fire what it completed, and write it
+        to the store when it fired something or passed its mark (``M``, module docstring)."""
         if self.watermark is not None and watermark <= self.watermark:
             return
         self.watermark = watermark
-        if self.due(watermark):
-            try:
+        due = self.due(watermark)
+        mark = self.mark
+        if not due and mark is not None and watermark < mark:
+            return
+        try:
+            if due:
                 self.fire(watermark)
-                self.store.put(_META, pickle.dumps(watermark, 5))
-            except OperatorError:
-                raise
-            except Exception as exc:
-                raise self.failed(exc, "firing") from exc
+            self.store.put(_META, pickle.dumps(watermark, 5))
+        except OperatorError:
+            raise
+        except Exception as exc:
+            raise self.failed(exc, "firing") from exc
+        self.mark = self.mark_after(watermark)
 
     def tick(self) -> None:
         """Processing time passed (``task.window.ms``): fire what is due by the clock."""

@@ -1,8 +1,9 @@
 """Windows at the edges docs/api.md draws: a watermark one millisecond short of a window's
 allowed lateness and exactly at it; two messages exactly a session gap apart; a pane with
 nothing new in discarding mode; a processing-time pane whose end passed while the job was
-down; a partition that lags behind the other through partition_by; every input idle. Each
-test quotes the sentence it proves.
+down; a partition that lags behind the other through partition_by; every input idle; a
+restart after the watermark passed a window's end with nothing to fire. Each test quotes the
+sentence it proves.
 """
 
 from __future__ import annotations
@@ -239,4 +240,46 @@ async def test_when_every_input_is_idle_the_highest_watermark_closes_the_last_wi
     assert await live.wait(0, until=lambda _: len(seen) == 5)
     result = await live.end()
     assert live.panes[3:] == [("b", 20_000, 1, DEFAULT)]
+    assert result.metrics.snapshot()["task.Partition 0"]["w-late-messages"] == 1
+
+
+def tumbling() -> Any:
+    return key_count().with_event_time()
+
+
+def session() -> Any:
+    return sessions(**COUNT, merger=lambda x, y: x + y)
+
+
+@pytest.mark.parametrize(
+    ("window", "late"),
+    [(tumbling, m("a", 15_000)), (session, m("a", 18_000))],
+    ids=["tumbling", "session"],
+)
+async def test_a_restarted_window_keeps_the_watermark_it_had_reached(
+    window: Any, late: Any
+) -> None:
+    """docs/api.md, State, restarts and guarantees: "A restart restores the open windows from
+    the changelog, exactly as of the last checkpoint (after kill -9 too), with the watermark
+    the window had reached"; Processing time and event time: "the same input gives the same
+    panes however fast, late or often it is read". The x messages go no further than a filter,
+    but move the watermark: to 12 s (the pane or session of a at 1 s fires), then to 25 s,
+    which passes the end of [10 s, 20 s) and of a session from 18 s with nothing to fire. A
+    checkpoint covers them; after a crash, a message at 15 s (at 18 s) is as late as it is
+    without the crash."""
+    source = events()
+
+    def build(d: Any, sink: Any) -> None:
+        stream = d.get_input_stream(source).filter(lambda message: message["k"] != "x")
+        stream.window(window(), "w").sink(sink)
+
+    first = Live(build, {source: 1}, **{"task.commit.ms": 20})
+    first.send(source, m("a", 1_000), m("x", 12_000), m("x", 25_000))
+    namespace = await crash_after_commit(first, "2")
+    assert [p[2:] for p in first.panes] == [(1, DEFAULT)]
+
+    again = Live(build, {source: 1}, namespace=namespace)
+    again.send(source, late)
+    result = await again.end()
+    assert again.panes == []
     assert result.metrics.snapshot()["task.Partition 0"]["w-late-messages"] == 1
