@@ -335,6 +335,7 @@ class TaskAssembly:
             stores=instance.stores.stores if instance.stores else None,
             time_ms=getattr(self.clock, "time_ms", None),  # a clock of one's own may lack it
             now=self.clock.now,
+            before_commit=instance.stores.before_flush.append if instance.stores else None,
         )
 
 

@@ -17,7 +17,9 @@ class TaskContextImpl:
     """A task's name, input partitions, the job's config, metrics, stores, and those stores
     as tables; ``time_ms``: the container's clock's wall-clock time (the operator task's
     processing time; None: the operators read the wall clock themselves); ``now``: its
-    monotonic seconds (the idle timeouts of generated watermarks; None: ``time.monotonic``)."""
+    monotonic seconds (the idle timeouts of generated watermarks; None: ``time.monotonic``);
+    ``before_commit(fn)``: ``fn()`` runs at each commit before the task's stores flush, its
+    writes covered by the checkpoint (None: the task has no stores)."""
 
     def __init__(
         self,
@@ -29,6 +31,7 @@ class TaskContextImpl:
         stores: Mapping[str, KeyValueStore[Any, Any]] | None = None,
         time_ms: Callable[[], int] | None = None,
         now: Callable[[], float] | None = None,
+        before_commit: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self._task_name = task_name
         self._config = config
@@ -38,6 +41,7 @@ class TaskContextImpl:
         self._tables: dict[str, ReadWriteTable] = {}
         self.time_ms = time_ms
         self.now = now
+        self.before_commit = before_commit
 
     @property
     def task_name(self) -> TaskName:

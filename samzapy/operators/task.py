@@ -268,7 +268,7 @@ class _OperatorTask(InitableTask, ClosableTask, WindowHooks):
         await tables.open(context)
         for op in self.graph.table_users:
             op.use_table(tables.tables[op.table_id])
-        context = AppTaskContext(context, tables.tables)
+        own, context = context, AppTaskContext(context, tables.tables)
         for function in self.graph.functions:
             hook = function.hook("init")
             if hook is None:
@@ -289,7 +289,7 @@ class _OperatorTask(InitableTask, ClosableTask, WindowHooks):
                 {ssp.system_stream for ssp in context.system_stream_partitions}
             )
         for window in self.graph.windows:
-            window.open(context)
+            window.open(own)  # the container's context: its commit hook (``before_commit``)
         for join in self.graph.joins:
             join.open(context)
         self._register_metrics(context)

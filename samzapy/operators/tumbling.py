@@ -158,13 +158,6 @@ class TumblingWindowOperator(WindowOperator):
     def due(self, now: int) -> bool:
         return self.next_due is not None and now >= self.next_due
 
-    def mark_after(self, watermark: int) -> int:
-        """The next pane end, or pane end plus the allowed lateness, past ``watermark``: below
-        it, every message is as late as at ``watermark``."""
-        size, lateness = self.size, self.lateness
-        end = (watermark // size + 1) * size
-        return min(end, ((watermark - lateness) // size + 1) * size + lateness)
-
     def message(self, message: Any, key: Any, t: int) -> None:
         size = self.size
         pane = t - t % size

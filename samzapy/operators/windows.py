@@ -13,9 +13,10 @@ Store layout (keys ordered as bytes):
 - ``S`` + the serialized key: a key's open sessions, ``[(start, last, value bytes), ...]``;
 - ``A`` + the same pane id and key: a tumbling window's trigger state (a count, two times,
   whether it fired), so a restarted task's triggers go on where they were;
-- ``M``: the window's watermark, written whenever it moves past what a message's lateness
-  depends on (``mark_after``), so a restart has it as of its checkpoint: it neither fires a
-  pane twice nor takes a message the watermark had passed for one on time.
+- ``M``: the window's watermark, written when the window fires and before each commit's
+  flush of the stores (``TaskContextImpl.before_commit``), so a restart has it as of its
+  checkpoint: it neither fires a pane twice nor takes a message the watermark had passed for
+  one on time. (Written at every move instead where the context offers no such hook.)
 
 What runs in memory is bounded by the open windows: the open panes' ids, one due time per key
 with open sessions, and the state of early and late triggers (also in the store, above).
@@ -136,6 +137,7 @@ class WindowOperator(SendingOperator):
     __slots__ = (
         "accumulating",
         "aggregator",
+        "at_commit",
         "event_time",
         "initial",
         "key_fn",
@@ -143,7 +145,6 @@ class WindowOperator(SendingOperator):
         "late",
         "late_logged",
         "lateness",
-        "mark",
         "merger",
         "now_ms",
         "pending",
@@ -152,6 +153,7 @@ class WindowOperator(SendingOperator):
         "vserde",
         "watermark",
         "window",
+        "written",
     )
 
     def __init__(
@@ -181,8 +183,9 @@ class WindowOperator(SendingOperator):
         self.kserde: Any = None
         self.vserde: Any = None
         self.watermark: int | None = None
-        #: From this watermark on, the store's is written again (None: at its next move).
-        self.mark: int | None = None
+        #: The watermark ``M`` holds, and whether a commit writes it (else each move does).
+        self.written: int | None = None
+        self.at_commit = False
         self.late = 0
         self.late_logged: dict[int, None] = {}
 
@@ -205,11 +208,6 @@ class WindowOperator(SendingOperator):
     def timed_triggers(self) -> None:
         """Fire the early and late triggers whose time came (processing time)."""
 
-    def mark_after(self, watermark: int) -> int:
-        """The next watermark at which a message could be judged later than at ``watermark``
-        (a session's end can be any time: the next one)."""
-        return watermark + 1
-
     # -- start-up ------------------------------------------------------------------------------
 
     def open(self, context: Any) -> None:
@@ -219,9 +217,22 @@ class WindowOperator(SendingOperator):
         self.vserde = state_serde(self.window.value_serde, context.config)
         meta = self.store.get(_META)
         if meta is not None:
-            self.watermark = int(pickle.loads(meta))
-            self.mark = self.mark_after(self.watermark)
+            self.watermark = self.written = int(pickle.loads(meta))
+        before_commit = getattr(context, "before_commit", None)
+        if before_commit is not None:
+            before_commit(self.write_watermark)
+            self.at_commit = True
         self.restore()
+
+    def write_watermark(self) -> None:
+        """Before a commit's flush: the watermark into the store, if it moved since."""
+        watermark = self.watermark
+        if watermark is not None and watermark != self.written:
+            try:
+                self.store.put(_META, pickle.dumps(watermark, 5))
+            except Exception as exc:
+                raise self.failed(exc, "writing its watermark") from exc
+            self.written = watermark
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -339,13 +350,12 @@ class WindowOperator(SendingOperator):
 
     def advance(self, watermark: int) -> None:
         """The window's watermark moved (event time): fire what it completed, and write it
-        to the store when it fired something or passed its mark (``M``, module docstring)."""
+        to the store when it fired something (``M``, module docstring; else the commit does)."""
         if self.watermark is not None and watermark <= self.watermark:
             return
         self.watermark = watermark
         due = self.due(watermark)
-        mark = self.mark
-        if not due and mark is not None and watermark < mark:
+        if not due and self.at_commit:
             return
         try:
             if due:
@@ -355,7 +365,7 @@ class WindowOperator(SendingOperator):
             raise
         except Exception as exc:
             raise self.failed(exc, "firing") from exc
-        self.mark = self.mark_after(watermark)
+        self.written = watermark
 
     def tick(self) -> None:
         """Processing time passed (``task.window.ms``): fire what is due by the clock."""

@@ -71,6 +71,9 @@ class TaskStores:
         self._factories = factories
         self._admins = admins
         self._snapshots = snapshots
+        #: Called at each commit before the stores flush: writes of what a task keeps in
+        #: memory (a window's watermark), so the checkpoint's stores hold them.
+        self.before_flush: list[Callable[[], None]] = []
         self._stores: dict[str, LocalStore] = {}
         for name, cfg in configs.items():
             changelog = None
@@ -148,6 +151,8 @@ class TaskStores:
         flushed with the producers (step 1 flushed everything sent before). A logged store's
         writes are then durable; its local copy is not trusted after a crash anyway, so only
         stores without a changelog flush their engine here."""
+        for write in self.before_flush:
+            write()
         logged_back = False
         for store in self._stores.values():
             if store.buffer is not None and store.buffer.write_back():
