@@ -465,6 +465,16 @@ def test_a_join_result_s_later_time_stays_with_the_result() -> None:
     assert sorted(panes) == [(0, [1_000]), (10_000, [15_000])]  # 1 s is in the pane of 0
 
 
+def _last_checkpointed(runner: TestRunner) -> int:
+    """The highest offset the running job's checkpoints cover (-1: none yet)."""
+    from samzapy.checkpoint.memory import InMemoryCheckpointManager
+
+    container = runner.container
+    assert container is not None
+    found = InMemoryCheckpointManager.checkpoints_for(container.checkpoint_namespace)
+    return max((int(o) for c in found.values() for o in c.offsets.values()), default=-1)
+
+
 async def test_a_join_s_watermark_does_not_go_back_when_an_idle_input_comes_back() -> None:
     idle = timedelta(milliseconds=200)
     orders = KAFKA.get_input_descriptor("orders", "json").with_timestamp(lambda m: m["t"])
@@ -819,17 +829,13 @@ def test_a_message_is_not_checkpointed_before_its_batched_remote_write_landed() 
     the task commits every 5 ms; as each batch starts and as it ends, the input's checkpoint
     covers none of its messages yet."""
     from samzapy.api.system import TaskName
-    from samzapy.checkpoint.memory import InMemoryCheckpointManager
 
     seen: list[tuple[int, int, int]] = []  # a batch's first offset, the checkpoint then, after
     landed: list[int] = []
     runners: list[TestRunner] = []
 
     def checkpointed() -> int:
-        container = runners[0].container
-        assert container is not None
-        found = InMemoryCheckpointManager.checkpoints_for(container.checkpoint_namespace)
-        return max((int(o) for c in found.values() for o in c.offsets.values()), default=-1)
+        return _last_checkpointed(runners[0])
 
     class Store:
         async def get_async(self, key: str) -> Any:
@@ -875,17 +881,13 @@ async def test_a_commit_waits_for_a_batch_not_full_and_takes_no_message_meanwhil
     not taken to fill the batch: it goes with two writes once its delay ran out, and the
     four go in a batch of their own after the commit."""
     from samzapy.api.system import TaskName
-    from samzapy.checkpoint.memory import InMemoryCheckpointManager
 
     calls: list[tuple[list[str], float, int]] = []  # the keys, when, the checkpoint then
     three = asyncio.Event()
     runners: list[TestRunner] = []
 
     def checkpointed() -> int:
-        container = runners[0].container
-        assert container is not None
-        found = InMemoryCheckpointManager.checkpoints_for(container.checkpoint_namespace)
-        return max((int(o) for c in found.values() for o in c.offsets.values()), default=-1)
+        return _last_checkpointed(runners[0])
 
     class Store:
         async def get_async(self, key: str) -> Any:
