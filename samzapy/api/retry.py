@@ -78,8 +78,9 @@ class TableRetryPolicy:
         return self
 
     def with_stop_after_delay(self, delay: timedelta) -> TableRetryPolicy:
-        """No attempt starts later than ``delay`` after the first (with no attempt limit
-        unless ``with_stop_after_attempts`` is also given)."""
+        """No retry is scheduled to start later than ``delay`` after the first attempt began
+        (its start may still wait for the table's rate limit); no attempt limit unless
+        ``with_stop_after_attempts`` is also given."""
         self.max_delay_ms = duration_ms(delay, "the delay to stop after")
         if not self._attempts_given:
             self.max_attempts = None
