@@ -20,10 +20,11 @@ HERE = Path(__file__).resolve().parent
 
 
 def samzapy(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None, timeout: float = 120):
+    # ROOT too: from another directory, `-m samzapy` would find the installed checkout's.
     return subprocess.run(
         [sys.executable, "-m", "samzapy", *args],
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(HERE), **(env or {})},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(HERE), str(ROOT))), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
