@@ -10,6 +10,7 @@ from samzapy import (
     KV,
     FileSystemDescriptor,
     InMemorySystemDescriptor,
+    KafkaSystemDescriptor,
     KVSerde,
     StreamApplication,
     StreamApplicationDescriptor,
@@ -39,6 +40,20 @@ class CountByKey(StreamApplication):
         out = app_desc.get_output_stream(FILES.get_output_descriptor("out", "json"))
         (
             app_desc.get_input_stream(FILES.get_input_descriptor("in", "json"))
+            .partition_by(lambda m: m["k"], lambda m: m, KVSerde("string", "json"), "by-k")
+            .map(Tally())
+            .send_to(out)
+        )
+
+
+class CountByKeyOnKafka(StreamApplication):
+    """CountByKey's graph with its input, intermediate stream and output on kafka."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        kafka = KafkaSystemDescriptor("kafka")
+        out = app_desc.get_output_stream(kafka.get_output_descriptor("out", "json"))
+        (
+            app_desc.get_input_stream(kafka.get_input_descriptor("in", "json"))
             .partition_by(lambda m: m["k"], lambda m: m, KVSerde("string", "json"), "by-k")
             .map(Tally())
             .send_to(out)

@@ -1,0 +1,66 @@
+"""`samzapy plan` through the real command, as docs/api.md ("samzapy plan") describes it: a
+count it cannot look up, a job that is not an application."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+from test_run import samzapy
+from test_run_apps import app_yaml
+
+
+def closed_port() -> int:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_a_partition_count_it_cannot_look_up_is_unknown_and_null_in_json(tmp_path: Path) -> None:
+    """ "`samzapy plan` looks the inputs up through their systems for up to 10 seconds, says so
+    with `partitions_rule`, and shows the count as unknown (`null` in JSON) when they cannot
+    be reached": here a broker that is down, given up on after connect.timeout.ms."""
+    job = app_yaml(
+        tmp_path,
+        "CountByKeyOnKafka",
+        **{
+            "systems.kafka.samza.factory": "kafka",
+            "systems.kafka.bootstrap.servers": f"127.0.0.1:{closed_port()}",
+            "systems.kafka.connect.timeout.ms": 1000,
+        },
+    )
+    text = samzapy("plan", str(job), cwd=tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert (
+        "  kafka.clitest-1-partition_by-by-k: partition_by by-k, partitions unknown (largest "
+        "input partition count), upstream kafka.in [key string, msg json]"
+    ) in text.stdout.splitlines()
+    as_json = samzapy("plan", str(job), "--format", "json", cwd=tmp_path)
+    assert as_json.returncode == 0, as_json.stderr
+    (stream,) = json.loads(as_json.stdout)["intermediate_streams"]
+    assert stream["partitions"] is None
+    assert stream["partitions_rule"] == "largest input partition count"
+
+
+def test_a_job_of_a_task_class_is_refused_with_exit_2(tmp_path: Path) -> None:
+    """ "A job file with `task.class` instead [...] exits 2 with the problems on stderr"."""
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        json.dumps(
+            {
+                "job.name": "clitest",
+                "task.class": "jobs:Copy",
+                "task.inputs": ["files.in"],
+                "systems.files.samza.factory": "file",
+                "systems.files.path": str(tmp_path / "data"),
+            }
+        )
+    )
+    proc = samzapy("plan", str(job), "--format", "json", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"{job}: samzapy plan is for applications (app.class); this job runs the task class "
+        "jobs:Copy"
+    ]
