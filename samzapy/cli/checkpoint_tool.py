@@ -60,7 +60,7 @@ from samzapy.cli.checkpoint_plan import (
     show_line,
 )
 from samzapy.cli.logging import configure_logging, scrub
-from samzapy.cli.process import add_working_directory_to_path, stdout_closed
+from samzapy.cli.process import add_working_directory_to_path, write_output
 from samzapy.config import ResolvedConfig
 from samzapy.container.checkpoints import ContainerCheckpoints, checkpoint_namespace
 from samzapy.container.grouper import TaskModel
@@ -302,14 +302,8 @@ async def _show(config: ResolvedConfig) -> int:
         found = await job.read_checkpoints(unreadable)
     finally:
         await job.stop()
-    try:
-        for model in job.models:
-            checkpoint = found.get(model.name)
-            if checkpoint is not None:
-                print(show_line(model.name, checkpoint))
-        sys.stdout.flush()
-    except BrokenPipeError:  # `samzapy checkpoint show job.yaml | head -1` closed the pipe
-        stdout_closed()
+    lines = [show_line(m.name, found[m.name]) for m in job.models if m.name in found]
+    write_output(sys.stdout, "".join(f"{line}\n" for line in lines))  # `| head -1`: quietly
     missing = [str(m.name) for m in job.models if m.name not in found and m.name not in unreadable]
     if missing:
         print(f"no checkpoint yet: {', '.join(missing)}", file=sys.stderr)
@@ -345,21 +339,27 @@ async def _set(config: ResolvedConfig, target: Target, *, dry_run: bool, reset: 
     ]
     for move in moves:
         for line in describe(move):
-            print(line)
+            _say(line)
     changing = [m for m in moves if m.changed]
     if dry_run:
-        print(f"dry run: {len(changing)} checkpoint(s) would be written, none was")
+        _say(f"dry run: {len(changing)} checkpoint(s) would be written, none was")
         return EXIT_OK
     if not changing:
-        print("nothing to change: no checkpoint written")
+        _say("nothing to change: no checkpoint written")
         return EXIT_OK
     # 5. Write.
     await _write(job, found, changing)
-    print(
+    _say(
         f"wrote {len(changing)} checkpoint(s): "
         + ", ".join(f"{m.task} (epoch {m.new.epoch})" for m in changing)
     )
     return EXIT_OK
+
+
+def _say(line: str) -> None:
+    """A line of set's output. A reader that closed the pipe (``| head``) does not stop set
+    halfway: what was asked is written, the rest of the output goes unseen."""
+    write_output(sys.stdout, line + "\n")
 
 
 def _running_message(config: ResolvedConfig, members: Sequence[tuple[str, str, str]]) -> str:

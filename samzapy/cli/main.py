@@ -45,7 +45,7 @@ from samzapy.cli.problems import check_job, load_job
 from samzapy.cli.process import (
     add_working_directory_to_path,
     leave_unless_calls_ended,
-    stdout_closed,
+    write_output,
 )
 from samzapy.config.secrets import extra_patterns, redacted
 from samzapy.container.event_loop import loop_factory
@@ -70,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage errors, --help and --version
+        write_output(sys.stdout, "")  # the help's reader gone: no error at exit
         return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
     if args.command == "validate":
         return _validate(args.job_yaml, args.overrides)
@@ -161,11 +162,7 @@ def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
         return EXIT_CONFIG
     values = redacted(resolved.to_dict(), extra_patterns(resolved.raw))
     text = yaml.safe_dump(_plain(values), sort_keys=True, allow_unicode=True)
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `samzapy validate job.yaml | head` closed the pipe early
-        stdout_closed()
+    write_output(sys.stdout, text)  # `samzapy validate job.yaml | head`: quietly
     return EXIT_OK
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from samzapy.api.errors import ConfigError, SamzapyError
 from samzapy.cli.logging import configure_logging, scrub
-from samzapy.cli.process import add_working_directory_to_path
+from samzapy.cli.process import add_working_directory_to_path, write_output
 
 if TYPE_CHECKING:
     from samzapy.config import ResolvedConfig
@@ -54,10 +54,8 @@ def print_plan(
         return 2
     document = app.plan.to_dict()
     _fill_partitions(document, resolved)
-    if fmt == "json":
-        print(json.dumps(document, indent=2))
-    else:
-        print(_text(document))
+    text = json.dumps(document, indent=2) if fmt == "json" else _text(document)
+    write_output(sys.stdout, text + "\n")  # `samzapy plan job.yaml | head`: quietly
     return 0
 
 

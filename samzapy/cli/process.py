@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import sys
+from typing import TextIO
 
 
 def add_working_directory_to_path() -> None:
@@ -17,10 +18,25 @@ def add_working_directory_to_path() -> None:
         sys.path.insert(0, os.getcwd())
 
 
-def stdout_closed() -> None:
-    """Call on BrokenPipeError: point stdout at /dev/null, so that the interpreter's last
-    flush at exit does not fail again."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+def write_output(out: TextIO, text: str) -> bool:
+    """Write ``text`` to ``out`` and flush it. False once the reader has closed the pipe
+    (``| head``): ``out`` then goes to /dev/null, and the command stops quietly or carries on
+    as it sees fit, its exit code its own (not 120 from a last flush at exit that failed)."""
+    try:
+        out.write(text)
+        out.flush()
+    except BrokenPipeError:
+        stdout_closed(out)
+        return False
+    return True
+
+
+def stdout_closed(stream: TextIO | None = None) -> None:
+    """Call on BrokenPipeError: point stdout (or ``stream``) at /dev/null, so that the
+    interpreter's last flush at exit does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, (sys.stdout if stream is None else stream).fileno())
+    os.close(devnull)
 
 
 def leave_unless_calls_ended(code: int) -> None:
@@ -42,4 +58,9 @@ def leave_unless_calls_ended(code: int) -> None:
     os._exit(code)
 
 
-__all__ = ["add_working_directory_to_path", "leave_unless_calls_ended", "stdout_closed"]
+__all__ = [
+    "add_working_directory_to_path",
+    "leave_unless_calls_ended",
+    "stdout_closed",
+    "write_output",
+]

@@ -8,6 +8,7 @@ with PYTHONUNBUFFERED=1 (the Docker image's) at the write, otherwise at the last
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -15,6 +16,11 @@ from pathlib import Path
 
 import pytest
 from test_run import HERE, ROOT, job_yaml, samzapy, write_partitions
+from test_run_apps import app_yaml
+
+from samzapy import SystemStreamPartition, TaskName
+from samzapy.checkpoint.file import FileCheckpointManager
+from samzapy.checkpoint.ports import Checkpoint
 
 
 def into_closed_pipe(
@@ -43,21 +49,49 @@ def into_closed_pipe(
 
 @pytest.fixture
 def file_job(tmp_path: Path) -> Path:
-    """A job that has run: its checkpoints are there to show."""
+    """A job that has read its input: its checkpoint is there to show."""
     write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(5)]})
-    job = job_yaml(tmp_path, "Copy")
-    assert samzapy("run", str(job), cwd=tmp_path).returncode == 0
-    return job
+
+    async def checkpointed() -> None:
+        manager = FileCheckpointManager(tmp_path / "checkpoints")
+        await manager.start()
+        ssp = SystemStreamPartition("files", "in", 0)
+        await manager.write(TaskName("Partition 0"), Checkpoint({ssp: "4"}, epoch=1))
+
+    asyncio.run(checkpointed())
+    return job_yaml(tmp_path, "Copy")
 
 
-@pytest.mark.parametrize("unbuffered", [True, False])
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["unbuffered", "buffered"])
 @pytest.mark.parametrize(
     "command",
-    [("validate", "{job}"), ("checkpoint", "show", "{job}"), ("tail", "{job}", "in")],
+    [
+        ("validate", "{job}"),
+        ("plan", "{app}"),
+        ("plan", "{app}", "--format", "json"),
+        ("checkpoint", "show", "{job}"),
+        ("checkpoint", "set", "{job}", "--to", "upcoming", "--dry-run"),
+        ("tail", "{job}", "in"),
+        ("--help",),
+        ("--version",),
+        ("checkpoint", "set", "--help"),
+    ],
+    ids=" ".join,
 )
 def test_a_closed_pipe_is_exit_0_and_nothing_on_stderr(
     file_job: Path, command: tuple[str, ...], unbuffered: bool
 ) -> None:
-    args = [arg.format(job=file_job) for arg in command]
+    app = app_yaml(file_job.parent, "CountByKey")
+    args = [arg.format(job=file_job, app=app) for arg in command]
     proc = into_closed_pipe(*args, cwd=file_job.parent, unbuffered=unbuffered)
     assert (proc.returncode, proc.stderr) == (0, "")
+
+
+def test_set_into_a_closed_pipe_still_writes_what_was_asked(file_job: Path) -> None:
+    """Its reader gone, set goes on: the checkpoints are moved, as without a pipe."""
+    proc = into_closed_pipe(
+        "checkpoint", "set", str(file_job), "--to", "oldest", cwd=file_job.parent
+    )
+    assert (proc.returncode, proc.stderr) == (0, "")
+    shown = samzapy("checkpoint", "show", str(file_job), cwd=file_job.parent)
+    assert '"offsets": {"files.in#0": "-1"}' in shown.stdout, shown.stderr
