@@ -288,6 +288,19 @@ def high_watermark_problems(
     return problems
 
 
+def running_message(group_id: str, job_name: str, members: Sequence[tuple[str, str, str]]) -> str:
+    """Why ``set`` refuses: the job's consumer group has live ``members`` (member id, client
+    id, host)."""
+    listed = "; ".join(
+        f"{member} (client {client}, host {host})" for member, client, host in members
+    )
+    return (
+        f"refused: consumer group {group_id!r} of job {job_name!r} has {len(members)} live "
+        f"member(s): {listed}. Moving the offsets of a running job would be undone by its next "
+        "commit: stop every container of the job, then run this again"
+    )
+
+
 # -- the plan -----------------------------------------------------------------------------------
 
 
@@ -408,5 +421,6 @@ __all__ = [
     "parse_target",
     "plan_task",
     "rewind_control",
+    "running_message",
     "show_line",
 ]

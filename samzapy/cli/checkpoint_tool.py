@@ -57,6 +57,7 @@ from samzapy.cli.checkpoint_plan import (
     parse_target,
     plan_task,
     read_lines,
+    running_message,
     show_line,
 )
 from samzapy.cli.logging import configure_logging, scrub
@@ -325,7 +326,7 @@ async def _set(config: ResolvedConfig, target: Target, *, dry_run: bool, reset: 
         # 1. Nobody may be running the job.
         members = await job.live_members()
         if members:
-            raise JobRunningError(_running_message(config, members))
+            raise JobRunningError(running_message(job_group_id(config), config.job.name, members))
         # 2. The checkpoints.
         found = await job.read_checkpoints()
         # 3. The new offsets, by task.
@@ -360,17 +361,6 @@ def _say(line: str) -> None:
     """A line of set's output. A reader that closed the pipe (``| head``) does not stop set
     halfway: what was asked is written, the rest of the output goes unseen."""
     write_output(sys.stdout, line + "\n")
-
-
-def _running_message(config: ResolvedConfig, members: Sequence[tuple[str, str, str]]) -> str:
-    listed = "; ".join(
-        f"{member} (client {client}, host {host})" for member, client, host in members
-    )
-    return (
-        f"refused: consumer group {job_group_id(config)!r} of job {config.job.name!r} has "
-        f"{len(members)} live member(s): {listed}. Moving the offsets of a running job would "
-        "be undone by its next commit: stop every container of the job, then run this again"
-    )
 
 
 async def _targets(
