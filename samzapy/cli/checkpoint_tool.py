@@ -33,7 +33,7 @@ import os
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from samzapy.api.errors import CheckpointError, ConfigError, SamzapyError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
@@ -61,7 +61,7 @@ from samzapy.cli.checkpoint_plan import (
     show_line,
 )
 from samzapy.cli.logging import configure_logging, scrub
-from samzapy.cli.process import add_working_directory_to_path, write_output
+from samzapy.cli.process import add_working_directory_to_path, command_output, write_output
 from samzapy.config import ResolvedConfig
 from samzapy.container.checkpoints import ContainerCheckpoints, checkpoint_namespace
 from samzapy.container.grouper import TaskModel
@@ -119,11 +119,13 @@ def run(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     configure_logging("console", "warning", stream=sys.stderr)  # stdout: the tool's output
     add_working_directory_to_path()
     try:
-        config, _ = load(args.job_yaml, args.overrides)
-        if args.checkpoint_command == "show":
-            return asyncio.run(_show(config))
-        target = _target(args.to)
-        return asyncio.run(_set(config, target, dry_run=args.dry_run, reset=args.reset_stores))
+        with command_output() as out:  # what the job's modules print goes to stderr
+            config, _ = load(args.job_yaml, args.overrides)
+            if args.checkpoint_command == "show":
+                return asyncio.run(_show(config, out))
+            target = _target(args.to)
+            reset = args.reset_stores
+            return asyncio.run(_set(config, target, out, dry_run=args.dry_run, reset=reset))
     except (ConfigError, PlanError) as exc:
         problems = exc.problems if isinstance(exc, PlanError) else list(exc.problems)
         for problem in problems:
@@ -294,7 +296,7 @@ def _integer(system: str, offset: str) -> int:
 # -- show ---------------------------------------------------------------------------------------
 
 
-async def _show(config: ResolvedConfig) -> int:
+async def _show(config: ResolvedConfig, out: TextIO) -> int:
     """Each task's checkpoint, a JSON line each; an unreadable one named on stderr (exit 1)."""
     job = _Job(config)
     unreadable: dict[TaskName, str] = {}
@@ -304,7 +306,7 @@ async def _show(config: ResolvedConfig) -> int:
     finally:
         await job.stop()
     lines = [show_line(m.name, found[m.name]) for m in job.models if m.name in found]
-    write_output(sys.stdout, "".join(f"{line}\n" for line in lines))  # `| head -1`: quietly
+    write_output(out, "".join(f"{line}\n" for line in lines))  # `| head -1`: quietly
     missing = [str(m.name) for m in job.models if m.name not in found and m.name not in unreadable]
     if missing:
         print(f"no checkpoint yet: {', '.join(missing)}", file=sys.stderr)
@@ -316,7 +318,9 @@ async def _show(config: ResolvedConfig) -> int:
 # -- set ----------------------------------------------------------------------------------------
 
 
-async def _set(config: ResolvedConfig, target: Target, *, dry_run: bool, reset: bool) -> int:
+async def _set(
+    config: ResolvedConfig, target: Target, out: TextIO, *, dry_run: bool, reset: bool
+) -> int:
     job = _Job(config)
     try:
         job.check_manager()
@@ -340,27 +344,28 @@ async def _set(config: ResolvedConfig, target: Target, *, dry_run: bool, reset: 
     ]
     for move in moves:
         for line in describe(move):
-            _say(line)
+            _say(out, line)
     changing = [m for m in moves if m.changed]
     if dry_run:
-        _say(f"dry run: {len(changing)} checkpoint(s) would be written, none was")
+        _say(out, f"dry run: {len(changing)} checkpoint(s) would be written, none was")
         return EXIT_OK
     if not changing:
-        _say("nothing to change: no checkpoint written")
+        _say(out, "nothing to change: no checkpoint written")
         return EXIT_OK
     # 5. Write.
     await _write(job, found, changing)
     _say(
+        out,
         f"wrote {len(changing)} checkpoint(s): "
-        + ", ".join(f"{m.task} (epoch {m.new.epoch})" for m in changing)
+        + ", ".join(f"{m.task} (epoch {m.new.epoch})" for m in changing),
     )
     return EXIT_OK
 
 
-def _say(line: str) -> None:
+def _say(out: TextIO, line: str) -> None:
     """A line of set's output. A reader that closed the pipe (``| head``) does not stop set
     halfway: what was asked is written, the rest of the output goes unseen."""
-    write_output(sys.stdout, line + "\n")
+    write_output(out, line + "\n")
 
 
 async def _targets(

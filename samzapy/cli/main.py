@@ -44,6 +44,7 @@ from samzapy.cli.logging import FORMATS, LEVELS, configure_logging, flush_librar
 from samzapy.cli.problems import check_job, load_job
 from samzapy.cli.process import (
     add_working_directory_to_path,
+    command_output,
     leave_unless_calls_ended,
     write_output,
 )
@@ -154,7 +155,8 @@ def _load(job_yaml: str, overrides: Sequence[str]) -> tuple[ResolvedConfig, Appl
 def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
     configure_logging("console", "warning", stream=sys.stderr)  # keep stdout pure YAML
     add_working_directory_to_path()
-    check = check_job(job_yaml, overrides)  # the same check as `samzapy run`
+    with command_output() as out:  # what the job's modules print goes to stderr
+        check = check_job(job_yaml, overrides)  # the same check as `samzapy run`
     resolved = check.resolved
     if check.errors or resolved is None:
         for problem in check.problems:
@@ -162,7 +164,7 @@ def _validate(job_yaml: str, overrides: Sequence[str]) -> int:
         return EXIT_CONFIG
     values = redacted(resolved.to_dict(), extra_patterns(resolved.raw))
     text = yaml.safe_dump(_plain(values), sort_keys=True, allow_unicode=True)
-    write_output(sys.stdout, text)  # `samzapy validate job.yaml | head`: quietly
+    write_output(out, text)  # `samzapy validate job.yaml | head`: quietly
     return EXIT_OK
 
 

@@ -12,7 +12,6 @@ else on stdout. Exit codes as ``samzapy validate``: 0, or 2 with the problems on
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from samzapy.api.errors import ConfigError, SamzapyError
 from samzapy.cli.logging import configure_logging, scrub
-from samzapy.cli.process import add_working_directory_to_path, write_output
+from samzapy.cli.process import add_working_directory_to_path, command_output, write_output
 
 if TYPE_CHECKING:
     from samzapy.config import ResolvedConfig
@@ -37,25 +36,26 @@ def print_plan(
 ) -> int:
     configure_logging("console", "error", stream=sys.stderr)  # keep stdout pure
     add_working_directory_to_path()
-    try:
-        # What the application's module and describe print goes to stderr: stdout is the plan.
-        with contextlib.redirect_stdout(sys.stderr):
+    # What the application's module and describe (or a system's module) print goes to
+    # stderr: stdout is the plan.
+    with command_output() as out:
+        try:
             resolved, app = load(job_yaml, overrides)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(scrub(problem), file=sys.stderr)
-        return 2
-    if app is None:
-        print(
-            f"{job_yaml}: samzapy plan is for applications (app.class); this job runs the task "
-            f"class {resolved.task.task_class}",
-            file=sys.stderr,
-        )
-        return 2
-    document = app.plan.to_dict()
-    _fill_partitions(document, resolved)
+        except ConfigError as exc:
+            for problem in exc.problems:
+                print(scrub(problem), file=sys.stderr)
+            return 2
+        if app is None:
+            print(
+                f"{job_yaml}: samzapy plan is for applications (app.class); this job runs the "
+                f"task class {resolved.task.task_class}",
+                file=sys.stderr,
+            )
+            return 2
+        document = app.plan.to_dict()
+        _fill_partitions(document, resolved)
     text = json.dumps(document, indent=2) if fmt == "json" else _text(document)
-    write_output(sys.stdout, text + "\n")  # `samzapy plan job.yaml | head`: quietly
+    write_output(out, text + "\n")  # `samzapy plan job.yaml | head`: quietly
     return 0
 
 

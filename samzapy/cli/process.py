@@ -1,6 +1,7 @@
-"""What every command does with its process: find classes where it was started, leave
-quietly once its reader has closed the pipe (``samzapy tail ... | head``), and leave without
-waiting for the calls a stop gave up on a task thread pool."""
+"""What every command does with its process: find classes where it was started, keep stdout
+for the command's own output, leave quietly once its reader has closed the pipe (``samzapy
+tail ... | head``), and leave without waiting for the calls a stop gave up on a task thread
+pool."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from typing import TextIO
 
 
@@ -16,6 +18,17 @@ def add_working_directory_to_path() -> None:
     the command is started from."""
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+
+
+@contextlib.contextmanager
+def command_output() -> Iterator[TextIO]:
+    """Stdout, for the command's own output (YAML, JSON lines), while whatever else prints
+    meanwhile goes to stderr: an application's module or ``describe``, a task, serde or
+    system module as it imports, a serde as it decodes. So ``validate``'s stdout is YAML and
+    ``plan --format json``'s, ``tail``'s and ``checkpoint show``'s JSON, whatever those print."""
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        yield out
 
 
 def write_output(out: TextIO, text: str) -> bool:
@@ -60,6 +73,7 @@ def leave_unless_calls_ended(code: int) -> None:
 
 __all__ = [
     "add_working_directory_to_path",
+    "command_output",
     "leave_unless_calls_ended",
     "stdout_closed",
     "write_output",

@@ -30,7 +30,7 @@ import structlog
 from samzapy.api.errors import ConfigError, SamzapyError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.cli.logging import configure_logging, flush_library_logs, scrub
-from samzapy.cli.process import add_working_directory_to_path, stdout_closed
+from samzapy.cli.process import add_working_directory_to_path, command_output, stdout_closed
 from samzapy.cli.record_lines import Printer, describe
 from samzapy.config import ResolvedConfig
 from samzapy.container.consumers import InputSerdes
@@ -108,20 +108,22 @@ def _count(least: int) -> Callable[[str], int]:
 def run(args: argparse.Namespace, load: Callable[..., Any]) -> int:
     configure_logging("console", "warning", stream=sys.stderr)  # keep stdout pure JSON lines
     add_working_directory_to_path()
-    out = Printer(sys.stdout, args.limit)
     try:
-        resolved, _app = load(args.job_yaml, args.overrides)
-        target = find_stream(resolved, args.stream)
-        system = resolved.systems[target.system]
-        if args.follow and system.factory == "file" and not system.params.get("follow"):
-            # --follow on a file system read to its end (follow: false, the default): tail
-            # follows its files as a following job would.
-            follow = [*args.overrides, f"systems.{target.system}.follow=true"]
-            resolved, _app = load(args.job_yaml, follow)
-        try:
-            asyncio.run(tail(resolved, target, out, args.start, args.partition, args.follow))
-        finally:
-            flush_library_logs()
+        # What the job's modules and serdes print goes to stderr: stdout is the records.
+        with command_output() as stdout:
+            out = Printer(stdout, args.limit)
+            resolved, _app = load(args.job_yaml, args.overrides)
+            target = find_stream(resolved, args.stream)
+            system = resolved.systems[target.system]
+            if args.follow and system.factory == "file" and not system.params.get("follow"):
+                # --follow on a file system read to its end (follow: false, the default):
+                # tail follows its files as a following job would.
+                follow = [*args.overrides, f"systems.{target.system}.follow=true"]
+                resolved, _app = load(args.job_yaml, follow)
+            try:
+                asyncio.run(tail(resolved, target, out, args.start, args.partition, args.follow))
+            finally:
+                flush_library_logs()
     except KeyboardInterrupt:
         pass  # Ctrl-C: what was printed stands
     except BrokenPipeError:  # `samzapy tail ... | head` closed the pipe early
