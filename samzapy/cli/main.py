@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "plan":
         from samzapy.cli.plan import print_plan
 
-        return print_plan(args.job_yaml, args.overrides, args.format, _load)
+        return print_plan(args.job_yaml, args.overrides, args.format)
     if args.command in _TOOLS:
         code: int = _tool(args.command).run(args, _load)
         return code

@@ -6,7 +6,8 @@ counts, the tables, and the stores. A count that
 ``job.intermediate.stream.partitions`` does not set is the largest input partition count:
 the inputs are looked up through the systems' admins (for at most ``LOOKUP_S`` seconds), and
 shown as unknown when they cannot be. ``--format json`` prints one JSON document and nothing
-else on stdout. Exit codes as ``samzapy validate``: 0, or 2 with the problems on stderr.
+else on stdout. The job is checked as ``samzapy validate`` checks it (``problems.check_job``);
+exit codes as validate's: 0, or 2 with the problems on stderr.
 """
 
 from __future__ import annotations
@@ -14,35 +15,32 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from samzapy.api.errors import ConfigError, SamzapyError
+from samzapy.api.errors import SamzapyError
 from samzapy.cli.logging import configure_logging, scrub
+from samzapy.cli.problems import check_job
 from samzapy.cli.process import add_working_directory_to_path, command_output, write_output
 
 if TYPE_CHECKING:
     from samzapy.config import ResolvedConfig
-    from samzapy.operators.application import Application
 
 LOOKUP_S = 10.0
 
 
-def print_plan(
-    job_yaml: str,
-    overrides: Sequence[str],
-    fmt: str,
-    load: Callable[[str, Sequence[str]], tuple[ResolvedConfig, Application | None]],
-) -> int:
+def print_plan(job_yaml: str, overrides: Sequence[str], fmt: str) -> int:
     configure_logging("console", "error", stream=sys.stderr)  # keep stdout pure
     add_working_directory_to_path()
     # What the application's module and describe (or a system's module) print goes to
     # stderr: stdout is the plan.
     with command_output() as out:
-        try:
-            resolved, app = load(job_yaml, overrides)
-        except ConfigError as exc:
-            for problem in exc.problems:
+        # The check of `samzapy validate` and `run`: a job they refuse gets no plan (and a
+        # system that cannot be built is not taken for inputs that cannot be reached).
+        check = check_job(job_yaml, overrides)
+        resolved, app = check.resolved, check.app
+        if check.errors or resolved is None:
+            for problem in check.problems:
                 print(scrub(problem), file=sys.stderr)
             return 2
         if app is None:

@@ -107,7 +107,7 @@ class JobCheck:
 
 def load_job(job_yaml: str, overrides: Sequence[str]) -> JobCheck:
     """Steps 1 to 3: the file read, the application described and the configuration resolved
-    (what ``samzapy plan`` and the operator tools need)."""
+    (what the operator tools, tail and checkpoint, need)."""
     check = JobCheck(job_yaml)
     raw = _read(check, job_yaml, overrides)
     if raw is None:

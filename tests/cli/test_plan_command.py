@@ -64,3 +64,31 @@ def test_a_job_of_a_task_class_is_refused_with_exit_2(tmp_path: Path) -> None:
         f"{job}: samzapy plan is for applications (app.class); this job runs the task class "
         "jobs:Copy"
     ]
+
+
+def test_a_job_validate_refuses_gets_no_plan_but_the_same_problems(tmp_path: Path) -> None:
+    """ "A job file with `task.class` instead, or a problem in the file or the application,
+    exits 2 with the problems on stderr, as `samzapy validate` does": every problem validate
+    finds, those of what `run` builds before it starts (a system's client options, a
+    reporter) included. A system that cannot be built is not shown as a count unknown."""
+    job = app_yaml(
+        tmp_path,
+        "CountByKeyOnKafka",
+        **{
+            "systems.kafka.samza.factory": "kafka",
+            "systems.kafka.bootstrap.servers": f"127.0.0.1:{closed_port()}",
+            "systems.kafka.consumer.fetch.max.wait.mss": 100,
+            "metrics.reporters": ["nosuchreporters:Reporter"],
+        },
+    )
+    validated = samzapy("validate", str(job), cwd=tmp_path)
+    assert validated.returncode == 2
+    problems = validated.stderr.splitlines()
+    assert [p.split(" ")[0] for p in problems] == [
+        "systems.kafka.consumer.fetch.max.wait.mss",
+        "metrics.reporters:",
+    ]
+    for fmt in ("text", "json"):
+        planned = samzapy("plan", str(job), "--format", fmt, cwd=tmp_path)
+        assert (planned.returncode, planned.stdout) == (2, ""), planned.stderr
+        assert planned.stderr.splitlines() == problems
