@@ -30,7 +30,7 @@ LOOKUP_S = 10.0
 
 
 def print_plan(job_yaml: str, overrides: Sequence[str], fmt: str) -> int:
-    configure_logging("console", "error", stream=sys.stderr)  # keep stdout pure
+    configure_logging("console", "warning", stream=sys.stderr)  # keep stdout pure
     add_working_directory_to_path()
     # What the application's module and describe (or a system's module) print goes to
     # stderr: stdout is the plan.

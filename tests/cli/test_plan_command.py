@@ -7,7 +7,7 @@ import json
 import socket
 from pathlib import Path
 
-from test_run import samzapy
+from test_run import samzapy, write_partitions
 from test_run_apps import app_yaml
 
 
@@ -33,6 +33,8 @@ def test_a_partition_count_it_cannot_look_up_is_unknown_and_null_in_json(tmp_pat
     )
     text = samzapy("plan", str(job), cwd=tmp_path)
     assert text.returncode == 0, text.stderr
+    # Why, on stderr (docs/deploy.md: plan logs there "at warning and above").
+    assert "broker_unreachable" in text.stderr
     assert (
         "  kafka.clitest-1-partition_by-by-k: partition_by by-k, partitions unknown (largest "
         "input partition count), upstream kafka.in [key string, msg json]"
@@ -92,3 +94,16 @@ def test_a_job_validate_refuses_gets_no_plan_but_the_same_problems(tmp_path: Pat
         planned = samzapy("plan", str(job), "--format", fmt, cwd=tmp_path)
         assert (planned.returncode, planned.stdout) == (2, ""), planned.stderr
         assert planned.stderr.splitlines() == problems
+
+
+def test_a_key_in_a_misspelt_namespace_is_warned_of_on_stderr(tmp_path: Path) -> None:
+    """docs/configuration.md: a first segment close to a namespace's "gets a
+    `key_outside_namespaces` warning from `validate` and `run`"; docs/deploy.md: `plan` logs
+    on stderr "at warning and above", as `validate` does."""
+    write_partitions(tmp_path / "data", "in", {0: []})
+    job = app_yaml(tmp_path, "CountByKey", **{"metric.reporters": ["log"]})
+    for command in ("validate", "plan"):
+        proc = samzapy(command, str(job), cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        (warning,) = [line for line in proc.stderr.splitlines() if "key_outside_namespaces" in line]
+        assert "did_you_mean=metrics.reporters" in warning
