@@ -7,6 +7,7 @@ problems; ``samzapy plan JOB_YAML`` prints an application's operator graph (``pl
 (``checkpoint_tool.py``); ``samzapy tail JOB_YAML STREAM`` prints a stream's messages as the
 job reads them (``tail.py``).
 Exit codes: 0 finished or stopped cleanly, 1 job failure, 2 configuration or usage error.
+Ctrl-C stops ``validate``, ``plan`` and ``checkpoint`` with one line on stderr and exit 1.
 
 A run goes:
 
@@ -73,16 +74,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # usage errors, --help and --version
         write_output(sys.stdout, "")  # the help's reader gone: no error at exit
         return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
+    if args.command == "run":
+        return _run(args.job_yaml, args.overrides, args.log_format, args.log_level)
+    try:
+        return _command(args)
+    except KeyboardInterrupt:  # Ctrl-C (tail takes it as its end, exit 0): one line
+        name = " ".join(filter(None, (args.command, getattr(args, "checkpoint_command", None))))
+        after = "; what it wrote before stays (samzapy checkpoint show)" if "set" in name else ""
+        print(f"samzapy {name}: interrupted{after}", file=sys.stderr)
+        return EXIT_JOB_FAILED
+
+
+def _command(args: argparse.Namespace) -> int:
+    """Every command but run."""
     if args.command == "validate":
         return _validate(args.job_yaml, args.overrides)
     if args.command == "plan":
         from samzapy.cli.plan import print_plan
 
         return print_plan(args.job_yaml, args.overrides, args.format)
-    if args.command in _TOOLS:
-        code: int = _tool(args.command).run(args, _load)
-        return code
-    return _run(args.job_yaml, args.overrides, args.log_format, args.log_level)
+    code: int = _tool(args.command).run(args, _load)
+    return code
 
 
 def run() -> None:
