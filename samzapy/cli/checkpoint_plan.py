@@ -19,6 +19,12 @@ again, it writes there again (a file of offsets moves it where its lines say).
 The task's changelog offsets, snapshots and partition counts stay as they were, so its stores
 keep their state; ``--reset-stores`` drops the changelog offsets and snapshots, and the
 restart then empties the task's logged stores.
+
+The new checkpoint has the task's next owner epoch, as a container taking the task writes it:
+one above the checkpoint's, or ``FIRST_EPOCH`` for a task that has none. Not 1: a container
+that started the task from no checkpoint owns it under epoch 1 without having written
+anything, and its next commit must not count over the move (a file checkpoint of a higher
+epoch refuses it, other readers keep the highest epoch).
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ TIME = "time"
 FILE = "file"
 #: ``--to -``: the lines come from standard input.
 STDIN = "-"
+#: The owner epoch of the checkpoint ``set`` writes for a task that had none (see above).
+FIRST_EPOCH = 2
 _INTEGER = re.compile(r"-?[0-9]+")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -356,7 +364,7 @@ def plan_task(
         for ssp, new in sorted(targets.items())
     )
     offsets.update(targets)
-    epoch = (old.epoch or 0) + 1 if old is not None else 1
+    epoch = (old.epoch or 0) + 1 if old is not None else FIRST_EPOCH
     if old is None:
         return TaskMove(task, None, Checkpoint(offsets, dict(counts), epoch=epoch), moves)
     dropped = tuple(sorted(old.changelog_offsets)) if reset_stores else ()
@@ -407,6 +415,7 @@ def _rewound_notes(rewound: Rewound) -> list[str]:
 
 
 __all__ = [
+    "FIRST_EPOCH",
     "FileEntry",
     "PartitionMove",
     "PlanError",

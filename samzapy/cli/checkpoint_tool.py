@@ -44,6 +44,7 @@ from samzapy.checkpoint.stream import StreamCheckpointManager
 from samzapy.checkpoint.transactional import TransactionalCheckpointManager
 from samzapy.cli.checkpoint_plan import (
     FILE,
+    FIRST_EPOCH,
     OLDEST,
     STDIN,
     TIME,
@@ -435,7 +436,10 @@ async def _write(
                 "something runs the job; nothing was written"
             )
         for move in moves:
-            await checkpoints.writer(move.task, found.get(move.task)).write(move.new)
+            # A task without a checkpoint is written as if a container had owned it under
+            # FIRST_EPOCH - 1 (as one that runs it from nothing does): under FIRST_EPOCH.
+            last = found.get(move.task) or Checkpoint({}, epoch=FIRST_EPOCH - 1)
+            await checkpoints.writer(move.task, last).write(move.new)
     finally:
         await checkpoints.stop()
         if group is not None:

@@ -52,13 +52,14 @@ def test_show_leaves_out_the_tasks_without_a_checkpoint_and_names_them_on_stderr
     assert one.stderr == "no checkpoint yet: Partition 1, Partition 2\n"
 
 
-@pytest.mark.parametrize("before", ["a checkpoint"])
+@pytest.mark.parametrize("before", ["a checkpoint", "no checkpoint"])
 def test_a_file_job_moved_while_it_runs_stops_at_its_next_commit_and_the_move_stands(
     tmp_path: Path, before: str
 ) -> None:
     """docs/deploy.md: "with `file` checkpoints, a container still running fails at its next
     commit rather than write over the move: `checkpoint ... was written under epoch N`, exit
-    1". Here the job started from a checkpoint, which it claimed under the next epoch."""
+    1". With a checkpoint when it started (which it claimed under the next epoch), and with
+    none, when it owns its task under epoch 1 but has written nothing ``set`` could read."""
     write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(3)]})
     once = job_yaml(tmp_path, "Copy")
     if before == "a checkpoint":

@@ -12,6 +12,7 @@ from samzapy import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.cli.checkpoint_plan import (
     FILE,
+    FIRST_EPOCH,
     OLDEST,
     TIME,
     UPCOMING,
@@ -182,8 +183,11 @@ def test_an_offset_must_be_below_the_high_watermark() -> None:
 
 
 def test_a_task_without_a_checkpoint_gets_its_first_one() -> None:
+    """Under epoch 2: a container running the task from no checkpoint owns it under epoch 1
+    without having written it, and its next commit must not count over the move."""
     move = plan_task(P0, None, {ssp(IN, 0): "-1", ssp(SIDE, 0): "-1"}, COUNTS)
-    assert move.new == Checkpoint({ssp(IN, 0): "-1", ssp(SIDE, 0): "-1"}, COUNTS, epoch=1)
+    assert FIRST_EPOCH == 2
+    assert move.new == Checkpoint({ssp(IN, 0): "-1", ssp(SIDE, 0): "-1"}, COUNTS, epoch=2)
     assert move.changed
     assert describe(move) == [
         "Partition 0  kafka.page.views#0  none -> -1  (resumes at offset 0)",
