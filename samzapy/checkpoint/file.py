@@ -112,6 +112,18 @@ class FileCheckpointManager(CheckpointManager):
         """The file holding ``task_name``'s checkpoint."""
         return self.directory / task_file_name(task_name)
 
+    def has_directory(self) -> bool:
+        """Whether the directory is there yet (``start`` makes it); CheckpointError when
+        something else is in its place, which ``start`` could not replace either."""
+        if self.directory.is_dir():
+            return True
+        if self.directory.exists():
+            raise CheckpointError(
+                f"checkpoint directory {self.directory} is not a directory: move it away or "
+                "set task.checkpoint.dir to a directory"
+            )
+        return False
+
     async def start(self) -> None:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)

@@ -199,7 +199,7 @@ class _Job:
             self.config, self.factories, self.namespace, task_count=self.task_count
         )
         assert manager is not None
-        if isinstance(manager, FileCheckpointManager) and not manager.directory.is_dir():
+        if isinstance(manager, FileCheckpointManager) and not manager.has_directory():
             return {}
         if isinstance(manager, StreamCheckpointManager):
             admin = self.admins[manager.system_factory.system_name]

@@ -123,3 +123,20 @@ def test_set_writes_nothing_when_the_checkpoints_changed_while_it_planned(
     ):
         asyncio.run(plan_then_write())
     assert read_checkpoint(tmp_path) == Checkpoint({IN_0: "1"}, epoch=2)
+
+
+@pytest.mark.parametrize("command", [("show",), ("set", "--to", "oldest")], ids=" ".join)
+def test_a_checkpoint_dir_that_is_a_file_is_exit_1_naming_it(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """docs/deploy.md: "checkpoints or streams it cannot reach [...], exit 1, saying what
+    failed", as the job itself fails to start: not "no checkpoint yet" and exit 0."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 0}]})
+    (tmp_path / "checkpoints").write_text("not a directory")
+    job = job_yaml(tmp_path, "Copy")
+    proc = samzapy("checkpoint", command[0], str(job), *command[1:], cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+    assert proc.stderr == (
+        f"samzapy checkpoint {command[0]}: checkpoint directory {tmp_path / 'checkpoints'} is "
+        "not a directory: move it away or set task.checkpoint.dir to a directory\n"
+    )
