@@ -131,7 +131,8 @@ def parse_target(text: str, *, is_file: bool) -> Target:
         why = (
             "expected oldest, upcoming, an ISO 8601 time with a time zone "
             "(2024-05-01T12:00:00Z) or a file of JSON lines as `samzapy checkpoint show` "
-            f"prints them (- for standard input), got {text!r}, which is none of these"
+            f"prints them (- for standard input), got {text!r}, which is none of these (no "
+            "file has that name)"
         )
     raise PlanError([f"--to: {why}"])
 

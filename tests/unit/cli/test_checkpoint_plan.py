@@ -91,6 +91,9 @@ def test_to_is_a_keyword_a_file_or_a_time_with_a_zone() -> None:
         parse_target("2020-09-13T12:26:40", is_file=False)
     with pytest.raises(PlanError, match=r"expected oldest, upcoming, an ISO 8601 time .* 'olde'"):
         parse_target("olde", is_file=False)
+    # A file name mistyped, or a file not there: which the message says.
+    with pytest.raises(PlanError, match=r"got 'moved\.jsonl', which is none of these \(no file "):
+        parse_target("moved.jsonl", is_file=False)
 
 
 def test_a_partition_starting_at_n_is_checkpointed_as_n_minus_one() -> None:
