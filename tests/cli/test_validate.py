@@ -203,6 +203,12 @@ class TestUsage:
             ("run",),
             ("run", "job.yaml", "--log-format", "xml"),
             ("validate", "job.yaml", "--set", "no-equals-sign"),
+            ("plan",),
+            ("plan", "job.yaml", "--format", "yaml"),
+            ("checkpoint",),
+            ("checkpoint", "show"),
+            ("tail", "job.yaml"),
+            ("tail", "job.yaml", "in", "--partition", "x"),
         ],
     )
     def test_usage_errors_exit_2(self, args: tuple[str, ...], tmp_path: Path) -> None:
