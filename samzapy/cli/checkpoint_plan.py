@@ -67,14 +67,16 @@ class PlanError(Exception):
 
 
 def read_lines(path: str) -> list[str]:
-    """The lines of ``--to``'s file (``-``: standard input)."""
-    if path == STDIN:
-        return sys.stdin.read().splitlines()
+    """The lines of ``--to``'s file (``-``: standard input); PlanError if it is not UTF-8
+    text (standard input too, where the locale decodes strictly) or cannot be read."""
     try:
+        if path == STDIN:
+            return sys.stdin.read().splitlines()
         with open(path, encoding="utf-8") as file:
             return file.read().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise PlanError([f"--to: cannot read {path!r}: {exc}"]) from exc
+        where = "standard input" if path == STDIN else repr(path)
+        raise PlanError([f"--to: cannot read {where}: {exc}"]) from exc
 
 
 def show_line(task: TaskName, checkpoint: Checkpoint) -> str:

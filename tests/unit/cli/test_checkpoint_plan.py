@@ -4,7 +4,10 @@ against the real TaskControl and origins, which must take the rewound state up).
 
 from __future__ import annotations
 
+import io
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +30,7 @@ from samzapy.cli.checkpoint_plan import (
     parse_ssp,
     parse_target,
     plan_task,
+    read_lines,
     rewind_control,
     show_line,
 )
@@ -318,3 +322,23 @@ def test_set_needs_to_and_the_tool_needs_show_or_set(capsys: pytest.CaptureFixtu
     assert "the following arguments are required: --to" in capsys.readouterr().err
     assert main(["checkpoint", "job.yaml"]) == 2
     assert "invalid choice: 'job.yaml'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("source", ["file", "stdin"])
+def test_to_a_file_that_is_not_utf8_is_a_problem_not_a_traceback(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/deploy.md: a bad file is refused, exit 2 (here before its lines are read). Standard
+    input too, which Python decodes strictly under a locale such as en_US.UTF-8."""
+    data = b'{"task": "Partition 0", "offsets": {}}\n\xff\n'
+    path = tmp_path / "positions.jsonl"
+    path.write_bytes(data)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    name = "-" if source == "stdin" else str(path)
+    where = "standard input" if source == "stdin" else repr(str(path))
+    with pytest.raises(PlanError) as raised:
+        read_lines(name)
+    assert raised.value.problems == [
+        f"--to: cannot read {where}: 'utf-8' codec can't decode byte 0xff in position 39: "
+        "invalid start byte"
+    ]
