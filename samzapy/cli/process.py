@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import sys
 from collections.abc import Iterator
 from typing import TextIO
@@ -44,6 +45,19 @@ def write_output(out: TextIO, text: str) -> bool:
     return True
 
 
+def reader_gone(out: TextIO) -> bool:
+    """Whether ``out`` is a pipe whose reader has closed it (``| head`` has its lines), found
+    without writing: for a command that may have nothing to write for a long while (``tail
+    --follow``), which would otherwise hold the shell's pipeline until its next line."""
+    try:
+        fd = out.fileno()
+    except (OSError, ValueError):  # not a file (a test's StringIO), or closed
+        return False
+    poller = select.poll()
+    poller.register(fd, 0)  # POLLERR (a pipe's reader gone) and POLLHUP are always reported
+    return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+
+
 def stdout_closed(stream: TextIO | None = None) -> None:
     """Call on BrokenPipeError: point stdout (or ``stream``) at /dev/null, so that the
     interpreter's last flush at exit does not fail again."""
@@ -75,6 +89,7 @@ __all__ = [
     "add_working_directory_to_path",
     "command_output",
     "leave_unless_calls_ended",
+    "reader_gone",
     "stdout_closed",
     "write_output",
 ]

@@ -17,12 +17,14 @@ that no serde decodes print as text when they are UTF-8, else as ``{"hex": ...}`
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 from samzapy.api.envelope import IncomingMessageEnvelope
+from samzapy.cli.process import reader_gone
 from samzapy.container.consumers import InputSerdes
 from samzapy.control.wire import (
     END_OF_STREAM,
@@ -44,6 +46,12 @@ class Printer:
     def __init__(self, stream: TextIO, limit: int | None = None) -> None:
         self._stream = stream
         self.left = limit
+
+    def check_reader(self) -> None:
+        """BrokenPipeError if the stream is a pipe whose reader is gone, with nothing to write
+        (``tail --follow | head``, once head has its lines and the stream is quiet)."""
+        if reader_gone(self._stream):
+            raise BrokenPipeError(errno.EPIPE, "the reader of the output closed the pipe")
 
     @property
     def full(self) -> bool:

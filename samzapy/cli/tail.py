@@ -362,6 +362,8 @@ class _Reader:
                         break
                     lines.append(describe(envelope, self._serdes))
             self._out.print(lines)
+            if not lines:  # a quiet stream: still notice `| head` has had its lines
+                self._out.check_reader()
 
 
 __all__ = [

@@ -439,6 +439,30 @@ def test_tail_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
     assert first["value"]["n"] == 0
 
 
+def test_tail_follow_into_a_closed_pipe_exits_quietly_with_nothing_new(tmp_path: Path) -> None:
+    """docs/deploy.md: "`samzapy tail ... | head` and Ctrl-C exit 0 quietly": with --follow
+    too, once head has its lines, though the stream stays quiet (no write to fail): else
+    the shell's pipeline would wait for the stream's next message."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 0}], 1: []})
+    job = job_yaml(tmp_path, "Copy")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "samzapy", "tail", str(job), "in", "--follow"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        assert json.loads(proc.stdout.readline())["value"] == {"n": 0}
+        proc.stdout.close()  # as `| head -1` does
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.stderr.read() == b""
+
+
 @pytest.mark.parametrize("configured", [True, None])
 def test_tail_follow_prints_appended_lines_until_ctrl_c(
     tmp_path: Path, configured: bool | None
