@@ -15,7 +15,9 @@ a member's standby tasks). ``Standbys`` runs this container's:
 3. ``promote``: before a task this container holds a standby of starts here as an active task,
    stop its catch-up, close it marked clean at the offset it reached and move it where the
    active task opens its store (``standby_promoted``). The active task's restore then keeps
-   the local store and replays only what the standby had not reached;
+   the local store and replays only what the standby had not reached. A directory another
+   process still holds open is left alone (``standby_not_moved``): the task's start fails on
+   its lock;
 4. ``stop``: close every standby, marked clean.
 
 A *warmup* is a standby a planned move waits for (KIP-441, ``placement.py``): once every
@@ -50,6 +52,7 @@ from samzapy.container.checkpoints import checkpoint_namespace
 from samzapy.container.systems import system_factory
 from samzapy.coordinator.standby_store import StandbyStore
 from samzapy.metrics import Health, MetricsRegistry
+from samzapy.storage.ports import StoreLockedError
 from samzapy.storage.task_stores import task_directory_name
 from samzapy.system.ports import SystemAdmin, SystemFactory
 
@@ -190,7 +193,7 @@ class Standbys:
             for store in standby.stores.values():
                 try:
                     moved = store.move_into_place(self._compare(store))
-                except OSError as exc:
+                except (OSError, StoreLockedError) as exc:
                     log.warning(
                         "standby_not_moved", task=store.task_name, store=store.name, error=str(exc)
                     )

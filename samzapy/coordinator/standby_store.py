@@ -27,7 +27,7 @@ import structlog
 from samzapy.api.errors import StoreError, StreamSystemError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.config import StoreConfig
-from samzapy.storage.ports import StorageEngine
+from samzapy.storage.ports import StorageEngine, StoreLockedError
 from samzapy.storage.registry import store_factory_for
 from samzapy.storage.restore import read_marker, take_marker, write_marker
 from samzapy.system.entries import EntryBatch
@@ -89,16 +89,14 @@ class StandbyStore:
         """Open the copy (False: not possible now, say another process holds it). A copy a
         clean close left keeps its offset; any other is wiped."""
         try:
-            factory = store_factory_for(self.name, self.config.options.get("factory"))
-            options, task = self.config.options, self.task_name
             # Opening takes the directory's lock first: nothing is touched while another
             # process (a standby of the same task, sharing this state directory) holds it.
-            engine = factory.create(self.name, task, self.directory, options, logged=True)
+            engine = self._create(self.directory)
             clean = take_marker(self.directory)
             if clean is None and engine.persistent:  # not closed cleanly: start over
                 engine.close()
                 shutil.rmtree(self.directory, ignore_errors=True)
-                engine = factory.create(self.name, task, self.directory, options, logged=True)
+                engine = self._create(self.directory)
             self.engine = engine
         except (StoreError, OSError) as exc:
             log.warning(
@@ -111,6 +109,12 @@ class StandbyStore:
             return False
         self.applied = clean
         return True
+
+    def _create(self, directory: Path) -> StorageEngine:
+        factory = store_factory_for(self.name, self.config.options.get("factory"))
+        return factory.create(
+            self.name, self.task_name, directory, self.config.options, logged=True
+        )
 
     @property
     def persistent(self) -> bool:
@@ -256,13 +260,26 @@ class StandbyStore:
 
     def move_into_place(self, compare: Callable[[str, str], int]) -> bool:
         """Put the (closed) copy where the active task opens its store, unless that one is
-        at least as far along (both marked clean); whether it moved."""
+        at least as far along (both marked clean); whether it moved. StoreLockedError:
+        another process holds the active directory open, and nothing moved."""
         mine = read_marker(self.directory)
         if mine is None:
             return False
         theirs = read_marker(self.active_directory)
         if theirs is not None and compare(theirs, mine) >= 0:
             return False
+        if self.active_directory.exists():
+            # Opened (and closed) first, which takes its lock: a process still holding the
+            # store open there (the task's old owner, paused rather than dead, on a state
+            # directory containers share) writes into the directory by name when it wakes,
+            # and would ruin a copy moved in. StoreLockedError: both stay as they are. One
+            # that does not open for another reason (corrupt) is replaced as any other.
+            try:
+                self._create(self.active_directory).close()
+            except StoreLockedError:
+                raise
+            except StoreError:
+                pass
         shutil.rmtree(self.active_directory, ignore_errors=True)
         self.directory.rename(self.active_directory)
         return True

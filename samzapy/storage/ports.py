@@ -14,7 +14,7 @@ What an engine promises (each bullet is checked through ``tests/contract/test_st
 - ``flush`` makes the writes so far survive ``close`` and a new engine over the same directory
   (when ``persistent``), and ``close`` is idempotent.
 - An engine's own failures (an unreadable directory, a disk error) are StoreErrors naming the
-  store and the task.
+  store and the task; a directory another store or process holds open, a StoreLockedError.
 - An engine with ``snapshots`` writes, with ``snapshot``, a copy of every entry so far that
   later writes leave untouched, and ``restore_snapshot`` replaces its entries with a
   snapshot's, leaving the snapshot as it was (so it can be restored again).
@@ -34,6 +34,11 @@ from typing import Any, ClassVar
 
 from samzapy.api.errors import StoreError
 from samzapy.api.system import TaskName
+
+
+class StoreLockedError(StoreError):
+    """A persistent store's directory is held open by another store or process (an old
+    owner of the task that is paused, not dead, on a state directory containers share)."""
 
 
 class StorageEngine(ABC):
@@ -132,4 +137,4 @@ class StoreFactory(ABC):
         """
 
 
-__all__ = ["StorageEngine", "StoreFactory"]
+__all__ = ["StorageEngine", "StoreFactory", "StoreLockedError"]

@@ -30,7 +30,7 @@ from rocksdict import Checkpoint, Rdict, ReadOptions, WriteBatch, WriteOptions
 
 from samzapy.api.errors import StoreError
 from samzapy.api.system import TaskName
-from samzapy.storage.ports import StorageEngine, StoreFactory
+from samzapy.storage.ports import StorageEngine, StoreFactory, StoreLockedError
 from samzapy.storage.rocksdb.options import RocksDBSettings
 
 _DELETE_REMEDY = (
@@ -84,13 +84,11 @@ class RocksDBStorageEngine(StorageEngine):
         except Exception as exc:  # rocksdict raises plain Exception carrying RocksDB's status
             reason = str(exc)
             if "lock" in reason.lower():
-                remedy = (
-                    "another store or process has this directory open: stop it, or give each "
-                    "store and task a directory of its own"
-                )
-            else:
-                remedy = _DELETE_REMEDY
-            raise StoreError(f"{where}: {reason}; {remedy}") from exc
+                raise StoreLockedError(
+                    f"{where}: {reason}; another store or process has this directory open: "
+                    "stop it, or give each store and task a directory of its own"
+                ) from exc
+            raise StoreError(f"{where}: {reason}; {_DELETE_REMEDY}") from exc
 
     def _failed(self, action: str, exc: Exception) -> NoReturn:
         if self._closed:

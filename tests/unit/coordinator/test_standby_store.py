@@ -7,13 +7,17 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import pytest
+
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.checkpoint.stream import StreamCheckpointManager
 from samzapy.config import StoreConfig
 from samzapy.coordinator.standby import behind
 from samzapy.coordinator.standby_store import StandbyStore
+from samzapy.storage.ports import StoreLockedError
 from samzapy.storage.restore import read_marker
+from samzapy.storage.rocksdb import RocksDBStoreFactory
 from samzapy.system.inmemory.factory import InMemorySystemFactory
 
 TASK = TaskName.for_partition(0)
@@ -106,6 +110,38 @@ def test_promotion_moves_the_copy_where_the_active_task_opens_it_unless_that_is_
         (active / "CLEAN_OFFSET").write_text("1")  # behind the standby
         assert store.move_into_place(admin.compare_offsets)
         assert read_marker(active) == "2" and not store.directory.exists()
+
+    asyncio.run(run())
+
+
+def test_promotion_leaves_a_directory_another_holds_open_alone(tmp_path: Path) -> None:
+    """docs/deploy.md, "Standby replicas": a task's old owner that still holds its store open
+    (paused, not dead, on a state directory containers share) writes into it by name when it
+    wakes; the copy is not moved over it, and both stay as they are. A directory that does
+    not open for another reason (corrupt) is replaced."""
+
+    async def run() -> None:
+        factory, store = _setup(tmp_path)
+        admin = factory.get_admin()
+        await admin.create_stream("counts-changelog", 1)
+        await _write(factory, [(b"a", b"1"), (b"a", b"2")])
+        assert store.open()
+        await store.catch_up(factory, admin, "0", "2")
+        store.close()
+        active = store.active_directory
+        holder = RocksDBStoreFactory().create("counts", TASK, active, {})
+        holder.put(b"a", b"old")
+        with pytest.raises(StoreLockedError, match="another store or process"):
+            store.move_into_place(admin.compare_offsets)
+        assert read_marker(store.directory) == "2"
+        assert holder.get(b"a") == b"old"
+        holder.close()
+        (active / "CURRENT").write_text("garbage\n")  # let go of, and then corrupt
+        assert store.move_into_place(admin.compare_offsets)
+        assert read_marker(active) == "2" and not store.directory.exists()
+        moved = RocksDBStoreFactory().create("counts", TASK, active, {})
+        assert moved.get(b"a") == b"2"
+        moved.close()
 
     asyncio.run(run())
 

@@ -10,6 +10,7 @@ import pytest
 
 from samzapy.api.errors import ConfigError, StoreError
 from samzapy.api.system import TaskName
+from samzapy.storage.ports import StoreLockedError
 from samzapy.storage.rocksdb import RocksDBSettings, RocksDBStorageEngine, RocksDBStoreFactory
 
 TASK = TaskName.for_partition(2)
@@ -72,7 +73,7 @@ def test_a_directory_open_twice_names_the_lock(tmp_path: Path) -> None:
     directory = tmp_path / "db"
     first = open_engine(directory)
     with pytest.raises(
-        StoreError, match=cannot_open(directory) + r".*lock.*another store or process"
+        StoreLockedError, match=cannot_open(directory) + r".*lock.*another store or process"
     ):
         open_engine(directory)
     first.close()
