@@ -15,6 +15,9 @@ old owner is fenced and exits, and RocksDB's close writes into the directory by 
 memtable, and the removal of files it does not know): a copy moved there meanwhile would lose
 its table files. The store the new owner ends with must hold exactly the counts on disk (what
 a restart keeps), and so must the changelog.
+
+And with state directories of their own: the owner freezes just after handing a batch of
+its changelog to its Kafka client; woken, it must not send it, under either guarantee.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from samzapy.storage.task_stores import task_directory_name
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from test_kafka_jobs import Job, checkpointed, create_topic, name, wait_for  # noqa: E402
+from test_kafka_jobs import Job, checkpointed, create_topic, name, read_all, wait_for  # noqa: E402
 from test_scale_out import tasks_of  # noqa: E402
 from test_standby import caught_up, processed  # noqa: E402
 from test_state_jobs import STORE, changelog_state, produce_words, state_job_file  # noqa: E402
@@ -162,3 +165,87 @@ def test_a_paused_owner_keeps_its_store_until_it_lets_go(
         assert not_moved == ["Partition 0"], not_moved
         moved = [e["task"] for e in again.events() if e["event"] == "standby_moved_into_place"]
         assert moved == ["Partition 0"], moved
+
+
+# -- a batch inside the Kafka client at the pause -----------------------------------------------
+
+
+def late_records(records: list[Any], frozen_at: float) -> list[Any]:
+    """The records made before ``frozen_at`` (their create time) that landed after one made
+    later: the frozen container's, written after another had taken its task over."""
+    later = next((i for i, r in enumerate(records) if r.timestamp / 1000 > frozen_at), None)
+    return [] if later is None else [r for r in records[later:] if r.timestamp / 1000 < frozen_at]
+
+
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+def test_a_batch_inside_the_kafka_client_when_the_owner_froze_is_never_written(
+    kafka_bootstrap: str, tmp_path: Path, guarantee: str
+) -> None:
+    """docs/deploy.md, "Failover": a static member whose session expired (its event loop
+    stood still) "stops its tasks at once without committing"; "what its producers still held
+    is not written (``output_dropped``, at info, with the messages)". The owner of
+    ``Partition 0`` freezes (``freezing_run.py``) just after handing a batch of its changelog
+    to its Kafka client, before the client sent it; the other member (a state directory of
+    its own: another host) takes the task over and counts the rest, each word twice. Woken,
+    the old owner must not send that batch: its counts of 1, landing after the new owner's
+    2s, would be what the next restore finds."""
+    source, changelog = name("words"), name("counts-changelog")
+    asyncio.run(create_topic(kafka_bootstrap, source, 2))
+    job_id = uuid.uuid4().hex[:8]
+    files = [
+        state_job_file(
+            tmp_path,
+            kafka_bootstrap,
+            source,
+            changelog,
+            **{
+                "job.id": job_id,
+                "job.container.id": f"c{n}",
+                "job.logged.store.base.dir": str(tmp_path / f"state-{n}"),
+                "job.coordinator.session.timeout.ms": 6000,
+                "task.commit.ms": 300,
+                "task.processing.guarantee": guarantee,
+            },
+        )
+        for n in (0, 1)
+    ]
+    command = [sys.executable, str(HERE / "freezing_run.py")]
+    env = {"SAMZAPY_TEST_FREEZE_TOPIC": changelog}
+    jobs = [
+        Job(files[n], "unused", tmp_path / f"c{n}.log", env=env, command=command) for n in (0, 1)
+    ]
+    wait_for(lambda: sorted(len(tasks_of(j)) for j in jobs) == [1, 1], 60, "one task each")
+    n = 0 if "Partition 0" in tasks_of(jobs[0]) else 1
+    owner, taker = jobs[n], jobs[1 - n]
+    owner.proc.send_signal(signal.SIGUSR1)  # armed: it freezes at its first changelog batch
+    time.sleep(0.2)
+    words = {p: [f"w{p}-{i:05d}" for i in range(KEYS)] * 2 for p in (0, 1)}
+    asyncio.run(produce_words(kafka_bootstrap, source, words))
+    eos = guarantee == "exactly-once"
+    try:
+        wait_for(lambda: any(e["event"] == "test_frozen" for e in owner.events()), 60, "the freeze")
+        frozen_at = time.time()
+        wait_for(lambda: len(tasks_of(taker)) == 2, 60, "the take-over", taker.proc)
+        ends = {p: 2 * KEYS - 1 for p in (0, 1)}
+        wait_for(
+            lambda: checkpointed(kafka_bootstrap, files[0], exactly_once=eos) == ends,
+            60,
+            "every word counted",
+            taker.proc,
+        )
+    finally:
+        owner.proc.send_signal(signal.SIGCONT)
+    assert owner.wait(60) == 1, owner.tail()
+    events = owner.events()
+    assert any(e["event"] == "member_fenced" for e in events), owner.tail()
+    time.sleep(1)  # what the woken owner might still send has arrived
+    assert taker.stop() == 0, taker.tail()
+    records = asyncio.run(read_all(kafka_bootstrap, changelog, committed=eos))
+    late = late_records([r for r in records if r.partition == 0], frozen_at)
+    assert not late, f"{len(late)} changelog records of the frozen owner landed after the take-over"
+    assert changelog_state(kafka_bootstrap, changelog, committed=eos) == Counter(
+        w for ws in words.values() for w in ws
+    )
+    # What it held, the batch inside its client among it, it logged as dropped.
+    dropped = sum(e["messages"] for e in events if e["event"] == "output_dropped")
+    assert dropped > 0, owner.tail()

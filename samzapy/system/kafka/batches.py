@@ -1,19 +1,22 @@
 """The kafka producer's batches: one being filled, one handed over, and those inside aiokafka.
 
 ``OpenBatch`` is a batch the producer appends messages to; ``Queued`` one handed over and
-waiting for its partition's sender (``producer.py``). ``drop_held`` fails every batch an
-aiokafka producer still holds, so that its stop need not wait for brokers that are gone.
+waiting for its partition's sender (``producer.py``). ``send_under`` sends the batches inside
+aiokafka only under the container's lease. ``drop_held`` fails every batch an aiokafka
+producer still holds, so that its stop need not wait for brokers that are gone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from aiokafka.errors import KafkaError
 
 from samzapy.api.errors import TaskFencedError
 from samzapy.api.system import SystemStream
+from samzapy.system.fencing import WriteLease
 from samzapy.system.kafka.errors import not_bytes, where
 
 #: (topic, partition); partition None: the topic's keyless batch.
@@ -60,6 +63,37 @@ class Queued:
         self.settled = settled
 
 
+#: The API key of Kafka's ProduceRequest.
+_PRODUCE = 0
+#: How long a request not sent waits for its producer to drop it (a container that lost its
+#: tasks abandons its producers at once) before it fails its batches itself.
+_DROP_WAIT_S = 5.0
+
+
+def send_under(producer: Any, may_write: WriteLease, dropping: asyncio.Event) -> None:
+    """Send the aiokafka ``producer``'s batches only under ``may_write``. A batch handed to
+    aiokafka just before the container stood still (a SIGSTOP, a frozen VM) is still inside
+    it when the event loop runs again, after the session: sent then, it would land after its
+    task's new owner had started (a changelog record putting an older value back). So each
+    produce request waits out a hold; once the lease broke, it is not sent: its batches fail
+    once the producer drops what it holds (``dropping``, which counts them as dropped)."""
+    client = producer.client
+    send = client.send
+
+    async def send_under_lease(node_id: Any, request: Any, **kwargs: Any) -> Any:
+        if (
+            getattr(request, "API_KEY", None) == _PRODUCE
+            and not may_write.valid()
+            and not await may_write.settle()
+        ):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(dropping.wait(), _DROP_WAIT_S)
+            raise KafkaError("not sent: the container may have lost its tasks")
+        return await send(node_id, request, **kwargs)
+
+    client.send = send_under_lease
+
+
 async def drop_held(producer: Any, why: str, timeout_s: float) -> None:
     """Fail every batch the aiokafka ``producer`` holds, queued or sent, with ``why``, and any
     it is given from now on, so that its stop waits for none (an idempotent producer retries
@@ -99,4 +133,13 @@ def as_bytes(system_stream: SystemStream, what: str, value: Any) -> bytes:
     raise not_bytes(system_stream, what, value)
 
 
-__all__ = ["NO_HEADERS", "OpenBatch", "Queued", "Target", "as_bytes", "drop_held", "fenced"]
+__all__ = [
+    "NO_HEADERS",
+    "OpenBatch",
+    "Queued",
+    "Target",
+    "as_bytes",
+    "drop_held",
+    "fenced",
+    "send_under",
+]

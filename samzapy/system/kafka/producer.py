@@ -26,7 +26,8 @@ partition at a time: with 1,024 batches a pass-through's commits waited up to 20
 
 ``fence_with``: while the container's lease is held, queued batches wait and ``backpressure``
 holds the tasks back; once it broke, a queued batch is dropped instead of given to aiokafka,
-and the next ``flush`` raises TaskFencedError.
+and the next ``flush`` raises TaskFencedError. The batches inside aiokafka are sent under it
+too (``send_under``).
 
 ``stop`` flushes first; ``abandon`` (a container that failed or lost its tasks: no checkpoint
 covers what it sent) drops every batch not yet delivered, open, queued or inside aiokafka,
@@ -46,7 +47,14 @@ from aiokafka.errors import KafkaConnectionError
 from samzapy.api.errors import SendFailedError, StreamSystemError, TaskFencedError
 from samzapy.api.system import SystemStream
 from samzapy.system.fencing import WriteLease
-from samzapy.system.kafka.batches import NO_HEADERS, OpenBatch, Queued, Target, drop_held
+from samzapy.system.kafka.batches import (
+    NO_HEADERS,
+    OpenBatch,
+    Queued,
+    Target,
+    drop_held,
+    send_under,
+)
 from samzapy.system.kafka.batches import as_bytes as _as_bytes
 from samzapy.system.kafka.batches import fenced as _fenced
 from samzapy.system.kafka.connection import STOP_TIMEOUT_S, connect, retrying, started, stop_client
@@ -99,7 +107,7 @@ class KafkaSystemProducer(SystemProducer):
         #: Messages handed over and not yet delivered or failed.
         self._held = 0
         #: Set by ``abandon``: batches settled from now on were dropped, not failed.
-        self._dropping = False
+        self._dropping = asyncio.Event()
 
     async def start(self) -> None:
         if self._producer is None:
@@ -111,6 +119,8 @@ class KafkaSystemProducer(SystemProducer):
                 system=settings.system_name,
                 client="producer",
             )
+            if self._may_write is not None:  # its requests too, not only its batches
+                send_under(self._producer, self._may_write, self._dropping)
 
     async def _open_producer(self) -> Any:
         return await started(AIOKafkaProducer(**self._settings.producer_kwargs(self._defaults)))
@@ -353,7 +363,7 @@ class KafkaSystemProducer(SystemProducer):
         """A batch is delivered (``error`` None) or failed for good (or dropped)."""
         count = item.builder.record_count()
         self._held -= count
-        if error is not None and not self._dropping:
+        if error is not None and not self._dropping.is_set():
             self.failed_sends += count
             self._failures.append((topic, partition, error, count))
         if not item.settled.done():
@@ -374,7 +384,7 @@ class KafkaSystemProducer(SystemProducer):
         unsettled = list(self._unsettled)
         if unsettled:
             await asyncio.wait(unsettled)
-        if self._dropping:  # what it waited for may have been dropped: nothing is durable
+        if self._dropping.is_set():  # what it waited for may have been dropped: nothing is durable
             raise StreamSystemError(
                 f"the kafka producer of system {self._settings.system_name!r} was abandoned "
                 "(its container failed or gave its tasks up): what it held is not written"
@@ -403,7 +413,7 @@ class KafkaSystemProducer(SystemProducer):
         ``STOP_TIMEOUT_S``, whether or not the brokers answer. The messages dropped."""
         if self._producer is None:
             return 0
-        self._dropping = True
+        self._dropping.set()
         dropped = self._held + sum(batch.count for batch in self._open.values())
         for batch in self._open.values():
             if batch.timer is not None:
