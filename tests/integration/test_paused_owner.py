@@ -246,6 +246,7 @@ def test_a_batch_inside_the_kafka_client_when_the_owner_froze_is_never_written(
     assert changelog_state(kafka_bootstrap, changelog, committed=eos) == Counter(
         w for ws in words.values() for w in ws
     )
-    # What it held, the batch inside its client among it, it logged as dropped.
+    # What it held, the batch inside its client among it, it logged as dropped (under
+    # exactly-once the broker may refuse the batch first: the new owner fenced its producer).
     dropped = sum(e["messages"] for e in events if e["event"] == "output_dropped")
-    assert dropped > 0, owner.tail()
+    assert dropped > 0 or eos, owner.tail()
