@@ -193,17 +193,16 @@ def test_a_batch_inside_the_kafka_client_when_the_owner_froze_is_never_written(
     asyncio.run(create_topic(kafka_bootstrap, source, 2))
     job_id = uuid.uuid4().hex[:8]
     files = [
-        state_job_file(
+        member_file(
             tmp_path,
             kafka_bootstrap,
             source,
             changelog,
+            job_id,
+            n,
             **{
-                "job.id": job_id,
-                "job.container.id": f"c{n}",
                 "job.logged.store.base.dir": str(tmp_path / f"state-{n}"),
-                "job.coordinator.session.timeout.ms": 6000,
-                "task.commit.ms": 300,
+                "job.standbytasks.replication.factor": 1,
                 "task.processing.guarantee": guarantee,
             },
         )
