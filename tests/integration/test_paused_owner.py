@@ -91,7 +91,13 @@ def local_counts(tmp_path: Path, task: str) -> dict[str, int]:
         engine.close()
 
 
-@pytest.mark.parametrize("standby", [True, False], ids=["standby", "no-standby"])
+@pytest.mark.parametrize(
+    "standby",
+    [
+        pytest.param(True, id="standby"),
+        pytest.param(False, id="no-standby", marks=pytest.mark.slow),  # make test-slow
+    ],
+)
 def test_a_paused_owner_keeps_its_store_until_it_lets_go(
     kafka_bootstrap: str, tmp_path: Path, standby: bool
 ) -> None:
@@ -177,7 +183,9 @@ def late_records(records: list[Any], frozen_at: float) -> list[Any]:
     return [] if later is None else [r for r in records[later:] if r.timestamp / 1000 < frozen_at]
 
 
-@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+@pytest.mark.parametrize(
+    "guarantee", ["at-least-once", pytest.param("exactly-once", marks=pytest.mark.slow)]
+)
 def test_a_batch_inside_the_kafka_client_when_the_owner_froze_is_never_written(
     kafka_bootstrap: str, tmp_path: Path, guarantee: str
 ) -> None:

@@ -35,7 +35,7 @@ from test_kafka_jobs import Job, checkpointed, create_topic, name, wait_for  # n
 from test_scale_out import http_get  # noqa: E402
 from test_state_jobs import changelog_state, produce_words, state_job_file  # noqa: E402
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]  # make test-slow
 
 KEYS = 200_000
 #: deploy/statefulset.yaml's livenessProbe timeoutSeconds.
