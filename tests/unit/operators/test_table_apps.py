@@ -465,6 +465,22 @@ def test_a_join_result_s_later_time_stays_with_the_result() -> None:
     assert sorted(panes) == [(0, [1_000]), (10_000, [15_000])]  # 1 s is in the pane of 0
 
 
+class _PutsInBatches:
+    """A remote store a batched table only puts to, with ``put_all_async`` (a subclass's)."""
+
+    async def get_async(self, key: str) -> Any:
+        return None
+
+    async def put_async(self, key: str, value: Any) -> None:
+        raise AssertionError("a batched table writes with put_all_async")
+
+    async def delete_async(self, key: str) -> None:
+        raise AssertionError("nothing is deleted")
+
+    async def delete_all_async(self, keys: list[Any]) -> None:
+        raise AssertionError("nothing is deleted")
+
+
 def _last_checkpointed(runner: TestRunner) -> int:
     """The highest offset the running job's checkpoints cover (-1: none yet)."""
     from samzapy.checkpoint.memory import InMemoryCheckpointManager
@@ -837,24 +853,12 @@ def test_a_message_is_not_checkpointed_before_its_batched_remote_write_landed() 
     def checkpointed() -> int:
         return _last_checkpointed(runners[0])
 
-    class Store:
-        async def get_async(self, key: str) -> Any:
-            return None
-
-        async def put_async(self, key: str, value: Any) -> None:
-            raise AssertionError("a batched table writes with put_all_async")
-
-        async def delete_async(self, key: str) -> None:
-            raise AssertionError("nothing is deleted")
-
+    class Store(_PutsInBatches):
         async def put_all_async(self, entries: list[Any]) -> None:
             at_start = checkpointed()
             await asyncio.sleep(0.03)
             seen.append((min(value for _, value in entries), at_start, checkpointed()))
             landed.extend(value for _, value in entries)  # each value is its message's offset
-
-        async def delete_all_async(self, keys: list[Any]) -> None:
-            raise AssertionError("nothing is deleted")
 
     def app(d: StreamApplicationDescriptor) -> None:
         store = Store()
@@ -889,16 +893,7 @@ async def test_a_commit_waits_for_a_batch_not_full_and_takes_no_message_meanwhil
     def checkpointed() -> int:
         return _last_checkpointed(runners[0])
 
-    class Store:
-        async def get_async(self, key: str) -> Any:
-            return None
-
-        async def put_async(self, key: str, value: Any) -> None:
-            raise AssertionError("a batched table writes with put_all_async")
-
-        async def delete_async(self, key: str) -> None:
-            raise AssertionError("nothing is deleted")
-
+    class Store(_PutsInBatches):
         async def put_all_async(self, entries: list[Any]) -> None:
             calls.append(([key for key, _ in entries], time.monotonic(), checkpointed()))
             if len(calls) == 3:
