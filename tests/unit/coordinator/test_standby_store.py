@@ -19,6 +19,7 @@ from samzapy.storage.ports import StoreLockedError
 from samzapy.storage.restore import read_marker
 from samzapy.storage.rocksdb import RocksDBStoreFactory
 from samzapy.system.inmemory.factory import InMemorySystemFactory
+from samzapy.system.ports import SystemAdmin
 
 TASK = TaskName.for_partition(0)
 
@@ -92,17 +93,23 @@ def test_a_copy_not_closed_cleanly_starts_over(tmp_path: Path) -> None:
     asyncio.run(run())
 
 
+async def _closed_copy_at_2(tmp_path: Path) -> tuple[StandbyStore, SystemAdmin]:
+    """A standby's copy caught up to changelog offset 2 (two records of ``a``), closed."""
+    factory, store = _setup(tmp_path)
+    admin = factory.get_admin()
+    await admin.create_stream("counts-changelog", 1)
+    await _write(factory, [(b"a", b"1"), (b"a", b"2")])
+    assert store.open()
+    await store.catch_up(factory, admin, "0", "2")
+    store.close()
+    return store, admin
+
+
 def test_promotion_moves_the_copy_where_the_active_task_opens_it_unless_that_is_further(
     tmp_path: Path,
 ) -> None:
     async def run() -> None:
-        factory, store = _setup(tmp_path)
-        admin = factory.get_admin()
-        await admin.create_stream("counts-changelog", 1)
-        await _write(factory, [(b"a", b"1"), (b"a", b"2")])
-        assert store.open()
-        await store.catch_up(factory, admin, "0", "2")
-        store.close()
+        store, admin = await _closed_copy_at_2(tmp_path)
         active = store.active_directory
         active.mkdir(parents=True)
         (active / "CLEAN_OFFSET").write_text("7")  # an older active copy, further along
@@ -121,13 +128,7 @@ def test_promotion_leaves_a_directory_another_holds_open_alone(tmp_path: Path) -
     not open for another reason (corrupt) is replaced."""
 
     async def run() -> None:
-        factory, store = _setup(tmp_path)
-        admin = factory.get_admin()
-        await admin.create_stream("counts-changelog", 1)
-        await _write(factory, [(b"a", b"1"), (b"a", b"2")])
-        assert store.open()
-        await store.catch_up(factory, admin, "0", "2")
-        store.close()
+        store, admin = await _closed_copy_at_2(tmp_path)
         active = store.active_directory
         holder = RocksDBStoreFactory().create("counts", TASK, active, {})
         holder.put(b"a", b"old")
