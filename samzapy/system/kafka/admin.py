@@ -24,8 +24,6 @@ from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.kafka.connection import (
     connect,
-    keep_bootstrap,
-    pace_metadata,
     retrying,
     started,
     stop_client,
@@ -93,14 +91,7 @@ class KafkaSystemAdmin(SystemAdmin):
 
     async def _open_admin(self) -> Any:
         admin = AIOKafkaAdminClient(**self._settings.admin_kwargs())
-        keep_bootstrap(admin)
-        pace_metadata(admin)
-        try:
-            await admin.start()
-        except BaseException:
-            await admin.close()
-            raise
-        return admin
+        return await started(admin, admin.close)
 
     async def _open_consumer(self) -> Any:
         settings = self._settings

@@ -283,17 +283,18 @@ def pace_metadata(client: Any) -> None:
     network._metadata_update = paced
 
 
-async def started(client: T) -> T:
-    """``client`` (an aiokafka consumer or producer) started; when its start fails it is
-    stopped again, connections closed, and the error raised. It falls back on its
-    bootstrap servers when it knows no broker (``keep_bootstrap``) and waits between
-    metadata requests no broker answered (``pace_metadata``)."""
+async def started(client: T, close: Callable[[], Awaitable[Any]] | None = None) -> T:
+    """``client`` (an aiokafka consumer, producer or admin client) started; when its start
+    fails it is stopped again (``close``, for a client stopped otherwise: an admin client's
+    ``close``), connections closed, and the error raised. It falls back on its bootstrap
+    servers when it knows no broker (``keep_bootstrap``) and waits between metadata requests
+    no broker answered (``pace_metadata``)."""
     keep_bootstrap(client)
     pace_metadata(client)
     try:
         await client.start()  # type: ignore[attr-defined]
     except BaseException:
-        await stop_client(client)
+        await (stop_client(client) if close is None else close())
         raise
     return client
 
