@@ -415,10 +415,7 @@ class KafkaSystemProducer(SystemProducer):
             return 0
         self._dropping.set()
         dropped = self._held + sum(batch.count for batch in self._open.values())
-        for batch in self._open.values():
-            if batch.timer is not None:
-                batch.timer.cancel()
-        self._open.clear()
+        self._drop_open()
         while self._senders:  # each settles its queue as it ends
             senders = list(self._senders.values())
             for sender in senders:
@@ -433,12 +430,16 @@ class KafkaSystemProducer(SystemProducer):
     async def _close(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """Stop the client (within ``timeout_s``); open batches are dropped."""
         producer, self._producer = self._producer, None
+        self._drop_open()
+        if producer is not None:
+            await stop_client(producer, timeout_s)
+
+    def _drop_open(self) -> None:
+        """Drop the batches being filled (their linger timers cancelled)."""
         for batch in self._open.values():
             if batch.timer is not None:
                 batch.timer.cancel()
         self._open.clear()
-        if producer is not None:
-            await stop_client(producer, timeout_s)
 
 
 __all__ = ["KafkaSystemProducer"]
