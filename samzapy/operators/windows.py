@@ -355,17 +355,15 @@ class WindowOperator(SendingOperator):
             return
         self.watermark = watermark
         due = self.due(watermark)
-        if not due and self.at_commit:
-            return
-        try:
-            if due:
+        if due:
+            try:
                 self.fire(watermark)
-            self.store.put(_META, pickle.dumps(watermark, 5))
-        except OperatorError:
-            raise
-        except Exception as exc:
-            raise self.failed(exc, "firing") from exc
-        self.written = watermark
+            except OperatorError:
+                raise
+            except Exception as exc:
+                raise self.failed(exc, "firing") from exc
+        if due or not self.at_commit:
+            self.write_watermark()
 
     def tick(self) -> None:
         """Processing time passed (``task.window.ms``): fire what is due by the clock."""
