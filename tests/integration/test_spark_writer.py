@@ -311,6 +311,27 @@ def test_unframed_writes_plain_json_records(
     )
 
 
+def test_an_empty_dataframe_ends_its_batch(spark: SparkSession, kafka_bootstrap: str) -> None:
+    """A DataFrame of no partition at all still writes one task's end-of-stream to every
+    partition: a reader of the topic finishes (the module doc: "empty tasks included")."""
+    df = spark.createDataFrame(spark.sparkContext.emptyRDD(), page_views(spark, 1, 1).schema)
+    assert df.rdd.getNumPartitions() == 0
+    topic = create_topic(kafka_bootstrap, 2)
+    for method in METHODS:
+        summary = write_stream(
+            df,
+            bootstrap_servers=kafka_bootstrap,
+            topic=topic,
+            key_column="memberId",
+            timestamp_column="ts",
+            method=method,
+        )
+        assert (summary.rows, summary.spark_partitions) == (0, 1)
+    got = read_topic(kafka_bootstrap, topic, 2)
+    for records in got.values():
+        assert [decode(record.value)[0] for record in records] == [END_OF_STREAM] * 2
+
+
 # -- refused writes ---------------------------------------------------------------------------
 
 
