@@ -33,6 +33,12 @@ _INTEGRAL = (st.ByteType, st.ShortType, st.IntegerType, st.LongType)
 _TIMESTAMP = (st.TimestampType, st.TimestampNTZType)
 
 
+def _column(name: str) -> Column:
+    """The top-level column ``name`` as named, quoted: ``sf.col("a.b")`` would be the field
+    ``b`` of a struct ``a``, and a backtick in a name is a syntax error unquoted."""
+    return sf.col("`" + name.replace("`", "``") + "`")
+
+
 @dataclass(frozen=True)
 class PartitionScan:
     """One Spark partition as ``scan`` found it."""
@@ -94,11 +100,11 @@ class RecordColumns:
 
     def key(self) -> Column:
         """The record key, a Spark string (the Kafka sink and Python encode it as UTF-8)."""
-        return sf.col(self.key_column).cast("string")
+        return _column(self.key_column).cast("string")
 
     def json_value(self) -> Column:
         """The value columns as one JSON object, a Spark string."""
-        columns = [sf.col(name) for name in self.value_columns]
+        columns = [_column(name) for name in self.value_columns]
         return sf.to_json(sf.struct(*columns), {"ignoreNullFields": "false"})
 
     def framed_value(self) -> Column:
@@ -124,7 +130,7 @@ class RecordColumns:
         """The event time in epoch milliseconds (a long), or a null literal without a column."""
         if self.timestamp_column is None:
             return sf.lit(None).cast("long")
-        column = sf.col(self.timestamp_column)
+        column = _column(self.timestamp_column)
         kind = self.df.schema[self.timestamp_column].dataType
         if isinstance(kind, _TIMESTAMP):
             return sf.unix_millis(column.cast("timestamp"))
@@ -135,11 +141,11 @@ class RecordColumns:
     def scan(self) -> dict[int, PartitionScan]:
         """Per Spark partition index (empty partitions absent): its rows and greatest event
         time. SparkWriteError when a key or timestamp is null, naming the column and count."""
-        key_null = sf.when(sf.col(self.key_column).isNull(), 1).otherwise(0)
+        key_null = sf.when(_column(self.key_column).isNull(), 1).otherwise(0)
         if self.timestamp_column is None:
             time_null = sf.lit(0)
         else:
-            time_null = sf.when(sf.col(self.timestamp_column).isNull(), 1).otherwise(0)
+            time_null = sf.when(_column(self.timestamp_column).isNull(), 1).otherwise(0)
         rows = (
             self.df.select(
                 sf.spark_partition_id().alias("task"),

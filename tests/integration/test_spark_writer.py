@@ -311,6 +311,44 @@ def test_unframed_writes_plain_json_records(
     )
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_column_names_with_dots_and_backticks_are_written_as_named(
+    spark: SparkSession, kafka_bootstrap: str, method: Method
+) -> None:
+    # A CSV header such as "page.url" is one column: never a field of a struct "page".
+    df = page_views(spark, 6, 2).select(
+        sf.col("memberId").alias("member.id"),
+        sf.col("page").alias("page`url"),
+        sf.col("ts").alias("event.ts"),
+    )
+    topic = create_topic(kafka_bootstrap, 2)
+
+    summary = write_stream(
+        df,
+        bootstrap_servers=kafka_bootstrap,
+        topic=topic,
+        key_column="member.id",
+        timestamp_column="event.ts",
+        method=method,
+    )
+
+    assert summary.rows == 6
+    got = read_topic(kafka_bootstrap, topic, 2)
+    values = []
+    for records in got.values():
+        for record in records:
+            kind, payload, event_time = decode_timed(record.value)
+            if kind == USER_MESSAGE:
+                value = json.loads(payload)
+                assert record.key == str(value["member.id"]).encode()
+                assert event_time == value["event.ts"]
+                values.append(value)
+    assert sorted(values, key=lambda v: v["event.ts"]) == [
+        {"member.id": row["member.id"], "page`url": row["page`url"], "event.ts": row["event.ts"]}
+        for row in df.orderBy("`event.ts`").collect()
+    ]
+
+
 def test_an_empty_dataframe_ends_its_batch(spark: SparkSession, kafka_bootstrap: str) -> None:
     """A DataFrame of no partition at all still writes one task's end-of-stream to every
     partition: a reader of the topic finishes (the module doc: "empty tasks included")."""
