@@ -66,7 +66,8 @@ class RecordColumns:
         timestamp_column: str | None = None,
         value_columns: Sequence[str] | None = None,
     ) -> RecordColumns:
-        """Check that every named column exists (and the timestamp's type) in ``df``."""
+        """Check that every named column is exactly one column of ``df`` (and the timestamp's
+        type)."""
         fields = {field.name: field for field in df.schema.fields}
         if isinstance(value_columns, str):
             raise SparkWriteError(
@@ -84,6 +85,12 @@ class RecordColumns:
                 raise SparkWriteError(
                     f"the {role} column {name!r} is not in the DataFrame; its columns are "
                     f"{sorted(fields)}",
+                    column=name,
+                )
+            if (count := df.columns.count(name)) > 1:
+                raise SparkWriteError(
+                    f"the {role} column {name!r} names {count} columns of the DataFrame (a "
+                    "join's two sides, say); rename or drop all but one",
                     column=name,
                 )
         if timestamp_column is not None:

@@ -443,6 +443,22 @@ def test_bad_columns_are_refused_before_anything_is_written(
     assert end_offsets(kafka_bootstrap, topic, 2) == [0, 0]
 
 
+def test_a_column_named_twice_is_refused_before_anything_is_written(
+    spark: SparkSession, kafka_bootstrap: str
+) -> None:
+    views = page_views(spark, 4, 2)
+    pages = views.select(sf.col("page").alias("url"), sf.col("memberId").alias("page"))
+    df = views.join(pages, views["page"] == pages["url"])  # two columns called "page"
+    topic = create_topic(kafka_bootstrap, 2)
+    for arguments in ({"key_column": "page"}, {"key_column": "memberId"}):
+        with pytest.raises(
+            SparkWriteError, match=r"column 'page' names 2 columns of the DataFrame"
+        ) as info:
+            write_stream(df, bootstrap_servers=kafka_bootstrap, topic=topic, **arguments)
+        assert info.value.column == "page"
+    assert end_offsets(kafka_bootstrap, topic, 2) == [0, 0]
+
+
 def test_a_missing_topic_is_named(spark: SparkSession, kafka_bootstrap: str) -> None:
     topic = f"spark-writer-missing-{uuid.uuid4().hex[:10]}"
     with pytest.raises(
