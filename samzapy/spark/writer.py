@@ -39,6 +39,7 @@ from pyspark import RDD
 from pyspark.serializers import NoOpSerializer
 from pyspark.sql import DataFrame
 
+from samzapy.api.errors import StreamSystemError
 from samzapy.spark.columns import RecordColumns
 from samzapy.spark.errors import SparkWriteError
 from samzapy.spark.producer import (
@@ -122,7 +123,13 @@ def write_stream(
         df, key_column=key_column, timestamp_column=timestamp_column, value_columns=value_columns
     )
     # 1. Check, before anything is written.
-    partitions = run(topic_partition_count(bootstrap_servers, topic))
+    try:
+        partitions = run(topic_partition_count(bootstrap_servers, topic))
+    except StreamSystemError as exc:
+        raise SparkWriteError(
+            f"cannot look up Kafka topic {topic!r} at {bootstrap_servers}; nothing was "
+            f"written: {exc}"
+        ) from exc
     scanned = columns.scan()
     tasks = max(df.rdd.getNumPartitions(), 1)  # an empty DataFrame still ends its batch
     prefix = f"spark-{write_id or uuid.uuid4().hex[:12]}"
@@ -137,7 +144,13 @@ def write_stream(
     if framed:
         max_event_times = {i: scan.max_event_time for i, scan in scanned.items()}
         controls = control_records(list(names), max_event_times, partitions)
-        run(send_records(bootstrap_servers, topic, controls, options))
+        try:
+            run(send_records(bootstrap_servers, topic, controls, options))
+        except StreamSystemError as exc:
+            raise SparkWriteError(
+                f"the rows are in Kafka topic {topic!r} but its watermarks and end-of-stream "
+                f"are not (a reader waits for the batch to end): {exc}"
+            ) from exc
     return WriteSummary(
         topic=topic,
         rows=rows,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -24,6 +25,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 import samzapy.spark as samzapy_spark
+import samzapy.spark.producer as samzapy_producer
+import samzapy.spark.writer as samzapy_writer
+from samzapy.api.errors import StreamSystemError
 from samzapy.control.wire import (
     END_OF_STREAM,
     USER_MESSAGE,
@@ -471,6 +475,49 @@ def test_a_missing_topic_is_named(spark: SparkSession, kafka_bootstrap: str) -> 
             topic=topic,
             key_column="memberId",
         )
+
+
+def test_an_unreachable_broker_is_a_spark_write_error(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(samzapy_producer, "CONNECT_TIMEOUT_MS", 1500)
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(
+        SparkWriteError,
+        match=rf"cannot look up Kafka topic 'views' at 127\.0\.0\.1:{port}; nothing was "
+        r"written: cannot reach Kafka",
+    ):
+        write_stream(
+            page_views(spark, 4, 2),
+            bootstrap_servers=f"127.0.0.1:{port}",
+            topic="views",
+            key_column="memberId",
+        )
+
+
+def test_a_failed_end_of_stream_is_a_spark_write_error_naming_the_step(
+    spark: SparkSession, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = create_topic(kafka_bootstrap, 2)
+
+    async def failing(*args: Any, **kwargs: Any) -> int:
+        raise StreamSystemError("cannot reach Kafka at the brokers (the broker went away)")
+
+    monkeypatch.setattr(samzapy_writer, "send_records", failing)
+    with pytest.raises(
+        SparkWriteError,
+        match=rf"the rows are in Kafka topic '{topic}' but its watermarks and end-of-stream "
+        r"are not \(a reader waits for the batch to end\): .*the broker went away",
+    ):
+        write_stream(
+            page_views(spark, 4, 2),
+            bootstrap_servers=kafka_bootstrap,
+            topic=topic,
+            key_column="memberId",
+        )
+    assert sum(end_offsets(kafka_bootstrap, topic, 2)) == 4  # the rows, and nothing after
 
 
 def test_create_topic_creates_a_missing_topic_once(kafka_bootstrap: str) -> None:
