@@ -3,10 +3,13 @@ code can check: what the document says against the module that does it."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import samzapy.container.container as container_module
+from samzapy.metrics.catalogue import DESCRIPTIONS
+from samzapy.metrics.prometheus import sanitize
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,3 +34,53 @@ def test_architecture_start_up_has_the_containers_steps() -> None:
     section = _section("architecture.md", "## Start-up (`container/container.py`)")
     documented = re.findall(r"^(\d+)\. ", section, re.M)
     assert documented == steps
+
+
+def _registered_names() -> dict[str, str]:
+    """Every metric name samzapy's own code registers as a literal, with its kind
+    (``counter``, ``gauge``, ``timer``): ``registry.counter(group, "name", ...)``."""
+    names: dict[str, str] = {}
+    for path in (ROOT / "samzapy").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("counter", "gauge", "timer")
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+            ):
+                names[node.args[1].value] = node.func.attr
+    return names
+
+
+def test_deploy_metrics_table_lists_every_metric_the_container_registers() -> None:
+    """docs/deploy.md, "Metrics": one row per metric of the container, with the kind and
+    unit of the catalogue (the HELP text), and series named by the exporter's rule; the
+    catalogue describes every metric the code registers by a literal name, as that kind."""
+    registered = _registered_names()
+    assert registered, "no metric registrations found"
+    for name, kind in registered.items():
+        assert name in DESCRIPTIONS, f"{name} is registered but not in the catalogue"
+        assert DESCRIPTIONS[name].kind == kind, f"{name} is registered as a {kind}"
+    types = {"counter": "counter", "gauge": "gauge", "timer": "histogram"}
+    rows = {}
+    for line in _section("deploy.md", "## Metrics").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells
+    assert sorted(rows) == sorted(DESCRIPTIONS)
+    for name, (_, series, kind, unit, _) in rows.items():
+        described = DESCRIPTIONS[name]
+        assert described.kind is not None
+        assert (kind, unit) == (types[described.kind], described.unit), name
+        stem = sanitize(name)
+        if described.kind == "counter":
+            stem = f"{stem.removesuffix('_total')}_total"
+        elif described.kind == "timer" and not stem.endswith("_seconds"):
+            stem = f"{stem}_seconds"
+        for exported in re.findall(r"`([^`]+)`", series):
+            group = re.fullmatch(rf"samzapy_([a-z]+)_{stem}(\{{([a-z]+)\}})?", exported)
+            assert group is not None, f"{name}: {exported}"
+            if group[2] is not None:
+                assert group[3] == group[1], f"{name}: {exported} is labelled by its group kind"
