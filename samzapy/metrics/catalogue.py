@@ -27,7 +27,10 @@ class Description:
 
 DESCRIPTIONS: Final[dict[str, Description]] = {
     "messages-processed": Description(
-        "Messages whose processing completed, since the process started", "messages", "counter"
+        "Messages whose processing completed: the container's since the process started, a "
+        "task's since it last started in this process",
+        "messages",
+        "counter",
     ),
     "commits": Description(
         "Commits completed (producers flushed, stores flushed, checkpoint written if it moved);"

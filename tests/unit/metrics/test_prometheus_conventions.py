@@ -69,6 +69,12 @@ def test_every_catalogued_metric_follows_the_conventions() -> None:
     assert exported["samzapy_container_commit_latency_seconds"].documentation == (
         "Time one commit took, flushes and checkpoint write included (seconds)."
     )
+    # One HELP text for the container's count and each task's, which starts again when the
+    # task comes back to this process after a rebalance (a new task instance).
+    assert exported["samzapy_container_messages_processed"].documentation == (
+        "Messages whose processing completed: the container's since the process started, a "
+        "task's since it last started in this process (messages)."
+    )
 
 
 def test_a_help_text_given_at_registration_is_used() -> None:
