@@ -1,0 +1,38 @@
+"""Warnings a job logs as it starts, which docs/configuration.md names."""
+
+from __future__ import annotations
+
+import json
+
+from structlog.testing import capture_logs
+
+from samzapy.config import load_config, resolve
+from samzapy.container.plan import intermediate_outputs
+
+
+def test_an_intermediate_stream_the_job_neither_reads_nor_feeds_is_a_warning() -> None:
+    """``streams.<id>.samza.upstream.inputs``: a job whose every input is an intermediate
+    stream it reads has no upstream input for another intermediate stream; not reading that
+    one either, it would send it no end-of-stream or watermark."""
+    config = resolve(
+        load_config(
+            text=json.dumps(
+                {
+                    "job.name": "stage-2",
+                    "task.class": "samzapy:StreamTask",
+                    "task.inputs": ["memory.words"],
+                    "systems.memory.samza.factory": "memory",
+                    "streams.words.samza.system": "memory",
+                    "streams.words.samza.intermediate": True,
+                    "streams.counts.samza.system": "memory",
+                    "streams.counts.samza.intermediate": True,
+                }
+            ),
+            env={},
+        )
+    )
+    with capture_logs() as logs:
+        assert intermediate_outputs(config) == {}
+    warned = [e for e in logs if e["event"] == "intermediate_stream_without_upstream"]
+    assert [(e["log_level"], e["stream"]) for e in warned] == [("warning", "memory.counts")]
+    assert "streams.counts.samza.upstream.inputs" in warned[0]["reason"]
