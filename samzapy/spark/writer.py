@@ -73,7 +73,8 @@ class WriteSummary:
     topic: str
     #: Rows written (user records).
     rows: int
-    #: Spark partitions of the DataFrame: the upstream ``taskCount``.
+    #: Spark partitions of the DataFrame (1 for a DataFrame of none): the upstream
+    #: ``taskCount``.
     spark_partitions: int
     topic_partitions: int
     #: Wall-clock seconds from the first check to the last acknowledgement.
