@@ -88,7 +88,9 @@ class WatermarkListenerTask:
 class StreamWatermarkListenerTask:
     """Called when the watermark of one of the task's input streams moves forward: every
     partition of ``stream`` the task reads that carries watermarks has reported event time up
-    to ``watermark``; ``END_WATERMARK`` once they all ended. Runs, like ``on_watermark`` and
+    to ``watermark``; ``END_WATERMARK`` once they all ended (also for a stream that carries
+    none, upstream of an intermediate stream the task writes: before that stream's
+    end-of-stream is sent, what the call sends precedes it). Runs, like ``on_watermark`` and
     just after it, when nothing of the task is in flight (the operator task of applications
     uses it: a window's watermark is the minimum over the streams that reach it)."""
 

@@ -28,6 +28,7 @@ upstream inputs. Both only move forward, across restarts too.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from itertools import chain
 from typing import Any
 
 from samzapy.api.system import SystemStream, SystemStreamPartition
@@ -244,10 +245,12 @@ class TaskControl:
     def advance_stream_watermarks(self) -> dict[SystemStream, int]:
         """Each input stream whose watermark moved forward, with it (remembered as given): the
         minimum over the stream's carrying partitions that have not ended, ``END_WATERMARK``
-        once all of them ended."""
-        by_stream: dict[SystemStream, list[SystemStreamPartition]] = {}
-        for ssp in self.partitions:
-            by_stream.setdefault(ssp.system_stream, []).append(ssp)
+        once all of them ended. A stream upstream of an output that carries none gets
+        ``END_WATERMARK`` too once its partitions ended: given at the barrier before the
+        output's end-of-stream is sent, so what the task sends then goes before it."""
+        by_stream: dict[SystemStream, set[SystemStreamPartition]] = {}
+        for ssp in chain(self.partitions, *self.outputs.values()):
+            by_stream.setdefault(ssp.system_stream, set()).add(ssp)
         moved: dict[SystemStream, int] = {}
         for ss, ssps in by_stream.items():
             if all(ssp in self.ended for ssp in ssps):

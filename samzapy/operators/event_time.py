@@ -18,6 +18,12 @@ window the minimum over the streams that reach it, whenever that moves forward:
   A stream that saw no message for ``idle_timeout`` (processing time, on the container's
   clock, checked at each tick) stops holding the minimum back, and holds it again with its
   next message.
+
+It also ends each window, in either time domain, once every input stream that reaches it
+ended in the task (``ended``), before the task's own end-of-stream: a task that writes an
+intermediate stream ends it once its partitions of the stream's upstream inputs ended, while
+it may still read others (that stream itself, in a job of several stages), so what a window
+before the stream fires at its end must go first.
 """
 
 from __future__ import annotations
@@ -87,6 +93,10 @@ class Watermarks:
         #: Each window's advance function, with the streams that reach it.
         self._windows: list[tuple[Callable[[int], None], tuple[SystemStream, ...]]] = []
         self._by_stream: dict[SystemStream, list[int]] = {}
+        #: Each window's end (every time domain's), with the streams that reach it, until
+        #: they all ended; and the streams that ended.
+        self._ends: list[tuple[Callable[[], None], frozenset[SystemStream]]] = []
+        self._ended: set[SystemStream] = set()
 
     def generate(self, stream: SystemStream, lateness: int, idle_ms: int | None) -> None:
         self.generated[stream] = _Generated(lateness, idle_ms)
@@ -100,6 +110,19 @@ class Watermarks:
             self.streams.setdefault(stream, None)
             self._by_stream.setdefault(stream, []).append(index)
 
+    def add_end(self, end: Callable[[], None], streams: Iterable[SystemStream]) -> None:
+        """``end()`` (a window's end of stream) once every one of ``streams`` ended."""
+        self._ends.append((end, frozenset(streams)))
+
+    def ended(self, stream: SystemStream) -> None:
+        """Every partition of ``stream`` the task reads ended: end the windows whose streams
+        all did, in the order they were added (a window's before the windows after it)."""
+        self._ended.add(stream)
+        ending = [(end, s) for end, s in self._ends if s and s <= self._ended]
+        self._ends = [(end, s) for end, s in self._ends if not (s and s <= self._ended)]
+        for end, _ in ending:
+            end()
+
     def restrict(self, read: Collection[SystemStream]) -> None:
         """Only the streams this task reads (``read``) hold its windows back: a stream none
         of whose partitions it has (a merged input with fewer partitions than the others)
@@ -108,6 +131,8 @@ class Watermarks:
             (advance, tuple(s for s in streams if s in read)) for advance, streams in self._windows
         ]
         self._by_stream = {s: i for s, i in self._by_stream.items() if s in read}
+        # A window none of whose streams the task reads ends with the task only.
+        self._ends = [(end, streams & frozenset(read)) for end, streams in self._ends]
         for stream in [s for s in self.streams if s not in read]:
             del self.streams[stream]
 

@@ -12,7 +12,12 @@ from typing import Any
 
 from samzapy.api.context import MessageCollector, TaskCoordinator
 from samzapy.api.system import SystemStream
-from samzapy.api.task import EndOfStreamListenerTask, StreamWatermarkListenerTask, WindowableTask
+from samzapy.api.task import (
+    END_WATERMARK,
+    EndOfStreamListenerTask,
+    StreamWatermarkListenerTask,
+    WindowableTask,
+)
 from samzapy.operators.windows import gather_pending
 
 
@@ -63,11 +68,21 @@ class WindowHooks(WindowableTask, EndOfStreamListenerTask, StreamWatermarkListen
         collector: MessageCollector,
         coordinator: TaskCoordinator,
     ) -> Any:
+        """A stream's watermark moved (event time); ``END_WATERMARK``: it ended, and so do
+        the windows whose streams all ended (``Watermarks.ended``), in either time domain."""
         graph = self.graph
-        if not graph.event_time:
+        ended = watermark == END_WATERMARK and graph.windows
+        if not graph.event_time and not ended:
             return None
         self._bind(collector, coordinator)
-        return self._fire(lambda: graph.watermarks.received(stream, watermark))
+
+        def moved() -> None:
+            if graph.event_time:
+                graph.watermarks.received(stream, watermark)
+            if ended:
+                graph.watermarks.ended(stream)
+
+        return self._fire(moved)
 
     def on_end_of_stream(self, collector: MessageCollector, coordinator: TaskCoordinator) -> Any:
         """Every input ended: every open window fires."""

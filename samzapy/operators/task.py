@@ -92,6 +92,9 @@ class OperatorGraph:
                 continue
             for upstream in spec.upstream:
                 built[id(upstream)].connect(op)
+        for spec in graph.operators:  # each window ends once the streams that reach it did
+            if isinstance(op := built[id(spec)], WindowOperator):
+                self.watermarks.add_end(op.end_of_stream, sources(spec, inputs_of))
         if self.event_time:
             self._keep_event_time(graph, built, inputs_of)
         for op in self.operators:
@@ -284,10 +287,9 @@ class _OperatorTask(InitableTask, ClosableTask, WindowHooks):
                     op_id=op.op_id,
                     kind=op.kind,
                 ) from exc
-        if self.graph.event_time:
-            self.graph.watermarks.restrict(
-                {ssp.system_stream for ssp in context.system_stream_partitions}
-            )
+        self.graph.watermarks.restrict(
+            {ssp.system_stream for ssp in context.system_stream_partitions}
+        )
         for window in self.graph.windows:
             window.open(own)  # the container's context: its commit hook (``before_commit``)
         for join in self.graph.joins:

@@ -105,13 +105,15 @@ def test_a_pane_that_fails_as_a_hook_fires_leaves_no_earlier_pane_s_call_unawait
     hook: str, never_awaited: Callable[[], list[str]]
 ) -> None:
     """Keys a and b in one pane: a's pane went on (its call started) before b's failed. The
-    end watermark fires an event-time window, end-of-stream a processing-time one."""
+    end watermark fires an event-time window, end-of-stream a processing-time one (over an
+    input without watermarks: one with them ends the window at its end watermark)."""
     if hook == "on_stream_watermark":
         window = Windows.keyed_tumbling_window(lambda m: m["k"], 10 * S, **COUNT)
         window = window.with_event_time()
+        source = events()
     else:
         window = Windows.keyed_tumbling_window(lambda m: m["k"], 1_000 * S, **COUNT)
-    source = events()
+        source = KAFKA.get_input_descriptor("events", "json")
     app = Refusing(window, source)
     runner = TestRunner.of(app.app).add_input_stream(source, [m("a", 1_000), m("b", 2_000)])
     with pytest.raises(TaskError) as info:
@@ -225,13 +227,15 @@ FAILED = {
 def test_a_window_whose_own_work_fails_as_it_fires_is_the_operator_named(fired_by: str) -> None:
     """Its serde fails reading a pane's value back: the error names the window ("counts"),
     whether a message moved the watermark (b's, which fires a's pane), the end watermark
-    fired it or end-of-stream (a processing-time window)."""
+    fired it or end-of-stream (a processing-time window, over an input without watermarks)."""
     window = Windows.keyed_tumbling_window(
         lambda m: m["k"], 1_000 * S, **COUNT, value_serde=Unreadable()
     )
     if fired_by != "end-of-stream":
         window = window.with_event_time()
-    source = events()
+        source = events()
+    else:
+        source = KAFKA.get_input_descriptor("events", "json")
     messages = [m("a", 1_000), m("b", 1_200_000)] if fired_by == "a message" else [m("a", 1_000)]
 
     def app(d: StreamApplicationDescriptor) -> None:
