@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every Python version samzapy claims, proven: for each version, a virtualenv of its own
-# (.venv-<version>) made from the machine's interpreter, then the unit and contract suites and
-# the CLI quick start. `make test` runs the whole suite on its own virtualenv's Python and
-# this script on the others.
+# (.venv-<version>) made from the machine's interpreter, then the unit and contract suites
+# (the versions side by side, on two CPUs or more) and the CLI quick start. `make test` runs
+# the whole suite on its own virtualenv's Python and this script on the others.
 #
 #   scripts/pythons.sh [VERSION...]    (default: every version pyproject.toml's classifiers name)
 #   scripts/pythons.sh --list          print the claimed versions
@@ -47,6 +47,7 @@ if [[ ${#versions[@]} -eq 0 ]]; then
 fi
 [[ ${#versions[@]} -gt 0 ]] || die "no versions given and none found in pyproject.toml's classifiers"
 
+# 1. Each version's virtualenv and install, one after the other (the builds share build/).
 for version in "${versions[@]}"; do
     python="$(find_python "$version")" ||
         die "Python $version is claimed by pyproject.toml but no interpreter was found (tried \$PYTHON_${version/./_}, python$version, ~/.pyenv/versions/$version.*)"
@@ -71,10 +72,40 @@ for version in "${versions[@]}"; do
     if ! "$venv/bin/python" -I -c 'import shutil, sys, samzapy._speedups as s; shutil.copy(s.__file__, sys.argv[1])' samzapy/ 2>/dev/null; then
         echo "== Python $version: samzapy._speedups was not built (no C compiler or Python headers?): its paths run in Python"
     fi
-    "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit tests/contract
+done
+
+# 2. The unit and contract suites: side by side on a machine of two CPUs or more (each suite
+# runs in one process, on one CPU), each version's output printed whole once it is done.
+suite() {
+    ".venv-$1/bin/python" -m pytest -q -p no:cacheprovider tests/unit tests/contract
+}
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+failed=()
+if [[ ${#versions[@]} -gt 1 && "$(nproc)" -ge 2 ]]; then
+    pids=()
+    for version in "${versions[@]}"; do
+        suite "$version" >"$logs/$version" 2>&1 &
+        pids+=($!)
+    done
+    for i in "${!versions[@]}"; do
+        wait "${pids[$i]}" || failed+=("${versions[$i]}")
+        echo "== Python ${versions[$i]}: unit and contract suites"
+        cat "$logs/${versions[$i]}"
+    done
+else
+    for version in "${versions[@]}"; do
+        echo "== Python $version: unit and contract suites"
+        suite "$version" || failed+=("$version")
+    done
+fi
+[[ ${#failed[@]} -eq 0 ]] || die "the unit and contract suites failed on Python ${failed[*]}"
+
+# 3. The quick start, from each version's install.
+for version in "${versions[@]}"; do
     scratch="$(mktemp -d)"
     SAMZAPY_OUTPUT_DIR="$scratch/output" SAMZAPY_STATE_DIR="$scratch/state" \
-        "$venv/bin/samzapy" run configs/quickstart.yaml --log-level warning
+        ".venv-$version/bin/samzapy" run configs/quickstart.yaml --log-level warning
     test -s "$scratch/output/quickstart/page-view-counts/0.jsonl" ||
         die "the quick start on Python $version wrote no page-view counts"
     rm -rf "$scratch"

@@ -257,6 +257,8 @@ def _checkpoint_records(bootstrap: str, job: Path) -> list[tuple[str, float, int
     ]
 
 
+# make test-slow: test_static_membership fences a member whose session expired by default
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_static_member_evicted_while_cut_off_is_fenced_when_it_reaches_the_group_again(
     kafka_bootstrap: str, tmp_path: Path

@@ -166,6 +166,8 @@ def test_a_broker_stopped_mid_run_is_ridden_out_with_a_handful_of_lines(
     check_library_lines(run)
 
 
+# make test-slow: test_coordinator_cut_off holds the lease through a cut-off by default
+@pytest.mark.slow
 def test_an_outage_longer_than_the_session_holds_the_tasks_and_resumes_them_exactly(
     own_kafka_broker: ScriptBroker, tmp_path: Path
 ) -> None:
