@@ -40,6 +40,7 @@ from samzapy.api.tables import (
     TableDescriptor,
 )
 from samzapy.api.task import (
+    END_WATERMARK,
     AsyncStreamTask,
     ClosableTask,
     EndOfStreamListenerTask,
@@ -60,6 +61,7 @@ from samzapy.api.windows import (
 )
 
 __all__ = [
+    "END_WATERMARK",
     "CachingTableDescriptor",
     "InMemoryTableDescriptor",
     "ReadWriteTable",

@@ -199,8 +199,9 @@ class LibraryLogLimiter:
 
 def short_path(filename: str) -> str:
     """``filename`` relative to the longest ``sys.path`` entry holding it
-    (``aiokafka/conn.py``, not ``/usr/lib/python3.12/site-packages/aiokafka/conn.py``)."""
-    for entry in sorted((p for p in sys.path if p), key=len, reverse=True):
+    (``aiokafka/conn.py``, not ``/usr/lib/python3.12/site-packages/aiokafka/conn.py``); as
+    it is once the interpreter is finalizing (``sys.path`` None: asyncio's last warnings)."""
+    for entry in sorted((p for p in sys.path or () if p), key=len, reverse=True):
         prefix = entry.rstrip(os.sep) + os.sep
         if filename.startswith(prefix):
             return filename[len(prefix) :]

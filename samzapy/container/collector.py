@@ -31,12 +31,17 @@ from samzapy.api.envelope import IncomingMessageEnvelope, OutgoingMessageEnvelop
 from samzapy.api.errors import (
     SamzapyError,
     SendFailedError,
-    SerdeError,
     StreamSystemError,
     TaskFencedError,
 )
 from samzapy.api.system import SystemStream, TaskName
-from samzapy.container.send_errors import RefusingProducer, send_failed
+from samzapy.container.send_errors import (
+    RefusingProducer,
+    framable,
+    out_of_range,
+    send_failed,
+    sent_after_end,
+)
 from samzapy.control.origins import WriterOrigins
 from samzapy.control.wire import frame, with_event_time
 from samzapy.system.partitioner import partition_for
@@ -57,16 +62,6 @@ def key_bytes(key: Any, serde: Serde | None) -> bytes:
     if isinstance(key, str):
         return key.encode()
     return str(key).encode()
-
-
-def _framable(route: _Route, message: Any) -> bytes:
-    if isinstance(message, bytes):
-        return message
-    raise SerdeError(
-        f"{route.stream} is framed (samza.intermediate or samza.framed) and needs its "
-        f"messages serialized to bytes, got {type(message).__name__}: set the stream's "
-        "samza.msg.serde (for example json)"
-    )
 
 
 def _spread(offset: str, ordinal: int, partitions: int) -> int | None:
@@ -117,6 +112,7 @@ PARTITION_CACHE_SIZE = 65536
 class _Route:
     __slots__ = (
         "backlog",
+        "ended",
         "framed",
         "key_serde",
         "msg_serde",
@@ -149,6 +145,8 @@ class _Route:
         self.partition_cache: dict[bytes, int] = {}
         #: Messages waiting for the partition count; None once the route is ready.
         self.backlog: list[_Waiting | _ControlRecord] | None = []
+        #: The tasks that sent it their end-of-stream (None: none did).
+        self.ended: set[TaskName] | None = None
 
     def partition_of(self, key: bytes) -> int:
         """Kafka's partition of ``key``, remembered."""
@@ -228,9 +226,11 @@ class OutputRouter:
         route = self._routes.get(envelope.system_stream)
         if route is None:
             route = self._open_route(envelope.system_stream)
+        if route.ended is not None and task in route.ended:
+            raise sent_after_end(route.stream, task)
         if route.backlog is not None:
             if route.framed and route.msg_serde is None and envelope.message is not None:
-                _framable(route, envelope.message)  # fail in the task's call, not later
+                framable(route.stream, envelope.message)  # fail in the task's call, not later
             route.backlog.append(_Waiting(envelope, task, writer, origin, ordinal, floor))
             return
         # The route is ready: partition, serialize and hand over (the hot path, one call).
@@ -259,13 +259,7 @@ class OutputRouter:
                 # No key: a replay must still send the record where it went the first time.
                 partition = _spread(origin.offset, ordinal, route.partitions)
         elif not 0 <= partition < route.partitions:
-            raise StreamSystemError(
-                f"partition {partition} is out of range for {route.stream}, which has "
-                f"{route.partitions} partitions: send to a partition from 0 to "
-                f"{route.partitions - 1}, or give the stream more partitions "
-                f"(streams.{self._stream_id(route.stream)}.partitions, used when samzapy "
-                "creates the stream)"
-            )
+            raise out_of_range(partition, route.stream, route.partitions, self._stream_id)
         if key is not None and route.key_serde is not None and not serialized:
             key = route.key_serde.to_bytes(key)
         message = envelope.message
@@ -273,7 +267,7 @@ class OutputRouter:
             message = route.msg_serde.to_bytes(message)
         if route.framed and message is not None:
             if type(message) is not bytes:
-                message = _framable(route, message)
+                message = framable(route.stream, message)
             if writer is not None and origin is not None and route.origins:
                 message = writer.tagger(
                     origin.system_stream_partition, origin.offset, ordinal, message, floor
@@ -304,16 +298,27 @@ class OutputRouter:
             error.__cause__ = exc
             self._on_error(error)
 
-    def broadcast_control(self, stream: SystemStream, record: bytes) -> None:
+    def broadcast_control(
+        self, stream: SystemStream, record: bytes, ended_by: TaskName | None = None
+    ) -> None:
         """Send a framed control record to every partition of ``stream``, after everything
-        sent to it so far."""
+        sent to it so far; ``ended_by``: the task whose end-of-stream it is (its later sends
+        to ``stream`` fail: its readers may have finished, so no one would read them)."""
         route = self._routes.get(stream)
         if route is None:
             route = self._open_route(stream)
+        if ended_by is not None:
+            route.ended = (route.ended or set()) | {ended_by}
         if route.backlog is not None:
             route.backlog.append(_ControlRecord(record))
             return
         self._broadcast(route, record)
+
+    def forget_ends(self, task: TaskName) -> None:
+        """``task``'s instance closed: a later one sends its end-of-stream again."""
+        for route in self._routes.values():
+            if route.ended is not None:
+                route.ended.discard(task)
 
     def _broadcast(self, route: _Route, record: bytes) -> None:
         for partition in range(route.partitions):

@@ -7,14 +7,20 @@ they may fail only after the call that made them returned; the error still names
 and the partition and offset of the input message whose call sent it. A send to a system
 that a ``RefusingProducer`` stands for fails the same way, before its stream is looked up,
 created or its system connected: nothing of it reaches that system.
+
+The others: a message a framed stream cannot carry (not bytes once serialized), a partition
+the stream does not have, and a send to an intermediate stream after the sending task told it
+its end (``sent_after_end``): that stream's readers may have finished, so it fails the task
+rather than vanish.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from samzapy.api.envelope import IncomingMessageEnvelope
-from samzapy.api.errors import StreamSystemError, TaskError
+from samzapy.api.errors import SerdeError, StreamSystemError, TaskError
 from samzapy.api.system import SystemStream, TaskName
 from samzapy.system.ports import SystemProducer
 
@@ -32,6 +38,42 @@ def send_failed(
         task_name=task,
         ssp=ssp,
         offset=origin.offset,
+    )
+
+
+def framable(stream: SystemStream, message: Any) -> bytes:
+    """``message`` as a framed stream's record body: bytes, else a SerdeError."""
+    if isinstance(message, bytes):
+        return message
+    raise SerdeError(
+        f"{stream} is framed (samza.intermediate or samza.framed) and needs its messages "
+        f"serialized to bytes, got {type(message).__name__}: set the stream's samza.msg.serde "
+        "(for example json)"
+    )
+
+
+def out_of_range(
+    partition: int, stream: SystemStream, partitions: int, stream_id: Callable[[SystemStream], str]
+) -> StreamSystemError:
+    """A send to a partition ``stream`` does not have."""
+    return StreamSystemError(
+        f"partition {partition} is out of range for {stream}, which has {partitions} "
+        f"partitions: send to a partition from 0 to {partitions - 1}, or give the stream more "
+        f"partitions (streams.{stream_id(stream)}.partitions, used when samzapy creates the "
+        "stream)"
+    )
+
+
+def sent_after_end(stream: SystemStream, task: TaskName | None) -> StreamSystemError:
+    """A send of ``task`` to an intermediate stream it already sent its end-of-stream to."""
+    return StreamSystemError(
+        f"task {task!r} sent to {stream} after its end-of-stream: its partitions of the "
+        "stream's upstream inputs (streams.<id>.samza.upstream.inputs) all ended, so it told "
+        "the stream's readers it would write nothing more, and they may have finished: the "
+        "message would never be read. Send it before then: from process, window, on_watermark "
+        "or on_stream_watermark (StreamWatermarkListenerTask, called with END_WATERMARK for an "
+        "upstream input just before the end is sent), not from on_end_of_stream, which runs "
+        "once every input of the task, the intermediate stream too, ended"
     )
 
 
@@ -70,4 +112,4 @@ class RefusingProducer(SystemProducer):
         return None
 
 
-__all__ = ["RefusingProducer", "send_failed"]
+__all__ = ["RefusingProducer", "framable", "out_of_range", "send_failed", "sent_after_end"]

@@ -12,10 +12,8 @@ slots take them, in offset order with the messages around them; their effects (a
 ended, a watermark moved, an intermediate stream to end) are acted on at the next barrier.
 
 A task with bootstrap inputs takes only their messages until they reached their heads; a
-barrier then releases its other inputs (``bootstrap.py``).
-
-The instance reports upward only through the ``TaskListener`` it is given (the run loop,
-``coordinator.py``).
+barrier then releases its other inputs (``bootstrap.py``). The instance reports upward only
+through the ``TaskListener`` it is given (the run loop, ``coordinator.py``).
 """
 
 from __future__ import annotations
@@ -276,6 +274,7 @@ class TaskInstance:
         """Call ``close`` once, if ``init`` was reached. A call on the thread pool that still
         runs was given up: what it sends from now on is dropped (``task_collector.py``)."""
         self._slot_context.current.closed = True
+        self._router.forget_ends(self.name)  # a later instance of the task writes them again
         if self._closed or not self._initialized:
             return
         self._closed = True
@@ -362,9 +361,10 @@ class TaskInstance:
 
     def _send_ends(self) -> None:
         """Tell the intermediate streams whose upstream partitions all ended that this task
-        will write nothing more to them."""
+        will write nothing more to them (the router refuses what it sends them from now on)."""
         for stream in self._control.take_ended_outputs():
-            self._broadcast(stream, EndOfStreamMessage(str(self.name), self._task_count))
+            ended = encode_control(EndOfStreamMessage(str(self.name), self._task_count))
+            self._router.broadcast_control(stream, ended, ended_by=self.name)
             log.info("end_of_stream_sent", task=self.name, stream=str(stream))
 
     def _broadcast(

@@ -103,6 +103,14 @@ class TestLibraryFields:
         assert short_path(f"{site}/aiokafka/conn.py") == "aiokafka/conn.py"
         assert short_path("/elsewhere/x.py") == "/elsewhere/x.py"
 
+    def test_short_path_at_interpreter_exit_is_the_whole_path(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # sys.path is None while the interpreter finalizes, when asyncio may still log
+        # ("Task exception was never retrieved"): the line keeps its path, not a traceback.
+        monkeypatch.setattr(sys, "path", None)
+        assert short_path("/opt/py/asyncio/base_events.py") == "/opt/py/asyncio/base_events.py"
+
 
 class TestLibraryKey:
     def test_the_template_is_the_unformatted_message(self) -> None:

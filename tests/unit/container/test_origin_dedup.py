@@ -179,6 +179,8 @@ class LateSender(AsyncStreamTask):
         self, envelope: IncomingMessageEnvelope, collector: Any, coordinator: Any
     ) -> None:
         collector.send(OutgoingMessageEnvelope(WORDS, envelope.message, key="now"))
+        if envelope.message == "line 199":  # the last: the task ends the stream after it
+            await self.pending
         if envelope.message != "first":
             return
 
