@@ -206,6 +206,10 @@ class MessageStream:
 
     def merge(self, others: Iterable[MessageStream]) -> MessageStream:
         """A stream of this stream's messages and the others', each in its own order."""
+        if isinstance(others, MessageStream):
+            raise ConfigError(
+                "merge takes a list of MessageStreams: merge([other]), not merge(other)"
+            )
         return MessageStream.merge_all([self, *others])
 
     @staticmethod

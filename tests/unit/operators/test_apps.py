@@ -172,6 +172,16 @@ def test_merge_takes_every_message_of_every_stream() -> None:
     assert sorted(flat(result.outputs(out))) == ["a:1", "a:2", "b:3"]
 
 
+def test_merge_given_a_stream_instead_of_a_list_says_so() -> None:
+    other = KAFKA.get_input_descriptor("other", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(LINES).merge(d.get_input_stream(other))  # type: ignore[arg-type]
+
+    with pytest.raises(ConfigError, match=r"merge\(\[other\]\), not merge\(other\)"):
+        run(app, [(LINES, ["1"]), (other, ["3"])], {})
+
+
 def test_broadcast_gives_every_task_every_message() -> None:
     seen: dict[str, list[Any]] = {}
 
