@@ -25,10 +25,12 @@ class Checkpoint:
       a task writes with the epoch of the checkpoint it found plus one, and readers keep a
       task's checkpoint of the highest epoch, so a container that lost the task (and was not
       told yet) cannot move its checkpoint backwards or forwards. None: written before epochs;
-    - ``snapshots``: each logged store's local snapshot taken at the commit that wrote it
+    - ``snapshots``: each RocksDB store's local snapshot taken at the commit that wrote it
       (the snapshot's id, by store name), which a restart after a crash opens instead of
-      replaying the whole changelog. Empty: none was taken (snapshots off, an in-memory
-      store, or written before snapshots).
+      replaying the whole changelog (a logged store's id is ``<changelog offset>-<tag>``)
+      or, for a store without changelog (id ``local.<n>-<tag>``), instead of keeping a
+      local store that may hold writes after the checkpoint. Empty: none was taken
+      (snapshots off, an in-memory store, or written before snapshots).
 
     ``samzapy.checkpoint.codec`` turns it into the stored JSON document and back.
     """

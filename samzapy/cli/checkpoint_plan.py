@@ -17,8 +17,9 @@ time, an intermediate stream goes to its end: what the inputs' new offsets make 
 again, it writes there again (a file of offsets moves it where its lines say).
 
 The task's changelog offsets, snapshots and partition counts stay as they were, so its stores
-keep their state; ``--reset-stores`` drops the changelog offsets and snapshots, and the
-restart then empties the task's logged stores.
+keep their state; ``--reset-stores`` drops the changelog offsets and snapshots of the logged
+stores, and the restart then empties them (a store without changelog keeps its snapshot,
+which is its state as of the checkpoint: such a store keeps its state either way).
 
 The new checkpoint has the task's next owner epoch, as a container taking the task writes it:
 one above the checkpoint's, or ``FIRST_EPOCH`` for a task that has none. Not 1: a container
@@ -337,7 +338,8 @@ class TaskMove:
     old: Checkpoint | None
     new: Checkpoint
     moves: tuple[PartitionMove, ...]
-    #: The logged stores whose changelog offsets (and snapshots) ``--reset-stores`` dropped.
+    #: The logged stores whose changelog offsets (and snapshots) ``--reset-stores`` dropped
+    #: (stores without changelog keep their snapshots).
     reset_stores: tuple[str, ...] = field(default=())
 
     @property
@@ -377,7 +379,10 @@ def plan_task(
         control=control,
         epoch=epoch,
         changelog_offsets={} if reset_stores else old.changelog_offsets,
-        snapshots={} if reset_stores else old.snapshots,
+        # A store without changelog keeps its snapshot: it is its state as of the checkpoint.
+        snapshots={k: v for k, v in old.snapshots.items() if k not in old.changelog_offsets}
+        if reset_stores
+        else old.snapshots,
     )
     return TaskMove(task, old, new, moves, dropped)
 

@@ -111,8 +111,8 @@ def add_arguments(
     move.add_argument(
         "--reset-stores",
         action="store_true",
-        help="also drop the tasks' changelog offsets and snapshots: the restart empties "
-        "their logged stores",
+        help="also drop the tasks' changelog offsets and the snapshots of their logged "
+        "stores: the restart empties those (a store without changelog keeps its state)",
     )
 
 

@@ -1,10 +1,11 @@
 """A task's commit protocol, which its TaskInstance runs while nothing is in flight:
 
 1. flush the producers: every output of the covered messages is durable;
-2. flush the stores, note how far their changelogs got, and snapshot the logged stores
-   (``task.transactional.state.checkpoint.enabled``): each snapshot holds exactly what the
-   changelog holds up to the noted offset (the memtable is written out in a thread: the
-   loop, and so the other tasks, wait only for RocksDB's checkpoint, ``storage/snapshots.py``);
+2. flush the stores, note how far their changelogs got, and snapshot the RocksDB stores
+   (``task.transactional.state.checkpoint.enabled``): a logged store's snapshot holds
+   exactly what the changelog holds up to the noted offset, one without changelog's exactly
+   what the checkpoint covers (the memtable is written out in a thread: the loop, and so the
+   other tasks, wait only for RocksDB's checkpoint, ``storage/snapshots.py``);
 3. write the checkpoint: the last fully processed offset of each partition, with the
    changelog offsets, the snapshots and the control bookkeeping consistent with it (under
    exactly-once the writer commits the task's transaction);

@@ -368,7 +368,7 @@ class SamzaContainer:
                 task.stores.open()
                 last = task_plan.checkpoint
                 if last is None:
-                    await task.stores.restore({})
+                    await task.stores.restore(None)
                 else:
                     await task.stores.restore(last.changelog_offsets, last.snapshots)
         for task, task_plan in zip(self.tasks, plan.tasks, strict=True):

@@ -30,6 +30,7 @@ from samzapy.config import StoreConfig
 from samzapy.storage.ports import StorageEngine, StoreLockedError
 from samzapy.storage.registry import store_factory_for
 from samzapy.storage.restore import read_marker, take_marker, write_marker
+from samzapy.storage.snapshots import is_local
 from samzapy.system.entries import EntryBatch
 from samzapy.system.ports import OffsetDefault, SystemAdmin, SystemConsumer, SystemFactory
 
@@ -266,7 +267,8 @@ class StandbyStore:
         if mine is None:
             return False
         theirs = read_marker(self.active_directory)
-        if theirs is not None and compare(theirs, mine) >= 0:
+        # A marker naming no changelog offset (the store had no changelog then) is no match.
+        if theirs is not None and not is_local(theirs) and compare(theirs, mine) >= 0:
             return False
         if self.active_directory.exists():
             # Opened (and closed) first, which takes its lock: a process still holding the

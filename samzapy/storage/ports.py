@@ -93,6 +93,12 @@ class StorageEngine(ABC):
     def close(self) -> None:
         """Releases the engine (files, memory); closing it again does nothing."""
 
+    def sequence(self) -> int | None:
+        """A number that grows with every write and only then (RocksDB's latest sequence
+        number), so that a commit can tell a store without changelog has not changed since
+        its last snapshot; None: the engine does not know one."""
+        return None
+
     def snapshot(self, directory: Path) -> None:
         """Writes a copy of every entry so far, flushed or not, to ``directory`` (which must
         not exist; its parent must); later writes to the engine leave the copy untouched."""

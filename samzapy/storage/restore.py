@@ -20,6 +20,8 @@ offset, whatever came after it. Restoring (``restore_store``):
 
 Without a checkpoint the state is empty: every changelog record is beyond it.
 
+A store without changelog has only its local copy and its snapshots: ``unlogged.py``.
+
 Replaying a changelog from an offset at or before the one a store matches, up to a later
 checkpointed offset, gives the same state as replaying it from the start: the writes are the
 last value per key, in order. So a marker may name any offset up to which the store holds the
@@ -42,13 +44,14 @@ from samzapy.storage.buffered import BufferedStorageEngine
 from samzapy.storage.cached import CachedStorageEngine
 from samzapy.storage.logged import ChangelogSender
 from samzapy.storage.ports import StorageEngine
-from samzapy.storage.snapshots import StoreSnapshots, snapshot_offset
+from samzapy.storage.snapshots import StoreSnapshots, is_local, snapshot_offset
 from samzapy.system.ports import SystemAdmin, SystemFactory
 from samzapy.system.reader import read_entries
 
 log = structlog.get_logger("samzapy.stores")
 
-#: Written in a store's directory at a clean close: the changelog offset it matches.
+#: Written in a store's directory at a clean close: the changelog offset it matches (for a
+#: store without changelog, the snapshot its last checkpoint names, else ``local``).
 CLEAN_MARKER = "CLEAN_OFFSET"
 _PROGRESS_S = 5.0
 
@@ -72,8 +75,9 @@ class LocalStore:
 
     @property
     def snapshotting(self) -> bool:
-        """Whether commits snapshot this store: logged, on an engine that can."""
-        return self.changelog is not None and self.engine is not None and self.engine.snapshots
+        """Whether commits snapshot this store (with snapshots on): its engine can, logged or
+        not."""
+        return self.engine is not None and self.engine.snapshots
 
 
 # -- the clean marker --------------------------------------------------------------------------
@@ -102,11 +106,13 @@ def write_marker(directory: Path, offset: str) -> None:
 def keeps_local(
     engine: StorageEngine, admin: SystemAdmin, clean_offset: str | None, checkpointed: str | None
 ) -> bool:
-    """Step 1's test: a persistent store closed cleanly at or before the checkpoint."""
+    """Step 1's test: a persistent store closed cleanly at or before the checkpoint (not
+    while it had no changelog: its marker then names no changelog offset)."""
     return (
         engine.persistent
         and checkpointed is not None
         and clean_offset is not None
+        and not is_local(clean_offset)
         and admin.compare_offsets(clean_offset, checkpointed) <= 0
     )
 
@@ -218,9 +224,12 @@ class Restore:
         assert store.engine is not None
         path = store.snapshots.find(snapshot) if store.engine.snapshots else None
         reason = None
+        offset = _offset_of(snapshot)
         if path is None:
             reason = "not on this host"
-        elif admin.compare_offsets(snapshot_offset(snapshot), checkpointed) > 0:
+        elif offset is None:
+            reason = "not a snapshot at a changelog offset (taken while the store had none)"
+        elif admin.compare_offsets(offset, checkpointed) > 0:
             reason = f"it goes past the checkpointed changelog offset {checkpointed}"
         else:
             try:
@@ -308,6 +317,13 @@ async def replay(
                 eta_s=round(remaining / rate, 1) if remaining is not None and rate else None,
             )
     return records
+
+
+def _offset_of(snapshot: str) -> str | None:
+    try:
+        return snapshot_offset(snapshot)
+    except ValueError:
+        return None
 
 
 def _remaining(offset: str, end: str) -> int | None:

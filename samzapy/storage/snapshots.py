@@ -1,10 +1,14 @@
-"""The snapshots of one task's instance of one logged store, beside its directory.
+"""The snapshots of one task's instance of one store, beside its directory.
 
 A store's directory ``<store>/<task>`` has its snapshots in ``<store>/<task>.snapshots/``,
-one directory each, named by the snapshot's id: ``<changelog offset>-<tag>``, the changelog
-offset the snapshot matches (the store held exactly what the changelog held before it) and a
-tag drawn once per container run, so that snapshots taken by different runs of a task, on
-this host or another, never share a name. A checkpoint names the snapshot its commit took;
+one directory each, named by the snapshot's id: ``<position>-<tag>``, where the position is,
+for a store with a changelog, the changelog offset the snapshot matches (the store held
+exactly what the changelog held before it), and for a store without one ``local.<n>``, ``n``
+the engine's write sequence number (RocksDB's latest sequence number: it grows with every
+write, so an unchanged number means an unchanged store); and the tag is drawn once per
+container run, so that snapshots taken by different runs of a task, on this host or another,
+never share a name. ``snapshot_offset`` reads the changelog offset back (None for a store
+without changelog). A checkpoint names the snapshot its commit took;
 once it is written, every other snapshot of the store is removed (``keep_only``), so a store
 keeps one snapshot, two for the moment between a commit's snapshot and its checkpoint.
 
@@ -46,14 +50,24 @@ _T = TypeVar("_T")
 _P = ParamSpec("_P")
 
 SUFFIX = ".snapshots"
+#: How the position of a snapshot of a store without changelog starts (``local.<n>``), and
+#: what such a store's clean marker holds when it has no snapshot to name.
+LOCAL = "local"
 
 
-def snapshot_offset(snapshot_id: str) -> str:
-    """The changelog offset a snapshot matches, from its id."""
+def is_local(position: str) -> bool:
+    """Whether a snapshot id, its position or a clean marker is that of a store without a
+    changelog, not a changelog offset."""
+    return position.startswith(LOCAL)
+
+
+def snapshot_offset(snapshot_id: str) -> str | None:
+    """The changelog offset a snapshot matches, from its id; None for the snapshot of a
+    store without changelog (``local.<n>-<tag>``). ValueError: not a snapshot id."""
     offset, dash, tag = snapshot_id.rpartition("-")
     if not dash or not offset or not tag:
         raise ValueError(f"snapshot id {snapshot_id!r} is not '<changelog offset>-<tag>'")
-    return offset
+    return None if is_local(offset) else offset
 
 
 def _file_name(snapshot_id: str) -> str:
@@ -66,19 +80,36 @@ class StoreSnapshots:
     def __init__(self, directory: Path) -> None:
         self.root = directory.with_name(directory.name + SUFFIX)
         self._tag = uuid.uuid4().hex[:8]
-        #: The id of the snapshot taken last by this run, and the offset it matches.
+        #: The id of the snapshot taken last by this run, and the position it matches.
         self._last: tuple[str, str] | None = None
+        #: Snapshots taken by this run of a store without changelog whose engine has no
+        #: sequence number (each commit then takes a new one).
+        self._count = 0
+
+    @property
+    def last(self) -> str | None:
+        """The id of the snapshot this run took last (None: none yet)."""
+        return None if self._last is None else self._last[0]
 
     def path(self, snapshot_id: str) -> Path:
         return self.root / _file_name(snapshot_id)
 
-    async def take(self, engine: StorageEngine, offset: str) -> str:
+    async def take(self, engine: StorageEngine, offset: str | None) -> str:
         """A snapshot of ``engine``, which holds what its changelog held before ``offset``
-        and is written to by no one until this returns; its id. No new snapshot when the last
-        one matches the same offset already. (The steps: the module's docstring.)"""
-        if self._last is not None and self._last[1] == offset:
+        (None: a store without changelog) and is written to by no one until this returns; its
+        id. No new snapshot when the last one matches the same position already. (The steps:
+        the module's docstring.)"""
+        if offset is None:
+            sequence = engine.sequence()
+            if sequence is None:  # unknown: a new snapshot at every commit
+                self._count += 1
+                sequence = self._count
+            position = f"{LOCAL}.{sequence}"
+        else:
+            position = offset
+        if self._last is not None and self._last[1] == position:
             return self._last[0]
-        snapshot_id = f"{offset}-{self._tag}"
+        snapshot_id = f"{position}-{self._tag}"
         target = self.path(snapshot_id)
         # RocksDB refuses an existing target, and leaves '<target>.tmp' behind if it dies
         # half way; either can be left by a crashed run only.
@@ -87,7 +118,7 @@ class StoreSnapshots:
         await in_thread(engine.flush)
         # 2. The snapshot, on the loop: links and small copies.
         engine.snapshot(target)
-        self._last = (snapshot_id, offset)
+        self._last = (snapshot_id, position)
         return snapshot_id
 
     def _prepare(self, target: Path) -> None:
@@ -133,4 +164,4 @@ async def in_thread(fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -
         raise
 
 
-__all__ = ["SUFFIX", "StoreSnapshots", "in_thread", "snapshot_offset"]
+__all__ = ["LOCAL", "SUFFIX", "StoreSnapshots", "in_thread", "is_local", "snapshot_offset"]

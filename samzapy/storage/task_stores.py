@@ -7,9 +7,10 @@ start-up brings the store to exactly that offset (``restore.py``: keep a clean l
 else the checkpoint's snapshot, else nothing; replay the changelog's tail; write back what
 came after). Without a checkpoint the state is empty.
 
-With ``snapshots`` on, each commit snapshots every logged store that can (RocksDB) once its
-changelog offset is known (``snapshot``), the checkpoint names the snapshots, and once it is
-written the older ones are removed (``snapshots_committed``).
+With ``snapshots`` on, each commit snapshots every store that can (RocksDB), a logged one
+once its changelog offset is known (``snapshot``), the checkpoint names the snapshots, and
+once it is written the older ones are removed (``snapshots_committed``). A store without
+changelog is brought back to its checkpoint from the snapshot alone (``unlogged.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from samzapy.storage.logged import ChangelogSender
 from samzapy.storage.registry import open_store
 from samzapy.storage.restore import CLEAN_MARKER, LocalStore, Restore, take_marker, write_marker
 from samzapy.storage.serialized import SerializedKeyValueStore
+from samzapy.storage.snapshots import LOCAL
+from samzapy.storage.unlogged import restore_unlogged
 from samzapy.system.ports import SystemAdmin, SystemFactory
 from samzapy.system.serde import Serde
 
@@ -119,12 +122,15 @@ class TaskStores:
         return sender
 
     async def restore(
-        self, changelog_offsets: Mapping[str, str], snapshots: Mapping[str, str] | None = None
+        self,
+        changelog_offsets: Mapping[str, str] | None,
+        snapshots: Mapping[str, str] | None = None,
     ) -> None:
-        """Bring every logged store to its checkpointed changelog offset (``restore.py``);
-        ``changelog_offsets`` and ``snapshots`` (the checkpoint's) are empty without a
-        checkpoint."""
-        offsets, named = changelog_offsets, snapshots or {}
+        """Bring every store to the checkpoint: a logged one to its checkpointed changelog
+        offset (``restore.py``), one without changelog to the snapshot the checkpoint names
+        (``unlogged.py``). ``changelog_offsets`` and ``snapshots`` are the checkpoint's;
+        ``changelog_offsets`` None: the task has no checkpoint."""
+        offsets, named = changelog_offsets or {}, snapshots or {}
         restore = Restore(
             self.task_name,
             factories=dict(self._factories),
@@ -138,6 +144,16 @@ class TaskStores:
         for name, store in self._stores.items():
             if store.changelog is not None:
                 await restore.restore_store(name, store, offsets.get(name), named.get(name))
+            else:
+                restore_unlogged(
+                    self.task_name,
+                    name,
+                    store,
+                    checkpointed=changelog_offsets is not None,
+                    snapshot=named.get(name),
+                    keep_snapshots=self._snapshots,
+                    reopen=self._open,
+                )
 
     def _restored(self, records: int) -> None:
         self.restored_records += records
@@ -164,16 +180,19 @@ class TaskStores:
                 store.engine.flush()
 
     async def snapshot(self, changelog_offsets: Mapping[str, str]) -> dict[str, str]:
-        """Step 2 of a commit, after ``changelog_offsets``: snapshot each logged store that can
-        (with snapshots on), holding the loop a few ms per store (``snapshots.py``); the
-        snapshots' ids by store, for the checkpoint."""
+        """Step 2 of a commit, after ``changelog_offsets``: snapshot each store that can (with
+        snapshots on), a logged one at its changelog offset, holding the loop a few ms per
+        store (``snapshots.py``); the snapshots' ids by store, for the checkpoint."""
         taken: dict[str, str] = {}
         if not self._snapshots:
             return taken
         for name, store in self._stores.items():
-            offset = changelog_offsets.get(name)
-            if offset is not None and store.snapshotting:
-                assert store.engine is not None
+            if not store.snapshotting:
+                continue
+            assert store.engine is not None
+            if store.changelog is None:
+                taken[name] = await store.snapshots.take(store.engine, None)
+            elif (offset := changelog_offsets.get(name)) is not None:
                 taken[name] = await store.snapshots.take(store.engine, offset)
         return taken
 
@@ -201,9 +220,12 @@ class TaskStores:
             kv.close_iterators()
 
     def close(self, clean_offsets: Mapping[str, str] | None = None) -> None:
-        """Close every store; after a clean final commit, mark the ones that match it. Writes
-        still in a logged store's buffer (after a failure) are dropped: the checkpoint does not
-        cover them; a store without changelog keeps them, as it would have without a buffer."""
+        """Close every store; after a clean final commit (``clean_offsets``, the changelog
+        offsets, given), mark the ones that match it: a store without changelog with the
+        snapshot that commit took (``local`` without one). Writes still in a logged store's
+        buffer (after a failure) are dropped: the checkpoint does not cover them; a store
+        without changelog keeps them, as it would have without a buffer (its restore goes
+        back to the checkpoint's snapshot, when there is one)."""
         for name, store in self._stores.items():
             engine = store.engine
             if engine is None:
@@ -223,6 +245,8 @@ class TaskStores:
                 log.warning("store_close_failed", task=self.task_name, store=name, error=str(exc))
                 continue
             offset = (clean_offsets or {}).get(name)
+            if store.changelog is None and clean_offsets is not None:
+                offset = store.snapshots.last or LOCAL
             if offset is not None and engine.persistent:
                 write_marker(store.directory, offset)
             store.engine = None

@@ -581,3 +581,20 @@ class TestSnapshotContract:
         engine, store, *_ = source.open_engine(directory="elsewhere")
         engine.restore_snapshot(snapshot)
         assert len(keys_of(store.all())) == 1001
+
+    def test_a_sequence_number_grows_with_writes_and_only_then(self, source: StoreSource) -> None:
+        """What tells a commit that a store without changelog is unchanged since its last
+        snapshot (``storage/snapshots.py``); None for an engine without one."""
+        engine, store, _, _, buffer = source.open_engine()
+        before = engine.sequence()
+        if before is None:
+            return
+        store.put("k", 1)
+        if buffer is not None:
+            buffer.write_back()
+        after = engine.sequence()
+        assert after is not None and after > before
+        store.get("k")
+        list(store.all())
+        engine.flush()
+        assert engine.sequence() == after

@@ -182,6 +182,12 @@ class RocksDBStorageEngine(StorageEngine):
                 f"{self.description}: closing RocksDB in {str(self.directory)!r} failed: {exc}"
             ) from exc
 
+    def sequence(self) -> int | None:
+        try:
+            return int(self._db.latest_sequence_number())
+        except Exception as exc:
+            self._failed("sequence number", exc)
+
     def snapshot(self, directory: Path) -> None:
         try:
             Checkpoint(self._db).create_checkpoint(str(directory))

@@ -1,0 +1,106 @@
+"""Bringing a store without changelog to its checkpoint at start-up (``restore.py`` does the
+logged ones).
+
+Such a store's only copy is its local directory, and RocksDB keeps every write that reached
+it, also those the write buffer wrote back before a commit (when it overflowed) and those
+after the last checkpoint. So after a crash the local store may be ahead of the checkpoint,
+whose messages are then processed again: counted twice, or found late by a window whose
+stored watermark passed them. With store snapshots on (``snapshots.py``), each commit
+snapshots the store too (position ``local.<n>``), the checkpoint names the snapshot, and the
+restore (``restore_unlogged``):
+
+- without a checkpoint: wipes the store, since nothing it holds is covered by one;
+- after a clean close (the clean marker) matching the checkpoint: keeps the local store, as it
+  is exactly the checkpoint's state (its marker holds the snapshot the checkpoint named, or
+  ``local`` with snapshots off);
+- else replaces it with the snapshot the checkpoint names;
+- when the checkpoint names none (snapshots off, a checkpoint written before they covered
+  stores without changelog) or this host lacks it: keeps the local store as it is, and logs
+  ``store_kept_past_checkpoint``, a warning: it may hold writes of messages after the
+  checkpoint, which are processed again.
+
+An engine that keeps nothing across restarts (``inmemory``) starts empty anyway.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+
+import structlog
+
+from samzapy.api.errors import StoreError
+from samzapy.api.system import TaskName
+from samzapy.storage.restore import LocalStore
+
+log = structlog.get_logger("samzapy.stores")
+
+
+def restore_unlogged(
+    task_name: TaskName,
+    name: str,
+    store: LocalStore,
+    *,
+    checkpointed: bool,
+    snapshot: str | None,
+    keep_snapshots: bool,
+    reopen: Callable[[str, LocalStore], None],
+) -> None:
+    """Bring ``store`` (without changelog, open) to its checkpoint, as the module says.
+    ``checkpointed``: the task has a checkpoint, which names ``snapshot`` for the store (or
+    None); ``keep_snapshots``: snapshots are on (else every snapshot of the store goes)."""
+    engine = store.engine
+    assert engine is not None and store.changelog is None
+    if not engine.persistent:
+        return
+    started = time.monotonic()
+    kept, opened, reason = False, None, None
+    if not checkpointed:
+        engine.close()
+        shutil.rmtree(store.directory, ignore_errors=True)
+        reopen(name, store)
+        snapshot = None
+    elif store.clean_offset is not None and snapshot in (None, store.clean_offset):
+        kept = True
+    elif snapshot is None:
+        reason = "the checkpoint names no snapshot of the store (snapshots off, or written before)"
+    else:
+        path = store.snapshots.find(snapshot) if engine.snapshots else None
+        if path is None:
+            reason = f"the snapshot {snapshot} the checkpoint names is not on this host"
+        else:
+            try:
+                if store.cache is not None:
+                    store.cache.drop()
+                if store.buffer is not None:
+                    store.buffer.drop()
+                engine.restore_snapshot(path)
+                opened = snapshot
+            except StoreError as exc:
+                reason = f"the snapshot {snapshot} could not be restored: {exc}"
+    if reason is not None:
+        kept = True
+        log.warning(
+            "store_kept_past_checkpoint",
+            task=task_name,
+            store=name,
+            snapshot=snapshot,
+            reason=reason,
+            consequence="the store is kept as it is and may hold writes of messages after "
+            "the checkpoint, which are processed again: counts may be off",
+        )
+    store.snapshots.keep_only(snapshot if keep_snapshots else None)
+    log.info(
+        "store_restored",
+        task=task_name,
+        store=name,
+        changelog=None,
+        kept_local=kept,
+        snapshot=opened,
+        records=0,
+        elapsed_s=round(time.monotonic() - started, 3),
+    )
+
+
+__all__ = ["restore_unlogged"]
