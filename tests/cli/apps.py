@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import timedelta
 from typing import Any
 
 from samzapy import (
@@ -14,6 +15,7 @@ from samzapy import (
     KVSerde,
     StreamApplication,
     StreamApplicationDescriptor,
+    Windows,
 )
 
 FILES = FileSystemDescriptor("files")
@@ -169,3 +171,36 @@ def _slowly(kv: KV) -> dict[str, Any]:
     if ready and not os.path.exists(ready):
         open(ready, "w").close()
     return dict(kv.value)
+
+
+class ViewsPerTenSeconds(StreamApplication):
+    """files.views -> views per member and 10 s of event time (docs/api.md's window-app, on
+    the `file` system only: its window's store has no changelog) -> files.panes."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        views = app_desc.get_input_stream(
+            FILES.get_input_descriptor("views", "json")
+            .with_timestamp(lambda view: view["ts"])
+            .with_watermarks()
+        )
+        panes = app_desc.get_output_stream(
+            FILES.get_output_descriptor("panes", KVSerde("string", "json"))
+        )
+        per_member = Windows.keyed_tumbling_window(
+            lambda view: view["member"],
+            timedelta(seconds=10),
+            initial_value=lambda: 0,
+            aggregator=lambda view, count: count + 1,
+            key_serde="string",
+            value_serde="long",
+        ).with_event_time()
+        (
+            views.window(per_member, "per-member")
+            .map(
+                lambda pane: KV(
+                    pane.key.key,
+                    {"member": pane.key.key, "start": pane.key.pane_id, "views": pane.message},
+                )
+            )
+            .send_to(panes)
+        )
