@@ -17,7 +17,7 @@ restore (``restore_unlogged``):
 - when the checkpoint names none (snapshots off, a checkpoint written before they covered
   stores without changelog) or this host lacks it: keeps the local store as it is, and logs
   ``store_kept_past_checkpoint``, a warning: it may hold writes of messages after the
-  checkpoint, which are processed again.
+  checkpoint, which are processed again (or, never written on this host, it is empty).
 
 An engine that keeps nothing across restarts (``inmemory``) starts empty anyway.
 """
@@ -81,14 +81,20 @@ def restore_unlogged(
                 reason = f"the snapshot {snapshot} could not be restored: {exc}"
     if reason is not None:
         kept = True
+        if engine.sequence() == 0:  # never written: the task's state is on another host
+            consequence = "the store is empty: it starts without the checkpoint's state"
+        else:
+            consequence = (
+                "the store is kept as it is and may hold writes of messages after the "
+                "checkpoint, which are processed again: counts may be off"
+            )
         log.warning(
             "store_kept_past_checkpoint",
             task=task_name,
             store=name,
             snapshot=snapshot,
             reason=reason,
-            consequence="the store is kept as it is and may hold writes of messages after "
-            "the checkpoint, which are processed again: counts may be off",
+            consequence=consequence,
         )
     store.snapshots.keep_only(snapshot if keep_snapshots else None)
     log.info(

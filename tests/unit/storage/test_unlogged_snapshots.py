@@ -218,6 +218,18 @@ def test_a_checkpoint_without_a_usable_snapshot_keeps_the_store_and_warns(
     again.close({})
 
 
+def test_a_task_whose_snapshot_is_on_another_host_starts_empty_and_says_so(
+    tmp_path: Path,
+) -> None:
+    with capture_logs() as logs:
+        stores = started(tmp_path, {"counts": "local.42-0badf00d"})
+    assert contents(stores) == {}
+    [warning] = [e for e in logs if e["event"] == "store_kept_past_checkpoint"]
+    assert "not on this host" in warning["reason"]
+    assert warning["consequence"].startswith("the store is empty")
+    stores.close({})
+
+
 def test_with_snapshots_off_nothing_is_snapshotted_and_a_crash_keeps_the_store(
     tmp_path: Path,
 ) -> None:
