@@ -121,6 +121,23 @@ def test_promotion_moves_the_copy_where_the_active_task_opens_it_unless_that_is_
     asyncio.run(run())
 
 
+def test_promotion_replaces_an_active_copy_marked_while_the_store_had_no_changelog(
+    tmp_path: Path,
+) -> None:
+    """A clean marker of a store without changelog names its snapshot (``local.<n>-<tag>``),
+    no changelog offset: it is compared with nothing, and the standby moves in."""
+
+    async def run() -> None:
+        store, admin = await _closed_copy_at_2(tmp_path)
+        active = store.active_directory
+        active.mkdir(parents=True)
+        (active / "CLEAN_OFFSET").write_text("local.9-0badf00d")
+        assert store.move_into_place(admin.compare_offsets)
+        assert read_marker(active) == "2"
+
+    asyncio.run(run())
+
+
 def test_promotion_leaves_a_directory_another_holds_open_alone(tmp_path: Path) -> None:
     """docs/deploy.md, "Standby replicas": a task's old owner that still holds its store open
     (paused, not dead, on a state directory containers share) writes into it by name when it
