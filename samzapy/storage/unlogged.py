@@ -85,8 +85,9 @@ def restore_unlogged(
             consequence = "the store is empty: it starts without the checkpoint's state"
         else:
             consequence = (
-                "the store is kept as it is and may hold writes of messages after the "
-                "checkpoint, which are processed again: counts may be off"
+                "the store is kept as it is and may not match the checkpoint: it may hold "
+                "writes of messages after it, which are processed again, or lack what the "
+                "task wrote on another host: counts may be off"
             )
         log.warning(
             "store_kept_past_checkpoint",
