@@ -17,9 +17,9 @@ time, an intermediate stream goes to its end: what the inputs' new offsets make 
 again, it writes there again (a file of offsets moves it where its lines say).
 
 The task's changelog offsets, snapshots and partition counts stay as they were, so its stores
-keep their state; ``--reset-stores`` drops the changelog offsets and snapshots of the logged
-stores, and the restart then empties them (a store without changelog keeps its snapshot,
-which is its state as of the checkpoint: such a store keeps its state either way).
+keep their state; ``--reset-stores`` drops the changelog offsets and snapshots, naming an
+empty snapshot (``snapshots.EMPTY``) for each store without changelog, and the restart then
+empties every store of the task.
 
 The new checkpoint has the task's next owner epoch, as a container taking the task writes it:
 one above the checkpoint's, or ``FIRST_EPOCH`` for a task that has none. Not 1: a container
@@ -34,7 +34,7 @@ import dataclasses
 import json
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -44,6 +44,7 @@ from samzapy.checkpoint.ports import Checkpoint
 from samzapy.config.validate import parse_system_stream
 from samzapy.container.grouper import TaskModel
 from samzapy.control.rewind import Rewound, rewind_control
+from samzapy.storage.snapshots import EMPTY
 
 #: The keys of a line ``show`` prints; ``set --to FILE`` reads ``task`` and ``offsets``.
 LINE_KEYS = ("task", "epoch", "offsets", "changelog_offsets", "snapshots")
@@ -338,8 +339,7 @@ class TaskMove:
     old: Checkpoint | None
     new: Checkpoint
     moves: tuple[PartitionMove, ...]
-    #: The logged stores whose changelog offsets (and snapshots) ``--reset-stores`` dropped
-    #: (stores without changelog keep their snapshots).
+    #: The stores whose changelog offsets and snapshots ``--reset-stores`` dropped.
     reset_stores: tuple[str, ...] = field(default=())
 
     @property
@@ -354,9 +354,11 @@ def plan_task(
     counts: Mapping[SystemStream, int],
     *,
     reset_stores: bool = False,
+    unlogged: Collection[str] = (),
 ) -> TaskMove:
     """The checkpoint that moves ``task``'s partitions to ``targets`` (last processed
-    offsets), keeping everything else of ``old``, with the next owner epoch."""
+    offsets), keeping everything else of ``old``, with the next owner epoch. ``unlogged``:
+    the job's stores without changelog, which ``reset_stores`` empties too."""
     offsets = dict(old.offsets) if old is not None else {}
     back = [
         ssp
@@ -372,17 +374,16 @@ def plan_task(
     epoch = (old.epoch or 0) + 1 if old is not None else FIRST_EPOCH
     if old is None:
         return TaskMove(task, None, Checkpoint(offsets, dict(counts), epoch=epoch), moves)
-    dropped = tuple(sorted(old.changelog_offsets)) if reset_stores else ()
+    # A store without changelog starts empty from a checkpoint naming an empty snapshot.
+    blank = {*unlogged, *(k for k in old.snapshots if k not in old.changelog_offsets)}
+    dropped = tuple(sorted({*old.changelog_offsets, *blank})) if reset_stores else ()
     new = dataclasses.replace(
         old,
         offsets=offsets,
         control=control,
         epoch=epoch,
         changelog_offsets={} if reset_stores else old.changelog_offsets,
-        # A store without changelog keeps its snapshot: it is its state as of the checkpoint.
-        snapshots={k: v for k, v in old.snapshots.items() if k not in old.changelog_offsets}
-        if reset_stores
-        else old.snapshots,
+        snapshots=dict.fromkeys(sorted(blank), EMPTY) if reset_stores else old.snapshots,
     )
     return TaskMove(task, old, new, moves, dropped)
 

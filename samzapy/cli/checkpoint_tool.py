@@ -111,8 +111,8 @@ def add_arguments(
     move.add_argument(
         "--reset-stores",
         action="store_true",
-        help="also drop the tasks' changelog offsets and the snapshots of their logged "
-        "stores: the restart empties those (a store without changelog keeps its state)",
+        help="also drop the tasks' changelog offsets and snapshots: the restart empties "
+        "their stores",
     )
 
 
@@ -339,8 +339,9 @@ async def _set(
     finally:
         await job.stop()
     # 4. The plan.
+    unlogged = [s.name for s in config.stores.values() if s.changelog is None]
     moves = [
-        plan_task(task, found.get(task), offsets, job.counts, reset_stores=reset)
+        plan_task(task, found.get(task), offsets, job.counts, reset_stores=reset, unlogged=unlogged)
         for task, offsets in targets.items()
     ]
     for move in moves:

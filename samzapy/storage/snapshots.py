@@ -53,12 +53,21 @@ SUFFIX = ".snapshots"
 #: How the position of a snapshot of a store without changelog starts (``local.<n>``), and
 #: what such a store's clean marker holds when it has no snapshot to name.
 LOCAL = "local"
+#: The snapshot a checkpoint names for a store without changelog that is to start empty
+#: (``samzapy checkpoint set --reset-stores``): position ``local.0``, a store never written.
+EMPTY = f"{LOCAL}.0-reset"
 
 
 def is_local(position: str) -> bool:
     """Whether a snapshot id, its position or a clean marker is that of a store without a
     changelog, not a changelog offset."""
     return position.startswith(LOCAL)
+
+
+def is_empty(snapshot_id: str) -> bool:
+    """Whether ``snapshot_id`` is that of a store without changelog never written (``EMPTY``,
+    or a snapshot taken before the first write): the store starts empty, files or not."""
+    return snapshot_id.rpartition("-")[0] == f"{LOCAL}.0"
 
 
 def snapshot_offset(snapshot_id: str) -> str | None:
@@ -164,4 +173,13 @@ async def in_thread(fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -
         raise
 
 
-__all__ = ["LOCAL", "SUFFIX", "StoreSnapshots", "in_thread", "is_local", "snapshot_offset"]
+__all__ = [
+    "EMPTY",
+    "LOCAL",
+    "SUFFIX",
+    "StoreSnapshots",
+    "in_thread",
+    "is_empty",
+    "is_local",
+    "snapshot_offset",
+]

@@ -9,7 +9,9 @@ stored watermark passed them. With store snapshots on (``snapshots.py``), each c
 snapshots the store too (position ``local.<n>``), the checkpoint names the snapshot, and the
 restore (``restore_unlogged``):
 
-- without a checkpoint: wipes the store, since nothing it holds is covered by one;
+- without a checkpoint: wipes the store, since nothing it holds is covered by one; so does a
+  checkpoint naming the snapshot of a store never written (``EMPTY``, which ``samzapy
+  checkpoint set --reset-stores`` writes);
 - after a clean close (the clean marker) matching the checkpoint: keeps the local store, as it
   is exactly the checkpoint's state (its marker holds the snapshot the checkpoint named, or
   ``local`` with snapshots off);
@@ -33,6 +35,7 @@ import structlog
 from samzapy.api.errors import StoreError
 from samzapy.api.system import TaskName
 from samzapy.storage.restore import LocalStore
+from samzapy.storage.snapshots import is_empty
 
 log = structlog.get_logger("samzapy.stores")
 
@@ -56,7 +59,7 @@ def restore_unlogged(
         return
     started = time.monotonic()
     kept, opened, reason = False, None, None
-    if not checkpointed:
+    if not checkpointed or (snapshot is not None and is_empty(snapshot)):
         engine.close()
         shutil.rmtree(store.directory, ignore_errors=True)
         reopen(name, store)

@@ -96,3 +96,34 @@ def test_a_window_without_changelog_killed_mid_run_restarts_exact(tmp_path: Path
     restored = [e for e in events(done_run.stdout) if e["event"] == "store_restored"]
     assert len(restored) == PARTITIONS
     assert all(e["snapshot"] is not None and e["kept_local"] is False for e in restored)
+
+
+def test_reset_stores_empties_a_window_without_changelog_for_a_rerun_from_the_start(
+    tmp_path: Path,
+) -> None:
+    """``samzapy checkpoint set --to oldest --reset-stores`` on a finished job: the rerun
+    starts the window's store empty, so every pane comes again with its exact count (kept,
+    the store's watermark at the end of time found every view late: no pane at all)."""
+    inputs = {p: views(p)[:3_000] for p in range(PARTITIONS)}
+    write_partitions(tmp_path / "data", "views", inputs)
+    settings = {"job.logged.store.base.dir": str(tmp_path / "state")}
+    batch = app_yaml(tmp_path, "ViewsPerTenSeconds", **settings)
+    expected = Counter(
+        (view["member"], view["ts"] - view["ts"] % 10_000) for vs in inputs.values() for view in vs
+    )
+    panes_file = tmp_path / "data" / "panes" / "0.jsonl"
+
+    first = samzapy("run", str(batch))
+    assert first.returncode == 0, first.stdout + first.stderr
+    first_panes = panes_file.read_text().splitlines()
+    reset = samzapy("checkpoint", "set", str(batch), "--to", "oldest", "--reset-stores")
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    assert "stores per-member: changelog offsets and snapshots dropped" in reset.stdout
+    again = samzapy("run", str(batch))
+    assert again.returncode == 0, again.stdout + again.stderr
+
+    rerun = [json.loads(line) for line in panes_file.read_text().splitlines()[len(first_panes) :]]
+    assert Counter({(p["member"], p["start"]): p["views"] for p in rerun}) == expected
+    assert len(rerun) == len(expected)
+    restored = [e for e in events(again.stdout) if e["event"] == "store_restored"]
+    assert len(restored) == PARTITIONS and not any(e["kept_local"] for e in restored)

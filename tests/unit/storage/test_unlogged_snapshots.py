@@ -26,7 +26,7 @@ from samzapy.checkpoint.ports import Checkpoint
 from samzapy.cli.checkpoint_plan import plan_task
 from samzapy.config import StoreConfig
 from samzapy.storage.restore import CLEAN_MARKER
-from samzapy.storage.snapshots import is_local, snapshot_offset
+from samzapy.storage.snapshots import EMPTY, is_empty, is_local, snapshot_offset
 from samzapy.storage.task_stores import TaskStores
 from samzapy.system.serde import LongSerde, StringSerde
 
@@ -277,9 +277,36 @@ def test_local_snapshot_ids_go_through_the_codec_and_the_checkpoint_tool() -> No
     assert snapshot_offset("local.42-ab12cd34") is None
     with pytest.raises(ValueError):
         snapshot_offset("nodash")
-    # --reset-stores drops the logged store's offsets and snapshot; the store without
-    # changelog keeps its snapshot, its state as of the checkpoint.
-    move = plan_task(TASK, old, {}, ssp_counts, reset_stores=True)
-    assert move.reset_stores == ("logged",)
+    # --reset-stores drops the logged store's offsets and snapshot; a store without
+    # changelog (named by the checkpoint, or by the job's configuration only: snapshots off)
+    # gets the empty snapshot, from which the restart empties it.
+    move = plan_task(TASK, old, {}, ssp_counts, reset_stores=True, unlogged=["unsnapped"])
+    assert move.reset_stores == ("counts", "logged", "unsnapped")
     assert move.new.changelog_offsets == {}
-    assert move.new.snapshots == {"counts": "local.42-ab12cd34"}
+    assert move.new.snapshots == {"counts": EMPTY, "unsnapped": EMPTY}
+    assert is_empty(EMPTY) and is_local(EMPTY) and snapshot_offset(EMPTY) is None
+    kept = plan_task(TASK, old, {}, ssp_counts, unlogged=["unsnapped"])
+    assert kept.new.snapshots == old.snapshots and kept.reset_stores == ()
+
+
+@pytest.mark.parametrize("closed", ["cleanly", "by a crash"])
+def test_a_checkpoint_naming_the_empty_snapshot_empties_the_store(
+    tmp_path: Path, closed: str
+) -> None:
+    """What ``samzapy checkpoint set --reset-stores`` writes for a store without changelog:
+    the restart starts it empty, whatever its directory holds."""
+    stores = started(tmp_path, None, **SMALL_BUFFER)
+    count(stores, range(100))
+    commit(stores)
+    if closed == "cleanly":
+        stores.close({})
+    else:
+        crash(stores)
+    with capture_logs() as logs:
+        again = started(tmp_path, {"counts": EMPTY}, **SMALL_BUFFER)
+    assert contents(again) == {}
+    assert snapshot_dirs(tmp_path) == []
+    assert not [e for e in logs if e["log_level"] == "warning"]
+    count(again, range(10))
+    assert commit(again) != {"counts": EMPTY}  # the next commit names a snapshot of its own
+    again.close({})
