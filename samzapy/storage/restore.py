@@ -73,6 +73,16 @@ class LocalStore:
         #: The clean marker found at open (None: none, the last close was not clean).
         self.clean_offset: str | None = None
 
+    def open_snapshot(self, path: Path) -> None:
+        """Replace the open store's entries with the snapshot in ``path`` (StoreError if it
+        cannot): nothing cached or waiting may outlive the entries it stood for."""
+        assert self.engine is not None
+        if self.cache is not None:
+            self.cache.drop()
+        if self.buffer is not None:
+            self.buffer.drop()
+        self.engine.restore_snapshot(path)
+
     @property
     def snapshotting(self) -> bool:
         """Whether commits snapshot this store (with snapshots on): its engine can, logged or
@@ -233,12 +243,7 @@ class Restore:
             reason = f"it goes past the checkpointed changelog offset {checkpointed}"
         else:
             try:
-                # Nothing cached or waiting may outlive the entries it stood for.
-                if store.cache is not None:
-                    store.cache.drop()
-                if store.buffer is not None:
-                    store.buffer.drop()
-                store.engine.restore_snapshot(path)
+                store.open_snapshot(path)
                 return snapshot
             except StoreError as exc:
                 reason = str(exc)

@@ -74,11 +74,7 @@ def restore_unlogged(
             reason = f"the snapshot {snapshot} the checkpoint names is not on this host"
         else:
             try:
-                if store.cache is not None:
-                    store.cache.drop()
-                if store.buffer is not None:
-                    store.buffer.drop()
-                engine.restore_snapshot(path)
+                store.open_snapshot(path)
                 opened = snapshot
             except StoreError as exc:
                 reason = f"the snapshot {snapshot} could not be restored: {exc}"

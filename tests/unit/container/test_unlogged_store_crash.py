@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
+from test_stores import CommitAt99, WordCount
 
-from samzapy import AsyncStreamTask, InitableTask, RequestScope, TaskError
+from samzapy import TaskError
 from samzapy.api.system import TaskName
 from samzapy.storage.rocksdb import RocksDBStoreFactory
 from samzapy.testing import TestRunner
@@ -38,38 +39,11 @@ def input_words(n: int) -> dict[int, list[str]]:
     return {p: [WORDS[(i * 7 + p) % len(WORDS)] for i in range(n)] for p in range(2)}
 
 
-class Count(InitableTask, AsyncStreamTask):
-    """Counts words; commits at offset 99; with ``fail_at``, fails there once both tasks are
-    past their commit (each store then holds writes after its checkpoint)."""
-
-    fail_at: ClassVar[int | None] = None
-    past_commit: ClassVar[set[str]] = set()
-    all_past: ClassVar[asyncio.Event] = asyncio.Event()
-
-    def init(self, context: Any) -> None:
-        self.store = context.get_store("counts")
-        self.task = str(context.task_name)
-
-    async def process_async(self, envelope: Any, collector: Any, coordinator: Any) -> None:
-        word = envelope.message
-        self.store.put(word, (self.store.get(word) or 0) + 1)
-        n = int(envelope.offset)
-        if n == 99:
-            coordinator.commit(RequestScope.CURRENT_TASK)
-        elif n == 100:
-            Count.past_commit.add(self.task)
-            if len(Count.past_commit) == 2:
-                Count.all_past.set()
-        if Count.fail_at is not None and n == Count.fail_at:
-            await Count.all_past.wait()
-            raise RuntimeError("crash after writing beyond the last checkpoint")
-
-
 @pytest.fixture(autouse=True)
 def _reset() -> None:
-    Count.fail_at = None
-    Count.past_commit = set()
-    Count.all_past = asyncio.Event()
+    WordCount.fail_at = None
+    CommitAt99.past_commit = set()
+    CommitAt99.all_past = asyncio.Event()
 
 
 def stored(tmp_path: Path) -> Counter[str]:
@@ -89,13 +63,13 @@ def stored(tmp_path: Path) -> Counter[str]:
 def crashed_then_restarted(tmp_path: Path, **extra: Any) -> list[dict[str, Any]]:
     words = input_words(300)
     config = job_config(tmp_path, **extra)
-    Count.fail_at = 250
-    first = TestRunner(Count, config).add_input("words", words)
+    WordCount.fail_at = 250  # CommitAt99's failure, once both tasks are past their commit
+    first = TestRunner(CommitAt99, config).add_input("words", words)
     with pytest.raises(TaskError):
         first.run()
-    Count.fail_at = None
+    WordCount.fail_at = None
     with capture_logs() as logs:
-        TestRunner(Count, config, namespace=first.namespace).add_input("words", words).run()
+        TestRunner(CommitAt99, config, namespace=first.namespace).add_input("words", words).run()
     return logs
 
 
