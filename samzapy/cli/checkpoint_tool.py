@@ -162,6 +162,7 @@ class _Job:
         return checkpoint_namespace(self.config)
 
     async def start(self) -> None:
+        self.check_manager()  # before the inputs: a memory job's are not in this process
         for name, factory in self.factories.items():
             self.admins[name] = admin = factory.get_admin()
             await admin.start()
@@ -178,9 +179,7 @@ class _Job:
     def check_manager(self) -> None:
         factory = self.config.task.checkpoint_factory
         if factory is None:
-            raise PlanError(
-                ["task.checkpoint.factory is not set: the job keeps no checkpoints to show or move"]
-            )
+            raise PlanError(["task.checkpoint.factory is not set: the job keeps no checkpoints"])
         if factory == "memory":
             raise PlanError(
                 [

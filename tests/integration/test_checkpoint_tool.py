@@ -480,6 +480,19 @@ def test_what_the_tool_cannot_do_is_refused_with_exit_2(tmp_path: Path) -> None:
             "--to: system 'input' cannot find offsets by time (only kafka systems can)",
         ),
         (("show", str(tmp_path / "missing.yaml")), "missing.yaml' does not exist"),
+        (  # not "create the input first": a memory job's streams are in its own process
+            (
+                "show",
+                job(
+                    **{
+                        "task.inputs": ["mem.lines"],
+                        "systems.mem.samza.factory": "memory",
+                        "task.checkpoint.factory": "memory",
+                    }
+                ),
+            ),
+            "task.checkpoint.factory is memory: the job's checkpoints live in its own process",
+        ),
     ]
     for args, expected in cases:
         done = tool(*args)
