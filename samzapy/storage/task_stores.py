@@ -222,7 +222,8 @@ class TaskStores:
     def close(self, clean_offsets: Mapping[str, str] | None = None) -> None:
         """Close every store; after a clean final commit (``clean_offsets``, the changelog
         offsets, given), mark the ones that match it: a store without changelog with the
-        snapshot that commit took (``local`` without one). Writes still in a logged store's
+        snapshot that commit took (``local`` without one), unless written since (the commit
+        was skipped: ``committable``). Writes still in a logged store's
         buffer (after a failure) are dropped: the checkpoint does not cover them; a store
         without changelog keeps them, as it would have without a buffer (its restore goes
         back to the checkpoint's snapshot, when there is one)."""
@@ -239,14 +240,16 @@ class TaskStores:
                         store.buffer.write_back()
                     store.buffer.drop()  # empty after a clean final commit
                     store.buffer = None
+                offset = (clean_offsets or {}).get(name)
+                if store.changelog is None and clean_offsets is not None:
+                    # Written since the last snapshot (a final commit skipped): no marker.
+                    last = store.snapshots.last
+                    offset = store.snapshots.unchanged_since_last(engine) if last else LOCAL
                 engine.flush()
                 engine.close()
             except StoreError as exc:
                 log.warning("store_close_failed", task=self.task_name, store=name, error=str(exc))
                 continue
-            offset = (clean_offsets or {}).get(name)
-            if store.changelog is None and clean_offsets is not None:
-                offset = store.snapshots.last or LOCAL
             if offset is not None and engine.persistent:
                 write_marker(store.directory, offset)
             store.engine = None
