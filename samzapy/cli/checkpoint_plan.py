@@ -372,8 +372,10 @@ def plan_task(
     )
     offsets.update(targets)
     epoch = (old.epoch or 0) + 1 if old is not None else FIRST_EPOCH
-    if old is None:
-        return TaskMove(task, None, Checkpoint(offsets, dict(counts), epoch=epoch), moves)
+    if old is None:  # no checkpoint covered its stores: the restart empties them, as before
+        empty = dict.fromkeys(sorted(unlogged), EMPTY)
+        new = Checkpoint(offsets, dict(counts), epoch=epoch, snapshots=empty)
+        return TaskMove(task, None, new, moves, tuple(empty) if reset_stores else ())
     # A store without changelog starts empty from a checkpoint naming an empty snapshot.
     blank = {*unlogged, *(k for k in old.snapshots if k not in old.changelog_offsets)}
     dropped = tuple(sorted({*old.changelog_offsets, *blank})) if reset_stores else ()

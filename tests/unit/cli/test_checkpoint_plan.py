@@ -39,6 +39,7 @@ from samzapy.container.grouper import group_by_partition
 from samzapy.control import EndOfStreamMessage
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
 from samzapy.control.reconcile import TaskControl, saved_epochs
+from samzapy.storage.snapshots import EMPTY
 
 IN = SystemStream("kafka", "page.views")
 SIDE = SystemStream("kafka", "side")
@@ -200,6 +201,17 @@ def test_a_task_without_a_checkpoint_gets_its_first_one() -> None:
         "Partition 0  kafka.page.views#0  none -> -1  (resumes at offset 0)",
         "Partition 0  kafka.side#0  none -> -1  (resumes at offset 0)",
     ]
+
+
+def test_a_task_without_a_checkpoint_gets_its_stores_without_changelog_emptied() -> None:
+    """A checkpoint naming no snapshot keeps such a store as it is, which no checkpoint
+    covered (without one the restart empties it, as it does a logged store that the new
+    checkpoint gives no changelog offset): the first checkpoint names the empty snapshot,
+    with or without ``--reset-stores``."""
+    for reset in (False, True):
+        move = plan_task(P0, None, {ssp(IN, 0): "-1"}, COUNTS, reset_stores=reset, unlogged=["w"])
+        assert move.new.snapshots == {"w": EMPTY}
+        assert move.reset_stores == (("w",) if reset else ())
 
 
 def test_only_the_input_offsets_move_and_the_epoch_goes_up() -> None:
