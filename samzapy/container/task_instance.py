@@ -271,15 +271,15 @@ class TaskInstance:
             await self._hooks.call("init", self._task.init, context)
 
     async def close(self) -> None:
-        """Call ``close`` once, if ``init`` was reached. A call on the thread pool that still
-        runs was given up: what it sends from now on is dropped (``task_collector.py``)."""
+        """Call ``close`` once, if ``init`` was reached (its sends after an end fail too); a
+        pooled call still running was given up, its sends dropped (``task_collector.py``)."""
         self._slot_context.current.closed = True
-        self._router.forget_ends(self.name)  # a later instance of the task writes them again
-        if self._closed or not self._initialized:
-            return
-        self._closed = True
-        if isinstance(self._task, ClosableTask):
-            await self._hooks.call("close", self._task.close)
+        try:
+            if self._initialized and not self._closed and isinstance(self._task, ClosableTask):
+                self._closed = True
+                await self._hooks.call("close", self._task.close)
+        finally:
+            self._router.forget_ends(self.name)  # a later instance writes them again
 
     async def close_stores(self, *, clean: bool) -> None:
         """Close the stores; ``clean`` after the final commit (they are marked as matching

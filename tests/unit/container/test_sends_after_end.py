@@ -12,6 +12,7 @@ import pytest
 
 from samzapy import (
     END_WATERMARK,
+    ClosableTask,
     EndOfStreamListenerTask,
     InitableTask,
     OutgoingMessageEnvelope,
@@ -96,6 +97,26 @@ def test_the_same_counts_sent_at_the_end_of_the_upstream_input_are_all_read() ->
             assert word not in totals  # each word's total from the one task its key reaches
             totals[word] = n
     assert totals == {"a": 3, "b": 2, "c": 2}
+
+
+class SendsAtClose(TwoStagesInTime, ClosableTask):
+    """What it sends to ``words`` from ``close``, once the job ended, comes after the end."""
+
+    def process(self, env: Any, collector: Any, coordinator: Any) -> None:
+        self.collector = collector
+        super().process(env, collector, coordinator)
+
+    def close(self) -> None:
+        self.counts = {"late": 1}
+        self.send_counts(self.collector)
+
+
+def test_a_send_to_an_ended_intermediate_stream_from_close_fails_the_task_too() -> None:
+    """The router forgot the task's ends before its close ran: the send vanished, exit 0."""
+    with pytest.raises(TaskError) as info:
+        _run(SendsAtClose)
+    assert "close() of task 'Partition " in str(info.value)
+    assert "sent to memory.words after its end-of-stream" in str(info.value)
 
 
 async def test_the_router_refuses_the_ended_task_only_until_its_instance_closes() -> None:
