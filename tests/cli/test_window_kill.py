@@ -127,3 +127,25 @@ def test_reset_stores_empties_a_window_without_changelog_for_a_rerun_from_the_st
     assert len(rerun) == len(expected)
     restored = [e for e in events(again.stdout) if e["event"] == "store_restored"]
     assert len(restored) == PARTITIONS and not any(e["kept_local"] for e in restored)
+
+
+def test_a_rerun_reads_nothing_more_of_an_ended_partition_whose_watermark_it_tracks(
+    tmp_path: Path,
+) -> None:
+    """docs/configuration.md, the `file` system: a partition with watermarks ended with its
+    watermark at the end of time, checkpointed; lines appended after the run are not read
+    (each would be late), and the rerun says why (test_run_apps reads a plain input's)."""
+    inputs = {p: views(p)[:500] for p in range(PARTITIONS)}
+    write_partitions(tmp_path / "data", "views", inputs)
+    batch = app_yaml(tmp_path, "ViewsPerTenSeconds")
+    first = samzapy("run", str(batch))
+    assert first.returncode == 0, first.stdout + first.stderr
+    panes = (tmp_path / "data" / "panes" / "0.jsonl").read_text()
+    with (tmp_path / "data" / "views" / "0.jsonl").open("a") as more:
+        more.writelines(json.dumps({"member": "m0", "ts": 10**9 + i}) + "\n" for i in range(5))
+    again = samzapy("run", str(batch))
+    assert again.returncode == 0, again.stdout + again.stderr
+    ended = [e for e in events(again.stdout) if e["event"] == "task_ended"]
+    assert len(ended) == PARTITIONS
+    assert all(e["processed"] == 0 and e["ended_before_restart"] for e in ended)
+    assert (tmp_path / "data" / "panes" / "0.jsonl").read_text() == panes
