@@ -72,6 +72,8 @@ class LocalStore:
         self.buffer: BufferedStorageEngine | None = None
         #: The clean marker found at open (None: none, the last close was not clean).
         self.clean_offset: str | None = None
+        #: A store without changelog: its engine's sequence number at this run's last commit.
+        self.committed: int | None = None
 
     def open_snapshot(self, path: Path) -> None:
         """Replace the open store's entries with the snapshot in ``path`` (StoreError if it

@@ -100,16 +100,6 @@ class StoreSnapshots:
         """The id of the snapshot this run took last (None: none yet)."""
         return None if self._last is None else self._last[0]
 
-    def unchanged_since_last(self, engine: StorageEngine) -> str | None:
-        """The snapshot this run took last of a store without changelog, if ``engine`` was not
-        written since (its sequence number says so; None: it was, or no snapshot was taken)."""
-        if self._last is None:
-            return None
-        sequence = engine.sequence()
-        if sequence is not None and self._last[1] != f"{LOCAL}.{sequence}":
-            return None
-        return self._last[0]
-
     def path(self, snapshot_id: str) -> Path:
         return self.root / _file_name(snapshot_id)
 

@@ -178,6 +178,7 @@ class TaskStores:
         for store in self._stores.values():
             if store.engine is not None and store.changelog is None:
                 store.engine.flush()
+                store.committed = store.engine.sequence()
 
     async def snapshot(self, changelog_offsets: Mapping[str, str]) -> dict[str, str]:
         """Step 2 of a commit, after ``changelog_offsets``: snapshot each store that can (with
@@ -242,9 +243,9 @@ class TaskStores:
                     store.buffer = None
                 offset = (clean_offsets or {}).get(name)
                 if store.changelog is None and clean_offsets is not None:
-                    # Written since the last snapshot (a final commit skipped): no marker.
-                    last = store.snapshots.last
-                    offset = store.snapshots.unchanged_since_last(engine) if last else LOCAL
+                    # Written since the last commit (the final one skipped): no marker.
+                    same = engine.sequence() == store.committed
+                    offset = (store.snapshots.last or LOCAL) if same else None
                 engine.flush()
                 engine.close()
             except StoreError as exc:

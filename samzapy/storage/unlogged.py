@@ -97,6 +97,9 @@ def restore_unlogged(
             consequence=consequence,
         )
     store.snapshots.keep_only(snapshot if keep_snapshots else None)
+    # As restored, the store matches the checkpoint: a close with no write since marks it clean.
+    assert store.engine is not None
+    store.committed = store.engine.sequence()
     log.info(
         "store_restored",
         task=task_name,

@@ -53,7 +53,7 @@ class CountWords(InitableTask, AsyncStreamTask):
             await asyncio.Event().wait()  # cancelled at task.shutdown.ms
 
 
-def _runner(tmp_path: Path, namespace: str | None = None) -> TestRunner:
+def _runner(tmp_path: Path, namespace: str | None = None, **extra: Any) -> TestRunner:
     config = {
         "task.inputs": ["memory.lines", "memory.words"],
         "stores.counts.factory": "rocksdb",
@@ -62,6 +62,7 @@ def _runner(tmp_path: Path, namespace: str | None = None) -> TestRunner:
         "job.logged.store.base.dir": str(tmp_path / "state"),
         "task.commit.ms": -1,
         "task.shutdown.ms": 100,
+        **extra,
     }
     runner = TestRunner(CountWords, config, namespace=namespace)
     return runner.add_input("lines", LINES).add_intermediate("words", 1)
@@ -89,3 +90,19 @@ def test_a_stop_that_skipped_its_commit_leaves_the_store_to_its_snapshot(tmp_pat
     (restored,) = [e for e in logs if e["event"] == "store_restored"]
     assert restored["kept_local"] is False and restored["snapshot"] is not None
     assert _stored(tmp_path) == Counter(w for line in LINES[0] for w in line.split())
+
+
+def test_with_snapshots_off_the_store_written_past_its_commit_is_kept_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    """No snapshot to go back to: the store is kept as the stop left it, as after a crash,
+    and the restart says so (marked clean, it was kept in silence)."""
+    off = {"task.transactional.state.checkpoint.enabled": False}
+    CountWords.seen, CountWords.hang_at = 0, 80
+    first = CountWords.runner = _runner(tmp_path, **off)
+    first.run(timeout=20)
+    CountWords.hang_at = None
+    with capture_logs() as logs:
+        _runner(tmp_path, first.namespace, **off).run(timeout=20)
+    (warned,) = [e for e in logs if e["event"] == "store_kept_past_checkpoint"]
+    assert warned["log_level"] == "warning"
