@@ -273,6 +273,9 @@ def word_totals_job(
             # A restart after a kill waits this long for the group to drop the dead member:
             # the broker's least (group.min.session.timeout.ms).
             "job.coordinator.session.timeout.ms": 6000,
+            # At most about 10,000 words a second: an idle machine read them all within one
+            # poll of the test's for a commit, leaving nothing to kill in the middle of.
+            "app.pace.us": 50,
             f"stores.{STORE}.factory": "rocksdb",
             f"stores.{STORE}.key.serde": "string",
             f"stores.{STORE}.msg.serde": "long",

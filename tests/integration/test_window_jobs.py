@@ -93,6 +93,7 @@ def window_job(
             "app.panes": out,
             "task.processing.guarantee": guarantee,
             "job.coordinator.session.timeout.ms": 6000,
+            "app.pace.us": 50,  # as test_app_jobs' word_totals_job
         },
     )
     return job, expected, source, out, rng
