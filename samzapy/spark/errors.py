@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from samzapy.api.errors import SamzapyError
+import re
+
+from samzapy.api.errors import SamzapyError, StreamSystemError
 
 
 class SparkWriteError(SamzapyError):
@@ -15,4 +17,16 @@ class SparkWriteError(SamzapyError):
         self.column = column
 
 
-__all__ = ["SparkWriteError"]
+#: The Kafka client's hint naming the job-file keys of the system it ran as (``systems.spark.*``),
+#: which a Spark job does not have.
+_JOB_FILE_HINT = re.compile(r" \(system 'spark'; [^()]*\)")
+
+
+def client_error(exc: StreamSystemError) -> str:
+    """The Kafka client's error, its hint about job-file keys replaced by the arguments a
+    Spark job gives: ``bootstrap_servers`` (and ``options``)."""
+    text, hinted = _JOB_FILE_HINT.subn("", str(exc))
+    return f"{text} (check bootstrap_servers)" if hinted else text
+
+
+__all__ = ["SparkWriteError", "client_error"]

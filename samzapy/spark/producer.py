@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream
 from samzapy.control.wire import EndOfStreamMessage, WatermarkMessage, encode_control
-from samzapy.spark.errors import SparkWriteError
+from samzapy.spark.errors import SparkWriteError, client_error
 from samzapy.system.kafka import KafkaSystemAdmin, KafkaSystemProducer, kafka_settings
 from samzapy.system.partitioner import partition_for
 
@@ -109,7 +109,7 @@ def create_topic(
         return run(_create_topic(bootstrap_servers, topic, partitions, replication_factor))
     except StreamSystemError as exc:
         raise SparkWriteError(
-            f"cannot create Kafka topic {topic!r} at {bootstrap_servers}: {exc}"
+            f"cannot create Kafka topic {topic!r} at {bootstrap_servers}: {client_error(exc)}"
         ) from exc
 
 

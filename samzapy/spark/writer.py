@@ -41,7 +41,7 @@ from pyspark.sql import DataFrame
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.spark.columns import RecordColumns
-from samzapy.spark.errors import SparkWriteError
+from samzapy.spark.errors import SparkWriteError, client_error
 from samzapy.spark.producer import (
     control_records,
     run,
@@ -129,7 +129,7 @@ def write_stream(
     except StreamSystemError as exc:
         raise SparkWriteError(
             f"cannot look up Kafka topic {topic!r} at {bootstrap_servers}; nothing was "
-            f"written: {exc}"
+            f"written: {client_error(exc)}"
         ) from exc
     scanned = columns.scan()
     tasks = max(df.rdd.getNumPartitions(), 1)  # an empty DataFrame still ends its batch
@@ -150,7 +150,7 @@ def write_stream(
         except StreamSystemError as exc:
             raise SparkWriteError(
                 f"the rows are in Kafka topic {topic!r} but its watermarks and end-of-stream "
-                f"are not (a reader waits for the batch to end): {exc}"
+                f"are not (a reader waits for the batch to end): {client_error(exc)}"
             ) from exc
     return WriteSummary(
         topic=topic,

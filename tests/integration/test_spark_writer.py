@@ -488,13 +488,16 @@ def test_an_unreachable_broker_is_a_spark_write_error(
         SparkWriteError,
         match=rf"cannot look up Kafka topic 'views' at 127\.0\.0\.1:{port}; nothing was "
         r"written: cannot reach Kafka",
-    ):
+    ) as info:
         write_stream(
             page_views(spark, 4, 2),
             bootstrap_servers=f"127.0.0.1:{port}",
             topic="views",
             key_column="memberId",
         )
+    # The argument a Spark job gives, not the job-file keys of samzapy's Kafka client.
+    assert str(info.value).endswith("(check bootstrap_servers)")
+    assert "systems." not in str(info.value)
 
 
 def test_a_failed_end_of_stream_is_a_spark_write_error_naming_the_step(
