@@ -85,6 +85,14 @@ class LocalStore:
             self.buffer.drop()
         self.engine.restore_snapshot(path)
 
+    def wipe(self, name: str, reopen: Callable[[str, LocalStore], None]) -> None:
+        """Empty the open store: close it, delete its directory and open it again
+        (``reopen(name, store)``)."""
+        assert self.engine is not None
+        self.engine.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        reopen(name, self)
+
     @property
     def snapshotting(self) -> bool:
         """Whether commits snapshot this store (with snapshots on): its engine can, logged or
@@ -260,11 +268,8 @@ class Restore:
 
     def _wipe(self, name: str, store: LocalStore) -> None:
         assert store.engine is not None
-        if not store.engine.persistent:
-            return
-        store.engine.close()
-        shutil.rmtree(store.directory, ignore_errors=True)
-        self._reopen(name, store)
+        if store.engine.persistent:
+            store.wipe(name, self._reopen)
 
     async def _trim(
         self,

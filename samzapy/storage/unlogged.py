@@ -26,7 +26,6 @@ An engine that keeps nothing across restarts (``inmemory``) starts empty anyway.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 
@@ -60,9 +59,7 @@ def restore_unlogged(
     started = time.monotonic()
     kept, opened, reason = False, None, None
     if not checkpointed or (snapshot is not None and is_empty(snapshot)):
-        engine.close()
-        shutil.rmtree(store.directory, ignore_errors=True)
-        reopen(name, store)
+        store.wipe(name, reopen)
         snapshot = None
     elif store.clean_offset is not None and snapshot in (None, store.clean_offset):
         kept = True
