@@ -46,10 +46,11 @@ def _reset() -> None:
     CommitAt99.all_past = asyncio.Event()
 
 
-def stored(tmp_path: Path) -> Counter[str]:
-    """The counts in the tasks' stores, summed (each task counts its own partition)."""
+def stored(tmp_path: Path, tasks: int = 2) -> Counter[str]:
+    """The counts in the stores of the first ``tasks`` tasks, summed (each task counts its
+    own partition)."""
     total: Counter[str] = Counter()
-    for p in range(2):
+    for p in range(tasks):
         directory = tmp_path / "state" / "test-job" / "counts" / f"Partition_{p}"
         engine = RocksDBStoreFactory().create("counts", TaskName.for_partition(p), directory, {})
         try:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from structlog.testing import capture_logs
+from test_unlogged_store_crash import stored
 
 from samzapy import (
     AsyncStreamTask,
@@ -20,8 +21,6 @@ from samzapy import (
     RequestScope,
     SystemStream,
 )
-from samzapy.api.system import TaskName
-from samzapy.storage.rocksdb import RocksDBStoreFactory
 from samzapy.testing import TestRunner
 
 WORDS = SystemStream("memory", "words")
@@ -68,16 +67,6 @@ def _runner(tmp_path: Path, namespace: str | None = None, **extra: Any) -> TestR
     return runner.add_input("lines", LINES).add_intermediate("words", 1)
 
 
-def _stored(tmp_path: Path) -> Counter[str]:
-    directory = tmp_path / "state" / "test-job" / "counts" / "Partition_0"
-    engine = RocksDBStoreFactory().create("counts", TaskName.for_partition(0), directory, {})
-    try:
-        entries = engine.iterate(None, None)
-        return Counter({k.decode(): int.from_bytes(v, "big", signed=True) for k, v in entries})
-    finally:
-        engine.close()
-
-
 def test_a_stop_that_skipped_its_commit_leaves_the_store_to_its_snapshot(tmp_path: Path) -> None:
     CountWords.seen, CountWords.hang_at = 0, 80
     first = CountWords.runner = _runner(tmp_path)
@@ -89,7 +78,7 @@ def test_a_stop_that_skipped_its_commit_leaves_the_store_to_its_snapshot(tmp_pat
         _runner(tmp_path, first.namespace).run(timeout=20)
     (restored,) = [e for e in logs if e["event"] == "store_restored"]
     assert restored["kept_local"] is False and restored["snapshot"] is not None
-    assert _stored(tmp_path) == Counter(w for line in LINES[0] for w in line.split())
+    assert stored(tmp_path, tasks=1) == Counter(w for line in LINES[0] for w in line.split())
 
 
 def test_with_snapshots_off_the_store_written_past_its_commit_is_kept_with_a_warning(
