@@ -157,6 +157,10 @@ def has_processed(run: Job, count: int) -> bool:
     return processed(run) >= count
 
 
+def has_checkpointed(run: Job) -> bool:
+    return any(e["event"] == "checkpoint_written" for e in run.events())
+
+
 def changelog_state(bootstrap: str, changelog: str, *, committed: bool = False) -> dict[str, int]:
     """The store's state as its changelog holds it: the last record per key, tombstones
     deleting; keys UTF-8 (string serde), values 8-byte big-endian signed (long serde).
@@ -182,14 +186,17 @@ def counts_at(placed: dict[int, list[str]], offsets: dict[int, int]) -> Counter[
 # -- exact counts across kill -9 ------------------------------------------------------------------
 
 
-def kill_while_working(run: Job, rng: random.Random, target: int, run_number: int) -> None:
-    """SIGKILL ``run`` a random moment after it has processed ``target`` messages.
+def kill_while_working(
+    run: Job, rng: random.Random, target: int, run_number: int, *, checkpoint: bool = False
+) -> None:
+    """SIGKILL ``run`` a random moment after it has processed ``target`` messages (and, with
+    ``checkpoint``, written a checkpoint: ``run`` logs at debug level then).
 
     The job's progress is read every 20 ms and the kill comes within one progress interval
     (100 ms) of the count: a job processes 100,000 messages or more a second, so waiting
     longer would let it reach the end of its input first."""
     deadline = time.monotonic() + 120
-    while not has_processed(run, target):
+    while not has_processed(run, target) or (checkpoint and not has_checkpointed(run)):
         assert run.proc.poll() is None, f"run {run_number} exited before {target} messages"
         assert time.monotonic() < deadline, f"run {run_number} did not process {target}"
         time.sleep(0.02)
@@ -228,13 +235,20 @@ def count_words_through_kills(
         if run_number == wipe_before:
             assert store_dir(tmp_path).is_dir(), "the store has no local directory to delete"
             shutil.rmtree(tmp_path / "state")
-        run = Job(job, "unused", tmp_path / f"run-{run_number}.log")
+        # The run before the wipe is killed after a checkpoint, so that the restore after the
+        # wipe has changelog records to read (two runs killed before their first commit, 200 ms
+        # in, would leave none: it happened in CI).
+        before_wipe = wipe_before is not None and run_number == wipe_before - 1
+        debug = [sys.executable, "-m", "samzapy", "run", "--log-level", "debug"]
+        log = tmp_path / f"run-{run_number}.log"
+        run = Job(job, "unused", log, command=debug if before_wipe else None)
         runs.append(run)
         if run_number == kills:
             break
         # Each run processes at most about n/6 messages before its kill, so that none of them
         # reaches the end of the input first.
-        kill_while_working(run, rng, rng.randint(n // 20, n // 6), run_number)
+        target = rng.randint(n // 20, n // 6)
+        kill_while_working(run, rng, target, run_number, checkpoint=before_wipe)
         done = checkpointed(bootstrap, job)
         assert sum(done.values()) + len(done) < n, f"run {run_number} finished before its kill"
         ahead_of_checkpoint.append(changelog_state(bootstrap, changelog) != counts_at(placed, done))
