@@ -179,6 +179,8 @@ def test_a_container_serves_metrics_health_and_readiness(
         assert metric in body, metric
     lags = [line for line in body.splitlines() if line.startswith("samzapy_partition_lag{")]
     assert len(lags) == PARTITIONS and all(line.endswith(" 0.0") for line in lags)
+    # The container alone in its group holds every task.
+    assert f"samzapy_coordinator_tasks {float(PARTITIONS)}" in body.splitlines()
     assert job.stop() == 0
 
 
