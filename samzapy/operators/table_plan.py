@@ -23,7 +23,11 @@ from typing import Any
 from samzapy.api.errors import ConfigError
 from samzapy.api.graph import ApplicationGraph, upstream_of
 from samzapy.api.system import SystemStream
-from samzapy.api.tables import LocalTableDescriptor, RemoteTableDescriptor
+from samzapy.api.tables import (
+    CachingTableDescriptor,
+    LocalTableDescriptor,
+    RemoteTableDescriptor,
+)
 from samzapy.operators.stream_joins import message_serde
 from samzapy.operators.window_plan import carries
 from samzapy.operators.windows import state_serde
@@ -113,20 +117,21 @@ def check_copartitioned(
 ) -> None:
     """What a join brings together must be partitioned alike (a key in the same partition
     on each side): a stream-stream join's two sides, and a stream-table join's stream with
-    the streams that fill its local table (``send_to(table)``). ``streams``: where each
+    the streams that fill its local table (``send_to(table)``, or ``send_to`` a cache in
+    front of it). ``streams``: where each
     input and intermediate stream is; ``counts``: their partition counts at start-up. A
     broadcast stream, read whole by every task, is left out."""
     for spec in graph.operators:
         if spec.kind == "join":
             sides = list(spec.upstream)
-        elif spec.kind == "stream_table_join" and isinstance(
-            spec.settings["table"].descriptor, LocalTableDescriptor
+        elif spec.kind == "stream_table_join" and (
+            store := _local_store(spec.settings["table"].descriptor)
         ):
-            table_id = spec.settings["table"].table_id
             writers = [
                 w
                 for w in graph.operators
-                if w.kind == "send_to_table" and w.settings["table"].table_id == table_id
+                if w.kind == "send_to_table"
+                and _local_store(w.settings["table"].descriptor) == store
             ]
             sides = [*spec.upstream, *writers]
         else:
@@ -153,6 +158,14 @@ def check_copartitioned(
                 "of each; give them the same count, or partition_by the others (an "
                 "intermediate stream has the job's count)"
             )
+
+
+def _local_store(descriptor: Any) -> str | None:
+    """The local table a table keeps its entries in (itself, or the one a cache is in front
+    of: a write to either reaches it), by id; None for a remote table."""
+    if isinstance(descriptor, CachingTableDescriptor):
+        descriptor = descriptor.table
+    return descriptor.table_id if isinstance(descriptor, LocalTableDescriptor) else None
 
 
 def _check_join_serdes(op_id: str, serdes: tuple[Any, Any, Any], config: Mapping[str, Any]) -> None:
