@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from samzapy.api.system import SystemStream
+from samzapy.config.changelogs import changelog_problems
 from samzapy.config.checkpoints import checkpoint_system
 from samzapy.config.drops import dead_letter_problems
 from samzapy.config.guarantee import exactly_once_problems
@@ -343,6 +344,7 @@ class _Checker:
             else:
                 referenced.append((key, ss.system))
                 self._keeps_keys(key, ss.system, "a store changelog needs to restore the store")
+        changelog_problems(self.values, stores, inputs, self.problem)
         stream_system = checkpoint_system(self.values, self.problem)
         if stream_system is not None:
             self._keeps_keys(
