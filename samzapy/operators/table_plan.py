@@ -118,8 +118,8 @@ def check_copartitioned(
     """What a join brings together must be partitioned alike (a key in the same partition
     on each side): a stream-stream join's two sides, and a stream-table join's stream with
     the streams that fill its local table (``send_to(table)``, or ``send_to`` a cache in
-    front of it). ``streams``: where each
-    input and intermediate stream is; ``counts``: their partition counts at start-up. A
+    front of it). ``streams``: where each input and intermediate stream is; ``counts``: their
+    partition counts at start-up. The partition_bys among them serialize their keys alike. A
     broadcast stream, read whole by every task, is left out."""
     for spec in graph.operators:
         if spec.kind == "join":
@@ -137,11 +137,14 @@ def check_copartitioned(
         else:
             continue
         found: dict[SystemStream, int] = {}
+        key_serdes: dict[str, Any] = {}  # each partition_by's, by its op id
         for side in sides:
             for op in upstream_of(side):
                 intermediate = op.settings.get("intermediate") if op.kind == "input" else None
                 if op.kind != "input" or (intermediate and intermediate.kind == "broadcast"):
                     continue
+                if intermediate is not None:
+                    key_serdes[intermediate.op_id] = intermediate.serde.key_serde
                 name = (
                     op.op_id
                     if intermediate is None
@@ -158,6 +161,23 @@ def check_copartitioned(
                 "of each; give them the same count, or partition_by the others (an "
                 "intermediate stream has the job's count)"
             )
+        _check_key_serdes(spec, key_serdes)
+
+
+def _check_key_serdes(spec: Any, key_serdes: Mapping[str, Any]) -> None:
+    """The partition_bys whose streams a join brings together serialize their keys alike: a
+    key goes to the partition its bytes hash to, so a key serialized two ways would be in
+    two partitions. Only serdes given by name are compared (two serde objects of different
+    classes may well write the same bytes)."""
+    names = set(key_serdes.values())
+    if len(names) > 1 and all(isinstance(name, str) for name in names):
+        listed = ", ".join(f"partition_by {op_id!r}: {name}" for op_id, name in key_serdes.items())
+        raise ConfigError(
+            f"{spec.kind.replace('_', '-')} {spec.op_id!r} brings together partition_by streams "
+            f"whose keys are serialized differently ({listed}): a key is in the partition its "
+            "serialized bytes hash to, so one key would be in different partitions of each; "
+            "give them the same key serde"
+        )
 
 
 def _local_store(descriptor: Any) -> str | None:

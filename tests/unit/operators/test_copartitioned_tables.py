@@ -1,14 +1,16 @@
-"""A stream-table join with a caching table in front of a local table: the streams that fill
-the local table, through the cache or directly, are partitioned as the stream joined with the
-cache, or the job is refused at start-up (docs/tables.md, Stream-stream joins)."""
+"""What a join brings together is partitioned alike, or the job is refused at start-up
+(docs/tables.md, Stream-stream joins): a stream-table join with a caching table in front of a
+local table (the streams that fill the local table, through the cache or directly, and the
+stream joined with the cache), and partition_by streams that serialize their keys alike."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from test_apps import Lambda
-from test_table_apps import Enrich
+from test_table_apps import Enrich, OrderPayment
 
 from samzapy import (
     KV,
@@ -69,3 +71,51 @@ def test_a_cached_local_table_filled_from_a_stream_partitioned_otherwise_is_refu
     # partitioned alike, every view finds its member's profile
     enriched = runner(2).run(timeout=10).keyed_outputs(ENRICHED)[0]
     assert sorted(kv.value["city"] for kv in enriched) == MEMBERS
+
+
+ORDERS = KAFKA.get_input_descriptor("orders", KVSerde("string", "json"))
+PAYMENTS = KAFKA.get_input_descriptor("payments", KVSerde("string", "json"))
+PAID = KAFKA.get_output_descriptor("paid", KVSerde("string", "json"))
+
+
+@pytest.mark.parametrize("payments_key_serde", ["json", "string"])
+def test_partition_bys_that_serialize_the_join_key_differently_are_refused(
+    payments_key_serde: str,
+) -> None:
+    """Orders and payments each repartitioned by order id into 2 partitions, the orders' keys
+    as "string" (o1), the payments' as "json" ("o1"): the same id hashes to different
+    partitions, and most pairs never meet. Refused, naming both; with one
+    key serde every pair joins."""
+
+    def describe(d: StreamApplicationDescriptor) -> None:
+        orders = d.get_input_stream(ORDERS).partition_by(
+            lambda kv: kv.key, lambda kv: kv.value, KVSerde("string", "json"), "orders-by-id"
+        )
+        payments = d.get_input_stream(PAYMENTS).partition_by(
+            lambda kv: kv.key,
+            lambda kv: kv.value,
+            KVSerde(payments_key_serde, "json"),
+            "payments-by-id",
+        )
+        orders.join(
+            payments, OrderPayment(), "string", None, None, timedelta(minutes=1), "j"
+        ).send_to(d.get_output_stream(PAID))
+
+    ids = [f"o{i}" for i in range(6)]
+    runner = (
+        TestRunner.of(Lambda(describe), {"job.intermediate.stream.partitions": 2})
+        .add_input_stream(ORDERS, by_partition([KV(o, 1) for o in ids], 2))
+        .add_input_stream(PAYMENTS, by_partition([KV(o, 2) for o in ids], 2))
+        .add_output_stream(PAID, 1)
+    )
+    if payments_key_serde == "json":
+        with pytest.raises(
+            ConfigError,
+            match=r"join 'j' brings together partition_by streams whose keys are serialized "
+            r"differently \(partition_by 'orders-by-id': string, partition_by "
+            r"'payments-by-id': json\)",
+        ):
+            runner.run(timeout=10)
+    else:
+        paid = runner.run(timeout=10).keyed_outputs(PAID)[0]
+        assert sorted(kv.key for kv in paid) == ids
