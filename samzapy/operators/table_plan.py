@@ -96,6 +96,7 @@ def table_keys(
                 )
             topic = descriptor.changelog_stream or f"{job[0]}-{job[1]}-table-{table_id}"
             set_key(prefix + "changelog", f"{changelog_system}.{topic}")
+    _check_writable(graph)
     for spec in graph.operators:
         if spec.kind != "join":
             continue
@@ -108,6 +109,24 @@ def table_keys(
             if changelog_system is not None:
                 topic = f"{job[0]}-{job[1]}-join-{spec.op_id}-{side}"
                 set_key(prefix + "changelog", f"{changelog_system}.{topic}")
+
+
+def _check_writable(graph: ApplicationGraph) -> None:
+    """A ``send_to(table)`` reaches a table it can write: a remote table (or a cache in front
+    of one) without a write function is an error at start-up, not at the first message."""
+    for spec in graph.operators:
+        if spec.kind != "send_to_table":
+            continue
+        table = spec.settings["table"]
+        descriptor = table.descriptor
+        if isinstance(descriptor, CachingTableDescriptor):
+            descriptor = descriptor.table
+        if isinstance(descriptor, RemoteTableDescriptor) and descriptor.write_fn is None:
+            raise ConfigError(
+                f"send_to_table {spec.op_id!r} writes to table {table.table_id!r}, a remote "
+                "table without a write function (read-only): give it with_write_function(...) "
+                "with coroutine methods put_async(key, value) and delete_async(key)"
+            )
 
 
 def check_copartitioned(

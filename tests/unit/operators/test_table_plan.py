@@ -217,6 +217,23 @@ def test_a_join_runs_in_event_time_only_when_every_input_carries_watermarks() ->
             lambda d: d.get_table(InMemoryTableDescriptor("t", "json")),
             r"a local table takes a KVSerde",
         ),
+        (
+            lambda d: d.get_input_stream(ORDERS).send_to(
+                d.get_table(RemoteTableDescriptor("r").with_read_function(Reader()))
+            ),
+            r"send_to_table 'send_to_table-\d+' writes to table 'r', a remote table without a "
+            r"write function",
+        ),
+        (
+            lambda d: d.get_input_stream(ORDERS).send_to(
+                d.get_table(
+                    CachingTableDescriptor(
+                        "c", RemoteTableDescriptor("r").with_read_function(Reader())
+                    )
+                )
+            ),
+            r"writes to table 'c', a remote table without a write function",
+        ),
     ],
 )
 def test_table_and_join_mistakes_are_errors_naming_what_is_wrong(build: Any, message: str) -> None:
