@@ -30,7 +30,8 @@ from samzapy.operators.windows import DEFAULT, EARLY, LATE, WindowOperator, take
 _TUMBLING = b"T"
 _ARMED = b"A"
 _OFFSET = 2**63
-#: A trigger's state in the store: count, first and last time (ms, -1 for none), done.
+#: A trigger's state in the store: count, first and last time (ms; 0 when the count is, which
+#: is when they are none: any time, before the epoch too, is one), done.
 _ARMED_STATE = struct.Struct(">qqq?")
 
 
@@ -53,15 +54,17 @@ class _Armed:
         self.done = False
 
     def to_bytes(self) -> bytes:
-        first = -1 if self.first is None else self.first
-        last = -1 if self.last is None else self.last
+        first = 0 if self.first is None else self.first
+        last = 0 if self.last is None else self.last
         return _ARMED_STATE.pack(self.count, first, last, self.done)
 
     def load(self, data: bytes) -> None:
+        # The times are set with the first message counted and cleared with the count
+        # (``_count``, ``_trigger_fire``); a store written when none was -1 reads the same.
         count, first, last, self.done = _ARMED_STATE.unpack(data)
         self.count = count
-        self.first = None if first < 0 else first
-        self.last = None if last < 0 else last
+        self.first = first if count else None
+        self.last = last if count else None
 
 
 def _due(trigger: Trigger, armed: _Armed, now: int) -> bool:
@@ -92,7 +95,9 @@ class TumblingWindowOperator(WindowOperator):
         self.plain = self.aggregator is not None and self.window.early_trigger is None
         window = self.window
         self.triggered = window.early_trigger is not None or window.late_trigger is not None
-        self.last_pane: tuple[int, bytes] = (-1, b"")  # the last pane's id and key prefix
+        #: The last pane's id and key prefix (None before the first: every int is a pane id,
+        #: -1 that of a 1 ms window's messages at -1 ms).
+        self.last_pane: tuple[int | None, bytes] = (None, b"")
 
     def on_message(self, message: Any) -> Any:
         """``WindowOperator.on_message`` and ``message``, in one method for the plain case:
