@@ -15,7 +15,9 @@ prints it:
    reach the operator (end-of-stream and watermarks follow them);
 3. the config keys the descriptors and the intermediate streams yield: systems, streams,
    serdes (serde objects registered under ``serializers.registry``), ``task.inputs`` and
-   ``task.broadcast.inputs``. The job file's keys win over these.
+   ``task.broadcast.inputs``. The job file's keys win over these;
+4. no two of its parts claim one physical stream or store (``claims.py``: a window's
+   changelog that is also a ``partition_by``'s stream, or an input).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from samzapy.api.descriptors import KVSerde, StreamDescriptor, SystemDescriptor,
 from samzapy.api.errors import ConfigError
 from samzapy.api.graph import ApplicationGraph, IntermediateStream, OperatorSpec, upstream_of
 from samzapy.config.schema import SAMZA_SYSTEM_FACTORIES, to_int
+from samzapy.operators.claims import check_claims
 from samzapy.operators.plan_document import AppPlan, OperatorPlan, StreamPlan, TablePlan
 from samzapy.operators.table_plan import event_time_joins, table_keys
 from samzapy.operators.window_plan import WINDOW_TICK_MS, window_keys
@@ -72,6 +75,8 @@ def plan_application(
     for system in systems.values():
         keys.update(system.to_config())
     _check_message_serdes(intermediates, {**keys.values, **config})
+    # 4.
+    check_claims(graph, (*inputs, *outputs, *intermediates), config, {**keys.values, **config})
     keys.set(
         "task.inputs", [s.qualified_name for s in (*inputs, *intermediates) if not s.broadcast]
     )

@@ -61,13 +61,22 @@ PRICES = KAFKA.get_input_descriptor("prices", KVSerde("string", "json"))
 @pytest.mark.parametrize(
     ("changelog", "message"),
     [
-        ("shared", r"stores.prices.changelog is kafka.shared, the changelog of store 'names'"),
-        ("profiles", r"stores.prices.changelog is kafka.profiles, an input of the job"),
+        (
+            "shared",
+            r"the changelog of table 'names' \(store 'names'\) and the changelog of table "
+            r"'prices' \(store 'prices'\) are both stream kafka\.shared",
+        ),
+        (
+            "profiles",
+            r"input stream 'profiles' and the changelog of table 'prices' \(store 'prices'\) "
+            r"are both stream kafka\.profiles",
+        ),
     ],
 )
 def test_a_table_s_changelog_stream_must_be_its_own(changelog: str, message: str) -> None:
     """Two tables given one changelog would each get the other's entries back at a restore
-    (and the restore of one truncates the other's records past its checkpoint)."""
+    (and the restore of one truncates the other's records past its checkpoint). In an
+    application the planner refuses it first, naming the tables (``operators/claims.py``)."""
 
     class Tables(StreamApplication):
         def describe(self, app_desc: StreamApplicationDescriptor) -> None:
