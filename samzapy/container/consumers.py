@@ -40,6 +40,7 @@ from samzapy.container.bootstrap import CaughtUp, Heads
 from samzapy.container.drops import DropLog, DroppedEnvelope
 from samzapy.container.inputs import NO_OFFSET, ControlEnvelope, Envelope, InputQueue
 from samzapy.control.wire import (
+    NO_WATERMARK,
     USER_MESSAGE,
     USER_MESSAGE_WITH_ORIGIN,
     FrameError,
@@ -197,7 +198,7 @@ class SystemConsumers:
             if (now - self._active_at[ssp]) * 1000 < idle_ms:
                 continue
             self._idle.add(ssp)
-            last = self._derived.get(ssp, -1)
+            last = self._derived.get(ssp, NO_WATERMARK)
             marker = ControlEnvelope(
                 ssp, NO_OFFSET, WatermarkMessage(EVENT_TIME_TASK, 1, last, True)
             )

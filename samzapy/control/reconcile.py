@@ -34,7 +34,7 @@ from typing import Any
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.api.task import END_WATERMARK
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
-from samzapy.control.wire import ControlMessage, EndOfStreamMessage
+from samzapy.control.wire import NO_WATERMARK, ControlMessage, EndOfStreamMessage
 
 
 class PartitionControl:
@@ -283,8 +283,8 @@ class TaskControl:
 
     def advance_output_idleness(self) -> dict[SystemStream, int]:
         """The outputs whose upstream partitions are all idle and that were not told so, or
-        whose idle watermark (the highest of those partitions') moved forward; with it, -1
-        when there is none (remembered as told)."""
+        whose idle watermark (the highest of those partitions') moved forward; with it,
+        ``NO_WATERMARK`` when there is none (remembered as told)."""
         told: dict[SystemStream, int] = {}
         for ss, upstream in self.outputs.items():
             if ss in self._ends_sent or not self._all_idle(upstream):
@@ -297,7 +297,7 @@ class TaskControl:
                 if moved:
                     assert low is not None
                     self.output_watermarks[ss] = low
-                told[ss] = self.output_watermarks.get(ss, -1)
+                told[ss] = self.output_watermarks.get(ss, NO_WATERMARK)
         return told
 
     def _all_idle(self, ssps: Iterable[SystemStreamPartition]) -> bool:

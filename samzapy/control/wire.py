@@ -71,6 +71,10 @@ _PREFIX_SIZE = 1 + SOURCE_SIZE + EPOCH_SIZE
 
 #: The flag of a user message's type byte when an event time follows its header.
 EVENT_TIME = 0x80
+#: The timestamp of an idle watermark message whose sender had no watermark yet: below every
+#: event time, those before the epoch too (a reader's partition whose tasks are all idle is
+#: at the highest of theirs, which this never raises).
+NO_WATERMARK = -(2**63)
 _TIME = struct.Struct(">q")
 #: Where the body starts, by type byte (event time flag included).
 _BODY_AT = {
@@ -110,7 +114,8 @@ class WatermarkMessage:
     event time up to ``timestamp`` (milliseconds since the epoch). ``idle``: the task is idle
     (its inputs had no message for their idle timeout): a reader leaves it out of the partition's
     minimum until it sends a watermark that is not idle (Flink's idle watermark status);
-    ``timestamp`` is then its last watermark, for information."""
+    ``timestamp`` is then its last watermark (``NO_WATERMARK`` when it had none): when every
+    task is idle, the partition's watermark is the highest."""
 
     task_name: str
     task_count: int
@@ -320,6 +325,7 @@ __all__ = [
     "EPOCH_SIZE",
     "EVENT_TIME",
     "FLOOR_END",
+    "NO_WATERMARK",
     "OFFSET_ORDINAL",
     "ORIGIN_HEADER",
     "ORIGIN_END",
