@@ -76,6 +76,23 @@ CASES: dict[str, tuple[dict[str, Any] | None, list[str]]] = {
             r"did you mean producer\.linger\.ms\?",
         ],
     ),
+    "kafka options the client refuses only once built": (
+        {
+            **BASE,
+            **KAFKA,
+            "systems.kafka.consumer.isolation.level": "read_comitted",
+            "systems.kafka.consumer.max.poll.records": 0,
+            "systems.kafka.producer.acks": 1,
+            "systems.kafka.producer.enable.idempotence": True,
+        },
+        [
+            r"systems\.kafka\.consumer\.isolation\.level must be one of read_uncommitted, "
+            r"read_committed, got 'read_comitted'",
+            r"systems\.kafka\.consumer\.max\.poll\.records must be an integer >= 1, got 0",
+            r"systems\.kafka\.producer\.acks must be all \(or -1\) when "
+            r"producer\.enable\.idempotence is true, got 1: set one of them differently",
+        ],
+    ),
     "a kafka option samzapy manages, next to a misspelt key": (
         {**BASE, **KAFKA, "systems.kafka.consumer.group.id": "mine", "task.comit.ms": 5},
         [

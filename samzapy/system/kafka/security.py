@@ -5,7 +5,8 @@
   SSLContext built with aiokafka's ``create_ssl_context`` (the files are read here, so a
   missing or bad one fails at configuration time, naming its key). SSL without any of them
   verifies the brokers against the system's default CAs.
-- ``sasl.mechanism`` (PLAIN by default, GSSAPI, SCRAM-SHA-256, SCRAM-SHA-512),
+- ``sasl.mechanism`` (PLAIN by default, GSSAPI (with the gssapi package), SCRAM-SHA-256,
+  SCRAM-SHA-512),
   ``sasl.plain.username``, ``sasl.plain.password``, ``sasl.kerberos.service.name``,
   ``sasl.kerberos.domain.name``: SASL authentication.
 
@@ -15,6 +16,7 @@ a job that thinks it encrypts or authenticates must not silently run in the clea
 
 from __future__ import annotations
 
+import importlib.util
 import ssl
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -83,6 +85,12 @@ def security_options(key: Callable[[str], str], config: Mapping[str, Any]) -> di
         for arg in ("sasl_plain_username", "sasl_plain_password"):
             if arg in sasl and not isinstance(sasl[arg], str):
                 sasl[arg] = str(sasl[arg])
+        if mechanism == "GSSAPI" and importlib.util.find_spec("gssapi") is None:
+            message = (
+                f"{key('sasl.mechanism')} GSSAPI needs the gssapi package, which is not "
+                "installed: pip install 'aiokafka[gssapi]'"
+            )
+            problems.append(Problem(key("sasl.mechanism"), message))
         if mechanism not in (None, "GSSAPI"):
             for name in ("sasl.plain.username", "sasl.plain.password"):
                 if not sasl.get(SASL_KEYS[name]):

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, codec
 
 from samzapy.api.errors import ConfigError
 from samzapy.config.loader import Problem, collecting, config_error
@@ -310,6 +310,8 @@ def _pass_through(
                 )
             except ConfigError as exc:
                 problems.append(Problem(full, str(exc)))
+    if side == "producer":
+        _idempotence_problems(key, options, problems)
     return options
 
 
@@ -317,19 +319,44 @@ def _pass_through(
 _CHOICES: dict[str, tuple[Any, ...]] = {
     "acks": (0, 1, -1, "all"),
     "compression_type": ("gzip", "snappy", "lz4", "zstd"),
+    "isolation_level": ("read_uncommitted", "read_committed"),
 }
+#: Integer arguments the client takes only from 1 up.
+_POSITIVE = frozenset({"max_poll_records"})
 
 
 def _checked(key: str, argument: str, value: Any) -> Any:
-    """``value`` if the client takes it: one of the argument's choices; a count, size or
-    time (an integer argument) not below zero."""
+    """``value`` if the client takes it: one of the argument's choices (a codec whose library
+    is installed); a count, size or time (an integer argument) not below zero."""
     choices = _CHOICES.get(argument)
     if choices is not None and value not in choices:
         listed = ", ".join(str(c) for c in choices)
         raise ConfigError(f"{key} must be one of {listed}, got {value!r}", key=key)
-    if type(value) is int and value < 0 and argument != "acks":
-        raise ConfigError(f"{key} must be an integer >= 0, got {value}", key=key)
+    if argument == "compression_type" and not getattr(codec, f"has_{value}")():
+        raise ConfigError(
+            f"{key} {value} needs the cramjam package, which is not installed: "
+            f"pip install 'aiokafka[{value}]', or use gzip",
+            key=key,
+        )
+    minimum = 1 if argument in _POSITIVE else 0
+    if type(value) is int and value < minimum and argument != "acks":
+        raise ConfigError(f"{key} must be an integer >= {minimum}, got {value}", key=key)
     return value
+
+
+def _idempotence_problems(
+    key: Callable[[str], str], options: Mapping[str, Any], problems: list[Problem]
+) -> None:
+    """An idempotent producer needs acks=all: the client refuses both set otherwise."""
+    acks = options.get("acks", "all")
+    if options.get("enable_idempotence") is True and acks not in ("all", -1):
+        problems.append(
+            Problem(
+                key("producer.acks"),
+                f"{key('producer.acks')} must be all (or -1) when producer.enable.idempotence "
+                f"is true, got {acks!r}: set one of them differently",
+            )
+        )
 
 
 def _unknown(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import ssl
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, codec
 
 from samzapy.api.errors import ConfigError
 from samzapy.config import load_config, resolve
@@ -123,8 +124,8 @@ class TestPassThrough:
         kwargs = dotted({"producer.acks": acks}).producer_kwargs()
         assert kwargs["acks"] == int(acks)
         assert kwargs["enable_idempotence"] is idempotent
-        explicit = dotted({"producer.acks": "1", "producer.enable.idempotence": True})
-        assert explicit.producer_kwargs()["enable_idempotence"] is True
+        explicit = dotted({"producer.acks": "1", "producer.enable.idempotence": False})
+        assert explicit.producer_kwargs()["enable_idempotence"] is False
 
     def test_the_consumer_is_group_less_and_never_resets_on_its_own(self) -> None:
         kwargs = settings().consumer_kwargs()
@@ -214,7 +215,13 @@ class TestPassThrough:
                 "must be one of gzip, snappy, lz4, zstd, got 'zip'",
             ),
             ("producer.linger.ms", -5, "must be an integer >= 0, got -5"),
-            ("consumer.max.poll.records", "-1", "must be an integer >= 0, got -1"),
+            ("consumer.max.poll.records", "-1", "must be an integer >= 1, got -1"),
+            ("consumer.max.poll.records", 0, "must be an integer >= 1, got 0"),
+            (
+                "consumer.isolation.level",
+                "read_comitted",
+                "must be one of read_uncommitted, read_committed, got 'read_comitted'",
+            ),
         ],
     )
     def test_values_the_client_refuses_only_once_built_are_problems_naming_the_key(
@@ -229,6 +236,28 @@ class TestPassThrough:
     )
     def test_every_value_of_acks_the_client_takes_is_taken(self, name: str, value: Any) -> None:
         assert client_option_problems("kafka", {name: value}) == []
+
+    def test_an_idempotent_producer_with_acks_other_than_all_is_a_problem(self) -> None:
+        """aiokafka refuses the pair when the producer is built (a traceback, exit 1)."""
+        keys = {"producer.acks": 1, "producer.enable.idempotence": True}
+        assert client_option_problems("kafka", keys) == [
+            "systems.kafka.producer.acks must be all (or -1) when producer.enable.idempotence "
+            "is true, got 1: set one of them differently"
+        ]
+        assert client_option_problems("kafka", {**keys, "producer.acks": "all"}) == []
+        assert client_option_problems("kafka", {**keys, "producer.enable.idempotence": False}) == []
+
+    def test_a_codec_whose_library_is_not_installed_is_a_problem(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(codec, "has_lz4", lambda: False)
+        monkeypatch.setattr(codec, "has_zstd", lambda: True)
+        assert client_option_problems("kafka", {"producer.compression.type": "lz4"}) == [
+            "systems.kafka.producer.compression.type lz4 needs the cramjam package, which is "
+            "not installed: pip install 'aiokafka[lz4]', or use gzip"
+        ]
+        assert client_option_problems("kafka", {"producer.compression.type": "zstd"}) == []
+        assert client_option_problems("kafka", {"producer.compression.type": "gzip"}) == []
 
 
 class TestTimeoutsAndReplication:
@@ -295,6 +324,19 @@ class TestSecurity:
             match=r"^systems\.kafka\.sasl\.plain\.password must be set: sasl\.mechanism PLAIN",
         ):
             dotted({"security.protocol": "SASL_SSL", "sasl.plain.username": "alice"})
+
+    def test_gssapi_without_its_library_is_a_problem(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """aiokafka's client asserts the library when built: a traceback after connecting."""
+        find_spec = importlib.util.find_spec
+        monkeypatch.setattr(
+            importlib.util, "find_spec", lambda name: None if name == "gssapi" else find_spec(name)
+        )
+        with pytest.raises(
+            ConfigError,
+            match=r"^systems\.kafka\.sasl\.mechanism GSSAPI needs the gssapi package, which is "
+            r"not installed: pip install 'aiokafka\[gssapi\]'$",
+        ):
+            dotted({"security.protocol": "sasl_plaintext", "sasl.mechanism": "gssapi"})
 
     def test_every_security_problem_is_named_at_once(self) -> None:
         with pytest.raises(ConfigError) as caught:
