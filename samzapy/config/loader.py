@@ -14,6 +14,7 @@ A value of None (``key:`` or ``key: null``) means "not set": validation treats i
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -169,12 +170,17 @@ def load_config(
 
 
 _TEXT_KINDS = (Kind.STR, Kind.ENUM, Kind.STR_LIST)
+#: An integer as people write one: YAML 1.1 also reads ``010`` as 8, ``0x10`` as 16 and
+#: ``1:30`` as 90.
+_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9_]*)")
 
 
 def _settled(key: str, value: Any) -> Any:
     """A value as the config holds it: a number written in YAML becomes the text written
     for a key of samzapy's that takes text (a password ``012345`` stays that, where YAML
-    1.1 reads an octal 5349), a plain number elsewhere."""
+    1.1 reads an octal 5349), and for one of its integer keys when it is not written in
+    decimal (``task.commit.ms: 1:30`` is refused, not 90 ms; ``010`` is 10, as ``"010"`` is);
+    a plain number elsewhere."""
     if isinstance(value, list):
         return [_settled(key, item) for item in value]
     if isinstance(value, dict):  # a mapping inside a list: its numbers too
@@ -184,7 +190,11 @@ def _settled(key: str, value: Any) -> Any:
     specs = lookup(key)
     if specs and all(spec.kind in _TEXT_KINDS for spec in specs):
         return str(value.text)
-    return int(value) if type(value) is WrittenInt else float(value)
+    if type(value) is WrittenInt:
+        if specs and all(s.kind is Kind.INT for s in specs) and not _DECIMAL.fullmatch(value.text):
+            return str(value.text)
+        return int(value)
+    return float(value)
 
 
 def _read(path: str) -> str:

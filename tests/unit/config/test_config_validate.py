@@ -137,6 +137,24 @@ def test_typed_values_accept_strings_of_the_right_shape() -> None:
     assert [str(ss) for ss in config.task.inputs] == ["mem.a", "mem.b"]
 
 
+@pytest.mark.parametrize("written", ["1:30", "0x10", "0b11"])
+def test_an_integer_key_written_in_another_base_is_refused(written: str) -> None:
+    """YAML 1.1 reads these as 90, 16 and 3: a 90 ms commit for someone who meant 1 min 30 s."""
+    expected = (f"task.commit.ms must be an integer >= -1, got '{written}'",)
+    assert problems(f"task.commit.ms: {written}\n") == expected
+    assert problems("", f"task.commit.ms={written}") == expected
+    with pytest.raises(ConfigError) as info:
+        resolved("task.commit.ms: ${COMMIT_MS}\n", env={"COMMIT_MS": written})
+    assert info.value.problems == expected
+
+
+@pytest.mark.parametrize(("written", "value"), [("010", 10), ("1_000", 1000), ("-1", -1)])
+def test_an_integer_key_reads_its_digits_in_decimal(written: str, value: int) -> None:
+    """``010`` is ten, as the string ``"010"`` is (YAML 1.1 has it octal: 8)."""
+    assert resolved(f"task.commit.ms: {written}\n").task.commit_ms == value
+    assert resolved("", f"task.commit.ms={written}").task.commit_ms == value
+
+
 def test_typo_suggests_the_nearest_known_key() -> None:
     assert problems("task.max.concurency: 4\n") == (
         "unknown key 'task.max.concurency'; did you mean 'task.max.concurrency'?",
