@@ -79,11 +79,12 @@ def parse_scalar(text: str) -> Any:
     return text
 
 
-def parse_value(text: str) -> Any:
-    """``text`` as given on a command line: a flow list/mapping, a quoted string or a scalar."""
+def parse_value(text: str, loader: type[yaml.SafeLoader] = yaml.SafeLoader) -> Any:
+    """``text`` as given on a command line: a flow list/mapping or a quoted string, read by
+    ``loader`` (the job file's, so that both read values alike), or a scalar."""
     stripped = text.strip()
     if stripped[:1] in ("[", "{", "'", '"'):
-        return yaml.safe_load(stripped)
+        return yaml.load(stripped, Loader=loader)  # a SafeLoader (subclass): safe
     return parse_scalar(text)
 
 

@@ -224,12 +224,17 @@ def _parse(text: str, source: str) -> Mapping[Any, Any]:
 
 def _yaml_message(exc: yaml.YAMLError, source: str) -> str:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    context = getattr(exc, "context", None)
-    detail = f"{problem} ({context})" if context else str(problem)
+    detail = _yaml_detail(exc)
     if mark is None:
         return f"{source}: invalid YAML: {detail}"
     return f"{source}, line {mark.line + 1}, column {mark.column + 1}: invalid YAML: {detail}"
+
+
+def _yaml_detail(exc: yaml.YAMLError) -> str:
+    """What the parser found wrong, without the excerpt of the text that ``str(exc)`` adds."""
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    return f"{problem} ({context})" if context else str(problem)
 
 
 def _flatten(tree: Mapping[Any, Any], problems: list[Problem]) -> dict[str, Any]:
@@ -266,9 +271,14 @@ def _apply_override(item: str, values: dict[str, Any], problems: list[Problem]) 
         problems.append(Problem(key or None, f"--set {item!r} must have the form key=value"))
         return
     try:
-        value = parse_value(text)
-    except yaml.YAMLError as exc:
-        problems.append(Problem(key, f"--set {key}: value {text!r} is not valid YAML: {exc}"))
+        value = parse_value(text, _UniqueKeyLoader)
+    except yaml.YAMLError as exc:  # one line, as every problem is: no excerpt with a caret
+        detail = _yaml_detail(exc)
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at column {mark.column + 1}" if mark is not None else ""
+        problems.append(
+            Problem(key, f"--set {key}: value {text!r} is not valid YAML{at}: {detail}")
+        )
         return
     if isinstance(value, Mapping):
         for sub_key, sub_value in _flatten(value, problems).items():

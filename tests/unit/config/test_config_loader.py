@@ -125,9 +125,19 @@ def test_override_without_equals_is_an_error() -> None:
         load_config(text="", overrides=["task.max.concurrency"])
 
 
-def test_override_with_bad_yaml_is_an_error() -> None:
-    with pytest.raises(ConfigError, match=r"--set task\.inputs: value '\[a' is not valid YAML"):
+def test_override_with_bad_yaml_is_one_line_naming_the_column() -> None:
+    """validate prints a problem per line, run logs them as a list: no excerpt and caret."""
+    with pytest.raises(ConfigError) as info:
         load_config(text="", overrides=["task.inputs=[a"])
+    assert info.value.problems == (
+        "--set task.inputs: value '[a' is not valid YAML at column 3: expected ',' or ']', "
+        "but got '<stream end>' (while parsing a flow sequence)",
+    )
+
+
+def test_override_with_a_key_twice_is_an_error_as_in_the_file() -> None:
+    with pytest.raises(ConfigError, match=r"found duplicate key 'a'"):
+        load_config(text="", overrides=["app={a: 1, a: 2}"])
 
 
 def test_base_is_under_the_file_and_overrides() -> None:

@@ -143,6 +143,7 @@ def test_an_integer_key_written_in_another_base_is_refused(written: str) -> None
     expected = (f"task.commit.ms must be an integer >= -1, got '{written}'",)
     assert problems(f"task.commit.ms: {written}\n") == expected
     assert problems("", f"task.commit.ms={written}") == expected
+    assert problems("", f"task={{commit.ms: {written}}}") == expected
     with pytest.raises(ConfigError) as info:
         resolved("task.commit.ms: ${COMMIT_MS}\n", env={"COMMIT_MS": written})
     assert info.value.problems == expected
