@@ -25,12 +25,12 @@ from samzapy.config.checkpoints import checkpoint_system
 from samzapy.config.drops import dead_letter_problems
 from samzapy.config.guarantee import exactly_once_problems
 from samzapy.config.loader import Config, Problem, config_error
+from samzapy.config.reporters import reporter_problems
 from samzapy.config.schema import (
     BUILTIN_SERDES,
     KEYLESS_FACTORIES,
     KNOWN_KEYS,
     NAMESPACES,
-    REPORTERS,
     SAMZA_SYSTEM_FACTORIES,
     SYSTEM_FACTORIES,
     ConfigKey,
@@ -292,13 +292,7 @@ class _Checker:
                     "task.broadcast.inputs items must be 'system.stream#N' or "
                     f"'system.stream#[A-B]' with A <= B, got {item!r}",
                 )
-        for item in self.values.get("metrics.reporters") or ():
-            if item not in REPORTERS and not is_module_class(item):
-                self.problem(
-                    "metrics.reporters",
-                    f"metrics.reporters items must be {', '.join(REPORTERS)} or a 'module:Class' "
-                    f"path, got {item!r}",
-                )
+        reporter_problems(self.values, is_module_class, self.problem)
         for name in self.serializers:
             key = f"serializers.registry.{name}.class"
             value = self.values.get(key)

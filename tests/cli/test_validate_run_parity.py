@@ -93,6 +93,10 @@ CASES: dict[str, tuple[dict[str, Any] | None, list[str]]] = {
             r"producer\.enable\.idempotence is true, got 1: set one of them differently",
         ],
     ),
+    "a reporter listed twice": (
+        {**BASE, "metrics.reporters": ["prometheus", "prometheus"], "metrics.prometheus.port": 0},
+        [r"metrics\.reporters lists 'prometheus' twice: each reporter runs once, list it once"],
+    ),
     "a kafka option samzapy manages, next to a misspelt key": (
         {**BASE, **KAFKA, "systems.kafka.consumer.group.id": "mine", "task.comit.ms": 5},
         [

@@ -352,6 +352,15 @@ def test_reporters_must_be_known_or_class_paths() -> None:
     )
 
 
+def test_a_reporter_listed_twice_is_a_problem() -> None:
+    """A second prometheus reporter failed run on the port its twin held (as if another
+    program used it); a second log reporter logged each report twice."""
+    assert problems("metrics.reporters: [prometheus, log, prometheus, log]\n") == (
+        "metrics.reporters lists 'prometheus' twice: each reporter runs once, list it once",
+        "metrics.reporters lists 'log' twice: each reporter runs once, list it once",
+    )
+
+
 def test_broadcast_input_shape_is_checked() -> None:
     for item in ("mem.s", "mem.s#x", "mem.s#[3-1]", "s#1"):
         assert problems(f"task.broadcast.inputs: ['{item}']\n") == (

@@ -1,0 +1,38 @@
+"""Checks of ``metrics.reporters``: each item a reporter samzapy has or a class path, once.
+
+A reporter listed twice would run twice: the ``log`` one logs every report twice, and the
+second ``prometheus`` one cannot bind the port the first holds, which ``samzapy run`` reported
+as a port another program uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from samzapy.config.schema import REPORTERS
+
+KEY = "metrics.reporters"
+
+
+def reporter_problems(
+    values: Mapping[str, Any],
+    is_class_path: Callable[[str], bool],
+    problem: Callable[[str | None, str], None],
+) -> None:
+    """Report an item that is neither a reporter's name nor a ``module:Class`` path, and an
+    item listed twice."""
+    seen: set[str] = set()
+    for item in values.get(KEY) or ():
+        if item not in REPORTERS and not is_class_path(item):
+            problem(
+                KEY,
+                f"{KEY} items must be {', '.join(REPORTERS)} or a 'module:Class' path, "
+                f"got {item!r}",
+            )
+        elif item in seen:
+            problem(KEY, f"{KEY} lists {item!r} twice: each reporter runs once, list it once")
+        seen.add(item)
+
+
+__all__ = ["reporter_problems"]
