@@ -361,6 +361,17 @@ def test_a_reporter_listed_twice_is_a_problem() -> None:
     )
 
 
+@pytest.mark.parametrize(("written", "found"), [("''", ""), ("' '", " "), ("${HOST:-}", "")])
+def test_an_empty_prometheus_host_is_a_problem(written: str, found: str) -> None:
+    """asyncio reads an empty host as every interface: the metrics open to the network."""
+    with pytest.raises(ConfigError) as info:
+        resolved(f"metrics.prometheus.host: {written}\n")
+    assert info.value.problems == (
+        "metrics.prometheus.host must be an address to listen on (127.0.0.1: this machine "
+        f"only, 0.0.0.0: every interface), got {found!r}",
+    )
+
+
 def test_broadcast_input_shape_is_checked() -> None:
     for item in ("mem.s", "mem.s#x", "mem.s#[3-1]", "s#1"):
         assert problems(f"task.broadcast.inputs: ['{item}']\n") == (
