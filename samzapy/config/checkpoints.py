@@ -1,11 +1,14 @@
-"""What ``task.checkpoint.factory`` asks of ``task.checkpoint.system``.
+"""What ``task.checkpoint.factory`` asks of ``task.checkpoint.system`` and
+``task.checkpoint.dir``.
 
 Only the ``kafka`` and ``stream`` factories keep their checkpoints in a stream, on the system
 ``task.checkpoint.system`` names (which must keep message keys: the validator checks that).
 Under ``file`` or ``memory``, or with checkpoints off, the key would do nothing: it is a
 problem rather than ignored, since the factory is then most likely not the one meant (the
-checkpoints would not be where the key says). Beside a ``module:Class`` factory (the user's
-own) it is not checked.
+checkpoints would not be where the key says). Likewise ``task.checkpoint.dir`` is only the
+``file`` factory's: set with checkpoints off, say, a restart would not resume where the job
+file seems to keep its checkpoints. Beside a ``module:Class`` factory (the user's own, which
+gets both) neither is checked.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 FACTORY_KEY = "task.checkpoint.factory"
 SYSTEM_KEY = "task.checkpoint.system"
+DIR_KEY = "task.checkpoint.dir"
 #: The factories that keep the checkpoints in a stream on ``task.checkpoint.system``.
 STREAM_FACTORIES = ("kafka", "stream")
 #: The built-in factories that keep them elsewhere (None: checkpoints off).
@@ -23,13 +27,22 @@ STREAMLESS_FACTORIES = (None, "file", "memory")
 
 def checkpoint_system(values: Mapping[str, Any], problem: Callable[[str, str], None]) -> str | None:
     """The system of the checkpoint stream when one is set for a factory that has one, else
-    None; a ``task.checkpoint.system`` that a built-in factory would ignore is reported through
-    ``problem(key, message)``."""
+    None; a ``task.checkpoint.system`` or ``task.checkpoint.dir`` that a built-in factory would
+    ignore is reported through ``problem(key, message)``."""
+    factory = values.get(FACTORY_KEY)
+    factory = (factory.strip() or None) if isinstance(factory, str) else factory
+    directory = values.get(DIR_KEY)
+    if isinstance(directory, str) and factory in (None, "memory", *STREAM_FACTORIES):
+        what = "unset (checkpoints are off)" if factory is None else repr(factory)
+        problem(
+            DIR_KEY,
+            f"{DIR_KEY} is set ({directory!r}), but {FACTORY_KEY} is {what}, which keeps "
+            f"no checkpoint files: {DIR_KEY} is only for {FACTORY_KEY} file; set that, or "
+            f"leave {DIR_KEY} out",
+        )
     system = values.get(SYSTEM_KEY)
     if not isinstance(system, str):
         return None
-    factory = values.get(FACTORY_KEY)
-    factory = (factory.strip() or None) if isinstance(factory, str) else factory
     if factory in STREAM_FACTORIES:
         return system
     if factory in STREAMLESS_FACTORIES:

@@ -114,7 +114,7 @@ def test_without_checkpoints_a_restart_warns_and_reads_every_input_again(tmp_pat
     """``task.checkpoint.factory`` unset: a ``checkpoints_disabled`` warning, and a restart
     starts each input at its offset default (oldest: every message again)."""
     write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(20)]})
-    job = job_yaml(tmp_path, "Copy", **{"task.checkpoint.factory": ""})
+    job = job_yaml(tmp_path, "Copy", **{"task.checkpoint.factory": "", "task.checkpoint.dir": None})
     for run in (1, 2):
         proc = samzapy("run", str(job))
         assert proc.returncode == 0, proc.stderr + proc.stdout

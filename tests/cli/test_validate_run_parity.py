@@ -155,6 +155,15 @@ CASES: dict[str, tuple[dict[str, Any] | None, list[str]]] = {
             r"task\.checkpoint\.system out"
         ],
     ),
+    "a checkpoint directory with checkpoints off": (
+        {**BASE, "task.checkpoint.dir": "checkpoints"},
+        [
+            r"task\.checkpoint\.dir is set \('checkpoints'\), but task\.checkpoint\.factory is "
+            r"unset \(checkpoints are off\), which keeps no checkpoint files: "
+            r"task\.checkpoint\.dir is only for task\.checkpoint\.factory file; set that, or "
+            r"leave task\.checkpoint\.dir out"
+        ],
+    ),
     "missing file": (None, [r"job file 'job\.yaml' does not exist or is not a file"]),
 }
 

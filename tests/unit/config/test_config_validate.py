@@ -511,6 +511,30 @@ def test_a_checkpoint_system_is_left_to_a_checkpoint_manager_class() -> None:
     assert config.task.checkpoint_system == "mem"
 
 
+@pytest.mark.parametrize(
+    ("factory", "what"),
+    [
+        ("", "unset (checkpoints are off)"),
+        ("task.checkpoint.factory: memory\n", "'memory'"),
+        ("task.checkpoint.factory: stream\ntask.checkpoint.system: mem\n", "'stream'"),
+    ],
+)
+def test_a_checkpoint_dir_no_checkpoint_file_uses_is_refused(factory: str, what: str) -> None:
+    """It was accepted and ignored: with checkpoints off, a restart did not resume, though the
+    job file seemed to say where its checkpoints were."""
+    assert problems(factory + "task.checkpoint.dir: /var/checkpoints\n") == (
+        f"task.checkpoint.dir is set ('/var/checkpoints'), but task.checkpoint.factory is "
+        f"{what}, which keeps no checkpoint files: task.checkpoint.dir is only for "
+        "task.checkpoint.factory file; set that, or leave task.checkpoint.dir out",
+    )
+
+
+@pytest.mark.parametrize("factory", ["file", "mine:Manager"])
+def test_a_checkpoint_dir_is_for_file_checkpoints_and_manager_classes(factory: str) -> None:
+    config = resolved(f"task.checkpoint.factory: {factory}\ntask.checkpoint.dir: /cp\n")
+    assert config.task.checkpoint_dir == "/cp"
+
+
 # -- standby replicas ---------------------------------------------------------------------------
 
 
