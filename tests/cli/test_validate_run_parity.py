@@ -93,6 +93,13 @@ CASES: dict[str, tuple[dict[str, Any] | None, list[str]]] = {
             r"producer\.enable\.idempotence is true, got 1: set one of them differently",
         ],
     ),
+    "a consumer's own security protocol": (
+        {**BASE, **KAFKA, "systems.kafka.consumer.security.protocol": "SSL"},
+        [
+            r"systems\.kafka\.consumer\.security\.protocol cannot be set: set the system's "
+            r"security\.protocol, sasl\.\* and ssl\.\* keys instead"
+        ],
+    ),
     "a reporter listed twice": (
         {**BASE, "metrics.reporters": ["prometheus", "prometheus"], "metrics.prometheus.port": 0},
         [r"metrics\.reporters lists 'prometheus' twice: each reporter runs once, list it once"],

@@ -52,6 +52,20 @@ CONSUMER_FIXED: Mapping[str, Any] = {
 _GROUP = "samzapy assigns partitions itself and keeps offsets in its checkpoints"
 _SERDES = "samzapy applies the stream's serdes; configure serdes instead"
 _SECURITY = "set the system's security.protocol, sasl.* and ssl.* keys instead"
+#: One security set-up serves the admin, the consumer and the producer (``security``): a
+#: side's own would bypass its checks, and the client refuses most of it only once built.
+_SECURITY_ARGUMENTS = dict.fromkeys(
+    (
+        "security_protocol",
+        "ssl_context",
+        "sasl_mechanism",
+        "sasl_plain_username",
+        "sasl_plain_password",
+        "sasl_kerberos_service_name",
+        "sasl_kerberos_domain_name",
+    ),
+    _SECURITY,
+)
 _REFUSED: Mapping[str, Mapping[str, str]] = {
     "consumer": {
         "loop": "samzapy runs its clients on its own event loop",
@@ -66,7 +80,7 @@ _REFUSED: Mapping[str, Mapping[str, str]] = {
         ),
         "key_deserializer": _SERDES,
         "value_deserializer": _SERDES,
-        "ssl_context": _SECURITY,
+        **_SECURITY_ARGUMENTS,
         "sasl_oauth_token_provider": "OAUTHBEARER token providers are not configurable yet",
     },
     "producer": {
@@ -79,7 +93,7 @@ _REFUSED: Mapping[str, Mapping[str, str]] = {
             "guarantee: exactly-once)"
         ),
         "transaction_timeout_ms": "set task.transaction.timeout.ms instead",
-        "ssl_context": _SECURITY,
+        **_SECURITY_ARGUMENTS,
         "sasl_oauth_token_provider": "OAUTHBEARER token providers are not configurable yet",
     },
 }

@@ -157,6 +157,13 @@ class TestPassThrough:
             ("producer.partitioner", "samzapy picks partitions itself"),
             ("producer.transactional.id", "names each task.s transactional producer itself"),
             ("producer.ssl.context", "set the system's security.protocol, sasl.\\* and ssl.\\*"),
+            # A side's own security would bypass the system's checks (and the admin's set-up):
+            # the client refused SSL without a context, or SASL on the producer, only once built.
+            ("consumer.security.protocol", "set the system's security.protocol, sasl.\\*"),
+            ("producer.security.protocol", "set the system's security.protocol, sasl.\\*"),
+            ("consumer.sasl.mechanism", "set the system's security.protocol, sasl.\\*"),
+            ("producer.sasl.plain.password", "set the system's security.protocol, sasl.\\*"),
+            ("consumer.sasl.kerberos.service.name", "set the system's security.protocol"),
         ],
     )
     def test_options_samzapy_manages_are_refused_with_the_reason(
