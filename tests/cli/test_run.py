@@ -233,14 +233,27 @@ def test_signal_stops_cleanly_commits_and_exits_0(tmp_path: Path, sig: signal.Si
     write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(100)]})
     ready = tmp_path / "ready"
     job = job_yaml(
-        tmp_path, "CountSignals", **{"systems.files.follow": True, "task.commit.ms": 600000}
+        tmp_path,
+        "CountSignals",
+        **{
+            "systems.files.follow": True,
+            "task.commit.ms": 600000,
+            "metrics.reporters": ["log"],
+        },
     )
     code, out, err = signalled(job, ready, sig, {"SAMZAPY_TEST_READY_AFTER": "100"})
     assert code == 0, out + err
     checkpoint = json.loads((tmp_path / "checkpoints").glob("*.json").__next__().read_text())
     assert checkpoint["offsets"][0]["offset"] == "99"
     assert len(read_jsonl(tmp_path / "data" / "out" / "0.jsonl")) == 100
-    assert any(e["event"] == "stop_requested" for e in events(out))
+    found = events(out)
+    # docs/deploy.md: signal_received's action is graceful_stop for the first signal.
+    received = [(e["signal"], e["action"]) for e in found if e["event"] == "signal_received"]
+    assert received == [(sig.name, "graceful_stop")]
+    assert [e["reason"] for e in found if e["event"] == "stop_requested"] == [sig.name]
+    # metrics.reporters' log: a metrics_reported "once more at stop", after the job's end.
+    names = [e["event"] for e in found]
+    assert names[-3:] == ["job_finished", "metrics_reported", "container_exited"], names
 
 
 #: A call the stop waits for: an async task's, and a sync task's on the thread pool.
