@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from samzapy.api.errors import ConfigError
 from samzapy.config import load_config, resolve
-from samzapy.metrics import Health, MetricsRegistry, PrometheusReporter, reporter_for
+from samzapy.metrics import Health, MetricsRegistry, PrometheusReporter, prometheus, reporter_for
 from samzapy.metrics.prometheus import HISTOGRAM_BOUNDS_S, sanitize
 
 MINIMAL = """
@@ -316,6 +316,31 @@ class TestMetricsEndpoint:
                 }
         failures = [e for e in logs if e["event"] == "metric_read_failed"]
         assert [(e["group"], e["metric"]) for e in failures] == [("store.counts", "size")]
+
+    async def test_a_scrape_that_fails_as_a_whole_is_500_logged_and_the_next_one_serves(
+        self,
+        served: tuple[MetricsRegistry, PrometheusReporter],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """docs/deploy.md, "Metrics": "a scrape that fails as a whole answers 500 and logs
+        metrics_scrape_failed"; the probes and the next scrape are not affected."""
+        registry, reporter = served
+        registry.counter("container", "commits").inc()
+
+        def broken(collectors: object) -> bytes:
+            raise RuntimeError("exposition broke")
+
+        monkeypatch.setattr(prometheus, "generate_latest", broken)
+        with capture_logs() as logs:
+            reply = await get(reporter.port, "/metrics")
+        assert (reply.status, reply.body) == (
+            500,
+            b"collecting metrics failed; see the container log\n",
+        )
+        assert [e["event"] for e in logs] == ["metrics_scrape_failed"]
+        assert (await get(reporter.port, "/healthz")).status == 200
+        monkeypatch.undo()
+        assert "samzapy_container_commits" in await scrape(reporter.port)
 
     async def test_query_string_is_ignored_and_head_has_no_body(
         self, served: tuple[MetricsRegistry, PrometheusReporter]
