@@ -51,7 +51,10 @@ class TaskCommit:
 
     async def __call__(self) -> None:
         # 1. Producers.
-        await self._router.flush()
+        try:
+            await self._router.flush()
+        except TaskFencedError as exc:  # under exactly-once: the task's own producer
+            raise self._fenced(exc) from exc
         # 2. Stores.
         stores = self._stores
         changelog_offsets: dict[str, str] = {}
@@ -73,12 +76,16 @@ class TaskCommit:
         try:
             written = await self._checkpoints.write(checkpoint)
         except TaskFencedError as exc:
-            raise TaskFencedError(
-                f"task {self._name!r}: {exc}", task_name=self._name, epoch=self._checkpoints.epoch
-            ) from exc
+            raise self._fenced(exc) from exc
         # 4. Older snapshots.
         if written and snapshots and stores is not None:
             await stores.snapshots_committed(snapshots)
+
+    def _fenced(self, exc: TaskFencedError) -> TaskFencedError:
+        """``exc`` naming the task and its owner epoch (the log's ``task`` field)."""
+        return TaskFencedError(
+            f"task {self._name!r}: {exc}", task_name=self._name, epoch=self._checkpoints.epoch
+        )
 
 
 __all__ = ["TaskCommit"]

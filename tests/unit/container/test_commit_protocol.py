@@ -25,6 +25,7 @@ from samzapy import (
     StreamTask,
     SystemStream,
     SystemStreamPartition,
+    TaskFencedError,
     TaskName,
     WindowableTask,
 )
@@ -290,6 +291,39 @@ def test_failed_send_fails_the_container_before_any_checkpoint() -> None:
     with pytest.raises(StreamSystemError, match="broker said no"):
         _failing_runner().run()
     assert [e for e in LOG if e[0] == "checkpoint"] == []
+
+
+class FencedProducer(RecordingProducer):
+    async def flush(self) -> None:
+        raise TaskFencedError("the transactional producer 'p' was fenced: another container")
+
+
+class FencedFactory(RecordingFactory):
+    def get_producer(self) -> SystemProducer:
+        return FencedProducer()
+
+
+def test_a_producer_fenced_at_a_commit_is_container_fenced_naming_the_task() -> None:
+    """docs/deploy.md: "A task fenced by its new owner is container_fenced, a warning,
+    instead of task_failed", and events about a task carry ``task``: a fence found by the
+    commit's flush (under exactly-once, the task's own producer) names the task too, and no
+    checkpoint is written after it, even under task.drop.producer.errors."""
+    LOG.clear()
+    runner = TestRunner(
+        Forward,
+        {
+            "systems.rec.samza.factory": f"{__name__}:FencedFactory",
+            "task.checkpoint.factory": f"{__name__}:RecordingCheckpoints",
+            "task.drop.producer.errors": True,
+        },
+    )
+    with capture_logs() as logs, pytest.raises(TaskFencedError, match="was fenced") as raised:
+        runner.add_input("in", list(range(9))).run()
+    assert raised.value.task_name == TaskName("Partition 0")
+    assert [e for e in LOG if e[0] == "checkpoint"] == []
+    [fenced] = [e for e in logs if e["event"] == "container_fenced"]
+    assert (fenced["log_level"], fenced["task"]) == ("warning", TaskName("Partition 0"))
+    assert not [e for e in logs if e["event"] == "task_failed"]
 
 
 def test_drop_producer_errors_keeps_going_and_counts() -> None:
