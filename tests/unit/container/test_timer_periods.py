@@ -1,6 +1,7 @@
-"""The container's periodic timers under load (docs/configuration.md, ``task.window.ms`` and
-``task.callback.timeout.ms``): a window period missed while the task is busy is skipped, not
-queued, and a call past its timeout is caught within 1.25 times the timeout."""
+"""The container's periodic timers (docs/configuration.md, ``task.window.ms``,
+``task.commit.ms``, ``task.progress.interval.ms`` and ``task.callback.timeout.ms``): a window
+period missed while the task is busy is skipped, not queued; a call past its timeout is caught
+within 1.25 times the timeout; and a period of 0 or -1 turns its timer off."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from samzapy import AsyncStreamTask, StreamTask, TaskCallbackTimeoutError, WindowableTask
 from samzapy.testing import ManualClock, TestRunner
@@ -115,3 +117,45 @@ async def test_a_call_past_its_callback_timeout_fails_within_a_quarter_more(
     assert job.done(), "not caught within 1.25 x task.callback.timeout.ms"
     with pytest.raises(TaskCallbackTimeoutError, match=r"at offset 1"):
         await job
+
+
+@pytest.mark.parametrize(("period_ms", "on"), [(1000, True), (0, False), (-1, False)])
+async def test_a_period_of_0_or_minus_1_turns_window_commit_and_progress_off(
+    period_ms: int, on: bool
+) -> None:
+    """``task.window.ms``, ``task.commit.ms`` and ``task.progress.interval.ms``: "-1 or 0
+    is off" (commits then happen only when asked, at end-of-stream and at a stop)."""
+    clock = ManualClock()
+    windows: list[float] = []
+
+    class Counting(WindowableTask, StreamTask):
+        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+            pass
+
+        def window(self, collector: Any, coordinator: Any) -> None:
+            windows.append(clock.now())
+
+    config = {
+        "task.window.ms": period_ms,
+        "task.commit.ms": period_ms,
+        "task.progress.interval.ms": period_ms,
+    }
+    runner = TestRunner(Counting, config, clock=clock).add_input("in", [])
+    runner.broker.create_stream("in", 1)  # never ended
+    runner.broker.append("in", 0, None, "one")
+    with capture_logs() as logs:
+        job = asyncio.ensure_future(runner.run_async(timeout=30))
+        try:
+            await clock.wait_all_tasks_blocked()
+            for _ in range(30):
+                await clock.advance_and_settle(1.0)
+        finally:
+            job.cancel()
+            await asyncio.gather(job, return_exceptions=True)
+    events = [e["event"] for e in logs]
+    if on:  # the same job with the timers on: a window and a progress line a second
+        assert len(windows) >= 29 and events.count("progress") >= 29, events
+        assert "checkpoint_written" in events
+    else:
+        assert windows == [], windows
+        assert not {"progress", "checkpoint_written"} & set(events), events
