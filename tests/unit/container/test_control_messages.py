@@ -117,8 +117,17 @@ def test_two_stages_in_one_job_finish_by_themselves_with_exact_counts() -> None:
         .add_intermediate("words", partitions=2)
         .add_output("counts", partitions=2)
     )
-    result = runner.run(timeout=20)
+    with capture_logs() as logs:
+        result = runner.run(timeout=20)
     assert counted(runner.broker) == EXPECTED
+    # docs/deploy.md: each task logs end_of_stream_sent once it ended its writing to the
+    # stream, and task_ended once its inputs all ended, with what it processed.
+    sent = sorted((e["task"], e["stream"]) for e in logs if e["event"] == "end_of_stream_sent")
+    assert sent == [(f"Partition {p}", "memory.words") for p in range(3)]
+    ended = {str(e["task"]): e["processed"] for e in logs if e["event"] == "task_ended"}
+    assert sorted(ended) == [f"Partition {p}" for p in range(3)]
+    lines = sum(len(ls) for ls in LINES.values())
+    assert sum(ended.values()) == lines + sum(EXPECTED.values())  # lines, then their words
     # Every one of the 3 tasks ended its writing to every partition of the intermediate stream,
     # after its words.
     for p in (0, 1):
