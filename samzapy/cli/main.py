@@ -76,9 +76,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
     if args.command == "run":
         return _run(args.job_yaml, args.overrides, args.log_format, args.log_level)
+    # SIGTERM (`docker stop`, `kubectl delete` of a pod running `tail --follow`) stops a tool
+    # as Ctrl-C does, rather than killing it with what it held unwritten.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return _command(args)
-    except KeyboardInterrupt:  # Ctrl-C (tail takes it as its end, exit 0): one line
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (tail takes it as its end, exit 0): one line
         name = " ".join(filter(None, (args.command, getattr(args, "checkpoint_command", None))))
         after = "; what it wrote before stays (samzapy checkpoint show)" if "set" in name else ""
         print(f"samzapy {name}: interrupted{after}", file=sys.stderr)

@@ -463,12 +463,16 @@ def test_tail_follow_into_a_closed_pipe_exits_quietly_with_nothing_new(tmp_path:
     assert proc.stderr.read() == b""
 
 
-@pytest.mark.parametrize("configured", [True, None])
+@pytest.mark.parametrize(
+    ("configured", "stop"),
+    [(True, signal.SIGINT), (None, signal.SIGINT), (None, signal.SIGTERM)],
+)
 def test_tail_follow_prints_appended_lines_until_ctrl_c(
-    tmp_path: Path, configured: bool | None
+    tmp_path: Path, configured: bool | None, stop: signal.Signals
 ) -> None:
     """--follow follows a file system's files whether the job file has it follow them or
-    not (follow: false, the default, reads them to their end)."""
+    not (follow: false, the default, reads them to their end). SIGTERM (``docker stop``)
+    ends it as Ctrl-C does."""
     write_partitions(tmp_path / "data", "in", {0: [{"n": 0}], 1: []})
     extra = {} if configured is None else {"systems.files.follow": configured}
     job = job_yaml(tmp_path, "Copy", **extra)
@@ -494,7 +498,7 @@ def test_tail_follow_prints_appended_lines_until_ctrl_c(
         while '"n":1' not in out.read_text():
             assert proc.poll() is None and time.monotonic() < deadline, "the new line never came"
             time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
