@@ -335,8 +335,9 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "compression_type": ("gzip", "snappy", "lz4", "zstd"),
     "isolation_level": ("read_uncommitted", "read_committed"),
 }
-#: Integer arguments the client takes only from 1 up.
-_POSITIVE = frozenset({"max_poll_records"})
+#: Integer arguments the client takes only from 1 up (a request timeout of 0 fails every
+#: request, which the job would report as a broker it cannot reach).
+_POSITIVE = frozenset({"max_poll_records", "request_timeout_ms"})
 
 
 def _checked(key: str, argument: str, value: Any) -> Any:

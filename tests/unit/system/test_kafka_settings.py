@@ -224,6 +224,8 @@ class TestPassThrough:
             ("producer.linger.ms", -5, "must be an integer >= 0, got -5"),
             ("consumer.max.poll.records", "-1", "must be an integer >= 1, got -1"),
             ("consumer.max.poll.records", 0, "must be an integer >= 1, got 0"),
+            ("consumer.request.timeout.ms", 0, "must be an integer >= 1, got 0"),
+            ("producer.request.timeout.ms", 0, "must be an integer >= 1, got 0"),
             (
                 "consumer.isolation.level",
                 "read_comitted",
