@@ -13,9 +13,10 @@ control messages travel in-band, and the consumer side deserializes both), queue
 ``ControlEnvelope``s; on streams with ``samza.watermark.lateness.ms`` it derives a watermark
 from the timestamps of each batch and queues it after the batch, as if one upstream task had
 sent it. With ``samza.watermark.idle.ms`` too, a partition that delivered nothing for that
-long (processing time, on the container's clock, checked after each poll) is told idle, with
-an idle watermark message (at ``NO_OFFSET``: it completes no offset), and told active again,
-with its last watermark, before the next batch it delivers.
+long (processing time, on the container's clock, checked after each poll) with nothing
+queued for its task (a backlog is no idleness) is told idle, with an idle watermark message
+(at ``NO_OFFSET``: it completes no offset), and told active again, with its last watermark,
+before the next batch it delivers.
 
 On a bootstrap partition some task is behind on, it queues a ``CaughtUp`` marker where the
 partition reaches its head (``bootstrap.py``): after the last message before it, or, when a
@@ -192,6 +193,12 @@ class SystemConsumers:
         now = self._now()
         for ssp in ssps:
             if ssp in self._idle or self._done(ssp):
+                continue
+            if any(q.queue for q in self._queues[ssp]):
+                # Behind, not idle: its task has yet to take what it delivered (a backlog
+                # keeps its queue too full to be polled). The timeout runs from then on, as
+                # Flink's idleness clock pauses under back-pressure.
+                self._active_at[ssp] = now
                 continue
             idle_ms = self._serdes[ssp].idle_ms
             assert idle_ms is not None

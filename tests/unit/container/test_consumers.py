@@ -175,13 +175,14 @@ async def test_a_partition_that_delivers_nothing_for_its_idle_timeout_is_told_id
 
     await consumer.start()
     run = asyncio.ensure_future(consumers.run("memory"))
-    await until(4)
-    assert taken(4) == [
+    await until(3)
+    assert taken(3) == [
         ("0", 1_000, 1_000),
         ("1", 2_000, 2_000),
         ("1", WatermarkMessage("event-time", 1, 2_000)),
-        (NO_OFFSET, WatermarkMessage("event-time", 1, 2_000, idle=True)),  # after 50 ms
     ]
+    await until(1)  # 50 ms after its task took them
+    assert taken(1) == [(NO_OFFSET, WatermarkMessage("event-time", 1, 2_000, idle=True))]
     await asyncio.sleep(0.2)
     assert not queue.queue  # told once
     broker.append("in", 0, None, 7_000)
@@ -191,5 +192,53 @@ async def test_a_partition_that_delivers_nothing_for_its_idle_timeout_is_told_id
         ("2", 7_000, 7_000),
         ("2", WatermarkMessage("event-time", 1, 7_000)),
     ]
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+
+
+async def test_a_partition_waiting_in_its_full_queue_is_not_told_idle() -> None:
+    """docs/configuration.md, ``samza.watermark.idle.ms``: idleness is a partition that has
+    nothing to deliver, as in Flink (whose idleness clock pauses under back-pressure), not
+    one whose task is behind. Partition 0 has a backlog: its queue stays above half full, so
+    it is not polled for longer than its idle timeout while partition 1 (empty) is. Told idle,
+    the marker would follow its queued messages and let the task's readers downstream of a
+    partition_by leave it out of their minimum while the rest of its backlog is still to come
+    (then late there, and dropped)."""
+    broker = InMemoryBroker.for_namespace(f"backlog-{uuid.uuid4().hex[:8]}")
+    broker.create_stream("in", 2)
+    for i in range(100):
+        broker.append("in", 0, None, i)
+    ssps = [SystemStreamPartition("memory", "in", p) for p in range(2)]
+    queues = {ssp: InputQueue(ssp, CAPACITY) for ssp in ssps}
+    consumer = InMemorySystemConsumer(broker)
+    for ssp in ssps:
+        consumer.register(ssp, None, "oldest")
+    timed = InputSerdes(None, None, lateness_ms=0, event_time=lambda k, m: m, idle_ms=50)
+    clock = [0.0]
+    consumers = SystemConsumers(
+        {"memory": consumer},
+        {ssp: [q] for ssp, q in queues.items()},
+        {ssp: timed for ssp in ssps},
+        compare_offsets={"memory": lambda a, b: int(a) - int(b)},
+        poll_timeout=0.001,
+        drop_deserialization_errors=False,
+        now=lambda: clock[0],
+    )
+    await consumer.start()
+    run = asyncio.ensure_future(consumers.run("memory"))
+    for _ in range(20):
+        await asyncio.sleep(0.002)
+    backlog = queues[ssps[0]].queue
+    assert len(backlog) > CAPACITY // 2  # full: partition 0 is polled no more
+    clock[0] = 1.0  # 1 s: partition 0 delivered nothing for 20 idle timeouts, partition 1 never
+    for _ in range(20):
+        await asyncio.sleep(0.002)
+    idle = [
+        e.system_stream_partition.partition
+        for q in queues.values()
+        for e in q.queue
+        if isinstance(e, ControlEnvelope) and getattr(e.message, "idle", False)
+    ]
+    assert idle == [1]  # partition 1 has nothing; partition 0 is not idle, only behind
     run.cancel()
     await asyncio.gather(run, return_exceptions=True)
