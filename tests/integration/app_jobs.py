@@ -129,3 +129,39 @@ class WindowedWordCounts(StreamApplication):
             .map(lambda pane: KV(f"{pane.key.key}@{pane.key.pane_id}", str(pane.message)))
             .send_to(app_desc.get_output_stream(panes))
         )
+
+
+#: The op_id of IdleCountsPerSecond's window.
+PER_SECOND = "per-second"
+
+
+class IdleCountsPerSecond(StreamApplication):
+    """Counts the messages of ``app.words`` (plain JSON ``{"w": word, "t": event ms}``, its
+    watermarks made from ``t`` in the task, with an idle timeout of ``app.idle.ms``) per word
+    and per second of event time after repartitioning them by word, paced by ``app.pace.us``;
+    sends each pane as ``word@pane_id -> count`` to ``app.panes``."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        kafka = KafkaSystemDescriptor("kafka")
+        idle = timedelta(milliseconds=int(app_desc.config["app.idle.ms"]))
+        words = kafka.get_input_descriptor("words", "json")
+        words.with_physical_name(_topic(app_desc, "app.words"))
+        words.with_timestamp(lambda m: m["t"]).with_watermarks(idle_timeout=idle)
+        panes = kafka.get_output_descriptor("panes", KVSerde("string", "string"))
+        panes.with_physical_name(_topic(app_desc, "app.panes"))
+        window = Windows.keyed_tumbling_window(
+            lambda kv: kv.key,
+            timedelta(seconds=1),
+            lambda: 0,
+            lambda kv, count: count + 1,
+            key_serde="string",
+            value_serde="long",
+        ).with_event_time()
+        (
+            app_desc.get_input_stream(words)
+            .map(_paced(app_desc))
+            .partition_by(lambda m: m["w"], lambda m: m["t"], KVSerde("string", "long"), BY_WORD)
+            .window(window, PER_SECOND)
+            .map(lambda pane: KV(f"{pane.key.key}@{pane.key.pane_id}", str(pane.message)))
+            .send_to(app_desc.get_output_stream(panes))
+        )
