@@ -215,23 +215,35 @@ class Watermarks:
                 advance(low)
 
     def minimum(self, streams: Iterable[SystemStream]) -> int | None:
-        """The minimum over ``streams`` that are not idle (None while one has none yet)."""
+        """The minimum over ``streams`` that neither ended nor are idle (None while one has
+        none yet); when every one that has not ended is idle, the highest of those (as
+        ``TaskControl`` does through an intermediate stream: an ended stream is no idle one,
+        whose end of time would close every window for ever); ``END_WATERMARK`` once all
+        ended."""
         low: int | None = None
-        held = False
+        held = idle = ended = False
+        highest: int | None = None
         for stream in streams:
+            watermark = self.streams.get(stream)
+            if watermark == END_WATERMARK:
+                ended = True  # holds nothing back
+                continue
             gen = self.generated.get(stream)
             if gen is not None and gen.idle:
+                idle = True
+                if watermark is not None and (highest is None or watermark > highest):
+                    highest = watermark
                 continue
             held = True
-            watermark = self.streams.get(stream)
             if watermark is None:
                 return None
             if low is None or watermark < low:
                 low = watermark
-        if not held:  # every stream idle: the highest of them
-            known = [w for s in streams if (w := self.streams.get(s)) is not None]
-            return max(known) if known else None
-        return low
+        if held:
+            return low
+        if idle:  # every stream that has not ended is idle: the highest of them
+            return highest
+        return END_WATERMARK if ended else None
 
 
 def firing_failed(exc: Exception, entry: Any) -> NoReturn:

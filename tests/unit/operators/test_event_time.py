@@ -10,6 +10,7 @@ import pytest
 
 from samzapy.api.errors import OperatorError, WatermarkFiringError
 from samzapy.api.system import SystemStream
+from samzapy.api.task import END_WATERMARK
 from samzapy.operators.event_time import Watermarks, firing_failed
 from samzapy.operators.impl import InputOperator
 
@@ -161,6 +162,31 @@ def test_when_every_stream_is_idle_the_window_gets_the_highest_of_them() -> None
     assert window.at == 2_000
     marks.tick(1.0)  # both idle (as Flink: the largest of the idle inputs' watermarks)
     assert window.at == 4_000
+
+
+def test_a_stream_that_ended_is_not_taken_for_the_highest_of_the_idle_ones() -> None:
+    """An ended stream holds nothing back, and is no idle stream: with the others idle, the
+    window gets the highest of the idle ones (as ``TaskControl`` through an intermediate
+    stream), not the ended one's end of time, which would make every later message late;
+    once every stream ended, the end of time."""
+    marks, window = Watermarks(), Window()
+    marks.generate(A, 0, 1_000)
+    marks.generate(B, 0, None)  # no idle timeout
+    marks.add_window(window, [A, B])
+    see_a, see_b = marks.observer(A), marks.observer(B)
+    assert see_a is not None and see_b is not None
+
+    see_a(2_000)
+    see_b(4_000)
+    marks.received(B, END_WATERMARK)  # B ended
+    assert window.at == 2_000
+    marks.tick(0.0)
+    marks.tick(1.0)  # A idle
+    assert window.at == 2_000
+    see_a(3_000)  # A back, on time
+    assert window.at == 3_000
+    marks.received(A, END_WATERMARK)
+    assert window.at == END_WATERMARK
 
 
 def test_a_stream_from_the_container_is_never_idle() -> None:

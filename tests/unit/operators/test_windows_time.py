@@ -709,3 +709,40 @@ def test_a_window_takes_a_window_and_its_late_output_an_output_stream() -> None:
 
     with pytest.raises(ConfigError, match=r"window 'w': with_late_output takes an OutputStream"):
         run(key_count().with_event_time(), events(), [m("a", 1)], late_to_an_input)
+
+
+async def test_an_ended_stream_does_not_make_an_idle_one_late_for_ever() -> None:
+    """docs/api.md: "When every input is idle, the watermark is the highest of theirs"; an
+    input that ended holds nothing back, and is no idle input: the highest is the idle one's,
+    as the watermarks through partition_by take it (``TaskControl``). Stream ``done`` ends,
+    ``quiet`` goes idle at 1 s and comes back at 31 s with times after it: on time. The ended
+    stream's end of time, taken for the highest, closed every window for ever: the quiet
+    stream's later messages were all dropped as late."""
+    done, quiet = events("done"), events("quiet", 60 * S)
+    clock = ManualClock(0.0)
+    seen: list[Any] = []
+
+    def build(d: StreamApplicationDescriptor, sink: Any) -> None:
+        first, second = [
+            d.get_input_stream(s).map(lambda msg: seen.append(msg) or msg) for s in (done, quiet)
+        ]
+        first.merge([second]).window(key_count().with_event_time(), "w").sink(sink)
+
+    live = Live(build, {done: 1, quiet: 1}, clock=clock)
+    live.send(done, m("d", 2_000))
+    live.runner.broker.end_partition("done", 0)
+    live.send(quiet, m("q", 1_000))
+    assert await live.wait(0, until=lambda _: len(seen) == 2)
+    clock.advance(0.1)  # a tick: both streams active; done ended, quiet's 1 s holds it
+    assert not await live.wait(1, within=0.3)
+    clock.advance(61.0)  # quiet is idle: the highest of the idle inputs is its 1 s
+    assert not await live.wait(1, within=0.3)
+    live.send(quiet, m("q", 31_000), m("q", 32_000), m("q", 45_000))
+    result = await live.end()
+    assert live.panes == [
+        ("d", 0, 1, DEFAULT),
+        ("q", 0, 1, DEFAULT),
+        ("q", 30_000, 2, DEFAULT),
+        ("q", 40_000, 1, DEFAULT),
+    ]
+    assert result.metrics.snapshot()["task.Partition 0"]["w-late-messages"] == 0
