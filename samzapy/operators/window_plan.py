@@ -5,7 +5,8 @@ serializes), created with the window's factory (``rocksdb`` unless ``with_store`
 ``inmemory``) and, when the job has a kafka or memory system for intermediate streams, a
 changelog ``<job.name>-<job.id>-<op_id>-changelog`` on it, so the state is exact after a
 crash. A window that needs a clock (processing time, a timed trigger, an input with an idle
-timeout) gives the job ``task.window.ms`` (``WINDOW_TICK_MS``) unless the job file sets it.
+timeout) gives the job ``task.window.ms`` (``WINDOW_TICK_MS``) unless the job file sets it
+(above 0: a job file turning it off there is an error).
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from typing import Any
 
 from samzapy.api.errors import ConfigError
 from samzapy.api.graph import ApplicationGraph, upstream_of
-from samzapy.api.windows import Window
+from samzapy.api.windows import (
+    AnyTrigger,
+    RepeatingTrigger,
+    TimeSinceFirstMessageTrigger,
+    TimeSinceLastMessageTrigger,
+    Trigger,
+    Window,
+)
 from samzapy.operators.windows import state_serde
 
 #: ``task.window.ms`` an application gets when a window needs a clock and the job file sets
@@ -37,6 +45,7 @@ def window_keys(
     # An asynchronous graph moves its generated watermarks at the tick (``event_time.py``).
     asynchronous = any(spec.kind == "flat_map_async" for spec in graph.operators)
     ticks = ticks or (asynchronous and any(w is not None for w in generated))
+    needs: list[str] = []  # why a window needs the tick
     for spec in graph.operators:
         if spec.kind != "window":
             continue
@@ -55,10 +64,70 @@ def window_keys(
             set_key(
                 prefix + "changelog", f"{changelog_system}.{job[0]}-{job[1]}-{spec.op_id}-changelog"
             )
-        ticks = ticks or not window.event_time
+        needs += _ticks_of(spec, window, asynchronous)
         ticks = ticks or window.early_trigger is not None or window.late_trigger is not None
-    if ticks:
+    if needs:
+        tick_needed(config, needs)
+    if ticks or needs:
         set_key("task.window.ms", WINDOW_TICK_MS)
+
+
+def _ticks_of(spec: Any, window: Window, asynchronous: bool) -> list[str]:
+    """Why window ``spec`` needs the tick: it runs in processing time, has a time trigger,
+    or an input that reaches it in the task makes its watermarks with an idle timeout or in
+    an asynchronous graph (moved at the tick)."""
+    if not window.event_time:
+        return [f"window {spec.op_id!r} in processing time"]
+    needs = []
+    if any(_timed(t) for t in (window.early_trigger, window.late_trigger)):
+        needs.append(f"the time triggers of window {spec.op_id!r}")
+    for op in upstream_of(spec):
+        if op.kind != "input" or op.settings.get("intermediate") is not None:
+            continue
+        marks = op.settings["descriptor"].watermarks
+        if marks is None:
+            continue
+        if marks[1] is not None:
+            needs.append(
+                f"the idle timeout of input {op.op_id!r}, which reaches window {spec.op_id!r}"
+            )
+        elif asynchronous:
+            needs.append(
+                f"the watermarks of input {op.op_id!r}, which reach window {spec.op_id!r} and "
+                "move at the tick in a graph with a flat_map_async"
+            )
+    return needs
+
+
+def _timed(trigger: Trigger | None) -> bool:
+    """Whether ``trigger`` has a time in it (checked at the tick; a count is not)."""
+    if isinstance(trigger, TimeSinceFirstMessageTrigger | TimeSinceLastMessageTrigger):
+        return True
+    if isinstance(trigger, AnyTrigger):
+        return any(_timed(t) for t in trigger.triggers)
+    if isinstance(trigger, RepeatingTrigger):
+        return _timed(trigger.trigger)
+    return False
+
+
+def tick_needed(config: Mapping[str, Any], needs: list[str]) -> None:
+    """A job file that turns the tick off (``task.window.ms`` -1 or 0) where the application
+    needs it is an error: its processing-time panes, timed triggers, idle inputs or
+    asynchronous graph's watermarks would wait for the end of the input (for ever on one that
+    does not end)."""
+    value = config.get("task.window.ms")
+    try:
+        off = value is not None and int(value) <= 0
+    except (TypeError, ValueError):
+        return  # not a number: the configuration's own check names it
+    if off:
+        raise ConfigError(
+            f"task.window.ms is {value}, which turns the tick off, and the application needs "
+            f"it for {'; '.join(needs)}: without it these fire only at the end of the input. "
+            f"Leave task.window.ms unset (the application then gets {WINDOW_TICK_MS}) or set "
+            "it above 0",
+            key="task.window.ms",
+        )
 
 
 def unwatermarked(graph: ApplicationGraph, config: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -118,6 +118,47 @@ def test_the_job_files_task_window_ms_wins() -> None:
     assert loaded.config.get("task.window.ms") == 1000
 
 
+IDLE = KAFKA.get_input_descriptor("idle", "json").with_watermarks(idle_timeout=timedelta(seconds=1))
+
+
+@pytest.mark.parametrize(
+    ("app", "needs"),
+    [
+        (window_app(counting()), "window 'per-user' in processing time"),
+        (
+            window_app(
+                counting()
+                .with_event_time()
+                .set_early_trigger(Triggers.time_since_first_message(timedelta(seconds=5)))
+            ),
+            "the time triggers of window 'per-user'",
+        ),
+        (
+            window_app(counting().with_event_time(), views=IDLE),
+            "the idle timeout of input 'idle', which reaches window 'per-user'",
+        ),
+    ],
+)
+@pytest.mark.parametrize("off", [-1, 0, "-1"])
+def test_a_job_file_that_turns_off_the_tick_a_window_needs_is_refused(
+    app: Any, needs: str, off: Any
+) -> None:
+    """docs/configuration.md, task.window.ms: the job file's value wins, but -1 or 0 (off)
+    where a window needs the tick left its processing-time panes, time triggers or idle
+    inputs waiting for the end of the input: for ever on one that does not end."""
+    with pytest.raises(ConfigError, match=rf"task.window.ms is {off}, .*{needs}") as caught:
+        plan(app, {"task.window.ms": off})
+    assert caught.value.key == "task.window.ms"
+
+
+def test_a_window_that_needs_no_tick_runs_with_it_off() -> None:
+    """A count trigger fires on messages, an event-time window on watermarks: the tick off
+    is the job file's choice."""
+    window = counting().with_event_time().set_early_trigger(Triggers.repeat(Triggers.count(2)))
+    loaded = load_application(Config({**JOB, "task.window.ms": -1}), app=_App(window_app(window)))
+    assert loaded.config.get("task.window.ms") == -1
+
+
 def test_an_in_memory_window_store_and_no_changelog_without_a_kafka_or_memory_system() -> None:
     files = FileSystemDescriptor("files")
     lines = files.get_input_descriptor("lines", "json")
