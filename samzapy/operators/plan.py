@@ -32,7 +32,7 @@ from samzapy.api.graph import ApplicationGraph, IntermediateStream, OperatorSpec
 from samzapy.config.schema import SAMZA_SYSTEM_FACTORIES, to_int
 from samzapy.operators.claims import check_claims
 from samzapy.operators.plan_document import AppPlan, OperatorPlan, StreamPlan, TablePlan
-from samzapy.operators.table_plan import event_time_joins, table_keys
+from samzapy.operators.table_plan import event_time_joins, is_asynchronous, table_keys
 from samzapy.operators.window_plan import WINDOW_TICK_MS, window_keys
 
 #: Systems whose streams can carry an intermediate stream (written and read back framed).
@@ -350,7 +350,7 @@ def _state_keys(
         system = None  # no kafka or memory system: the state is local only
     job = _job(config)
     if windows:
-        window_keys(graph, keys.set, job, system, config)
+        window_keys(graph, keys.set, job, system, config, is_asynchronous(graph))
     table_keys(graph, keys.set, job, system, config)
     if joins:  # a join sweeps its expired entries at the tick
         keys.values.setdefault("task.window.ms", WINDOW_TICK_MS)

@@ -37,13 +37,15 @@ def window_keys(
     job: tuple[str, str],
     changelog_system: str | None,
     config: Mapping[str, Any],
+    asynchronous: bool,
 ) -> None:
     """Set each window's store keys and, when one needs it, the tick; a serde name the job
-    does not know is an error here, naming the window (not when its task opens it)."""
+    does not know is an error here, naming the window (not when its task opens it).
+    ``asynchronous``: the graph's operator task is (a ``flat_map_async``, a remote table:
+    ``table_plan.is_asynchronous``), so its generated watermarks move at the tick
+    (``event_time.py``)."""
     generated = [spec.settings["descriptor"].watermarks for spec in graph.inputs.values()]
     ticks = any(w is not None and w[1] is not None for w in generated)
-    # An asynchronous graph moves its generated watermarks at the tick (``event_time.py``).
-    asynchronous = any(spec.kind == "flat_map_async" for spec in graph.operators)
     ticks = ticks or (asynchronous and any(w is not None for w in generated))
     needs: list[str] = []  # why a window needs the tick
     for spec in graph.operators:
@@ -94,7 +96,7 @@ def _ticks_of(spec: Any, window: Window, asynchronous: bool) -> list[str]:
         elif asynchronous:
             needs.append(
                 f"the watermarks of input {op.op_id!r}, which reach window {spec.op_id!r} and "
-                "move at the tick in a graph with a flat_map_async"
+                "move at the tick in an asynchronous graph (a flat_map_async, a remote table)"
             )
     return needs
 

@@ -15,6 +15,7 @@ from samzapy import (
     FileSystemDescriptor,
     KafkaSystemDescriptor,
     KVSerde,
+    RemoteTableDescriptor,
     StreamApplication,
     StreamApplicationDescriptor,
     Triggers,
@@ -116,6 +117,37 @@ def test_the_job_files_task_window_ms_wins() -> None:
 
     loaded = load_application(Config({**JOB, "task.window.ms": 1000}), app=_App(app))
     assert loaded.config.get("task.window.ms") == 1000
+
+
+def test_a_graph_with_a_remote_table_moves_its_watermarks_at_a_tick_it_gets() -> None:
+    """A remote table's look-ups make the operator task asynchronous, as a flat_map_async
+    does: its with_watermarks watermarks move at the tick, which the planner must set."""
+    views = KAFKA.get_input_descriptor("timed", "json").with_watermarks()
+
+    class Read:
+        async def get_async(self, key: str) -> Any:
+            return key
+
+    class Joined:
+        def get_message_key(self, message: Any) -> Any:
+            return message["user"]
+
+        def get_record_key(self, record: Any) -> Any:
+            return record.key
+
+        def apply(self, message: Any, record: Any) -> Any:
+            return message
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        table = d.get_table(RemoteTableDescriptor("users").with_read_function(Read()))
+        joined = d.get_input_stream(views).join(table, Joined())
+        joined.window(counting().with_event_time(), "per-user").map(
+            lambda pane: KV(pane.key.key, pane.message)
+        ).send_to(d.get_output_stream(OUT))
+
+    assert plan(app).config["task.window.ms"] == 100
+    with pytest.raises(ConfigError, match="of input 'timed', which reach window 'per-user'"):
+        plan(app, {"task.window.ms": -1})
 
 
 IDLE = KAFKA.get_input_descriptor("idle", "json").with_watermarks(idle_timeout=timedelta(seconds=1))

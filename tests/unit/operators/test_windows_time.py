@@ -23,6 +23,7 @@ from samzapy import (
     FiringType,
     KafkaSystemDescriptor,
     KVSerde,
+    RemoteTableDescriptor,
     SerdeError,
     StreamApplication,
     StreamApplicationDescriptor,
@@ -746,3 +747,45 @@ async def test_an_ended_stream_does_not_make_an_idle_one_late_for_ever() -> None
         ("q", 40_000, 1, DEFAULT),
     ]
     assert result.metrics.snapshot()["task.Partition 0"]["w-late-messages"] == 0
+
+
+class _Echo:
+    """A remote table's read function: every key's record is the key."""
+
+    async def get_async(self, key: str) -> Any:
+        return key
+
+
+class _Joined:
+    def get_message_key(self, message: Any) -> Any:
+        return message["k"]
+
+    def get_record_key(self, record: Any) -> Any:
+        return record.key
+
+    def apply(self, message: Any, record: Any) -> Any:
+        return message
+
+
+async def test_windows_after_a_remote_table_join_fire_as_the_watermark_passes() -> None:
+    """docs/api.md: in an asynchronous graph a ``with_watermarks`` watermark "moves at the
+    tick (``task.window.ms``)"; a remote table's look-ups make the graph asynchronous as a
+    flat_map_async does, so the planner gives it the tick. It gave it to a graph with a
+    flat_map_async only: after a remote join, no tick ever moved the watermark, and the panes
+    waited for the end of the input (for ever on one that does not end)."""
+    source = events()
+
+    def build(d: StreamApplicationDescriptor, sink: Any) -> None:
+        table = d.get_table(RemoteTableDescriptor("profiles").with_read_function(_Echo()))
+        window = key_count().with_event_time()
+        d.get_input_stream(source).join(table, _Joined()).window(window, "w").sink(sink)
+
+    live = Live(build, {source: 1})
+    live.send(source, m("a", 1_000), m("a", 11_000), m("a", 21_000))
+    assert await live.wait(2)  # before the end
+    await live.end()
+    assert live.panes == [
+        ("a", 0, 1, DEFAULT),
+        ("a", 10_000, 1, DEFAULT),
+        ("a", 20_000, 1, DEFAULT),
+    ]
