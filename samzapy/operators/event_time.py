@@ -219,9 +219,9 @@ class Watermarks:
         none yet); when every one that has not ended is idle, the highest of those (as
         ``TaskControl`` does through an intermediate stream: an ended stream is no idle one,
         whose end of time would close every window for ever); ``END_WATERMARK`` once all
-        ended."""
+        ended, or the others are idle without any."""
         low: int | None = None
-        held = idle = ended = False
+        held = ended = False
         highest: int | None = None
         for stream in streams:
             watermark = self.streams.get(stream)
@@ -230,7 +230,6 @@ class Watermarks:
                 continue
             gen = self.generated.get(stream)
             if gen is not None and gen.idle:
-                idle = True
                 if watermark is not None and (highest is None or watermark > highest):
                     highest = watermark
                 continue
@@ -241,8 +240,10 @@ class Watermarks:
                 low = watermark
         if held:
             return low
-        if idle:  # every stream that has not ended is idle: the highest of them
+        if highest is not None:  # every stream that has not ended is idle: the highest
             return highest
+        # Idle ones without a watermark hold nothing back either (as a writer idle before
+        # its first watermark does through an intermediate stream).
         return END_WATERMARK if ended else None
 
 

@@ -188,6 +188,16 @@ def test_a_stream_that_ended_is_not_taken_for_the_highest_of_the_idle_ones() -> 
     marks.received(A, END_WATERMARK)
     assert window.at == END_WATERMARK
 
+    # An idle stream that never had a watermark holds nothing back beside an ended one.
+    marks, window = Watermarks(), Window()
+    marks.generate(A, 0, 1_000)
+    marks.add_window(window, [A, B])
+    marks.received(B, END_WATERMARK)
+    marks.tick(0.0)
+    assert window.given == []  # A has none yet, and is not idle
+    marks.tick(1.0)
+    assert window.at == END_WATERMARK
+
 
 def test_a_stream_from_the_container_is_never_idle() -> None:
     marks, window = Watermarks(), Window()
