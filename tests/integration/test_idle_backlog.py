@@ -2,7 +2,7 @@
 
 Partition 0 of the input holds a backlog of 20,000 messages, 10 ms of event time apart, which
 the paced job takes seconds to work through; partition 1 holds 201 messages a second apart
-over the same 200 s, read at once. The input's idle timeout (300 ms) is far shorter than the
+over the same 200 s, read at once. The input's idle timeout (500 ms) is far shorter than the
 time the task takes to drain half its queue of partition 0, during which that partition is not
 polled. Told idle then, partition 0's task made the readers of the intermediate stream leave
 it out of their minimum: their watermark jumped to partition 1's 200 s, and the rest of the
@@ -50,7 +50,7 @@ def test_a_backlog_longer_than_the_idle_timeout_loses_nothing_after_partition_by
         tmp_path,
         kafka_bootstrap,
         "app_jobs:IdleCountsPerSecond",
-        **{"app.words": source, "app.panes": out, "app.idle.ms": 300, "app.pace.us": 200},
+        **{"app.words": source, "app.panes": out, "app.idle.ms": 500, "app.pace.us": 200},
     )
     run = Job(job, "unused", tmp_path / "run.log")
     try:  # the last second closes once both partitions are idle, having nothing left
