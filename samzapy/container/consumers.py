@@ -194,7 +194,7 @@ class SystemConsumers:
         for ssp in ssps:
             if ssp in self._idle or self._done(ssp):
                 continue
-            if any(q.queue for q in self._queues[ssp]):
+            if any(q.queue and not q.ended for q in self._queues[ssp]):
                 # Behind, not idle: its task has yet to take what it delivered (a backlog
                 # keeps its queue too full to be polled). The timeout runs from then on, as
                 # Flink's idleness clock pauses under back-pressure.
