@@ -94,6 +94,36 @@ class WordTotals(StreamApplication):
         )
 
 
+def _count_panes(
+    app_desc: StreamApplicationDescriptor,
+    kafka: KafkaSystemDescriptor,
+    words: Any,
+    size: timedelta,
+    op_id: str,
+) -> None:
+    """``words`` (``{"w": word, "t": event ms}``) paced, repartitioned by word and counted per
+    word in tumbling windows of ``size`` of event time; each pane to ``app.panes`` as
+    ``word@pane_id -> count``."""
+    panes = kafka.get_output_descriptor("panes", KVSerde("string", "string"))
+    panes.with_physical_name(_topic(app_desc, "app.panes"))
+    window = Windows.keyed_tumbling_window(
+        lambda kv: kv.key,
+        size,
+        lambda: 0,
+        lambda kv, count: count + 1,
+        key_serde="string",
+        value_serde="long",
+    ).with_event_time()
+    (
+        app_desc.get_input_stream(words)
+        .map(_paced(app_desc))
+        .partition_by(lambda m: m["w"], lambda m: m["t"], KVSerde("string", "long"), BY_WORD)
+        .window(window, op_id)
+        .map(lambda pane: KV(f"{pane.key.key}@{pane.key.pane_id}", str(pane.message)))
+        .send_to(app_desc.get_output_stream(panes))
+    )
+
+
 #: The op_id of WindowedWordCounts' window: its store and changelog are named after it.
 PER_WINDOW = "per-window"
 #: WindowedWordCounts' tumbling interval, in ms of event time.
@@ -111,24 +141,7 @@ class WindowedWordCounts(StreamApplication):
         words = kafka.get_input_descriptor("words", "json").with_framed()
         words.with_physical_name(_topic(app_desc, "app.words"))
         words.with_timestamp(lambda m: m["t"])
-        panes = kafka.get_output_descriptor("panes", KVSerde("string", "string"))
-        panes.with_physical_name(_topic(app_desc, "app.panes"))
-        window = Windows.keyed_tumbling_window(
-            lambda kv: kv.key,
-            timedelta(milliseconds=WINDOW_MS),
-            lambda: 0,
-            lambda kv, count: count + 1,
-            key_serde="string",
-            value_serde="long",
-        ).with_event_time()
-        (
-            app_desc.get_input_stream(words)
-            .map(_paced(app_desc))
-            .partition_by(lambda m: m["w"], lambda m: m["t"], KVSerde("string", "long"), BY_WORD)
-            .window(window, PER_WINDOW)
-            .map(lambda pane: KV(f"{pane.key.key}@{pane.key.pane_id}", str(pane.message)))
-            .send_to(app_desc.get_output_stream(panes))
-        )
+        _count_panes(app_desc, kafka, words, timedelta(milliseconds=WINDOW_MS), PER_WINDOW)
 
 
 #: The op_id of IdleCountsPerSecond's window.
@@ -147,21 +160,4 @@ class IdleCountsPerSecond(StreamApplication):
         words = kafka.get_input_descriptor("words", "json")
         words.with_physical_name(_topic(app_desc, "app.words"))
         words.with_timestamp(lambda m: m["t"]).with_watermarks(idle_timeout=idle)
-        panes = kafka.get_output_descriptor("panes", KVSerde("string", "string"))
-        panes.with_physical_name(_topic(app_desc, "app.panes"))
-        window = Windows.keyed_tumbling_window(
-            lambda kv: kv.key,
-            timedelta(seconds=1),
-            lambda: 0,
-            lambda kv, count: count + 1,
-            key_serde="string",
-            value_serde="long",
-        ).with_event_time()
-        (
-            app_desc.get_input_stream(words)
-            .map(_paced(app_desc))
-            .partition_by(lambda m: m["w"], lambda m: m["t"], KVSerde("string", "long"), BY_WORD)
-            .window(window, PER_SECOND)
-            .map(lambda pane: KV(f"{pane.key.key}@{pane.key.pane_id}", str(pane.message)))
-            .send_to(app_desc.get_output_stream(panes))
-        )
+        _count_panes(app_desc, kafka, words, timedelta(seconds=1), PER_SECOND)
