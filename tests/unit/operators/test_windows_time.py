@@ -331,6 +331,29 @@ async def test_an_idle_input_partition_does_not_hold_windows_after_partition_by(
         assert sorted(live.panes) == sorted([*fired, ("a", 20_000, 1, DEFAULT)])
 
 
+@pytest.mark.parametrize("idle", [200 * MS, None])
+async def test_an_empty_input_partition_holds_windows_until_the_end_without_an_idle_timeout(
+    idle: timedelta | None,
+) -> None:
+    """docs/api.md: without ``idle_timeout`` a partition that never gets a message holds back
+    every window it reaches, through a ``partition_by``, until the input ends."""
+    source = events(idle=idle)
+    live = Live(
+        by_key_app(key_count().with_event_time(), source),
+        {source: 2},
+        **{"job.intermediate.stream.partitions": 1},
+    )
+    live.send(source, m("a", 1_000), m("a", 11_000), m("a", 21_000))  # partition 1: nothing
+    fired = [("a", 0, 1, DEFAULT), ("a", 10_000, 1, DEFAULT)]
+    if idle is not None:
+        assert await live.wait(2)
+        assert sorted(live.panes) == fired
+    else:
+        assert not await live.wait(1, within=0.5)
+    await live.end()
+    assert sorted(live.panes) == sorted([*fired, ("a", 20_000, 1, DEFAULT)])
+
+
 async def test_an_input_partition_that_ended_does_not_hold_windows_after_partition_by() -> None:
     source = KAFKA.get_input_descriptor("events", "json").with_watermarks()
     live = Live(
