@@ -100,8 +100,8 @@ def _check_own_serdes(graph: ApplicationGraph, config: Mapping[str, Any]) -> Non
         for store in stores:
             for which in ("key", "msg"):
                 key = f"stores.{store}.{which}.serde"
-                serde = config.get(key, _OWN_SERDE)
-                if serde != _OWN_SERDE:
+                serde = config.get(key)
+                if serde is not None and serde != _OWN_SERDE:  # None: not set
                     raise ConfigError(
                         f"store {store!r} is the store of {spec.kind} {spec.op_id!r}, which "
                         f"keeps bytes it serializes itself, and the job file gives it {key}: "

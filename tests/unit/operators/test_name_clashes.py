@@ -233,6 +233,14 @@ def test_the_names_the_planner_makes_are_kept_and_may_sit_side_by_side() -> None
     ]
 
 
+def test_a_job_file_serde_key_left_empty_on_a_window_or_join_store_is_not_set() -> None:
+    """``stores.w.key.serde:`` (None) means "not set", as for every key: it declares no
+    serde, so it is no other store under the window's (or the join's) name."""
+    config = {"stores.w.key.serde": None, "stores.w.msg.serde": None}
+    assert plan(window("w"), config).config["stores.w.changelog"] == "kafka.shop-1-w-changelog"
+    plan(window("w", join), {"stores.j-L.key.serde": None, "stores.j-R.msg.serde": None})
+
+
 class _Clashing(StreamApplication):
     def describe(self, app_desc: StreamApplicationDescriptor) -> None:
         window("partition_by-x", partition_by("x-changelog"))(app_desc)
