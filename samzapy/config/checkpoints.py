@@ -32,7 +32,11 @@ def checkpoint_system(values: Mapping[str, Any], problem: Callable[[str, str], N
     factory = values.get(FACTORY_KEY)
     factory = (factory.strip() or None) if isinstance(factory, str) else factory
     directory = values.get(DIR_KEY)
-    if isinstance(directory, str) and factory in (None, "memory", *STREAM_FACTORIES):
+    if (  # a blank one (``${CHECKPOINT_DIR:-}``) names no directory, as the file factory says
+        isinstance(directory, str)
+        and directory.strip()
+        and factory in (None, "memory", *STREAM_FACTORIES)
+    ):
         what = "unset (checkpoints are off)" if factory is None else repr(factory)
         problem(
             DIR_KEY,

@@ -529,6 +529,15 @@ def test_a_checkpoint_dir_no_checkpoint_file_uses_is_refused(factory: str, what:
     )
 
 
+@pytest.mark.parametrize("factory", ["", "task.checkpoint.factory: memory\n"])
+def test_a_blank_checkpoint_dir_is_not_set(factory: str) -> None:
+    """``task.checkpoint.dir: ${CHECKPOINT_DIR:-}`` beside checkpoints off (or memory ones), as
+    ``task.checkpoint.factory: ${CHECKPOINT_FACTORY:-}`` is off: an empty directory names no
+    checkpoint files (the file factory refuses it as "no checkpoint directory")."""
+    resolved(factory + "task.checkpoint.dir: ${CHECKPOINT_DIR:-}\n")
+    resolved(factory, "task.checkpoint.dir= ")
+
+
 @pytest.mark.parametrize("factory", ["file", "mine:Manager"])
 def test_a_checkpoint_dir_is_for_file_checkpoints_and_manager_classes(factory: str) -> None:
     config = resolved(f"task.checkpoint.factory: {factory}\ntask.checkpoint.dir: /cp\n")
