@@ -188,8 +188,8 @@ def _check_key_serdes(spec: Any, key_serdes: Mapping[str, Any]) -> None:
     key goes to the partition its bytes hash to, so a key serialized two ways would be in
     two partitions. Only serdes given by name are compared (two serde objects of different
     classes may well write the same bytes)."""
-    names = set(key_serdes.values())
-    if len(names) > 1 and all(isinstance(name, str) for name in names):
+    serdes = key_serdes.values()  # names are compared first: an object may be unhashable
+    if all(isinstance(name, str) for name in serdes) and len(set(serdes)) > 1:
         listed = ", ".join(f"partition_by {op_id!r}: {name}" for op_id, name in key_serdes.items())
         raise ConfigError(
             f"{spec.kind.replace('_', '-')} {spec.op_id!r} brings together partition_by streams "

@@ -5,6 +5,7 @@ stream joined with the cache), and partition_by streams that serialize their key
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -119,3 +120,43 @@ def test_partition_bys_that_serialize_the_join_key_differently_are_refused(
     else:
         paid = runner.run(timeout=10).keyed_outputs(PAID)[0]
         assert sorted(kv.key for kv in paid) == ids
+
+
+@dataclass
+class _OrderIdSerde:
+    """A key serde object that compares by value, so unhashable (a dataclass's ``__eq__``
+    without ``__hash__``), as many are."""
+
+    encoding: str = "utf-8"
+
+    def to_bytes(self, value: Any) -> bytes:
+        return str(value).encode(self.encoding)
+
+    def from_bytes(self, data: bytes) -> Any:
+        return data.decode(self.encoding)
+
+
+def test_partition_bys_with_unhashable_key_serde_objects_still_join() -> None:
+    """Serde objects are not compared (two of different classes may write the same bytes), so
+    ones that cannot be hashed neither fail the check nor keep the pairs apart."""
+
+    def describe(d: StreamApplicationDescriptor) -> None:
+        orders = d.get_input_stream(ORDERS).partition_by(
+            lambda kv: kv.key, lambda kv: kv.value, KVSerde(_OrderIdSerde(), "json"), "o-by-id"
+        )
+        payments = d.get_input_stream(PAYMENTS).partition_by(
+            lambda kv: kv.key, lambda kv: kv.value, KVSerde(_OrderIdSerde(), "json"), "p-by-id"
+        )
+        orders.join(
+            payments, OrderPayment(), "string", None, None, timedelta(minutes=1), "j"
+        ).send_to(d.get_output_stream(PAID))
+
+    ids = [f"o{i}" for i in range(6)]
+    runner = (
+        TestRunner.of(Lambda(describe), {"job.intermediate.stream.partitions": 2})
+        .add_input_stream(ORDERS, by_partition([KV(o, 1) for o in ids], 2))
+        .add_input_stream(PAYMENTS, by_partition([KV(o, 2) for o in ids], 2))
+        .add_output_stream(PAID, 1)
+    )
+    paid = runner.run(timeout=10).keyed_outputs(PAID)[0]
+    assert sorted(kv.key for kv in paid) == ids
