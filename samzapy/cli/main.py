@@ -32,6 +32,7 @@ import gc
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -77,8 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "run":
         return _run(args.job_yaml, args.overrides, args.log_format, args.log_level)
     # SIGTERM (`docker stop`, `kubectl delete` of a pod running `tail --follow`) stops a tool
-    # as Ctrl-C does, rather than killing it with what it held unwritten.
-    signal.signal(signal.SIGTERM, _interrupt)
+    # as Ctrl-C does, rather than killing it with what it held unwritten (on the main thread
+    # only, where Python runs handlers; the caller's handler back after, for a call in-process).
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
         return _command(args)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (tail takes it as its end, exit 0): one line
@@ -86,6 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         after = "; what it wrote before stays (samzapy checkpoint show)" if "set" in name else ""
         print(f"samzapy {name}: interrupted{after}", file=sys.stderr)
         return EXIT_JOB_FAILED
+    finally:
+        if before is not None:  # None: a handler not set from Python, which cannot be put back
+            signal.signal(signal.SIGTERM, before)
 
 
 def _command(args: argparse.Namespace) -> int:
