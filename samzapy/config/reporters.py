@@ -25,7 +25,7 @@ def reporter_problems(
     problem: Callable[[str | None, str], None],
 ) -> None:
     """Report an item that is neither a reporter's name nor a ``module:Class`` path, an item
-    listed twice, and an empty Prometheus host."""
+    listed twice, and an empty Prometheus host beside the prometheus reporter."""
     seen: set[str] = set()
     for item in values.get(KEY) or ():
         if item not in REPORTERS and not is_class_path(item):
@@ -37,8 +37,9 @@ def reporter_problems(
         elif item in seen:
             problem(KEY, f"{KEY} lists {item!r} twice: each reporter runs once, list it once")
         seen.add(item)
-    host = values.get(HOST_KEY)
-    if isinstance(host, str) and not host.strip():
+    host = values.get(HOST_KEY)  # only the prometheus reporter listens (a template may
+    # leave ${METRICS_HOST:-} empty with the reporter off)
+    if "prometheus" in seen and isinstance(host, str) and not host.strip():
         problem(
             HOST_KEY,
             f"{HOST_KEY} must be an address to listen on (127.0.0.1: this machine only, "

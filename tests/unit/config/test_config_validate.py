@@ -365,11 +365,14 @@ def test_a_reporter_listed_twice_is_a_problem() -> None:
 def test_an_empty_prometheus_host_is_a_problem(written: str, found: str) -> None:
     """asyncio reads an empty host as every interface: the metrics open to the network."""
     with pytest.raises(ConfigError) as info:
-        resolved(f"metrics.prometheus.host: {written}\n")
+        resolved(f"metrics.reporters: [prometheus]\nmetrics.prometheus.host: {written}\n")
     assert info.value.problems == (
         "metrics.prometheus.host must be an address to listen on (127.0.0.1: this machine "
         f"only, 0.0.0.0: every interface), got {found!r}",
     )
+    # Without the prometheus reporter nothing listens: a template's empty host is no matter.
+    resolved(f"metrics.reporters: [log]\nmetrics.prometheus.host: {written}\n")
+    resolved(f"metrics.prometheus.host: {written}\n")
 
 
 def test_broadcast_input_shape_is_checked() -> None:
