@@ -32,8 +32,12 @@ class TaskWatermarks:
         self._task = task
         self._name = name
         self._per_stream = isinstance(task, StreamWatermarkListenerTask)
+        #: The operator task's hook for streams that went idle or active (not a task-API
+        #: interface: the task classes' per-stream watermarks stay as they were).
+        self._stream_idleness = getattr(task, "on_stream_idleness", None)
         self._input_due: int | None = None
         self._streams_due: dict[SystemStream, int] = {}
+        self._stream_idleness_due: dict[SystemStream, bool] = {}
         self._outputs_due: dict[SystemStream, int] = {}
         self._idle_due: dict[SystemStream, int] = {}
 
@@ -45,6 +49,8 @@ class TaskWatermarks:
             self._input_due = watermark
         if self._per_stream:
             self._streams_due.update(control.advance_stream_watermarks())
+            if self._stream_idleness is not None:
+                self._stream_idleness_due.update(control.advance_stream_idleness())
         moved = control.advance_output_watermarks()
         if moved:
             self._outputs_due.update(moved)
@@ -55,7 +61,13 @@ class TaskWatermarks:
             self._idle_due.update(idle)
             for ss in idle:
                 self._outputs_due.pop(ss, None)
-        return watermark is not None or bool(moved) or bool(self._streams_due) or bool(idle)
+        return (
+            watermark is not None
+            or bool(moved)
+            or bool(self._streams_due)
+            or bool(self._stream_idleness_due)
+            or bool(idle)
+        )
 
     async def deliver(
         self,
@@ -68,6 +80,7 @@ class TaskWatermarks:
         that went idle: ``send(stream, its watermark, True)``)."""
         watermark, self._input_due = self._input_due, None
         streams, self._streams_due = self._streams_due, {}
+        idleness, self._stream_idleness_due = self._stream_idleness_due, {}
         outputs, self._outputs_due = self._outputs_due, {}
         idle, self._idle_due = self._idle_due, {}
         task = self._task
@@ -75,6 +88,16 @@ class TaskWatermarks:
             log.debug("watermark_advanced", task=self._name, watermark=watermark)
             if isinstance(task, WatermarkListenerTask):
                 await call("on_watermark", task.on_watermark, watermark, collector, coordinator)
+        for stream, stream_idle in idleness.items():
+            assert self._stream_idleness is not None
+            await call(
+                "on_stream_idleness",
+                self._stream_idleness,
+                stream,
+                stream_idle,
+                collector,
+                coordinator,
+            )
         for stream, stream_watermark in streams.items():
             await call(
                 "on_stream_watermark",

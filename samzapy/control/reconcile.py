@@ -166,6 +166,8 @@ class TaskControl:
         #: The last watermark given per input stream (``advance_stream_watermarks``); not
         #: checkpointed: a restart gives each stream's again.
         self.stream_watermarks: dict[SystemStream, int] = {}
+        #: The input streams given as idle (``advance_stream_idleness``); not checkpointed.
+        self.idle_streams: set[SystemStream] = set()
         self._ends_sent: set[SystemStream] = set()
         #: The outputs told that this task is idle (their upstream partitions all are).
         self.idle_outputs: set[SystemStream] = set()
@@ -261,6 +263,23 @@ class TaskControl:
             if low is not None and (last is None or low > last):
                 self.stream_watermarks[ss] = moved[ss] = low
         return moved
+
+    def advance_stream_idleness(self) -> dict[SystemStream, bool]:
+        """The input streams that went idle (every carrying partition of theirs in this task
+        idle or ended, some idle) or active again since last asked, with whether they are
+        idle now (remembered as given). A stream's watermark is then the highest of its idle
+        partitions', which must not hold back what reads it beside streams that are not idle
+        (Flink's idle status, across streams as across partitions)."""
+        by_stream: dict[SystemStream, set[SystemStreamPartition]] = {}
+        for ssp in self.partitions:
+            by_stream.setdefault(ssp.system_stream, set()).add(ssp)
+        changed: dict[SystemStream, bool] = {}
+        for ss, ssps in by_stream.items():
+            idle = self._all_idle(ssps)
+            if idle != (ss in self.idle_streams):
+                changed[ss] = idle
+                (self.idle_streams.add if idle else self.idle_streams.discard)(ss)
+        return changed
 
     def advance_output_watermarks(self) -> dict[SystemStream, int]:
         """The outputs whose watermark moved forward, with it (remembered as sent); an idle

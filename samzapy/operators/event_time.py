@@ -90,6 +90,8 @@ class Watermarks:
         self.deferred = deferred
         self.streams: dict[SystemStream, int | None] = {}
         self.generated: dict[SystemStream, _Generated] = {}
+        #: The streams the container found idle in this task (``stream_idleness``).
+        self.idle_streams: set[SystemStream] = set()
         #: Each window's advance function, with the streams that reach it.
         self._windows: list[tuple[Callable[[int], None], tuple[SystemStream, ...]]] = []
         self._by_stream: dict[SystemStream, list[int]] = {}
@@ -180,6 +182,17 @@ class Watermarks:
         if stream not in self.generated or watermark == END_WATERMARK:
             self._moved(stream, watermark)
 
+    def stream_idleness(self, stream: SystemStream, idle: bool) -> None:
+        """The container found every partition of ``stream`` in this task idle (or one
+        active again); ignored for a stream generated here, whose idleness is its own."""
+        if stream in self.generated:
+            return
+        if idle:
+            self.idle_streams.add(stream)
+        else:
+            self.idle_streams.discard(stream)
+        self._recompute(stream)
+
     def tick(self, now: float) -> None:
         """Processing time passed: mark streams idle past their timeout (``now``: monotonic
         seconds, the container's clock's); in a deferred graph, move the generated watermarks."""
@@ -229,7 +242,7 @@ class Watermarks:
                 ended = True  # holds nothing back
                 continue
             gen = self.generated.get(stream)
-            if gen is not None and gen.idle:
+            if (gen is not None and gen.idle) or stream in self.idle_streams:
                 if watermark is not None and (highest is None or watermark > highest):
                     highest = watermark
                 continue

@@ -84,6 +84,22 @@ class WindowHooks(WindowableTask, EndOfStreamListenerTask, StreamWatermarkListen
 
         return self._fire(moved)
 
+    def on_stream_idleness(
+        self,
+        stream: SystemStream,
+        idle: bool,
+        collector: MessageCollector,
+        coordinator: TaskCoordinator,
+    ) -> Any:
+        """Every partition of ``stream`` in this task went idle (or one is active again): in
+        event time, the windows reading it beside other streams leave it out of their
+        minimum meanwhile."""
+        graph = self.graph
+        if not graph.event_time:
+            return None
+        self._bind(collector, coordinator)
+        return self._fire(lambda: graph.watermarks.stream_idleness(stream, idle))
+
     def on_end_of_stream(self, collector: MessageCollector, coordinator: TaskCoordinator) -> Any:
         """Every input ended: every open window fires."""
         graph = self.graph

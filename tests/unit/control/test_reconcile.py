@@ -485,6 +485,25 @@ def test_an_idle_partition_is_left_out_of_the_tasks_minimum_and_outputs_are_told
     assert control.advance_output_watermarks() == {OUT_X: 45}
 
 
+def test_a_stream_whose_partitions_are_all_idle_or_ended_is_told_idle_once() -> None:
+    """``advance_stream_idleness``: what reads the streams leaves an idle one out beside
+    others (its watermark, the highest of its idle partitions', would hold them back)."""
+    control = TaskControl(carrying=[A0, A1, B0])
+    for ssp, ts in ((A0, 10), (A1, 40), (B0, 20)):
+        control.receive(ssp, wm("t1", 1, ts))
+    assert control.advance_stream_idleness() == {}
+    control.receive(A0, idle("t1", 1, 10))
+    assert control.advance_stream_idleness() == {}  # A1 is not idle
+    control.receive(A1, eos("t1", 1))  # ended: holds nothing, idle or not
+    assert control.advance_stream_idleness() == {A0.system_stream: True}
+    assert control.advance_stream_idleness() == {}  # told once
+    control.receive(A0, wm("t1", 1, 12))  # back
+    assert control.advance_stream_idleness() == {A0.system_stream: False}
+    control.receive(A0, eos("t1", 1))  # every partition ended: not idle
+    assert control.advance_stream_idleness() == {}
+    assert control.idle_streams == set()
+
+
 def test_which_upstream_tasks_are_idle_is_checkpointed() -> None:
     control = TaskControl(carrying=[A0, B0])
     control.receive(A0, wm("t1", 2, 10))

@@ -354,6 +354,44 @@ async def test_an_empty_input_partition_holds_windows_until_the_end_without_an_i
     assert sorted(live.panes) == sorted([*fired, ("a", 20_000, 1, DEFAULT)])
 
 
+def merged_by_key_app(window: Window, first: Any, second: Any) -> Any:
+    """``first`` and ``second``, each repartitioned by key (two intermediate streams),
+    merged into one window."""
+
+    def build(d: StreamApplicationDescriptor, sink: Any) -> None:
+        serde = KVSerde("string", "json")
+        a = d.get_input_stream(first).partition_by(lambda m: m["k"], lambda m: m, serde, "pa")
+        b = d.get_input_stream(second).partition_by(lambda m: m["k"], lambda m: m, serde, "pb")
+        a.merge([b]).map(lambda kv: kv.value).window(window, "w").sink(sink)
+
+    return build
+
+
+@pytest.mark.parametrize("idle", [200 * MS, None])
+async def test_an_idle_intermediate_stream_does_not_hold_a_window_it_reaches_beside_another(
+    idle: timedelta | None,
+) -> None:
+    """docs/api.md: an idle input does not keep windows open, also when a whole stream is
+    idle in the task (every writer of an intermediate stream), beside one that is not: the
+    window leaves it out, where its watermark (its writers' last) held the window back."""
+    quiet, busy = events("quiet", idle), events("busy", idle)
+    live = Live(
+        merged_by_key_app(key_count().with_event_time(), quiet, busy),
+        {quiet: 1, busy: 1},
+        **{"job.intermediate.stream.partitions": 1},
+    )
+    live.send(quiet, m("q", 1_000))  # then nothing, and no end
+    live.send(busy, m("b", 1_000), m("b", 11_000), m("b", 21_000))
+    fired = [("b", 0, 1, DEFAULT), ("b", 10_000, 1, DEFAULT), ("q", 0, 1, DEFAULT)]
+    if idle is not None:
+        assert await live.wait(3)
+        assert sorted(live.panes) == fired
+    else:  # the quiet stream holds the window at 1 s
+        assert not await live.wait(1, within=0.5)
+    await live.end()
+    assert sorted(live.panes) == sorted([*fired, ("b", 20_000, 1, DEFAULT)])
+
+
 async def test_an_input_partition_that_ended_does_not_hold_windows_after_partition_by() -> None:
     source = KAFKA.get_input_descriptor("events", "json").with_watermarks()
     live = Live(
