@@ -81,6 +81,7 @@ class SamzaContainer:
         group_offsets: GroupOffsets | None = None,
         not_before: Awaitable[Any] | None = None,
         progress: bool = True,
+        checkpoint_namespace: str | None = None,
     ) -> None:
         """``tasks``: whether to run the task of partition number k (None: every task of the
         job); ``reporters``: start the configured metrics reporters; ``totals``: the process's
@@ -90,8 +91,10 @@ class SamzaContainer:
         offsets are copied (the job's consumer group, a JobRunner's; None: nowhere);
         ``not_before``: what step 6, the first to write or claim, waits for (a static
         member's fence wait); ``progress``: log the ``progress`` line (a JobRunner logs one
-        over its shares instead)."""
+        over its shares instead); ``checkpoint_namespace``: where the memory checkpoint
+        manager keeps the checkpoints (None: ``<job.name>-<job.id>``)."""
         self.config = config
+        self._checkpoint_namespace = checkpoint_namespace
         self._not_before = not_before
         self._progress = progress
         self._task_filter = tasks
@@ -136,7 +139,7 @@ class SamzaContainer:
     @property
     def checkpoint_namespace(self) -> str:
         """Where the memory checkpoint manager keeps this job's checkpoints."""
-        return checkpoint_namespace(self.config)
+        return self._checkpoint_namespace or checkpoint_namespace(self.config)
 
     @property
     def commit_count(self) -> int:

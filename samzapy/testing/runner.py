@@ -46,6 +46,7 @@ from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.config import Config, ResolvedConfig, load_config, resolve
 from samzapy.container import Clock, SamzaContainer
+from samzapy.container.checkpoints import checkpoint_namespace
 from samzapy.container.event_loop import loop_factory
 from samzapy.metrics import MetricsRegistry
 from samzapy.operators.application import Application, load_application
@@ -126,7 +127,9 @@ class TestRunner:
         namespace: str | None = None,
     ) -> None:
         """``namespace`` shares the in-memory streams and checkpoints of an earlier runner
-        with the same namespace: the way to test a restart."""
+        with the same namespace: the way to test a restart. Runners of different namespaces
+        share nothing, not even the checkpoints of jobs with the same ``job.name`` and
+        ``job.id``."""
         self._task_class = task_class
         self._config = dict(config or {})
         self._clock = clock
@@ -243,6 +246,9 @@ class TestRunner:
             resolved,
             task_factory=self._task_class if app is None else app.task_factory(resolved),
             clock=self._clock,
+            # The runner's own: another runner of a job with the same name and id (a config
+            # shared by a module's tests) must not resume from this one's checkpoints.
+            checkpoint_namespace=f"{self.namespace}/{checkpoint_namespace(resolved)}",
         )
         self.container = container
         try:

@@ -1,0 +1,31 @@
+"""Two TestRunners in one process share nothing unless they share a namespace."""
+
+from __future__ import annotations
+
+from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzapy.testing import TestRunner
+
+
+class Echo(StreamTask):
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        collector.send(OutgoingMessageEnvelope(SystemStream("memory", "out"), envelope.message))
+
+
+#: A config a test module might share between its tests, naming its job as the job file does.
+NAMED = {"job.name": "word-count", "job.id": "1"}
+
+
+def test_a_second_runner_of_the_same_job_reads_its_inputs_from_the_start() -> None:
+    first = TestRunner(Echo, NAMED).add_input("in", ["a", "b"]).add_output("out").run(timeout=10)
+    second = TestRunner(Echo, NAMED).add_input("in", ["c", "d"]).add_output("out").run(timeout=10)
+    assert first.outputs("out") == {0: ["a", "b"]}
+    assert second.outputs("out") == {0: ["c", "d"]}  # not resumed from the first's checkpoints
+    (offsets,) = second.checkpoints.values()
+    assert list(offsets.values()) == ["1"]
+
+
+def test_a_runner_of_the_same_namespace_resumes_from_the_checkpoints_of_the_same_job() -> None:
+    first = TestRunner(Echo, NAMED).add_input("in", ["a", "b"]).add_output("out")
+    first.run(timeout=10)
+    again = TestRunner(Echo, NAMED, namespace=first.namespace).add_input("in", ["a", "b"])
+    assert again.run(timeout=10).outputs("out") == {0: ["a", "b"]}  # nothing read twice
