@@ -159,6 +159,13 @@ class SamzaContainer:
         JobRunner removes them once the tasks have left)."""
         return self._groups([t.name for t in self.tasks])
 
+    def open_inputs(self) -> dict[TaskName, list[SystemStreamPartition]]:
+        """Each task's input partitions that have not ended for it yet."""
+        return {
+            name: [ssp for ssp, queue in queues.items() if not queue.ended]
+            for name, queues in self._queues.items()
+        }
+
     def _groups(self, names: Collection[TaskName]) -> list[str]:
         """The metric groups of tasks ``names`` and of the partitions only they read."""
         read = self._partitions

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import os
 import shutil
 import tempfile
@@ -53,6 +54,7 @@ from samzapy.operators.application import Application, load_application
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.testing.checked_serdes import checked_output_serdes, original_key
 from samzapy.testing.clock import ManualClock
+from samzapy.testing.unfinished import describe_unfinished
 
 SYSTEM = "memory"
 
@@ -215,7 +217,8 @@ class TestRunner:
     def run(self, timeout: float = 30.0) -> TestResult:
         """Run until the job finishes, on uvloop unless ``job.loop`` is ``asyncio`` or the
         clock is a ``ManualClock`` (which needs asyncio's loop); raise the task's error
-        (TaskError, the task's own exception as its cause) or TimeoutError."""
+        (TaskError, the task's own exception as its cause) or TimeoutError, which names the
+        tasks still running, their input partitions not ended and the call each was on."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -251,10 +254,18 @@ class TestRunner:
             checkpoint_namespace=f"{self.namespace}/{checkpoint_namespace(resolved)}",
         )
         self.container = container
+        running = asyncio.ensure_future(container.run())
         try:
-            await asyncio.wait_for(container.run(), timeout)
-        except TimeoutError:
-            raise TimeoutError(f"the job did not finish within {timeout} s") from None
+            done, _ = await asyncio.wait({running}, timeout=timeout)
+        finally:
+            if not running.done():  # timed out (or this run was cancelled)
+                unfinished = describe_unfinished(container)
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+        if not done:
+            raise TimeoutError(f"the job did not finish within {timeout} s: {unfinished}")
+        running.result()  # the job's error
         declared = names if app is not None else None
         return TestResult(self.broker, container.checkpoint_namespace, container, declared)
 

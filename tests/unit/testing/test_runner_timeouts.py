@@ -1,0 +1,48 @@
+"""A run that cannot finish fails at its timeout, saying what was still running."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from samzapy import AsyncStreamTask, StreamTask
+from samzapy.testing import TestRunner
+
+
+class Nothing(StreamTask):
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        pass
+
+
+class Stuck(AsyncStreamTask):
+    async def process_async(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        if envelope.message == "stuck":
+            await asyncio.Event().wait()
+
+
+def test_an_intermediate_stream_nothing_ends_is_named_in_the_timeout() -> None:
+    # Read only, never written: no task of the job sends its end-of-stream.
+    runner = TestRunner(Nothing).add_intermediate("mid", partitions=2)
+    with pytest.raises(TimeoutError, match=r"within 0\.5 s") as raised:
+        runner.run(timeout=0.5)
+    text = str(raised.value)
+    assert "task 'Partition 0'" in text and "task 'Partition 1'" in text
+    assert "not ended: memory.mid#0" in text and "not ended: memory.mid#1" in text
+    assert "run the job that writes it in this namespace first" in text
+
+
+def test_a_call_that_never_returns_is_named_with_its_partition_and_offset() -> None:
+    runner = TestRunner(Stuck, {"task.callback.timeout.ms": -1})
+    runner.add_input("in", {0: ["a", "stuck", "b"], 1: ["c"]})
+    with pytest.raises(TimeoutError) as raised:
+        runner.run(timeout=0.5)
+    text = str(raised.value)
+    assert "task 'Partition 0' (processed 1; a call in flight on memory.in#0 at offset 1" in text
+    assert "Partition 1" not in text  # it finished
+
+
+async def test_run_async_times_out_the_same_way() -> None:
+    runner = TestRunner(Nothing).add_intermediate("mid")
+    with pytest.raises(TimeoutError, match=r"not ended: memory\.mid#0"):
+        await runner.run_async(timeout=0.3)
