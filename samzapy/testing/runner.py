@@ -195,7 +195,8 @@ class TestRunner:
         self, stream: str, messages: Sequence[Any] | Mapping[int, Sequence[Any]]
     ) -> TestRunner:
         """Messages for ``stream``: a list (partition 0) or {partition: [messages]}; an item
-        that is a ``KV`` gives the message a key."""
+        that is a ``KV`` gives the message a key. A stream the namespace has already (a
+        restart, or a run again) is read as it is: ``run`` refuses messages it does not hold."""
         by_partition = dict(messages) if isinstance(messages, Mapping) else {0: messages}
         if any(not isinstance(p, int) or p < 0 for p in by_partition):
             raise ValueError(f"partitions of input {stream!r} must be integers >= 0")
@@ -270,17 +271,42 @@ class TestRunner:
         return TestResult(self.broker, container.checkpoint_namespace, container, declared)
 
     def _prepare_streams(self) -> None:
+        """Create, fill and end the inputs and create the outputs, unless the namespace has
+        them already (an earlier run, a restart, reads them as they are; or the test made
+        one on ``broker``), when the messages given must be those a partition holds: others
+        would be silently left out."""
         for stream, by_partition in self._inputs.items():
-            if self.broker.partition_count(stream) is not None:
+            count = max(by_partition, default=0) + 1
+            records = {
+                p: [(m.key, m.value) if isinstance(m, KV) else (None, m) for m in messages]
+                for p, messages in by_partition.items()
+            }
+            existing = self.broker.partition_count(stream)
+            if existing is not None:
+                if any(
+                    pairs and (p >= existing or self.broker.records(stream, p) != pairs)
+                    for p, pairs in records.items()
+                ):
+                    raise ValueError(
+                        f"input {stream!r} already exists in namespace {self.namespace!r} "
+                        f"with {existing} partition(s) and other messages than given (an "
+                        "earlier run of this runner or namespace made it): a restart reads it "
+                        "as it is, so give it the same messages, or use a new TestRunner"
+                    )
                 continue
-            self.broker.create_stream(stream, max(by_partition, default=0) + 1)
-            for p, messages in by_partition.items():
-                for item in messages:
-                    if isinstance(item, KV):
-                        self.broker.append(stream, p, item.key, item.value)
-                    else:
-                        self.broker.append(stream, p, None, item)
+            self.broker.create_stream(stream, count)
+            for p, pairs in records.items():
+                for key, message in pairs:
+                    self.broker.append(stream, p, key, message)
             self.broker.end_stream(stream)
+        for stream, partitions in self._outputs.items():
+            existing = self.broker.partition_count(stream)
+            if existing is not None and existing != partitions:
+                raise ValueError(
+                    f"output {stream!r} already exists in namespace {self.namespace!r} with "
+                    f"{existing} partition(s), not {partitions}: declare it as the earlier "
+                    "run did, or use a new TestRunner"
+                )
         for stream, partitions in {**self._outputs, **self._intermediate}.items():
             if self.broker.partition_count(stream) is None:
                 self.broker.create_stream(stream, partitions)
