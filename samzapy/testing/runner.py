@@ -54,6 +54,8 @@ from samzapy.operators.application import Application, load_application
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.testing.checked_serdes import checked_output_serdes, original_key
 from samzapy.testing.clock import ManualClock
+from samzapy.testing.on_memory import ONE_CONTAINER
+from samzapy.testing.on_memory import on_memory as on_memory_system
 from samzapy.testing.unfinished import describe_unfinished
 
 SYSTEM = "memory"
@@ -350,7 +352,7 @@ class TestRunner:
 
     def _plan(self) -> tuple[ResolvedConfig, Application | None]:
         if self._app is None:
-            return resolve(self._resolve_config()), None
+            return resolve(Config({**self._resolve_config(), **ONE_CONTAINER})), None
         base: dict[str, Any] = {
             "job.name": "test-job",
             "job.id": self.namespace,
@@ -359,19 +361,9 @@ class TestRunner:
         }
         config = load_config(text=yaml.safe_dump(self._config), base=base)
         app = load_application(config, self._app)
-        # Every system of the application is the memory system of this runner; the streams
-        # given here carry the messages as objects.
-        on_memory: dict[str, Any] = dict(app.config)
-        systems = {k.split(".")[1] for k in app.config if k.startswith("systems.")}
-        for system in systems:
-            on_memory[f"systems.{system}.samza.factory"] = "memory"
-            on_memory[f"systems.{system}.namespace"] = self.namespace
-        for key in [k for k in on_memory if k.startswith("systems.")]:
-            setting = key.split(".", 2)[2]
-            if setting != "namespace" and not setting.startswith(("samza.", "default.stream.")):
-                # A real system's own settings (brokers, security, clients' options) mean
-                # nothing to the memory system; samzapy's (serdes, offset defaults) stay.
-                del on_memory[key]
+        # Every system of the application is the memory system of this runner (the streams
+        # given here carry the messages as objects), in one container.
+        on_memory = on_memory_system(app.config, self.namespace)
         as_objects: dict[str, Any] = {}
         for stream_id in self._app_streams:
             for which in ("key", "msg"):

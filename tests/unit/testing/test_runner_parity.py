@@ -1,0 +1,70 @@
+"""TestRunner.of accepts the job files `samzapy run` accepts, and refuses those it refuses,
+where the difference is not the memory system the runner puts in place of the real ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from samzapy import ConfigError, KafkaSystemDescriptor, KVSerde, StreamApplication
+from samzapy.testing import TestRunner
+
+kafka = KafkaSystemDescriptor("kafka")
+lines = kafka.get_input_descriptor("lines", "json")
+words = kafka.get_output_descriptor("words", KVSerde("string", "json"))
+
+
+class Words(StreamApplication):
+    def describe(self, app_desc):  # type: ignore[no-untyped-def]
+        (
+            app_desc.get_input_stream(lines)
+            .flat_map(str.split)
+            .partition_by(lambda w: w, lambda w: 1, KVSerde("string", "json"), "by-word")
+            .send_to(app_desc.get_output_stream(words))
+        )
+
+
+@pytest.mark.parametrize(
+    "placement",
+    [
+        {"job.container.count": 3},
+        {"job.coordinator.factory": "kafka-group"},
+        {"job.container.count": 2, "job.container.id": "samzapy-1"},
+    ],
+)
+def test_a_job_file_placing_the_job_in_several_containers_runs_in_the_one_of_the_runner(
+    placement: dict[str, object],
+) -> None:
+    # Valid for `samzapy run` on Kafka; the runner runs every task in one container, so its
+    # memory intermediate streams are not "shared among containers".
+    result = (
+        TestRunner.of(Words, placement)
+        .add_input_stream(lines, {0: ["a b"], 1: ["b"]})
+        .add_output_stream(words)
+        .run(timeout=10)
+    )
+    assert sorted(kv.key for kv in result.keyed_outputs(words)[0]) == ["a", "b", "b"]
+
+
+def test_a_misspelt_kafka_client_option_is_refused_as_samzapy_run_refuses_it() -> None:
+    runner = (
+        TestRunner.of(Words, {"systems.kafka.consumer.fetch.max.bytez": 5})
+        .add_input_stream(lines, ["a"])
+        .add_output_stream(words)
+    )
+    with pytest.raises(ConfigError, match=r"systems\.kafka\.consumer\.fetch\.max\.bytez is not"):
+        runner.run(timeout=10)
+
+
+def test_kafka_client_options_samzapy_run_accepts_are_accepted() -> None:
+    config = {
+        "systems.kafka.consumer.bootstrap.servers": "localhost:9092",
+        "systems.kafka.consumer.fetch.max.bytes": 1_000_000,
+        "systems.kafka.producer.linger.ms": 5,
+    }
+    result = (
+        TestRunner.of(Words, config)
+        .add_input_stream(lines, ["a"])
+        .add_output_stream(words)
+        .run(timeout=10)
+    )
+    assert result.outputs(words) == {0: [1]}
