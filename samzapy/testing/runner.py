@@ -54,6 +54,7 @@ from samzapy.operators.application import Application, load_application
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.testing.checked_serdes import checked_output_serdes, original_key
 from samzapy.testing.clock import ManualClock
+from samzapy.testing.framed import framed_reader
 from samzapy.testing.on_memory import ONE_CONTAINER
 from samzapy.testing.on_memory import on_memory as on_memory_system
 from samzapy.testing.unfinished import describe_unfinished
@@ -82,7 +83,8 @@ class TestResult:
 
     def outputs(self, stream: str | StreamDescriptor) -> dict[int, list[Any]]:
         """Messages of an output stream (its name, or an application's output descriptor),
-        per partition, in order."""
+        per partition, in order; of an intermediate stream the job reads back, its messages
+        as sent (deserialized, without control messages or a restart's replayed copies)."""
         return {p: [m for _, m in records] for p, records in self._records(stream).items()}
 
     def keyed_outputs(self, stream: str | StreamDescriptor) -> dict[int, list[KV]]:
@@ -100,6 +102,9 @@ class TestResult:
         count = self._broker.partition_count(stream)
         if count is None:
             raise KeyError(f"no stream {stream!r} was written or declared with add_output")
+        framed = framed_reader(self.container.config, stream)
+        if framed is not None:  # an intermediate stream: its messages, not its frames
+            return {p: framed.read(self._broker.records(stream, p)) for p in range(count)}
         return {
             p: [(original_key(k), m) for k, m in self._broker.records(stream, p)]
             for p in range(count)
