@@ -36,7 +36,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -184,6 +184,7 @@ class TestRunner:
     ) -> TestRunner:
         """Declare an application's output with its partition count (the default is one)."""
         self._app_stream(output_descriptor, OutputDescriptor)
+        _partition_count("add_output_stream", output_descriptor.stream_id, partitions)
         return self.add_output(output_descriptor.physical_name, partitions)
 
     def add_config(self, key: str, value: Any) -> TestRunner:
@@ -207,6 +208,12 @@ class TestRunner:
         by_partition = dict(messages) if isinstance(messages, Mapping) else {0: messages}
         if any(not isinstance(p, int) or p < 0 for p in by_partition):
             raise ValueError(f"partitions of input {stream!r} must be integers >= 0")
+        for given in by_partition.values():
+            if isinstance(given, str | bytes | bytearray) or not isinstance(given, Iterable):
+                raise TypeError(
+                    f"add_input({stream!r}): give a list of messages (or {{partition: [messages]}}"
+                    f"), not {type(given).__name__} {given!r:.40}: one message is [message]"
+                )
         self._inputs[stream] = {p: list(ms) for p, ms in by_partition.items()}
         return self
 
@@ -214,12 +221,12 @@ class TestRunner:
         """Declare an intermediate stream the job reads (``streams.<stream>.samza.
         intermediate: true``, JSON messages unless the config says otherwise); created with
         ``partitions`` unless the namespace has it already (another job of the test wrote it)."""
-        self._intermediate[stream] = partitions
+        self._intermediate[stream] = _partition_count("add_intermediate", stream, partitions)
         return self
 
     def add_output(self, stream: str, partitions: int = 1) -> TestRunner:
         """Declare an output stream with its partition count (the default is one)."""
-        self._outputs[stream] = partitions
+        self._outputs[stream] = _partition_count("add_output", stream, partitions)
         return self
 
     def run(self, timeout: float = 30.0) -> TestResult:
@@ -413,6 +420,14 @@ class TestRunner:
             base[f"streams.{stream}.samza.intermediate"] = True
             base[f"streams.{stream}.samza.msg.serde"] = "json"
         return load_config(text=yaml.safe_dump(self._config), base=base)
+
+
+def _partition_count(call: str, stream: str, partitions: Any) -> int:
+    if type(partitions) is not int or partitions < 1:
+        raise ValueError(
+            f"{call}({stream!r}): partitions must be an integer >= 1, got {partitions!r}"
+        )
+    return partitions
 
 
 #: The store directories of this process's runners: removed at exit.
