@@ -57,7 +57,7 @@ from samzapy.testing.clock import ManualClock
 from samzapy.testing.framed import framed_reader
 from samzapy.testing.on_memory import ONE_CONTAINER
 from samzapy.testing.on_memory import on_memory as on_memory_system
-from samzapy.testing.unfinished import describe_unfinished
+from samzapy.testing.unfinished import describe_unfinished, failure_of
 
 SYSTEM = "memory"
 
@@ -270,16 +270,19 @@ class TestRunner:
         )
         self.container = container
         running = asyncio.ensure_future(container.run())
+        deadline = asyncio.get_running_loop().time() + timeout
         try:
             done, _ = await asyncio.wait({running}, timeout=timeout)
         finally:
             if not running.done():  # timed out (or this run was cancelled)
-                unfinished = describe_unfinished(container)
+                late = asyncio.get_running_loop().time() - deadline
+                unfinished, failure = describe_unfinished(container, late), failure_of(container)
                 running.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await running
         if not done:
-            raise TimeoutError(f"the job did not finish within {timeout} s: {unfinished}")
+            error = TimeoutError(f"the job did not finish within {timeout} s: {unfinished}")
+            raise error from failure  # the job's own error, when it was stopping after one
         running.result()  # the job's error
         declared = names if app is not None else None
         return TestResult(self.broker, container.checkpoint_namespace, container, declared)

@@ -9,10 +9,37 @@ from __future__ import annotations
 
 from samzapy.container import SamzaContainer
 
+#: How late past the timeout the run may notice it before the event loop counts as held.
+HELD_S = 0.25
 
-def describe_unfinished(container: SamzaContainer) -> str:
+
+def describe_unfinished(container: SamzaContainer, late_s: float = 0.0) -> str:
     """What kept ``container`` from finishing: the tasks still running, each with its input
-    partitions not ended and the call it was on."""
+    partitions not ended and the call it was on; or the failure it was stopping after.
+    ``late_s``: how long past the timeout the run noticed it (the loop held meanwhile)."""
+    text = _unfinished(container)
+    if late_s >= HELD_S:
+        text += (
+            f"; the event loop was held {late_s:.1f} s past the timeout by a synchronous "
+            "call (a task's process, window, init or close, or an application's function, "
+            "blocking it): give such calls threads with job.container.thread.pool.size"
+        )
+    return text
+
+
+def failure_of(container: SamzaContainer) -> BaseException | None:
+    """The error the job failed with, when it was stopping after one."""
+    run_loop = container.run_loop
+    return None if run_loop is None else run_loop.failure
+
+
+def _unfinished(container: SamzaContainer) -> str:
+    failure = failure_of(container)
+    if failure is not None:
+        return (
+            f"the job failed ({failure}) and was still stopping: closing its tasks (their "
+            "close, their stores) or the systems did not finish"
+        )
     if not container.started.is_set():
         return (
             "the container was still starting (creating its systems, reading checkpoints, "
@@ -52,4 +79,4 @@ def describe_unfinished(container: SamzaContainer) -> str:
     return text
 
 
-__all__ = ["describe_unfinished"]
+__all__ = ["HELD_S", "describe_unfinished", "failure_of"]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
-from samzapy import AsyncStreamTask, StreamTask
+from samzapy import AsyncStreamTask, ClosableTask, StreamTask, TaskError
 from samzapy.testing import TestRunner
 
 
@@ -46,3 +47,31 @@ async def test_run_async_times_out_the_same_way() -> None:
     runner = TestRunner(Nothing).add_intermediate("mid")
     with pytest.raises(TimeoutError, match=r"not ended: memory\.mid#0"):
         await runner.run_async(timeout=0.3)
+
+
+class FailsThenHangsInClose(StreamTask, ClosableTask):
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        raise ValueError("boom")
+
+    async def close(self) -> None:
+        await asyncio.Event().wait()
+
+
+def test_a_failure_whose_close_never_returns_is_the_timeouts_cause() -> None:
+    runner = TestRunner(FailsThenHangsInClose).add_input("in", ["a"])
+    with pytest.raises(TimeoutError, match=r"the job failed .*ValueError\('boom'\)") as raised:
+        runner.run(timeout=0.5)
+    assert "was still stopping" in str(raised.value)
+    assert isinstance(raised.value.__cause__, TaskError)
+    assert isinstance(raised.value.__cause__.__cause__, ValueError)
+
+
+class Sleeps(StreamTask):
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        time.sleep(1.0)  # holds the event loop: nothing else runs, the timeout included
+
+
+def test_a_synchronous_call_holding_the_event_loop_is_named() -> None:
+    runner = TestRunner(Sleeps, {"task.callback.timeout.ms": -1}).add_input("in", ["a", "b"])
+    with pytest.raises(TimeoutError, match=r"the event loop was held .* job\.container\.thread"):
+        runner.run(timeout=0.2)
