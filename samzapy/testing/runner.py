@@ -36,7 +36,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -55,6 +55,7 @@ from samzapy.system.inmemory import InMemoryBroker
 from samzapy.testing.checked_serdes import checked_output_serdes, original_key
 from samzapy.testing.clock import ManualClock
 from samzapy.testing.framed import framed_reader
+from samzapy.testing.given import check_app_inputs, check_task_inputs
 from samzapy.testing.on_memory import ONE_CONTAINER
 from samzapy.testing.on_memory import on_memory as on_memory_system
 from samzapy.testing.unfinished import describe_unfinished, failure_of
@@ -259,7 +260,13 @@ class TestRunner:
         names = self._place_app_streams(resolved)
         self._prepare_streams()
         if app is not None:
-            self._check_app_inputs(resolved, names)
+            check_app_inputs(resolved, names, self._app_streams, self.broker)
+        else:
+            given: dict[str, Collection[str]] = {
+                "add_input": self._inputs,
+                "add_intermediate": self._intermediate,
+            }
+            check_task_inputs(resolved, SYSTEM, self.namespace, given)
         container = SamzaContainer(
             resolved,
             task_factory=self._task_class if app is None else app.task_factory(resolved),
@@ -327,25 +334,6 @@ class TestRunner:
         for stream, partitions in {**self._outputs, **self._intermediate}.items():
             if self.broker.partition_count(stream) is None:
                 self.broker.create_stream(stream, partitions)
-
-    def _check_app_inputs(self, resolved: ResolvedConfig, names: Mapping[str, str]) -> None:
-        """Messages given for a stream the application does not read, or none for one it
-        reads (and no other job of the namespace wrote), are the test's mistake."""
-        read = {ss.stream for ss in resolved.task.inputs}
-        for stream_id, descriptor in self._app_streams.items():
-            if isinstance(descriptor, InputDescriptor) and names[stream_id] not in read:
-                raise ValueError(
-                    f"add_input_stream: the application reads no stream {stream_id!r} (it "
-                    f"reads {', '.join(sorted(read))})"
-                )
-        for ss in resolved.task.inputs:
-            if resolved.stream(ss).intermediate:
-                continue  # the job makes it
-            if self.broker.partition_count(ss.stream) is None:
-                raise ValueError(
-                    f"the application reads stream {ss.stream!r}, which has no messages: "
-                    "give it some with add_input_stream(descriptor, messages)"
-                )
 
     def _place_app_streams(self, resolved: ResolvedConfig) -> dict[str, str]:
         """The name each of an application's streams has in the job (its config may rename

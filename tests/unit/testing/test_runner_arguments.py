@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from samzapy import KafkaSystemDescriptor, StreamTask
+from samzapy import KafkaSystemDescriptor, OutgoingMessageEnvelope, StreamTask, SystemStream
 from samzapy.testing import TestRunner
 
 
@@ -34,3 +34,40 @@ def test_a_partition_count_below_one_or_not_an_integer_is_refused_at_the_call(
     words = KafkaSystemDescriptor("kafka").get_output_descriptor("words", "json")
     with pytest.raises(ValueError, match=r"add_output_stream\('words'\): partitions must be"):
         TestRunner.of(object()).add_output_stream(words, partitions)  # type: ignore[arg-type]
+
+
+class Echo(StreamTask):
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        collector.send(OutgoingMessageEnvelope(SystemStream("memory", "out"), envelope.message))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"task.inputs": "memory.other"},
+        {
+            "task.inputs": "kafka.in",  # a job file's: it would wait for a broker until timeout
+            "systems.kafka.samza.factory": "kafka",
+            "systems.kafka.consumer.bootstrap.servers": "localhost:1",
+        },
+    ],
+)
+def test_a_config_whose_task_inputs_leave_out_a_given_input_is_refused(
+    config: dict[str, str],
+) -> None:
+    runner = TestRunner(Echo, config).add_input("in", ["a"]).add_output("out")
+    with pytest.raises(ValueError, match=r"add_input\('in'\): the config's task\.inputs \("):
+        runner.run(timeout=10)
+
+
+def test_a_config_whose_task_inputs_list_the_given_inputs_runs() -> None:
+    config = {"task.inputs": ["memory.in", "memory.more"]}
+    runner = TestRunner(Echo, config).add_input("in", ["a"]).add_input("more", ["b"])
+    result = runner.add_output("out").run(timeout=10)
+    assert sorted(result.outputs("out")[0]) == ["a", "b"]
+
+
+def test_a_config_moving_the_memory_system_to_another_namespace_is_refused() -> None:
+    runner = TestRunner(Echo, {"systems.memory.namespace": "elsewhere"}).add_input("in", ["a"])
+    with pytest.raises(ValueError, match=r"systems\.memory\.namespace .* namespace="):
+        runner.run(timeout=10)

@@ -1,0 +1,74 @@
+"""What a test gave a TestRunner against what its job reads: a mismatch is the test's mistake.
+
+Messages given for a stream the job does not read would be silently left out, and a stream
+the job reads that nobody gave would fail the run with an error about the in-memory system
+(or, for a job file's Kafka inputs, wait for a broker until the timeout); each is refused
+before the job starts, naming the call and the key at fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from samzapy.api.descriptors import InputDescriptor, StreamDescriptor
+from samzapy.api.system import SystemStream
+from samzapy.config import ResolvedConfig
+from samzapy.system.inmemory import InMemoryBroker
+
+
+def check_task_inputs(
+    resolved: ResolvedConfig,
+    system: str,
+    namespace: str,
+    given: Mapping[str, Collection[str]],
+) -> None:
+    """A task job's: every stream given (``given``: the call, ``add_input`` or
+    ``add_intermediate``, to its streams) is an input of the job on the runner's ``system``,
+    in its ``namespace``."""
+    settings = resolved.systems.get(system)
+    found = settings.params.get("namespace") if settings is not None else None
+    if found is not None and found != namespace:
+        raise ValueError(
+            f"systems.{system}.namespace is {found!r}, not the runner's {namespace!r}, so the "
+            f"job would not read what the runner gave: leave it out, and give TestRunner "
+            f"namespace={found!r} to share another runner's streams"
+        )
+    read = {*resolved.task.inputs, *(b.system_stream for b in resolved.task.broadcast_inputs)}
+    for call, streams in given.items():
+        for stream in streams:
+            if SystemStream(system, stream) not in read:
+                listed = ", ".join(sorted(str(ss) for ss in read))
+                raise ValueError(
+                    f"{call}({stream!r}): the config's task.inputs ({listed}) does not read "
+                    f"{system}.{stream}: leave task.inputs out (the runner sets it from "
+                    f"add_input and add_intermediate) or list {system}.{stream} in it"
+                )
+
+
+def check_app_inputs(
+    resolved: ResolvedConfig,
+    names: Mapping[str, str],
+    streams: Mapping[str, StreamDescriptor],
+    broker: InMemoryBroker,
+) -> None:
+    """An application's: messages given for a stream it does not read, or none for one it
+    reads (and no other job of the namespace wrote). ``names``: the job's name of each of
+    ``streams`` (descriptors by stream id)."""
+    read = {ss.stream for ss in resolved.task.inputs}
+    for stream_id, descriptor in streams.items():
+        if isinstance(descriptor, InputDescriptor) and names[stream_id] not in read:
+            raise ValueError(
+                f"add_input_stream: the application reads no stream {stream_id!r} (it "
+                f"reads {', '.join(sorted(read))})"
+            )
+    for ss in resolved.task.inputs:
+        if resolved.stream(ss).intermediate:
+            continue  # the job makes it
+        if broker.partition_count(ss.stream) is None:
+            raise ValueError(
+                f"the application reads stream {ss.stream!r}, which has no messages: "
+                "give it some with add_input_stream(descriptor, messages)"
+            )
+
+
+__all__ = ["check_app_inputs", "check_task_inputs"]
