@@ -53,7 +53,10 @@ class ManualClock:
         await fut
 
     def advance(self, seconds: float) -> None:
-        """Move time forward and wake every sleeper whose deadline has come."""
+        """Move time forward and wake every sleeper whose deadline has come; time never
+        moves back (timers already fired would not fire again)."""
+        if not seconds >= 0:  # NaN too
+            raise ValueError(f"advance moves time forward: seconds must be >= 0, got {seconds!r}")
         self._now += seconds
         while self._sleepers and self._sleepers[0][0] <= self._now:
             _, _, fut = heapq.heappop(self._sleepers)

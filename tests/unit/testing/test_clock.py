@@ -83,3 +83,11 @@ async def test_uvloop_cannot_tell_when_tasks_are_blocked() -> None:
 
     with pytest.raises(RuntimeError, match="run the test on asyncio's own event loop"):
         await asyncio.to_thread(uvloop.run, attempt())
+
+
+@pytest.mark.parametrize("seconds", [-1.0, float("nan")])
+def test_advance_refuses_to_move_time_back(seconds: float) -> None:
+    clock = ManualClock(start=10.0)
+    with pytest.raises(ValueError, match=r"advance moves time forward: seconds must be >= 0"):
+        clock.advance(seconds)
+    assert clock.now() == 10.0
