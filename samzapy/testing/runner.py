@@ -251,10 +251,6 @@ class TestRunner:
 
     async def run_async(self, timeout: float = 30.0) -> TestResult:  # noqa: ASYNC109
         """``run`` for code already inside an event loop."""
-        if self._app is None and not self._inputs and not self._intermediate:
-            raise ValueError(
-                "TestRunner needs at least one input: call add_input() or add_intermediate()"
-            )
         resolved, app = self._resolved()
         self._planned = None  # a second run describes the application again
         names = self._place_app_streams(resolved)
@@ -355,6 +351,10 @@ class TestRunner:
 
     def _plan(self) -> tuple[ResolvedConfig, Application | None]:
         if self._app is None:
+            if not self._inputs and not self._intermediate:  # before resolve's own error
+                raise ValueError(
+                    "TestRunner needs at least one input: call add_input() or add_intermediate()"
+                )
             return resolve(Config({**self._resolve_config(), **ONE_CONTAINER})), None
         base: dict[str, Any] = {
             "job.name": "test-job",

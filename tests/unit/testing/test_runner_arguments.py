@@ -71,3 +71,9 @@ def test_a_config_moving_the_memory_system_to_another_namespace_is_refused() -> 
     runner = TestRunner(Echo, {"systems.memory.namespace": "elsewhere"}).add_input("in", ["a"])
     with pytest.raises(ValueError, match=r"systems\.memory\.namespace .* namespace="):
         runner.run(timeout=10)
+
+
+def test_a_runner_without_inputs_says_which_call_is_missing() -> None:
+    runner = TestRunner(Echo).add_output("out")
+    with pytest.raises(ValueError, match=r"needs at least one input: call add_input\(\)"):
+        runner.run(timeout=10)
