@@ -6,9 +6,20 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from samzapy.cli.logging import configure_logging
 from samzapy.cli.main import main
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_the_suite_has_it() -> Iterator[None]:
+    """``validate`` logs at warning to stderr: the later tests' info events come back after."""
+    yield
+    configure_logging("json", "info")
 
 
 def _caller_handler(signum: int, frame: object) -> None:
