@@ -92,6 +92,8 @@ def test_a_file_job_moved_while_it_runs_stops_at_its_next_commit_and_the_move_st
     assert proc.returncode == 1, out + err
     (failed,) = [e for e in events(out) if e["event"] == "job_failed"]
     assert f"was written under epoch {move.epoch}, after this container took" in failed["error"]
+    # Not fenced by an owner (deploy.md): the job fails, no container_fenced.
+    assert "container_fenced" not in [e["event"] for e in events(out)]
     assert read_checkpoint(tmp_path) == move
 
 
