@@ -141,6 +141,15 @@ class PartitionControl:
         return state
 
 
+def _by_stream(
+    ssps: Iterable[SystemStreamPartition],
+) -> dict[SystemStream, frozenset[SystemStreamPartition]]:
+    by_stream: dict[SystemStream, set[SystemStreamPartition]] = {}
+    for ssp in ssps:
+        by_stream.setdefault(ssp.system_stream, set()).add(ssp)
+    return {ss: frozenset(group) for ss, group in by_stream.items()}
+
+
 class TaskControl:
     """The control-message state of one task.
 
@@ -158,6 +167,11 @@ class TaskControl:
     ) -> None:
         self.partitions = {ssp: PartitionControl() for ssp in carrying}
         self.outputs = {ss: frozenset(ssps) for ss, ssps in (outputs or {}).items()}
+        #: The carrying partitions by stream, and with them the outputs' upstream ones (both
+        #: fixed): the streams ``advance_stream_idleness`` and ``advance_stream_watermarks``
+        #: report on.
+        self._input_streams = _by_stream(self.partitions)
+        self._streams = _by_stream(chain(self.partitions, *self.outputs.values()))
         #: Every input partition known to have ended (framed or not).
         self.ended: set[SystemStreamPartition] = set()
         #: The last watermark given to the task, and the last sent to each output.
@@ -250,11 +264,8 @@ class TaskControl:
         once all of them ended. A stream upstream of an output that carries none gets
         ``END_WATERMARK`` too once its partitions ended: given at the barrier before the
         output's end-of-stream is sent, so what the task sends then goes before it."""
-        by_stream: dict[SystemStream, set[SystemStreamPartition]] = {}
-        for ssp in chain(self.partitions, *self.outputs.values()):
-            by_stream.setdefault(ssp.system_stream, set()).add(ssp)
         moved: dict[SystemStream, int] = {}
-        for ss, ssps in by_stream.items():
+        for ss, ssps in self._streams.items():
             if all(ssp in self.ended for ssp in ssps):
                 low: int | None = END_WATERMARK
             else:
@@ -270,11 +281,8 @@ class TaskControl:
         idle now (remembered as given). A stream's watermark is then the highest of its idle
         partitions', which must not hold back what reads it beside streams that are not idle
         (Flink's idle status, across streams as across partitions)."""
-        by_stream: dict[SystemStream, set[SystemStreamPartition]] = {}
-        for ssp in self.partitions:
-            by_stream.setdefault(ssp.system_stream, set()).add(ssp)
         changed: dict[SystemStream, bool] = {}
-        for ss, ssps in by_stream.items():
+        for ss, ssps in self._input_streams.items():
             idle = self._all_idle(ssps)
             if idle != (ss in self.idle_streams):
                 changed[ss] = idle
