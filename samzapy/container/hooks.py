@@ -1,6 +1,8 @@
 """Calling a task's methods other than process: init, window, on_watermark, on_end_of_stream
 and close. Each failure becomes a TaskError naming the task, with the task's exception as its
-cause; a pooled sync task's barrier hooks run on the thread pool, like its process calls."""
+cause: a BaseException the hook raises too (a CancelledError of its own, SystemExit), as from
+``process``; only the caller's own cancellation (a stop) passes through. A pooled sync task's
+barrier hooks run on the thread pool, like its process calls."""
 
 from __future__ import annotations
 
@@ -36,7 +38,9 @@ class TaskHooks:
             if inspect.isawaitable(result):
                 await result
             self._after_call()
-        except Exception as exc:
+        except BaseException as exc:  # the task's own: CancelledError, SystemExit too
+            if _cancelled_here(exc):
+                raise
             raise self._failed(what, exc) from _cause(exc)
 
     async def call_at_barrier(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
@@ -51,10 +55,12 @@ class TaskHooks:
             if inspect.isawaitable(result):
                 await result
             self._after_call()
-        except Exception as exc:
+        except BaseException as exc:
+            if _cancelled_here(exc):
+                raise
             raise self._failed(what, exc) from _cause(exc)
 
-    def _failed(self, what: str, exc: Exception) -> TaskError:
+    def _failed(self, what: str, exc: BaseException) -> TaskError:
         if isinstance(exc, OperatorError):  # an application's function: name its operator
             error = TaskError(
                 f"{what}() of task {self._name!r} failed: {exc}",
@@ -65,7 +71,13 @@ class TaskHooks:
         return TaskError(f"{what}() of task {self._name!r} failed: {exc!r}", task_name=self._name)
 
 
-def _cause(exc: Exception) -> BaseException:
+def _cancelled_here(exc: BaseException) -> bool:
+    """Whether ``exc`` is the caller's own cancellation (a stop), not the task's error."""
+    task = asyncio.current_task()
+    return isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling() > 0
+
+
+def _cause(exc: BaseException) -> BaseException:
     """The user's own exception: an operator's function's, not the OperatorError around it."""
     if isinstance(exc, OperatorError) and exc.__cause__ is not None:
         return exc.__cause__
