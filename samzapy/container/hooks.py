@@ -2,7 +2,8 @@
 and close. Each failure becomes a TaskError naming the task, with the task's exception as its
 cause: a BaseException the hook raises too (a CancelledError of its own, SystemExit), as from
 ``process``; only the caller's own cancellation (a stop) passes through. A pooled sync task's
-barrier hooks run on the thread pool, like its process calls."""
+barrier hooks run on the thread pool, like its process calls, unless they are coroutine
+functions."""
 
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ class TaskHooks:
 
     async def call_at_barrier(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
         """A hook run at a barrier (window, on_watermark): on the thread pool when the task's
-        process calls run there, else as ``call``."""
-        if self._executor is None:
+        process calls run there, else (and for a coroutine function) as ``call``."""
+        if self._executor is None or inspect.iscoroutinefunction(fn):
             await self.call(what, fn, *args)
             return
         loop = asyncio.get_running_loop()
