@@ -14,7 +14,8 @@ Start-up (Samza's container steps, in order):
 
 Shutdown, after the run loop returns: close the tasks, commit every task, close the stores
 marked clean, stop the systems. After a failure (or once the container gave its tasks up)
-nothing is committed or written any more: the tasks are closed (errors logged), what the
+nothing is committed or written any more: the tasks are closed (errors logged) once their
+calls left on the thread pool returned (for up to ``task.shutdown.ms``), what the
 producers still hold is dropped, the systems stop within a bound (``shutdown.py``), and the
 failure is raised.
 """
@@ -226,7 +227,8 @@ class SamzaContainer:
             await stop_cleanly(self.tasks)
         except BaseException:
             self._failed = True  # its lease given up: nothing more is written
-            await close_after_failure(self.tasks)
+            wait_s = self.config.task.shutdown_ms / 1000  # for calls left on the thread pool
+            await close_after_failure(self.tasks, clock=self.clock, wait_s=wait_s)
             raise
         finally:
             await self._stop_systems()

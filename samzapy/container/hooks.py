@@ -20,7 +20,7 @@ from samzapy.api.system import TaskName
 class TaskHooks:
     """Runs one task's hooks; ``after_call`` runs after each (closing store iterators)."""
 
-    __slots__ = ("_after_call", "_executor", "_name")
+    __slots__ = ("_after_call", "_executor", "_name", "pooled")
 
     def __init__(
         self,
@@ -31,6 +31,8 @@ class TaskHooks:
         self._name = name
         self._executor = executor
         self._after_call = after_call
+        #: The last hook handed to the thread pool (a cancelled barrier leaves it running).
+        self.pooled: concurrent.futures.Future[Any] | None = None
 
     async def call(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
         """Call ``fn`` on the loop thread, awaiting what it returns if it is awaitable."""
@@ -50,9 +52,9 @@ class TaskHooks:
         if self._executor is None or inspect.iscoroutinefunction(fn):
             await self.call(what, fn, *args)
             return
-        loop = asyncio.get_running_loop()
         try:
-            result = await loop.run_in_executor(self._executor, fn, *args)
+            call = self.pooled = self._executor.submit(fn, *args)
+            result = await asyncio.wrap_future(call)
             if inspect.isawaitable(result):
                 await result
             self._after_call()

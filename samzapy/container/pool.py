@@ -2,7 +2,8 @@
 stop leaves running on it.
 
 A call on the pool cannot be cancelled: one that a stop or a release gives up at
-``task.shutdown.ms`` runs on in its thread while its task is closed and committed. What a
+``task.shutdown.ms`` runs on in its thread while its task is closed and committed (after a
+failure too, the container waits as long for it before it closes the tasks). What a
 pool thread sends through a task's collector is that task's call's (a task makes one call at
 a time, and each has its own collector): once the task is closed, the loop drops it
 (``task_collector.py``).

@@ -18,6 +18,7 @@ import structlog
 
 from samzapy.api.errors import SamzapyError
 from samzapy.container.checkpoints import ContainerCheckpoints
+from samzapy.container.clock import Clock, LoopClock
 from samzapy.container.systems import Systems
 from samzapy.container.task_instance import TaskInstance
 
@@ -36,15 +37,44 @@ async def stop_cleanly(tasks: Sequence[TaskInstance]) -> None:
         await task.close_stores(clean=True)
 
 
-async def close_after_failure(tasks: Sequence[TaskInstance]) -> None:
+async def close_after_failure(
+    tasks: Sequence[TaskInstance], *, clock: Clock | None = None, wait_s: float = 0.0
+) -> None:
     """Close ``tasks`` after a failure, committing nothing (a close that fails is logged),
-    their stores not marked clean."""
+    their stores not marked clean. Their calls still running on the thread pool (which
+    cannot be cancelled) first have up to ``wait_s`` on ``clock`` to return, so that a
+    ``close`` does not overlap one (as Samza's container awaits its task thread pool before
+    closing the tasks); past that they are given up (``shutdown_timed_out``), as at a stop."""
+    await _settle(tasks, clock or LoopClock(), wait_s)
     for task in tasks:
         try:
             await task.close()
         except SamzapyError as exc:
             log.warning("task_close_failed", task=task.name, error=str(exc))
         await task.close_stores(clean=False)
+
+
+async def _settle(tasks: Sequence[TaskInstance], clock: Clock, wait_s: float) -> None:
+    """Wait up to ``wait_s`` for the tasks' calls running on the thread pool."""
+    calls = {task.name: pooled for task in tasks if (pooled := task.pooled())}
+    if not calls:
+        return
+    waiting = [asyncio.wrap_future(call) for pooled in calls.values() for call in pooled]
+    all_done = asyncio.ensure_future(asyncio.wait(waiting))
+    deadline = asyncio.ensure_future(clock.sleep_until(clock.now() + wait_s))
+    await asyncio.wait([all_done, deadline], return_when=asyncio.FIRST_COMPLETED)
+    for future in (all_done, deadline, *waiting):
+        future.cancel()  # a call that returns later finds its loop's side gone
+    left = {name: n for name, pooled in calls.items() if (n := sum(not c.done() for c in pooled))}
+    if left:
+        log.warning(
+            "shutdown_timed_out",
+            shutdown_ms=int(wait_s * 1000),
+            tasks=sorted(str(name) for name in left),
+            in_flight=sum(left.values()),
+            reason="a call on the thread pool outlasted task.shutdown.ms after the failure: "
+            "its task is closed while it runs",
+        )
 
 
 async def stop_parts(

@@ -47,15 +47,17 @@ TURN_NS = 1_000_000
 class SlotState:
     """What a task's slots and its barriers share: what is due (bits; nonzero sends the
     slots to the barrier), calls in flight, messages processed, and the wake-up of slots
-    waiting for input or for a barrier to end."""
+    waiting for input or for a barrier to end, and the last call a pooled sync task handed to
+    the thread pool (once its slot is cancelled, it may still run: ``TaskInstance.pooled``)."""
 
-    __slots__ = ("due", "inflight", "processed", "waiter")
+    __slots__ = ("due", "inflight", "pooled", "processed", "waiter")
 
     def __init__(self, due: int = 0) -> None:
         self.due = due
         self.inflight = 0
         self.processed = 0
         self.waiter: asyncio.Future[None] | None = None
+        self.pooled: concurrent.futures.Future[Any] | None = None
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -290,7 +292,6 @@ def _cancelled_here(exc: BaseException) -> bool:
 
 async def pool_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
     """A sync task on the thread pool: one call at a time for this task."""
-    loop = asyncio.get_running_loop()
     state = ctx.state
     collector, coordinator = ctx.collector, ctx.coordinator
     backpressure = ctx.backpressure
@@ -319,7 +320,10 @@ async def pool_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
         t0 = clock()
         ctx.current.env = env
         try:
-            result = await loop.run_in_executor(ctx.executor, process, env, collector, coordinator)
+            # The call itself, not run_in_executor's wrapper: a cancelled slot leaves it running.
+            assert ctx.executor is not None
+            call = state.pooled = ctx.executor.submit(process, env, collector, coordinator)
+            result = await asyncio.wrap_future(call)
             if result is not None:
                 _returned(result)
         except BaseException as exc:

@@ -220,6 +220,10 @@ class TaskInstance:
             return env.system_stream_partition, env.offset
         return self._inputs.head()
 
+    def pooled(self) -> list[concurrent.futures.Future[Any]]:
+        """Its calls still running on the thread pool (a stop or a failure gave them up)."""
+        return [c for c in (self._state.pooled, self._hooks.pooled) if c and not c.done()]
+
     def oldest_in_flight(self) -> tuple[float, SystemStreamPartition, str] | None:
         """When the longest-running call started, and its partition and offset."""
         return oldest_in_flight(self._trackers)
@@ -354,8 +358,9 @@ class TaskInstance:
             self._hooks.call_at_barrier,
             self._collector,
             self._coordinator,
-            lambda stream, timestamp, idle: self._broadcast(
-                stream, WatermarkMessage(str(self.name), self._task_count, timestamp, idle)
+            lambda stream, timestamp, idle: self._router.broadcast_control(
+                stream,
+                encode_control(WatermarkMessage(str(self.name), self._task_count, timestamp, idle)),
             ),
         )
 
@@ -366,11 +371,6 @@ class TaskInstance:
             ended = encode_control(EndOfStreamMessage(str(self.name), self._task_count))
             self._router.broadcast_control(stream, ended, ended_by=self.name)
             log.info("end_of_stream_sent", task=self.name, stream=str(stream))
-
-    def _broadcast(
-        self, stream: SystemStream, message: WatermarkMessage | EndOfStreamMessage
-    ) -> None:
-        self._router.broadcast_control(stream, encode_control(message))
 
     # -- barriers -------------------------------------------------------------------------------
 
