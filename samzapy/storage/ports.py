@@ -17,7 +17,8 @@ What an engine promises (each bullet is checked through ``tests/contract/test_st
   store and the task; a directory another store or process holds open, a StoreLockedError.
 - An engine with ``snapshots`` writes, with ``snapshot``, a copy of every entry so far that
   later writes leave untouched, and ``restore_snapshot`` replaces its entries with a
-  snapshot's, leaving the snapshot as it was (so it can be restored again).
+  snapshot's, leaving the snapshot as it was (so it can be restored again); a snapshot it
+  cannot restore (damaged) is a StoreError that leaves the engine open with its entries.
 
 Engines are synchronous and used from the event loop's thread only: a store belongs to one task,
 and a task's callbacks never run at the same time as each other on the loop. One exception: a
@@ -106,7 +107,8 @@ class StorageEngine(ABC):
 
     def restore_snapshot(self, directory: Path) -> None:
         """Replaces every entry with those of the snapshot in ``directory``, which is left as
-        it was; the engine stays open."""
+        it was; the engine stays open. StoreError when the snapshot cannot be restored: the
+        entries are then as they were."""
         raise StoreError(f"{self.description} cannot restore snapshots")
 
 

@@ -12,7 +12,9 @@ one) rebuilds a deleted directory, so deleting the directory is the remedy for c
 
 Snapshots are RocksDB checkpoints: the memtable is written out, and the snapshot's directory
 holds hard links to the store's table files (immutable, so shared at no cost) and copies of
-the small files that describe them. Restoring one links the table files back the same way.
+the small files that describe them. Restoring one links the table files back the same way,
+into a directory beside the store's that replaces it only once it opens: a damaged snapshot
+leaves the store as it was.
 
 Every rocksdict exception is translated here; nothing outside ``samzapy.storage.rocksdb`` sees
 one (import-linter keeps ``rocksdict`` imports in this package).
@@ -195,17 +197,39 @@ class RocksDBStorageEngine(StorageEngine):
             self._failed(f"snapshot to {str(directory)!r}", exc)
 
     def restore_snapshot(self, directory: Path) -> None:
+        """The snapshot is linked into a directory beside the store's and swapped in; if it
+        cannot be linked or does not open (a damaged snapshot), the store's own directory is
+        put back and reopened, entries untouched, before the StoreError is raised."""
+        live = self.directory
+        staged = live.with_name(live.name + ".restoring")
+        replaced = live.with_name(live.name + ".replaced")
+        failure = f"{self.description}: restoring the snapshot {str(directory)!r} failed"
         self.close()
         try:
-            shutil.rmtree(self.directory, ignore_errors=True)
-            self.directory.mkdir(parents=True)
+            # Left by a run killed in the middle of a restore, if any.
+            for leftover in (staged, replaced):
+                shutil.rmtree(leftover, ignore_errors=True)
+            staged.mkdir(parents=True)
             for source in Path(directory).iterdir():
-                _link_or_copy(source, self.directory / source.name)
+                _link_or_copy(source, staged / source.name)
+            live.rename(replaced)
+            staged.rename(live)
         except OSError as exc:
-            raise StoreError(
-                f"{self.description}: restoring the snapshot {str(directory)!r} into "
-                f"{str(self.directory)!r} failed: {exc}"
-            ) from exc
+            shutil.rmtree(staged, ignore_errors=True)
+            if replaced.exists() and not live.exists():
+                replaced.rename(live)
+            self._reopen()
+            raise StoreError(f"{failure}: {exc}") from exc
+        try:
+            self._reopen()
+        except StoreError as exc:
+            shutil.rmtree(live, ignore_errors=True)
+            replaced.rename(live)
+            self._reopen()
+            raise StoreError(f"{failure}: {exc}") from exc
+        shutil.rmtree(replaced, ignore_errors=True)
+
+    def _reopen(self) -> None:
         self._db = self._open()
         self._closed = False
 

@@ -203,3 +203,36 @@ def test_range_bounds_survive_garbage_collection(tmp_path: Path) -> None:
             b"key-%06d" % i for i in range(start, min(start + 5, 20_000))
         ]
     engine.close()
+
+
+def test_a_snapshot_that_does_not_open_leaves_the_store_as_it_was(tmp_path: Path) -> None:
+    """Restoring a corrupt snapshot fails naming it, and the store keeps its entries and stays
+    open (the local copy may be all a store without changelog has)."""
+    engine = open_engine(tmp_path / "counts" / "Partition_2")
+    engine.put(b"a", b"1")
+    snapshot = tmp_path / "snapshot"
+    engine.snapshot(snapshot)
+    engine.put(b"b", b"2")
+    [manifest] = snapshot.glob("MANIFEST-*")
+    manifest.write_bytes(b"garbage")
+    with pytest.raises(StoreError, match=rf"^{WHO}: restoring the snapshot .*snapshot"):
+        engine.restore_snapshot(snapshot)
+    assert list(engine.iterate(None, None)) == [(b"a", b"1"), (b"b", b"2")]
+    engine.put(b"c", b"3")
+    engine.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["counts", "snapshot"]
+    assert [p.name for p in (tmp_path / "counts").iterdir()] == ["Partition_2"]
+    again = open_engine(tmp_path / "counts" / "Partition_2")
+    assert [k for k, _ in again.iterate(None, None)] == [b"a", b"b", b"c"]
+    again.close()
+
+
+def test_restoring_a_snapshot_replaces_every_entry(tmp_path: Path) -> None:
+    engine = open_engine(tmp_path / "counts" / "Partition_2")
+    engine.put(b"a", b"1")
+    engine.snapshot(tmp_path / "snapshot")
+    engine.put(b"b", b"2")
+    engine.restore_snapshot(tmp_path / "snapshot")
+    assert list(engine.iterate(None, None)) == [(b"a", b"1")]
+    engine.close()
+    assert [p.name for p in (tmp_path / "counts").iterdir()] == ["Partition_2"]

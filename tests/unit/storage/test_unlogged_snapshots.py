@@ -310,3 +310,31 @@ def test_a_checkpoint_naming_the_empty_snapshot_empties_the_store(
     count(again, range(10))
     assert commit(again) != {"counts": EMPTY}  # the next commit names a snapshot of its own
     again.close({})
+
+
+def test_a_snapshot_that_does_not_open_keeps_the_store_as_it_was_and_warns(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint's snapshot that this host has but that RocksDB cannot open (a damaged
+    disk): the store is kept as the crash left it, as when the snapshot is missing, rather
+    than replaced by the damaged copy (which failed every later start)."""
+    stores = started(tmp_path, None, **SMALL_BUFFER)
+    count(stores, range(10))
+    checkpoint = commit(stores)
+    count(stores, range(10))
+    at_crash = contents(stores)
+    crash(stores)
+    root = tmp_path / "state" / "counts" / "Partition_0.snapshots" / checkpoint["counts"]
+    [manifest] = root.glob("MANIFEST-*")
+    manifest.write_bytes(b"garbage")
+
+    with capture_logs() as logs:
+        again = started(tmp_path, checkpoint, **SMALL_BUFFER)
+    assert contents(again) == at_crash
+    [kept] = [e for e in logs if e["event"] == "store_kept_past_checkpoint"]
+    assert kept["reason"].startswith(f"the snapshot {checkpoint['counts']} could not be restored")
+    crash(again)
+    with capture_logs():
+        third = started(tmp_path, checkpoint, **SMALL_BUFFER)  # and the next start too
+    assert contents(third) == at_crash
+    third.close({})
