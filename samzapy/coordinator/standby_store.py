@@ -171,8 +171,9 @@ class StandbyStore:
         for a later checkpoint (at most what the active task wrote since its last one)."""
         if self.engine is None:
             return 0
-        if self.applied is not None and admin.compare_offsets(self.applied, checkpointed) > 0:
-            # The checkpoint went back (samzapy checkpoint set): start over.
+        if self.applied is not None and _went_back(admin, self.applied, checkpointed):
+            # The checkpoint went back (samzapy checkpoint set), or the marker the copy
+            # was opened with is no offset (a damaged file): start over.
             await self.wipe()
             if self.engine is None:
                 return 0
@@ -268,7 +269,7 @@ class StandbyStore:
             return False
         theirs = read_marker(self.active_directory)
         # A marker naming no changelog offset (the store had no changelog then) is no match.
-        if theirs is not None and not is_local(theirs) and compare(theirs, mine) >= 0:
+        if theirs is not None and not is_local(theirs) and _at_least(compare, theirs, mine):
             return False
         if self.active_directory.exists():
             # Opened (and closed) first, which takes its lock: a process still holding the
@@ -285,6 +286,23 @@ class StandbyStore:
         shutil.rmtree(self.active_directory, ignore_errors=True)
         self.directory.rename(self.active_directory)
         return True
+
+
+def _went_back(admin: SystemAdmin, applied: str, checkpointed: str) -> bool:
+    """Whether ``applied`` is past ``checkpointed``, or no offset at all."""
+    try:
+        return admin.compare_offsets(applied, checkpointed) > 0
+    except ValueError:
+        return True
+
+
+def _at_least(compare: Callable[[str, str], int], theirs: str, mine: str) -> bool:
+    """Whether the active store's marker ``theirs`` is at least ``mine`` (False when it is
+    no offset: a damaged file is no match)."""
+    try:
+        return compare(theirs, mine) >= 0
+    except ValueError:
+        return False
 
 
 __all__ = ["SUFFIX", "StandbyStore", "standby_directory"]

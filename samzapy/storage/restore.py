@@ -177,7 +177,7 @@ class Restore:
         # 1. Keep the local store only if a clean close left it at or before the checkpoint;
         # else start from the checkpoint's snapshot, or from nothing.
         start: str | None = None
-        kept = keeps_local(store.engine, admin, store.clean_offset, checkpointed)
+        kept = self._keeps_local(name, store, admin, checkpointed)
         opened = None
         if kept:
             start = store.clean_offset
@@ -235,6 +235,26 @@ class Restore:
             dropped_after_checkpoint=dropped,
             keys_rewritten=rewritten,
         )
+
+    def _keeps_local(
+        self, name: str, store: LocalStore, admin: SystemAdmin, checkpointed: str | None
+    ) -> bool:
+        """Step 1's test; a clean marker that is no offset of the changelog's system (a
+        damaged file) counts as none: the store is not trusted, and says so."""
+        assert store.engine is not None and store.changelog is not None
+        try:
+            return keeps_local(store.engine, admin, store.clean_offset, checkpointed)
+        except ValueError as exc:
+            log.warning(
+                "store_marker_unusable",
+                task=self.task_name,
+                store=name,
+                marker=store.clean_offset,
+                reason=f"not an offset of {store.changelog.system!r}: {exc}",
+                consequence="the local store is not trusted: it is restored as after a crash",
+            )
+            store.clean_offset = None
+            return False
 
     def _from_snapshot(
         self, name: str, store: LocalStore, admin: SystemAdmin, snapshot: str, checkpointed: str

@@ -242,6 +242,28 @@ def test_deleted_state_directory_is_restored_from_the_changelog(tmp_path: Path) 
     assert changelog_state(first.broker) == expected(words)
 
 
+def test_a_clean_marker_that_is_no_offset_is_not_trusted(tmp_path: Path) -> None:
+    """A clean-close marker whose text the changelog's system cannot read as an offset (a
+    damaged file) is no marker: the store is rebuilt from its changelog, with a warning,
+    rather than the start failing on a bare ValueError."""
+    words = input_words(100)
+    config = store_config(tmp_path, "rocksdb")
+    first = stopped_at_49(config, words)
+    markers = sorted((tmp_path / "state").rglob("CLEAN_OFFSET"))
+    assert len(markers) == 2
+    for marker in markers:
+        marker.write_text("garbage\n")
+    with capture_logs() as logs:
+        TestRunner(WordCount, config, namespace=first.namespace).add_input("words", words).run()
+    restored = [e for e in logs if e["event"] == "store_restored"]
+    # Not kept: opened from the snapshot the checkpoint names, as after a crash.
+    assert [e["kept_local"] for e in restored] == [False, False]
+    assert all(e["snapshot"] is not None for e in restored)
+    unusable = [e for e in logs if e["event"] == "store_marker_unusable"]
+    assert len(unusable) == 2 and all(e["marker"] == "garbage" for e in unusable)
+    assert changelog_state(first.broker) == expected(words)
+
+
 def test_a_changelog_made_again_behind_the_checkpoint_is_logged_as_state_lost(
     tmp_path: Path,
 ) -> None:

@@ -16,7 +16,7 @@ from samzapy.config import StoreConfig
 from samzapy.coordinator.standby import behind
 from samzapy.coordinator.standby_store import StandbyStore
 from samzapy.storage.ports import StoreLockedError
-from samzapy.storage.restore import read_marker
+from samzapy.storage.restore import CLEAN_MARKER, read_marker
 from samzapy.storage.rocksdb import RocksDBStoreFactory
 from samzapy.system.inmemory.factory import InMemorySystemFactory
 from samzapy.system.ports import SystemAdmin
@@ -197,3 +197,30 @@ def test_a_standby_that_applied_nothing_is_never_reported_caught_up() -> None:
     assert behind(None, None, "0") == 1
     assert behind(None, None, None) == 0  # no checkpoint yet: nothing to reach
     assert behind(None, "5", None) == 0
+
+
+def test_a_copy_whose_marker_is_no_offset_starts_over(tmp_path: Path) -> None:
+    """A damaged clean marker (text that is no changelog offset) is not trusted: the copy is
+    rebuilt from the changelog, rather than every catch-up failing on a ValueError."""
+
+    async def run() -> None:
+        factory, store = _setup(tmp_path)
+        admin = factory.get_admin()
+        await admin.create_stream("counts-changelog", 1)
+        await _write(factory, [(b"a", b"1"), (b"a", b"2")])
+        assert store.open()
+        await store.catch_up(factory, admin, "0", "1")
+        store.close()
+        (store.directory / CLEAN_MARKER).write_text("garbage")
+        assert store.open() and store.applied == "garbage"
+        assert await store.catch_up(factory, admin, "0", "2") == 2
+        assert store.applied == "2"
+        assert store.engine is not None and store.engine.get(b"a") == b"2"
+        store.close()
+        # Promotion over an active store whose marker is damaged moves the copy in.
+        store.active_directory.mkdir(parents=True, exist_ok=True)
+        (store.active_directory / CLEAN_MARKER).write_text("garbage")
+        assert store.move_into_place(admin.compare_offsets)
+        assert read_marker(store.active_directory) == "2"
+
+    asyncio.run(run())
