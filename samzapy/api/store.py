@@ -26,7 +26,7 @@ The contract every store keeps, and that ``tests/contract/test_store_contract.py
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Protocol, Self, TypeVar
 
@@ -81,9 +81,10 @@ class KeyValueStore(Protocol[K, V]):
         error: use ``delete`` to remove an entry."""
         ...
 
-    def put_all(self, entries: Iterable[KV | tuple[K, V]]) -> None:
-        """Stores every ``(key, value)`` of ``entries``, in order (a later entry for the same
-        key wins), as one batch: when one entry is rejected, none is written."""
+    def put_all(self, entries: Iterable[KV | tuple[K, V]] | Mapping[K, V]) -> None:
+        """Stores every ``(key, value)`` of ``entries`` (``KV``s or pairs, or a mapping's
+        items), in order (a later entry for the same key wins), as one batch: when one entry
+        is rejected, none is written."""
         ...
 
     def delete(self, key: K) -> None:

@@ -22,7 +22,7 @@ serde's output is checked to be bytes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, NoReturn, Self, TypeVar
 
@@ -202,10 +202,13 @@ class SerializedKeyValueStore(KeyValueStore[K, V]):
             raise self._value_encode_error(key, value, exc) from exc
         self._engine_put(raw_key, raw_value)
 
-    def put_all(self, entries: Iterable[KV | tuple[K, V]]) -> None:
+    def put_all(self, entries: Iterable[KV | tuple[K, V]] | Mapping[K, V]) -> None:
         batch: list[tuple[bytes, bytes | None]] = []
-        for entry in entries:
+        pairs = entries.items() if isinstance(entries, Mapping) else entries
+        for entry in pairs:
             try:
+                if isinstance(entry, str | bytes):  # "ab" would unpack as key "a", value "b"
+                    raise TypeError
                 key, value = entry
             except (TypeError, ValueError):
                 raise StoreError(

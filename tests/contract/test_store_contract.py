@@ -177,6 +177,19 @@ class TestKeyValueStoreContract:
         store.put_all([])
         assert store.get("a") == 10
 
+    def test_put_all_takes_a_mapping_and_no_string_is_a_pair(
+        self, store: SerializedKeyValueStore[Any, Any]
+    ) -> None:
+        # A dict's items, not its keys: iterating {"ab": 1} gives "ab", which unpacked into
+        # the key "a" with the value "b".
+        store.put_all({"ab": 1, "cd": {"n": 2}})
+        assert dict(store.all()) == {"ab": 1, "cd": {"n": 2}}
+        with pytest.raises(StoreError, match=rf"^{WHO}: put_all expects \(key, value\) entries"):
+            store.put_all(["xy"])  # type: ignore[list-item]
+        with pytest.raises(StoreError, match=rf"^{WHO}: put_all expects \(key, value\) entries"):
+            store.put_all([b"xy"])  # type: ignore[list-item]
+        assert store.get("x") is None
+
     def test_put_all_writes_nothing_when_an_entry_is_rejected(
         self, store: SerializedKeyValueStore[Any, Any]
     ) -> None:
