@@ -21,6 +21,13 @@ from samzapy.system.ports import OffsetBounds, SystemAdmin
 
 log = structlog.get_logger("samzapy.container")
 
+#: A missing changelog's topic config. Compacted, and (Samza's default) no record compacted
+#: away sooner than 4 hours after the write that supersedes it: a crash leaves records after
+#: the checkpoint that the restore writes back over (``storage/restore.py``, step 3), and
+#: until then the records they supersede, from which the checkpoint's state is replayed, must
+#: stay (compacted away, the restore would write the keys back as deleted).
+CHANGELOG_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": str(4 * 3600 * 1000)}
+
 
 async def prepare_streams(
     config: ResolvedConfig, admins: Mapping[str, SystemAdmin]
@@ -168,7 +175,7 @@ async def prepare_changelogs(
                 changelog.stream,
                 task_count,
                 replication_factor=config.stream(changelog).replication_factor,
-                config={"cleanup.policy": "compact"},
+                config=dict(CHANGELOG_CONFIG),
             )
             log.info("stream_created", stream=str(changelog), partitions=task_count, store=name)
         elif found < task_count:
@@ -191,6 +198,7 @@ def declared_outputs(config: ResolvedConfig) -> list[SystemStream]:
 
 
 __all__ = [
+    "CHANGELOG_CONFIG",
     "bootstrap_heads",
     "declared_outputs",
     "partition_counts",
