@@ -16,7 +16,10 @@ nothing; it imports the classes the job names and builds its factories, as a run
    as written, so a misspelt one is reported whatever else is wrong and whatever its value;
 6. once resolved: build each system's factory (all its keys), each metrics reporter (not
    started), registered serde, store factory (and RocksDB options) and the checkpoint
-   manager, and place this container (``job.container.id`` within ``job.container.count``).
+   manager, and place this container (``job.container.id`` within ``job.container.count``);
+7. a job with no problem: warn (``method_never_called``, ``key_without_effect``) of a task
+   class's hook that lacks its interface and of keys that do nothing beside the others
+   (``config/no_effect.py``).
 
 What needs the outside world stays with the run: the brokers, the topics, the metrics port.
 A problem found twice by two steps (a client option by steps 5 and 6) is listed once.
@@ -43,6 +46,7 @@ from samzapy.config.classes import (
     load_task_class,
     split_class_path,
 )
+from samzapy.config.no_effect import keys_without_effect, methods_never_called
 from samzapy.config.schema import NAMESPACES
 from samzapy.config.secrets import secret_values
 
@@ -66,6 +70,8 @@ class JobCheck:
     resolved: ResolvedConfig | None = None
     app: Application | None = None
     task_factory: Callable[[], Any] | None = None
+    #: A task job's class, once loaded.
+    task_class: type | None = None
     errors: list[ConfigError] = field(default_factory=list)
 
     @property
@@ -133,6 +139,8 @@ def check_job(job_yaml: str, overrides: Sequence[str]) -> JobCheck:
         check.errors.extend(_client_options(name, factory, config))
     if resolved is not None:  # 6.
         _built(check, resolved)
+        if not check.errors:
+            _without_effect(raw, resolved, check.task_class)
     return check
 
 
@@ -209,7 +217,7 @@ def _task_class(check: JobCheck, raw: Config) -> None:
     except ConfigError:
         return
     with _collected(check):
-        load_task_class(path)
+        check.task_class = load_task_class(path)
 
 
 def _system_factories(config: Config) -> dict[str, Any]:
@@ -274,6 +282,18 @@ def _built(check: JobCheck, resolved: ResolvedConfig) -> None:
     if coordinator_of(resolved) == STATIC:
         with _collected(check):
             container_index(resolved)
+
+
+def _without_effect(raw: Config, resolved: ResolvedConfig, task_class: type | None) -> None:
+    """7. (a job with no problem): warn of what the job sets that would never be used."""
+    log = structlog.get_logger("samzapy.cli")
+    if task_class is not None:
+        for method, why in methods_never_called(task_class):
+            log.warning(
+                "method_never_called", task_class=task_class.__name__, method=method, reason=why
+            )
+    for key, why in keys_without_effect(raw, resolved.to_dict(), task_class):
+        log.warning("key_without_effect", key=key, reason=why)
 
 
 @contextmanager

@@ -54,6 +54,13 @@ class FailOnClose(ClosableTask, Copy):
         raise RuntimeError("close failed")
 
 
+class CloseWithoutClosable(Copy):
+    """Copies messages; its close, written without ClosableTask among its bases, would fail."""
+
+    def close(self) -> None:
+        raise RuntimeError("close was called")
+
+
 class CountSignals(StreamTask):
     """Copies messages; touches a file once it has processed SAMZAPY_TEST_READY_AFTER."""
 
