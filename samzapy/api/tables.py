@@ -21,7 +21,7 @@ with its own rate limiter, so a job's rate is the limit times its tasks (as in S
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -308,9 +308,11 @@ class ReadWriteTable(Protocol):
 
     async def put_async(self, key: Any, value: Any) -> None: ...
 
-    def put_all(self, entries: Iterable[KV | tuple[Any, Any]]) -> None: ...
+    def put_all(self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]) -> None: ...
 
-    async def put_all_async(self, entries: Iterable[KV | tuple[Any, Any]]) -> None: ...
+    async def put_all_async(
+        self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]
+    ) -> None: ...
 
     def delete(self, key: Any) -> None: ...
 

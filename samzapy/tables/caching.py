@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -38,7 +38,7 @@ from samzapy.api.envelope import KV
 from samzapy.api.tables import CachingTableDescriptor
 from samzapy.tables.bridge import LoopBridge
 from samzapy.tables.cache import LruCache
-from samzapy.tables.local import entry_pair
+from samzapy.tables.local import entries_of, entry_pair
 from samzapy.tables.metrics import TableMetrics
 
 # A read of the table under way: the values it found, by key.
@@ -197,7 +197,9 @@ class CachingTable:
             raise
         self._written(key, value)
 
-    async def put_all_async(self, entries: Iterable[KV | tuple[Any, Any]]) -> None:
+    async def put_all_async(
+        self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]
+    ) -> None:
         if self.sync_anywhere:
             self.put_all(entries)
             return
@@ -234,9 +236,11 @@ class CachingTable:
     async def flush_async(self) -> None:
         await self.table.flush_async()
 
-    def _pairs(self, entries: Iterable[KV | tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    def _pairs(
+        self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]
+    ) -> list[tuple[Any, Any]]:
         pairs: list[tuple[Any, Any]] = []
-        for entry in entries:
+        for entry in entries_of(entries):
             key, value = entry_pair(self.table_id, entry)
             pairs.append((key, value))
             if value is None:
@@ -307,10 +311,10 @@ class CachingTable:
             raise
         self._written(key, value)
 
-    def put_all(self, entries: Iterable[KV | tuple[Any, Any]]) -> None:
+    def put_all(self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]) -> None:
         if not self.sync_anywhere:
-            entries = list(entries)
-            self._bridge.run("put_all", lambda: self.put_all_async(entries))
+            listed = list(entries_of(entries))
+            self._bridge.run("put_all", lambda: self.put_all_async(listed))
             return
         pairs = self._pairs(entries)
         try:

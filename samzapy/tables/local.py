@@ -18,7 +18,7 @@ are. Reads, writes and deletions are counted per key in ``metrics``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from samzapy.api.envelope import KV
@@ -27,10 +27,18 @@ from samzapy.api.store import KeyValueStore
 from samzapy.tables.metrics import TableMetrics
 
 
+def entries_of(entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]) -> Iterable[Any]:
+    """A ``put_all``'s entries: a mapping's items (iterating a dict gives its keys, and a key
+    "ab" would unpack as key "a", value "b"), else the entries as given."""
+    return entries.items() if isinstance(entries, Mapping) else entries
+
+
 def entry_pair(table_id: str, entry: Any) -> tuple[Any, Any]:
     """``entry`` of a ``put_all`` as ``(key, value)``; a TableError naming the table if it
-    is not a pair."""
+    is not a pair (a string of two characters is none)."""
     try:
+        if isinstance(entry, str | bytes):
+            raise TypeError
         key, value = entry
     except (TypeError, ValueError):
         raise TableError(
@@ -91,11 +99,11 @@ class LocalTable:
         self.metrics.puts += 1
         self.store.put(key, value)
 
-    def put_all(self, entries: Iterable[KV | tuple[Any, Any]]) -> None:
+    def put_all(self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]) -> None:
         # Runs of values and runs of deletions, in order (step 1 of the module docstring).
         run: list[Any] = []
         deleting = False
-        for entry in entries:
+        for entry in entries_of(entries):
             key, value = entry_pair(self.table_id, entry)
             if (value is None) != deleting and run:
                 self._apply(run, deleting)
@@ -127,7 +135,9 @@ class LocalTable:
     async def put_async(self, key: Any, value: Any) -> None:
         self.put(key, value)
 
-    async def put_all_async(self, entries: Iterable[KV | tuple[Any, Any]]) -> None:
+    async def put_all_async(
+        self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]
+    ) -> None:
         self.put_all(entries)
 
     async def delete_async(self, key: Any) -> None:
@@ -143,4 +153,4 @@ class LocalTable:
         return f"LocalTable({self.table_id!r})"
 
 
-__all__ = ["LocalTable", "entry_pair"]
+__all__ = ["LocalTable", "entries_of", "entry_pair"]

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from samzapy.api.envelope import KV
@@ -44,7 +44,7 @@ from samzapy.api.retry import TableRetryPolicy
 from samzapy.api.tables import RemoteTableDescriptor
 from samzapy.tables.batch import WriteBatcher
 from samzapy.tables.bridge import LoopBridge
-from samzapy.tables.local import entry_pair
+from samzapy.tables.local import entries_of, entry_pair
 from samzapy.tables.metrics import TableMetrics
 from samzapy.tables.rate_limit import TokenBucket
 
@@ -176,8 +176,10 @@ class RemoteTable:
         else:
             await self._call("put", key, 1, write_fn.put_async, key, value)
 
-    async def put_all_async(self, entries: Iterable[KV | tuple[Any, Any]]) -> None:
-        pairs = [entry_pair(self.table_id, entry) for entry in entries]
+    async def put_all_async(
+        self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]
+    ) -> None:
+        pairs = [entry_pair(self.table_id, entry) for entry in entries_of(entries)]
         if not pairs:
             return
         self._writable("put_all", [key for key, _ in pairs])
@@ -313,9 +315,9 @@ class RemoteTable:
     def put(self, key: Any, value: Any) -> None:
         self._blocking("put", lambda: self.put_async(key, value))
 
-    def put_all(self, entries: Iterable[KV | tuple[Any, Any]]) -> None:
-        entries = list(entries)
-        self._blocking("put_all", lambda: self.put_all_async(entries))
+    def put_all(self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]) -> None:
+        listed = list(entries_of(entries))
+        self._blocking("put_all", lambda: self.put_all_async(listed))
 
     def delete(self, key: Any) -> None:
         self._blocking("delete", lambda: self.delete_async(key))

@@ -306,3 +306,19 @@ async def test_over_a_remote_table_plain_methods_refuse_on_the_loop_and_work_off
     assert service.count("get") == 1
     await table.close()
     assert service.closes == 1
+
+
+async def test_put_all_of_a_mapping_writes_its_items_through_the_cache() -> None:
+    service = BulkService()
+    table = caching(service)
+    await table.put_all_async({"ab": 1, "cd": 2})
+    assert service.data == {"ab": 1, "cd": 2}
+    assert await table.get_async("ab") == 1 and service.count("get") == 0
+
+
+def test_put_all_of_a_mapping_on_a_cached_local_table() -> None:
+    local = LocalTable("profiles", memory_store())
+    descriptor = CachingTableDescriptor("cached", RemoteTableDescriptor("unused"))
+    table = CachingTable(descriptor.with_cache_size(10), local, clock=FakeClock())
+    table.put_all({"ab": 1, "cd": 2})
+    assert local.get_all(["ab", "cd", "a", "c"]) == {"ab": 1, "cd": 2}

@@ -109,3 +109,18 @@ def test_metrics_count_per_key() -> None:
     table.delete_all(["a", "b"])
     m = table.metrics
     assert (m.puts, m.gets, m.deletes) == (2, 4, 3)
+
+
+def test_put_all_of_a_mapping_writes_its_items() -> None:
+    """A dict's iteration gives its keys: "ab" would unpack as key "a", value "b"."""
+    table, _ = make()
+    table.put_all({"ab": 1, "cd": None, "ef": 3})
+    assert table.get_all(["ab", "cd", "ef", "a", "c"]) == {"ab": 1, "ef": 3}
+
+
+@pytest.mark.parametrize("entry", ["ab", b"ab"])
+def test_a_string_is_no_entry_even_of_two_characters(entry: Any) -> None:
+    table, store = make()
+    with pytest.raises(TableError, match="put_all expects"):
+        table.put_all([entry])
+    assert store.get("a") is None

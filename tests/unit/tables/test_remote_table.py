@@ -329,3 +329,12 @@ async def test_metrics_are_published_under_the_table_id() -> None:
         "profiles-rate-limit-waits",
         "profiles-rate-limit-wait-seconds",
     } <= set(values)
+
+
+async def test_put_all_of_a_mapping_writes_its_items_sync_and_async() -> None:
+    service = BulkService()
+    table = remote(service)
+    await table.open(None)
+    await table.put_all_async({"ab": 1, "cd": 2})
+    await asyncio.to_thread(table.put_all, {"ef": 3})
+    assert service.data == {"ab": 1, "cd": 2, "ef": 3}
