@@ -33,7 +33,7 @@ from samzapy.config.schema import SAMZA_SYSTEM_FACTORIES, to_int
 from samzapy.operators.claims import check_claims
 from samzapy.operators.plan_document import AppPlan, OperatorPlan, StreamPlan, TablePlan
 from samzapy.operators.table_plan import event_time_joins, is_asynchronous, table_keys
-from samzapy.operators.window_plan import WINDOW_TICK_MS, window_keys
+from samzapy.operators.window_plan import WINDOW_TICK_MS, tick_needed, window_keys
 
 #: Systems whose streams can carry an intermediate stream (written and read back framed).
 INTERMEDIATE_FACTORIES = ("kafka", "memory")
@@ -352,7 +352,8 @@ def _state_keys(
     if windows:
         window_keys(graph, keys.set, job, system, config, is_asynchronous(graph))
     table_keys(graph, keys.set, job, system, config)
-    if joins:  # a join sweeps its expired entries at the tick
+    if joins:  # a join sweeps its expired entries at the tick: off, its stores only grow
+        tick_needed(config, [f"the sweep of join {spec.op_id!r}" for spec in joins])
         keys.values.setdefault("task.window.ms", WINDOW_TICK_MS)
 
 

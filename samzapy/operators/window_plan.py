@@ -175,4 +175,11 @@ def check_window(op_id: str, window: Window) -> None:
         )
 
 
-__all__ = ["WINDOW_TICK_MS", "carries", "check_window", "unwatermarked", "window_keys"]
+__all__ = [
+    "WINDOW_TICK_MS",
+    "carries",
+    "check_window",
+    "tick_needed",
+    "unwatermarked",
+    "window_keys",
+]

@@ -144,6 +144,16 @@ def test_a_stream_stream_join_keeps_two_changelogged_stores_and_a_clock() -> Non
     assert p.event_time_joins == frozenset()
 
 
+@pytest.mark.parametrize("off", [-1, 0, "-1"])
+def test_a_job_file_that_turns_off_the_tick_a_join_sweeps_at_is_refused(off: Any) -> None:
+    """docs/tables.md: what expired is deleted from a join's stores by a sweep at each tick.
+    With the tick off (task.window.ms -1 or 0) nothing ever swept them: they kept every key
+    the join had seen, for ever, on an input that does not end."""
+    with pytest.raises(ConfigError, match=rf"task.window.ms is {off}, .*the sweep of join 'pay'"):
+        plan(joined(), {"task.window.ms": off})
+    plan(joined(), {"task.window.ms": 1000})  # any tick will do
+
+
 def test_a_join_runs_in_event_time_only_when_every_input_carries_watermarks() -> None:
     orders = KAFKA.get_input_descriptor("orders", KVSerde("string", "json")).with_watermarks()
     payments = KAFKA.get_input_descriptor("payments", KVSerde("string", "json"))
