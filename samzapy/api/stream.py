@@ -142,6 +142,19 @@ class MessageStream:
         count)."""
         if isinstance(other, Table):
             self._own(other, "join")
+            given = {
+                "key_serde": key_serde,
+                "message_serde": message_serde,
+                "other_message_serde": other_message_serde,
+                "ttl": ttl,
+            }
+            for name, value in given.items():
+                if value is not None:  # a stream-stream join's: ignored, it would mislead
+                    raise ConfigError(
+                        f"join with table {other.table_id!r}: a stream-table join takes no "
+                        f"{name} (got {value!r}): it keeps no state and reads the table as it "
+                        "is; serdes and a ttl are a stream-stream join's"
+                    )
             _needs(
                 join_fn,
                 ("apply", "get_message_key", "get_record_key"),

@@ -254,6 +254,31 @@ def test_table_and_join_mistakes_are_errors_naming_what_is_wrong(build: Any, mes
         plan(app, {"job.default.system": "files", "systems.files.samza.factory": "file"})
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"key_serde": "string"},
+        {"message_serde": KVSerde("string", "json")},
+        {"other_message_serde": "json"},
+        {"ttl": timedelta(minutes=5)},
+    ],
+)
+def test_a_stream_table_join_given_a_stream_joins_serdes_or_ttl_is_refused(
+    extra: dict[str, Any],
+) -> None:
+    """A stream-table join reads the table as it is: it keeps no state and has no ttl, so a
+    serde or ttl given to it (join(table, fn, "string", ..., ttl=...), written as for a
+    stream-stream join) was silently ignored, and a ttl meant to bound what joins did not."""
+    (name,) = extra
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        table = d.get_table(InMemoryTableDescriptor("t", KVSerde("string", "json")))
+        d.get_input_stream(ORDERS).join(table, Join(), **extra).send_to(d.get_output_stream(OUT))
+
+    with pytest.raises(ConfigError, match=rf"stream-table join takes no {name}"):
+        plan(app)
+
+
 def test_a_retry_policy_keeps_an_attempt_limit_given_with_a_delay() -> None:
     policy = TableRetryPolicy().with_stop_after_attempts(3).with_stop_after_delay(timedelta(1))
     assert policy.max_attempts == 3
