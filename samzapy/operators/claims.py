@@ -16,9 +16,11 @@ validate`` and ``samzapy plan``), naming both claimants and the name:
 2. one physical stream (system and name, as the job file and the application together place
    it) claimed twice among the inputs, the outputs, the intermediate streams of
    ``partition_by`` and ``broadcast``, and the changelog of every store (the application's
-   and the job file's). The inputs and outputs among themselves are the planner's own check
-   (an output that is also an input). The configuration's check (``config/changelogs.py``)
-   finds some of these too, by key, for any job; here they are named by what made them.
+   and the job file's). Outputs may share a stream; an input may not be another input (the
+   job would read the stream once, for one of them only); an input that is an output is the
+   planner's own check (a cycle through a stream). The configuration's check
+   (``config/changelogs.py``) finds some of these too, by key, for any job; here they are
+   named by what made them.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def check_claims(
     file's keys; ``merged``: the application's keys with the job file's over them."""
     owners = store_names(graph)
     _check_own_serdes(graph, config)  # 1.
-    claimed: dict[tuple[str, str], tuple[str, bool]] = {}  # 2.
+    claimed: dict[tuple[str, str], tuple[str, str]] = {}  # 2.
     for stream in streams:
         if stream.role == "intermediate":
             kind = "broadcast" if stream.broadcast else "partition_by"
@@ -55,7 +57,7 @@ def check_claims(
         prefix = f"streams.{stream.stream_id}.samza."
         system = merged.get(prefix + "system") or stream.system
         physical = merged.get(prefix + "physical.name") or stream.physical_name
-        _claim(claimed, str(system), str(physical), what, stream.role != "intermediate")
+        _claim(claimed, str(system), str(physical), what, stream.role)
     stores = {k.split(".")[1] for k in merged if k.startswith("stores.") and k.count(".") > 1}
     for store in sorted(stores):
         changelog = merged.get(f"stores.{store}.changelog")
@@ -68,21 +70,26 @@ def check_claims(
             if owner is None
             else f"the changelog of {owner} (store {store!r})"
         )
-        _claim(claimed, system, physical, what, False)
+        _claim(claimed, system, physical, what, "changelog")
 
 
 def _claim(
-    claimed: dict[tuple[str, str], tuple[str, bool]],
+    claimed: dict[tuple[str, str], tuple[str, str]],
     system: str,
     physical: str,
     what: str,
-    io: bool,
+    role: str,
 ) -> None:
-    """``io``: an input or output, which another may share (the planner's cycle check)."""
+    """``role``: input, output, intermediate or changelog; only outputs share a stream."""
     found = claimed.get((system, physical))
     if found is None:
-        claimed[(system, physical)] = (what, io)
-    elif not (io and found[1]):
+        claimed[(system, physical)] = (what, role)
+    elif role == "input" and found[1] == "input":
+        raise ConfigError(
+            f"{found[0]} and {what} are both stream {system}.{physical}: an input is read "
+            "once: describe it once and apply several operators to its MessageStream"
+        )
+    elif not (role == "output" and found[1] == "output"):
         raise ConfigError(
             f"{found[0]} and {what} are both stream {system}.{physical}: one stream cannot be "
             "both; give one of them another id or name"

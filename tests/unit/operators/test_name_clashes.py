@@ -206,6 +206,52 @@ def test_two_parts_that_claim_one_stream_or_store_are_refused_naming_both(
         plan(app, config)
 
 
+def second_input(physical: str | None) -> Any:
+    """Input ``also`` (on stream ``physical`` when given) sent to the output."""
+
+    def build(d: StreamApplicationDescriptor, orders: Any) -> None:
+        also = KAFKA.get_input_descriptor("also", KV_JSON)
+        if physical is not None:
+            also = also.with_physical_name(physical)
+        d.get_input_stream(also).send_to(d.get_output_stream(OUT))
+
+    return build
+
+
+@pytest.mark.parametrize(
+    ("app", "config"),
+    [
+        (window("w", second_input("orders")), {}),
+        (window("w", second_input(None)), {"streams.also.samza.physical.name": "orders"}),
+    ],
+    ids=["by-descriptor", "by-job-file"],
+)
+def test_two_inputs_on_one_stream_are_refused(app: Any, config: dict[str, Any]) -> None:
+    """Two input descriptors of one physical stream became one input of the job (task.inputs
+    named it twice), and its messages reached only one of the two inputs' operators: the
+    other's chain got nothing, without a word."""
+    with pytest.raises(
+        ConfigError,
+        match=r"input stream 'orders' and input stream 'also' are both stream kafka\.orders: "
+        r"an input is read once: describe it once",
+    ):
+        plan(app, config)
+
+
+def test_two_inputs_on_one_stream_in_the_test_runner_are_refused() -> None:
+    also = KAFKA.get_input_descriptor("also", KV_JSON).with_physical_name("orders")
+
+    class Twice(StreamApplication):
+        def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+            out = app_desc.get_output_stream(OUT)
+            app_desc.get_input_stream(ORDERS).send_to(out)
+            app_desc.get_input_stream(also).map(lambda kv: KV(kv.key, "again")).send_to(out)
+
+    runner = TestRunner.of(Twice).add_input_stream(ORDERS, [KV("o1", 1)]).add_output_stream(OUT)
+    with pytest.raises(ConfigError, match=r"are both stream kafka\.orders"):
+        runner.run(timeout=10)
+
+
 def test_the_names_the_planner_makes_are_kept_and_may_sit_side_by_side() -> None:
     """Every name as before, with ids that come close without meeting: a window ``x``, a
     partition_by and a table ``x-changelog``, a broadcast ``changelog``, an output named as a
