@@ -52,7 +52,7 @@ def plan_application(
     graph.frozen = True  # 1.
     _check_graph(graph)
     keys = _Keys()
-    systems: dict[str, SystemDescriptor] = {}
+    systems = _Systems()
     inputs = tuple(
         _stream_plan(spec.settings["descriptor"], "input", keys, systems, config)
         for spec in graph.inputs.values()
@@ -72,7 +72,7 @@ def plan_application(
     intermediates = tuple(names.plan(stream, keys) for stream in graph.intermediates)
     # 3. (the stores' changelogs may put the default system among the systems)
     _state_keys(graph, keys, config, names)
-    for system in systems.values():
+    for system in systems.described:  # each descriptor's keys: two values of one are an error
         keys.update(system.to_config())
     _check_message_serdes(intermediates, {**keys.values, **config})
     # 4.
@@ -189,13 +189,24 @@ def _serdes(serde: Any) -> tuple[Any, Any]:
     return None, serde
 
 
-def _add_system(system: SystemDescriptor, systems: dict[str, SystemDescriptor]) -> None:
+class _Systems(dict[str, SystemDescriptor]):
+    """The application's systems by name (the first descriptor of each), and every
+    descriptor given (several of one name each give their keys)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.described: list[SystemDescriptor] = []
+
+
+def _add_system(system: SystemDescriptor, systems: _Systems) -> None:
     found = systems.setdefault(system.system_name, system)
     if found is not system and found.factory != system.factory:
         raise ConfigError(
             f"system {system.system_name!r} is described twice with different factories "
             f"({found.factory} and {system.factory})"
         )
+    if not any(seen is system for seen in systems.described):
+        systems.described.append(system)
 
 
 def placed(descriptor: StreamDescriptor, config: Mapping[str, Any]) -> tuple[str, str]:
@@ -211,7 +222,7 @@ def _stream_plan(
     descriptor: StreamDescriptor,
     role: str,
     keys: _Keys,
-    systems: dict[str, SystemDescriptor],
+    systems: _Systems,
     config: Mapping[str, Any],
 ) -> StreamPlan:
     _add_system(descriptor.system_descriptor, systems)
@@ -239,7 +250,7 @@ class _IntermediateNames:
         graph: ApplicationGraph,
         config: Mapping[str, Any],
         default: SystemDescriptor | None,
-        systems: dict[str, SystemDescriptor],
+        systems: _Systems,
     ) -> None:
         self.graph = graph
         self.config = config

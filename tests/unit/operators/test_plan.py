@@ -311,6 +311,34 @@ def test_two_outputs_with_one_stream_id_and_different_serdes_are_refused() -> No
         desc.get_output_stream(KAFKA.get_output_descriptor("out", "string"))
 
 
+def test_every_descriptor_of_a_system_gives_its_keys_and_two_values_of_one_are_refused() -> None:
+    """docs/api.md: descriptors that give one key two different values are an error naming
+    the key. Only the first descriptor of a system name counted: a second one's settings (a
+    producer option on the descriptor of the outputs, the default system's address) were
+    dropped without a word."""
+
+    def app(outputs: Any, default: Any = None) -> Any:
+        def describe(d: StreamApplicationDescriptor) -> None:
+            inputs = KafkaSystemDescriptor("kafka").with_bootstrap_servers("broker:9092")
+            views = d.get_input_stream(inputs.get_input_descriptor("views", "json"))
+            views.send_to(d.get_output_stream(outputs.get_output_descriptor("out", "json")))
+            if default is not None:  # where the partition_by's stream lives
+                d.with_default_system(default)
+                by = views.partition_by(lambda v: v["id"], lambda v: v, "json", "by-id")
+                by.sink(lambda m, c, k: None)
+
+        return describe
+
+    gzip = KafkaSystemDescriptor("kafka").with_producer_configs({"compression.type": "gzip"})
+    keys = plan(app(gzip)).config
+    assert keys["systems.kafka.bootstrap.servers"] == "broker:9092"
+    assert keys["systems.kafka.producer.compression.type"] == "gzip"
+    elsewhere = KafkaSystemDescriptor("kafka").with_bootstrap_servers("other:9092")
+    for build in (app(elsewhere), app(KAFKA, default=elsewhere)):
+        with pytest.raises(ConfigError, match=r"give systems\.kafka\.bootstrap\.servers two "):
+            plan(build)
+
+
 def test_describing_after_start_up_is_refused() -> None:
     desc = StreamApplicationDescriptor(JOB)
     lines = desc.get_input_stream(KAFKA.get_input_descriptor("lines"))
