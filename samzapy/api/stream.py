@@ -357,6 +357,18 @@ def add_output(graph: ApplicationGraph, descriptor: OutputDescriptor) -> OutputS
                 f"serdes ({serde_label(found.descriptor.serde)} and "
                 f"{serde_label(descriptor.serde)})"
             )
+        first, then = found.descriptor.to_config(), descriptor.to_config()
+        if first != then:  # else what is sent to the second goes where the first says
+            differ = ", ".join(
+                f"{k}: {first.get(k)!r} and {then.get(k)!r}"
+                for k in sorted({*first, *then})
+                if first.get(k) != then.get(k)
+            )
+            raise ConfigError(
+                f"output stream {descriptor.stream_id!r} is described twice with different "
+                f"settings ({differ}): describe it once and send_to its OutputStream from "
+                "every operator"
+            )
         return found
     output = OutputStream(graph, descriptor)
     graph.outputs[descriptor.stream_id] = output

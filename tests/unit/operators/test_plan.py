@@ -339,6 +339,24 @@ def test_every_descriptor_of_a_system_gives_its_keys_and_two_values_of_one_are_r
             plan(build)
 
 
+@pytest.mark.parametrize(
+    "other",
+    [
+        KAFKA.get_output_descriptor("out", "json").with_physical_name("elsewhere"),
+        KAFKA.get_output_descriptor("out", "json").with_stream_configs({"partitions": 8}),
+        InMemorySystemDescriptor("memory").get_output_descriptor("out", "json"),
+    ],
+    ids=["physical-name", "stream-configs", "system"],
+)
+def test_two_outputs_with_one_stream_id_and_different_settings_are_refused(other: Any) -> None:
+    """The second descriptor of an output's stream id was dropped whole: what was sent to
+    it went to the first one's stream (another topic than the one it named)."""
+    desc = StreamApplicationDescriptor(JOB)
+    desc.get_output_stream(KAFKA.get_output_descriptor("out", "json"))
+    with pytest.raises(ConfigError, match=r"output stream 'out' is described twice with "):
+        desc.get_output_stream(other)
+
+
 def test_describing_after_start_up_is_refused() -> None:
     desc = StreamApplicationDescriptor(JOB)
     lines = desc.get_input_stream(KAFKA.get_input_descriptor("lines"))
