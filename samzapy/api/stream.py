@@ -339,7 +339,9 @@ def add_table(graph: ApplicationGraph, descriptor: TableDescriptor) -> Table:
         if found.descriptor is not descriptor:
             raise ConfigError(
                 f"table id {descriptor.table_id!r} is used by two different descriptors "
-                f"({found.descriptor!r} and {descriptor!r}): table ids must be unique"
+                f"({found.descriptor!r} and {descriptor!r}, two objects even if alike): table "
+                "ids must be unique; call get_table once per table and use the Table it "
+                "returns wherever the table is read or written"
             )
         return found
     table = Table(graph, descriptor)

@@ -613,6 +613,13 @@ def test_join_and_table_mistakes_are_config_errors_at_start_up() -> None:
         ),
         (
             lambda d: (
+                d.get_table(InMemoryTableDescriptor("t", KVSerde("string", "json"))),
+                d.get_table(InMemoryTableDescriptor("t", KVSerde("string", "json"))),
+            ),
+            r"two objects even if alike\): .*call get_table once per table",
+        ),
+        (
+            lambda d: (
                 d.get_input_stream(ORDERS)
                 .join(
                     d.get_input_stream(PAYMENTS),
