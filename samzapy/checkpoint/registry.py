@@ -22,7 +22,10 @@ from samzapy.checkpoint.file import FileCheckpointManager
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.checkpoint.ports import CheckpointManager
 from samzapy.checkpoint.stream import StreamCheckpointManager, checkpoint_stream_name
-from samzapy.checkpoint.transactional import TransactionalCheckpointManager
+from samzapy.checkpoint.transactional import (
+    AtLeastOnceCheckpointManager,
+    TransactionalCheckpointManager,
+)
 from samzapy.config import ResolvedConfig
 from samzapy.config.checkpoints import STREAM_FACTORIES
 from samzapy.config.classes import load_class
@@ -156,9 +159,11 @@ def checkpoint_manager(
                 key=SYSTEM_KEY,
             )
         system_factory = factories[system]
-    if task.exactly_once and system_factory is not None:
+    if system_factory is not None:
         stream = checkpoint_stream_name(config.job.name, config.job.id)
         replication = task.checkpoint_replication_factor
+        if not task.exactly_once:  # it reads the exactly-once stream's newer checkpoints too
+            return AtLeastOnceCheckpointManager(system_factory, stream, replication)
         return TransactionalCheckpointManager(
             system_factory,
             stream,

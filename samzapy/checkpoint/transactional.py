@@ -15,8 +15,14 @@ Starting (``start``):
 2. read each registered task's partition up to its end, keeping the record of the highest
    owner epoch (the container's transactional producer has claimed the task before, so no
    transaction of an earlier owner is left open);
-3. a task without a record there takes its checkpoint from the job's at-least-once stream, if
-   that exists: a job switched to exactly-once resumes where it was.
+3. if the job's at-least-once stream exists, a task whose checkpoint there has a higher owner
+   epoch than the one found here (or that has none here) takes that one: a job switched to
+   exactly-once, or back to it, resumes where it was.
+
+The other way round, ``AtLeastOnceCheckpointManager`` is the at-least-once stream's manager:
+once started, a task whose checkpoint in this stream (if it exists) has a higher owner epoch
+than in its own takes that one, so a job switched back from exactly-once neither starts its
+tasks over nor restores their stores to an old checkpoint.
 
 ``refresh`` (a standby following its active task) reads every task's partition from the
 oldest record, read committed, with a consumer it keeps: it sees each commit once its
@@ -24,6 +30,10 @@ transaction has committed, and never waits on one still open.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+
+import structlog
 
 from samzapy.api.errors import CheckpointError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
@@ -35,6 +45,8 @@ from samzapy.system.reader import read_partition
 
 #: The suffix of the exactly-once stream's name.
 SUFFIX = "-txn"
+
+log = structlog.get_logger("samzapy.checkpoint")
 
 
 def task_partition(task_name: TaskName) -> int:
@@ -83,9 +95,8 @@ class TransactionalCheckpointManager(StreamCheckpointManager):
             for task in self._tasks:
                 ssp = SystemStreamPartition(self.ssp.system, self.stream, task_partition(task))
                 records += await self._read_partition(admin, ssp)
-            missing = [t for t in self._tasks if t not in self._documents]
-            if missing and self.fallback_stream is not None:
-                records += await self._read_fallback(admin, missing)
+            if self.fallback_stream is not None:
+                records += await self._read_fallback(admin)
         except StreamSystemError as exc:
             raise CheckpointError(f"cannot read checkpoint stream {self.stream}: {exc}") from exc
         return records
@@ -126,25 +137,19 @@ class TransactionalCheckpointManager(StreamCheckpointManager):
             records += len(batch)
         return records
 
-    async def _read_fallback(self, admin: SystemAdmin, missing: list[TaskName]) -> int:
-        """Checkpoints of ``missing`` tasks from the at-least-once stream, if it exists."""
+    async def _read_fallback(self, admin: SystemAdmin) -> int:
+        """Step 3: the at-least-once stream's checkpoints of a higher owner epoch."""
         assert self.fallback_stream is not None
         if self.fallback_stream not in await admin.partition_counts([self.fallback_stream]):
             return 0
-        older = StreamCheckpointManager(
+        other = StreamCheckpointManager(
             self.system_factory, self.fallback_stream, read_timeout=self.read_timeout
         )
-        records = 0
-        await older.start()
+        await other.start()
         try:
-            for task in missing:
-                found = await older.read_last(task)
-                if found is not None:
-                    self.committed(task, found)
-                    records += 1
+            return await _take_newer(self, other, self._tasks)
         finally:
-            await older.stop()
-        return records
+            await other.stop()
 
     async def _follow(self) -> SystemConsumer | None:
         admin = self._admin
@@ -187,4 +192,120 @@ class TransactionalCheckpointManager(StreamCheckpointManager):
         self._epochs[task] = checkpoint.epoch or 0
 
 
-__all__ = ["SUFFIX", "TransactionalCheckpointManager", "task_partition"]
+class AtLeastOnceCheckpointManager(StreamCheckpointManager):
+    """The job's at-least-once checkpoint stream, which also takes a task's checkpoint from
+    the exactly-once stream (``stream`` plus ``-txn``, if it exists) when that one's owner
+    epoch is higher: the job ran under exactly-once since (module docstring)."""
+
+    def __init__(
+        self,
+        system_factory: SystemFactory,
+        stream: str,
+        replication_factor: int | None = None,
+        *,
+        read_timeout: float = 60.0,
+    ) -> None:
+        super().__init__(system_factory, stream, replication_factor, read_timeout=read_timeout)
+        self._tasks: list[TaskName] = []
+
+    def register(self, task_name: TaskName) -> None:
+        self._tasks.append(TaskName(task_name))
+
+    async def _start(self) -> int:
+        records = await super()._start()
+        admin = self._admin
+        assert admin is not None
+        stream = self.stream + SUFFIX
+        try:
+            count = (await admin.partition_counts([stream])).get(stream)
+        except StreamSystemError as exc:
+            raise CheckpointError(f"cannot read checkpoint stream {stream}: {exc}") from exc
+        # Only the tasks it can hold (a task named otherwise never ran under exactly-once).
+        tasks = [t for t in self._tasks if _partition_of(t) < (count or 0)]
+        if not tasks:
+            return records
+        other = TransactionalCheckpointManager(
+            self.system_factory, self.stream, count or 0, read_timeout=self.read_timeout
+        )
+        for task in tasks:
+            other.register(task)
+        await other.start()
+        try:
+            return records + await _take_newer(self, other, tasks)
+        finally:
+            await other.stop()
+
+
+def checkpoint_streams(manager: StreamCheckpointManager) -> list[str]:
+    """The streams ``manager`` reads a job's checkpoints from: its own, then the other
+    guarantee's (the exactly-once manager's fallback, the at-least-once manager's ``-txn``)."""
+    if isinstance(manager, TransactionalCheckpointManager):
+        return [manager.stream, *filter(None, [manager.fallback_stream])]
+    if isinstance(manager, AtLeastOnceCheckpointManager):
+        return [manager.stream, manager.stream + SUFFIX]
+    return [manager.stream]
+
+
+def reading_existing(
+    manager: StreamCheckpointManager, existing: Mapping[str, int]
+) -> StreamCheckpointManager | None:
+    """A manager that reads what ``manager`` would and creates no stream, given the streams
+    of ``checkpoint_streams(manager)`` that exist (``existing``, with their partition counts):
+    ``manager`` when its own stream exists, else one over the other guarantee's stream, else
+    None (the job never wrote a checkpoint)."""
+    if manager.stream in existing:
+        return manager
+    other = checkpoint_streams(manager)[1:]
+    if not other or other[0] not in existing:
+        return None
+    if isinstance(manager, TransactionalCheckpointManager):
+        # Exactly-once, before its first commit: the at-least-once checkpoints.
+        return StreamCheckpointManager(manager.system_factory, other[0])
+    # At-least-once, after a run under exactly-once only.
+    return TransactionalCheckpointManager(
+        manager.system_factory, manager.stream, existing[other[0]]
+    )
+
+
+def _partition_of(task_name: TaskName) -> int:
+    """The exactly-once partition of ``task_name``; -1 for a name that has none."""
+    try:
+        return task_partition(task_name)
+    except CheckpointError:
+        return -1
+
+
+async def _take_newer(
+    manager: StreamCheckpointManager, other: StreamCheckpointManager, tasks: list[TaskName]
+) -> int:
+    """Keep in ``manager`` each of ``tasks``' checkpoints in ``other`` whose owner epoch is
+    higher than the one ``manager`` read (or that ``manager`` has none of): how many."""
+    taken = []
+    for task in tasks:
+        found = await other.read_last(task)
+        if found is None:
+            continue
+        mine = await manager.read_last(task)
+        if mine is not None and (found.epoch or 0) <= (mine.epoch or 0):
+            continue
+        manager._keep(task, encode_checkpoint(task, found), found.epoch or 0, str(other.ssp))
+        taken.append(task)
+    if taken:
+        log.info(
+            "checkpoints_taken_from",
+            stream=other.stream,
+            tasks=sorted(str(t) for t in taken),
+            reason="their owner epoch there is the highest: the job ran under the other "
+            "task.processing.guarantee since; they resume where it left them",
+        )
+    return len(taken)
+
+
+__all__ = [
+    "SUFFIX",
+    "AtLeastOnceCheckpointManager",
+    "TransactionalCheckpointManager",
+    "checkpoint_streams",
+    "reading_existing",
+    "task_partition",
+]

@@ -41,7 +41,7 @@ from samzapy.checkpoint.file import FileCheckpointManager
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.checkpoint.registry import checkpoint_manager
 from samzapy.checkpoint.stream import StreamCheckpointManager
-from samzapy.checkpoint.transactional import TransactionalCheckpointManager
+from samzapy.checkpoint.transactional import checkpoint_streams, reading_existing
 from samzapy.cli.checkpoint_plan import (
     FILE,
     FIRST_EPOCH,
@@ -202,18 +202,11 @@ class _Job:
             return {}
         if isinstance(manager, StreamCheckpointManager):
             admin = self.admins[manager.system_factory.system_name]
-            fallback = (
-                manager.fallback_stream
-                if isinstance(manager, TransactionalCheckpointManager)
-                else None
-            )
-            wanted = [manager.stream, *([fallback] if fallback else [])]
-            existing = await admin.partition_counts(wanted)
-            if manager.stream not in existing:
-                if fallback is None or fallback not in existing:
-                    return {}
-                # Exactly-once, before its first commit: the at-least-once checkpoints.
-                manager = StreamCheckpointManager(manager.system_factory, fallback)
+            existing = await admin.partition_counts(checkpoint_streams(manager))
+            reader = reading_existing(manager, existing)
+            if reader is None:
+                return {}
+            manager = reader
         for model in self.models:
             manager.register(model.name)
         await manager.start()

@@ -37,6 +37,7 @@ from test_state_jobs import (  # noqa: E402
     end_offsets,
     has_processed,
     kill_while_working,
+    processed,
     produce_words,
     state_job_file,
     zipf_words,
@@ -351,3 +352,49 @@ def test_a_two_stage_pipeline_killed_in_each_stage_ends_once_with_exact_totals(
             if line.startswith("{") and (event := json.loads(line))["event"] == "duplicates_dropped"
         ]
         assert sum(e["count"] for e in dropped) > 0
+
+
+# -- switching the guarantee ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_job_switched_to_at_least_once_and_back_resumes_where_it_was(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Each guarantee keeps its checkpoints in a stream of its own (docs/configuration.md,
+    "Exactly-once and fencing"): switched either way, the job resumes from the newest of
+    them. Here it starts at the end of its inputs when it finds none, so a job that did not
+    would skip what came while it was stopped, and wipe its store."""
+    rng = random.Random(4)
+    source, changelog, totals = name("words"), name("counts-changelog"), name("totals")
+    asyncio.run(create_topic(kafka_bootstrap, source, PARTITIONS))
+    asyncio.run(create_topic(kafka_bootstrap, totals, PARTITIONS))
+    job = totals_job(tmp_path, kafka_bootstrap, source, changelog, totals)
+    cfg = json.loads(job.read_text())
+    cfg["systems.kafka.default.stream.samza.offset.default"] = "upcoming"
+    words: list[str] = []
+    for run_number, guarantee in enumerate(["exactly-once", "at-least-once", "exactly-once"]):
+        job.write_text(json.dumps({**cfg, "task.processing.guarantee": guarantee}))
+        run = Job(job, "unused", tmp_path / f"run-{run_number}.log")
+        wait_for(
+            lambda run=run: sum(e["event"] == "tasks_assigned" for e in run.events()) > 0,
+            60,
+            "the tasks' start",
+            run.proc,
+        )
+        more = zipf_words(rng, 2_000)
+        asyncio.run(produce_words(kafka_bootstrap, source, by_partition(more)))
+        words += more
+        last = {p: end - 1 for p, end in asyncio.run(end_offsets(kafka_bootstrap, source)).items()}
+        wait_for(
+            lambda eos=guarantee == "exactly-once", last=last: (
+                checkpointed(kafka_bootstrap, job, exactly_once=eos) == last
+            ),
+            60,
+            f"run {run_number} to checkpoint its input",
+            run.proc,
+        )
+        assert run.stop() == 0
+        assert processed(run) == len(more), "it processed again what an earlier run had"
+    assert changelog_state(kafka_bootstrap, changelog, committed=True) == Counter(words)

@@ -7,6 +7,7 @@ import asyncio
 import types
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from leases import SwitchedLease
@@ -14,9 +15,15 @@ from structlog.testing import capture_logs
 
 from samzapy import SystemStreamPartition, TaskFencedError, TaskName
 from samzapy.checkpoint.ports import Checkpoint
+from samzapy.checkpoint.registry import checkpoint_manager
 from samzapy.checkpoint.stream import StreamCheckpointManager
-from samzapy.checkpoint.transactional import TransactionalCheckpointManager, task_partition
+from samzapy.checkpoint.transactional import (
+    AtLeastOnceCheckpointManager,
+    TransactionalCheckpointManager,
+    task_partition,
+)
 from samzapy.checkpoint.writer import TaskCheckpointWriter
+from samzapy.config import load_config, resolve
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.system.inmemory.factory import InMemorySystemFactory
 
@@ -172,3 +179,75 @@ async def test_a_commit_with_nothing_new_keeps_an_idle_tasks_checkpoint_age_low(
     now[0] += 60  # a task that processed more and has not committed it yet ages
     assert age() == 60
     await manager.stop()
+
+
+async def _write_txn(
+    factory: InMemorySystemFactory, task: TaskName, checkpoint: Checkpoint
+) -> None:
+    """Write ``checkpoint`` to the exactly-once stream, as a task's transaction does."""
+    manager = TransactionalCheckpointManager(factory, STREAM, 4)
+    manager.register(task)
+    await manager.start()
+    producer = factory.get_producer()
+    await producer.start()
+    producer.send(*manager.record(task, checkpoint))
+    await producer.stop()
+    await manager.stop()
+
+
+async def test_a_job_switched_between_guarantees_resumes_from_the_highest_owner_epoch(
+    factory: InMemorySystemFactory,
+) -> None:
+    """Each guarantee keeps its checkpoints in a stream of its own: whichever the job runs
+    under, a task resumes from the checkpoint of the highest owner epoch in either, not from
+    what the stream of its guarantee held when the job last ran under it."""
+    other = TaskName("Partition 2")
+    # At-least-once first (epoch 3), then exactly-once (which claimed epoch 4 and went on).
+    old = StreamCheckpointManager(factory, STREAM)
+    await old.start()
+    await old.write(TASK, Checkpoint({IN: "7"}, epoch=3))
+    await old.stop()
+    await _write_txn(factory, TASK, Checkpoint({IN: "90"}, epoch=4))
+    await _write_txn(factory, other, Checkpoint({IN: "5"}, epoch=2))
+    # Back to at-least-once: it reads the exactly-once checkpoints of a higher epoch too.
+    back = checkpoint_manager(_config(), {"memory": factory}, "ns", task_count=4)
+    assert isinstance(back, AtLeastOnceCheckpointManager)
+    for task in (TASK, other, TaskName("Partition 0")):
+        back.register(task)
+    with capture_logs() as logs:
+        await back.start()
+    assert await back.read_last(TASK) == Checkpoint({IN: "90"}, epoch=4)
+    assert await back.read_last(other) == Checkpoint({IN: "5"}, epoch=2)
+    assert await back.read_last(TaskName("Partition 0")) is None
+    [taken] = [e for e in logs if e["event"] == "checkpoints_taken_from"]
+    assert taken["tasks"] == ["Partition 1", "Partition 2"]
+    # It claims epoch 5 and goes on, in its own stream.
+    await TaskCheckpointWriter(back, TASK, await back.read_last(TASK)).write(
+        Checkpoint({IN: "120"})
+    )
+    await back.stop()
+    # Exactly-once again: the at-least-once checkpoint is the newer one now.
+    again = TransactionalCheckpointManager(factory, STREAM, 4, fallback_stream=STREAM)
+    again.register(TASK)
+    await again.start()
+    assert await again.read_last(TASK) == Checkpoint({IN: "120"}, epoch=5)
+    await again.stop()
+
+
+def _config() -> Any:
+    """An at-least-once job checkpointing to the stream ``STREAM`` names (job ``job``, id
+    ``1``) on the memory system."""
+    return resolve(
+        load_config(
+            base={
+                "job.name": "job",
+                "job.id": "1",
+                "task.class": "app.tasks:WordCount",
+                "task.inputs": ["memory.words"],
+                "task.checkpoint.factory": "stream",
+                "task.checkpoint.system": "memory",
+                "systems.memory.samza.factory": "memory",
+            },
+            env={},
+        )
+    )
