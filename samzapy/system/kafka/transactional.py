@@ -10,7 +10,9 @@ sends belongs to the open transaction, and ``commit`` makes them all visible at 
    returns.
 2. Sends go to the open transaction; ``pending`` says whether any was made since it opened.
 3. ``commit`` flushes (every batch delivered) and commits, then opens the next transaction.
-4. A fenced producer raises ``TaskFencedError`` (never retried); any other failure of a
+4. A fenced producer raises ``TaskFencedError`` (never retried): another producer claimed the
+   id, or the broker aborted the transaction, open longer than ``timeout_ms`` (it bumps the
+   producer's epoch then, and answers as to a fenced producer); any other failure of a
    transaction is a ``StreamSystemError``, and the transaction is lost: the container fails
    and its restart resumes from the last committed one.
 
@@ -167,9 +169,12 @@ class KafkaTransactionalProducer(KafkaSystemProducer, TransactionalProducer):
         )
 
     def _fenced(self, cause: BaseException) -> TaskFencedError:
+        # The broker answers alike when it aborted the transaction itself for its timeout.
         return TaskFencedError(
             f"the transactional producer {self.transactional_id!r} was fenced: another "
-            f"container claimed its id ({describe(cause)})"
+            "container claimed its id, or the broker aborted its transaction for staying "
+            f"open longer than task.transaction.timeout.ms ({self._timeout_ms} ms) "
+            f"({describe(cause)})"
         )
 
 

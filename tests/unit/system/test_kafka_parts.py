@@ -513,3 +513,22 @@ async def test_a_transactional_producer_lingers_longer_unless_the_job_says(
     await producer._open_producer()
     assert made["max_batch_size"] == batch_bytes
     assert made["transactional_id"] == "job-Partition_0"
+
+
+def test_a_fenced_transactional_producer_names_the_transaction_timeout_too() -> None:
+    """The broker answers a producer whose transaction it aborted for its timeout as it
+    answers one whose id another producer claimed: the error names both causes."""
+    from aiokafka.errors import ProducerFenced
+
+    from samzapy.api.errors import TaskFencedError
+    from samzapy.system.kafka import transactional
+
+    settings = kafka_settings("k", {"bootstrap.servers": "127.0.0.1:9"})
+    producer = transactional.KafkaTransactionalProducer(settings, "job-P0", timeout_ms=60_000)
+    error = producer._error("commit its transaction", ProducerFenced())
+    assert isinstance(error, TaskFencedError)
+    assert str(error).startswith(
+        "the transactional producer 'job-P0' was fenced: another container claimed its id, or "
+        "the broker aborted its transaction for staying open longer than "
+        "task.transaction.timeout.ms (60000 ms) (ProducerFenced"
+    )
