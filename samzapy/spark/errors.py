@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from samzapy.api.errors import SamzapyError, StreamSystemError
+from samzapy.api.errors import ConfigError, SamzapyError, StreamSystemError
 
 
 class SparkWriteError(SamzapyError):
@@ -29,4 +29,20 @@ def client_error(exc: StreamSystemError) -> str:
     return f"{text} (check bootstrap_servers)" if hinted else text
 
 
-__all__ = ["SparkWriteError", "client_error"]
+#: The keys of the Kafka client's configuration that stand for write_stream's arguments.
+_OPTION_KEY = re.compile(r"systems\.spark\.producer\.([A-Za-z0-9_.-]+)")
+_OTHER_OPTION = re.compile(r"\bproducer\.(?=[a-z])")
+_SERVERS_HINT = " (or set consumer.bootstrap.servers and producer.bootstrap.servers)"
+
+
+def options_error(exc: ConfigError) -> str:
+    """The Kafka client's configuration error in the arguments of ``write_stream``:
+    ``kafka_options['linger.ms']`` for ``systems.spark.producer.linger.ms``,
+    ``bootstrap_servers`` for ``systems.spark.bootstrap.servers``."""
+    text = str(exc).replace(_SERVERS_HINT, "")
+    text = text.replace("systems.spark.bootstrap.servers", "bootstrap_servers")
+    text = _OPTION_KEY.sub(lambda match: f"kafka_options[{match.group(1)!r}]", text)
+    return _OTHER_OPTION.sub("", text)
+
+
+__all__ = ["SparkWriteError", "client_error", "options_error"]

@@ -13,10 +13,10 @@ import threading
 from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from samzapy.api.errors import StreamSystemError
+from samzapy.api.errors import ConfigError, StreamSystemError
 from samzapy.api.system import SystemStream
 from samzapy.control.wire import EndOfStreamMessage, WatermarkMessage, encode_control
-from samzapy.spark.errors import SparkWriteError, client_error
+from samzapy.spark.errors import SparkWriteError, client_error, options_error
 from samzapy.system.kafka import KafkaSystemAdmin, KafkaSystemProducer, kafka_settings
 from samzapy.system.partitioner import partition_for
 
@@ -107,6 +107,8 @@ def create_topic(
         raise SparkWriteError(f"partitions must be an integer >= 1, got {partitions!r}")
     try:
         return run(_create_topic(bootstrap_servers, topic, partitions, replication_factor))
+    except ConfigError as exc:
+        raise SparkWriteError(f"cannot create Kafka topic {topic!r}: {options_error(exc)}") from exc
     except StreamSystemError as exc:
         raise SparkWriteError(
             f"cannot create Kafka topic {topic!r} at {bootstrap_servers}: {client_error(exc)}"

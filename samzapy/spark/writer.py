@@ -39,16 +39,19 @@ from pyspark import RDD
 from pyspark.serializers import NoOpSerializer
 from pyspark.sql import DataFrame
 
-from samzapy.api.errors import StreamSystemError
+from samzapy.api.errors import ConfigError, StreamSystemError
 from samzapy.spark.columns import RecordColumns
-from samzapy.spark.errors import SparkWriteError, client_error
+from samzapy.spark.errors import SparkWriteError, client_error, options_error
 from samzapy.spark.producer import (
+    SYSTEM,
     control_records,
+    kafka_config,
     run,
     send_records,
     topic_partition_count,
     write_partition,
 )
+from samzapy.system.kafka import kafka_settings
 
 Method = Literal["sink", "producer"]
 #: The faster method on bench/bench_spark.py.
@@ -112,14 +115,16 @@ def write_stream(
     ``method``: ``"sink"`` (Spark's Kafka sink) or ``"producer"`` (samzapy's Python
     producer in each task). ``write_id`` names the tasks ``spark-<write_id>-<i>``
     (default: a random id, unique per write). ``kafka_options``: producer settings by
-    Kafka's names (``linger.ms``, ``batch.size``, ``compression.type``...).
+    Kafka's names (``linger.ms``, ``batch.size``, ``compression.type``...), the ones
+    samzapy's Kafka producer takes (a job file's ``producer.*`` keys): it sends the control
+    records with them, so they are checked before anything is written.
 
     Raises SparkWriteError naming the column, the topic or the failed step.
     """
     started = time.monotonic()
     if method not in ("sink", "producer"):
         raise SparkWriteError(f"method must be 'sink' or 'producer', got {method!r}")
-    options = _checked_options(kafka_options)
+    options = _checked_options(bootstrap_servers, kafka_options)
     columns = RecordColumns.of(
         df, key_column=key_column, timestamp_column=timestamp_column, value_columns=value_columns
     )
@@ -164,11 +169,18 @@ def write_stream(
     )
 
 
-def _checked_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+def _checked_options(servers: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``options`` once checked as samzapy's producer takes them: whatever the method, it
+    sends the control records with them, after the rows (so a problem found only then would
+    leave rows without their end-of-stream)."""
     for name in options or {}:
         reason = _REFUSED_OPTIONS.get(name)
         if reason is not None:
             raise SparkWriteError(f"kafka_options cannot set {name!r}: {reason}")
+    try:
+        kafka_settings(SYSTEM, kafka_config(servers, options))
+    except ConfigError as exc:
+        raise SparkWriteError(f"{options_error(exc)}; nothing was written") from exc
     return dict(options or {})
 
 

@@ -463,6 +463,47 @@ def test_a_column_named_twice_is_refused_before_anything_is_written(
     assert end_offsets(kafka_bootstrap, topic, 2) == [0, 0]
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"foo.bar": 1},
+            r"kafka_options\['foo\.bar'\] is not an option of the Kafka producer .*valid names "
+            r"are acks, ",
+        ),
+        ({"linger.ms": "soon"}, r"kafka_options\['linger\.ms'\] must be an integer, got 'soon'"),
+    ],
+)
+def test_kafka_options_are_checked_before_anything_is_written(
+    spark: SparkSession, kafka_bootstrap: str, options: dict[str, Any], message: str
+) -> None:
+    """Spark's sink takes any option and writes the rows; samzapy's producer, which sends
+    the end-of-stream after them, is as strict as a job file: both are checked first."""
+    topic = create_topic(kafka_bootstrap, 2)
+    for method in METHODS:
+        with pytest.raises(SparkWriteError, match=message + r".*; nothing was written"):
+            write_stream(
+                page_views(spark, 4, 2),
+                bootstrap_servers=kafka_bootstrap,
+                topic=topic,
+                key_column="memberId",
+                method=method,
+                kafka_options=options,
+            )
+    assert end_offsets(kafka_bootstrap, topic, 2) == [0, 0]
+
+
+def test_a_malformed_bootstrap_servers_is_named(spark: SparkSession) -> None:
+    with pytest.raises(
+        SparkWriteError, match=r"^bootstrap_servers holds 'nohost', expected 'host:port'"
+    ):
+        write_stream(
+            page_views(spark, 4, 2), bootstrap_servers="nohost", topic="t", key_column="memberId"
+        )
+    with pytest.raises(SparkWriteError, match=r"^cannot create Kafka topic 't': bootstrap_servers"):
+        samzapy_spark.create_topic("nohost", "t", partitions=1)
+
+
 def test_a_missing_topic_is_named(spark: SparkSession, kafka_bootstrap: str) -> None:
     topic = f"spark-writer-missing-{uuid.uuid4().hex[:10]}"
     with pytest.raises(
