@@ -205,7 +205,7 @@ def _write_with_sink(
     except Exception as exc:
         raise SparkWriteError(
             f"Spark's Kafka sink failed writing to Kafka topic {topic!r} at {servers}: "
-            f"{_first_line(exc)}"
+            f"{_failure(exc)}"
         ) from exc
 
 
@@ -234,13 +234,34 @@ def _write_with_producer(
     except Exception as exc:
         raise SparkWriteError(
             f"samzapy's producer failed writing to Kafka topic {topic!r} at {servers}: "
-            f"{_first_line(exc)}"
+            f"{_failure(exc)}"
         ) from exc
     return sum(count for _, count in results)
 
 
+def _failure(exc: BaseException) -> str:
+    """What made a Spark job fail: the innermost cause of its JVM exception, whose own
+    first line (``An error occurred while calling o123.save.``) says nothing. A Python
+    worker's exception is the last line of its traceback; the whole chain stays in
+    ``__cause__``."""
+    java = getattr(exc, "java_exception", None)
+    root = None
+    try:
+        while java is not None:
+            root, java = java, java.getCause()
+        if root is None:
+            return _first_line(exc)
+        name = str(root.getClass().getName())
+        message = str(root.getMessage() or "").strip()
+    except Exception:  # the JVM went away: keep what Python holds
+        return _first_line(exc)
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if name.endswith(".PythonException") and lines:
+        return lines[-1]
+    return f"{name.rsplit('.', 1)[-1]}: {lines[0]}" if lines else name
+
+
 def _first_line(exc: BaseException) -> str:
-    """A Spark error's first line (the JVM's stack trace stays in ``__cause__``)."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 

@@ -504,6 +504,95 @@ def test_a_malformed_bootstrap_servers_is_named(spark: SparkSession) -> None:
         samzapy_spark.create_topic("nohost", "t", partitions=1)
 
 
+@pytest.mark.slow
+def test_a_failed_write_names_its_cause(spark: SparkSession, kafka_bootstrap: str) -> None:
+    """Not the JVM call's first line ("An error occurred while calling o123.save."): the
+    innermost cause, from the JVM (the sink) or from a Python worker (the producer)."""
+    topic = create_topic(kafka_bootstrap, 1)
+    views = spark.range(0, 2, numPartitions=1).select(sf.col("id").alias("memberId"))
+    with pytest.raises(
+        SparkWriteError,
+        match=rf"^Spark's Kafka sink failed writing to Kafka topic '{topic}' at .*: "
+        r"RecordTooLargeException: The message is \d+ bytes when serialized which is larger "
+        r"than 200, which is the value of the max\.request\.size configuration\.$",
+    ):
+        write_stream(
+            views.withColumn("page", sf.repeat(sf.lit("x"), 500)),
+            bootstrap_servers=kafka_bootstrap,
+            topic=topic,
+            key_column="memberId",
+            kafka_options={"max.request.size": 200},
+        )
+    with pytest.raises(
+        SparkWriteError,
+        match=rf"^samzapy's producer failed writing to Kafka topic '{topic}' at .*: "
+        rf"samzapy\.api\.errors\.SendFailedError: cannot write to partition 0 of Kafka topic "
+        rf"'{topic}' .*MessageSizeTooLargeError",
+    ):
+        write_stream(  # above the broker's message.max.bytes (1 MiB)
+            views.withColumn("page", sf.repeat(sf.lit("x"), 1_100_000)),
+            bootstrap_servers=kafka_bootstrap,
+            topic=topic,
+            key_column="memberId",
+            method="producer",
+        )
+
+
+class _JavaClass:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def getName(self) -> str:  # noqa: N802 - the JVM's name
+        return self.name
+
+
+class _JavaException:
+    """What py4j hands over of a JVM exception: its class, message and cause."""
+
+    def __init__(self, name: str, message: str | None, cause: _JavaException | None) -> None:
+        self.name, self.message, self.cause = name, message, cause
+
+    def getClass(self) -> _JavaClass:  # noqa: N802
+        return _JavaClass(self.name)
+
+    def getMessage(self) -> str | None:  # noqa: N802
+        return self.message
+
+    def getCause(self) -> _JavaException | None:  # noqa: N802
+        return self.cause
+
+
+class _Py4JError(Exception):
+    def __init__(self, java_exception: _JavaException) -> None:
+        super().__init__("An error occurred while calling o145.save.\n: org.apache.spark...")
+        self.java_exception = java_exception
+
+
+def test_a_spark_failure_is_told_by_its_innermost_cause() -> None:
+    aborted = "Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, ..."
+    too_large = _JavaException(
+        "org.apache.kafka.common.errors.RecordTooLargeException",
+        "The message is 602 bytes when serialized which is larger than 200.\nmore",
+        None,
+    )
+    job = _JavaException("org.apache.spark.SparkException", aborted, too_large)
+    assert samzapy_writer._failure(_Py4JError(job)) == (
+        "RecordTooLargeException: The message is 602 bytes when serialized which is larger "
+        "than 200."
+    )
+    worker = _JavaException(
+        "org.apache.spark.api.python.PythonException",
+        "Traceback (most recent call last):\n  File ...\n"
+        "samzapy.api.errors.SendFailedError: cannot write to partition 0\n\n",
+        None,
+    )
+    job = _JavaException("org.apache.spark.SparkException", aborted, worker)
+    assert samzapy_writer._failure(_Py4JError(job)) == (
+        "samzapy.api.errors.SendFailedError: cannot write to partition 0"
+    )
+    assert samzapy_writer._failure(RuntimeError("plain\nmore")) == "plain"
+
+
 def test_a_missing_topic_is_named(spark: SparkSession, kafka_bootstrap: str) -> None:
     topic = f"spark-writer-missing-{uuid.uuid4().hex[:10]}"
     with pytest.raises(
