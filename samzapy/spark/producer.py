@@ -14,10 +14,22 @@ from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from samzapy.api.errors import ConfigError, StreamSystemError
-from samzapy.api.system import SystemStream
-from samzapy.control.wire import EndOfStreamMessage, WatermarkMessage, encode_control
+from samzapy.api.system import SystemStream, SystemStreamPartition
+from samzapy.control.wire import (
+    END_OF_STREAM,
+    EndOfStreamMessage,
+    FrameError,
+    WatermarkMessage,
+    decode,
+    encode_control,
+)
 from samzapy.spark.errors import SparkWriteError, client_error, options_error
-from samzapy.system.kafka import KafkaSystemAdmin, KafkaSystemProducer, kafka_settings
+from samzapy.system.kafka import (
+    KafkaSystemAdmin,
+    KafkaSystemConsumer,
+    KafkaSystemProducer,
+    kafka_settings,
+)
 from samzapy.system.partitioner import partition_for
 
 T = TypeVar("T")
@@ -26,6 +38,8 @@ T = TypeVar("T")
 SYSTEM = "spark"
 #: How long a client keeps trying to reach the brokers before the write fails.
 CONNECT_TIMEOUT_MS = 30_000
+#: How long ``ended_batch`` waits for the last records of a topic's partitions.
+LAST_RECORDS_TIMEOUT_S = 10.0
 #: Rows sent between two turns of the event loop (the producer's senders run in those turns).
 _ROWS_PER_TURN = 2048
 
@@ -82,6 +96,52 @@ async def topic_partition_count(servers: str, topic: str) -> int:
             "(samzapy.spark.create_topic; write_stream does not create topics)"
         )
     return counts[topic]
+
+
+async def ended_batch(servers: str, topic: str, partitions: int) -> tuple[int, str] | None:
+    """A partition of ``topic`` whose last record is an end-of-stream, with the upstream task
+    that sent it: a batch ended there, and a framed reader stops at it. None when no
+    partition ends so (empty partitions, rows of a write that failed before its end)."""
+    settings = kafka_settings(SYSTEM, kafka_config(servers))
+    admin = KafkaSystemAdmin(settings)
+    try:
+        bounds = await admin.offset_bounds(
+            SystemStreamPartition(SYSTEM, topic, p) for p in range(partitions)
+        )
+    finally:
+        await admin.stop()
+    last = {ssp: int(b.upcoming) - 1 for ssp, b in bounds.items() if b.oldest is not None}
+    if not last:
+        return None
+    consumer = KafkaSystemConsumer(settings)
+    for ssp, offset in last.items():
+        consumer.register(ssp, str(offset), "oldest")
+    await consumer.start()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + LAST_RECORDS_TIMEOUT_S
+    try:
+        while last and loop.time() < deadline:
+            polled = await consumer.poll(list(last), 16, 0.5)
+            for ssp, envelopes in polled.items():
+                for envelope in envelopes:
+                    if int(envelope.offset) == last[ssp] and _ends(envelope.message):
+                        return ssp.partition, decode(envelope.message)[1].task_name
+            for ssp in list(last):  # read, or a transaction marker that is never delivered
+                position = await consumer.position(ssp)
+                if position is not None and int(position) > last[ssp]:
+                    del last[ssp]
+    finally:
+        await consumer.stop()
+    return None
+
+
+def _ends(value: Any) -> bool:
+    if not isinstance(value, bytes | bytearray) or value[:1] != bytes([END_OF_STREAM]):
+        return False
+    try:
+        return decode(value)[0] == END_OF_STREAM
+    except FrameError:
+        return False
 
 
 async def _create_topic(
@@ -186,6 +246,7 @@ __all__ = [
     "Record",
     "control_records",
     "create_topic",
+    "ended_batch",
     "kafka_config",
     "run",
     "send_records",

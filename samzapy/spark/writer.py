@@ -7,7 +7,9 @@ Each Spark partition of the DataFrame is one upstream task, ``spark-<write id>-<
 1. Check: the key, timestamp and value columns exist, and one Spark job over the DataFrame
    finds no null key or timestamp; it also takes each Spark partition's row count and
    greatest event time. The topic must exist; its partition count is looked up. Nothing has
-   been written when any of this fails.
+   been written when any of this fails, or when a framed write finds a partition of the
+   topic that ends with an end-of-stream: a batch ended there, and a framed reader would
+   stop at it and never read this one.
 2. Data: every row becomes a record ``frame(JSON of the value columns)`` keyed by the key
    column's string, on partition ``murmur2(key) % partitions`` (Kafka's default partitioner,
    ``samzapy.system.partitioner.partition_for``), written by Spark's own Kafka sink
@@ -45,6 +47,7 @@ from samzapy.spark.errors import SparkWriteError, client_error, options_error
 from samzapy.spark.producer import (
     SYSTEM,
     control_records,
+    ended_batch,
     kafka_config,
     run,
     send_records,
@@ -131,11 +134,19 @@ def write_stream(
     # 1. Check, before anything is written.
     try:
         partitions = run(topic_partition_count(bootstrap_servers, topic))
+        ended = run(ended_batch(bootstrap_servers, topic, partitions)) if framed else None
     except StreamSystemError as exc:
         raise SparkWriteError(
             f"cannot look up Kafka topic {topic!r} at {bootstrap_servers}; nothing was "
             f"written: {client_error(exc)}"
         ) from exc
+    if ended is not None:
+        raise SparkWriteError(
+            f"Kafka topic {topic!r} holds a finished batch (its partition {ended[0]} ends with "
+            f"the end-of-stream of {ended[1]!r}): a samzapy job reading it framed ends there "
+            "and would never read this write; write each batch to a topic of its own, or "
+            "delete the topic and create it again; nothing was written"
+        )
     scanned = columns.scan()
     tasks = max(df.rdd.getNumPartitions(), 1)  # an empty DataFrame still ends its batch
     prefix = f"spark-{write_id or uuid.uuid4().hex[:12]}"

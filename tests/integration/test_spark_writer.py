@@ -358,8 +358,8 @@ def test_an_empty_dataframe_ends_its_batch(spark: SparkSession, kafka_bootstrap:
     partition: a reader of the topic finishes (the module doc: "empty tasks included")."""
     df = spark.createDataFrame(spark.sparkContext.emptyRDD(), page_views(spark, 1, 1).schema)
     assert df.rdd.getNumPartitions() == 0
-    topic = create_topic(kafka_bootstrap, 2)
     for method in METHODS:
+        topic = create_topic(kafka_bootstrap, 2)
         summary = write_stream(
             df,
             bootstrap_servers=kafka_bootstrap,
@@ -369,9 +369,9 @@ def test_an_empty_dataframe_ends_its_batch(spark: SparkSession, kafka_bootstrap:
             method=method,
         )
         assert (summary.rows, summary.spark_partitions) == (0, 1)
-    got = read_topic(kafka_bootstrap, topic, 2)
-    for records in got.values():
-        assert [decode(record.value)[0] for record in records] == [END_OF_STREAM] * 2
+        got = read_topic(kafka_bootstrap, topic, 2)
+        for records in got.values():
+            assert [decode(record.value)[0] for record in records] == [END_OF_STREAM]
 
 
 # -- refused writes ---------------------------------------------------------------------------
@@ -651,6 +651,48 @@ def test_a_failed_end_of_stream_is_a_spark_write_error_naming_the_step(
             key_column="memberId",
         )
     assert sum(end_offsets(kafka_bootstrap, topic, 2)) == 4  # the rows, and nothing after
+
+    # Run again, the write goes through (no batch ended in the topic), after the rows of
+    # the failed one: a reader gets those twice (README, "PySpark").
+    monkeypatch.undo()
+    summary = write_stream(
+        page_views(spark, 4, 2),
+        bootstrap_servers=kafka_bootstrap,
+        topic=topic,
+        key_column="memberId",
+    )
+    got = read_topic(kafka_bootstrap, topic, 2)
+    kinds = Counter(decode(record.value)[0] for records in got.values() for record in records)
+    assert kinds == {USER_MESSAGE: 8, END_OF_STREAM: 2 * len(summary.task_names)}
+
+
+def test_a_topic_whose_batch_ended_refuses_another_batch(
+    spark: SparkSession, kafka_bootstrap: str
+) -> None:
+    """A framed reader ends each partition at the first batch's end-of-stream: a second
+    batch written after it would never be read (a job that read the first ends at once
+    when run again, and a new one reads the first only)."""
+    topic = create_topic(kafka_bootstrap, 2)
+    first = write_stream(
+        page_views(spark, 4, 2), bootstrap_servers=kafka_bootstrap, topic=topic, key_column="page"
+    )
+    ends = end_offsets(kafka_bootstrap, topic, 2)
+    for method in METHODS:
+        with pytest.raises(
+            SparkWriteError,
+            match=rf"^Kafka topic '{topic}' holds a finished batch \(its partition [01] ends "
+            r"with the end-of-stream of 'spark-[0-9a-f]+-[01]'\): a samzapy job reading it "
+            r"framed ends there and would never read this write; .*nothing was written$",
+        ) as info:
+            write_stream(
+                page_views(spark, 4, 2),
+                bootstrap_servers=kafka_bootstrap,
+                topic=topic,
+                key_column="page",
+                method=method,
+            )
+        assert str(info.value).split("'")[3] in first.task_names
+    assert end_offsets(kafka_bootstrap, topic, 2) == ends
 
 
 def test_create_topic_creates_a_missing_topic_once(kafka_bootstrap: str) -> None:
