@@ -114,7 +114,8 @@ def write_stream(
     never null. ``timestamp_column``: the event time (timestamp, or integer epoch ms), never
     null; each task's watermark is its greatest value (no watermarks without it).
     ``value_columns``: the columns of the JSON value (default: all, the key's included).
-    ``framed=False`` writes plain records: no type byte, no control messages.
+    ``framed=False`` writes plain records: no type byte, no control messages, no event time
+    (Kafka's timestamp is the write's; ``timestamp_column`` is refused).
     ``method``: ``"sink"`` (Spark's Kafka sink) or ``"producer"`` (samzapy's Python
     producer in each task). ``write_id`` names the tasks ``spark-<write_id>-<i>``
     (default: a random id, unique per write). ``kafka_options``: producer settings by
@@ -127,6 +128,14 @@ def write_stream(
     started = time.monotonic()
     if method not in ("sink", "producer"):
         raise SparkWriteError(f"method must be 'sink' or 'producer', got {method!r}")
+    if not framed and timestamp_column is not None:
+        raise SparkWriteError(
+            f"timestamp_column {timestamp_column!r} needs framed=True: a plain record carries "
+            "no event time (Spark's Kafka sink cannot set a record's timestamp, so Kafka "
+            "stamps it with the time of the write); name the column in value_columns and "
+            "read it with with_timestamp",
+            column=timestamp_column,
+        )
     options = _checked_options(bootstrap_servers, kafka_options)
     columns = RecordColumns.of(
         df, key_column=key_column, timestamp_column=timestamp_column, value_columns=value_columns

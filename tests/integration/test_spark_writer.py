@@ -294,7 +294,6 @@ def test_unframed_writes_plain_json_records(
         bootstrap_servers=kafka_bootstrap,
         topic=topic,
         key_column="memberId",
-        timestamp_column="ts",
         value_columns=["page", "ts"],
         framed=False,
         method=method,
@@ -434,6 +433,13 @@ def test_null_timestamps_are_refused_before_anything_is_written(
             {"key_column": "memberId", "timestamp_column": "page"},
             r"timestamp column 'page' must be a timestamp or an integer of epoch milliseconds, "
             r"got string",
+        ),
+        (
+            {"key_column": "memberId", "timestamp_column": "ts", "framed": False},
+            r"timestamp_column 'ts' needs framed=True: a plain record carries no event time "
+            r"\(Spark's Kafka sink cannot set a record's timestamp, so Kafka stamps it with the "
+            r"time of the write\); name the column in value_columns and read it with "
+            r"with_timestamp",
         ),
     ],
 )
