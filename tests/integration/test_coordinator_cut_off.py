@@ -144,6 +144,7 @@ def test_a_member_cut_off_from_the_coordinator_holds_its_tasks_before_they_move(
     assert counts[-1] >= len(during), "what it processed after the take-over alone"
 
 
+@pytest.mark.slow  # make test-slow
 @pytest.mark.timeout(300)
 def test_a_join_held_up_past_the_session_holds_the_waiting_members_and_resumes_them(
     kafka_bootstrap: str, tmp_path: Path

@@ -259,6 +259,7 @@ def test_a_producer_whose_transactional_id_is_claimed_again_is_fenced(
 # -- a broker restart -------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # make test-slow
 @pytest.mark.timeout(300)
 def test_a_broker_restart_in_the_middle_of_transactions_duplicates_nothing(
     own_kafka_broker: ScriptBroker, tmp_path: Path

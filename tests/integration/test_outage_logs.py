@@ -141,6 +141,7 @@ def test_a_broker_stopped_as_the_job_starts_is_waited_for(
     check_library_lines(run)
 
 
+@pytest.mark.slow  # make test-slow
 def test_a_broker_stopped_mid_run_is_ridden_out_with_a_handful_of_lines(
     own_kafka_broker: ScriptBroker, tmp_path: Path
 ) -> None:
@@ -193,6 +194,7 @@ def test_an_outage_longer_than_the_session_holds_the_tasks_and_resumes_them_exac
     check_library_lines(run)
 
 
+@pytest.mark.slow  # make test-slow
 def test_an_outage_longer_than_the_connect_timeout_fails_the_held_job_and_a_restart_resumes(
     own_kafka_broker: ScriptBroker, tmp_path: Path
 ) -> None:
