@@ -43,9 +43,11 @@ from samzapy.container.inputs import NO_OFFSET, ControlEnvelope, Envelope, Input
 from samzapy.control.wire import (
     NO_WATERMARK,
     USER_MESSAGE,
+    USER_MESSAGE_WITH_FLOOR,
     USER_MESSAGE_WITH_ORIGIN,
     FrameError,
     WatermarkMessage,
+    decode_timed,
     decode_timed_fast,
 )
 from samzapy.system.ports import SystemConsumer
@@ -306,9 +308,10 @@ class SystemConsumers:
             except Exception as exc:
                 if not self._drop:
                     what = "framed record" if isinstance(exc, FrameError) else "message"
+                    hint = _framing_hint(framed, env.message, msg_serde, ssp)
                     raise SerdeError(
-                        f"cannot deserialize the {what} at offset {env.offset} of {ssp}: {exc}; "
-                        "set task.drop.deserialization.errors: true to drop such records"
+                        f"cannot deserialize the {what} at offset {env.offset} of {ssp}: {exc}"
+                        f"{hint}; set task.drop.deserialization.errors: true to drop such records"
                     ) from exc
                 self._dropped(ssp, env, exc)
                 out.append(DroppedEnvelope(ssp, env.offset, raw_record(env), exc))
@@ -385,6 +388,33 @@ def _keep_raw(records: list[IncomingMessageEnvelope]) -> None:
     for env in records:
         if not hasattr(env, "raw"):
             env.raw = RawRecord(env.key, env.message)
+
+
+def _framing_hint(framed: bool, record: Any, serde: Any, ssp: SystemStreamPartition) -> str:
+    """What a record that failed to deserialize looks like when it would have been read the
+    other way: a samzapy frame around what the serde reads on a plain stream (a topic that
+    samzapy.spark's write_stream or a job's intermediate stream wrote), or a plain record
+    the serde reads on a framed one. Else nothing: the remedy is the serde or the drop."""
+    try:
+        if not framed:
+            kind, payload, _ = decode_timed(record)
+            user = kind in (USER_MESSAGE, USER_MESSAGE_WITH_ORIGIN, USER_MESSAGE_WITH_FLOOR)
+            if user and serde is not None:
+                serde.from_bytes(payload)
+            return (
+                "; the record is a samzapy frame around such a message: read the stream "
+                f"framed (streams.{ssp.stream}.samza.framed: true, or with_framed() on an "
+                "application's input descriptor)"
+            )
+        if serde is None or not isinstance(record, bytes):
+            return ""
+        serde.from_bytes(record)
+    except Exception:
+        return ""
+    return (
+        "; the record reads as a plain message: a framed stream holds samzapy's frames "
+        "only, so something other than a samzapy job wrote it, or the stream is plain"
+    )
 
 
 __all__ = ["EVENT_TIME_TASK", "InputSerdes", "SystemConsumers"]

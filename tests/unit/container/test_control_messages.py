@@ -34,6 +34,7 @@ from samzapy.control import (
     encode_control,
     frame,
 )
+from samzapy.control.wire import with_event_time
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.testing import ManualClock, TestRunner, wait_all_tasks_blocked
 
@@ -569,3 +570,47 @@ def test_a_task_that_had_ended_is_not_ended_again_after_a_restart() -> None:
     second.add_intermediate("mid", partitions=1)
     second.run(timeout=20)
     assert (Collecting.messages, Collecting.ended) == (["a"], 1)
+
+
+# -- framed or not: the error says which the record looks like ------------------------------
+
+
+@pytest.mark.parametrize(
+    "record", [frame(b'{"n": 1}'), with_event_time(frame(b'{"n": 1}'), 1_600_000_000_000)]
+)
+def test_a_framed_record_on_a_plain_stream_says_to_read_it_framed(record: bytes) -> None:
+    """A topic samzapy.spark's write_stream (or another job's intermediate stream) wrote
+    framed, read as plain: the serde fails on the type byte, and the remedy the error gives
+    must not be only to drop every record."""
+    Collecting.messages = []
+    runner = TestRunner(Collecting, {"streams.raw.samza.msg.serde": "json"})
+    runner.broker.create_stream("raw", 1)
+    runner.broker.append("raw", 0, None, record)
+    runner.add_input("raw", [])
+    with pytest.raises(SerdeError) as caught:
+        runner.run(timeout=20)
+    assert "the message at offset 0 of memory.raw#0" in str(caught.value)
+    assert "streams.raw.samza.framed: true" in str(caught.value)
+
+
+def test_a_plain_record_on_a_framed_stream_says_it_is_plain() -> None:
+    Collecting.messages = []
+    runner = TestRunner(Collecting, {"streams.mid.samza.msg.serde": "json"})
+    runner.add_intermediate("mid", partitions=1)
+    runner.broker.create_stream("mid", 1)
+    runner.broker.append("mid", 0, None, b'{"n": 1}')
+    with pytest.raises(SerdeError) as caught:
+        runner.run(timeout=20)
+    assert "unknown type byte 123" in str(caught.value)
+    assert "the record reads as a plain message" in str(caught.value)
+
+
+def test_a_record_that_only_starts_like_a_frame_gets_no_hint() -> None:
+    """A zero byte then bytes the serde cannot read either (another format's magic byte)."""
+    runner = TestRunner(Collecting, {"streams.raw.samza.msg.serde": "json"})
+    runner.broker.create_stream("raw", 1)
+    runner.broker.append("raw", 0, None, b"\x00\x00\x00\x00\x01binary")
+    runner.add_input("raw", [])
+    with pytest.raises(SerdeError) as caught:
+        runner.run(timeout=20)
+    assert "framed" not in str(caught.value).replace("task.drop", "")
