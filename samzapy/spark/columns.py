@@ -3,7 +3,9 @@
 ``RecordColumns`` turns the columns a write names into Spark expressions evaluated in the JVM,
 so both write methods send the same bytes:
 
-- key: the key column cast to a Spark string, as UTF-8 (``123``, ``abc``);
+- key: the key column cast to a Spark string, as UTF-8 (``123``, ``abc``): the bytes a
+  samzapy job's send of the same value as a key uses, so both pick one partition (a boolean
+  or floating-point column, whose text differs, is refused);
 - value: ``to_json`` of a struct of the value columns (nulls kept as JSON null; timestamps in
   the session time zone), as UTF-8; for a framed write prefixed by the user-message type byte
   and, with a timestamp column, the row's event time (``control/wire.py``'s EVENT_TIME flag);
@@ -31,6 +33,8 @@ from samzapy.spark.errors import SparkWriteError
 
 _INTEGRAL = (st.ByteType, st.ShortType, st.IntegerType, st.LongType)
 _TIMESTAMP = (st.TimestampType, st.TimestampNTZType)
+#: Key types whose text in Spark (``cast("string")``) is not ``str()`` of the value in Python.
+_TEXT_DIFFERS = (st.BooleanType, st.FloatType, st.DoubleType)
 
 
 def _column(name: str) -> Column:
@@ -93,6 +97,16 @@ class RecordColumns:
                     "join's two sides, say); rename or drop all but one",
                     column=name,
                 )
+        key_kind = fields[key_column].dataType
+        if isinstance(key_kind, _TEXT_DIFFERS):
+            raise SparkWriteError(
+                f"the key column {key_column!r} is {key_kind.simpleString()}: Spark writes a "
+                "key as its own text of the value (true, 1.0E20), which is not Python's (True, "
+                "1e+20), so a samzapy job sending the same value as a key would pick another "
+                "partition; cast the column to the string you want, or key by a string or "
+                "integer column",
+                column=key_column,
+            )
         if timestamp_column is not None:
             kind = fields[timestamp_column].dataType
             if not isinstance(kind, _TIMESTAMP + _INTEGRAL):

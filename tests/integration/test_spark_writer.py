@@ -453,6 +453,28 @@ def test_bad_columns_are_refused_before_anything_is_written(
     assert end_offsets(kafka_bootstrap, topic, 2) == [0, 0]
 
 
+@pytest.mark.parametrize(
+    ("column", "kind"), [("even", "boolean"), ("score", "double"), ("ratio", "float")]
+)
+def test_a_key_whose_text_differs_from_python_s_is_refused(
+    spark: SparkSession, kafka_bootstrap: str, column: str, kind: str
+) -> None:
+    """Spark writes True as 'true' and 1e20 as '1.0E20': a samzapy job's send of the same
+    key (str(True) is 'True') would go to another partition, so such a key is refused."""
+    views = page_views(spark, 4, 2)
+    df = views.select(
+        "*",
+        (sf.col("memberId") % 2 == 0).alias("even"),
+        sf.col("memberId").cast("double").alias("score"),
+        sf.col("memberId").cast("float").alias("ratio"),
+    )
+    topic = create_topic(kafka_bootstrap, 2)
+    with pytest.raises(SparkWriteError, match=rf"the key column '{column}' is {kind}: ") as info:
+        write_stream(df, bootstrap_servers=kafka_bootstrap, topic=topic, key_column=column)
+    assert info.value.column == column
+    assert end_offsets(kafka_bootstrap, topic, 2) == [0, 0]
+
+
 def test_a_column_named_twice_is_refused_before_anything_is_written(
     spark: SparkSession, kafka_bootstrap: str
 ) -> None:
