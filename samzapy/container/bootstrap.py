@@ -9,8 +9,9 @@ the checkpoints, before the consumers start); what arrives later is not waited f
    already there, or a start at ``upcoming``), is caught up at once;
 2. the consumer puts a ``CaughtUp`` marker in the partition's queues right after the last
    message before the head, or as soon as the consumer's position has passed the head when
-   no such message comes (transaction markers take the last offsets); an end-of-stream
-   counts as caught up too. ``Heads`` decides, the consumer queues;
+   no such message comes (Kafka's transaction markers, a file's empty lines, take the last
+   offsets); an end-of-stream counts as caught up too. ``Heads`` decides, the consumer
+   queues;
 3. the task takes the marker in order with its messages, so everything before the head has
    been taken; ``TaskBootstrap.caught_up`` says when the last lagging partition has, and the
    task then releases its other inputs at a barrier, once nothing is in flight: every

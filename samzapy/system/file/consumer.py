@@ -244,6 +244,12 @@ class FileSystemConsumer(SystemConsumer):
             return None
         return reader.next_offset - reader.index + len(reader.lines)
 
+    async def position(self, ssp: SystemStreamPartition) -> str | None:
+        """The offset of the next line to deliver: past the empty lines read, which are never
+        delivered, so that a reader waiting for an offset (a bootstrap head) sees them passed."""
+        reader = self._readers.get(ssp)
+        return None if reader is None else str(reader.next_offset + reader.skip)
+
     def start_offset(self, ssp: SystemStreamPartition) -> int | None:
         reader = self._readers.get(ssp)
         return None if reader is None else reader.first

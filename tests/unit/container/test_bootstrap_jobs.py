@@ -234,3 +234,37 @@ def test_bounded_bootstrap_input_through_the_test_runner() -> None:
         .run()
     )
     assert Order.seen == ["rates"] * 30 + ["orders"] * 50
+
+
+@pytest.mark.parametrize("last", ["", "\n", "\n\n"])
+async def test_a_followed_file_whose_head_is_after_empty_lines_is_caught_up(
+    tmp_path: Any, last: str
+) -> None:
+    """The file system never delivers an empty line: a bootstrap file ending with some is
+    caught up once the reader has passed them, not held for a message that never comes."""
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "views").mkdir()
+    (tmp_path / "profiles" / "0.jsonl").write_text('"p0"\n"p1"\n' + last)
+    (tmp_path / "views" / "0.jsonl").write_text('"v0"\n"v1"\n')
+    seen: list[Any] = []
+
+    class Task(StreamTask):
+        def process(self, envelope, collector, coordinator):
+            seen.append(envelope.message)
+            if envelope.message == "v1":
+                coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+    config = {
+        "job.name": "boot",
+        "task.class": "x:Y",
+        "task.inputs": ["fs.views", "fs.profiles"],
+        "systems.fs.samza.factory": "file",
+        "systems.fs.path": str(tmp_path),
+        "systems.fs.follow": True,
+        "systems.fs.poll.interval.ms": 1,
+        "streams.profiles.samza.system": "fs",
+        "streams.profiles.samza.bootstrap": True,
+    }
+    container = SamzaContainer(resolve(load_config(text=json.dumps(config))), task_factory=Task)
+    await asyncio.wait_for(container.run(), 10)
+    assert seen == ["p0", "p1", "v0", "v1"]

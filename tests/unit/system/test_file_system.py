@@ -223,6 +223,22 @@ class TestFollowingConsumer:
         assert lines_of(batch[SSP]) == [("1", b"read")]
         await consumer.stop()
 
+    async def test_the_position_passes_the_empty_lines_it_skipped(self, tmp_path: Path) -> None:
+        # A reader waiting for an offset (a bootstrap head) learns that the empty lines
+        # before it, which are never delivered, have been read.
+        path = tmp_path / "in" / "0.jsonl"
+        write(path, b"a\n\nb\n\n\n")
+        consumer = await consumer_for(tmp_path, "1", config=FOLLOW)
+        assert await consumer.position(SSP) == "1"
+        batch = await consumer.poll([SSP], 10, 1.0)
+        assert lines_of(batch[SSP]) == [("2", b"b")]
+        assert await consumer.poll([SSP], 10, 0.01) == {}
+        assert await consumer.position(SSP) == "5"
+        write(path, b"c")  # a partial line is not read yet
+        assert await consumer.poll([SSP], 10, 0.01) == {}
+        assert await consumer.position(SSP) == "5"
+        await consumer.stop()
+
 
 class TestProducer:
     async def test_first_send_creates_the_stream_without_gaps(self, tmp_path: Path) -> None:
