@@ -25,16 +25,20 @@ class TaskModel:
 def group_by_partition(
     partition_counts: Mapping[SystemStream, int],
     broadcast: Iterable[tuple[SystemStream, Iterable[int]]] = (),
+    broadcast_counts: Mapping[SystemStream, int] | None = None,
 ) -> list[TaskModel]:
     """Tasks for the inputs' partition counts; broadcast partitions are added to every task.
 
     A broadcast partition is not also grouped by its number: it reaches every task once.
+    ``broadcast_counts``: the partition counts of the broadcast streams that are not inputs
+    (checked like the others, not grouped).
     """
     broadcast_ssps = [
         SystemStreamPartition(ss.system, ss.stream, p) for ss, parts in broadcast for p in parts
     ]
+    known = {**(broadcast_counts or {}), **partition_counts}
     for ssp in broadcast_ssps:
-        count = partition_counts.get(ssp.system_stream)
+        count = known.get(ssp.system_stream)
         if count is not None and ssp.partition >= count:
             raise ConfigError(
                 f"task.broadcast.inputs names partition {ssp.partition} of {ssp.system_stream}, "

@@ -90,7 +90,11 @@ def job_model(
     all), and the job's task count (every container's tasks)."""
     inputs = list(dict.fromkeys(config.task.inputs))
     broadcast = [(b.system_stream, b.partitions) for b in config.task.broadcast_inputs]
-    models = group_by_partition({ss: counts[ss] for ss in inputs}, broadcast)
+    models = group_by_partition(
+        {ss: counts[ss] for ss in inputs},
+        broadcast,
+        {ss: counts[ss] for ss, _ in broadcast if ss in counts},
+    )
     task_count = len(models)
     if runs is not None:
         models = [m for m in models if runs(m.partition)]

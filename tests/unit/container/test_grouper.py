@@ -3,10 +3,14 @@ many tasks as its widest input has partitions; broadcast partitions reach every 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from samzapy import ConfigError, SystemStream, SystemStreamPartition, TaskName
+from samzapy.config import load_config, resolve
 from samzapy.container.grouper import group_by_partition
+from samzapy.container.plan import job_model
 
 VIEWS = SystemStream("kafka", "page-views")
 CLICKS = SystemStream("kafka", "clicks")
@@ -57,3 +61,28 @@ def test_a_broadcast_partition_beyond_the_stream_is_a_config_error() -> None:
 
 def test_no_inputs_no_tasks() -> None:
     assert group_by_partition({}) == []
+
+
+def test_a_broadcast_stream_outside_the_inputs_is_checked_too() -> None:
+    """A broadcast stream need not be in ``task.inputs``; a partition beyond its count is
+    still a configuration error before any consumer is asked for it."""
+    config = resolve(
+        load_config(
+            text=json.dumps(
+                {
+                    "job.name": "j",
+                    "task.class": "x:Y",
+                    "task.inputs": ["kafka.page-views"],
+                    "task.broadcast.inputs": ["kafka.rules#[1-3]"],
+                    "systems.kafka.samza.factory": "memory",
+                }
+            )
+        )
+    )
+    with pytest.raises(
+        ConfigError, match=r"task.broadcast.inputs names partition 3 of kafka.rules, which has 3"
+    ):
+        job_model(config, {VIEWS: 2, RULES: 3})
+    models, count = job_model(config, {VIEWS: 2, RULES: 4})
+    assert count == 2
+    assert models[1].ssps == (ssp(VIEWS, 1), ssp(RULES, 1), ssp(RULES, 2), ssp(RULES, 3))
