@@ -50,10 +50,10 @@ from samzapy.container.serdes import StreamSerdes
 from samzapy.container.shutdown import close_after_failure, stop_cleanly, stop_parts
 from samzapy.container.startup import log_started, unless_stopped
 from samzapy.container.streams import (
-    bootstrap_heads,
     declared_outputs,
     prepare_changelogs,
     prepare_streams,
+    start_bounds,
 )
 from samzapy.container.systems import Systems
 from samzapy.container.task_instance import TaskInstance
@@ -259,7 +259,8 @@ class SamzaContainer:
         models, job_task_count = job_model(cfg, counts, self._task_filter)
         # 3. Checkpoints (under exactly-once, each task's transactional producer first).
         checkpoints = await self._read_checkpoints(models, job_task_count, counts)
-        # 4. The plan, with the heads of the bootstrap inputs the tasks are behind on.
+        # 4. The plan, with the heads of the bootstrap inputs the tasks are behind on (and
+        #    where a task without a checkpoint starts on a partition tasks share).
         serdes = StreamSerdes(cfg, systems.factories)
         plan = plan_container(
             cfg,
@@ -268,7 +269,7 @@ class SamzaContainer:
             admins=systems.admins,
             default_offsets={n: f.default_offset for n, f in systems.factories.items()},
             carries_watermarks=serdes.carries_watermarks,
-            heads=await bootstrap_heads(cfg, systems.admins, (s for m in models for s in m.ssps)),
+            bounds=await start_bounds(cfg, systems.admins, models),
         )
         # 5. Assembly: inputs, the run loop, the routers, the tasks.
         run_loop = self._assemble_inputs(plan, serdes)

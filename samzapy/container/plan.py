@@ -11,7 +11,8 @@ checkpoints read), it decides:
    which of its bootstrap partitions are behind their head (``bootstrap.py``);
 3. per input partition: the offset its consumer starts at (after the checkpointed one, else
    the stream's offset default) and, for a partition several tasks share, where each task
-   picks up;
+   picks up (a task without a checkpointed offset at the default as the partition stood at
+   start-up, when another task has one);
 4. the size of each input queue (the system's fetch threshold split over its partitions), and
    the queues themselves.
 """
@@ -30,7 +31,7 @@ from samzapy.config import ResolvedConfig
 from samzapy.container.bootstrap import Heads, lagging
 from samzapy.container.grouper import TaskModel, group_by_partition
 from samzapy.container.inputs import InputQueue
-from samzapy.system.ports import OffsetBounds, SystemAdmin
+from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemAdmin
 
 log = structlog.get_logger("samzapy.container")
 
@@ -109,11 +110,12 @@ def plan_container(
     admins: Mapping[str, SystemAdmin],
     default_offsets: Mapping[str, str],
     carries_watermarks: Callable[[SystemStreamPartition], bool],
-    heads: Mapping[SystemStreamPartition, OffsetBounds] | None = None,
+    bounds: Mapping[SystemStreamPartition, OffsetBounds] | None = None,
 ) -> ContainerPlan:
     """Steps 2 to 4. Of ``admins`` only the offset arithmetic is used (``offset_after``,
-    ``compare_offsets``); ``default_offsets``: each system's offset default; ``heads``: what
-    each partition of a bootstrap input held at start-up (None: the job has none)."""
+    ``compare_offsets``); ``default_offsets``: each system's offset default; ``bounds``: what
+    each partition of a bootstrap input, and each partition several of ``models`` share,
+    held at start-up (``start_bounds``; None: there is none)."""
     outputs = intermediate_outputs(config)
     compare = {name: admin.compare_offsets for name, admin in admins.items()}
 
@@ -137,7 +139,7 @@ def plan_container(
         task_lagging = lagging(
             {s: resume[s][model.name] for s in bootstrap},
             {s: default_of(s) for s in bootstrap},
-            heads or {},
+            bounds or {},
             compare,
         )
         behind.update(task_lagging)
@@ -156,7 +158,7 @@ def plan_container(
             )
         )
     starts = [
-        _start(ssp, by_task, compare[ssp.system], default_of(ssp))
+        _start(ssp, by_task, compare[ssp.system], default_of(ssp), (bounds or {}).get(ssp))
         for ssp, by_task in resume.items()
     ]
     return ContainerPlan(
@@ -172,12 +174,22 @@ def _start(
     by_task: Mapping[TaskName, str | None],
     compare: Callable[[str, str], int],
     default: str,
+    bounds: OffsetBounds | None,
 ) -> ConsumerStart:
     """Read from the earliest offset any task resumes at; the tasks that resume later skip
-    what they had processed."""
+    what they had processed. On a shared partition, a task that resumes at the offset
+    default while another resumes after its checkpoint starts where the default is in
+    ``bounds`` (what the partition held at start-up)."""
     known = [o for o in by_task.values() if o is not None]
     if not known:
         return ConsumerStart(ssp, None, default)
+    if len(known) < len(by_task):
+        assert bounds is not None, f"no start-up bounds of the shared partition {ssp}"
+        at = bounds.oldest
+        if at is None or default == OffsetDefault.UPCOMING:
+            at = bounds.upcoming
+        by_task = {name: at if o is None else o for name, o in by_task.items()}
+        known.append(at)
     start = known[0]
     for offset in known[1:]:
         if compare(offset, start) < 0:

@@ -4,7 +4,8 @@
 exists and returns the inputs' partition counts: what a container needs before it plans its
 tasks, and what the JobRunner needs before it joins a group that hands out those partitions.
 ``prepare_changelogs`` creates the stores' missing changelogs, one partition per task.
-``bootstrap_heads`` reads what the partitions of the bootstrap inputs hold at start-up.
+``start_bounds`` reads what the partitions of the bootstrap inputs, and those several tasks
+share, hold at start-up.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import structlog
 from samzapy.api.errors import ConfigError, InputMissingError, StoreError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.config import ResolvedConfig
+from samzapy.container.grouper import TaskModel
 from samzapy.system.ports import OffsetBounds, SystemAdmin
 
 log = structlog.get_logger("samzapy.container")
@@ -142,16 +144,22 @@ async def _create_intermediate_streams(
         log.info("stream_created", stream=str(ss), partitions=partitions, intermediate=True)
 
 
-async def bootstrap_heads(
+async def start_bounds(
     config: ResolvedConfig,
     admins: Mapping[str, SystemAdmin],
-    ssps: Iterable[SystemStreamPartition],
+    models: Iterable[TaskModel],
 ) -> dict[SystemStreamPartition, OffsetBounds]:
-    """What each of ``ssps`` (the tasks' input partitions) that belongs to a bootstrap input
-    (``samza.bootstrap``) holds now; its head is the upcoming offset. Empty when none does."""
+    """What each input partition of the tasks ``models`` that belongs to a bootstrap input
+    (``samza.bootstrap``: its head is the upcoming offset), or that several of them share (a
+    broadcast input: where a task without a checkpointed offset starts), holds now. Empty
+    when none does."""
+    readers: dict[SystemStreamPartition, int] = defaultdict(int)
+    for model in models:
+        for ssp in model.ssps:
+            readers[ssp] += 1
     by_system: dict[str, list[SystemStreamPartition]] = defaultdict(list)
-    for ssp in dict.fromkeys(ssps):
-        if config.stream(ssp.system_stream).bootstrap:
+    for ssp, n in readers.items():
+        if n > 1 or config.stream(ssp.system_stream).bootstrap:
             by_system[ssp.system].append(ssp)
     heads: dict[SystemStreamPartition, OffsetBounds] = {}
     for system, ssps in by_system.items():
@@ -199,9 +207,9 @@ def declared_outputs(config: ResolvedConfig) -> list[SystemStream]:
 
 __all__ = [
     "CHANGELOG_CONFIG",
-    "bootstrap_heads",
     "declared_outputs",
     "partition_counts",
     "prepare_changelogs",
     "prepare_streams",
+    "start_bounds",
 ]
