@@ -268,6 +268,10 @@ class SystemConsumers:
         compare = self._compare[q.ssp.system]
         for i, env in enumerate(envelopes):
             if env.offset == NO_OFFSET:  # a marker: the queue has not started
+                if type(env) is CaughtUp:
+                    # The head was reached with no message of this task's before it (its
+                    # start fell among offsets the consumer passed without a message).
+                    q.queue.append(env)
                 continue
             if env.is_end_of_stream or compare(env.offset, start) >= 0:
                 q.start_offset = None

@@ -299,3 +299,58 @@ async def test_a_position_past_the_head_marks_it_when_no_message_comes(
     assert consumer.asked >= 1
     if marked:  # marked once, then asked no more
         assert consumer.asked == 1
+
+
+class GappyBatch(PositionPastTheHead):
+    """One poll brings ``offsets`` (a compacted log: the offsets between are gone), then
+    nothing; the position is 7, past them all."""
+
+    def __init__(self, partition: SystemStreamPartition, offsets: list[int]) -> None:
+        super().__init__("7")
+        self._batch: list[IncomingMessageEnvelope] | None = [message(partition, o) for o in offsets]
+        self._ssp = partition
+
+    async def poll(
+        self,
+        ssps: Sequence[SystemStreamPartition],
+        max_messages: int,
+        timeout: float,  # noqa: ASYNC109 - the port's signature
+    ) -> Mapping[SystemStreamPartition, list[IncomingMessageEnvelope]]:
+        await asyncio.sleep(0)
+        batch, self._batch = self._batch, None
+        return {self._ssp: batch} if batch else {}
+
+
+@pytest.mark.parametrize("offsets", [[0, 1, 6], [0, 1]])
+async def test_a_task_that_resumes_in_a_gap_before_the_head_gets_the_marker(
+    offsets: list[int],
+) -> None:
+    """A partition two tasks share: the second resumes at 3, inside a gap that runs to the
+    head (5) or past it. The marker reaches its queue although none of the messages before
+    it does, and its queue starts with the first message at or past where it resumes."""
+    p = ssp("profiles")
+    early, late = InputQueue(p, 100), InputQueue(p, 100, start_offset="3")
+    broker = InMemoryBroker.for_namespace(f"boot-{uuid.uuid4().hex[:8]}")
+    consumers = SystemConsumers(
+        {"mem": GappyBatch(p, offsets)},
+        {p: [early, late]},
+        {},
+        compare_offsets={"mem": compare},
+        poll_timeout=0.001,
+        drop_deserialization_errors=False,
+        heads=Heads({p: "5"}, {"mem": InMemorySystemAdmin(broker)}),
+    )
+    run = asyncio.ensure_future(consumers.run("mem"))
+    for _ in range(200):
+        if any(isinstance(e, CaughtUp) for e in late.queue):
+            break
+        await asyncio.sleep(0.001)
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+
+    def shown(queue: InputQueue) -> list[str]:
+        return ["caught-up" if isinstance(e, CaughtUp) else e.offset for e in queue.queue]
+
+    after = [str(o) for o in offsets if o >= 3]
+    assert shown(early) == [*(str(o) for o in offsets if o < 3), "caught-up", *after]
+    assert shown(late) == ["caught-up", *after]

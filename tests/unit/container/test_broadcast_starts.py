@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from samzapy import InitableTask, StreamTask
+from samzapy import InitableTask, RequestScope, StreamTask
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.checkpoint.ports import Checkpoint
@@ -104,3 +104,53 @@ async def test_tasks_at_different_checkpoints_each_resume_at_their_own() -> None
     seen = await run({0: "2", 1: "6"}, rules=10)
     assert rules_of(seen[0]) == rules(3, 10)
     assert rules_of(seen[1]) == rules(7, 10)
+
+
+async def test_a_task_that_resumes_past_the_last_message_before_the_head_is_caught_up(
+    tmp_path: Any,
+) -> None:
+    """A followed file: its empty lines have offsets but are never delivered. Task 1
+    resumes at line 8 of the shared bootstrap partition, whose lines 8 and 9 (the last
+    before its head, 10) are empty; the consumer, started at task 0's line 3, marks the
+    partition caught up once it has passed them, and that marker reaches task 1 too,
+    although no message of task 1's came before it."""
+    for stream in ("views", "rules"):
+        (tmp_path / stream).mkdir()
+    lines = [f'"rule-{i}"' for i in range(8)] + ["", ""]
+    (tmp_path / "rules" / "0.jsonl").write_text("\n".join(lines) + "\n")
+    for p in range(2):
+        (tmp_path / "views" / f"{p}.jsonl").write_text(f'"view-{p}"\n')
+    namespace = f"bcast-{uuid.uuid4().hex[:8]}"
+    manager = InMemoryCheckpointManager(f"bcast-{namespace}")
+    rules_ssp = SystemStreamPartition("fs", "rules", 0)
+    counts = {SystemStream("fs", "views"): 2, SystemStream("fs", "rules"): 1}
+    for p, offset in ((0, "2"), (1, "7")):
+        await manager.write(TaskName.for_partition(p), Checkpoint({rules_ssp: offset}, counts))
+    seen: dict[int, list[str]] = {0: [], 1: []}
+
+    class Task(StreamTask, InitableTask):
+        def init(self, context):
+            self.partition = int(str(context.task_name).split()[-1])
+
+        def process(self, envelope, collector, coordinator):
+            seen[self.partition].append(envelope.message)
+            if all(f"view-{p}" in seen[p] for p in (0, 1)):
+                coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+    config = {
+        "job.name": "bcast",
+        "job.id": namespace,
+        "task.class": "x:Y",
+        "task.inputs": ["fs.views"],
+        "task.broadcast.inputs": ["fs.rules#0"],
+        "task.checkpoint.factory": "memory",
+        "systems.fs.samza.factory": "file",
+        "systems.fs.path": str(tmp_path),
+        "systems.fs.follow": True,
+        "systems.fs.poll.interval.ms": 1,
+        "streams.rules.samza.system": "fs",
+        "streams.rules.samza.bootstrap": True,
+    }
+    container = SamzaContainer(resolve(load_config(text=json.dumps(config))), task_factory=Task)
+    await asyncio.wait_for(container.run(), 10)
+    assert seen == {0: [*rules(3, 8), "view-0"], 1: ["view-1"]}
