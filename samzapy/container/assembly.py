@@ -44,6 +44,7 @@ from samzapy.container.task_collector import MessageInProgress, TaskCollector
 from samzapy.container.task_instance import TaskInstance
 from samzapy.control.origins import ReaderOrigins, WriterOrigins
 from samzapy.control.reconcile import TaskControl, saved_epochs
+from samzapy.control.rewind import rewind_control
 from samzapy.metrics import Health, MetricsRegistry
 from samzapy.storage.task_stores import TaskStores
 from samzapy.system.ports import SystemProducer
@@ -287,6 +288,7 @@ class TaskAssembly:
         cfg, framed = self.config, self.serdes.framed
         control = TaskControl(carrying=plan.carrying, outputs=plan.outputs)
         ssps, checkpoint = plan.model.ssps, plan.checkpoint
+        reset = [ssp for ssp in ssps if cfg.stream(ssp.system_stream).reset_offset]
         saved = saved_epochs(checkpoint.control) if checkpoint is not None else None
         if self._writes_framed(plan) or saved:
             # Kept whenever the task has epochs, so that they never go back.
@@ -295,13 +297,15 @@ class TaskAssembly:
                 ssps,
                 saved=saved,
                 checkpointed=checkpoint.offsets if checkpoint is not None else {},
-                reset=[ssp for ssp in ssps if cfg.stream(ssp.system_stream).reset_offset],
+                reset=reset,
             )
         framed_inputs = [ssp for ssp in ssps if framed(ssp.system_stream)]
         if framed_inputs:
             control.reader = ReaderOrigins(framed_inputs)
-        if plan.checkpoint is not None:
-            control.restore(plan.checkpoint.control)
+        if checkpoint is not None:
+            # A reset partition is read afresh: its end-of-stream and watermark reports and
+            # the origins applied from it go with its offset (its epoch moved above).
+            control.restore(rewind_control(checkpoint.control, reset, epochs=False)[0])
         return control
 
     def tags_origins(self, plan: TaskPlan) -> bool:

@@ -9,7 +9,8 @@ bookkeeping would then be wrong for what is read (``rewind_control``):
    otherwise never be read again);
 2. the origins it applied as a reader of a framed stream are forgotten (they would drop
    every record read again as a duplicate);
-3. its writer epoch goes up by one, as ``samza.reset.offset`` does at start-up: the records
+3. its writer epoch goes up by one, as ``samza.reset.offset`` does at start-up (which reads
+   its partitions afresh the same way, steps 1 and 2 at once): the records
    the task sends again carry positions above every old one, so the readers downstream take
    them as new instead of dropping them as duplicates of what they applied.
 """
@@ -41,11 +42,14 @@ def rewind_control(
     back: Iterable[SystemStreamPartition],
     *,
     forget_applied: bool = True,
+    epochs: bool = True,
 ) -> tuple[Mapping[str, Any] | None, dict[SystemStreamPartition, Rewound]]:
     """A task's control bookkeeping (``TaskControl.to_json``) with the partitions in ``back``
     read afresh (the module docstring's steps 1 to 3), and what was reset for each. Not
     ``forget_applied``: step 2 is left out, for a stream made again, whose writers' positions
-    did not go back (the records they send again for what was applied are still copies)."""
+    did not go back (the records they send again for what was applied are still copies).
+    Not ``epochs``: step 3 is left out, for a task starting with ``samza.reset.offset``,
+    whose writer origins move the epochs themselves."""
     back = list(back)
     if control is None or not back:
         return control, {}
@@ -53,7 +57,7 @@ def rewind_control(
     partitions = out.get("partitions")
     origins = out.get("origins")
     applied = origins.get("applied") if isinstance(origins, dict) else None
-    epochs = origins.get("epochs") if isinstance(origins, dict) else None
+    saved_epochs = origins.get("epochs") if isinstance(origins, dict) else None
     rewound: dict[SystemStreamPartition, Rewound] = {}
     for ssp in back:
         name = str(ssp)
@@ -65,9 +69,9 @@ def rewind_control(
         )
         # 3. The writer epoch.
         moved: tuple[int, int] | None = None
-        if isinstance(epochs, dict):
-            before = int(epochs.get(name, 0))
-            epochs[name] = before + 1
+        if isinstance(saved_epochs, dict) and epochs:
+            before = int(saved_epochs.get(name, 0))
+            saved_epochs[name] = before + 1
             moved = (before, before + 1)
         if reports or forgot or moved is not None:
             rewound[ssp] = Rewound(reports, forgot, moved)
