@@ -1,4 +1,5 @@
-"""Checks of ``streams.<id>`` keys that only an input uses.
+"""Checks of ``streams.<id>`` keys that only an input uses, and Samza's input keys that
+samzapy does not have.
 
 Where a stream starts (``samza.offset.default``, ``samza.reset.offset``), whether it is read to
 its head first (``samza.bootstrap``) and how its watermarks are derived
@@ -11,6 +12,7 @@ start at ``oldest`` starts at the system's default, and its checkpoint keeps it 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +26,34 @@ INPUT_ONLY = (
     "samza.watermark.lateness.ms",
     "samza.watermark.idle.ms",
 )
+
+
+#: Samza's keys of how a task chooses among its inputs that samzapy does not have, each with
+#: what to do instead: an unknown key, but not one to suggest a close name for.
+_NOT_IN_SAMZAPY = (
+    (
+        re.compile(
+            r"streams\.[^.]+\.samza\.priority|systems\.[^.]+\.default\.stream\.samza\.priority"
+        ),
+        "samzapy has no input priorities (Samza's DefaultChooser): a task takes its inputs "
+        "in turn; to read a stream before the others, make it a bootstrap stream with "
+        "streams.<id>.samza.bootstrap: true",
+    ),
+    (
+        re.compile(r"systems\.[^.]+\.default\.stream\.samza\.bootstrap"),
+        "a system's default.stream.* keys give only samza.offset.default and "
+        "samza.reset.offset to its streams; set streams.<id>.samza.bootstrap: true on each "
+        "stream to bootstrap",
+    ),
+)
+
+
+def not_in_samzapy(key: str) -> str | None:
+    """Why samzapy refuses ``key``, one of Samza's keys it does not have (None: another)."""
+    for pattern, reason in _NOT_IN_SAMZAPY:
+        if pattern.fullmatch(key):
+            return reason
+    return None
 
 
 def input_key_problems(

@@ -39,7 +39,7 @@ from samzapy.config.schema import (
 )
 from samzapy.config.secrets import is_secret
 from samzapy.config.standbys import standby_problems
-from samzapy.config.stream_keys import input_key_problems
+from samzapy.config.stream_keys import input_key_problems, not_in_samzapy
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _MODULE_CLASS = re.compile(rf"{_IDENT}(?:\.{_IDENT})*:{_IDENT}(?:\.{_IDENT})*")
@@ -193,6 +193,8 @@ class _Checker:
                 f"'{other_factory[0].factory}', and system '{system}' uses "
                 f"'{self.factories.get(system)}'"
             )
+        if (reason := not_in_samzapy(key)) is not None:
+            return f"{message}: {reason}"
         close = difflib.get_close_matches(key, self._candidates(key), n=1, cutoff=0.75)
         return f"{message}; did you mean '{close[0]}'?" if close else message
 

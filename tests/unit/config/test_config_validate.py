@@ -173,6 +173,23 @@ def test_suggestion_fills_placeholders_with_configured_names() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        "streams.words.samza.priority",
+        "systems.mem.default.stream.samza.priority",
+        "systems.mem.default.stream.samza.bootstrap",
+    ],
+)
+def test_samzas_input_priority_keys_are_refused_with_what_to_do_instead(key: str) -> None:
+    """Samza's chooser keys samzapy does not have: refused (never ignored), with the reason
+    and what does the job instead, not a close name that means something else."""
+    (problem,) = problems(f"{key}: 1\n")
+    assert problem.startswith(f"unknown key '{key}': ")
+    assert "did you mean" not in problem
+    assert "streams.<id>.samza.bootstrap" in problem
+
+
 def test_suggestion_fills_placeholders_with_a_name_only_the_mistyped_key_gives() -> None:
     # The serde 'csv' is defined by the mistyped key alone.
     assert problems("serializers.registy.csv.class: 'm:C'\n") == (
