@@ -28,8 +28,8 @@ INPUT_ONLY = (
 )
 
 
-#: Samza's keys of how a task chooses among its inputs that samzapy does not have, each with
-#: what to do instead: an unknown key, but not one to suggest a close name for.
+#: Samza's input keys that samzapy does not have, each with what to do instead (filled with
+#: the key's named groups): an unknown key, but not one to suggest a close name for.
 _NOT_IN_SAMZAPY = (
     (
         re.compile(
@@ -45,14 +45,21 @@ _NOT_IN_SAMZAPY = (
         "samza.reset.offset to its streams; set streams.<id>.samza.bootstrap: true on each "
         "stream to bootstrap",
     ),
+    (
+        re.compile(
+            r"systems\.(?P<system>[^.]+)\.default\.stream\.samza\.(?P<which>key|msg)\.serde"
+        ),
+        "a system's serdes are set with systems.{system}.samza.{which}.serde "
+        "(streams.<id>.samza.{which}.serde for one stream)",
+    ),
 )
 
 
 def not_in_samzapy(key: str) -> str | None:
     """Why samzapy refuses ``key``, one of Samza's keys it does not have (None: another)."""
     for pattern, reason in _NOT_IN_SAMZAPY:
-        if pattern.fullmatch(key):
-            return reason
+        if (match := pattern.fullmatch(key)) is not None:
+            return reason.format(**match.groupdict())
     return None
 
 

@@ -190,6 +190,17 @@ def test_samzas_input_priority_keys_are_refused_with_what_to_do_instead(key: str
     assert "streams.<id>.samza.bootstrap" in problem
 
 
+@pytest.mark.parametrize("which", ["key", "msg"])
+def test_samzas_default_stream_serde_keys_name_the_systems_serde_key(which: str) -> None:
+    """Samza also takes a system's serdes from ``default.stream.*``; samzapy has one key for
+    each, which the refusal names (not a key of a system called 'default')."""
+    key = f"systems.mem.default.stream.samza.{which}.serde"
+    assert problems(f"{key}: string\n") == (
+        f"unknown key '{key}': a system's serdes are set with "
+        f"systems.mem.samza.{which}.serde (streams.<id>.samza.{which}.serde for one stream)",
+    )
+
+
 def test_suggestion_fills_placeholders_with_a_name_only_the_mistyped_key_gives() -> None:
     # The serde 'csv' is defined by the mistyped key alone.
     assert problems("serializers.registy.csv.class: 'm:C'\n") == (
