@@ -45,6 +45,16 @@ def test_broadcast_partitions_reach_every_task_and_are_not_grouped() -> None:
     ]
 
 
+def test_only_the_listed_partitions_of_a_broadcast_stream_outside_the_inputs_are_read() -> None:
+    """docs/configuration.md: Samza would group its other partitions by number, as inputs;
+    samzapy reads the listed ones only (kafka.rules#1 and #2 reach no task)."""
+    tasks = group_by_partition({VIEWS: 2}, [(RULES, [0])], {RULES: 3})
+    assert [t.ssps for t in tasks] == [
+        (ssp(VIEWS, 0), ssp(RULES, 0)),
+        (ssp(VIEWS, 1), ssp(RULES, 0)),
+    ]
+
+
 def test_a_job_of_broadcast_inputs_only_has_one_task() -> None:
     tasks = group_by_partition({}, [(RULES, [0, 1])])
     assert [(t.name, t.ssps) for t in tasks] == [
