@@ -9,8 +9,9 @@ messages sent meanwhile wait in order behind it. The streams a job declares are 
 start-up (``prepare``), so a send to one that cannot be routed fails in the task's own call,
 naming the task, the input partition and offset. Under exactly-once, a stream of a system
 without the task's transaction is never looked up: its first send fails the job, named
-(``send_errors.py``). ``flush`` returns once everything sent so far is durable, which is what
-a commit needs before it writes a checkpoint.
+(``send_errors.py``). A key or message its serde refuses fails the send with a SerdeError
+naming the stream and which part was refused. ``flush`` returns once everything sent so far
+is durable, which is what a commit needs before it writes a checkpoint.
 
 Messages to a framed stream (``samza.intermediate`` or ``samza.framed``) are framed after
 serialization, with their origin when the sender gives one (``samzapy.control.origins``);
@@ -23,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from typing import Any
 
 import structlog
 
@@ -39,38 +39,19 @@ from samzapy.container.send_errors import (
     RefusingProducer,
     framable,
     out_of_range,
+    refused,
     send_failed,
     sent_after_end,
 )
-from samzapy.control.origins import WriterOrigins
+from samzapy.control.origins import WriterOrigins, spread
 from samzapy.control.wire import frame, with_event_time
-from samzapy.system.partitioner import partition_for
+from samzapy.system.partitioner import key_bytes, partition_for
 from samzapy.system.ports import SystemAdmin, SystemProducer
 from samzapy.system.serde import Serde
 
 log = structlog.get_logger("samzapy.collector")
 
 _thread = threading.get_ident
-
-
-def key_bytes(key: Any, serde: Serde | None) -> bytes:
-    """The bytes a key is partitioned by: its serialized form, or UTF-8 text without a serde."""
-    if serde is not None:
-        return serde.to_bytes(key)
-    if isinstance(key, bytes):
-        return key
-    if isinstance(key, str):
-        return key.encode()
-    return str(key).encode()
-
-
-def _spread(offset: str, ordinal: int, partitions: int) -> int | None:
-    """The partition of a keyless record with an origin: a function of the origin, spread
-    over the partitions (None: let the producer choose, for an offset that is no integer)."""
-    try:
-        return (int(offset) * 31 + ordinal) % partitions
-    except ValueError:
-        return None
 
 
 class _ControlRecord:
@@ -240,13 +221,20 @@ class OutputRouter:
         if partition is None:
             pkey = envelope.partition_key
             if pkey is None and key is not None and route.key_serde is not None:
-                key = pkey = route.key_serde.to_bytes(key)  # serialized once, for both
+                try:  # free unless it raises (one per serde call: the error says which)
+                    key = pkey = route.key_serde.to_bytes(key)  # serialized once, for both
+                except Exception as exc:
+                    raise refused(route.stream, "key", exc) from exc
                 serialized = True
             elif pkey is None:
                 pkey = key
             if pkey is not None and route.partitions > 1:
                 if not serialized:
-                    pkey = key_bytes(pkey, route.key_serde)
+                    try:
+                        pkey = key_bytes(pkey, route.key_serde)
+                    except Exception as exc:
+                        what = "key" if pkey is key else "partition key"
+                        raise refused(route.stream, what, exc) from exc
                 if type(pkey) is bytes:
                     partition = route.partition_cache.get(pkey)
                     if partition is None:
@@ -257,14 +245,20 @@ class OutputRouter:
                 partition = 0
             elif writer is not None and origin is not None and route.origins:
                 # No key: a replay must still send the record where it went the first time.
-                partition = _spread(origin.offset, ordinal, route.partitions)
+                partition = spread(origin.offset, ordinal, route.partitions)
         elif not 0 <= partition < route.partitions:
             raise out_of_range(partition, route.stream, route.partitions, self._stream_id)
         if key is not None and route.key_serde is not None and not serialized:
-            key = route.key_serde.to_bytes(key)
+            try:
+                key = route.key_serde.to_bytes(key)
+            except Exception as exc:
+                raise refused(route.stream, "key", exc) from exc
         message = envelope.message
         if route.msg_serde is not None and message is not None:
-            message = route.msg_serde.to_bytes(message)
+            try:
+                message = route.msg_serde.to_bytes(message)
+            except Exception as exc:
+                raise refused(route.stream, "message", exc) from exc
         if route.framed and message is not None:
             if type(message) is not bytes:
                 message = framable(route.stream, message)
@@ -445,4 +439,4 @@ class OutputRouter:
                 log.warning("producer_errors_dropped", messages=lost, error=str(exc))
 
 
-__all__ = ["OutputRouter", "key_bytes"]
+__all__ = ["OutputRouter"]

@@ -52,6 +52,13 @@ def framable(stream: SystemStream, message: Any) -> bytes:
     )
 
 
+def refused(stream: SystemStream, what: str, exc: Exception) -> SerdeError:
+    """The key, partition key or message of a send to ``stream`` that its serde refused."""
+    part = "message" if what == "message" else "key"
+    reason = str(exc) if isinstance(exc, SerdeError) else f"{type(exc).__name__}: {exc}"
+    return SerdeError(f"cannot send to {stream}: the {part} serde refused the {what}: {reason}")
+
+
 def out_of_range(
     partition: int, stream: SystemStream, partitions: int, stream_id: Callable[[SystemStream], str]
 ) -> StreamSystemError:
@@ -112,4 +119,11 @@ class RefusingProducer(SystemProducer):
         return None
 
 
-__all__ = ["RefusingProducer", "framable", "out_of_range", "send_failed", "sent_after_end"]
+__all__ = [
+    "RefusingProducer",
+    "framable",
+    "out_of_range",
+    "refused",
+    "send_failed",
+    "sent_after_end",
+]

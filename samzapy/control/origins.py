@@ -361,4 +361,13 @@ def _integer(offset: str) -> int | None:
     return number if number >= 0 else None
 
 
-__all__ = ["ReaderOrigins", "WriterOrigins"]
+def spread(offset: str, ordinal: int, partitions: int) -> int | None:
+    """The partition of a keyless record with an origin: a function of the origin, spread
+    over the partitions (None: let the producer choose, for an offset that is no integer)."""
+    try:
+        return (int(offset) * 31 + ordinal) % partitions
+    except ValueError:
+        return None
+
+
+__all__ = ["ReaderOrigins", "WriterOrigins", "spread"]

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import Any
 
 from samzapy.api.errors import StreamSystemError
+from samzapy.system.serde import Serde
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -71,6 +73,17 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
+def key_bytes(key: Any, serde: Serde | None) -> bytes:
+    """The bytes a key is partitioned by: its serialized form, or UTF-8 text without a serde."""
+    if serde is not None:
+        return serde.to_bytes(key)
+    if isinstance(key, bytes):
+        return key
+    if isinstance(key, str):
+        return key.encode()
+    return str(key).encode()
+
+
 def partition_for(key_bytes: bytes | bytearray | memoryview, num_partitions: int) -> int:
     """The partition Kafka's default partitioner picks for a serialized key."""
     if num_partitions < 1:
@@ -82,4 +95,4 @@ def partition_for(key_bytes: bytes | bytearray | memoryview, num_partitions: int
     return (hash32(key_bytes, _SEED) & 0x7FFFFFFF) % num_partitions
 
 
-__all__ = ["COMPILED", "hash32", "murmur2", "partition_for", "python_murmur2"]
+__all__ = ["COMPILED", "hash32", "key_bytes", "murmur2", "partition_for", "python_murmur2"]

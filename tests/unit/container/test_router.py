@@ -48,7 +48,12 @@ class RecordingProducer(SystemProducer):
 
 
 class Setup:
-    def __init__(self, *, serdes: bool = False, framed: bool = False) -> None:
+    def __init__(
+        self, *, serdes: bool = False, framed: bool = False, pair: tuple[Any, Any] | None = None
+    ) -> None:
+        """``serdes``: string keys and json messages; ``pair``: these (key, message) serdes."""
+        if pair is None:
+            pair = (StringSerde(), JsonSerde()) if serdes else (None, None)
         self.broker = InMemoryBroker.for_namespace(f"router-{uuid.uuid4().hex[:8]}")
         self.broker.create_stream("out", 4)
         admin = InMemorySystemFactory("memory", {"namespace": self.broker.namespace}).get_admin()
@@ -57,7 +62,7 @@ class Setup:
         self.router = OutputRouter(
             {"memory": self.producer},
             {"memory": admin},
-            lambda ss: (StringSerde(), JsonSerde()) if serdes else (None, None),
+            lambda ss: pair,
             lambda ss: 3,
             self.errors.append,
             framed=lambda ss: framed,
@@ -142,6 +147,72 @@ async def test_framed_streams_get_a_type_byte_and_need_bytes() -> None:
     await raw.send(OutgoingMessageEnvelope(OUT, b"ok", partition=0))
     with pytest.raises(SerdeError, match=r"memory.out is framed .* got dict"):
         raw.router.send(OutgoingMessageEnvelope(OUT, {"not": "bytes"}, partition=0))
+
+
+class Refusing:
+    """A job's own serde that fails the way user code does, with any exception."""
+
+    def to_bytes(self, obj: Any) -> bytes:
+        raise ValueError(f"no bytes for {obj!r}")
+
+    def from_bytes(self, data: bytes) -> Any:
+        return data
+
+
+REFUSED = [
+    pytest.param(
+        (StringSerde(), JsonSerde()),
+        OutgoingMessageEnvelope(OUT, float("nan"), key="k"),
+        r"the message serde refused the message: json serde cannot encode nan",
+        id="json-nan",
+    ),
+    pytest.param(
+        (StringSerde(), JsonSerde()),
+        OutgoingMessageEnvelope(OUT, {"n": 1}, key=5),
+        r"the key serde refused the key: string serde expects a str, got 5",
+        id="key",
+    ),
+    pytest.param(
+        (StringSerde(), JsonSerde()),
+        OutgoingMessageEnvelope(OUT, {"n": 1}, key=5, partition=1),
+        r"the key serde refused the key: string serde expects a str, got 5",
+        id="key-explicit-partition",
+    ),
+    pytest.param(
+        (StringSerde(), JsonSerde()),
+        OutgoingMessageEnvelope(OUT, {"n": 1}, key="k", partition_key=7),
+        r"the key serde refused the partition key: string serde expects a str",
+        id="partition-key",
+    ),
+    pytest.param(
+        (None, Refusing()),
+        OutgoingMessageEnvelope(OUT, "m", partition=1),
+        r"the message serde refused the message: ValueError: no bytes for 'm'",
+        id="own-serde",
+    ),
+]
+
+
+@pytest.mark.parametrize(("pair", "envelope", "refusal"), REFUSED)
+@pytest.mark.parametrize("ready", [True, False], ids=["route-ready", "first-send"])
+async def test_a_key_or_message_its_serde_refuses_fails_naming_the_stream(
+    pair: tuple[Any, Any], envelope: OutgoingMessageEnvelope, refusal: str, ready: bool
+) -> None:
+    """A user mixing producers needs to know which output, and which part of the message,
+    could not be encoded: in the task's call once the stream is known, at the flush (before
+    any checkpoint) for the sends that waited for it."""
+    setup = Setup(pair=pair)
+    match = rf"^cannot send to memory.out: {refusal}"
+    if ready:
+        await setup.send(OutgoingMessageEnvelope(OUT, None, partition=0))
+        with pytest.raises(SerdeError, match=match) as failed:
+            setup.router.send(envelope)
+    else:
+        setup.router.send(envelope)
+        with pytest.raises(SerdeError, match=match) as failed:
+            await setup.router.flush()
+    assert failed.value.__cause__ is not None
+    assert [s for s in setup.producer.sent if s[3] is not None] == []
 
 
 async def test_a_send_to_an_unknown_system_names_it() -> None:
