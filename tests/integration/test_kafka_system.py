@@ -21,7 +21,7 @@ from aiokafka.admin.records_to_delete import RecordsToDelete
 from leases import SwitchedLease
 from structlog.testing import capture_logs
 
-from samzapy.api.errors import StreamSystemError, TaskFencedError
+from samzapy.api.errors import SendFailedError, StreamSystemError, TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.entries import EntryBatch
 from samzapy.system.kafka import (
@@ -573,6 +573,44 @@ class TestProducer:
             await producer.flush()  # reported once
         finally:
             await producer.stop()
+
+    async def test_a_record_above_max_request_size_fails_alone_and_is_not_sent(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        """``producer.max.request.size`` bounds each record, as in Kafka's Java producer: a
+        larger one is refused before it reaches the broker, the flush names it, and the
+        records beside it are written (the broker would refuse their whole batch)."""
+        topic = topic_name("max-request")
+        await admin.create_stream(topic, 2)
+        options = {"producer.max.request.size": 2000, "producer.batch.size": 65536}
+        producer = factory(kafka_bootstrap, **options).get_producer()
+        assert isinstance(producer, KafkaSystemProducer)
+        stream = SystemStream(SYSTEM, topic)
+        await producer.start()
+        try:
+            producer.send(stream, 0, None, b"before")
+            producer.send(stream, 0, b"k", b"x" * 5000)
+            producer.send(stream, 0, b"k" * 3000, None)  # a key counts too
+            producer.send(stream, 0, None, b"after")
+            producer.send(stream, 0, None, b"y" * 1900)  # fits, overhead and all
+            with pytest.raises(
+                SendFailedError,
+                match=rf"^cannot write to partition 0 of Kafka topic '{topic}': a record of "
+                r"5087 bytes \(key, value and headers, serialized\) is larger than "
+                r"systems\.kafka\.producer\.max\.request\.size \(2000\); not sent "
+                r"\(2 failed batches in all\); 2 messages failed since the start$",
+            ) as failed:
+                await producer.flush()
+            assert failed.value.messages == 2
+            assert producer.failed_sends == 2
+            await producer.flush()  # reported once
+        finally:
+            await producer.stop()
+        assert await self.delivered(kafka_bootstrap, stream, 3) == [
+            b"before",
+            b"after",
+            b"y" * 1900,
+        ]
 
     async def test_a_partition_out_of_range_fails_at_send_once_the_topic_is_known(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin

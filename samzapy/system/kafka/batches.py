@@ -1,8 +1,9 @@
 """The kafka producer's batches: one being filled, one handed over, and those inside aiokafka.
 
 ``OpenBatch`` is a batch the producer appends messages to; ``Queued`` one handed over and
-waiting for its partition's sender (``producer.py``). ``send_under`` sends the batches inside
-aiokafka only under the container's lease. ``drop_held`` fails every batch an aiokafka
+waiting for its partition's sender (``producer.py``); ``drop_open`` drops those being filled.
+``too_large`` refuses a record above ``max.request.size``. ``send_under`` sends the batches
+inside aiokafka only under the container's lease. ``drop_held`` fails every batch an aiokafka
 producer still holds, so that its stop need not wait for brokers that are gone.
 """
 
@@ -13,8 +14,9 @@ import contextlib
 from typing import Any
 
 from aiokafka.errors import KafkaError
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from samzapy.api.errors import TaskFencedError
+from samzapy.api.errors import StreamSystemError, TaskFencedError
 from samzapy.api.system import SystemStream
 from samzapy.system.fencing import WriteLease
 from samzapy.system.kafka.errors import not_bytes, where
@@ -51,6 +53,14 @@ class OpenBatch:
         if headers:  # a dead letter's
             return self.builder.append(timestamp=timestamp, key=key, value=value, headers=headers)
         return self.builder.append(timestamp=timestamp, key=key, value=value)
+
+
+def drop_open(batches: dict[Target, OpenBatch]) -> None:
+    """Drop the batches being filled (their linger timers cancelled)."""
+    for batch in batches.values():
+        if batch.timer is not None:
+            batch.timer.cancel()
+    batches.clear()
 
 
 class Queued:
@@ -127,6 +137,26 @@ def fenced(topic: str, partition: int) -> TaskFencedError:
     return TaskFencedError(f"not written to {where_to}: the container may have lost its tasks")
 
 
+def too_large(
+    limit: int,
+    system_stream: SystemStream,
+    partition: int | None,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Any,
+) -> StreamSystemError | None:
+    """Why a record is not sent: larger than ``limit``, its system's ``max.request.size``, as
+    Kafka's Java producer estimates a record alone in its batch (None: it is not)."""
+    size: int = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
+    if size <= limit:
+        return None
+    return StreamSystemError(
+        f"cannot write to {where(system_stream.stream, partition)}: a record of {size} bytes "
+        "(key, value and headers, serialized) is larger than "
+        f"systems.{system_stream.system}.producer.max.request.size ({limit}); not sent"
+    )
+
+
 def as_bytes(system_stream: SystemStream, what: str, value: Any) -> bytes:
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
@@ -140,6 +170,8 @@ __all__ = [
     "Target",
     "as_bytes",
     "drop_held",
+    "drop_open",
     "fenced",
     "send_under",
+    "too_large",
 ]

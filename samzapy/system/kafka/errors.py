@@ -9,6 +9,7 @@ catches ``KAFKA_ERRORS`` and raises ``stream_error(...) from exc``.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 from aiokafka import errors as kafka_errors
 
@@ -88,6 +89,12 @@ def where(topic: str, partition: int | None = None) -> str:
     return f"partition {partition} of Kafka topic {topic!r}"
 
 
+def out_of_range(topic: str, partition: object, known: Collection[int] | None) -> str:
+    """A partition ``topic`` does not have (``known``: its partitions, if known)."""
+    held = f"it has partitions 0..{len(known) - 1}" if known else "its partitions are unknown"
+    return f"partition {partition!r} is out of range for {where(topic)}: {held}"
+
+
 def send_failure(
     exc: BaseException,
     batches: int,
@@ -128,6 +135,7 @@ __all__ = [
     "describe",
     "error_name",
     "not_bytes",
+    "out_of_range",
     "send_failure",
     "stream_error",
     "where",

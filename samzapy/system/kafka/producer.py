@@ -15,7 +15,9 @@ partition (a sticky partitioner: whole batches, partitions taken in turn).
 ``flush`` hands over every open batch, waits until every batch handed over so far is
 delivered or failed, then raises the first failure (once) as a StreamSystemError naming the
 topic and partition; batches sent while it waits are left to the next flush, so a flush under
-steady load ends. ``failed_sends`` counts the messages whose delivery failed.
+steady load ends. A record above ``max.request.size`` is not sent: it fails the next flush
+alone, as in Kafka's Java producer (the broker would refuse its whole batch). ``failed_sends``
+counts the messages whose delivery failed.
 
 ``backpressure`` bounds memory and the time a flush (so a commit) waits: with
 ``MAX_UNSETTLED_BATCHES`` batches handed over and not yet delivered (or two per partition
@@ -53,12 +55,14 @@ from samzapy.system.kafka.batches import (
     Queued,
     Target,
     drop_held,
+    drop_open,
     send_under,
+    too_large,
 )
 from samzapy.system.kafka.batches import as_bytes as _as_bytes
 from samzapy.system.kafka.batches import fenced as _fenced
 from samzapy.system.kafka.connection import STOP_TIMEOUT_S, connect, retrying, started, stop_client
-from samzapy.system.kafka.errors import KAFKA_ERRORS, send_failure, where
+from samzapy.system.kafka.errors import KAFKA_ERRORS, out_of_range, send_failure, where
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.ports import SystemProducer
 
@@ -84,7 +88,12 @@ class KafkaSystemProducer(SystemProducer):
         #: How few unsettled batches resolve ``_capacity``.
         self._release_at = self._max_unsettled // 2
         self._servers = ",".join(settings.producer_servers)
-        self._linger_s = float(settings.producer_kwargs(self._defaults)["linger_ms"]) / 1000
+        kwargs = settings.producer_kwargs(self._defaults)
+        self._linger_s = float(kwargs["linger_ms"]) / 1000
+        #: A record above ``max.request.size`` is refused, as by Kafka's Java producer; one
+        #: of up to ``_large`` bytes of key and value is below it without a closer look.
+        self._max_request = int(kwargs.get("max_request_size", 1048576))
+        self._large = self._max_request - 256
         #: Topics held open longer or shorter than ``producer.linger.ms`` (``linger``).
         self._lingers: dict[str, float] = {}
         self._producer: Any = None
@@ -171,6 +180,12 @@ class KafkaSystemProducer(SystemProducer):
             message = _as_bytes(system_stream, "message", message)
         if type(key) is not bytes and key is not None:
             key = _as_bytes(system_stream, "key", key)
+        if (len(message or b"") + len(key or b"") > self._large or headers) and (
+            refusal := too_large(self._max_request, system_stream, partition, key, message, headers)
+        ):  # not sent: reported by the next flush, as a batch the broker refused
+            self.failed_sends += 1
+            self._failures.append((system_stream.stream, partition, refusal, 1))
+            return
         target = (system_stream.stream, partition)
         batch = self._open.get(target)
         if batch is None:
@@ -210,7 +225,7 @@ class KafkaSystemProducer(SystemProducer):
                 or partition < 0
                 or (known is not None and partition not in known)
             ):
-                raise StreamSystemError(self._out_of_range(topic, partition, known))
+                raise StreamSystemError(out_of_range(topic, partition, known))
         batch = OpenBatch(producer.create_batch(), target)
         self._open[target] = batch
         linger = self._lingers.get(topic, self._linger_s) if self._lingers else self._linger_s
@@ -319,7 +334,7 @@ class KafkaSystemProducer(SystemProducer):
                             item.builder, topic, partition=partition
                         )
                     else:
-                        error = StreamSystemError(self._out_of_range(topic, partition, known))
+                        error = StreamSystemError(out_of_range(topic, partition, known))
                 except _SEND_ERRORS as exc:
                     error = exc
                 queue.popleft()
@@ -369,10 +384,6 @@ class KafkaSystemProducer(SystemProducer):
         if not item.settled.done():
             item.settled.set_result(None)
 
-    def _out_of_range(self, topic: str, partition: Any, known: Any) -> str:
-        held = f"it has partitions 0..{len(known) - 1}" if known else "its partitions are unknown"
-        return f"partition {partition!r} is out of range for {where(topic)}: {held}"
-
     # -- flushing -----------------------------------------------------------------------
 
     async def flush(self) -> None:
@@ -415,7 +426,7 @@ class KafkaSystemProducer(SystemProducer):
             return 0
         self._dropping.set()
         dropped = self._held + sum(batch.count for batch in self._open.values())
-        self._drop_open()
+        drop_open(self._open)
         while self._senders:  # each settles its queue as it ends
             senders = list(self._senders.values())
             for sender in senders:
@@ -430,16 +441,9 @@ class KafkaSystemProducer(SystemProducer):
     async def _close(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """Stop the client (within ``timeout_s``); open batches are dropped."""
         producer, self._producer = self._producer, None
-        self._drop_open()
+        drop_open(self._open)
         if producer is not None:
             await stop_client(producer, timeout_s)
-
-    def _drop_open(self) -> None:
-        """Drop the batches being filled (their linger timers cancelled)."""
-        for batch in self._open.values():
-            if batch.timer is not None:
-                batch.timer.cancel()
-        self._open.clear()
 
 
 __all__ = ["KafkaSystemProducer"]
