@@ -340,6 +340,41 @@ class TestConsumer:
             got += [(o, k, v) for o, (k, v) in zip(batch.offsets, batch.entries, strict=True)]
         assert got == [(str(i), *records[i]) for i in range(10, 250)]
 
+    async def test_a_topic_deleted_while_read_fails_the_poll_naming_it(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        """A deleted input is not a lost broker: the brokers answer, the topic is gone. The
+        poll fails at the next idle-time check, naming the topic, not after
+        ``connect.timeout.ms`` as "lost Kafka" (which sends the operator to the network)."""
+        topic = topic_name("deleted")
+        await admin.create_stream(topic, 2)
+        await produce(kafka_bootstrap, topic, 0, [b"m0", b"m1"])
+        consumer = factory(kafka_bootstrap, **{"connect.timeout.ms": 6000}).get_consumer()
+        ssps = [ssp(topic, 0), ssp(topic, 1)]
+        for partition in ssps:
+            consumer.register(partition, None, OffsetDefault.OLDEST)
+        await consumer.start()
+        try:
+            await read(consumer, ssps, 2)
+            client = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+            await client.start()
+            try:
+                await client.delete_topics([topic])
+            finally:
+                await client.close()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 5.5  # within connect.timeout.ms, which "lost Kafka" waits
+            with pytest.raises(StreamSystemError) as failed:
+                while loop.time() < deadline:
+                    assert await consumer.poll(ssps, 10, 0.2) == {}
+            assert str(failed.value) == (
+                f"the Kafka consumer of system 'kafka' failed: UnknownTopicOrPartitionError: "
+                f"Kafka topic {topic!r} no longer exists at {kafka_bootstrap} (deleted while "
+                "it was read?): its partitions 0, 1 cannot be read"
+            )
+        finally:
+            await consumer.stop()
+
 
 class TestProducer:
     async def test_50000_messages_over_8_partitions_keep_their_order(

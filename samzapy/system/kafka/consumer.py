@@ -21,7 +21,8 @@ An offset that runs out of range while running (retention overtook a slow reader
 to the partition's default with the same warning. Kafka partitions never
 end: there is no end-of-stream here. aiokafka reconnects by itself after a broker restart;
 the consumer only fails once the broker has been silent for longer than
-``connect.timeout.ms`` (see ``connection.ContactWatch``).
+``connect.timeout.ms`` (see ``connection.ContactWatch``), or at once when an idle-time check
+finds a topic it reads deleted (the brokers answer, the topic is gone).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import OffsetOutOfRangeError
+from aiokafka.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 
 from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import StreamSystemError
@@ -41,7 +42,7 @@ from samzapy.api.system import SystemStreamPartition
 from samzapy.system.entries import EntryBatch
 from samzapy.system.kafka.admin import KafkaSystemAdmin
 from samzapy.system.kafka.connection import ContactWatch, connect, started, stop_client
-from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
+from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error, where
 from samzapy.system.kafka.fetched import build_envelopes, envelopes
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.offsets import integer_offset
@@ -175,7 +176,24 @@ class KafkaSystemConsumer(SystemConsumer):
         return await started(AIOKafkaConsumer(**kwargs))
 
     async def _probe(self) -> None:
+        """The idle-time check: the brokers answer, and the topics read still exist (a topic
+        deleted under the job is not a broker lost: aiokafka would wait for it forever)."""
+        client = self._consumer._client
+        if await client.force_metadata_update():  # False: no broker answered
+            for topic, partitions in self._partitions_by_topic().items():
+                if client.cluster.partitions_for_topic(topic) is None:
+                    raise UnknownTopicOrPartitionError(
+                        f"{where(topic)} no longer exists at {self._servers} (deleted while "
+                        f"it was read?): its partitions {partitions} cannot be read"
+                    )
         await self._consumer.end_offsets(list(self._tp_of.values()))
+
+    def _partitions_by_topic(self) -> dict[str, str]:
+        """The partitions read of each topic, as text: ``{"t": "0, 1"}``."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in self._tp_of.values():
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        return {t: ", ".join(map(str, sorted(ps))) for t, ps in by_topic.items()}
 
     def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
         tp = self._tp_of.get(ssp)
