@@ -647,6 +647,38 @@ class TestProducer:
             b"y" * 1900,
         ]
 
+    async def test_a_topic_deleted_while_written_fails_the_flush_saying_so(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        """An output topic deleted under the job: the flush fails naming the topic as gone,
+        not only with the broker's last answer to the retries (NotLeaderForPartition, "the
+        client's metadata is out of date"), which sends the operator to the brokers."""
+        topic = topic_name("deleted-out")
+        await admin.create_stream(topic, 1)
+        options = {"producer.request.timeout.ms": 3000}
+        producer = factory(kafka_bootstrap, **options).get_producer()
+        stream = SystemStream(SYSTEM, topic)
+        await producer.start()
+        try:
+            producer.send(stream, 0, None, b"written")
+            await producer.flush()
+            client = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+            await client.start()
+            try:
+                await client.delete_topics([topic])
+            finally:
+                await client.close()
+            producer.send(stream, 0, None, b"lost")
+            with pytest.raises(
+                SendFailedError,
+                match=rf"^cannot write to partition 0 of Kafka topic '{topic}' at "
+                rf"{kafka_bootstrap}: .*; Kafka topic '{topic}' does not exist \(deleted while "
+                r"the job ran\?\); 1 messages failed since the start$",
+            ):
+                await producer.flush()
+        finally:
+            await producer.stop()
+
     async def test_a_partition_out_of_range_fails_at_send_once_the_topic_is_known(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin
     ) -> None:

@@ -8,8 +8,11 @@ catches ``KAFKA_ERRORS`` and raises ``stream_error(...) from exc``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 from collections.abc import Collection
+from typing import Any
 
 from aiokafka import errors as kafka_errors
 
@@ -34,6 +37,9 @@ KAFKA_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
     TimeoutError,
 )
+
+#: How long a failed send's flush waits for the metadata that says whether its topic exists.
+GONE_CHECK_S = 2.0
 
 #: Broker error codes samzapy acts on.
 NO_ERROR = 0
@@ -95,7 +101,8 @@ def out_of_range(topic: str, partition: object, known: Collection[int] | None) -
     return f"partition {partition!r} is out of range for {where(topic)}: {held}"
 
 
-def send_failure(
+async def send_failure(
+    producer: Any,
     exc: BaseException,
     batches: int,
     topic: str,
@@ -103,15 +110,33 @@ def send_failure(
     servers: str,
     failed_sends: int,
 ) -> str:
-    """What a producer's flush says of its first failed batch (of ``batches``)."""
+    """What a producer's flush says of its first failed batch (of ``batches``); whether the
+    brokers still have its topic is asked of the aiokafka ``producer`` (``topic_gone``)."""
     if isinstance(exc, StreamSystemError):
         reason = str(exc)
     else:
         reason = f"cannot write to {where(topic, partition)} at {servers}: {describe(exc)}"
-        if "UnknownTopicOrPartition" in type(exc).__name__:
+        if await topic_gone(producer, topic):
+            reason += f"; {where(topic)} does not exist (deleted while the job ran?)"
+        elif "UnknownTopicOrPartition" in type(exc).__name__:
             reason += " (does the topic exist?)"
     more = f" ({batches} failed batches in all)" if batches > 1 else ""
     return f"{reason}{more}; {failed_sends} messages failed since the start"
+
+
+async def topic_gone(producer: Any, topic: str) -> bool:
+    """Whether the brokers answer a metadata request of the aiokafka ``producer`` without
+    ``topic`` (deleted under the job): asked once a send to it failed, which the broker's
+    last answer to the client's retries (NotLeaderForPartition, a timeout) does not say."""
+    client: Any = getattr(producer, "client", None)
+    update = getattr(client, "force_metadata_update", None)
+    if update is None:  # stopped, or not aiokafka's
+        return False
+    with contextlib.suppress(TimeoutError, *KAFKA_ERRORS):
+        async with asyncio.timeout(GONE_CHECK_S):
+            if await update():  # False: no broker answered
+                return client.cluster.partitions_for_topic(topic) is None
+    return False
 
 
 def not_bytes(system_stream: object, what: str, value: object) -> SerdeError:
@@ -138,5 +163,6 @@ __all__ = [
     "out_of_range",
     "send_failure",
     "stream_error",
+    "topic_gone",
     "where",
 ]

@@ -408,7 +408,8 @@ class KafkaSystemProducer(SystemProducer):
             if isinstance(exc, TaskFencedError):
                 raise exc
             failed = (topic, partition, self._servers, self.failed_sends)
-            raise SendFailedError(send_failure(exc, count, *failed), messages=lost) from exc
+            reason = await send_failure(self._producer, exc, count, *failed)
+            raise SendFailedError(reason, messages=lost) from exc
 
     async def stop(self) -> None:
         if self._producer is None:
