@@ -173,10 +173,10 @@ SAMZA_SYSTEM_FACTORIES = {
     "org.apache.samza.system.kafka.KafkaSystemFactory": "kafka",
     "org.apache.samza.system.inmemory.InMemorySystemFactory": "memory",
 }
-#: The short factory names whose systems drop message keys (the file system writes only the
-#: message of each record): store changelogs and checkpoint streams need the keys.
+#: Factories whose systems drop keys (file writes messages only): no changelogs, no checkpoints.
 KEYLESS_FACTORIES = ("file",)
-BUILTIN_SERDES = ("string", "json", "bytes", "integer", "long", "none")
+BUILTIN_SERDES: tuple[str, ...] = ("string", "json", "bytes", "integer", "long", "double")
+BUILTIN_SERDES += ("byte", "bytebuffer", "none")  # Samza's names of bytes; no serde
 REPORTERS = ("log", "prometheus")
 OFFSET_DEFAULTS = ("oldest", "upcoming")
 KAFKA_SECURITY_PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")

@@ -8,6 +8,9 @@ more, or replaces a built-in):
 - ``bytes``: bytes-like <-> ``bytes`` unchanged.
 - ``integer``: ``int`` <-> 4 bytes big-endian signed (Samza's IntegerSerde).
 - ``long``: ``int`` <-> 8 bytes big-endian signed (Samza's LongSerde).
+- ``double``: ``float`` <-> 8 bytes big-endian IEEE 754 (Samza's DoubleSerde).
+- ``byte`` and ``bytebuffer``: Samza's names of ``bytes`` (its ByteSerde and ByteBufferSerde
+  write the bytes as they are).
 - ``none``: objects pass through untouched (the memory system carries objects, not bytes).
 
 ``to_bytes`` and ``from_bytes`` run once per message, so each is a single call on the fast
@@ -149,7 +152,7 @@ class BytesSerde:
 
 
 class _StructSerde:
-    """A fixed-width big-endian signed integer."""
+    """A fixed-width big-endian number: a signed integer, or an IEEE 754 double."""
 
     _name = ""
     _struct = struct.Struct(">i")
@@ -158,14 +161,14 @@ class _StructSerde:
         self._pack = self._struct.pack
         self._unpack = self._struct.unpack
         bits = self._struct.size * 8
-        self._range = f"[-2**{bits - 1}, 2**{bits - 1})"
+        self._expects = f"an int in [-2**{bits - 1}, 2**{bits - 1})"
 
     def to_bytes(self, obj: Any) -> bytes:
         try:
             return self._pack(obj)
-        except struct.error:
+        except (struct.error, OverflowError):
             raise SerdeError(
-                f"{self._name} serde expects an int in {self._range}, got {_describe(obj)}"
+                f"{self._name} serde expects {self._expects}, got {_describe(obj)}"
             ) from None
 
     def from_bytes(self, data: bytes) -> Any:
@@ -192,6 +195,17 @@ class LongSerde(_StructSerde):
     _struct = struct.Struct(">q")
 
 
+class DoubleSerde(_StructSerde):
+    """``float`` <-> 8 bytes big-endian IEEE 754 (NaN and infinities included)."""
+
+    _name = "double"
+    _struct = struct.Struct(">d")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._expects = "a float (or an int)"
+
+
 class NoneSerde:
     """Pass-through: objects stay objects (for systems that carry objects, like memory)."""
 
@@ -208,6 +222,9 @@ BUILTIN_SERDES: Mapping[str, Callable[[], Serde]] = {
     "bytes": BytesSerde,
     "integer": IntegerSerde,
     "long": LongSerde,
+    "double": DoubleSerde,
+    "byte": BytesSerde,  # Samza's names of bytes as they are
+    "bytebuffer": BytesSerde,
     "none": NoneSerde,
 }
 
@@ -266,6 +283,7 @@ class SerdeRegistry:
 __all__ = [
     "BUILTIN_SERDES",
     "BytesSerde",
+    "DoubleSerde",
     "IntegerSerde",
     "JsonSerde",
     "LongSerde",

@@ -349,7 +349,7 @@ def test_unknown_factory_short_name_is_an_error() -> None:
 def test_unknown_serde_is_an_error_and_a_registered_one_is_not() -> None:
     assert problems("systems.mem.samza.msg.serde: avro\n") == (
         "systems.mem.samza.msg.serde names serde 'avro', which is neither built in "
-        "(string, json, bytes, integer, long, none) nor registered "
+        "(string, json, bytes, integer, long, double, byte, bytebuffer, none) nor registered "
         "(serializers.registry.avro.class)",
     )
     config = resolved(

@@ -10,6 +10,7 @@ import pytest
 from samzapy.api.errors import ConfigError, SerdeError
 from samzapy.system.serde import (
     BytesSerde,
+    DoubleSerde,
     IntegerSerde,
     JsonSerde,
     LongSerde,
@@ -57,6 +58,11 @@ class NotASerde:
         (IntegerSerde(), -(2**31), b"\x80\x00\x00\x00"),
         (LongSerde(), 258, b"\x00\x00\x00\x00\x00\x00\x01\x02"),
         (LongSerde(), -(2**63), b"\x80" + b"\x00" * 7),
+        # Samza's DoubleSerde and Kafka's DoubleSerializer: Java's ByteBuffer.putDouble.
+        (DoubleSerde(), 1.5, bytes.fromhex("3ff8000000000000")),
+        (DoubleSerde(), -0.0, bytes.fromhex("8000000000000000")),
+        (DoubleSerde(), float("inf"), bytes.fromhex("7ff0000000000000")),
+        (DoubleSerde(), 2.0**-1074, bytes.fromhex("0000000000000001")),
     ],
 )
 def test_round_trip(serde: Serde, value: Any, data: bytes) -> None:
@@ -130,6 +136,8 @@ def _cycle() -> list[Any]:
         (JsonSerde(), {"x": [float("-inf")]}, r"json serde cannot encode .*not JSON compliant"),
         (JsonSerde(), _cycle(), r"json serde cannot encode .*refers to itself"),
         (BytesSerde(), "text", r"bytes serde expects bytes, bytearray or memoryview, got 'text'"),
+        (DoubleSerde(), "1.5", r"double serde expects a float \(or an int\), got '1.5' \(str\)"),
+        (DoubleSerde(), 2**1024, r"double serde expects a float \(or an int\), got \d+"),
     ],
 )
 def test_to_bytes_rejects_wrong_input(serde: Serde, value: Any, message: str) -> None:
@@ -142,6 +150,7 @@ def test_to_bytes_rejects_wrong_input(serde: Serde, value: Any, message: str) ->
     [
         (IntegerSerde(), b"\x00\x01", r"integer serde expects exactly 4 bytes, got b'\\x00\\x01'"),
         (LongSerde(), b"\x00" * 4, r"long serde expects exactly 8 bytes"),
+        (DoubleSerde(), b"\x00" * 4, r"double serde expects exactly 8 bytes"),
         (IntegerSerde(), "abcd", r"integer serde expects exactly 4 bytes, got 'abcd' \(str\)"),
         (StringSerde(), b"\xff", r"string serde expects UTF-8 bytes"),
         (StringSerde(), "already text", r"string serde expects bytes, got 'already text'"),
@@ -170,6 +179,32 @@ class TestSerdeRegistry:
         assert isinstance(registry.get("long"), LongSerde)
         assert isinstance(registry.get("none"), NoneSerde)
         assert isinstance(registry.get(None), NoneSerde)
+
+    def test_the_config_checks_know_every_builtin(self) -> None:
+        """``samzapy validate`` accepts (and lists) the names the registry builds."""
+        from samzapy.config import schema
+        from samzapy.system import serde
+
+        assert set(schema.BUILTIN_SERDES) == set(serde.BUILTIN_SERDES)
+
+    def test_samzas_predefined_names(self) -> None:
+        """A Samza job's serde names work as they are: Samza predefines ``byte``,
+        ``bytebuffer`` (both bytes as they are on the wire) and ``double`` beside ``string``,
+        ``json``, ``integer`` and ``long``."""
+        registry = SerdeRegistry({})
+        assert isinstance(registry.get("byte"), BytesSerde)
+        assert isinstance(registry.get("bytebuffer"), BytesSerde)
+        assert isinstance(registry.get("double"), DoubleSerde)
+        assert (
+            registry.get("double").from_bytes(bytes.fromhex("400921fb54442d18"))
+            == 3.141592653589793
+        )
+
+    def test_nan_goes_through_the_double_serde(self) -> None:
+        data = DoubleSerde().to_bytes(float("nan"))
+        assert data == bytes.fromhex("7ff8000000000000")  # Java's canonical NaN
+        value = DoubleSerde().from_bytes(data)
+        assert value != value
 
     def test_instances_are_cached(self) -> None:
         registry = SerdeRegistry({})
