@@ -74,11 +74,14 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
 
 
 def key_bytes(key: Any, serde: Serde | None) -> bytes:
-    """The bytes a key is partitioned by: its serialized form, or UTF-8 text without a serde."""
+    """The bytes a key is partitioned by: its serialized form; without a serde, a bytes-like
+    key's bytes (what the producer sends) and any other key's text in UTF-8."""
     if serde is not None:
         return serde.to_bytes(key)
     if isinstance(key, bytes):
         return key
+    if isinstance(key, bytearray | memoryview):
+        return bytes(key)
     if isinstance(key, str):
         return key.encode()
     return str(key).encode()

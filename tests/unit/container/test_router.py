@@ -99,6 +99,19 @@ async def test_the_key_picks_the_partition_with_kafkas_partitioner() -> None:
     assert {p for _, p, _, _ in sent} == {0, 1, 2, 3}
 
 
+@pytest.mark.parametrize("key", [b"k-1", bytearray(b"k-1"), memoryview(b"xk-1")[1:]])
+async def test_a_bytes_like_key_without_a_serde_is_hashed_as_its_bytes(key: Any) -> None:
+    """The kafka system's default key serde is none: a bytearray or memoryview key goes out
+    as its bytes, and must land where Kafka's Java producer puts those bytes (not where its
+    text, ``bytearray(b'k-1')``, would)."""
+    setup = Setup()
+    sent = await setup.send(
+        OutgoingMessageEnvelope(OUT, "m", key=key),
+        OutgoingMessageEnvelope(OUT, "m", partition_key=key),
+    )
+    assert [p for _, p, _, _ in sent] == [partition_for(b"k-1", 4)] * 2
+
+
 async def test_with_a_key_serde_the_serialized_key_is_hashed() -> None:
     setup = Setup(serdes=True)
     sent = await setup.send(OutgoingMessageEnvelope(OUT, {"n": 1}, key="k"))
