@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.records_to_delete import RecordsToDelete
 from leases import SwitchedLease
 from structlog.testing import capture_logs
@@ -372,6 +372,37 @@ class TestConsumer:
                 f"Kafka topic {topic!r} no longer exists at {kafka_bootstrap} (deleted while "
                 "it was read?): its partitions 0, 1 cannot be read"
             )
+        finally:
+            await consumer.stop()
+
+    async def test_a_codec_not_installed_fails_the_poll_saying_what_to_install(
+        self, kafka_bootstrap: str
+    ) -> None:
+        """Java producers often compress with lz4, snappy or zstd (or the topic's
+        ``compression.type`` does), whose codecs need the cramjam package, not installed
+        with samzapy: the failure says so, not only that a library is missing."""
+        topic = topic_name("zstd")
+        client = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await client.start()
+        try:
+            await client.create_topics(
+                [NewTopic(topic, 1, 1, topic_configs={"compression.type": "zstd"})]
+            )
+        finally:
+            await client.close()
+        await produce(kafka_bootstrap, topic, 0, [b"m0", b"m1"])  # the broker compresses
+        consumer = factory(kafka_bootstrap).get_consumer()
+        consumer.register(ssp(topic, 0), None, OffsetDefault.OLDEST)
+        await consumer.start()
+        try:
+            with pytest.raises(
+                StreamSystemError,
+                match=rf"^cannot read kafka\.{topic}#0 from Kafka at {kafka_bootstrap}: "
+                r"UnsupportedCodecError: Libraries for zstd compression codec not found \(the "
+                r"records are compressed with zstd: pip install 'aiokafka\[zstd\]', which "
+                r"installs the cramjam package\)$",
+            ):
+                await consumer.poll([ssp(topic, 0)], 10, 5.0)
         finally:
             await consumer.stop()
 

@@ -71,6 +71,12 @@ def describe(exc: BaseException) -> str:
             text = description
     if isinstance(exc, TimeoutError) and not text:
         text = "timed out"
+    codec = re.search(r"for (\w+) compression codec", text)
+    if isinstance(exc, kafka_errors.UnsupportedCodecError) and codec:  # lz4, snappy, zstd
+        text += (
+            f" (the records are compressed with {codec[1]}: pip install "
+            f"'aiokafka[{codec[1]}]', which installs the cramjam package)"
+        )
     return f"{name}: {text}" if text else name
 
 
