@@ -128,10 +128,8 @@ _INT_TEXT = re.compile(r"[+-]?[0-9]+")
 
 def to_int(value: Any) -> int | None:
     """An int, or digits in a string, as an int; None for anything else (bools included)."""
-    if isinstance(value, bool):
-        return None
     if isinstance(value, int):
-        return value
+        return None if isinstance(value, bool) else value
     if isinstance(value, str) and _INT_TEXT.fullmatch(value.strip()):
         return int(value.strip())
     return None
@@ -140,10 +138,8 @@ def to_int(value: Any) -> int | None:
 def _to_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str):
-        lowered = value.strip().lower()
-        if lowered in ("true", "false"):
-            return lowered == "true"
+    if isinstance(value, str) and (lowered := value.strip().lower()) in ("true", "false"):
+        return lowered == "true"
     raise ValueError("a boolean (true or false)")
 
 
@@ -218,6 +214,13 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
         "job.coordinator.session.timeout.ms", _I, 10000, "Group session timeout.", minimum=1000
     ),
     ConfigKey(
+        "job.coordinator.monitor-partition-change.frequency.ms",
+        _I,
+        60000,
+        "How often the inputs' partition counts are checked; <= 0 is off.",
+        minimum=-1,
+    ),
+    ConfigKey(
         "job.standbytasks.replication.factor",
         _I,
         1,
@@ -274,10 +277,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
         minimum=-1,
     ),
     ConfigKey(
-        "task.transactional.state.checkpoint.enabled",
-        _B,
-        True,
-        "Snapshot RocksDB stores at each commit.",
+        "task.transactional.state.checkpoint.enabled", _B, True, "RocksDB snapshot per commit."
     ),
     # systems, any factory
     ConfigKey("systems.<name>.samza.factory", _S, None, "memory, file, kafka or module:Class."),

@@ -34,6 +34,9 @@ class JobConfig:
     coordinator_factory: str | None = None
     container_count: int = 1
     coordinator_session_timeout_ms: int = 10000
+    #: ``job.coordinator.monitor-partition-change.frequency.ms``: how often the running
+    #: container looks the inputs' partition counts up (<= 0: never).
+    monitor_partition_change_ms: int = 60000
     #: ``job.standbytasks.replication.factor``: 1 active copy of each stateful task, the
     #: rest standbys (kafka-group).
     standby_replication_factor: int = 1
@@ -245,6 +248,7 @@ def resolve(config: Config) -> ResolvedConfig:
             coordinator_factory=v.get("job.coordinator.factory"),
             container_count=v["job.container.count"],
             coordinator_session_timeout_ms=v["job.coordinator.session.timeout.ms"],
+            monitor_partition_change_ms=v["job.coordinator.monitor-partition-change.frequency.ms"],
             standby_replication_factor=v["job.standbytasks.replication.factor"],
             logged_store_base_dir=v["job.logged.store.base.dir"],
         ),

@@ -10,7 +10,7 @@ Start-up (Samza's container steps, in order):
 5. assemble: input queues and their consumers, the run loop, the output routers, then one
    task instance per task name with its stores;
 6. start reporters and producers, claim the tasks, restore the stores, call ``init``,
-   start the consumers and run.
+   start the consumers and the partition-count monitor (``partition_monitor.py``), run.
 
 Shutdown, after the run loop returns: close the tasks, commit every task, close the stores
 marked clean, stop the systems. After a failure (or once the container gave its tasks up)
@@ -43,6 +43,7 @@ from samzapy.container.consumers import SystemConsumers
 from samzapy.container.gauges import CONTAINER, ProcessTotals, partition_group, task_group
 from samzapy.container.grouper import TaskModel
 from samzapy.container.inputs import InputQueue
+from samzapy.container.partition_monitor import PartitionCountMonitor
 from samzapy.container.plan import ContainerPlan, job_model, plan_container
 from samzapy.container.pool import task_pool
 from samzapy.container.run_loop import RunLoop
@@ -106,6 +107,7 @@ class SamzaContainer:
         self.started = asyncio.Event()
         self._task_factory = task_factory
         self.clock: Clock = clock or LoopClock()
+        self._monitor = PartitionCountMonitor(config.job.monitor_partition_change_ms, self.clock)
         self.metrics = metrics or MetricsRegistry()
         if totals is None:
             totals = ProcessTotals()
@@ -120,9 +122,8 @@ class SamzaContainer:
         self._failed = False
         self.run_loop: RunLoop | None = None
         self._routers: list[OutputRouter] = []
-        self._lease = (  # writes need the group's lease and a container still running them
-            None if lease is None else ContainerLease(lease, lambda: self._failed)
-        )
+        # Writes need the group's lease and a container still running them.
+        self._lease = None if lease is None else ContainerLease(lease, lambda: self._failed)
         self._group_offsets = group_offsets
         self._systems: Systems | None = None
         self._checkpoints: ContainerCheckpoints | None = None
@@ -196,13 +197,12 @@ class SamzaContainer:
         """The container may have lost its tasks: stop them at once, committing nothing. A
         start-up under way stops where it is (before it claims, restores or consumes any
         more) and ``run`` raises the error."""
-        error = TaskFencedError(f"the container may have lost its tasks: {reason}")
         if self._abandoned is None:
-            self._abandoned = error
+            self._abandoned = TaskFencedError(f"the container may have lost its tasks: {reason}")
         self._failed = True
         self._halted.set()
         if self.run_loop is not None:
-            self.run_loop.fail(error)
+            self.run_loop.fail(self._abandoned)
 
     def request_stop(self, reason: str) -> None:
         """Graceful stop: stop consuming, finish in-flight work, close, commit."""
@@ -232,6 +232,7 @@ class SamzaContainer:
             raise
         finally:
             await self._stop_systems()
+        self._monitor.check()  # an input's partition count changed: stopped, now it fails
         elapsed = time.monotonic() - started
         processed = self.processed
         log.info(
@@ -388,6 +389,7 @@ class SamzaContainer:
             await task.init(assembly.context(task_plan.model, task))
         for consumer in systems.consumers.values():
             await consumer.start()
+        self._monitor.start(systems.admins, assembly.partition_counts, self.request_stop)
 
     # -- releasing tasks while the others run ---------------------------------------------------
 
@@ -435,6 +437,7 @@ class SamzaContainer:
     # -- shutdown -------------------------------------------------------------------------------
 
     async def _stop_systems(self) -> None:
+        self._monitor.stop()  # before the admins it asks
         await stop_parts(self._systems, self._checkpoints, abandon=self._failed)
         self._totals.ended(self._counts)
         for reporter in self._reporters:

@@ -116,6 +116,7 @@ def test_every_known_default_is_listed() -> None:
         "job.container.thread.pool.size": 0,
         "job.container.count": 1,
         "job.coordinator.session.timeout.ms": 10000,
+        "job.coordinator.monitor-partition-change.frequency.ms": 60000,
         "job.standbytasks.replication.factor": 1,
         "job.logged.store.base.dir": "./state",
         "task.max.concurrency": 1,

@@ -1,0 +1,168 @@
+"""Watching the inputs' partition counts while the job runs (Samza's
+``StreamPartitionCountMonitor``).
+
+Task k reads partition k of every input, and a task's state belongs to its partitions' keys:
+a partition added to an input while the job runs is read by no task, and the keys it takes
+over no longer reach the task whose state holds them. So the container looks the counts up
+again every ``job.coordinator.monitor-partition-change.frequency.ms`` (one metadata call per
+system, in a task of its own that sleeps in between: the run loop never waits for it), for
+every input it started with: the intermediate streams the job creates and the broadcast
+inputs included. On a change it:
+
+1. logs ``input_partitions_changed`` once per changed input (the counts before and now, and
+   what the operator does about it);
+2. asks the container to stop, as SIGTERM does: the calls in flight finish, the tasks are
+   closed and commit what they processed (nothing else: the new partitions are never read),
+   and the container then raises an error worded as the start-up check's for a count that
+   changed (``checkpoint/codec.py``), so ``samzapy run`` exits 1. Samza's job coordinator
+   likewise stops the job when its monitor finds a change.
+
+A look-up that fails (a broker out of reach, a stream being recreated) changes nothing: it is
+logged once (``partition_count_lookup_failed``), the next success once
+(``partition_count_lookup_recovered``), and the monitor keeps going.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+
+import structlog
+
+from samzapy.api.errors import StreamSystemError
+from samzapy.api.system import SystemStream
+from samzapy.container.clock import Clock
+from samzapy.system.ports import SystemAdmin
+
+log = structlog.get_logger("samzapy.container")
+
+#: What the operator does about a changed input (docs/deploy.md, "Adding partitions to an
+#: input").
+ACTION = (
+    "a task's state belongs to its partition, so the count must not change under a job: a "
+    "restart that finds checkpoints refuses the new count; write the input to a new stream "
+    "with the partition count you want and run the job on it under a new job.id (without "
+    "checkpoints a restart reads the new partitions from their offset default)"
+)
+
+
+def changed_counts(
+    before: Mapping[SystemStream, int], now: Mapping[SystemStream, int]
+) -> list[tuple[SystemStream, int, int]]:
+    """The inputs of ``before`` whose count ``now`` differs: (input, before, now), in order of
+    their names."""
+    return [
+        (stream, count, now[stream])
+        for stream, count in sorted(before.items())
+        if stream in now and now[stream] != count
+    ]
+
+
+def changed_error(changes: list[tuple[SystemStream, int, int]]) -> StreamSystemError:
+    """The error a run that found ``changes`` ends with (the start-up check's wording)."""
+    said = "; ".join(
+        f"input {stream} had {before} partitions when the job started and has {now} now"
+        for stream, before, now in changes
+    )
+    return StreamSystemError(
+        f"{said}; a stream's partition count must never change while a job reads it (each "
+        "task's state belongs to its partition): the job stopped, committing only what it "
+        "processed; write the data to a new stream with the partition count you want and "
+        "read that instead, as a new job (a new job.id)"
+    )
+
+
+class PartitionCountMonitor:
+    """Looks the inputs' partition counts up every ``interval_ms`` (<= 0: never) on ``clock``
+    once started; ``changed`` is the error the container raises once it found a change."""
+
+    def __init__(self, interval_ms: int, clock: Clock) -> None:
+        self.interval_s = interval_ms / 1000 if interval_ms > 0 else None
+        self._clock = clock
+        self._task: asyncio.Task[None] | None = None
+        #: Set once a change was found (and the container asked to stop).
+        self.changed: StreamSystemError | None = None
+
+    def start(
+        self,
+        admins: Mapping[str, SystemAdmin],
+        counts: Mapping[SystemStream, int],
+        stop: Callable[[str], None],
+    ) -> None:
+        """Watch ``counts`` (the inputs' partition counts the tasks were planned with) through
+        ``admins``; on a change, call ``stop`` with the reason."""
+        if self.interval_s is None or not counts or self._task is not None:
+            return
+        self._task = asyncio.get_running_loop().create_task(
+            self._watch(admins, dict(counts), stop), name="partition-count-monitor"
+        )
+
+    def stop(self) -> None:
+        """Stop watching (before the admins stop)."""
+        if self._task is not None:
+            self._task.cancel()
+
+    def check(self) -> None:
+        """Raise the error of the change found, if one was."""
+        if self.changed is not None:
+            raise self.changed
+
+    async def _watch(
+        self,
+        admins: Mapping[str, SystemAdmin],
+        before: dict[SystemStream, int],
+        stop: Callable[[str], None],
+    ) -> None:
+        assert self.interval_s is not None
+        clock, failing = self._clock, False
+        while True:
+            await clock.sleep_until(clock.now() + self.interval_s)
+            try:
+                now = await _look_up(admins, before)
+            except Exception as exc:  # any admin's failure: the job goes on, checked later
+                if not failing:
+                    log.warning(
+                        "partition_count_lookup_failed",
+                        error=str(exc),
+                        retry_in_s=self.interval_s,
+                        reason="the job goes on; the inputs' partition counts are looked up "
+                        "again at the next check",
+                    )
+                failing = True
+                continue
+            if failing:
+                log.info("partition_count_lookup_recovered")
+                failing = False
+            if changes := changed_counts(before, now):
+                for stream, count, found in changes:
+                    log.error(
+                        "input_partitions_changed",
+                        stream=str(stream),
+                        partitions_before=count,
+                        partitions_now=found,
+                        action=ACTION,
+                    )
+                self.changed = changed_error(changes)
+                stop("input partition count changed")
+                return
+
+
+async def _look_up(
+    admins: Mapping[str, SystemAdmin], streams: Mapping[SystemStream, int]
+) -> dict[SystemStream, int]:
+    """The partition count of each of ``streams`` now; StreamSystemError for one missing."""
+    by_system: dict[str, list[str]] = defaultdict(list)
+    for ss in streams:
+        by_system[ss.system].append(ss.stream)
+    now: dict[SystemStream, int] = {}
+    for system, names in by_system.items():
+        found = await admins[system].partition_counts(names)
+        for name in names:
+            if name not in found:
+                raise StreamSystemError(f"input {system}.{name} does not exist now")
+            now[SystemStream(system, name)] = found[name]
+    return now
+
+
+__all__ = ["ACTION", "PartitionCountMonitor", "changed_counts", "changed_error"]
