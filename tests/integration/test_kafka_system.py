@@ -678,6 +678,28 @@ class TestProducer:
             b"y" * 1900,
         ]
 
+    async def test_with_batches_below_the_limit_a_larger_record_is_caught_opening_its_batch(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        """With batch.size below max.request.size (the defaults' shape), only a batch's first
+        record can exceed the limit, so only that one is checked: a record too large for the
+        open batch opens a new one, where it is refused."""
+        topic = topic_name("max-request-first")
+        await admin.create_stream(topic, 1)
+        options = {"producer.max.request.size": 20000, "producer.batch.size": 16384}
+        producer = factory(kafka_bootstrap, **options).get_producer()
+        stream = SystemStream(SYSTEM, topic)
+        await producer.start()
+        try:
+            producer.send(stream, 0, None, b"before")  # opens the batch
+            producer.send(stream, 0, None, b"x" * 30000)  # too large for it: a batch of its own
+            producer.send(stream, 0, None, b"after")
+            with pytest.raises(SendFailedError, match=r"a record of 300\d\d bytes .* \(20000\)"):
+                await producer.flush()
+        finally:
+            await producer.stop()
+        assert await self.delivered(kafka_bootstrap, stream, 2) == [b"before", b"after"]
+
     async def test_a_topic_deleted_while_written_fails_the_flush_saying_so(
         self, kafka_bootstrap: str, admin: KafkaSystemAdmin
     ) -> None:

@@ -19,7 +19,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from samzapy.api.errors import StreamSystemError, TaskFencedError
 from samzapy.api.system import SystemStream
 from samzapy.system.fencing import WriteLease
-from samzapy.system.kafka.errors import not_bytes, where
+from samzapy.system.kafka.errors import not_bytes, out_of_range, where
 
 #: (topic, partition); partition None: the topic's keyless batch.
 Target = tuple[str, int | None]
@@ -137,24 +137,52 @@ def fenced(topic: str, partition: int) -> TaskFencedError:
     return TaskFencedError(f"not written to {where_to}: the container may have lost its tasks")
 
 
-def too_large(
-    limit: int,
-    system_stream: SystemStream,
-    partition: int | None,
-    key: bytes | None,
-    value: bytes | None,
-    headers: Any,
-) -> StreamSystemError | None:
-    """Why a record is not sent: larger than ``limit``, its system's ``max.request.size``, as
-    Kafka's Java producer estimates a record alone in its batch (None: it is not)."""
-    size: int = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
-    if size <= limit:
-        return None
-    return StreamSystemError(
-        f"cannot write to {where(system_stream.stream, partition)}: a record of {size} bytes "
-        "(key, value and headers, serialized) is larger than "
-        f"systems.{system_stream.system}.producer.max.request.size ({limit}); not sent"
-    )
+class SizeLimit:
+    """``max.request.size``: a record above it is not sent, as Kafka's Java producer refuses
+    one (estimated alone in its batch). Only a batch's first record can exceed it (a batch
+    takes more within ``batch.size`` only), unless ``batch.size`` is larger (``check_each``)."""
+
+    __slots__ = ("check_each", "large", "limit")
+
+    def __init__(self, producer_kwargs: dict[str, Any]) -> None:
+        self.limit = int(producer_kwargs.get("max_request_size", 1048576))
+        #: Up to this many bytes of key and value, a record is below the limit at a glance.
+        self.large = self.limit - 256
+        self.check_each = int(producer_kwargs.get("max_batch_size", 16384)) > self.large
+
+    def refusal(
+        self,
+        system_stream: SystemStream,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Any,
+    ) -> StreamSystemError | None:
+        """Why the record is not sent (None: it is sent)."""
+        if len(value or b"") + len(key or b"") <= self.large and not headers:
+            return None
+        size: int = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
+        if size <= self.limit:
+            return None
+        return StreamSystemError(
+            f"cannot write to {where(system_stream.stream, partition)}: a record of {size} "
+            "bytes (key, value and headers, serialized) is larger than "
+            f"systems.{system_stream.system}.producer.max.request.size ({self.limit}); not sent"
+        )
+
+
+def check_partition(producer: Any, topic: str, partition: Any) -> None:
+    """A StreamSystemError unless ``partition`` is None or one of ``topic``'s (as far as the
+    client's metadata knows them)."""
+    if partition is None:
+        return
+    known = producer.client.cluster.partitions_for_topic(topic)
+    if (
+        type(partition) is not int
+        or partition < 0
+        or (known is not None and partition not in known)
+    ):
+        raise StreamSystemError(out_of_range(topic, partition, known))
 
 
 def as_bytes(system_stream: SystemStream, what: str, value: Any) -> bytes:
@@ -173,5 +201,6 @@ __all__ = [
     "drop_open",
     "fenced",
     "send_under",
-    "too_large",
+    "SizeLimit",
+    "check_partition",
 ]

@@ -53,11 +53,12 @@ from samzapy.system.kafka.batches import (
     NO_HEADERS,
     OpenBatch,
     Queued,
+    SizeLimit,
     Target,
+    check_partition,
     drop_held,
     drop_open,
     send_under,
-    too_large,
 )
 from samzapy.system.kafka.batches import as_bytes as _as_bytes
 from samzapy.system.kafka.batches import fenced as _fenced
@@ -90,10 +91,7 @@ class KafkaSystemProducer(SystemProducer):
         self._servers = ",".join(settings.producer_servers)
         kwargs = settings.producer_kwargs(self._defaults)
         self._linger_s = float(kwargs["linger_ms"]) / 1000
-        #: A record above ``max.request.size`` is refused, as by Kafka's Java producer; one
-        #: of up to ``_large`` bytes of key and value is below it without a closer look.
-        self._max_request = int(kwargs.get("max_request_size", 1048576))
-        self._large = self._max_request - 256
+        self._size = SizeLimit(kwargs)
         #: Topics held open longer or shorter than ``producer.linger.ms`` (``linger``).
         self._lingers: dict[str, float] = {}
         self._producer: Any = None
@@ -180,18 +178,18 @@ class KafkaSystemProducer(SystemProducer):
             message = _as_bytes(system_stream, "message", message)
         if type(key) is not bytes and key is not None:
             key = _as_bytes(system_stream, "key", key)
-        if (len(message or b"") + len(key or b"") > self._large or headers) and (
-            refusal := too_large(self._max_request, system_stream, partition, key, message, headers)
-        ):  # not sent: reported by the next flush, as a batch the broker refused
-            self.failed_sends += 1
-            self._failures.append((system_stream.stream, partition, refusal, 1))
+        if self._size.check_each and self._refused(system_stream, partition, key, message, headers):
             return
         target = (system_stream.stream, partition)
         batch = self._open.get(target)
         if batch is None:
+            if self._refused(system_stream, partition, key, message, headers):
+                return
             batch = self._new_batch(target)
         if batch.append(batch.count, None, key, message, headers) is None:
             self._hand_over(batch)
+            if self._refused(system_stream, partition, key, message, headers):
+                return
             batch = self._new_batch(target)
             if batch.append(0, None, key, message, headers) is None:
                 raise StreamSystemError(
@@ -199,6 +197,15 @@ class KafkaSystemProducer(SystemProducer):
                     "bytes does not fit in an empty batch"
                 )
         batch.count += 1
+
+    def _refused(self, ss: SystemStream, partition: Any, key: Any, value: Any, hs: Any) -> bool:
+        """A record above ``max.request.size`` (``SizeLimit``) is not sent: the next flush
+        reports it, as a batch the broker refused."""
+        refusal = self._size.refusal(ss, partition, key, value, hs)
+        if refusal is not None:
+            self.failed_sends += 1
+            self._failures.append((ss.stream, partition, refusal, 1))
+        return refusal is not None
 
     def send_with_headers(
         self,
@@ -218,14 +225,7 @@ class KafkaSystemProducer(SystemProducer):
                 f"{self._settings.system_name!r} has not started (or has stopped)"
             )
         topic, partition = target
-        if partition is not None:
-            known = producer.client.cluster.partitions_for_topic(topic)
-            if (
-                type(partition) is not int
-                or partition < 0
-                or (known is not None and partition not in known)
-            ):
-                raise StreamSystemError(out_of_range(topic, partition, known))
+        check_partition(producer, topic, partition)
         batch = OpenBatch(producer.create_batch(), target)
         self._open[target] = batch
         linger = self._lingers.get(topic, self._linger_s) if self._lingers else self._linger_s
