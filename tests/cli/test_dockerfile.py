@@ -500,3 +500,21 @@ def test_statefulset_job_validates_for_a_pod(tmp_path: Path) -> None:
     assert effective["job.container.id"] == f"{sts['metadata']['name']}-{replicas - 1}"
     assert effective["task.stall.fail"] is True
     assert effective["metrics.reporters"] == ["log", "prometheus"]
+
+
+def test_statefulset_job_keeps_its_counts_in_a_logged_store_on_the_pod_volume(
+    tmp_path: Path,
+) -> None:
+    """The pod's state volume and its 'local stores survive a restart' are for the counts:
+    without a store the task counts in memory, and a restarted pod resumes from its
+    checkpoint with every count back at 0 (configs/kafka-pageviews.yaml has the store)."""
+    objects = _manifests()
+    (tmp_path / "job.yaml").write_text(objects["ConfigMap"]["data"]["job.yaml"])
+    pod_env = {"SAMZAPY_CONTAINER_ID": "samzapy-pageviews-0", "KAFKA_BOOTSTRAP": "kafka:9092"}
+    effective = _validate(tmp_path / "job.yaml", [], pod_env)
+    store = effective.get("app.counts.store")
+    assert store, "app.counts.store is unset: the counts live in memory and die with the pod"
+    assert effective[f"stores.{store}.factory"] == "rocksdb"
+    assert effective[f"stores.{store}.changelog"].startswith("kafka.")
+    shipped = _validate(REPO / "configs" / "kafka-pageviews.yaml", [], pod_env)
+    assert effective["task.class"] == shipped["task.class"]
