@@ -1,8 +1,8 @@
 """The ``samzapy`` command: arguments, logging set-up, the event loop, signals and exit codes.
 
-``samzapy run JOB_YAML`` runs one container until the job finishes, is stopped by SIGTERM or
-SIGINT, or fails; ``samzapy validate JOB_YAML`` prints the resolved configuration or its
-problems; ``samzapy plan JOB_YAML`` prints an application's operator graph (``plan.py``);
+``samzapy run JOB_YAML`` runs one container until the job finishes, is stopped by SIGTERM,
+SIGINT or SIGHUP, or fails; ``samzapy validate JOB_YAML`` prints the resolved configuration or
+its problems; ``samzapy plan JOB_YAML`` prints an application's operator graph (``plan.py``);
 ``samzapy checkpoint show|set JOB_YAML`` reads or moves a job's checkpoints
 (``checkpoint_tool.py``); ``samzapy tail JOB_YAML STREAM`` prints a stream's messages as the
 job reads them (``tail.py``).
@@ -18,9 +18,10 @@ A run goes:
    as one ``config_invalid`` line listing them all (the traceback of a cause, a task module
    that failed to import say, only at debug level), exit 2;
 4. run the container on uvloop (or asyncio when ``job.loop`` says so or uvloop is missing),
-   with SIGTERM and SIGINT asking it to stop gracefully; a second signal forces the exit
-   (either signal before the loop's handlers are installed, while the task's module imports
-   say, is one ``job_interrupted`` line naming the stage, exit 1);
+   with SIGTERM, SIGINT and SIGHUP (unless ignored, as under ``nohup``) asking it to stop
+   gracefully; a second signal forces the exit (one before the loop's handlers are
+   installed, while the task's module imports say, is one ``job_interrupted`` line naming the
+   stage, exit 1);
 5. log the outcome once and return its exit code.
 """
 
@@ -61,7 +62,10 @@ EXIT_OK = 0
 EXIT_JOB_FAILED = 1
 EXIT_CONFIG = 2
 
-_STOP_SIGNALS = ("SIGTERM", "SIGINT")
+#: What stops a run gracefully. SIGHUP too (a closed terminal or ssh session), as the JVM's
+#: shutdown hooks that stop Samza's container take it, unless it is ignored when the process
+#: starts (`nohup samzapy run ...`): then it stays ignored.
+_STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 #: The operator tools: each module has HELP, add_arguments(parser, job_arguments) and
 #: run(args, load) -> int.
 _TOOLS = {"checkpoint": "samzapy.cli.checkpoint_tool", "tail": "samzapy.cli.tail"}
@@ -208,8 +212,8 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
     # the task's module imports is one log line and exit 1, not a traceback or a kill. (Set
     # for SIGINT too, as the loop's handler will be: a process started in the background
     # inherits SIGINT ignored.)
-    for name in ("SIGTERM", "SIGINT"):
-        signal.signal(getattr(signal, name), _interrupt)
+    for sig in _stop_signals():
+        signal.signal(sig, _interrupt)
     try:
         code = _check_and_run(job_yaml, overrides, log)
     except KeyboardInterrupt:
@@ -221,6 +225,17 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+def _stop_signals() -> list[signal.Signals]:
+    """The signals of ``_STOP_SIGNALS`` this platform has, SIGHUP left out while ignored."""
+    found = []
+    for name in _STOP_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is None or (name == "SIGHUP" and signal.getsignal(sig) == signal.SIG_IGN):
+            continue
+        found.append(sig)
+    return found
 
 
 def _check_and_run(job_yaml: str, overrides: Sequence[str], log: FilteringBoundLogger) -> int:
@@ -310,7 +325,8 @@ class _Stoppable(Protocol):
 
 
 class _SignalStopper:
-    """The first SIGTERM/SIGINT asks the container to stop; a second one exits at once."""
+    """The first SIGTERM/SIGINT/SIGHUP asks the container to stop; a second one exits at
+    once."""
 
     def __init__(self, log: FilteringBoundLogger) -> None:
         self._log = log
@@ -319,12 +335,9 @@ class _SignalStopper:
         self._installed: list[signal.Signals] = []
 
     def install(self, loop: asyncio.AbstractEventLoop, container: _Stoppable) -> None:
-        for name in _STOP_SIGNALS:
-            sig = getattr(signal, name, None)
-            if sig is None:
-                continue
+        for sig in _stop_signals():
             try:
-                loop.add_signal_handler(sig, self._on_signal, name, container)
+                loop.add_signal_handler(sig, self._on_signal, sig.name, container)
             except (NotImplementedError, RuntimeError, ValueError):
                 continue  # not supported here (Windows, or not the main thread)
             self._installed.append(sig)

@@ -183,11 +183,15 @@ def test_missing_input_stream_exits_2_naming_it(tmp_path: Path) -> None:
     assert "create it on system 'files' first" in line["hint"]
 
 
-def started(job: Path, ready: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+def started(
+    job: Path, ready: Path, env: dict[str, str], *, hangup_ignored: bool = False
+) -> subprocess.Popen[str]:
     """`samzapy run job`, once its task made the file ``ready`` (its path goes in
-    SAMZAPY_TEST_READY_FILE); killed if it never does."""
+    SAMZAPY_TEST_READY_FILE); killed if it never does. ``hangup_ignored``: started as
+    ``nohup`` starts it, with SIGHUP ignored."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "samzapy", "run", str(job)],
+        preexec_fn=_ignore_hangup if hangup_ignored else None,
         cwd=ROOT,
         env={
             **os.environ,
@@ -213,6 +217,10 @@ def started(job: Path, ready: Path, env: dict[str, str]) -> subprocess.Popen[str
     return proc
 
 
+def _ignore_hangup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
 def signalled(
     job: Path, ready: Path, sig: int, env: dict[str, str], after_s: float = 0
 ) -> tuple[int, str, str]:
@@ -228,8 +236,11 @@ def signalled(
     return proc.returncode, out, err
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signal_stops_cleanly_commits_and_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
+    """SIGHUP too (a closed terminal or ssh session, `kill -HUP`), as Samza's JVM runs its
+    shutdown hook on it: by default it killed the process at once, exit 129, uncommitted and
+    without a log line."""
     write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(100)]})
     ready = tmp_path / "ready"
     job = job_yaml(
@@ -254,6 +265,30 @@ def test_signal_stops_cleanly_commits_and_exits_0(tmp_path: Path, sig: signal.Si
     # metrics.reporters' log: a metrics_reported "once more at stop", after the job's end.
     names = [e["event"] for e in found]
     assert names[-3:] == ["job_finished", "metrics_reported", "container_exited"], names
+
+
+def test_started_with_sighup_ignored_the_job_keeps_running_through_a_hangup(
+    tmp_path: Path,
+) -> None:
+    """`nohup samzapy run job.yaml &`: the hangup nohup shields the job from does not stop
+    it (a SIGHUP ignored at start stays ignored); SIGTERM still stops it cleanly."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(10)]})
+    ready = tmp_path / "ready"
+    job = job_yaml(tmp_path, "CountSignals", **{"systems.files.follow": True})
+    proc = started(job, ready, {"SAMZAPY_TEST_READY_AFTER": "10"}, hangup_ignored=True)
+    try:
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out + err
+    received = [e["signal"] for e in events(out) if e["event"] == "signal_received"]
+    assert received == ["SIGTERM"]
 
 
 #: A call the stop waits for: an async task's, and a sync task's on the thread pool.
