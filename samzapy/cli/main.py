@@ -303,8 +303,13 @@ def _run_resolved(
     except KeyboardInterrupt:  # SIGINT or SIGTERM before the loop's handlers were installed
         log.warning("job_interrupted", stage="container start", exit_code=EXIT_JOB_FAILED)
         return EXIT_JOB_FAILED
-    except Exception:
-        log.exception("job_failed", error_type="unexpected", exit_code=EXIT_JOB_FAILED)
+    except Exception as exc:  # nothing translated it (a bug): its traceback comes too
+        log.exception(
+            "job_failed",
+            error=str(exc) or repr(exc),
+            error_type=type(exc).__name__,
+            exit_code=EXIT_JOB_FAILED,
+        )
         return EXIT_JOB_FAILED
     # The container logged job_finished with its counts; this is the process's last line.
     log.info("container_exited", stopped_by=stopper.signal_name, exit_code=EXIT_OK)

@@ -142,3 +142,41 @@ def test_a_send_beyond_a_new_streams_partitions_names_the_task_message_and_remed
         "is out of range for files.out, which has 1 partitions"
     )
     assert "(streams.out.partitions, used when samzapy creates the stream)" in failed["error"]
+
+
+UNEXPECTED_FAILURE = """
+import sys
+
+from samzapy.cli.main import main
+from samzapy.coordinator.job_runner import JobRunner
+
+
+async def run(self):
+    raise RuntimeError("disk on fire")
+
+
+JobRunner.run = run
+sys.exit(main(["run", sys.argv[1]]))
+"""
+
+
+def test_an_unexpected_failure_s_job_failed_line_says_what_failed(tmp_path: Path) -> None:
+    """A failure samzapy did not translate (a bug, an error a library raised as is): its
+    job_failed line carries the error and its type, as every other job_failed does, so that
+    docs/deploy.md's "why the job stopped" filter shows it, not only exit_code."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}]})
+    job = job_yaml(tmp_path, "Copy")
+    proc = subprocess.run(
+        [sys.executable, "-c", UNEXPECTED_FAILURE, str(job)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(HERE), str(ROOT)))},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (failed,) = [e for e in events(proc.stdout) if e["event"] == "job_failed"]
+    assert failed["error"] == "disk on fire"
+    assert failed["error_type"] == "RuntimeError"
+    assert failed["exit_code"] == 1
+    assert failed["exception"], "the traceback of a failure nobody expected is kept"
