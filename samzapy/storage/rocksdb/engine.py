@@ -6,9 +6,10 @@ RocksDB's write-ahead log; ``flush`` also writes the memtable out as a file and 
 as Samza's RocksDB store does before a checkpoint.
 
 Opening is where the operator's data can be wrong: a directory left corrupt by a crashed disk,
-a path that is a file, a directory another process holds open. Each becomes a StoreError naming
-the store, the task and the directory, and saying what to do: a store's changelog (when it has
-one) rebuilds a deleted directory, so deleting the directory is the remedy for corruption.
+a path that is a file, a directory another process holds open or that the process may not
+write. Each becomes a StoreError naming the store, the task and the directory, and saying what
+to do: a store's changelog (when it has one) rebuilds a deleted directory, so deleting the
+directory is the remedy for corruption.
 
 Snapshots are RocksDB checkpoints: the memtable is written out, and the snapshot's directory
 holds hard links to the store's table files (immutable, so shared at no cost) and copies of
@@ -39,6 +40,19 @@ _DELETE_REMEDY = (
     "delete the directory to restore it from its changelog "
     "(a store without a changelog starts empty)"
 )
+#: What RocksDB's status says (and OSError's strerror) when the process may not write there.
+_NOT_WRITABLE = ("Permission denied", "Read-only file system", "Operation not permitted")
+
+
+def _remedy(reason: str) -> str:
+    """What to do about a directory that would not open: deleting it does not help one the
+    process may not write (a volume owned by another uid, a read-only root file system)."""
+    if any(text in reason for text in _NOT_WRITABLE):
+        return (
+            f"this process (uid {os.getuid()}) cannot write there: make the directory "
+            "writable for it, or set job.logged.store.base.dir to one it can write (a volume)"
+        )
+    return _DELETE_REMEDY
 
 
 class RocksDBStorageEngine(StorageEngine):
@@ -80,7 +94,7 @@ class RocksDBStorageEngine(StorageEngine):
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(f"{where}: {exc}; {_DELETE_REMEDY}") from exc
+            raise StoreError(f"{where}: {exc}; {_remedy(str(exc))}") from exc
         try:
             return Rdict(str(self.directory), self.settings.to_rocksdict())
         except Exception as exc:  # rocksdict raises plain Exception carrying RocksDB's status
@@ -90,7 +104,7 @@ class RocksDBStorageEngine(StorageEngine):
                     f"{where}: {reason}; another store or process has this directory open: "
                     "stop it, or give each store and task a directory of its own"
                 ) from exc
-            raise StoreError(f"{where}: {reason}; {_DELETE_REMEDY}") from exc
+            raise StoreError(f"{where}: {reason}; {_remedy(reason)}") from exc
 
     def _failed(self, action: str, exc: Exception) -> NoReturn:
         if self._closed:

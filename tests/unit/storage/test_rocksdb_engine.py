@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import gc
+import os
 import re
 from pathlib import Path
 
@@ -236,3 +238,26 @@ def test_restoring_a_snapshot_replaces_every_entry(tmp_path: Path) -> None:
     assert list(engine.iterate(None, None)) == [(b"a", b"1")]
     engine.close()
     assert [p.name for p in (tmp_path / "counts").iterdir()] == ["Partition_2"]
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [(errno.EACCES, "Permission denied"), (errno.EROFS, "Read-only file system")],
+)
+def test_a_directory_it_may_not_write_says_so_rather_than_to_delete_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, reason: str
+) -> None:
+    """A state directory the process cannot write (a volume not owned by its uid, the
+    default ./state under a read-only root file system) is not fixed by deleting it."""
+    directory = tmp_path / "state" / "counts" / "Partition_2"
+
+    def refused(self: Path, *args: object, **kwargs: object) -> None:
+        raise OSError(code, reason, str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+    with pytest.raises(StoreError, match=cannot_open(directory) + rf".*{reason}") as caught:
+        open_engine(directory)
+    message = str(caught.value)
+    assert "delete the directory" not in message
+    assert f"uid {os.getuid()}" in message
+    assert "job.logged.store.base.dir" in message
