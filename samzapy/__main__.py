@@ -1,6 +1,6 @@
 """``python -m samzapy``: the ``samzapy`` command."""
 
-from samzapy.cli.main import run
+from samzapy.cli import run
 
 if __name__ == "__main__":
     run()

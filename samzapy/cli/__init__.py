@@ -1,1 +1,59 @@
-"""The `samzapy` command: argument parsing, logging set-up, signals and exit codes."""
+"""The `samzapy` command: argument parsing, logging set-up, signals and exit codes.
+
+``main`` here is the console script and ``python -m samzapy``: it makes SIGTERM (and SIGHUP,
+unless ignored) interrupt before it imports the command (``main.py``, most of a second), so a
+stop that arrives meanwhile is one ``job_interrupted`` line (``run``) or one line on stderr and
+exit 1. Without a handler, the signal's default had killed the process (143), and a
+container's PID 1 drops a signal it has no handler for: ``docker stop`` then waited out its
+grace period and killed the job that had started meanwhile. What is left before this runs is
+the interpreter's start and the ``samzapy`` package's import (about a tenth of a second).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+_EXIT_INTERRUPTED = 1  # main.EXIT_JOB_FAILED, as for a signal while the task's module imports
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``) and return its exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) != signal.SIG_IGN:
+            signal.signal(sig, _interrupt)
+    try:
+        from samzapy.cli.main import main as command
+
+        return command(args)
+    except KeyboardInterrupt:  # before the command took the signals over
+        if args[:1] == ["run"]:
+            line = {
+                "timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                "level": "warning",
+                "event": "job_interrupted",
+                "stage": "start-up",
+                "exit_code": _EXIT_INTERRUPTED,
+            }
+            print(json.dumps(line), flush=True)
+        else:
+            print("samzapy: interrupted", file=sys.stderr)
+        return _EXIT_INTERRUPTED
+
+
+def run() -> None:
+    """Console-script style entry point: exit the process with ``main()``'s code."""
+    sys.exit(main())
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+__all__ = ["main", "run"]

@@ -110,11 +110,6 @@ def _command(args: argparse.Namespace) -> int:
     return code
 
 
-def run() -> None:
-    """Console-script style entry point: exit the process with ``main()``'s code."""
-    sys.exit(main())
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="samzapy", description="Run Samza stream-processing jobs on asyncio."
@@ -418,4 +413,4 @@ async def _run_container(
         stopper.uninstall(loop)
 
 
-__all__ = ["EXIT_CONFIG", "EXIT_JOB_FAILED", "EXIT_OK", "main", "run"]
+__all__ = ["EXIT_CONFIG", "EXIT_JOB_FAILED", "EXIT_OK", "main"]

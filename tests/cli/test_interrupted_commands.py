@@ -9,6 +9,7 @@ where it waits: on a task module that takes its time to import, or on a broker t
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -103,3 +104,63 @@ def test_ctrl_c_is_one_line_and_exit_1(tmp_path: Path, command: str, waits_on: s
         "set": "samzapy checkpoint set: interrupted; what it wrote before stays (samzapy "
         "checkpoint show)",
     }.get(command, f"samzapy {command}: interrupted")
+
+
+#: `python -m samzapy run JOB` whose import of the command's module is interrupted by a
+#: signal, as a `docker stop` or a pod's deletion right after the container started sends it.
+SIGNAL_WHILE_IMPORTING = """\
+import importlib.abc
+import os
+import runpy
+import signal
+import sys
+
+
+class SignalOnImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "samzapy.cli.main":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), SIGNAL)
+        return None
+
+
+SIGNAL = getattr(signal, sys.argv[1])
+sys.meta_path.insert(0, SignalOnImport())
+sys.argv[1:] = ["run", sys.argv[2]]
+runpy.run_module("samzapy", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_command_itself_imports_is_one_line_and_exit_1(
+    tmp_path: Path, sig: str
+) -> None:
+    """The first instants of the process: a SIGTERM that arrived while the command's modules
+    imported (most of a second) killed it (143), and a container's PID 1 drops a signal it has
+    no handler for, so `docker stop` waited out its grace period and killed the job then,
+    uncommitted; SIGINT printed a KeyboardInterrupt traceback."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}]})
+    job = job_yaml(tmp_path, "Copy")
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGNAL_WHILE_IMPORTING, sig, str(job)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(HERE), str(ROOT)))},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_sigint_default,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(e["event"], e["stage"], e["exit_code"]) for e in lines] == [
+        ("job_interrupted", "start-up", 1)
+    ]
+    assert not (tmp_path / "data" / "out").exists()
+
+
+def test_the_console_script_is_the_entry_point_that_takes_signals_first() -> None:
+    """pyproject's console script (the image's entry point) is the light samzapy.cli:main, as
+    `python -m samzapy` runs it, not samzapy.cli.main's main behind its imports."""
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'samzapy = "samzapy.cli:main"' in text
