@@ -407,6 +407,18 @@ def _grace_ms(text: str) -> int:
     return int(matched[1]) * 1000
 
 
+def _longest_stop_ms(effective: dict[str, Any]) -> int:
+    """How long a SIGTERM's clean stop may take at most with the brokers gone: the calls in
+    flight (task.shutdown.ms), then the final commit and the stores' clean close, which wait
+    for the brokers up to systems.kafka.connect.timeout.ms before the job fails, then each
+    client's stop, cut at STOP_TIMEOUT_S. A grace period shorter than that SIGKILLs the stop
+    before it logs why it failed (exit 137)."""
+    from samzapy.system.kafka.connection import STOP_TIMEOUT_S
+
+    connect_ms = effective.get("systems.kafka.connect.timeout.ms", 60000)
+    return int(effective["task.shutdown.ms"] + connect_ms + STOP_TIMEOUT_S * 1000)
+
+
 def test_compose_job_validates_with_its_command_and_environment() -> None:
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     job = compose["services"]["samzapy"]
@@ -420,7 +432,7 @@ def test_compose_job_validates_with_its_command_and_environment() -> None:
     assert effective["metrics.prometheus.host"] == "0.0.0.0"
     assert job["ports"] == [str(effective["metrics.prometheus.port"])]
     assert effective["job.logged.store.base.dir"] in mounts
-    assert _grace_ms(job["stop_grace_period"]) > effective["task.shutdown.ms"]
+    assert _grace_ms(job["stop_grace_period"]) > _longest_stop_ms(effective)
     # The topics service creates every input before the job starts.
     topics = compose["services"]["topics"]["command"]
     created = topics[topics.index("--topic") + 1]
@@ -500,6 +512,9 @@ def test_statefulset_job_validates_for_a_pod(tmp_path: Path) -> None:
     assert effective["job.container.id"] == f"{sts['metadata']['name']}-{replicas - 1}"
     assert effective["task.stall.fail"] is True
     assert effective["metrics.reporters"] == ["log", "prometheus"]
+    assert sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] * 1000 > (
+        _longest_stop_ms(effective)
+    )
 
 
 def test_statefulset_job_keeps_its_counts_in_a_logged_store_on_the_pod_volume(
