@@ -80,11 +80,15 @@ def key_bytes(key: Any, serde: Serde | None) -> bytes:
         return serde.to_bytes(key)
     if isinstance(key, bytes):
         return key
-    if isinstance(key, bytearray | memoryview):
-        return bytes(key)
     if isinstance(key, str):
         return key.encode()
+    if isinstance(key, _BYTES_LIKE):
+        return bytes(key)
     return str(key).encode()
+
+
+#: Built once: ``bytearray | memoryview`` written in the check would build a union each call.
+_BYTES_LIKE = (bytearray, memoryview)
 
 
 def partition_for(key_bytes: bytes | bytearray | memoryview, num_partitions: int) -> int:
