@@ -14,7 +14,8 @@ from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 class Checkpoint:
     """What a task has fully processed, and what must agree with it after a restart.
 
-    - ``offsets``: the last processed offset of each input partition;
+    - ``offsets``: the last processed offset of each input partition (of one that delivered
+      nothing, the offset before the one the task started it at: it resumes there);
     - ``partition_counts``: every input stream's partition count when it was written (a
       stream's count must never change: each task's state belongs to its partition);
     - ``changelog_offsets``: each logged store's changelog offset after the commit's flush

@@ -260,8 +260,8 @@ class SamzaContainer:
         models, job_task_count = job_model(cfg, counts, self._task_filter)
         # 3. Checkpoints (under exactly-once, each task's transactional producer first).
         checkpoints = await self._read_checkpoints(models, job_task_count, counts)
-        # 4. The plan, with the heads of the bootstrap inputs the tasks are behind on (and
-        #    where a task without a checkpoint starts on a partition tasks share).
+        # 4. The plan, with the heads of the bootstrap inputs the tasks are behind on, and
+        #    where a partition without a checkpointed offset starts (its default, resolved).
         serdes = StreamSerdes(cfg, systems.factories)
         plan = plan_container(
             cfg,
@@ -270,7 +270,7 @@ class SamzaContainer:
             admins=systems.admins,
             default_offsets={n: f.default_offset for n, f in systems.factories.items()},
             carries_watermarks=serdes.carries_watermarks,
-            bounds=await start_bounds(cfg, systems.admins, models),
+            bounds=await start_bounds(cfg, systems.admins, models, checkpoints),
         )
         # 5. Assembly: inputs, the run loop, the routers, the tasks.
         run_loop = self._assemble_inputs(plan, serdes)

@@ -10,9 +10,12 @@ checkpoints read), it decides:
    watermarks, which intermediate streams it writes with the partitions upstream of each, and
    which of its bootstrap partitions are behind their head (``bootstrap.py``);
 3. per input partition: the offset its consumer starts at (after the checkpointed one, else
-   the stream's offset default) and, for a partition several tasks share, where each task
-   picks up (a task without a checkpointed offset at the default as the partition stood at
-   start-up, when another task has one);
+   the stream's offset default as the partition stood at start-up) and, for a partition
+   several tasks share, where each task picks up. A partition started at its default is
+   recorded as processed up to the offset before that start (``SystemAdmin.offset_before``),
+   so that the task's checkpoints cover it before it delivers anything: a restart resumes
+   there, and reads what arrived while the job was down (an ``upcoming`` start resolved
+   again at the restart would skip it);
 4. the size of each input queue (the system's fetch threshold split over its partitions), and
    the queues themselves.
 """
@@ -42,7 +45,9 @@ class TaskPlan:
 
     model: TaskModel
     checkpoint: Checkpoint | None
-    #: Each input partition's last processed offset to resume after (None: none yet).
+    #: Each input partition's last processed offset to resume after: the checkpointed one,
+    #: else the one before the start its offset default resolved to (None: the system has
+    #: no offset before it, the partition starts at its default).
     last_processed: Mapping[SystemStreamPartition, str | None]
     #: The partitions whose watermarks count, and the intermediate streams the task writes,
     #: each with the task's partitions of its upstream inputs.
@@ -113,9 +118,10 @@ def plan_container(
     bounds: Mapping[SystemStreamPartition, OffsetBounds] | None = None,
 ) -> ContainerPlan:
     """Steps 2 to 4. Of ``admins`` only the offset arithmetic is used (``offset_after``,
-    ``compare_offsets``); ``default_offsets``: each system's offset default; ``bounds``: what
-    each partition of a bootstrap input, and each partition several of ``models`` share,
-    held at start-up (``start_bounds``; None: there is none)."""
+    ``offset_before``, ``compare_offsets``); ``default_offsets``: each system's offset
+    default; ``bounds``: what each partition of a bootstrap input, each partition several of
+    ``models`` share and each one a task starts at its default held at start-up
+    (``start_bounds``; None: there is none)."""
     outputs = intermediate_outputs(config)
     compare = {name: admin.compare_offsets for name, admin in admins.items()}
 
@@ -130,8 +136,11 @@ def plan_container(
         last: dict[SystemStreamPartition, str | None] = {}
         for ssp in model.ssps:
             reset = config.stream(ssp.system_stream).reset_offset
-            last[ssp] = None if checkpoint is None or reset else checkpoint.offsets.get(ssp)
-            offset = last[ssp]
+            offset = None if checkpoint is None or reset else checkpoint.offsets.get(ssp)
+            if offset is None and (held := (bounds or {}).get(ssp)) is not None:
+                start = default_position(held, default_of(ssp))
+                offset = admins[ssp.system].offset_before(start)
+            last[ssp] = offset
             resume[ssp][model.name] = (
                 None if offset is None else admins[ssp.system].offset_after(offset)
             )
@@ -185,9 +194,7 @@ def _start(
         return ConsumerStart(ssp, None, default)
     if len(known) < len(by_task):
         assert bounds is not None, f"no start-up bounds of the shared partition {ssp}"
-        at = bounds.oldest
-        if at is None or default == OffsetDefault.UPCOMING:
-            at = bounds.upcoming
+        at = default_position(bounds, default)
         by_task = {name: at if o is None else o for name, o in by_task.items()}
         known.append(at)
     start = known[0]
@@ -200,6 +207,14 @@ def _start(
         if len(by_task) > 1 and offset is not None and compare(offset, start) > 0
     }
     return ConsumerStart(ssp, start, default, skip_to)
+
+
+def default_position(bounds: OffsetBounds, default: str) -> str:
+    """Where a partition holding ``bounds`` starts at its offset ``default``: its oldest
+    offset, or its upcoming one (also the oldest's place in an empty partition)."""
+    if bounds.oldest is None or default == OffsetDefault.UPCOMING:
+        return bounds.upcoming
+    return bounds.oldest
 
 
 def _queue_capacity(config: ResolvedConfig, models: Sequence[TaskModel]) -> dict[str, int]:
@@ -257,6 +272,7 @@ __all__ = [
     "ConsumerStart",
     "ContainerPlan",
     "TaskPlan",
+    "default_position",
     "input_queues",
     "intermediate_outputs",
     "job_model",

@@ -4,8 +4,8 @@
 exists and returns the inputs' partition counts: what a container needs before it plans its
 tasks, and what the JobRunner needs before it joins a group that hands out those partitions.
 ``prepare_changelogs`` creates the stores' missing changelogs, one partition per task.
-``start_bounds`` reads what the partitions of the bootstrap inputs, and those several tasks
-share, hold at start-up.
+``start_bounds`` reads what the partitions of the bootstrap inputs, those several tasks share
+and those a task starts at its offset default hold at start-up.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from collections.abc import Collection, Iterable, Mapping
 import structlog
 
 from samzapy.api.errors import ConfigError, InputMissingError, StoreError
-from samzapy.api.system import SystemStream, SystemStreamPartition
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.checkpoint.ports import Checkpoint
 from samzapy.config import ResolvedConfig
 from samzapy.container.grouper import TaskModel
 from samzapy.system.ports import OffsetBounds, SystemAdmin
@@ -148,18 +149,25 @@ async def start_bounds(
     config: ResolvedConfig,
     admins: Mapping[str, SystemAdmin],
     models: Iterable[TaskModel],
+    checkpoints: Mapping[TaskName, Checkpoint],
 ) -> dict[SystemStreamPartition, OffsetBounds]:
-    """What each input partition of the tasks ``models`` that belongs to a bootstrap input
-    (``samza.bootstrap``: its head is the upcoming offset), or that several of them share (a
-    broadcast input: where a task without a checkpointed offset starts), holds now. Empty
-    when none does."""
+    """What each input partition of the tasks ``models`` holds now that belongs to a
+    bootstrap input (``samza.bootstrap``: its head is the upcoming offset), that several of
+    them share (a broadcast input), or that a task starts at its offset default (no offset
+    in its checkpoint ``checkpoints``, or ``samza.reset.offset``): where such a task starts,
+    resolved once for the plan. Empty when none does."""
     readers: dict[SystemStreamPartition, int] = defaultdict(int)
+    at_default: set[SystemStreamPartition] = set()
     for model in models:
+        checkpoint = checkpoints.get(model.name)
         for ssp in model.ssps:
             readers[ssp] += 1
+            stream = config.stream(ssp.system_stream)
+            if checkpoint is None or stream.reset_offset or ssp not in checkpoint.offsets:
+                at_default.add(ssp)
     by_system: dict[str, list[SystemStreamPartition]] = defaultdict(list)
     for ssp, n in readers.items():
-        if n > 1 or config.stream(ssp.system_stream).bootstrap:
+        if n > 1 or ssp in at_default or config.stream(ssp.system_stream).bootstrap:
             by_system[ssp.system].append(ssp)
     heads: dict[SystemStreamPartition, OffsetBounds] = {}
     for system, ssps in by_system.items():

@@ -90,6 +90,11 @@ class SystemAdmin(abc.ABC):
         """The offset that follows ``offset`` (a checkpoint holds the last processed one)."""
         return str(int(offset) + 1)
 
+    def offset_before(self, offset: str) -> str | None:
+        """The offset whose ``offset_after`` is ``offset``: what a checkpoint records for a
+        partition nothing was processed of, to resume at ``offset``; None: the system has none."""
+        return str(int(offset) - 1)
+
     def compare_offsets(self, a: str, b: str) -> int:
         """Negative, zero or positive as ``a`` is before, at or after ``b``."""
         ia, ib = int(a), int(b)

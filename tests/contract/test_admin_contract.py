@@ -99,6 +99,23 @@ class TestAdminContract:
         envelopes = batch[ssp(stream, 0)]
         assert [(e.offset, e.message) for e in envelopes] == [(upcoming, b"new")]
 
+    @pytest.mark.parametrize("held", [0, 2])
+    async def test_the_offset_before_a_start_resumes_at_it(
+        self, harness: SystemHarness, admin: SystemAdmin, held: int
+    ) -> None:
+        """A partition nothing was processed of is checkpointed as processed up to the
+        offset before its start (``container/plan.py``): a restart resumes at the start,
+        also of an empty partition."""
+        stream = harness.stream("in")
+        await harness.create_stream(stream, 1)
+        if held:
+            await harness.write(stream, 0, [b"old-0", b"old-1"][:held])
+        upcoming = (await admin.offset_bounds([ssp(stream, 0)]))[ssp(stream, 0)].upcoming
+        before = admin.offset_before(upcoming)
+        assert before is not None
+        assert admin.offset_after(before) == upcoming
+        assert admin.compare_offsets(before, upcoming) < 0
+
     async def test_create_stream_takes_replication_and_topic_config(
         self, harness: SystemHarness, admin: SystemAdmin
     ) -> None:
