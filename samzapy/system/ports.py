@@ -92,8 +92,13 @@ class SystemAdmin(abc.ABC):
 
     def offset_before(self, offset: str) -> str | None:
         """The offset whose ``offset_after`` is ``offset``: what a checkpoint records for a
-        partition nothing was processed of, to resume at ``offset``; None: the system has none."""
-        return str(int(offset) - 1)
+        partition nothing was processed of, to resume at ``offset``; None: the system has none
+        (offsets that are no integers, unless a system says otherwise: such a partition then
+        starts at its offset default again after a restart)."""
+        try:
+            return str(int(offset) - 1)
+        except ValueError:
+            return None
 
     def compare_offsets(self, a: str, b: str) -> int:
         """Negative, zero or positive as ``a`` is before, at or after ``b``."""

@@ -189,3 +189,11 @@ class TestFileAdminOffsets:
             StreamSystemError, match=r"offsets of sys\.in#1: partition file .*in/1\.jsonl does not"
         ):
             await admin.offset_bounds([ssp("in", 0), ssp("in", 1)])
+
+
+def test_a_system_whose_offsets_are_no_integers_has_no_offset_before_by_default() -> None:
+    """A custom system that overrides the offset arithmetic it needs but not offset_before:
+    its partitions without a checkpointed offset start at their default, as before."""
+    offset_before = SystemAdmin.offset_before  # the port's own, as a subclass inherits it
+    assert offset_before(None, "c0ffee@42") is None  # type: ignore[arg-type]
+    assert offset_before(None, "42") == "41"  # type: ignore[arg-type]
