@@ -17,8 +17,8 @@ import uuid
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from test_bootstrap_kafka import name, produce
 
 from samzapy import InitableTask, StreamTask
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
@@ -28,29 +28,6 @@ from samzapy.config import load_config, resolve
 from samzapy.container import SamzaContainer
 
 RULES = 10
-
-
-def name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-async def produce(
-    bootstrap: str, topic: str, partition: int, values: list[str], *, transaction: bool = False
-) -> None:
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
-        transactional_id=name("bcast-tx") if transaction else None,
-    )
-    await producer.start()
-    try:
-        if transaction:
-            await producer.begin_transaction()
-        futures = [await producer.send(topic, v.encode(), partition=partition) for v in values]
-        await asyncio.gather(*futures)
-        if transaction:
-            await producer.commit_transaction()
-    finally:
-        await producer.stop()
 
 
 @pytest.mark.parametrize("checkpointed", [4, RULES - 1])
