@@ -91,14 +91,9 @@ class SystemAdmin(abc.ABC):
         return str(int(offset) + 1)
 
     def offset_before(self, offset: str) -> str | None:
-        """The offset whose ``offset_after`` is ``offset``: what a checkpoint records for a
-        partition nothing was processed of, to resume at ``offset``; None: the system has none
-        (offsets that are no integers, unless a system says otherwise: such a partition then
-        starts at its offset default again after a restart)."""
-        try:
-            return str(int(offset) - 1)
-        except ValueError:
-            return None
+        """The offset whose ``offset_after`` is ``offset`` (a checkpoint of nothing processed);
+        None for an offset that is no integer (its partition restarts at its default)."""
+        return str(int(offset) - 1) if offset.lstrip("-").isdecimal() else None
 
     def compare_offsets(self, a: str, b: str) -> int:
         """Negative, zero or positive as ``a`` is before, at or after ``b``."""
