@@ -555,15 +555,18 @@ def test_a_failed_write_names_its_cause(spark: SparkSession, kafka_bootstrap: st
         SparkWriteError,
         match=rf"^samzapy's producer failed writing to Kafka topic '{topic}' at .*: "
         rf"samzapy\.api\.errors\.SendFailedError: cannot write to partition 0 of Kafka topic "
-        rf"'{topic}' .*MessageSizeTooLargeError",
+        rf"'{topic}': a record of \d+ bytes .* is larger than "
+        r"systems\.spark\.producer\.max\.request\.size \(200\); not sent",
     ):
-        write_stream(  # above the broker's message.max.bytes (1 MiB)
-            views.withColumn("page", sf.repeat(sf.lit("x"), 1_100_000)),
+        write_stream(  # samzapy's producer refuses it too, as Java's does
+            views.withColumn("page", sf.repeat(sf.lit("x"), 500)),
             bootstrap_servers=kafka_bootstrap,
             topic=topic,
             key_column="memberId",
             method="producer",
+            kafka_options={"max.request.size": 200},
         )
+    assert end_offsets(kafka_bootstrap, topic, 1) == [0]
 
 
 class _JavaClass:
