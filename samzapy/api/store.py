@@ -26,9 +26,9 @@ The contract every store keeps, and that ``tests/contract/test_store_contract.py
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
-from typing import Protocol, Self, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 from samzapy.api.envelope import KV
 
@@ -109,4 +109,25 @@ class KeyValueStore(Protocol[K, V]):
         ...
 
 
-__all__ = ["KeyValueIterator", "KeyValueStore"]
+def entry_pairs(
+    entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any],
+    refuse: Callable[[Any], Exception],
+) -> Iterator[tuple[Any, Any]]:
+    """The ``(key, value)`` pairs of a ``put_all``'s ``entries``, a store's or a table's: a
+    mapping's items (iterating a dict gives its keys, and a key "ab" would unpack as key "a",
+    value "b"), else each ``KV`` or pair; ``refuse(entry)`` is raised for an entry that is no
+    pair (a string of two characters is none)."""
+    for entry in entries.items() if isinstance(entries, Mapping) else entries:
+        if isinstance(entry, _TEXT):
+            raise refuse(entry)
+        try:
+            key, value = entry
+        except (TypeError, ValueError):
+            raise refuse(entry) from None
+        yield key, value
+
+
+#: Built once (``str | bytes`` written in the check would build a union at every entry).
+_TEXT = (str, bytes)
+
+__all__ = ["KeyValueIterator", "KeyValueStore", "entry_pairs"]

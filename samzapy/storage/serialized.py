@@ -28,7 +28,7 @@ from typing import Any, NoReturn, Self, TypeVar
 
 from samzapy.api.envelope import KV
 from samzapy.api.errors import StoreError
-from samzapy.api.store import KeyValueIterator, KeyValueStore
+from samzapy.api.store import KeyValueIterator, KeyValueStore, entry_pairs
 from samzapy.storage.ports import StorageEngine
 from samzapy.system.serde import BytesSerde, IntegerSerde, JsonSerde, LongSerde, Serde, StringSerde
 
@@ -204,17 +204,7 @@ class SerializedKeyValueStore(KeyValueStore[K, V]):
 
     def put_all(self, entries: Iterable[KV | tuple[K, V]] | Mapping[K, V]) -> None:
         batch: list[tuple[bytes, bytes | None]] = []
-        pairs = entries.items() if isinstance(entries, Mapping) else entries
-        for entry in pairs:
-            try:
-                if isinstance(entry, str | bytes):  # "ab" would unpack as key "a", value "b"
-                    raise TypeError
-                key, value = entry
-            except (TypeError, ValueError):
-                raise StoreError(
-                    f"{self.description}: put_all expects (key, value) entries, "
-                    f"got {_describe(entry)}"
-                ) from None
+        for key, value in entry_pairs(entries, self._not_a_pair):
             if value is None:
                 self._none_value(key, "put_all")
             raw_key = self._encode_key(key, "put_all")
@@ -226,6 +216,11 @@ class SerializedKeyValueStore(KeyValueStore[K, V]):
         self._check_open()
         if batch:
             self.engine.write_batch(batch)
+
+    def _not_a_pair(self, entry: Any) -> StoreError:
+        return StoreError(
+            f"{self.description}: put_all expects (key, value) entries, got {_describe(entry)}"
+        )
 
     def delete(self, key: K) -> None:
         if key is None:

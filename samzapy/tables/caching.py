@@ -35,10 +35,11 @@ from functools import partial
 from typing import Any
 
 from samzapy.api.envelope import KV
+from samzapy.api.store import entry_pairs
 from samzapy.api.tables import CachingTableDescriptor
 from samzapy.tables.bridge import LoopBridge
 from samzapy.tables.cache import LruCache
-from samzapy.tables.local import entries_of, entry_pair
+from samzapy.tables.local import not_a_pair
 from samzapy.tables.metrics import TableMetrics
 
 # A read of the table under way: the values it found, by key.
@@ -240,8 +241,7 @@ class CachingTable:
         self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]
     ) -> list[tuple[Any, Any]]:
         pairs: list[tuple[Any, Any]] = []
-        for entry in entries_of(entries):
-            key, value = entry_pair(self.table_id, entry)
+        for key, value in entry_pairs(entries, not_a_pair(self.table_id)):
             pairs.append((key, value))
             if value is None:
                 self.metrics.deletes += 1
@@ -313,7 +313,7 @@ class CachingTable:
 
     def put_all(self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]) -> None:
         if not self.sync_anywhere:
-            listed = list(entries_of(entries))
+            listed = list(entry_pairs(entries, not_a_pair(self.table_id)))
             self._bridge.run("put_all", lambda: self.put_all_async(listed))
             return
         pairs = self._pairs(entries)

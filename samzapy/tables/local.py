@@ -18,34 +18,26 @@ are. Reads, writes and deletions are counted per key in ``metrics``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from samzapy.api.envelope import KV
 from samzapy.api.errors import TableError
-from samzapy.api.store import KeyValueStore
+from samzapy.api.store import KeyValueStore, entry_pairs
 from samzapy.tables.metrics import TableMetrics
 
 
-def entries_of(entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]) -> Iterable[Any]:
-    """A ``put_all``'s entries: a mapping's items (iterating a dict gives its keys, and a key
-    "ab" would unpack as key "a", value "b"), else the entries as given."""
-    return entries.items() if isinstance(entries, Mapping) else entries
+def not_a_pair(table_id: str) -> Callable[[Any], TableError]:
+    """What ``entry_pairs`` raises for an entry of table ``table_id``'s ``put_all`` that is
+    no pair: a TableError naming the table."""
 
-
-def entry_pair(table_id: str, entry: Any) -> tuple[Any, Any]:
-    """``entry`` of a ``put_all`` as ``(key, value)``; a TableError naming the table if it
-    is not a pair (a string of two characters is none)."""
-    try:
-        if isinstance(entry, str | bytes):
-            raise TypeError
-        key, value = entry
-    except (TypeError, ValueError):
-        raise TableError(
+    def refuse(entry: Any) -> TableError:
+        return TableError(
             f"table {table_id!r}: put_all expects (key, value) entries, got {entry!r}",
             table_id=table_id,
-        ) from None
-    return key, value
+        )
+
+    return refuse
 
 
 class LocalTable:
@@ -103,8 +95,7 @@ class LocalTable:
         # Runs of values and runs of deletions, in order (step 1 of the module docstring).
         run: list[Any] = []
         deleting = False
-        for entry in entries_of(entries):
-            key, value = entry_pair(self.table_id, entry)
+        for key, value in entry_pairs(entries, not_a_pair(self.table_id)):
             if (value is None) != deleting and run:
                 self._apply(run, deleting)
                 run = []
@@ -153,4 +144,4 @@ class LocalTable:
         return f"LocalTable({self.table_id!r})"
 
 
-__all__ = ["LocalTable", "entries_of", "entry_pair"]
+__all__ = ["LocalTable", "not_a_pair"]

@@ -41,10 +41,11 @@ from typing import Any
 from samzapy.api.envelope import KV
 from samzapy.api.errors import ConfigError, TableError
 from samzapy.api.retry import TableRetryPolicy
+from samzapy.api.store import entry_pairs
 from samzapy.api.tables import RemoteTableDescriptor
 from samzapy.tables.batch import WriteBatcher
 from samzapy.tables.bridge import LoopBridge
-from samzapy.tables.local import entries_of, entry_pair
+from samzapy.tables.local import not_a_pair
 from samzapy.tables.metrics import TableMetrics
 from samzapy.tables.rate_limit import TokenBucket
 
@@ -179,7 +180,7 @@ class RemoteTable:
     async def put_all_async(
         self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]
     ) -> None:
-        pairs = [entry_pair(self.table_id, entry) for entry in entries_of(entries)]
+        pairs = list(entry_pairs(entries, not_a_pair(self.table_id)))
         if not pairs:
             return
         self._writable("put_all", [key for key, _ in pairs])
@@ -316,7 +317,7 @@ class RemoteTable:
         self._blocking("put", lambda: self.put_async(key, value))
 
     def put_all(self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]) -> None:
-        listed = list(entries_of(entries))
+        listed = list(entry_pairs(entries, not_a_pair(self.table_id)))
         self._blocking("put_all", lambda: self.put_all_async(listed))
 
     def delete(self, key: Any) -> None:
