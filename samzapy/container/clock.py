@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Protocol
+from collections.abc import Collection
+from typing import Any, Protocol
 
 
 class Clock(Protocol):
@@ -42,4 +43,20 @@ class LoopClock:
             await asyncio.sleep(0)
 
 
-__all__ = ["Clock", "LoopClock"]
+async def wait_on(
+    clock: Clock, futures: Collection[asyncio.Future[Any]], timeout_s: float
+) -> list[asyncio.Future[Any]]:
+    """Wait until every one of ``futures`` is done, or for ``timeout_s`` on ``clock`` (what a
+    stop gives the calls in flight): the ones still pending then, in order."""
+    if not futures:
+        return []
+    all_done = asyncio.ensure_future(asyncio.wait(futures))
+    deadline = asyncio.ensure_future(clock.sleep_until(clock.now() + timeout_s))
+    await asyncio.wait([all_done, deadline], return_when=asyncio.FIRST_COMPLETED)
+    for waiter in (all_done, deadline):
+        waiter.cancel()
+    await asyncio.gather(all_done, deadline, return_exceptions=True)
+    return [f for f in futures if not f.done()]
+
+
+__all__ = ["Clock", "LoopClock", "wait_on"]

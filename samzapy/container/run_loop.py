@@ -44,7 +44,7 @@ from samzapy.api.errors import (
     TaskFencedError,
 )
 from samzapy.api.system import SystemStreamPartition, TaskName
-from samzapy.container.clock import Clock
+from samzapy.container.clock import Clock, wait_on
 from samzapy.container.progress import Rate, TaskProgress, progress_fields
 from samzapy.container.watchdog import Watchdog
 from samzapy.metrics import Health
@@ -336,13 +336,7 @@ class RunLoop:
         self, slot_tasks: Sequence[asyncio.Task[None]], tasks: Sequence[RunLoopTask]
     ) -> None:
         running = [t for t in slot_tasks if not t.done()]
-        if not running:
-            return
-        all_done = asyncio.ensure_future(asyncio.wait(running))
-        deadline = asyncio.ensure_future(self.clock.sleep_until(self.clock.now() + self.shutdown_s))
-        await asyncio.wait([all_done, deadline], return_when=asyncio.FIRST_COMPLETED)
-        deadline.cancel()
-        pending = [t for t in running if not t.done()]
+        pending = await wait_on(self.clock, running, self.shutdown_s)
         if pending:
             progress = [t.progress() for t in tasks]
             log.warning(
@@ -352,7 +346,6 @@ class RunLoop:
                 in_flight=sum(p.in_flight for p in progress),
             )
             await _cancel(pending)
-        await _cancel([all_done])
 
     def _background_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled():

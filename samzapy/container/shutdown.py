@@ -18,7 +18,7 @@ import structlog
 
 from samzapy.api.errors import SamzapyError
 from samzapy.container.checkpoints import ContainerCheckpoints
-from samzapy.container.clock import Clock, LoopClock
+from samzapy.container.clock import Clock, LoopClock, wait_on
 from samzapy.container.systems import Systems
 from samzapy.container.task_instance import TaskInstance
 
@@ -60,10 +60,7 @@ async def _settle(tasks: Sequence[TaskInstance], clock: Clock, wait_s: float) ->
     if not calls:
         return
     waiting = [asyncio.wrap_future(call) for pooled in calls.values() for call in pooled]
-    all_done = asyncio.ensure_future(asyncio.wait(waiting))
-    deadline = asyncio.ensure_future(clock.sleep_until(clock.now() + wait_s))
-    await asyncio.wait([all_done, deadline], return_when=asyncio.FIRST_COMPLETED)
-    for future in (all_done, deadline, *waiting):
+    for future in await wait_on(clock, waiting, wait_s):
         future.cancel()  # a call that returns later finds its loop's side gone
     left = {name: n for name, pooled in calls.items() if (n := sum(not c.done() for c in pooled))}
     if left:
