@@ -99,6 +99,8 @@ class StreamCheckpointManager(CheckpointManager):
         self.replication_factor = _replication_factor(replication_factor)
         self.read_timeout = read_timeout
         self.ssp = SystemStreamPartition(system_factory.system_name, stream, 0)
+        #: The tasks registered, in order.
+        self._tasks: list[TaskName] = []
         self._documents: dict[TaskName, bytes] = {}
         self._epochs: dict[TaskName, int] = {}
         self._locks: dict[TaskName, asyncio.Lock] = {}
@@ -110,6 +112,9 @@ class StreamCheckpointManager(CheckpointManager):
         self._followed: list[SystemStreamPartition] = []
 
     # -- start ----------------------------------------------------------------------------
+
+    def register(self, task_name: TaskName) -> None:
+        self._tasks.append(TaskName(task_name))
 
     async def start(self) -> None:
         try:

@@ -80,11 +80,10 @@ class TransactionalCheckpointManager(StreamCheckpointManager):
         )
         self.task_count = task_count
         self.fallback_stream = fallback_stream
-        self._tasks: list[TaskName] = []
 
     def register(self, task_name: TaskName) -> None:
         task_partition(task_name)
-        self._tasks.append(TaskName(task_name))
+        super().register(task_name)
 
     async def _start(self) -> int:
         try:
@@ -196,20 +195,6 @@ class AtLeastOnceCheckpointManager(StreamCheckpointManager):
     """The job's at-least-once checkpoint stream, which also takes a task's checkpoint from
     the exactly-once stream (``stream`` plus ``-txn``, if it exists) when that one's owner
     epoch is higher: the job ran under exactly-once since (module docstring)."""
-
-    def __init__(
-        self,
-        system_factory: SystemFactory,
-        stream: str,
-        replication_factor: int | None = None,
-        *,
-        read_timeout: float = 60.0,
-    ) -> None:
-        super().__init__(system_factory, stream, replication_factor, read_timeout=read_timeout)
-        self._tasks: list[TaskName] = []
-
-    def register(self, task_name: TaskName) -> None:
-        self._tasks.append(TaskName(task_name))
 
     async def _start(self) -> int:
         records = await super()._start()
