@@ -25,7 +25,6 @@ logged once (``partition_count_lookup_failed``), the next success once
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
 from collections.abc import Callable, Mapping
 
 import structlog
@@ -33,6 +32,7 @@ import structlog
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream
 from samzapy.container.clock import Clock
+from samzapy.container.streams import partition_counts
 from samzapy.system.ports import SystemAdmin
 
 log = structlog.get_logger("samzapy.container")
@@ -119,7 +119,7 @@ class PartitionCountMonitor:
         while True:
             await clock.sleep_until(clock.now() + self.interval_s)
             try:
-                now = await _look_up(admins, before)
+                now = await partition_counts(admins, before)
             except Exception as exc:  # any admin's failure: the job goes on, checked later
                 if not failing:
                     log.warning(
@@ -146,23 +146,6 @@ class PartitionCountMonitor:
                 self.changed = changed_error(changes)
                 stop("input partition count changed")
                 return
-
-
-async def _look_up(
-    admins: Mapping[str, SystemAdmin], streams: Mapping[SystemStream, int]
-) -> dict[SystemStream, int]:
-    """The partition count of each of ``streams`` now; StreamSystemError for one missing."""
-    by_system: dict[str, list[str]] = defaultdict(list)
-    for ss in streams:
-        by_system[ss.system].append(ss.stream)
-    now: dict[SystemStream, int] = {}
-    for system, names in by_system.items():
-        found = await admins[system].partition_counts(names)
-        for name in names:
-            if name not in found:
-                raise StreamSystemError(f"input {system}.{name} does not exist now")
-            now[SystemStream(system, name)] = found[name]
-    return now
 
 
 __all__ = ["ACTION", "PartitionCountMonitor", "changed_counts", "changed_error"]
