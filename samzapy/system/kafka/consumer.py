@@ -42,7 +42,7 @@ from samzapy.api.system import SystemStreamPartition
 from samzapy.system.entries import EntryBatch
 from samzapy.system.kafka.admin import KafkaSystemAdmin
 from samzapy.system.kafka.connection import ContactWatch, connect, started, stop_client
-from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error, where
+from samzapy.system.kafka.errors import KAFKA_ERRORS, missing_topics, stream_error, where
 from samzapy.system.kafka.fetched import build_envelopes, envelopes
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.offsets import integer_offset
@@ -178,14 +178,12 @@ class KafkaSystemConsumer(SystemConsumer):
     async def _probe(self) -> None:
         """The idle-time check: the brokers answer, and the topics read still exist (a topic
         deleted under the job is not a broker lost: aiokafka would wait for it forever)."""
-        client = self._consumer._client
-        if await client.force_metadata_update():  # False: no broker answered
-            for topic, partitions in self._partitions_by_topic().items():
-                if client.cluster.partitions_for_topic(topic) is None:
-                    raise UnknownTopicOrPartitionError(
-                        f"{where(topic)} no longer exists at {self._servers} (deleted while "
-                        f"it was read?): its partitions {partitions} cannot be read"
-                    )
+        read = self._partitions_by_topic()
+        if missing := await missing_topics(self._consumer._client, read):
+            raise UnknownTopicOrPartitionError(
+                f"{where(missing[0])} no longer exists at {self._servers} (deleted while it was "
+                f"read?): its partitions {read[missing[0]]} cannot be read"
+            )
         await self._consumer.end_offsets(list(self._tp_of.values()))
 
     def _partitions_by_topic(self) -> dict[str, str]:

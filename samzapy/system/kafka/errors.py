@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from aiokafka import errors as kafka_errors
@@ -135,14 +135,20 @@ async def topic_gone(producer: Any, topic: str) -> bool:
     ``topic`` (deleted under the job): asked once a send to it failed, which the broker's
     last answer to the client's retries (NotLeaderForPartition, a timeout) does not say."""
     client: Any = getattr(producer, "client", None)
-    update = getattr(client, "force_metadata_update", None)
-    if update is None:  # stopped, or not aiokafka's
+    if getattr(client, "force_metadata_update", None) is None:  # stopped, or not aiokafka's
         return False
     with contextlib.suppress(TimeoutError, *KAFKA_ERRORS):
         async with asyncio.timeout(GONE_CHECK_S):
-            if await update():  # False: no broker answered
-                return client.cluster.partitions_for_topic(topic) is None
+            return bool(await missing_topics(client, [topic]))
     return False
+
+
+async def missing_topics(client: Any, topics: Iterable[str]) -> list[str]:
+    """Which of ``topics`` the brokers' answer to a metadata request of the aiokafka
+    ``client`` lacks (none when no broker answered: that says nothing of the topics)."""
+    if not await client.force_metadata_update():
+        return []
+    return [topic for topic in topics if client.cluster.partitions_for_topic(topic) is None]
 
 
 def not_bytes(system_stream: object, what: str, value: object) -> SerdeError:
@@ -165,6 +171,7 @@ __all__ = [
     "UNREACHABLE",
     "describe",
     "error_name",
+    "missing_topics",
     "not_bytes",
     "out_of_range",
     "send_failure",
