@@ -42,7 +42,7 @@ class TaskHooks:
                 await result
             self._after_call()
         except BaseException as exc:  # the task's own: CancelledError, SystemExit too
-            if _cancelled_here(exc):
+            if cancelled_here(exc):
                 raise
             raise self._failed(what, exc) from _cause(exc)
 
@@ -59,7 +59,7 @@ class TaskHooks:
                 await result
             self._after_call()
         except BaseException as exc:
-            if _cancelled_here(exc):
+            if cancelled_here(exc):
                 raise
             raise self._failed(what, exc) from _cause(exc)
 
@@ -74,8 +74,9 @@ class TaskHooks:
         return TaskError(f"{what}() of task {self._name!r} failed: {exc!r}", task_name=self._name)
 
 
-def _cancelled_here(exc: BaseException) -> bool:
-    """Whether ``exc`` is the caller's own cancellation (a stop), not the task's error."""
+def cancelled_here(exc: BaseException) -> bool:
+    """Whether ``exc`` is the caller's own cancellation (a stop), not the task's error: the
+    current asyncio task is being cancelled, as a hook's caller or a slot is on a stop."""
     task = asyncio.current_task()
     return isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling() > 0
 
@@ -87,4 +88,4 @@ def _cause(exc: BaseException) -> BaseException:
     return exc
 
 
-__all__ = ["TaskHooks"]
+__all__ = ["TaskHooks", "cancelled_here"]

@@ -29,6 +29,7 @@ from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.container.clock import Clock
 from samzapy.container.drops import DroppedEnvelope, Drops, NotAwaitableError
+from samzapy.container.hooks import cancelled_here
 from samzapy.container.inputs import ControlEnvelope, Envelope, TaskInputs
 from samzapy.container.task_collector import MessageInProgress
 from samzapy.metrics.registry import Timer
@@ -284,12 +285,6 @@ def _returned(result: Any) -> None:
         )
 
 
-def _cancelled_here(exc: BaseException) -> bool:
-    """Whether ``exc`` is this slot's own cancellation (a stop), not the task's error."""
-    task = asyncio.current_task()
-    return isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling() > 0
-
-
 async def pool_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
     """A sync task on the thread pool: one call at a time for this task."""
     state = ctx.state
@@ -327,7 +322,7 @@ async def pool_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
             if result is not None:
                 _returned(result)
         except BaseException as exc:
-            if _cancelled_here(exc):
+            if cancelled_here(exc):
                 raise
             if (failure := _process_failed(ctx, exc, env, "process()")) is not None:
                 ctx.fail(failure)
@@ -398,7 +393,7 @@ async def async_slot(ctx: SlotContext, process_async: Callable[..., Any]) -> Non
                     f"process_async must return an awaitable, got {type(result).__name__}"
                 )
         except BaseException as exc:  # the task's own: CancelledError, SystemExit too
-            if _cancelled_here(exc):
+            if cancelled_here(exc):
                 raise
             if (failure := _process_failed(ctx, exc, env, "process_async()")) is not None:
                 state.inflight -= 1
