@@ -4,6 +4,9 @@ wall-clock time.
 
 The default clock is the event loop's monotonic time, and the system's wall clock. Tests use
 ``samzapy.testing.ManualClock`` to drive the timers without waiting in real time.
+
+What a stop waits on lives here too: ``wait_on`` bounds the wait for calls in flight, and
+``cancelled_here`` tells a stop's own cancellation from a task's error.
 """
 
 from __future__ import annotations
@@ -59,4 +62,11 @@ async def wait_on(
     return [f for f in futures if not f.done()]
 
 
-__all__ = ["Clock", "LoopClock", "wait_on"]
+def cancelled_here(exc: BaseException) -> bool:
+    """Whether ``exc`` is the caller's own cancellation (a stop), not the task's error: the
+    current asyncio task is being cancelled, as a hook's caller or a slot is on a stop."""
+    task = asyncio.current_task()
+    return isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling() > 0
+
+
+__all__ = ["Clock", "LoopClock", "cancelled_here", "wait_on"]

@@ -15,6 +15,7 @@ from typing import Any
 
 from samzapy.api.errors import OperatorError, TaskError
 from samzapy.api.system import TaskName
+from samzapy.container.clock import cancelled_here
 
 
 class TaskHooks:
@@ -74,13 +75,6 @@ class TaskHooks:
         return TaskError(f"{what}() of task {self._name!r} failed: {exc!r}", task_name=self._name)
 
 
-def cancelled_here(exc: BaseException) -> bool:
-    """Whether ``exc`` is the caller's own cancellation (a stop), not the task's error: the
-    current asyncio task is being cancelled, as a hook's caller or a slot is on a stop."""
-    task = asyncio.current_task()
-    return isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling() > 0
-
-
 def _cause(exc: BaseException) -> BaseException:
     """The user's own exception: an operator's function's, not the OperatorError around it."""
     if isinstance(exc, OperatorError) and exc.__cause__ is not None:
@@ -88,4 +82,4 @@ def _cause(exc: BaseException) -> BaseException:
     return exc
 
 
-__all__ = ["TaskHooks", "cancelled_here"]
+__all__ = ["TaskHooks"]

@@ -27,9 +27,8 @@ from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import OperatorError, TaskError, WatermarkFiringError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
-from samzapy.container.clock import Clock
+from samzapy.container.clock import Clock, cancelled_here
 from samzapy.container.drops import DroppedEnvelope, Drops, NotAwaitableError
-from samzapy.container.hooks import cancelled_here
 from samzapy.container.inputs import ControlEnvelope, Envelope, TaskInputs
 from samzapy.container.task_collector import MessageInProgress
 from samzapy.metrics.registry import Timer
