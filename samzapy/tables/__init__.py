@@ -11,7 +11,8 @@ descriptors (``samzapy.api.tables``), one instance per task.
    object given as both is copied once and stays one object).
 3. ``CachingTableDescriptor``: a CachingTable in front of the table its descriptor names:
    ``inner``, the task's instance of that table when the task has it already (the cache then
-   leaves opening and closing it to the task), else one built as above for the cache alone.
+   leaves opening and closing it to the task, and that table drops the cache's entries of
+   the keys written to it directly), else one built as above for the cache alone.
 
 The container then opens each table at task init (``await table.open(context)``, on the
 event loop), registers its metrics (``table_metrics(table)``, each ``register(registry,
@@ -73,7 +74,10 @@ def build_table(
                     f"build_table: table {descriptor.table_id!r} caches table "
                     f"{descriptor.table.table_id!r}, not {inner.table_id!r}"
                 )
-            return CachingTable(descriptor, inner, clock=clock, owns_table=False)
+            cache = CachingTable(descriptor, inner, clock=clock, owns_table=False)
+            if not isinstance(inner, CachingTable):  # (a cache is never put in front of one)
+                inner.caches.append(cache)  # writes made to ``inner`` directly drop its entries
+            return cache
         own = build_table(descriptor.table, get_store=get_store, copy_fn=copy_fn, clock=clock)
         return CachingTable(descriptor, own, clock=clock)
     raise ConfigError(

@@ -20,6 +20,9 @@ go to the table behind it. The rules:
 5. A write makes a read of the same key still under way stale: its result is not cached (the
    write's is), and later reads do not wait for it.
 6. ``put(key, None)`` deletes, as every table's does.
+7. A write made to the table behind the cache directly (the task's own instance of it, which
+   a ``send_to`` or a function may write too) drops the key's entry, as a delete through the
+   cache does (``table_wrote``, which that table calls).
 
 Over a local table every method, async or not, runs at once on the caller's thread, as the
 local table's do. Over a remote table the async methods run on the event loop the table was
@@ -264,6 +267,10 @@ class CachingTable:
     def _forget_all(self, keys: Iterable[Any]) -> None:
         for key in keys:
             self._forget(key)
+
+    def table_wrote(self, keys: Iterable[Any]) -> None:
+        """Rule 7: the table behind the cache took (or failed) a write of ``keys``."""
+        self._forget_all(keys)
 
     # -- plain methods: at once over a local table, through the loop over a remote one -----------
 

@@ -11,6 +11,9 @@ top of the store's contract (``samzapy.api.store``):
 3. A store never blocks for long, so every method works anywhere, on the event loop or off
    it, and each ``*_async`` coroutine just calls its plain twin.
 4. ``flush`` flushes the store; the container flushes it before each checkpoint anyway.
+5. A cache in front of this same instance (``caches``: a caching table of the task over it)
+   drops its entries of the keys each write changes, so that a write made to the table
+   directly (not through the cache) is seen through the cache too.
 
 The store's errors (StoreError naming the store, the task and the key) pass through as they
 are. Reads, writes and deletions are counted per key in ``metrics``.
@@ -56,6 +59,8 @@ class LocalTable:
         self.table_id = table_id
         self.store = store
         self.metrics = metrics if metrics is not None else TableMetrics(table_id)
+        #: The caching tables in front of this instance (step 5).
+        self.caches: list[Any] = []
 
     # -- life cycle: the store is the container's, opened before and closed after the table --
 
@@ -89,7 +94,11 @@ class LocalTable:
             self.delete(key)
             return
         self.metrics.puts += 1
-        self.store.put(key, value)
+        try:
+            self.store.put(key, value)
+        finally:
+            if self.caches:
+                self._changed((key,))
 
     def put_all(self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]) -> None:
         # Runs of values and runs of deletions, in order (step 1 of the module docstring).
@@ -109,16 +118,33 @@ class LocalTable:
             self.delete_all(run)
         else:
             self.metrics.puts += len(run)
-            self.store.put_all(run)
+            try:
+                self.store.put_all(run)
+            finally:
+                if self.caches:
+                    self._changed([key for key, _ in run])
 
     def delete(self, key: Any) -> None:
         self.metrics.deletes += 1
-        self.store.delete(key)
+        try:
+            self.store.delete(key)
+        finally:
+            if self.caches:
+                self._changed((key,))
 
     def delete_all(self, keys: Iterable[Any]) -> None:
         keys = list(keys)
         self.metrics.deletes += len(keys)
-        self.store.delete_all(keys)
+        try:
+            self.store.delete_all(keys)
+        finally:
+            if self.caches:
+                self._changed(keys)
+
+    def _changed(self, keys: Iterable[Any]) -> None:
+        """Step 5: the caches in front of the table drop their entries of ``keys``."""
+        for cache in self.caches:
+            cache.table_wrote(keys)
 
     def flush(self) -> None:
         self.store.flush()

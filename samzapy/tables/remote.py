@@ -19,6 +19,10 @@ them and its own RemoteTable. The table adds, in this order around each call of 
    token per key from the direction's token bucket (``samzapy.tables.rate_limit``) and
    awaits its turn when the bucket is empty; the event loop keeps running meanwhile.
 
+A cache in front of this same instance (``caches``: a caching table of the task over it)
+drops its entries of the keys a write changes once the write completed (or failed), so that
+a write made to the table directly (not through the cache) is seen through the cache too.
+
 ``put_async(key, None)`` deletes the key, as ``(key, None)`` in ``put_all_async`` does; an
 absent key reads as None and is left out of ``get_all_async``'s result. A table without a
 write function is read-only: a write raises TableError naming the table.
@@ -89,6 +93,8 @@ class RemoteTable:
         self._put_all = _method(write_fn, "put_all_async")
         self._delete_all = _method(write_fn, "delete_all_async")
         self._bridge = LoopBridge(table_id)
+        #: The caching tables in front of this instance (see the module docstring).
+        self.caches: list[Any] = []
         self._batcher: WriteBatcher | None = None
         if descriptor.batch_size is not None and write_fn is not None:
             self._batcher = WriteBatcher(
@@ -172,10 +178,13 @@ class RemoteTable:
             return
         write_fn = self._writable("put", key)
         self.metrics.puts += 1
-        if self._batcher is not None:
-            await asyncio.shield(self._batcher.add("put", key, value))
-        else:
-            await self._call("put", key, 1, write_fn.put_async, key, value)
+        try:
+            if self._batcher is not None:
+                await asyncio.shield(self._batcher.add("put", key, value))
+            else:
+                await self._call("put", key, 1, write_fn.put_async, key, value)
+        finally:
+            self._changed((key,))
 
     async def put_all_async(
         self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]
@@ -196,20 +205,26 @@ class RemoteTable:
             if not runs or runs[-1][0] != kind:
                 runs.append((kind, []))
             runs[-1][1].append((key, value))
-        if self._batcher is not None:
-            batcher = self._batcher
-            await _wait_batches([f for kind, run in runs for f in batcher.add_all(kind, run)])
-            return
-        for kind, run in runs:
-            await self._send_batch(kind, run)
+        try:
+            if self._batcher is not None:
+                batcher = self._batcher
+                await _wait_batches([f for kind, run in runs for f in batcher.add_all(kind, run)])
+                return
+            for kind, run in runs:
+                await self._send_batch(kind, run)
+        finally:
+            self._changed([key for key, _ in pairs])
 
     async def delete_async(self, key: Any) -> None:
         write_fn = self._writable("delete", key)
         self.metrics.deletes += 1
-        if self._batcher is not None:
-            await asyncio.shield(self._batcher.add("delete", key))
-        else:
-            await self._call("delete", key, 1, write_fn.delete_async, key)
+        try:
+            if self._batcher is not None:
+                await asyncio.shield(self._batcher.add("delete", key))
+            else:
+                await self._call("delete", key, 1, write_fn.delete_async, key)
+        finally:
+            self._changed((key,))
 
     async def delete_all_async(self, keys: Iterable[Any]) -> None:
         keys = list(keys)
@@ -218,10 +233,18 @@ class RemoteTable:
         self._writable("delete_all", keys)
         self.metrics.deletes += len(keys)
         entries = [(key, None) for key in keys]
-        if self._batcher is not None:
-            await _wait_batches(self._batcher.add_all("delete", entries))
-        else:
-            await self._send_batch("delete", entries)
+        try:
+            if self._batcher is not None:
+                await _wait_batches(self._batcher.add_all("delete", entries))
+            else:
+                await self._send_batch("delete", entries)
+        finally:
+            self._changed(keys)
+
+    def _changed(self, keys: Iterable[Any]) -> None:
+        """The caches in front of the table drop their entries of ``keys``."""
+        for cache in self.caches:
+            cache.table_wrote(keys)
 
     async def flush_async(self) -> None:
         """Send the writes waiting in a batch and wait until every batch sent has completed
