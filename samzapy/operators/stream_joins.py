@@ -12,6 +12,10 @@ stream's message first.
   dropped (as in Flink's interval join), and the result goes on with the later of the two
   times (the message keeps its own in the operators after it on other branches).
 
+Each side's first message is checked to come back from its serde as the type it went in:
+a ``KV`` kept with a serde for plain values (``json`` gives back a list) fails the join, as
+``apply`` would get a ``KV`` or a list depending on which side came first.
+
 A message whose key is None joins nothing and is not kept. What expired (older than the ttl;
 event time: the watermark passed its time by more than the ttl) never joins, and is deleted
 by a sweep that looks at two entries per entry written (at least ``SWEEP_ENTRIES``) at each
@@ -126,6 +130,7 @@ class JoinOperator(OperatorImpl):
         "serdes",
         "stores",
         "ttl",
+        "unchecked",
         "vserdes",
         "watermark",
         "written",
@@ -150,6 +155,11 @@ class JoinOperator(OperatorImpl):
         self.stores: tuple[Any, Any] = (None, None)
         self.kserde: Any = None
         self.vserdes: tuple[Any, Any] = (None, None)
+        #: The sides whose first message was not checked to come back from its serde yet
+        #: (a ``KVSerde``'s and the default serde's give a ``KV`` back: no check).
+        self.unchecked = [
+            serde is not None and not isinstance(serde, KVSerde) for serde in serdes[1:]
+        ]
         #: where the sweep of expired entries goes on: a side, and the key after the last
         #: one it looked at (None: the side's first)
         self.cursor: tuple[int, bytes | None] = (0, None)
@@ -194,6 +204,8 @@ class JoinOperator(OperatorImpl):
             mine = self.vserdes[side].to_bytes(message)
         except Exception as exc:
             raise self.failed(exc, "key or message serde") from exc
+        if self.unchecked[side]:
+            self._check_serde(message, mine, side)
         store, other_store = self.stores[side], self.stores[1 - side]
         keep = True
         if self.event_time:
@@ -225,6 +237,25 @@ class JoinOperator(OperatorImpl):
         if self.event_time and t_other > t:
             self.clock.t = t_other
         return result
+
+    def _check_serde(self, message: Any, data: bytes, side: int) -> None:
+        """A side's first message: a ``KV`` must come back from its serde as a ``KV``."""
+        self.unchecked[side] = False
+        if type(message) is not KV:
+            return
+        try:
+            back = self.vserdes[side].from_bytes(data)
+        except Exception as exc:
+            raise self.failed(exc, "message serde") from exc
+        if type(back) is KV:
+            return
+        which = "first" if side == 0 else "second"
+        error = TypeError(
+            f"the {which} stream's messages are KVs, and its message serde gives them back "
+            f"as {type(back).__name__}s: give the join a KVSerde(key_serde, value_serde) for "
+            "a stream of KVs (or None, the default serde)"
+        )
+        raise self.failed(error, "message serde") from error
 
     def timed_side(self, message: Any, left: bool) -> Awaitable[Any] | None:
         result = self.take(message, left)

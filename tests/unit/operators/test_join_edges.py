@@ -18,7 +18,13 @@ import pytest
 from test_apps import flat, run
 from test_windows_time import Live
 
-from samzapy import KafkaSystemDescriptor, StreamApplicationDescriptor
+from samzapy import (
+    KV,
+    KafkaSystemDescriptor,
+    KVSerde,
+    StreamApplicationDescriptor,
+    TaskError,
+)
 from samzapy.testing import ManualClock
 
 KAFKA = KafkaSystemDescriptor("kafka")
@@ -172,3 +178,48 @@ async def test_a_processing_time_join_measures_the_ttl_on_the_containers_clock()
     result = await live.end()
     assert pairs == [["1,000 s", "1,010 s"]]
     assert result.metrics.snapshot()["task.Partition 0"]["j-messages-out"] == 1
+
+
+@pytest.mark.parametrize("which", ["first", "second"])
+def test_a_side_whose_serde_does_not_give_back_its_kvs_fails_saying_to_use_a_kvserde(
+    which: str,
+) -> None:
+    """docs/tables.md: "The serdes store the keys and each side's messages (a `KVSerde` for a
+    stream of `KV`s ...)". A stream of KVs given ``json`` would have its kept messages come
+    back as lists, so that ``apply`` got a KV or a list depending on which side came first:
+    the join fails at that side's first message, naming it and the remedy."""
+    orders = KAFKA.get_input_descriptor("orders", KVSerde("string", "json"))
+    payments = KAFKA.get_input_descriptor("payments", KVSerde("string", "json"))
+    pair = KVSerde("string", "json")
+
+    class ByKey:
+        def get_first_key(self, message: KV) -> Any:
+            return message.key
+
+        def get_second_key(self, message: KV) -> Any:
+            return message.key
+
+        def apply(self, order: KV, payment: KV) -> Any:
+            return [order.value, payment.value]
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        serdes = ("json", pair) if which == "first" else (pair, "json")
+        d.get_input_stream(orders).join(
+            d.get_input_stream(payments), ByKey(), "string", *serdes, TTL, "j"
+        ).send_to(d.get_output_stream(PAIRS))
+
+    messages = [KV("o1", 1)]
+    with pytest.raises(TaskError) as failed:
+        run(app, [(orders, messages), (payments, messages)], {PAIRS: 1})
+    assert "the message serde of operator 'j' (join) failed" in str(failed.value)
+    assert f"the {which} stream's messages are KVs" in str(failed.value.__cause__)
+    assert "KVSerde(key_serde, value_serde)" in str(failed.value.__cause__)
+
+    # a KVSerde (or None) on each side gives the KVs back: they join
+    def fine(d: StreamApplicationDescriptor) -> None:
+        d.get_input_stream(orders).join(
+            d.get_input_stream(payments), ByKey(), "string", pair, None, TTL, "j"
+        ).send_to(d.get_output_stream(PAIRS))
+
+    result = run(fine, [(orders, messages), (payments, messages)], {PAIRS: 1})
+    assert flat(result.outputs(PAIRS)) == [[1, 1]]
