@@ -25,6 +25,7 @@ from samzapy.api.windows import (
     TimeSinceLastMessageTrigger,
     Trigger,
 )
+from samzapy.operators.window_plan import timed_trigger
 from samzapy.operators.windows import DEFAULT, EARLY, LATE, WindowOperator, take_pending
 
 _TUMBLING = b"T"
@@ -82,7 +83,7 @@ def _due(trigger: Trigger, armed: _Armed, now: int) -> bool:
 
 
 class TumblingWindowOperator(WindowOperator):
-    __slots__ = ("armed", "last_pane", "next_due", "panes", "plain", "triggered")
+    __slots__ = ("armed", "last_pane", "next_due", "panes", "plain", "time_triggered", "triggered")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -95,6 +96,11 @@ class TumblingWindowOperator(WindowOperator):
         self.plain = self.aggregator is not None and self.window.early_trigger is None
         window = self.window
         self.triggered = window.early_trigger is not None or window.late_trigger is not None
+        #: Whether a trigger has a time in it, which the tick checks: counts fire as messages
+        #: come, and walking every key's trigger state at each tick would only cost time.
+        self.time_triggered = any(
+            timed_trigger(t) for t in (window.early_trigger, window.late_trigger)
+        )
         #: The last pane's id and key prefix (None before the first: every int is a pane id,
         #: -1 that of a 1 ms window's messages at -1 ms).
         self.last_pane: tuple[int | None, bytes] = (None, b"")
@@ -244,7 +250,7 @@ class TumblingWindowOperator(WindowOperator):
             self.store.delete(_ARMED + skey[1:])
 
     def timed_triggers(self) -> None:
-        if not self.armed:
+        if not self.time_triggered or not self.armed:
             return
         now = self.now_ms()
         watermark = self.watermark

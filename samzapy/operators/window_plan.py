@@ -81,7 +81,7 @@ def _ticks_of(spec: Any, window: Window, asynchronous: bool) -> list[str]:
     if not window.event_time:
         return [f"window {spec.op_id!r} in processing time"]
     needs = []
-    if any(_timed(t) for t in (window.early_trigger, window.late_trigger)):
+    if any(timed_trigger(t) for t in (window.early_trigger, window.late_trigger)):
         needs.append(f"the time triggers of window {spec.op_id!r}")
     for op in upstream_of(spec):
         if op.kind != "input" or op.settings.get("intermediate") is not None:
@@ -101,14 +101,14 @@ def _ticks_of(spec: Any, window: Window, asynchronous: bool) -> list[str]:
     return needs
 
 
-def _timed(trigger: Trigger | None) -> bool:
+def timed_trigger(trigger: Trigger | None) -> bool:
     """Whether ``trigger`` has a time in it (checked at the tick; a count is not)."""
     if isinstance(trigger, TimeSinceFirstMessageTrigger | TimeSinceLastMessageTrigger):
         return True
     if isinstance(trigger, AnyTrigger):
-        return any(_timed(t) for t in trigger.triggers)
+        return any(timed_trigger(t) for t in trigger.triggers)
     if isinstance(trigger, RepeatingTrigger):
-        return _timed(trigger.trigger)
+        return timed_trigger(trigger.trigger)
     return False
 
 
@@ -180,6 +180,7 @@ __all__ = [
     "carries",
     "check_window",
     "tick_needed",
+    "timed_trigger",
     "unwatermarked",
     "window_keys",
 ]
