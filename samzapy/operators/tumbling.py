@@ -9,10 +9,13 @@ the triggers' state per pane and key: a count, the first and last message's proc
 with triggers also keeps that state in its store, ``A`` + the same pane id and key, so a
 restarted task's triggers go on where they were (their counts and times exact as of the last
 checkpoint) and a time trigger that came due while the task was down fires at the first tick.
+A time trigger's state also has a timer, in a heap by time, so the tick looks at the states
+whose time came, not at every key's.
 """
 
 from __future__ import annotations
 
+import heapq
 import struct
 from typing import Any
 
@@ -44,7 +47,7 @@ def _pane_prefix(pane: int, kind: bytes = _TUMBLING) -> bytes:
 class _Armed:
     """A trigger's state for one pane and key: messages and times since the last pane."""
 
-    __slots__ = ("count", "done", "first", "key", "last", "pane")
+    __slots__ = ("count", "done", "first", "key", "last", "pane", "scheduled")
 
     def __init__(self, key: Any, pane: int) -> None:
         self.key = key
@@ -53,6 +56,8 @@ class _Armed:
         self.first: int | None = None
         self.last: int | None = None
         self.done = False
+        #: When its entry in the window's timers is (None: it has none).
+        self.scheduled: int | None = None
 
     def to_bytes(self) -> bytes:
         first = 0 if self.first is None else self.first
@@ -82,8 +87,33 @@ def _due(trigger: Trigger, armed: _Armed, now: int) -> bool:
     raise AssertionError(f"unknown trigger {trigger!r}")
 
 
+def _next_time(trigger: Trigger, armed: _Armed) -> int | None:
+    """The earliest time the clock can make ``trigger`` due for ``armed`` (None: the clock
+    cannot, a count's). Messages only move it later (the first and last times only grow),
+    so a timer set for it is never late."""
+    if isinstance(trigger, TimeSinceFirstMessageTrigger):
+        return None if armed.first is None else armed.first + trigger.ms
+    if isinstance(trigger, TimeSinceLastMessageTrigger):
+        return None if armed.last is None else armed.last + trigger.ms
+    if isinstance(trigger, AnyTrigger):
+        times = [t for t in (_next_time(x, armed) for x in trigger.triggers) if t is not None]
+        return min(times, default=None)
+    if isinstance(trigger, RepeatingTrigger):
+        return _next_time(trigger.trigger, armed)
+    return None
+
+
 class TumblingWindowOperator(WindowOperator):
-    __slots__ = ("armed", "last_pane", "next_due", "panes", "plain", "time_triggered", "triggered")
+    __slots__ = (
+        "armed",
+        "last_pane",
+        "next_due",
+        "panes",
+        "plain",
+        "time_triggered",
+        "timers",
+        "triggered",
+    )
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -101,6 +131,9 @@ class TumblingWindowOperator(WindowOperator):
         self.time_triggered = any(
             timed_trigger(t) for t in (window.early_trigger, window.late_trigger)
         )
+        #: (when a time trigger may come due, its state's key): the tick looks at those whose
+        #: time came, not at every key's (at most one live entry a state, ``_Armed.scheduled``).
+        self.timers: list[tuple[int, bytes]] = []
         #: The last pane's id and key prefix (None before the first: every int is a pane id,
         #: -1 that of a 1 ms window's messages at -1 ms).
         self.last_pane: tuple[int | None, bytes] = (None, b"")
@@ -164,6 +197,9 @@ class TumblingWindowOperator(WindowOperator):
                         skey = _TUMBLING + entry.key[1:]
                         armed = self.armed[skey] = _Armed(self.kserde.from_bytes(skey[9:]), pane)
                         armed.load(entry.value)
+        for skey, armed in self.armed.items():
+            late = self.panes.get(armed.pane, False)
+            self._set_timer(skey, armed, late)
         self._reschedule()
 
     def due(self, now: int) -> bool:
@@ -230,6 +266,19 @@ class TumblingWindowOperator(WindowOperator):
             self._trigger_fire(skey, armed, trigger, firing)
         else:
             self.store.put(_ARMED + skey[1:], armed.to_bytes())
+            if armed.scheduled is None:
+                self._set_timer(skey, armed, firing is LATE)
+
+    def _set_timer(self, skey: bytes, armed: _Armed, late: bool) -> None:
+        """A timer for ``armed``'s time trigger (the late one when its pane fired), if it
+        has one and is not done."""
+        trigger = self.window.late_trigger if late else self.window.early_trigger
+        if not self.time_triggered or trigger is None or armed.done:
+            return
+        at = _next_time(trigger, armed)
+        if at is not None:
+            heapq.heappush(self.timers, (at, skey))
+            armed.scheduled = at
 
     def _trigger_fire(
         self, skey: bytes, armed: _Armed, trigger: Trigger, firing: FiringType
@@ -250,11 +299,17 @@ class TumblingWindowOperator(WindowOperator):
             self.store.delete(_ARMED + skey[1:])
 
     def timed_triggers(self) -> None:
-        if not self.time_triggered or not self.armed:
+        timers = self.timers
+        if not timers:
             return
         now = self.now_ms()
         watermark = self.watermark
-        for skey, armed in list(self.armed.items()):
+        while timers and timers[0][0] <= now:
+            at, skey = heapq.heappop(timers)
+            armed = self.armed.get(skey)
+            if armed is None or armed.scheduled != at:
+                continue  # let go with its pane, or one set for a state let go before
+            armed.scheduled = None
             if armed.done:
                 continue
             end = armed.pane + self.size
@@ -262,6 +317,8 @@ class TumblingWindowOperator(WindowOperator):
             trigger = self.window.late_trigger if late else self.window.early_trigger
             if trigger is not None and _due(trigger, armed, now):
                 self._trigger_fire(skey, armed, trigger, LATE if late else EARLY)
+            else:
+                self._set_timer(skey, armed, late)  # a message since moved its time on
 
     def _disarm(self, pane: int) -> None:
         """Forget the triggers' state for ``pane`` (it fired, or its lateness ran out)."""
