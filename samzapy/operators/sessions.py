@@ -24,6 +24,8 @@ from typing import Any
 from samzapy.operators.windows import DEFAULT, LATE, WindowOperator
 
 _SESSION = b"S"
+#: Above every session key, whatever its key's bytes (``range`` stops before it).
+_AFTER_SESSIONS = b"T"
 
 
 class SessionWindowOperator(WindowOperator):
@@ -35,7 +37,7 @@ class SessionWindowOperator(WindowOperator):
         self.key_due: dict[bytes, int] = {}
 
     def restore(self) -> None:
-        with self.store.range(_SESSION, _SESSION + b"\xff" * 9) as entries:
+        with self.store.range(_SESSION, _AFTER_SESSIONS) as entries:
             for entry in entries:
                 self._schedule_sessions(entry.key[1:], _sessions(entry.value))
 

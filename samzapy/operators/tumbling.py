@@ -187,7 +187,7 @@ class TumblingWindowOperator(WindowOperator):
         for kind in ranges:
             # A trigger's state may outlive its pane's values (a discarding trigger that
             # fired and does not repeat): its pane is open too, so that it goes with it.
-            with self.store.range(kind, kind + b"\xff" * 9) as entries:
+            with self.store.range(kind, bytes([kind[0] + 1])) as entries:
                 for entry in entries:
                     pane = int.from_bytes(entry.key[1:9], "big") - _OFFSET
                     if pane not in self.panes:

@@ -583,6 +583,34 @@ async def test_a_session_that_fired_is_kept_for_late_messages_across_a_restart()
     assert second.panes == [("a", 0, 3, LATE), ("a", 3_000, 1, DEFAULT)]
 
 
+class HighKeys:
+    """A key serde whose bytes start with 0xff bytes, above any bound of 0xff bytes that a
+    scan of the window's sessions could stop at."""
+
+    def to_bytes(self, key: str) -> bytes:
+        return b"\xff" * 16 + key.encode()
+
+    def from_bytes(self, data: bytes) -> str:
+        return data[16:].decode()
+
+
+async def test_a_session_whose_key_bytes_start_with_0xff_is_restored_at_restart() -> None:
+    source = events()
+    window = lambda: Windows.keyed_session_window(  # noqa: E731
+        lambda m: m["k"], 1 * S, **COUNT, key_serde=HighKeys(), merger=lambda x, y: x + y
+    ).with_event_time()
+    config = {"task.commit.ms": 20}
+    first = Live(window_app(window(), source), {source: 1}, **config)
+    first.send(source, m("a", 0), m("a", 500))
+    namespace = await crash_after_commit(first, "1")
+    assert first.panes == []
+
+    second = Live(window_app(window(), source), {source: 1}, namespace=namespace, **config)
+    second.send(source, m("b", 3_000))  # another key: only the restore knows of a's session
+    await second.end()
+    assert second.panes == [("a", 0, 2, DEFAULT), ("b", 3_000, 1, DEFAULT)]
+
+
 @pytest.mark.parametrize(
     ("mode", "merged"),
     [(AccumulationMode.ACCUMULATING, 4), (AccumulationMode.DISCARDING, 2)],
