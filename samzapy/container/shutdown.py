@@ -44,7 +44,12 @@ async def close_after_failure(
     their stores not marked clean. Their calls still running on the thread pool (which
     cannot be cancelled) first have up to ``wait_s`` on ``clock`` to return, so that a
     ``close`` does not overlap one (as Samza's container awaits its task thread pool before
-    closing the tasks); past that they are given up (``shutdown_timed_out``), as at a stop."""
+    closing the tasks); past that they are given up (``shutdown_timed_out``), as at a stop.
+    A run its caller cancelled (a TestRunner's timeout) gives them nothing: that caller
+    waits no longer, and a manual clock would never reach the wait's end."""
+    running = asyncio.current_task()
+    if running is not None and running.cancelling():
+        wait_s = 0.0
     await _settle(tasks, clock or LoopClock(), wait_s)
     for task in tasks:
         try:

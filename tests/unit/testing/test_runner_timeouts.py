@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
 
 from samzapy import AsyncStreamTask, ClosableTask, StreamTask, TaskError
-from samzapy.testing import TestRunner
+from samzapy.testing import ManualClock, TestRunner
 
 
 class Nothing(StreamTask):
@@ -75,3 +76,30 @@ def test_a_synchronous_call_holding_the_event_loop_is_named() -> None:
     runner = TestRunner(Sleeps, {"task.callback.timeout.ms": -1}).add_input("in", ["a", "b"])
     with pytest.raises(TimeoutError, match=r"the event loop was held .* job\.container\.thread"):
         runner.run(timeout=0.2)
+
+
+class BlocksItsThread(StreamTask):
+    """A call on the thread pool that returns only when the test lets it (or after 6 s)."""
+
+    released = threading.Event()
+
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        self.released.wait(6.0)
+
+
+@pytest.mark.parametrize("clock", [None, ManualClock(0.0)], ids=["loop clock", "manual clock"])
+def test_a_call_stuck_on_the_thread_pool_does_not_outlast_the_timeout(
+    clock: ManualClock | None,
+) -> None:
+    # The container gives such calls task.shutdown.ms (30 s, on its clock) after a failure;
+    # a run its caller gave up on must not wait for them.
+    BlocksItsThread.released = threading.Event()
+    runner = TestRunner(BlocksItsThread, {"job.container.thread.pool.size": 2}, clock=clock)
+    runner.add_input("in", {0: ["a"], 1: ["b"]})
+    started = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError, match=r"a call in flight on memory\.in#0 at offset 0"):
+            runner.run(timeout=0.3)
+        assert time.monotonic() - started < 3.0
+    finally:
+        BlocksItsThread.released.set()
