@@ -1,5 +1,8 @@
 """What a test gave a TestRunner against what its job reads: a mismatch is the test's mistake.
 
+A task runner is given a task class (not an instance, nor an application: that is
+``TestRunner.of``'s), refused at the call.
+
 Messages given for a stream the job does not read would be silently left out, and a stream
 the job reads that nobody gave would fail the run with an error about the in-memory system
 (or, for a job file's Kafka inputs, wait for a broker until the timeout); each is refused
@@ -9,9 +12,12 @@ before the job starts, naming the call and the key at fault.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import Any
 
+from samzapy.api.application import StreamApplication
 from samzapy.api.descriptors import InputDescriptor, StreamDescriptor
 from samzapy.api.system import SystemStream
+from samzapy.api.task import AsyncStreamTask, StreamTask
 from samzapy.config import ResolvedConfig
 from samzapy.system.inmemory import InMemoryBroker
 
@@ -45,6 +51,23 @@ def check_task_inputs(
                 )
 
 
+def check_task_class(task_class: Any) -> None:
+    """``TestRunner(task_class)`` is given a class, and not an application's."""
+    if not isinstance(task_class, type):
+        given = type(task_class).__name__
+        if isinstance(task_class, StreamTask | AsyncStreamTask):
+            raise TypeError(
+                f"TestRunner() takes a task class, not an instance of {given}: "
+                f"TestRunner({given}) (the container makes one instance per task)"
+            )
+        raise TypeError(f"TestRunner() takes a task class, not {given} {task_class!r:.60}")
+    if issubclass(task_class, StreamApplication):
+        raise TypeError(
+            f"{task_class.__name__} is an application: run it with "
+            f"TestRunner.of({task_class.__name__})"
+        )
+
+
 def check_app_inputs(
     resolved: ResolvedConfig,
     names: Mapping[str, str],
@@ -71,4 +94,4 @@ def check_app_inputs(
             )
 
 
-__all__ = ["check_app_inputs", "check_task_inputs"]
+__all__ = ["check_app_inputs", "check_task_class", "check_task_inputs"]

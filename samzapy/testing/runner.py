@@ -44,6 +44,7 @@ import yaml
 from samzapy.api.descriptors import InputDescriptor, OutputDescriptor, StreamDescriptor
 from samzapy.api.envelope import KV
 from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.api.task import AsyncStreamTask, StreamTask
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.config import Config, ResolvedConfig, load_config, resolve
 from samzapy.container import Clock, SamzaContainer
@@ -55,7 +56,7 @@ from samzapy.system.inmemory import InMemoryBroker
 from samzapy.testing.checked_serdes import checked_output_serdes, original_key
 from samzapy.testing.clock import ManualClock
 from samzapy.testing.framed import framed_reader
-from samzapy.testing.given import check_app_inputs, check_task_inputs
+from samzapy.testing.given import check_app_inputs, check_task_class, check_task_inputs
 from samzapy.testing.on_memory import ONE_CONTAINER
 from samzapy.testing.on_memory import on_memory as on_memory_system
 from samzapy.testing.unfinished import describe_unfinished, failure_of
@@ -140,6 +141,8 @@ class TestRunner:
         with the same namespace: the way to test a restart. Runners of different namespaces
         share nothing, not even the checkpoints of jobs with the same ``job.name`` and
         ``job.id``."""
+        if task_class is not None:
+            check_task_class(task_class)
         self._task_class = task_class
         self._config = dict(config or {})
         self._clock = clock
@@ -164,7 +167,10 @@ class TestRunner:
         clock: Clock | None = None,
         namespace: str | None = None,
     ) -> TestRunner:
-        """A runner of application ``app`` (a StreamApplication instance or class)."""
+        """A runner of application ``app`` (a StreamApplication instance or class), or of a
+        task class, as Samza's ``TestRunner.of`` takes either."""
+        if isinstance(app, type) and issubclass(app, StreamTask | AsyncStreamTask):
+            return cls(app, config, clock=clock, namespace=namespace)
         runner = cls(None, config, clock=clock, namespace=namespace)
         runner._app = app
         return runner

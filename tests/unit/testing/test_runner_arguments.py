@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from samzapy import KafkaSystemDescriptor, OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzapy import (
+    KafkaSystemDescriptor,
+    OutgoingMessageEnvelope,
+    StreamApplication,
+    StreamTask,
+    SystemStream,
+)
 from samzapy.testing import TestRunner
 
 
@@ -77,3 +83,28 @@ def test_a_runner_without_inputs_says_which_call_is_missing() -> None:
     runner = TestRunner(Echo).add_output("out")
     with pytest.raises(ValueError, match=r"needs at least one input: call add_input\(\)"):
         runner.run(timeout=10)
+
+
+def test_of_a_task_class_runs_it_as_samzas_test_runner_of_does() -> None:
+    result = TestRunner.of(Echo).add_input("in", {0: ["a"]}).add_output("out").run(timeout=10)
+    assert result.outputs("out") == {0: ["a"]}
+
+
+class Apps(StreamApplication):
+    def describe(self, app_desc):  # type: ignore[no-untyped-def]
+        pass
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (Echo(), r"TestRunner\(\) takes a task class, not an instance of Echo: TestRunner\(Echo\)"),
+        (Apps, r"Apps is an application: run it with TestRunner\.of\(Apps\)"),
+        ("mod:Echo", r"TestRunner\(\) takes a task class, not str 'mod:Echo'"),
+    ],
+)
+def test_a_runner_given_something_other_than_a_task_class_says_what_to_give(
+    given: object, expected: str
+) -> None:
+    with pytest.raises(TypeError, match=expected):
+        TestRunner(given)  # type: ignore[arg-type]
