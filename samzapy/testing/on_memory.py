@@ -3,9 +3,11 @@
 The runner runs the job as ``samzapy run`` would, but on the in-memory system and with every
 task in one container. So:
 
-1. the settings of the application's real systems (a ``kafka`` system's ``consumer.*`` and
-   ``producer.*`` client options) are checked as ``samzapy run`` checks them, since they are
-   then dropped: a misspelt one fails the test, as it would fail the job;
+1. the settings of the application's real systems (their factories, their own keys such as
+   a ``kafka`` system's ``connect.timeout.ms``, its ``consumer.*`` and ``producer.*`` client
+   options) are checked as ``samzapy run`` checks them, since they are then replaced or
+   dropped: a misspelt one fails the test, as it would fail the job (a ``file`` system's
+   ``path`` alone is not required: the runner reads no file);
 2. every system the application names becomes the runner's memory system, keeping samzapy's
    own settings of it (serdes, offset defaults) and dropping the rest (brokers, security);
 3. the job file's placement (``job.container.count``, ``job.container.id``,
@@ -17,11 +19,13 @@ task in one container. So:
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from samzapy.api.errors import ConfigError
 from samzapy.config import Config
+from samzapy.config.validate import check
 
 #: Step 3: one container running every task of the job.
 ONE_CONTAINER: dict[str, Any] = {
@@ -40,7 +44,7 @@ def on_memory(config: Mapping[str, Any], namespace: str) -> dict[str, Any]:
     ``namespace`` and the job in one container; raise ConfigError for the real systems'
     client options ``samzapy run`` would refuse."""
     systems = {k.split(".")[1] for k in config if k.startswith("systems.")}
-    problems: list[str] = []
+    problems = _system_key_problems(config)
     for system in sorted(systems):  # 1.
         module = _CLIENT_OPTIONS.get(str(config.get(f"systems.{system}.samza.factory")))
         if module is not None:
@@ -59,6 +63,25 @@ def on_memory(config: Mapping[str, Any], namespace: str) -> dict[str, Any]:
             del keys[key]
     keys.update(ONE_CONTAINER)  # 3.
     return keys
+
+
+def _system_key_problems(config: Mapping[str, Any]) -> list[str]:
+    """Step 1: what ``samzapy run`` finds wrong with a ``systems.*`` key of ``config``."""
+    try:
+        check(Config(dict(config)))
+    except ConfigError as exc:
+        return [p for p in exc.problems if _system_key(p) and not _FILE_PATH.fullmatch(p)]
+    return []
+
+
+def _system_key(problem: str) -> bool:
+    """Whether ``problem`` (a validation message, which starts with its key, quoted when it
+    is unknown) is about a system's key."""
+    return problem.removeprefix("unknown key '").startswith("systems.")
+
+
+#: The one required key of a system the runner does without.
+_FILE_PATH = re.compile(r"systems\.[^ ]+\.path is required for a file system")
 
 
 __all__ = ["ONE_CONTAINER", "on_memory"]

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from samzapy import ConfigError, KafkaSystemDescriptor, KVSerde, StreamApplication
+from samzapy import (
+    ConfigError,
+    FileSystemDescriptor,
+    KafkaSystemDescriptor,
+    KVSerde,
+    StreamApplication,
+)
 from samzapy.testing import TestRunner
 
 kafka = KafkaSystemDescriptor("kafka")
@@ -68,3 +74,55 @@ def test_kafka_client_options_samzapy_run_accepts_are_accepted() -> None:
         .run(timeout=10)
     )
     assert result.outputs(words) == {0: [1]}
+
+
+class Lines(StreamApplication):
+    def describe(self, app_desc):  # type: ignore[no-untyped-def]
+        app_desc.get_input_stream(lines).sink(lambda line, collector, coordinator: None)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (
+            {"systems.kafka.samza.factory": "kafak"},
+            r"systems\.kafka\.samza\.factory must be memory, file, kafka or a 'module:Class'",
+        ),
+        (
+            {"systems.kafka.bootstrap.server": "localhost:9092"},
+            r"unknown key 'systems\.kafka\.bootstrap\.server'; did you mean",
+        ),
+        (
+            {"systems.kafka.connect.timeout.ms": "5s"},
+            r"systems\.kafka\.connect\.timeout\.ms must be an integer >= 0, got '5s'",
+        ),
+    ],
+)
+def test_a_system_key_the_runner_drops_is_still_checked_as_samzapy_run_checks_it(
+    config: dict[str, object], expected: str
+) -> None:
+    # The runner puts its memory system in place of kafka, dropping kafka's own keys: a
+    # mistake in them must fail the test as it would fail the job, not vanish.
+    runner = TestRunner.of(Lines, config).add_input_stream(lines, ["a"])
+    with pytest.raises(ConfigError, match=expected):
+        runner.run(timeout=10)
+
+
+def test_a_file_systems_path_the_job_file_gives_is_not_needed_by_the_runner() -> None:
+    files = FileSystemDescriptor("files")
+    views = files.get_input_descriptor("views", "json")
+    pages = files.get_output_descriptor("pages", "json")
+
+    class Pages(StreamApplication):
+        def describe(self, app_desc):  # type: ignore[no-untyped-def]
+            app_desc.get_input_stream(views).map(lambda v: v["page"]).send_to(
+                app_desc.get_output_stream(pages)
+            )
+
+    result = (
+        TestRunner.of(Pages)
+        .add_input_stream(views, [{"page": "/a"}])
+        .add_output_stream(pages)
+        .run(timeout=10)
+    )
+    assert result.outputs(pages) == {0: ["/a"]}
