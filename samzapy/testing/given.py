@@ -1,7 +1,8 @@
 """What a test gave a TestRunner against what its job reads: a mismatch is the test's mistake.
 
 A task runner is given a task class (not an instance, nor an application: that is
-``TestRunner.of``'s), refused at the call.
+``TestRunner.of``'s), and ``run`` a timeout that is a duration; anything else is refused at
+the call.
 
 Messages given for a stream the job does not read would be silently left out, and a stream
 the job reads that nobody gave would fail the run with an error about the in-memory system
@@ -12,6 +13,7 @@ before the job starts, naming the call and the key at fault.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from datetime import timedelta
 from typing import Any
 
 from samzapy.api.application import StreamApplication
@@ -68,6 +70,17 @@ def check_task_class(task_class: Any) -> None:
         )
 
 
+def timeout_s(timeout: Any) -> float:
+    """``run``'s ``timeout`` in seconds: a number or a ``timedelta`` (Samza's ``run`` takes a
+    ``Duration``), more than zero; ``math.inf`` waits as long as the job runs."""
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+    if type(seconds) not in (int, float) or not seconds > 0:  # NaN too
+        raise (ValueError if type(seconds) in (int, float) else TypeError)(
+            f"run(timeout={timeout!r}): expected seconds > 0 (a number or a timedelta)"
+        )
+    return float(seconds)
+
+
 def check_app_inputs(
     resolved: ResolvedConfig,
     names: Mapping[str, str],
@@ -94,4 +107,4 @@ def check_app_inputs(
             )
 
 
-__all__ = ["check_app_inputs", "check_task_class", "check_task_inputs"]
+__all__ = ["check_app_inputs", "check_task_class", "check_task_inputs", "timeout_s"]

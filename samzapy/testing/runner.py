@@ -37,6 +37,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import yaml
@@ -56,7 +57,7 @@ from samzapy.system.inmemory import InMemoryBroker
 from samzapy.testing.checked_serdes import checked_output_serdes, original_key
 from samzapy.testing.clock import ManualClock
 from samzapy.testing.framed import framed_reader
-from samzapy.testing.given import check_app_inputs, check_task_class, check_task_inputs
+from samzapy.testing.given import check_app_inputs, check_task_class, check_task_inputs, timeout_s
 from samzapy.testing.on_memory import ONE_CONTAINER
 from samzapy.testing.on_memory import on_memory as on_memory_system
 from samzapy.testing.unfinished import describe_unfinished, failure_of
@@ -236,11 +237,13 @@ class TestRunner:
         self._outputs[stream] = _partition_count("add_output", stream, partitions)
         return self
 
-    def run(self, timeout: float = 30.0) -> TestResult:
+    def run(self, timeout: float | timedelta = 30.0) -> TestResult:
         """Run until the job finishes, on uvloop unless ``job.loop`` is ``asyncio`` or the
         clock is a ``ManualClock`` (which needs asyncio's loop); raise the task's error
         (TaskError, the task's own exception as its cause) or TimeoutError, which names the
-        tasks still running, their input partitions not ended and the call each was on."""
+        tasks still running, their input partitions not ended and the call each was on.
+        ``timeout``: seconds, or a ``timedelta``."""
+        timeout_s(timeout)  # before the event loop is made
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -255,8 +258,9 @@ class TestRunner:
         with asyncio.Runner(loop_factory=factory) as runner:
             return runner.run(self.run_async(timeout=timeout))
 
-    async def run_async(self, timeout: float = 30.0) -> TestResult:  # noqa: ASYNC109
+    async def run_async(self, timeout: float | timedelta = 30.0) -> TestResult:  # noqa: ASYNC109
         """``run`` for code already inside an event loop."""
+        timeout = timeout_s(timeout)
         resolved, app = self._resolved()
         self._planned = None  # a second run describes the application again
         names = self._place_app_streams(resolved)

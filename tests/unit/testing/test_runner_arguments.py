@@ -3,6 +3,8 @@ with a surprise or failing later inside the in-memory system."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from samzapy import (
@@ -108,3 +110,15 @@ def test_a_runner_given_something_other_than_a_task_class_says_what_to_give(
 ) -> None:
     with pytest.raises(TypeError, match=expected):
         TestRunner(given)  # type: ignore[arg-type]
+
+
+def test_a_timeout_may_be_a_timedelta_as_samzas_run_takes_a_duration() -> None:
+    result = TestRunner(Echo).add_input("in", ["a"]).add_output("out").run(timedelta(seconds=10))
+    assert result.outputs("out") == {0: ["a"]}
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), None, "10", True, timedelta(0)])
+def test_a_timeout_that_is_not_a_positive_duration_is_refused_naming_it(timeout: object) -> None:
+    runner = TestRunner(Echo).add_input("in", ["a"]).add_output("out")
+    with pytest.raises((TypeError, ValueError), match=r"run\(timeout=.*\): expected seconds > 0"):
+        runner.run(timeout)  # type: ignore[arg-type]
