@@ -420,7 +420,14 @@ class TestRunner:
             base[f"streams.{stream}.samza.system"] = SYSTEM
             base[f"streams.{stream}.samza.intermediate"] = True
             base[f"streams.{stream}.samza.msg.serde"] = "json"
-        return load_config(text=yaml.safe_dump(self._config), base=base)
+        config = load_config(text=yaml.safe_dump(self._config), base=base)
+        # The config's other memory systems (a task's output's) are the runner's unless it says.
+        spaces = {
+            k.replace(".samza.factory", ".namespace"): self.namespace
+            for k, v in config.items()
+            if k.endswith(".samza.factory") and v == "memory"
+        }
+        return {**spaces, **config}
 
 
 def _partition_count(call: str, stream: str, partitions: Any) -> int:

@@ -29,3 +29,23 @@ def test_a_runner_of_the_same_namespace_resumes_from_the_checkpoints_of_the_same
     first.run(timeout=10)
     again = TestRunner(Echo, NAMED, namespace=first.namespace).add_input("in", ["a", "b"])
     assert again.run(timeout=10).outputs("out") == {0: ["a", "b"]}  # nothing read twice
+
+
+class ToOutput(StreamTask):
+    """Sends where the job file's task does: to a system of its own, ``output``."""
+
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        collector.send(OutgoingMessageEnvelope(SystemStream("output", "out"), envelope.message))
+
+
+def test_another_memory_system_of_the_config_holds_the_runners_streams() -> None:
+    # The task's output system made a memory system, as the test kit says its streams are:
+    # its messages are the runner's, not those of a namespace every runner shares.
+    results = [
+        TestRunner(ToOutput, {"systems.output.samza.factory": "memory"})
+        .add_input("in", [word])
+        .add_output("out")
+        .run(timeout=10)
+        for word in ("a", "b")
+    ]
+    assert [result.outputs("out") for result in results] == [{0: ["a"]}, {0: ["b"]}]
