@@ -30,11 +30,7 @@ tested as it is:
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
-import os
-import shutil
-import tempfile
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import timedelta
@@ -56,6 +52,7 @@ from samzapy.operators.application import Application, load_application
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.testing.checked_serdes import checked_output_serdes, original_key
 from samzapy.testing.clock import ManualClock
+from samzapy.testing.files import checkpoint_dir, runner_dir
 from samzapy.testing.framed import framed_reader
 from samzapy.testing.given import check_app_inputs, check_task_class, check_task_inputs, timeout_s
 from samzapy.testing.on_memory import ONE_CONTAINER
@@ -387,19 +384,13 @@ class TestRunner:
         # The declared outputs' serdes, as the job has them, check what is sent there.
         checked = checked_output_serdes(resolve(Config(on_memory)), self._app_streams.values())
         checked = {k: v for k, v in checked.items() if k not in self._config}
-        resolved = resolve(Config({**on_memory, **as_objects, **checked}))
+        files = checkpoint_dir(on_memory, self.namespace)
+        resolved = resolve(Config({**on_memory, **as_objects, **checked, **files}))
         return resolved, app
 
     def _store_dir(self) -> str:
-        """Where the runner's persistent stores live unless its config says: one directory
-        per namespace under the system's temporary directory (not ``./state``, shared by
-        every runner), the same for a runner of the same namespace (a restart). Removed when
-        the process exits."""
-        path = os.path.join(tempfile.gettempdir(), "samzapy-testrunner", self.namespace)
-        if not _STORE_DIRS:
-            atexit.register(_remove_store_dirs)
-        _STORE_DIRS.add(path)
-        return path
+        """Where the runner's persistent stores live unless its config says (``files.py``)."""
+        return runner_dir(self.namespace)
 
     def _resolve_config(self) -> Any:
         cls = self._task_class
@@ -427,7 +418,7 @@ class TestRunner:
             for k, v in config.items()
             if k.endswith(".samza.factory") and v == "memory"
         }
-        return {**spaces, **config}
+        return {**spaces, **config, **checkpoint_dir(config, self.namespace)}
 
 
 def _partition_count(call: str, stream: str, partitions: Any) -> int:
@@ -436,15 +427,6 @@ def _partition_count(call: str, stream: str, partitions: Any) -> int:
             f"{call}({stream!r}): partitions must be an integer >= 1, got {partitions!r}"
         )
     return partitions
-
-
-#: The store directories of this process's runners: removed at exit.
-_STORE_DIRS: set[str] = set()
-
-
-def _remove_store_dirs() -> None:
-    for path in _STORE_DIRS:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 __all__ = ["TestResult", "TestRunner"]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream
 from samzapy.testing import TestRunner
 
@@ -49,3 +53,19 @@ def test_another_memory_system_of_the_config_holds_the_runners_streams() -> None
         for word in ("a", "b")
     ]
     assert [result.outputs("out") for result in results] == [{0: ["a"]}, {0: ["b"]}]
+
+
+def test_file_checkpoints_a_config_asks_for_are_the_runners_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A job file's checkpoints, ./state/<job.name>/checkpoints by default: a test run again
+    # (another process, another runner) would resume from them and read nothing.
+    monkeypatch.chdir(tmp_path)
+    config = {**NAMED, "task.checkpoint.factory": "file"}
+    first = TestRunner(Echo, config).add_input("in", ["a", "b"]).add_output("out")
+    first.run(timeout=10)
+    second = TestRunner(Echo, config).add_input("in", ["c", "d"]).add_output("out")
+    assert second.run(timeout=10).outputs("out") == {0: ["c", "d"]}
+    assert not (tmp_path / "state").exists()
+    again = TestRunner(Echo, config, namespace=first.namespace).add_input("in", ["a", "b"])
+    assert again.run(timeout=10).outputs("out") == {0: ["a", "b"]}  # a restart resumes
