@@ -29,10 +29,12 @@ def check_task_inputs(
     system: str,
     namespace: str,
     given: Mapping[str, Collection[str]],
+    broker: InMemoryBroker,
 ) -> None:
     """A task job's: every stream given (``given``: the call, ``add_input`` or
     ``add_intermediate``, to its streams) is an input of the job on the runner's ``system``,
-    in its ``namespace``."""
+    in its ``namespace``; and every input of the job there is on ``broker`` (given, or made
+    by an earlier job of the namespace)."""
     settings = resolved.systems.get(system)
     found = settings.params.get("namespace") if settings is not None else None
     if found is not None and found != namespace:
@@ -51,6 +53,14 @@ def check_task_inputs(
                     f"{system}.{stream}: leave task.inputs out (the runner sets it from "
                     f"add_input and add_intermediate) or list {system}.{stream} in it"
                 )
+    for ss in sorted(read, key=str):
+        settings = resolved.systems.get(ss.system)
+        ours = settings is not None and settings.params.get("namespace") == namespace
+        if ours and broker.partition_count(ss.stream) is None:
+            raise ValueError(
+                f"the config (task.inputs or task.broadcast.inputs) reads {ss}, which has no "
+                f"messages: give it some with add_input({ss.stream!r}, messages)"
+            )
 
 
 def check_task_class(task_class: Any) -> None:

@@ -269,7 +269,7 @@ class TestRunner:
                 "add_input": self._inputs,
                 "add_intermediate": self._intermediate,
             }
-            check_task_inputs(resolved, SYSTEM, self.namespace, given)
+            check_task_inputs(resolved, SYSTEM, self.namespace, given, self.broker)
         container = SamzaContainer(
             resolved,
             task_factory=self._task_class if app is None else app.task_factory(resolved),

@@ -122,3 +122,18 @@ def test_a_timeout_that_is_not_a_positive_duration_is_refused_naming_it(timeout:
     runner = TestRunner(Echo).add_input("in", ["a"]).add_output("out")
     with pytest.raises((TypeError, ValueError), match=r"run\(timeout=.*\): expected seconds > 0"):
         runner.run(timeout)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"task.inputs": ["memory.in", "memory.rules"]},
+        {"task.broadcast.inputs": ["memory.rules#0"]},
+    ],
+)
+def test_a_stream_the_config_reads_and_no_call_gave_is_named_with_the_call_to_make(
+    config: dict[str, object],
+) -> None:
+    runner = TestRunner(Echo, config).add_input("in", ["a"]).add_output("out")
+    with pytest.raises(ValueError, match=r"reads memory\.rules, .* add_input\('rules', "):
+        runner.run(timeout=10)
