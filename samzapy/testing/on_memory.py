@@ -10,7 +10,9 @@ task in one container. So:
    ``path`` alone is not required: the runner reads no file);
 2. every system the application names becomes the runner's memory system, keeping samzapy's
    own settings of it (serdes, offset defaults) and dropping the rest (brokers, security);
-3. the job file's placement (``job.container.count``, ``job.container.id``,
+3. streams of one name on two systems (a topic mirrored from one Kafka cluster to
+   another) would be one stream of the memory namespace: refused, naming both;
+4. the job file's placement (``job.container.count``, ``job.container.id``,
    ``job.coordinator.factory``), which only ``samzapy run``'s JobRunner reads, gives way to
    one static container: a job file placing the job in several containers on Kafka is not
    refused for its (memory) intermediate streams living in one process.
@@ -20,14 +22,14 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from samzapy.api.errors import ConfigError
-from samzapy.config import Config
+from samzapy.config import Config, StreamConfig
 from samzapy.config.validate import check
 
-#: Step 3: one container running every task of the job.
+#: Step 4: one container running every task of the job.
 ONE_CONTAINER: dict[str, Any] = {
     "job.coordinator.factory": "static",
     "job.container.count": 1,
@@ -61,8 +63,25 @@ def on_memory(config: Mapping[str, Any], namespace: str) -> dict[str, Any]:
         setting = key.split(".", 2)[2]
         if setting != "namespace" and not setting.startswith(("samza.", "default.stream.")):
             del keys[key]
-    keys.update(ONE_CONTAINER)  # 3.
+    keys.update(ONE_CONTAINER)  # 4.
     return keys
+
+
+def check_one_namespace(streams: Iterable[StreamConfig]) -> None:
+    """Step 3, for the job's ``streams`` (the resolved ``streams.<id>`` entries)."""
+    systems: dict[str, dict[str, str]] = {}
+    for entry in streams:
+        if entry.system is not None:
+            systems.setdefault(entry.physical_name, {})[entry.system] = entry.stream_id
+    for name, ids in systems.items():
+        if len(ids) > 1:
+            (one, first), (other, _) = sorted(ids.items())[:2]
+            raise ConfigError(
+                f"{one}.{name} and {other}.{name} would be one stream of the runner's memory "
+                f"system, which holds every system's streams: give one of them another name "
+                f"in the test, add_config('streams.{first}.samza.physical.name', ...)",
+                key=f"streams.{first}.samza.physical.name",
+            )
 
 
 def _system_key_problems(config: Mapping[str, Any]) -> list[str]:
@@ -84,4 +103,4 @@ def _system_key(problem: str) -> bool:
 _FILE_PATH = re.compile(r"systems\.[^ ]+\.path is required for a file system")
 
 
-__all__ = ["ONE_CONTAINER", "on_memory"]
+__all__ = ["ONE_CONTAINER", "check_one_namespace", "on_memory"]

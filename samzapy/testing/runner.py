@@ -55,7 +55,7 @@ from samzapy.testing.clock import ManualClock
 from samzapy.testing.files import checkpoint_dir, runner_dir
 from samzapy.testing.framed import framed_reader
 from samzapy.testing.given import check_app_inputs, check_task_class, check_task_inputs, timeout_s
-from samzapy.testing.on_memory import ONE_CONTAINER
+from samzapy.testing.on_memory import ONE_CONTAINER, check_one_namespace
 from samzapy.testing.on_memory import on_memory as on_memory_system
 from samzapy.testing.unfinished import describe_unfinished, failure_of
 
@@ -386,6 +386,7 @@ class TestRunner:
         checked = {k: v for k, v in checked.items() if k not in self._config}
         files = checkpoint_dir(on_memory, self.namespace)
         resolved = resolve(Config({**on_memory, **as_objects, **checked, **files}))
+        check_one_namespace(resolved.streams.values())
         return resolved, app
 
     def _store_dir(self) -> str:

@@ -126,3 +126,22 @@ def test_a_file_systems_path_the_job_file_gives_is_not_needed_by_the_runner() ->
         .run(timeout=10)
     )
     assert result.outputs(pages) == {0: ["/a"]}
+
+
+def test_streams_of_one_name_on_two_systems_are_refused_naming_both() -> None:
+    # Valid on two Kafka clusters (a mirror); on the runner's one memory namespace they
+    # would be one stream, the output appended to the ended input.
+    events = kafka.get_input_descriptor("events", "json")
+    mirrored = (
+        KafkaSystemDescriptor("mirror").get_output_descriptor("mirrored", "json")
+    ).with_physical_name("events")
+
+    class Mirror(StreamApplication):
+        def describe(self, app_desc):  # type: ignore[no-untyped-def]
+            app_desc.get_input_stream(events).send_to(app_desc.get_output_stream(mirrored))
+
+    runner = TestRunner.of(Mirror).add_input_stream(events, [1]).add_output_stream(mirrored)
+    with pytest.raises(ConfigError, match=r"kafka\.events and mirror\.events .*'streams\.events"):
+        runner.run(timeout=10)
+    runner.add_config("streams.events.samza.physical.name", "events-in")  # the remedy given
+    assert runner.run(timeout=10).outputs(mirrored) == {0: [1]}
