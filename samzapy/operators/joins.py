@@ -8,7 +8,8 @@ methods and the operator returns an awaitable: the operator task becomes asynchr
 its call (and everything after it) completed.
 
 - ``send_to(table)``: a ``KV`` is put, a ``KV`` with value None deletes its key. Writes of one
-  key to a remote table are made one after the other, in input order.
+  key to a remote table are made one after the other, in input order (one key as the table
+  tells keys apart: ``samzapy.tables.keys``; a list key is a key, 1 and True are two).
 - stream-table join (Samza's StreamTableJoinOperatorImpl): ``apply(message, record)`` with
   ``record`` the table's ``KV(key, value)`` or None; a None result is dropped. Remote
   look-ups of successive messages overlap, their results go on in input order.
@@ -24,6 +25,7 @@ from typing import Any
 
 from samzapy.api.envelope import KV
 from samzapy.operators.impl import OperatorImpl
+from samzapy.tables.keys import KeyIdentity
 
 _new = tuple.__new__
 
@@ -40,18 +42,22 @@ def _kv(message: Any, op: OperatorImpl) -> KV:
 
 class SendToTableOperator(OperatorImpl):
     kind = "send_to_table"
-    __slots__ = ("asynchronous", "last_write", "table", "table_id")
+    __slots__ = ("asynchronous", "identity", "last_write", "table", "table_id")
 
     def __init__(self, op_id: str, table_id: str, asynchronous: bool) -> None:
         super().__init__(op_id)
         self.table_id = table_id
         self.asynchronous = asynchronous
         self.table: Any = None
-        #: remote: each key's latest write still in flight (writes of a key keep their order)
+        #: remote: each key's latest write still in flight (writes of a key keep their
+        #: order), by the key's identity in the table
         self.last_write: dict[Any, asyncio.Future[Any]] = {}
+        self.identity: Any = None
 
     def use_table(self, table: Any) -> None:
         self.table = table
+        identity = getattr(table, "key_identity", None)
+        self.identity = identity or KeyIdentity.structural(self.table_id)
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
         kv = _kv(message, self)
@@ -74,12 +80,16 @@ class SendToTableOperator(OperatorImpl):
         return self.on_message(message)
 
     def _write_async(self, kv: KV) -> Awaitable[Any]:
-        before = self.last_write.get(kv.key)
+        try:
+            ident = self.identity(kv.key)
+        except Exception as exc:  # a key the table cannot tell apart from others
+            raise self.failed(exc, f"write to table {self.table_id!r}") from exc
+        before = self.last_write.get(ident)
         done = asyncio.get_running_loop().create_future()
-        self.last_write[kv.key] = done
-        return self._write(kv, before, done)
+        self.last_write[ident] = done
+        return self._write(kv, ident, before, done)
 
-    async def _write(self, kv: KV, before: Any, done: asyncio.Future[Any]) -> None:
+    async def _write(self, kv: KV, ident: Any, before: Any, done: asyncio.Future[Any]) -> None:
         try:
             if before is not None:
                 await asyncio.shield(before)
@@ -94,8 +104,8 @@ class SendToTableOperator(OperatorImpl):
         finally:
             if not done.done():
                 done.set_result(None)
-            if self.last_write.get(kv.key) is done:
-                del self.last_write[kv.key]
+            if self.last_write.get(ident) is done:
+                del self.last_write[ident]
 
 
 class StreamTableJoinOperator(OperatorImpl):

@@ -16,6 +16,11 @@ more, or replaces a built-in):
 ``to_bytes`` and ``from_bytes`` run once per message, so each is a single call on the fast
 path; input of the wrong type raises SerdeError naming the serde, what it expects and what
 it got.
+
+A serde's ``identity_types`` are the exact types whose distinct values it writes as distinct
+bytes that read back as themselves: a table's cache uses such a key as its own identity,
+instead of its bytes (``samzapy.tables.keys``). A serde without it costs a cache a
+serialization per look-up.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ def _describe(obj: Any) -> str:
 
 class StringSerde:
     """``str`` <-> UTF-8 bytes."""
+
+    identity_types: tuple[type, ...] = (str,)
 
     def to_bytes(self, obj: Any) -> bytes:
         try:
@@ -89,6 +96,8 @@ def _json_encoder() -> Callable[[Any, int], Any]:
 
 class JsonSerde:
     """Any JSON value <-> compact UTF-8 JSON; ``from_bytes`` also accepts ``str``."""
+
+    identity_types: tuple[type, ...] = (str, int)
 
     def __init__(self) -> None:
         #: ``(obj, 0) -> chunks`` of its JSON text (0: the indentation level).
@@ -138,6 +147,8 @@ class JsonSerde:
 class BytesSerde:
     """Bytes-like objects <-> ``bytes``, unchanged."""
 
+    identity_types: tuple[type, ...] = (bytes,)
+
     def to_bytes(self, obj: Any) -> bytes:
         if type(obj) is bytes:
             return obj
@@ -184,12 +195,16 @@ class _StructSerde:
 class IntegerSerde(_StructSerde):
     """``int`` <-> 4 bytes big-endian signed."""
 
+    identity_types: tuple[type, ...] = (int,)
+
     _name = "integer"
     _struct = struct.Struct(">i")
 
 
 class LongSerde(_StructSerde):
     """``int`` <-> 8 bytes big-endian signed."""
+
+    identity_types: tuple[type, ...] = (int,)
 
     _name = "long"
     _struct = struct.Struct(">q")

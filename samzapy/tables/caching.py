@@ -24,6 +24,11 @@ go to the table behind it. The rules:
    a ``send_to`` or a function may write too) drops the key's entry, as a delete through the
    cache does (``table_wrote``, which that table calls).
 
+The cache, the reads under way and ``get_all`` tell keys apart by their identity
+(``samzapy.tables.keys``): over a local table, what its key serde writes of them (1, True
+and 1.0 are three keys under ``json``; a list key is a key); over a remote table, their type
+and value.
+
 Over a local table every method, async or not, runs at once on the caller's thread, as the
 local table's do. Over a remote table the async methods run on the event loop the table was
 opened on, and the plain ones refuse to run on it (``samzapy.tables.bridge``).
@@ -42,10 +47,11 @@ from samzapy.api.store import entry_pairs
 from samzapy.api.tables import CachingTableDescriptor
 from samzapy.tables.bridge import LoopBridge
 from samzapy.tables.cache import LruCache
+from samzapy.tables.keys import KeyIdentity, by_identity, found_map, unique
 from samzapy.tables.local import not_a_pair
 from samzapy.tables.metrics import TableMetrics
 
-# A read of the table under way: the values it found, by key.
+# A read of the table under way: the values it found, by key identity.
 _Load = asyncio.Task[dict[Any, Any]]
 
 
@@ -79,7 +85,12 @@ class CachingTable:
         self.write_around = descriptor.write_around
         #: Whether the plain methods run anywhere (over a local table) or only off the loop.
         self.sync_anywhere: bool = bool(getattr(table, "sync_anywhere", False))
+        #: Reads under way, by key identity.
         self._loads: dict[Any, _Load] = {}
+        #: The cache's and the reads' keys are identities (module docstring).
+        self.key_identity = KeyIdentity.of_table(self.table_id, getattr(table, "key_serde", None))
+        self._fast = self.key_identity.fast
+        self._slow = self.key_identity.slow
         self._bridge = LoopBridge(self.table_id)
 
     async def open(self, context: Any) -> None:
@@ -100,89 +111,100 @@ class CachingTable:
     async def get_async(self, key: Any) -> Any:
         if self.sync_anywhere:
             return self.get(key)
+        ident = key if type(key) in self._fast else self._slow(key)
         metrics = self.metrics
         metrics.gets += 1
-        value = self.cache.get(key)
+        value = self.cache.get(ident)
         if value is not None:
             metrics.cache_hits += 1
             return value
-        load = self._loads.get(key)  # rule 3
+        load = self._loads.get(ident)  # rule 3
         if load is None:
             metrics.cache_misses += 1
-            load = self._start_load([key], self._read_one(key))
+            load = self._start_load([ident], self._read_one(key, ident))
         else:
             metrics.cache_hits += 1
         found = await asyncio.shield(load)
-        return found.get(key)
+        return found.get(ident)
 
-    async def get_all_async(self, keys: Iterable[Any]) -> dict[Any, Any]:
+    async def get_all_async(self, keys: Iterable[Any]) -> Mapping[Any, Any]:
         if self.sync_anywhere:
             return self.get_all(keys)
-        wanted = list(dict.fromkeys(keys))
-        result, missing = self._lookup_all(wanted)
+        wanted, idents = unique(self.key_identity, keys)
+        result, missing = self._lookup_all(wanted, idents)
         waits: dict[_Load, list[Any]] = {}
-        unread: list[Any] = []
-        for key in missing:
-            load = self._loads.get(key)
+        unread: list[tuple[Any, Any]] = []
+        for key, ident in missing:
+            load = self._loads.get(ident)
             if load is None:
-                unread.append(key)
+                unread.append((key, ident))
             else:
-                waits.setdefault(load, []).append(key)
+                waits.setdefault(load, []).append(ident)
         self.metrics.cache_hits += len(result) + len(missing) - len(unread)
         self.metrics.cache_misses += len(unread)
         if unread:
-            waits[self._start_load(unread, self._read_many(unread))] = unread
-        for load, load_keys in waits.items():
+            unread_ids = [ident for _, ident in unread]
+            read = self._read_many([key for key, _ in unread])
+            waits[self._start_load(unread_ids, read)] = unread_ids
+        for load, load_ids in waits.items():
             found = await asyncio.shield(load)
-            for key in load_keys:
-                if key in found:
-                    result[key] = found[key]
-        return {key: result[key] for key in wanted if key in result}
+            for ident in load_ids:
+                if ident in found:
+                    result[ident] = found[ident]
+        return self._found(wanted, idents, result)
 
-    def _lookup_all(self, wanted: list[Any]) -> tuple[dict[Any, Any], list[Any]]:
-        """The fresh entries of ``wanted``, and the keys that missed (``gets`` counted; the
-        caller counts the hits and misses)."""
+    def _found(
+        self, wanted: list[Any], idents: list[Any], result: dict[Any, Any]
+    ) -> Mapping[Any, Any]:
+        """``get_all``'s result: the values in ``result`` (by identity) of ``wanted``."""
+        pairs = [(key, result[i]) for key, i in zip(wanted, idents, strict=True) if i in result]
+        return found_map(self.key_identity, pairs)
+
+    def _lookup_all(
+        self, wanted: list[Any], idents: list[Any]
+    ) -> tuple[dict[Any, Any], list[tuple[Any, Any]]]:
+        """The fresh entries of ``wanted`` (by identity), and the keys that missed with their
+        identities (``gets`` counted; the caller counts the hits and misses)."""
         self.metrics.gets += len(wanted)
         get = self.cache.get
         result: dict[Any, Any] = {}
-        missing: list[Any] = []
-        for key in wanted:
-            value = get(key)
+        missing: list[tuple[Any, Any]] = []
+        for key, ident in zip(wanted, idents, strict=True):
+            value = get(ident)
             if value is None:
-                missing.append(key)
+                missing.append((key, ident))
             else:
-                result[key] = value
+                result[ident] = value
         return result, missing
 
-    def _start_load(self, keys: list[Any], read: Coroutine[Any, Any, dict[Any, Any]]) -> _Load:
+    def _start_load(self, idents: list[Any], read: Coroutine[Any, Any, dict[Any, Any]]) -> _Load:
         load = asyncio.get_running_loop().create_task(read)
-        for key in keys:
-            self._loads[key] = load
-        load.add_done_callback(partial(self._loaded, keys))
+        for ident in idents:
+            self._loads[ident] = load
+        load.add_done_callback(partial(self._loaded, idents))
         return load
 
-    def _loaded(self, keys: list[Any], load: _Load) -> None:
+    def _loaded(self, idents: list[Any], load: _Load) -> None:
         """Cache what ``load`` found for the keys no write made stale since (rule 5). Runs
         before the readers waiting for it resume, so they find the entries there."""
         loads = self._loads
-        current = [key for key in keys if loads.get(key) is load]
-        for key in current:
-            del loads[key]
+        current = [ident for ident in idents if loads.get(ident) is load]
+        for ident in current:
+            del loads[ident]
         if load.cancelled() or load.exception() is not None:
             return  # exception() marks it seen: each waiter raises it, none may be left
         found = load.result()
         fill = self.cache.fill
-        for key in current:
-            if key in found:
-                fill(key, found[key])
+        for ident in current:
+            if ident in found:
+                fill(ident, found[ident])
 
-    async def _read_one(self, key: Any) -> dict[Any, Any]:
+    async def _read_one(self, key: Any, ident: Any) -> dict[Any, Any]:
         value = await self.table.get_async(key)
-        return {} if value is None else {key: value}
+        return {} if value is None else {ident: value}
 
     async def _read_many(self, keys: list[Any]) -> dict[Any, Any]:
-        found = await self.table.get_all_async(keys)
-        return {key: value for key, value in found.items() if value is not None}
+        return by_identity(self.key_identity, await self.table.get_all_async(keys))
 
     # -- writes -----------------------------------------------------------------------------------
 
@@ -257,12 +279,14 @@ class CachingTable:
         if value is None or self.write_around:
             self._forget(key)
         else:
-            self._loads.pop(key, None)  # rule 5
-            self.cache.store(key, value)
+            ident = key if type(key) in self._fast else self._slow(key)
+            self._loads.pop(ident, None)  # rule 5
+            self.cache.store(ident, value)
 
     def _forget(self, key: Any) -> None:
-        self._loads.pop(key, None)  # rule 5
-        self.cache.invalidate(key)
+        ident = key if type(key) in self._fast else self._slow(key)
+        self._loads.pop(ident, None)  # rule 5
+        self.cache.invalidate(ident)
 
     def _forget_all(self, keys: Iterable[Any]) -> None:
         for key in keys:
@@ -277,31 +301,35 @@ class CachingTable:
     def get(self, key: Any) -> Any:
         if not self.sync_anywhere:
             return self._bridge.run("get", lambda: self.get_async(key))
+        ident = key if type(key) in self._fast else self._slow(key)
         metrics = self.metrics
         metrics.gets += 1
-        value = self.cache.get(key)
+        value = self.cache.get(ident)
         if value is not None:
             metrics.cache_hits += 1
             return value
         metrics.cache_misses += 1
         value = self.table.get(key)
-        self.cache.fill(key, value)
+        self.cache.fill(ident, value)
         return value
 
-    def get_all(self, keys: Iterable[Any]) -> dict[Any, Any]:
-        wanted = list(dict.fromkeys(keys))
+    def get_all(self, keys: Iterable[Any]) -> Mapping[Any, Any]:
+        wanted, idents = unique(self.key_identity, keys)
         if not self.sync_anywhere:
-            found: dict[Any, Any] = self._bridge.run("get_all", lambda: self.get_all_async(wanted))
+            found: Mapping[Any, Any] = self._bridge.run(
+                "get_all", lambda: self.get_all_async(wanted)
+            )
             return found
-        result, missing = self._lookup_all(wanted)
+        result, missing = self._lookup_all(wanted, idents)
         self.metrics.cache_hits += len(result)
         self.metrics.cache_misses += len(missing)
         if missing:
-            for key, value in self.table.get_all(missing).items():
-                if value is not None:
-                    result[key] = value
-                    self.cache.fill(key, value)
-        return {key: result[key] for key in wanted if key in result}
+            read = by_identity(self.key_identity, self.table.get_all([k for k, _ in missing]))
+            for _, ident in missing:
+                if ident in read:
+                    result[ident] = read[ident]
+                    self.cache.fill(ident, read[ident])
+        return self._found(wanted, idents, result)
 
     def put(self, key: Any, value: Any) -> None:
         if not self.sync_anywhere:

@@ -7,7 +7,9 @@ top of the store's contract (``samzapy.api.store``):
    ``(key, None)`` of ``put_all``. ``put_all`` applies its entries in order: a run of values
    goes to the store's ``put_all`` (one batch), a run of Nones to its ``delete_all``, so
    ``[(k, 1), (k, None)]`` leaves ``k`` absent and ``[(k, None), (k, 1)]`` leaves 1.
-2. ``get_all`` leaves absent keys out of its result, as the store does.
+2. ``get_all`` leaves absent keys out of its result, as the store does. Keys that are not
+   dict keys of their own (a list, or 1 and True under ``json``) are read one by one into a
+   mapping by key identity (``samzapy.tables.keys``), which the store's dict could not be.
 3. A store never blocks for long, so every method works anywhere, on the event loop or off
    it, and each ``*_async`` coroutine just calls its plain twin.
 4. ``flush`` flushes the store; the container flushes it before each checkpoint anyway.
@@ -27,6 +29,7 @@ from typing import Any
 from samzapy.api.envelope import KV
 from samzapy.api.errors import TableError
 from samzapy.api.store import KeyValueStore, entry_pairs
+from samzapy.tables.keys import KeyIdentity, found_map, unique
 from samzapy.tables.metrics import TableMetrics
 
 
@@ -61,6 +64,10 @@ class LocalTable:
         self.metrics = metrics if metrics is not None else TableMetrics(table_id)
         #: The caching tables in front of this instance (step 5).
         self.caches: list[Any] = []
+        #: What makes two keys one: what the store's key serde writes of them (a cache in
+        #: front of the table reads it too).
+        self.key_serde: Any = getattr(store, "key_serde", None)
+        self.key_identity = KeyIdentity.of_table(table_id, self.key_serde)
 
     # -- life cycle: the store is the container's, opened before and closed after the table --
 
@@ -76,15 +83,23 @@ class LocalTable:
         self.metrics.gets += 1
         return self.store.get(key)
 
-    def get_all(self, keys: Iterable[Any]) -> dict[Any, Any]:
+    def get_all(self, keys: Iterable[Any]) -> Mapping[Any, Any]:
         keys = list(keys)
         self.metrics.gets += len(keys)
-        return self.store.get_all(keys)
+        fast = self.key_identity.fast
+        if all(type(key) in fast for key in keys):
+            return self.store.get_all(keys)
+        wanted, _ = unique(self.key_identity, keys)  # step 2
+        get = self.store.get
+        return found_map(
+            self.key_identity,
+            [(key, value) for key, value in ((k, get(k)) for k in wanted) if value is not None],
+        )
 
     async def get_async(self, key: Any) -> Any:
         return self.get(key)
 
-    async def get_all_async(self, keys: Iterable[Any]) -> dict[Any, Any]:
+    async def get_all_async(self, keys: Iterable[Any]) -> Mapping[Any, Any]:
         return self.get_all(keys)
 
     # -- writes -----------------------------------------------------------------------------------

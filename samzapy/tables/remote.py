@@ -23,6 +23,10 @@ A cache in front of this same instance (``caches``: a caching table of the task 
 drops its entries of the keys a write changes once the write completed (or failed), so that
 a write made to the table directly (not through the cache) is seen through the cache too.
 
+Keys are told apart by their type and value (``samzapy.tables.keys``, rule 3): ``get_all``
+asks for each key once and answers with the keys as given (a list key included), and a
+batch sent without ``put_all_async`` puts each key's last value once.
+
 ``put_async(key, None)`` deletes the key, as ``(key, None)`` in ``put_all_async`` does; an
 absent key reads as None and is left out of ``get_all_async``'s result. A table without a
 write function is read-only: a write raises TableError naming the table.
@@ -49,6 +53,7 @@ from samzapy.api.store import entry_pairs
 from samzapy.api.tables import RemoteTableDescriptor
 from samzapy.tables.batch import WriteBatcher
 from samzapy.tables.bridge import LoopBridge
+from samzapy.tables.keys import KeyIdentity, by_identity, found_map, unique
 from samzapy.tables.local import not_a_pair
 from samzapy.tables.metrics import TableMetrics
 from samzapy.tables.rate_limit import TokenBucket
@@ -64,6 +69,8 @@ class RemoteTable:
 
     #: The plain methods refuse to run on the event loop's thread.
     sync_anywhere = False
+    #: No serde: keys are told apart by type and value (``key_identity``).
+    key_serde = None
 
     def __init__(
         self,
@@ -93,6 +100,7 @@ class RemoteTable:
         self._put_all = _method(write_fn, "put_all_async")
         self._delete_all = _method(write_fn, "delete_all_async")
         self._bridge = LoopBridge(table_id)
+        self.key_identity = KeyIdentity.structural(table_id)
         #: The caching tables in front of this instance (see the module docstring).
         self.caches: list[Any] = []
         self._batcher: WriteBatcher | None = None
@@ -158,17 +166,21 @@ class RemoteTable:
         self.metrics.gets += 1
         return await self._call("get", key, 1, self.read_fn.get_async, key)
 
-    async def get_all_async(self, keys: Iterable[Any]) -> dict[Any, Any]:
-        wanted = list(dict.fromkeys(keys))
+    async def get_all_async(self, keys: Iterable[Any]) -> Mapping[Any, Any]:
+        identity = self.key_identity
+        wanted, idents = unique(identity, keys)
         if not wanted:
             return {}
         self.metrics.gets += len(wanted)
         if self._get_all is not None:
-            found = await self._call("get_all", wanted, len(wanted), self._get_all, wanted)
-            return {key: value for key, value in dict(found).items() if value is not None}
-        get = self.read_fn.get_async
-        values = await _all_or_cancel([self._call("get", key, 1, get, key) for key in wanted])
-        return {key: value for key, value in zip(wanted, values, strict=True) if value is not None}
+            read = await self._call("get_all", wanted, len(wanted), self._get_all, wanted)
+            found = by_identity(identity, read)  # a mapping, or (key, value) pairs
+        else:
+            get = self.read_fn.get_async
+            values = await _all_or_cancel([self._call("get", key, 1, get, key) for key in wanted])
+            found = {i: v for i, v in zip(idents, values, strict=True) if v is not None}
+        pairs = [(key, found[i]) for key, i in zip(wanted, idents, strict=True) if i in found]
+        return found_map(identity, pairs)
 
     # -- writes -----------------------------------------------------------------------------------
 
@@ -261,16 +273,18 @@ class RemoteTable:
             if self._put_all is not None:
                 await self._call("put_all", keys, len(entries), self._put_all, entries)
                 return
-            latest = dict(entries)
+            identity = self.key_identity
+            latest = {identity(k): (k, v) for k, v in entries}
             await _all_or_cancel(
-                [self._call("put", k, 1, write_fn.put_async, k, v) for k, v in latest.items()]
+                [self._call("put", k, 1, write_fn.put_async, k, v) for k, v in latest.values()]
             )
         else:
             if self._delete_all is not None:
                 await self._call("delete_all", keys, len(keys), self._delete_all, keys)
                 return
+            once, _ = unique(self.key_identity, keys)
             await _all_or_cancel(
-                [self._call("delete", k, 1, write_fn.delete_async, k) for k in dict.fromkeys(keys)]
+                [self._call("delete", k, 1, write_fn.delete_async, k) for k in once]
             )
 
     def _writable(self, op: str, key: Any) -> Any:
@@ -331,9 +345,9 @@ class RemoteTable:
     def get(self, key: Any) -> Any:
         return self._blocking("get", lambda: self.get_async(key))
 
-    def get_all(self, keys: Iterable[Any]) -> dict[Any, Any]:
+    def get_all(self, keys: Iterable[Any]) -> Mapping[Any, Any]:
         keys = list(keys)
-        found: dict[Any, Any] = self._blocking("get_all", lambda: self.get_all_async(keys))
+        found: Mapping[Any, Any] = self._blocking("get_all", lambda: self.get_all_async(keys))
         return found
 
     def put(self, key: Any, value: Any) -> None:
