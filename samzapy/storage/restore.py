@@ -10,7 +10,10 @@ offset, whatever came after it. Restoring (``restore_store``):
    changelog offset (the *clean marker*: a file written at the close, holding the changelog
    offset the store matches, removed at open); else, since after a crash it may hold writes
    the checkpoint does not cover, replace it with the snapshot the checkpoint names when this
-   host has it (``snapshots.py``), else wipe it;
+   host has it (``snapshots.py``), else wipe it. A changelog whose end is before the
+   checkpointed offset was made again and holds none of that state: the store is wiped
+   whatever it kept, and gets what the changelog holds (but on a system whose streams die
+   with the process, ``memory``, where the local copy is all there is);
 2. replay the changelog up to the checkpointed offset (only the tail after the kept store or
    the snapshot: nothing, for a snapshot taken by the commit that wrote the checkpoint), so
    the store matches the input position exactly;
@@ -174,44 +177,40 @@ class Restore:
         factory = self._factories[ssp.system]
         bounds = (await admin.offset_bounds([ssp]))[ssp]
         started = time.monotonic()
+        # A changelog behind its checkpoint was made again (a memory stream lives as long
+        # as its process; a topic deleted and created again): what the checkpoint had is
+        # not in it. On a system whose streams outlive the process, a local copy kept from
+        # before does not match it either, and is not kept (``_behind``).
+        behind = (
+            checkpointed is not None and admin.compare_offsets(checkpointed, bounds.upcoming) > 0
+        )
+        remade = behind and factory.outlives_process
         # 1. Keep the local store only if a clean close left it at or before the checkpoint;
         # else start from the checkpoint's snapshot, or from nothing.
         start: str | None = None
-        kept = self._keeps_local(name, store, admin, checkpointed)
+        kept = not remade and self._keeps_local(name, store, admin, checkpointed)
         opened = None
         if kept:
             start = store.clean_offset
-        elif checkpointed is not None and snapshot is not None:
+        elif not remade and checkpointed is not None and snapshot is not None:
             opened = self._from_snapshot(name, store, admin, snapshot, checkpointed)
             start = None if opened is None else snapshot_offset(opened)
         if not kept and opened is None:
+            if behind:
+                assert checkpointed is not None
+                self._behind(name, store, checkpointed, bounds.upcoming, snapshot, remade)
             self._wipe(name, store)
-            if (
-                checkpointed is not None
-                and admin.compare_offsets(checkpointed, bounds.upcoming) > 0
-            ):
-                # The changelog went back: made again (a memory stream lives as long as its
-                # process; a topic recreated). What the checkpoint had is not there.
-                log.warning(
-                    "changelog_behind_checkpoint",
-                    task=self.task_name,
-                    store=name,
-                    changelog=str(ssp),
-                    checkpointed=checkpointed,
-                    upcoming=bounds.upcoming,
-                    reason="the store's state as of its checkpoint is lost: it starts from "
-                    "what the changelog holds; keep changelogs on a durable system (kafka)",
-                )
-        # 2. Replay up to the checkpointed offset.
+        # 2. Replay up to the checkpointed offset (what the changelog holds, behind it).
+        end = bounds.upcoming if behind else checkpointed
         replayed = 0
-        if checkpointed is not None and bounds.oldest is not None:
+        if end is not None and bounds.oldest is not None:
             replayed = await replay(
                 store.engine,
                 factory,
                 admin,
                 ssp,
                 start or bounds.oldest,
-                checkpointed,
+                end,
                 on_records=self._on_records,
                 progress=(self.task_name, name),
             )
@@ -285,6 +284,33 @@ class Restore:
             reason=reason,
         )
         return None
+
+    def _behind(
+        self,
+        name: str,
+        store: LocalStore,
+        checkpointed: str,
+        upcoming: str,
+        snapshot: str | None,
+        remade: bool,
+    ) -> None:
+        """Step 1 found the changelog behind the checkpoint: say what the store lost."""
+        assert store.changelog is not None
+        log.warning(
+            "changelog_behind_checkpoint",
+            task=self.task_name,
+            store=name,
+            changelog=str(store.changelog),
+            checkpointed=checkpointed,
+            upcoming=upcoming,
+            local_offset=store.clean_offset if remade else None,
+            snapshot=snapshot if remade else None,
+            reason="the changelog was made again (deleted and created, or a memory stream "
+            "in a new process): the store's state as of its checkpoint is not in it",
+            consequence="the store is wiped and restored from what the changelog holds"
+            + (", not from its local copy, which no longer matches it" if remade else "")
+            + "; keep changelogs on a durable system (kafka) and never delete one under a job",
+        )
 
     def _wipe(self, name: str, store: LocalStore) -> None:
         assert store.engine is not None

@@ -46,8 +46,7 @@ class OffsetDefault:
 
 @dataclass(frozen=True, slots=True)
 class OffsetBounds:
-    """What a partition holds now: its oldest offset (None when it holds nothing) and the
-    offset its next message will get."""
+    """What a partition holds now: its oldest offset (None: none) and its next message's."""
 
     oldest: str | None
     upcoming: str
@@ -297,6 +296,8 @@ class SystemFactory(abc.ABC):
     default_key_serde: str = "none"
     #: Where streams of this system start without a checkpoint.
     default_offset: str = OffsetDefault.UPCOMING
+    #: Whether its streams outlive the process (a new one finds ``memory`` streams empty).
+    outlives_process: bool = True
 
     def __init__(self, system_name: str, config: Mapping[str, Any]) -> None:
         self.system_name = system_name

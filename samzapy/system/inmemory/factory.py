@@ -100,6 +100,8 @@ class InMemorySystemFactory(SystemFactory):
     default_msg_serde = "none"
     default_key_serde = "none"
     default_offset = OffsetDefault.OLDEST
+    #: A new process finds its streams empty (tests share a namespace across runs).
+    outlives_process = False
 
     def __init__(self, system_name: str, config: Mapping[str, Any]) -> None:
         super().__init__(system_name, config)
