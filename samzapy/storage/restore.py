@@ -13,7 +13,8 @@ offset, whatever came after it. Restoring (``restore_store``):
    host has it (``snapshots.py``), else wipe it. A changelog whose end is before the
    checkpointed offset was made again and holds none of that state: the store is wiped
    whatever it kept, and gets what the changelog holds (but on a system whose streams die
-   with the process, ``memory``, where the local copy is all there is);
+   with the process, ``memory``, where the local copy is all there is); so is a store whose
+   changelog was truncated past the first record it needs (``changelog_gap.py``);
 2. replay the changelog up to the checkpointed offset (only the tail after the kept store or
    the snapshot: nothing, for a snapshot taken by the commit that wrote the checkpoint), so
    the store matches the input position exactly;
@@ -43,6 +44,7 @@ import structlog
 from samzapy.api.errors import StoreError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.config import StoreConfig
+from samzapy.storage import changelog_gap as gap
 from samzapy.storage.buffered import BufferedStorageEngine
 from samzapy.storage.cached import CachedStorageEngine
 from samzapy.storage.logged import ChangelogSender
@@ -180,7 +182,7 @@ class Restore:
         # A changelog behind its checkpoint was made again (a memory stream lives as long
         # as its process; a topic deleted and created again): what the checkpoint had is
         # not in it. On a system whose streams outlive the process, a local copy kept from
-        # before does not match it either, and is not kept (``_behind``).
+        # before does not match it either, and is not kept (``changelog_gap.py``).
         behind = (
             checkpointed is not None and admin.compare_offsets(checkpointed, bounds.upcoming) > 0
         )
@@ -198,8 +200,26 @@ class Restore:
         if not kept and opened is None:
             if behind:
                 assert checkpointed is not None
-                self._behind(name, store, checkpointed, bounds.upcoming, snapshot, remade)
+                gap.made_again(
+                    self.task_name,
+                    name,
+                    ssp,
+                    checkpointed,
+                    bounds.upcoming,
+                    store.clean_offset if remade else None,
+                    snapshot if remade else None,
+                )
             self._wipe(name, store)
+        # A truncated changelog lacks records the store needs: the store is wiped (if it
+        # kept anything) and gets what the changelog holds, as on any other host.
+        held = bounds.oldest if bounds.oldest is not None else bounds.upcoming
+        needed = start or gap.FIRST_OFFSET
+        if checkpointed is not None and gap.lacks(admin, needed, held, checkpointed):
+            local = "kept" if kept else "snapshot" if opened is not None else None
+            gap.truncated(self.task_name, name, ssp, needed, held, checkpointed, local)
+            if local is not None:
+                self._wipe(name, store)
+                kept, opened, start = False, None, None
         # 2. Replay up to the checkpointed offset (what the changelog holds, behind it).
         end = bounds.upcoming if behind else checkpointed
         replayed = 0
@@ -216,6 +236,8 @@ class Restore:
             )
         # 3. Write back the keys touched after it (all of them without a checkpoint).
         trim_from = checkpointed if checkpointed is not None else bounds.oldest
+        if trim_from is not None and admin.compare_offsets(trim_from, held) < 0:
+            trim_from = held  # what comes before is gone
         dropped, rewritten = 0, 0
         if trim_from is not None and admin.compare_offsets(trim_from, bounds.upcoming) < 0:
             dropped, rewritten = await self._trim(store, admin, factory, trim_from, bounds.upcoming)
@@ -284,33 +306,6 @@ class Restore:
             reason=reason,
         )
         return None
-
-    def _behind(
-        self,
-        name: str,
-        store: LocalStore,
-        checkpointed: str,
-        upcoming: str,
-        snapshot: str | None,
-        remade: bool,
-    ) -> None:
-        """Step 1 found the changelog behind the checkpoint: say what the store lost."""
-        assert store.changelog is not None
-        log.warning(
-            "changelog_behind_checkpoint",
-            task=self.task_name,
-            store=name,
-            changelog=str(store.changelog),
-            checkpointed=checkpointed,
-            upcoming=upcoming,
-            local_offset=store.clean_offset if remade else None,
-            snapshot=snapshot if remade else None,
-            reason="the changelog was made again (deleted and created, or a memory stream "
-            "in a new process): the store's state as of its checkpoint is not in it",
-            consequence="the store is wiped and restored from what the changelog holds"
-            + (", not from its local copy, which no longer matches it" if remade else "")
-            + "; keep changelogs on a durable system (kafka) and never delete one under a job",
-        )
 
     def _wipe(self, name: str, store: LocalStore) -> None:
         assert store.engine is not None

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from structlog.testing import capture_logs
 
 from samzapy.api.system import TaskName
@@ -68,8 +70,21 @@ class Counts:
         self.job_id = uuid.uuid4().hex[:8]
         self.events: list[dict[str, Any]] = []
 
-    async def start(self) -> None:
+    async def start(self, changelog_policy: str | None = None) -> None:
+        """Create the input; with ``changelog_policy``, the changelog too, with that
+        ``cleanup.policy`` (samzapy creates a missing one ``compact``, on which Kafka
+        refuses to delete records)."""
         await create_topic(self.bootstrap, self.source, 1)
+        if changelog_policy is not None:
+            admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+            await admin.start()
+            try:
+                topic = NewTopic(
+                    self.changelog, 1, 1, topic_configs={"cleanup.policy": changelog_policy}
+                )
+                await admin.create_topics([topic])
+            finally:
+                await admin.close()
 
     async def run(self, *words: str) -> None:
         """Send ``words`` to the input, and count them (what the run logged: ``events``)."""
@@ -123,6 +138,16 @@ async def delete_topic(bootstrap: str, topic: str) -> None:
         await admin.close()
 
 
+async def delete_records(bootstrap: str, topic: str, before: int) -> None:
+    """``kafka-delete-records``: partition 0 of ``topic`` starts at offset ``before``."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_records({TopicPartition(topic, 0): RecordsToDelete(before)})
+    finally:
+        await admin.close()
+
+
 def _warnings(events: list[dict[str, Any]], event: str) -> list[dict[str, Any]]:
     return [e for e in events if e["event"] == event]
 
@@ -153,3 +178,47 @@ async def test_a_changelog_made_again_wipes_the_kept_store(
     assert [(e["kept_local"], e["records"]) for e in restored] == [(False, 1)]
     # The store and its changelog agree: a restore elsewhere gives the same state.
     assert job.store() == await job.changelog_state() == {"z": 5, "a": 1}
+
+
+async def test_a_truncated_changelog_is_restored_with_a_warning_on_a_new_host(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The changelog's first records deleted (kafka-delete-records, retention) and the task
+    restored on a host without its store: what the deleted records held is gone, which the
+    restore says, naming the offsets the store needed and those the changelog still has; the
+    store gets what the changelog holds, and the job goes on."""
+    job = Counts(tmp_path, kafka_bootstrap)
+    await job.start("compact,delete")
+    await job.run("a", "b", "c")  # changelog: a, b, c at offsets 0 to 2
+    shutil.rmtree(tmp_path / "state")
+    await delete_records(kafka_bootstrap, job.changelog, 2)
+    await job.run("a")
+    truncated = _warnings(job.events, "changelog_truncated")
+    assert len(truncated) == 1
+    gap = truncated[0]
+    assert gap["store"] == STORE and gap["task"] == TASK
+    assert (gap["needed_from"], gap["oldest"], gap["checkpointed"]) == ("0", "2", "3")
+    assert job.store() == await job.changelog_state() == {"c": 1, "a": 1}
+
+
+async def test_a_kept_store_behind_a_truncated_changelog_is_wiped(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A store closed cleanly on this host, after which the task ran elsewhere and the
+    changelog lost the records the store lacks: replaying the rest on top of it would give
+    a state no other host has (the deleted updates missing, the older ones kept). The store
+    is wiped and restored from what the changelog holds, with a warning."""
+    job = Counts(tmp_path, kafka_bootstrap)
+    await job.start("compact,delete")
+    await job.run("a", "b", "c")  # changelog: a, b, c at 0 to 2; the store marked at 3
+    shutil.copytree(tmp_path / "state", tmp_path / "kept")
+    await job.run("a", "d")  # another host: a=2 at 3, d at 4
+    shutil.rmtree(tmp_path / "state")
+    (tmp_path / "kept").rename(tmp_path / "state")  # back here, the store at 3
+    await delete_records(kafka_bootstrap, job.changelog, 4)
+    await job.run("e")
+    truncated = _warnings(job.events, "changelog_truncated")
+    assert [(e["needed_from"], e["oldest"], e["local"]) for e in truncated] == [("3", "4", "kept")]
+    restored = _warnings(job.events, "store_restored")
+    assert [e["kept_local"] for e in restored] == [False]
+    assert job.store() == await job.changelog_state() == {"d": 1, "e": 1}
