@@ -178,8 +178,10 @@ async def start_bounds(
 async def prepare_changelogs(
     config: ResolvedConfig, admins: Mapping[str, SystemAdmin], task_count: int
 ) -> None:
-    """Create the stores' missing changelogs (compacted, one partition per task); a changelog
-    with fewer partitions than the job has tasks is an error."""
+    """Create the stores' missing changelogs (compacted, one partition per task). Task N's
+    store restores from partition N: a changelog with fewer partitions than the job has tasks
+    is an error, and so is one with more whose extra partitions hold records (state no task
+    would restore); empty extra partitions are only logged (``changelog_partitions_unused``)."""
     for name, store in config.stores.items():
         changelog = store.changelog
         if changelog is None:
@@ -199,6 +201,42 @@ async def prepare_changelogs(
                 f"the changelog {changelog} of store {name!r} has {found} partitions; the "
                 f"job has {task_count} tasks and needs one partition per task"
             )
+        elif found > task_count:
+            await _check_extra_partitions(admin, name, changelog, found, task_count)
+
+
+async def _check_extra_partitions(
+    admin: SystemAdmin, store: str, changelog: SystemStream, found: int, task_count: int
+) -> None:
+    extra = [
+        SystemStreamPartition(changelog.system, changelog.stream, p)
+        for p in range(task_count, found)
+    ]
+    bounds = await admin.offset_bounds(extra)
+    held = [
+        f"{ssp.partition} (offsets {b.oldest} to {b.upcoming})"
+        for ssp, b in bounds.items()
+        if b.oldest is not None
+    ]
+    if held:
+        which = "partition {} holds" if len(held) == 1 else "partitions {} hold"
+        raise StoreError(
+            f"the changelog {changelog} of store {store!r} has {found} partitions; the job "
+            f"has {task_count} tasks, whose stores restore from partitions 0 to "
+            f"{task_count - 1}, but {which.format(', '.join(held))} records no task would "
+            "restore (the state of tasks the job no longer has, or another job's): give the "
+            f"store a changelog of its own with {task_count} partitions, or run the job with "
+            "the inputs it had"
+        )
+    log.warning(
+        "changelog_partitions_unused",
+        store=store,
+        changelog=str(changelog),
+        partitions=found,
+        tasks=task_count,
+        reason=f"task N's store restores from partition N: partitions {task_count} to "
+        f"{found - 1} are empty and stay unused",
+    )
 
 
 def declared_outputs(config: ResolvedConfig) -> list[SystemStream]:

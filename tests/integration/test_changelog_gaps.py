@@ -23,10 +23,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from structlog.testing import capture_logs
 
+from samzapy.api.errors import StoreError
 from samzapy.api.system import TaskName
 from samzapy.config import load_config, resolve
 from samzapy.container import SamzaContainer
@@ -70,17 +72,20 @@ class Counts:
         self.job_id = uuid.uuid4().hex[:8]
         self.events: list[dict[str, Any]] = []
 
-    async def start(self, changelog_policy: str | None = None) -> None:
+    async def start(self, changelog_policy: str | None = None, partitions: int = 1) -> None:
         """Create the input; with ``changelog_policy``, the changelog too, with that
         ``cleanup.policy`` (samzapy creates a missing one ``compact``, on which Kafka
-        refuses to delete records)."""
+        refuses to delete records) and ``partitions``."""
         await create_topic(self.bootstrap, self.source, 1)
         if changelog_policy is not None:
             admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
             await admin.start()
             try:
                 topic = NewTopic(
-                    self.changelog, 1, 1, topic_configs={"cleanup.policy": changelog_policy}
+                    self.changelog,
+                    partitions,
+                    1,
+                    topic_configs={"cleanup.policy": changelog_policy},
                 )
                 await admin.create_topics([topic])
             finally:
@@ -222,3 +227,21 @@ async def test_a_kept_store_behind_a_truncated_changelog_is_wiped(
     restored = _warnings(job.events, "store_restored")
     assert [e["kept_local"] for e in restored] == [False]
     assert job.store() == await job.changelog_state() == {"d": 1, "e": 1}
+
+
+async def test_a_changelog_with_records_in_partitions_no_task_restores_fails_the_start(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Task N's store restores from changelog partition N. A changelog with more partitions
+    than the job has tasks, one of the extra ones holding records (the state of a task the
+    job no longer has, or another job's), would have those records never restored: the start
+    fails, naming the store, the changelog, both counts and the partition."""
+    job = Counts(tmp_path, kafka_bootstrap)
+    await job.start("compact", partitions=3)
+    await produce(kafka_bootstrap, job.changelog, [(2, b"z", (5).to_bytes(8, "big"))])
+    with pytest.raises(
+        StoreError,
+        match=rf"changelog kafka.{job.changelog} of store 'counts' has 3 partitions; the job "
+        r"has 1 tasks, .* but partition 2 \(offsets 0 to 1\) holds records no task",
+    ):
+        await job.run("a")

@@ -7,10 +7,12 @@ import asyncio
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from samzapy.api.errors import StoreError
 from samzapy.config import load_config, resolve
 from samzapy.container.streams import prepare_changelogs
+from samzapy.system.ports import OffsetBounds
 
 
 class RecordingAdmin:
@@ -19,6 +21,9 @@ class RecordingAdmin:
     def __init__(self, existing: dict[str, int] | None = None) -> None:
         self.existing = existing or {}
         self.created: list[tuple[str, int, dict[str, str] | None]] = []
+
+    async def offset_bounds(self, ssps: list[Any]) -> dict[Any, OffsetBounds]:
+        return {ssp: OffsetBounds(None, "0") for ssp in ssps}  # empty
 
     async def partition_counts(self, streams: list[str]) -> dict[str, int]:
         return {s: self.existing[s] for s in streams if s in self.existing}
@@ -73,3 +78,14 @@ def test_an_existing_changelog_is_kept_and_one_with_too_few_partitions_refused()
     assert admin.created == []
     with pytest.raises(StoreError, match=r"has 3 partitions; the job has 4 tasks"):
         prepare(admin, 4)
+
+
+def test_a_changelog_with_more_partitions_than_tasks_is_used_when_the_extra_are_empty() -> None:
+    """Task N restores from partition N: empty extra partitions lose nothing (Kafka cannot
+    take partitions away), so the job starts, saying they stay unused. Extra partitions that
+    hold records fail the start (tests/integration/test_changelog_gaps.py)."""
+    admin = RecordingAdmin({"counts-changelog": 5})
+    with capture_logs() as logs:
+        prepare(admin, 3)
+    unused = [e for e in logs if e["event"] == "changelog_partitions_unused"]
+    assert [(e["partitions"], e["tasks"]) for e in unused] == [(5, 3)]
