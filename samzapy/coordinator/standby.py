@@ -52,6 +52,7 @@ from samzapy.container.checkpoints import checkpoint_namespace
 from samzapy.container.systems import system_factory
 from samzapy.coordinator.standby_store import StandbyStore
 from samzapy.metrics import Health, MetricsRegistry
+from samzapy.storage import changelog_gap as gap
 from samzapy.storage.ports import StoreLockedError
 from samzapy.storage.task_stores import task_directory_name
 from samzapy.system.ports import SystemAdmin, SystemFactory
@@ -267,9 +268,27 @@ class Standbys:
         admin = self._admins[ssp.system]
         if store.applied is not None and admin.compare_offsets(store.applied, checkpointed) == 0:
             return
-        oldest = (await admin.offset_bounds([ssp]))[ssp].oldest
+        bounds = (await admin.offset_bounds([ssp]))[ssp]
+        held = bounds.oldest if bounds.oldest is not None else bounds.upcoming
+        needed = store.applied or gap.FIRST_OFFSET
+        if gap.lacks(admin, needed, held, checkpointed):
+            # A truncated changelog: as a restore does, the copy gets what it holds (its
+            # marker would have the active task's restore keep it as it is).
+            gap.truncated(
+                store.task_name,
+                store.name,
+                ssp,
+                needed,
+                held,
+                checkpointed,
+                None if store.applied is None else "standby",
+            )
+            if store.applied is not None:
+                await store.wipe()
         began = time.monotonic()
-        records = await store.catch_up(self._factories[ssp.system], admin, oldest, checkpointed)
+        records = await store.catch_up(
+            self._factories[ssp.system], admin, bounds.oldest, checkpointed
+        )
         caught_up = store.applied == checkpointed
         first = caught_up and not store.caught_up
         store.caught_up = store.caught_up or caught_up

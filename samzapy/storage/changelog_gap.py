@@ -78,7 +78,7 @@ def truncated(
     local: str | None,
 ) -> None:
     """The changelog's records from ``needed`` to ``held`` are gone; ``local``: the local
-    copy the restore wipes for it (``kept``, ``snapshot``), None when it had none."""
+    copy wiped for it (``kept``, ``snapshot``, a ``standby``'s), None when there was none."""
     log.warning(
         "changelog_truncated",
         task=task,

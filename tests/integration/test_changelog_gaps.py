@@ -32,6 +32,8 @@ from samzapy.api.errors import StoreError
 from samzapy.api.system import TaskName
 from samzapy.config import load_config, resolve
 from samzapy.container import SamzaContainer
+from samzapy.coordinator.standby import Standbys
+from samzapy.metrics import Health, MetricsRegistry
 from samzapy.storage.rocksdb import RocksDBStoreFactory
 
 HERE = Path(__file__).resolve().parent
@@ -109,9 +111,28 @@ class Counts:
             await job
         self.events = logs
 
-    def store(self) -> dict[str, int]:
-        """What task 0's store holds, read through samzapy's RocksDB engine."""
-        directory = self.tmp_path / "state" / JOB / STORE / "Partition_0"
+    async def standby(self) -> None:
+        """Keep a standby of task 0 (its own directory, beside the task's) until it has
+        caught up with the task's latest checkpoint, then close it (what each step logged:
+        ``events``)."""
+        config = _config(self.tmp_path, self.bootstrap, self.source, self.changelog, self.job_id)
+        standbys = Standbys(config, metrics=MetricsRegistry(), health=Health(), interval=0.05)
+        with capture_logs() as logs:
+            await standbys.start()
+            try:
+                await standbys.assign({0})
+                deadline = time.monotonic() + 30
+                while standbys.report().get(0) != 0:
+                    assert time.monotonic() < deadline, "the standby did not catch up"
+                    await asyncio.sleep(0.05)
+            finally:
+                await standbys.stop()
+        self.events = logs
+
+    def store(self, suffix: str = "") -> dict[str, int]:
+        """What task 0's store (``.standby``: its standby's copy) holds, read through
+        samzapy's RocksDB engine."""
+        directory = self.tmp_path / "state" / JOB / STORE / f"Partition_0{suffix}"
         engine = RocksDBStoreFactory().create(STORE, TASK, directory, {})
         try:
             return {k.decode(): int.from_bytes(v, "big") for k, v in engine.iterate(None, None)}
@@ -245,3 +266,24 @@ async def test_a_changelog_with_records_in_partitions_no_task_restores_fails_the
         r"has 1 tasks, .* but partition 2 \(offsets 0 to 1\) holds records no task",
     ):
         await job.run("a")
+
+
+async def test_a_standby_behind_a_truncated_changelog_starts_over(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A standby's copy closed at an offset whose next records were deleted would, caught up
+    on what is left and promoted, be kept by the restore as it is (its marker is past the
+    gap): it starts over from what the changelog holds instead, with the same warning."""
+    job = Counts(tmp_path, kafka_bootstrap)
+    await job.start("compact,delete")
+    await job.run("a", "b", "c")  # changelog: a, b, c at 0 to 2
+    await job.standby()  # the copy at 3
+    assert job.store(".standby") == {"a": 1, "b": 1, "c": 1}
+    await job.run("a", "d")  # a=2 at 3, d at 4
+    await delete_records(kafka_bootstrap, job.changelog, 4)
+    await job.standby()
+    truncated = _warnings(job.events, "changelog_truncated")
+    assert [(e["needed_from"], e["oldest"], e["local"]) for e in truncated] == [
+        ("3", "4", "standby")
+    ]
+    assert job.store(".standby") == await job.changelog_state() == {"d": 1}
