@@ -266,6 +266,29 @@ class Standbys:
         store.checkpointed = checkpointed
         ssp = store.changelog
         admin = self._admins[ssp.system]
+        if _past(admin, checkpointed, store.head):
+            # Read again: a checkpoint manager that reads its storage each time may have
+            # found a checkpoint written since this tick read the heads.
+            store.head = (await admin.offset_bounds([ssp]))[ssp].upcoming
+        if _past(admin, checkpointed, store.head):
+            # The changelog ends before the checkpoint: it was made again, and the copy no
+            # longer matches it. Drop the copy and wait for the task's next checkpoint (its
+            # restore starts over from the new changelog too); reading up to this one would
+            # wait for offsets that never come.
+            if store.applied is not None:
+                gap.made_again(
+                    store.task_name,
+                    store.name,
+                    ssp,
+                    checkpointed,
+                    str(store.head),
+                    store.applied,
+                    None,
+                    consequence="the standby's copy is wiped; it starts over from the task's "
+                    "next checkpoint",
+                )
+                await store.wipe()
+            return
         if store.applied is not None and admin.compare_offsets(store.applied, checkpointed) == 0:
             return
         bounds = (await admin.offset_bounds([ssp]))[ssp]
@@ -411,6 +434,11 @@ def behind(lag: int | None, applied: str | None, end: str | None) -> int:
         except ValueError:
             return 0
     return 0
+
+
+def _past(admin: SystemAdmin, checkpointed: str, head: str | None) -> bool:
+    """Whether ``checkpointed`` is past the changelog's ``head`` (None: not read yet)."""
+    return head is not None and admin.compare_offsets(checkpointed, head) > 0
 
 
 def _group(store: StandbyStore) -> str:

@@ -47,10 +47,16 @@ def made_again(
     upcoming: str,
     local_offset: str | None,
     snapshot: str | None,
+    *,
+    consequence: str | None = None,
 ) -> None:
     """The changelog ends before the checkpointed offset; ``local_offset`` and ``snapshot``:
     the local copy the restore did not keep, since it no longer matches the changelog."""
     dropped = local_offset is not None or snapshot is not None
+    if consequence is None:
+        consequence = "the store is wiped and restored from what the changelog holds" + (
+            ", not from its local copy, which no longer matches it" if dropped else ""
+        )
     log.warning(
         "changelog_behind_checkpoint",
         task=task,
@@ -62,8 +68,7 @@ def made_again(
         snapshot=snapshot,
         reason="the changelog was made again (deleted and created, or a memory stream in a "
         "new process): the store's state as of its checkpoint is not in it",
-        consequence="the store is wiped and restored from what the changelog holds"
-        + (", not from its local copy, which no longer matches it" if dropped else "")
+        consequence=consequence
         + "; keep changelogs on a durable system (kafka) and never delete one under a job",
     )
 

@@ -111,19 +111,21 @@ class Counts:
             await job
         self.events = logs
 
-    async def standby(self) -> None:
+    async def standby(self, until: str | None = None) -> None:
         """Keep a standby of task 0 (its own directory, beside the task's) until it has
-        caught up with the task's latest checkpoint, then close it (what each step logged:
-        ``events``)."""
+        caught up with the task's latest checkpoint (or has logged the event ``until``),
+        then close it (what each step logged: ``events``)."""
         config = _config(self.tmp_path, self.bootstrap, self.source, self.changelog, self.job_id)
         standbys = Standbys(config, metrics=MetricsRegistry(), health=Health(), interval=0.05)
         with capture_logs() as logs:
             await standbys.start()
             try:
                 await standbys.assign({0})
-                deadline = time.monotonic() + 30
-                while standbys.report().get(0) != 0:
-                    assert time.monotonic() < deadline, "the standby did not catch up"
+                deadline = time.monotonic() + 10
+                while (
+                    standbys.report().get(0) != 0 if until is None else not _warnings(logs, until)
+                ):
+                    assert time.monotonic() < deadline, f"no standby {until or 'caught up'}"
                     await asyncio.sleep(0.05)
             finally:
                 await standbys.stop()
@@ -287,3 +289,28 @@ async def test_a_standby_behind_a_truncated_changelog_starts_over(
         ("3", "4", "standby")
     ]
     assert job.store(".standby") == await job.changelog_state() == {"d": 1}
+
+
+async def test_a_standby_drops_its_copy_when_its_changelog_is_made_again(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A standby caught up to a checkpoint past the end of its changelog, made again: its
+    copy no longer matches the changelog, and carrying on from its offset once the task's
+    checkpoints pass it would apply the new changelog's tail on top of the old state. It
+    drops the copy at once, with a warning, and starts over from the new changelog."""
+    job = Counts(tmp_path, kafka_bootstrap)
+    await job.start()
+    await job.run("a", "b", "c")  # changelog: a, b, c at 0 to 2
+    await job.standby()  # the copy at 3
+    await delete_topic(kafka_bootstrap, job.changelog)
+    await create_topic(kafka_bootstrap, job.changelog, 1)
+    await produce(kafka_bootstrap, job.changelog, [(0, b"z", (5).to_bytes(8, "big"))])
+    await job.standby(until="changelog_behind_checkpoint")
+    lost = _warnings(job.events, "changelog_behind_checkpoint")
+    assert [(e["local_offset"], e["checkpointed"], e["upcoming"]) for e in lost] == [
+        ("3", "3", "1")
+    ]
+    await job.run("a", "b", "c", "d")  # the new changelog: z at 0, then 1 to 4; checkpoint 5
+    await job.standby()
+    assert job.store(".standby") == await job.changelog_state()
+    assert job.store(".standby") == {"z": 5, "a": 1, "b": 1, "c": 1, "d": 1}
