@@ -198,8 +198,8 @@ async def prepare_changelogs(
             log.info("stream_created", stream=str(changelog), partitions=task_count, store=name)
         elif found < task_count:
             raise StoreError(
-                f"the changelog {changelog} of store {name!r} has {found} partitions; the "
-                f"job has {task_count} tasks and needs one partition per task"
+                f"the changelog {changelog} of store {name!r} has {_count(found, 'partition')}; "
+                f"the job has {task_count} tasks and needs one partition per task"
             )
         elif found > task_count:
             await _check_extra_partitions(admin, name, changelog, found, task_count)
@@ -222,7 +222,7 @@ async def _check_extra_partitions(
         which = "partition {} holds" if len(held) == 1 else "partitions {} hold"
         raise StoreError(
             f"the changelog {changelog} of store {store!r} has {found} partitions; the job "
-            f"has {task_count} tasks, whose stores restore from partitions 0 to "
+            f"has {_count(task_count, 'task')}, whose stores restore from partitions 0 to "
             f"{task_count - 1}, but {which.format(', '.join(held))} records no task would "
             "restore (the state of tasks the job no longer has, or another job's): give the "
             f"store a changelog of its own with {task_count} partitions, or run the job with "
@@ -237,6 +237,10 @@ async def _check_extra_partitions(
         reason=f"task N's store restores from partition N: partitions {task_count} to "
         f"{found - 1} are empty and stay unused",
     )
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" if n == 1 else f"{n} {thing}s"
 
 
 def declared_outputs(config: ResolvedConfig) -> list[SystemStream]:

@@ -265,7 +265,7 @@ async def test_a_changelog_with_records_in_partitions_no_task_restores_fails_the
     with pytest.raises(
         StoreError,
         match=rf"changelog kafka.{job.changelog} of store 'counts' has 3 partitions; the job "
-        r"has 1 tasks, .* but partition 2 \(offsets 0 to 1\) holds records no task",
+        r"has 1 task, .* but partition 2 \(offsets 0 to 1\) holds records no task",
     ):
         await job.run("a")
 
