@@ -32,7 +32,7 @@ class Checked:
         self.serde = serde
 
     def to_bytes(self, obj: Any) -> Any:
-        _serialized(self.serde, obj)
+        serialized_bytes(self.serde, obj)
         return obj
 
     def from_bytes(self, data: Any) -> Any:
@@ -57,7 +57,7 @@ class CheckedKey:
         self.serde = serde
 
     def to_bytes(self, obj: Any) -> SerializedKey:
-        serialized = SerializedKey(_serialized(self.serde, obj))
+        serialized = SerializedKey(serialized_bytes(self.serde, obj))
         serialized.key = obj
         return serialized
 
@@ -65,7 +65,7 @@ class CheckedKey:
         return original_key(data)
 
 
-def _serialized(serde: Serde, obj: Any) -> bytes | bytearray | memoryview:
+def serialized_bytes(serde: Serde, obj: Any) -> bytes | bytearray | memoryview:
     """``serde.to_bytes(obj)``, which must be bytes: the job's Kafka and file systems refuse
     anything else (the runner's memory system would carry it)."""
     data = serde.to_bytes(obj)
@@ -111,4 +111,5 @@ __all__ = [
     "SerializedKey",
     "checked_output_serdes",
     "original_key",
+    "serialized_bytes",
 ]

@@ -50,16 +50,14 @@ from samzapy.container.event_loop import loop_factory
 from samzapy.metrics import MetricsRegistry
 from samzapy.operators.application import Application, load_application
 from samzapy.system.inmemory import InMemoryBroker
-from samzapy.testing.checked_serdes import checked_output_serdes, original_key
+from samzapy.testing.checked_serdes import checked_output_serdes
 from samzapy.testing.clock import ManualClock
 from samzapy.testing.files import checkpoint_dir, runner_dir
-from samzapy.testing.framed import framed_reader
 from samzapy.testing.given import check_app_inputs, check_task_class, check_task_inputs, timeout_s
 from samzapy.testing.on_memory import ONE_CONTAINER, check_one_namespace
 from samzapy.testing.on_memory import on_memory as on_memory_system
+from samzapy.testing.records import SYSTEM, given_records, stream_reader
 from samzapy.testing.unfinished import describe_unfinished, failure_of
-
-SYSTEM = "memory"
 
 
 class TestResult:
@@ -102,13 +100,9 @@ class TestResult:
         count = self._broker.partition_count(stream)
         if count is None:
             raise KeyError(f"no stream {stream!r} was written or declared with add_output")
-        framed = framed_reader(self.container.config, stream)
-        if framed is not None:  # an intermediate stream: its messages, not its frames
-            return {p: framed.read(self._broker.records(stream, p)) for p in range(count)}
-        return {
-            p: [(original_key(k), m) for k, m in self._broker.records(stream, p)]
-            for p in range(count)
-        }
+        # Deserialized with the stream's serdes; an intermediate stream's messages, not frames.
+        reader = stream_reader(self.container.config, stream)
+        return {p: reader.read(self._broker.records(stream, p)) for p in range(count)}
 
     @property
     def checkpoints(self) -> dict[TaskName, dict[SystemStreamPartition, str]]:
@@ -208,8 +202,10 @@ class TestRunner:
         self, stream: str, messages: Sequence[Any] | Mapping[int, Sequence[Any]]
     ) -> TestRunner:
         """Messages for ``stream``: a list (partition 0) or {partition: [messages]}; an item
-        that is a ``KV`` gives the message a key. A stream the namespace has already (a
-        restart, or a run again) is read as it is: ``run`` refuses messages it does not hold."""
+        that is a ``KV`` gives the message a key. Objects, serialized with the stream's serdes
+        in the config (bytes are a record's bytes as they are: ``records.py``). A stream the
+        namespace has already (a restart, or a run again) is read as it is: ``run`` refuses
+        messages it does not hold."""
         by_partition = dict(messages) if isinstance(messages, Mapping) else {0: messages}
         if any(not isinstance(p, int) or p < 0 for p in by_partition):
             raise ValueError(f"partitions of input {stream!r} must be integers >= 0")
@@ -261,7 +257,7 @@ class TestRunner:
         resolved, app = self._resolved()
         self._planned = None  # a second run describes the application again
         names = self._place_app_streams(resolved)
-        self._prepare_streams()
+        self._prepare_streams(resolved)
         if app is not None:
             check_app_inputs(resolved, names, self._app_streams, self.broker)
         else:
@@ -297,22 +293,23 @@ class TestRunner:
         declared = names if app is not None else None
         return TestResult(self.broker, container.checkpoint_namespace, container, declared)
 
-    def _prepare_streams(self) -> None:
-        """Create, fill and end the inputs and create the outputs, unless the namespace has
-        them already (an earlier run, a restart, reads them as they are; or the test made
-        one on ``broker``), when the messages given must be those a partition holds: others
-        would be silently left out."""
+    def _prepare_streams(self, resolved: ResolvedConfig) -> None:
+        """Create, fill (serialized as the job's config says: ``records.py``) and end the
+        inputs and create the outputs, unless the namespace has them already (an earlier run,
+        a restart, reads them as they are; or the test made one on ``broker``), when the
+        messages given must be those a partition holds: others would be silently left out."""
         for stream, by_partition in self._inputs.items():
             count = max(by_partition, default=0) + 1
-            records = {
-                p: [(m.key, m.value) if isinstance(m, KV) else (None, m) for m in messages]
-                for p, messages in by_partition.items()
-            }
+            records = given_records(resolved, stream, by_partition)
             existing = self.broker.partition_count(stream)
             if existing is not None:
                 if any(
-                    pairs and (p >= existing or self.broker.records(stream, p) != pairs)
-                    for p, pairs in records.items()
+                    written
+                    and (
+                        p >= existing
+                        or self.broker.records(stream, p) != [(k, m) for k, m, _ in written]
+                    )
+                    for p, written in records.items()
                 ):
                     raise ValueError(
                         f"input {stream!r} already exists in namespace {self.namespace!r} "
@@ -322,9 +319,9 @@ class TestRunner:
                     )
                 continue
             self.broker.create_stream(stream, count)
-            for p, pairs in records.items():
-                for key, message in pairs:
-                    self.broker.append(stream, p, key, message)
+            for p, written in records.items():
+                for key, message, timestamp in written:
+                    self.broker.append(stream, p, key, message, timestamp)
             self.broker.end_stream(stream)
         for stream, partitions in self._outputs.items():
             existing = self.broker.partition_count(stream)
