@@ -17,6 +17,10 @@ samza.msg.serde: json``, or a system's ``samza.msg.serde``), and gives and reads
    stream without a serde, or an application's declared output, whose ``Checked`` serdes
    carry objects) are returned as they are.
 
+A message given may be a ``Message``, to give its record a key and a timestamp: the record's
+time, from which a stream with ``samza.watermark.lateness.ms`` (a task's ``on_watermark``, an
+application's ``with_watermarks``) makes its watermarks.
+
 A stream is the job's input of that name, else the ``streams.<id>`` entry whose physical name
 it is, else the runner's ``memory`` system's.
 """
@@ -24,6 +28,7 @@ it is, else the runner's ``memory`` system's.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from samzapy.api.envelope import KV
@@ -45,11 +50,28 @@ Written = tuple[Any, Any, int | None]
 _BYTES = (bytes, bytearray, memoryview)
 
 
+@dataclass(frozen=True)
+class Message:
+    """A message given to ``add_input`` with its record's ``key`` and ``timestamp`` (ms since
+    the epoch; None: the record has none)."""
+
+    value: Any
+    key: Any = None
+    timestamp: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.timestamp is not None and type(self.timestamp) is not int:
+            raise TypeError(
+                f"Message timestamp: expected an int of ms since the epoch (or None), got "
+                f"{type(self.timestamp).__name__} {self.timestamp!r:.40}"
+            )
+
+
 def given_records(
     config: ResolvedConfig, stream: str, by_partition: Mapping[int, Sequence[Any]]
 ) -> dict[int, list[Written]]:
     """Step 1: the records of the messages given for input ``stream`` (``{partition:
-    [message or KV]}``), serialized as the job's config says."""
+    [message, KV or Message]}``), serialized as the job's config says."""
     ss = system_stream(config, stream)
     settings = config.stream(ss)
     key_serde, msg_serde = (
@@ -59,10 +81,10 @@ def given_records(
     for partition, messages in by_partition.items():
         found: list[Written] = []
         for index, item in enumerate(messages):
-            key, message = (item.key, item.value) if isinstance(item, KV) else (None, item)
+            key, message, timestamp = _parts(item)
             where = (ss, partition, index)
             key = _written(config, key_serde, key, "key", where)
-            found.append((key, _written(config, msg_serde, message, "msg", where), None))
+            found.append((key, _written(config, msg_serde, message, "msg", where), timestamp))
         records[partition] = found
     return records
 
@@ -101,6 +123,15 @@ def system_stream(config: ResolvedConfig, stream: str) -> SystemStream:
         if entry.physical_name == stream and entry.system is not None:
             return SystemStream(entry.system, stream)
     return SystemStream(SYSTEM, stream)
+
+
+def _parts(item: Any) -> Written:
+    """The key, message and timestamp of a message given."""
+    if isinstance(item, Message):
+        return item.key, item.value, item.timestamp
+    if isinstance(item, KV):
+        return item.key, item.value, None
+    return None, item, None
 
 
 def _serdes(config: ResolvedConfig, ss: SystemStream) -> tuple[Serde | None, Serde | None]:
@@ -151,4 +182,4 @@ def _read(serde: Serde | None, data: Any) -> Any:
     return serde.from_bytes(data)
 
 
-__all__ = ["SYSTEM", "PlainReader", "given_records", "stream_reader", "system_stream"]
+__all__ = ["SYSTEM", "Message", "PlainReader", "given_records", "stream_reader", "system_stream"]

@@ -174,7 +174,8 @@ class TestRunner:
     ) -> TestRunner:
         """Messages for an application's input: a list (partition 0) or {partition:
         [messages]}; a ``KV`` item gives the message a key (a keyed stream's messages are
-        ``KV``s). Messages are given as the application sees them, not serialized."""
+        ``KV``s), a ``Message`` a key and a timestamp. Messages are given as the application
+        sees them, not serialized."""
         self._app_stream(input_descriptor, InputDescriptor)
         return self.add_input(input_descriptor.physical_name, messages)
 
@@ -202,10 +203,10 @@ class TestRunner:
         self, stream: str, messages: Sequence[Any] | Mapping[int, Sequence[Any]]
     ) -> TestRunner:
         """Messages for ``stream``: a list (partition 0) or {partition: [messages]}; an item
-        that is a ``KV`` gives the message a key. Objects, serialized with the stream's serdes
-        in the config (bytes are a record's bytes as they are: ``records.py``). A stream the
-        namespace has already (a restart, or a run again) is read as it is: ``run`` refuses
-        messages it does not hold."""
+        that is a ``KV`` gives the message a key, a ``Message`` a key and a timestamp.
+        Objects, serialized with the stream's serdes in the config (bytes are a record's
+        bytes as they are: ``records.py``). A stream the namespace has already (a restart, or
+        a run again) is read as it is: ``run`` refuses messages it does not hold."""
         by_partition = dict(messages) if isinstance(messages, Mapping) else {0: messages}
         if any(not isinstance(p, int) or p < 0 for p in by_partition):
             raise ValueError(f"partitions of input {stream!r} must be integers >= 0")
