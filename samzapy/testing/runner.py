@@ -56,7 +56,8 @@ from samzapy.testing.files import checkpoint_dir, runner_dir
 from samzapy.testing.given import check_app_inputs, check_task_class, check_task_inputs, timeout_s
 from samzapy.testing.on_memory import ONE_CONTAINER, check_one_namespace
 from samzapy.testing.on_memory import on_memory as on_memory_system
-from samzapy.testing.records import SYSTEM, given_records, stream_reader
+from samzapy.testing.records import SYSTEM, stream_reader
+from samzapy.testing.streams import create_outputs, prepare_streams
 from samzapy.testing.unfinished import describe_unfinished, failure_of
 
 
@@ -139,6 +140,8 @@ class TestRunner:
         self._config = dict(config or {})
         self._clock = clock
         self._inputs: dict[str, dict[int, list[Any]]] = {}
+        #: Whether each input ends after the messages given (``add_input``'s ``end``).
+        self._ends: dict[str, bool] = {}
         self._outputs: dict[str, int] = {}
         self._intermediate: dict[str, int] = {}
         self.namespace = namespace or f"testrunner-{uuid.uuid4().hex[:12]}"
@@ -171,13 +174,15 @@ class TestRunner:
         self,
         input_descriptor: InputDescriptor,
         messages: Sequence[Any] | Mapping[int, Sequence[Any]],
+        *,
+        end: bool = True,
     ) -> TestRunner:
         """Messages for an application's input: a list (partition 0) or {partition:
         [messages]}; a ``KV`` item gives the message a key (a keyed stream's messages are
         ``KV``s), a ``Message`` a key and a timestamp. Messages are given as the application
-        sees them, not serialized."""
+        sees them, not serialized. ``end``: as ``add_input``'s."""
         self._app_stream(input_descriptor, InputDescriptor)
-        return self.add_input(input_descriptor.physical_name, messages)
+        return self.add_input(input_descriptor.physical_name, messages, end=end)
 
     def add_output_stream(
         self, output_descriptor: OutputDescriptor, partitions: int = 1
@@ -200,13 +205,19 @@ class TestRunner:
         self._app_streams[descriptor.stream_id] = descriptor
 
     def add_input(
-        self, stream: str, messages: Sequence[Any] | Mapping[int, Sequence[Any]]
+        self,
+        stream: str,
+        messages: Sequence[Any] | Mapping[int, Sequence[Any]],
+        *,
+        end: bool = True,
     ) -> TestRunner:
         """Messages for ``stream``: a list (partition 0) or {partition: [messages]}; an item
         that is a ``KV`` gives the message a key, a ``Message`` a key and a timestamp.
         Objects, serialized with the stream's serdes in the config (bytes are a record's
         bytes as they are: ``records.py``). A stream the namespace has already (a restart, or
-        a run again) is read as it is: ``run`` refuses messages it does not hold."""
+        a run again) is read as it is: ``run`` refuses messages it does not hold. ``end=False``
+        leaves the stream open: the job runs until a task's ``coordinator.shutdown`` or
+        ``run``'s timeout."""
         by_partition = dict(messages) if isinstance(messages, Mapping) else {0: messages}
         if any(not isinstance(p, int) or p < 0 for p in by_partition):
             raise ValueError(f"partitions of input {stream!r} must be integers >= 0")
@@ -217,6 +228,7 @@ class TestRunner:
                     f"), not {type(given).__name__} {given!r:.40}: one message is [message]"
                 )
         self._inputs[stream] = {p: list(ms) for p, ms in by_partition.items()}
+        self._ends[stream] = bool(end)
         return self
 
     def add_intermediate(self, stream: str, partitions: int = 1) -> TestRunner:
@@ -258,7 +270,8 @@ class TestRunner:
         resolved, app = self._resolved()
         self._planned = None  # a second run describes the application again
         names = self._place_app_streams(resolved)
-        self._prepare_streams(resolved)
+        prepare_streams(self.broker, resolved, self._inputs, self._ends)
+        create_outputs(self.broker, self._outputs, self._intermediate)
         if app is not None:
             check_app_inputs(resolved, names, self._app_streams, self.broker)
         else:
@@ -288,53 +301,13 @@ class TestRunner:
                 with contextlib.suppress(asyncio.CancelledError):
                     await running
         if not done:
+            if open_inputs := [s for s, end in self._ends.items() if not end]:
+                unfinished += f"; given with end=False, {', '.join(open_inputs)} never end"
             error = TimeoutError(f"the job did not finish within {timeout} s: {unfinished}")
             raise error from failure  # the job's own error, when it was stopping after one
         running.result()  # the job's error
         declared = names if app is not None else None
         return TestResult(self.broker, container.checkpoint_namespace, container, declared)
-
-    def _prepare_streams(self, resolved: ResolvedConfig) -> None:
-        """Create, fill (serialized as the job's config says: ``records.py``) and end the
-        inputs and create the outputs, unless the namespace has them already (an earlier run,
-        a restart, reads them as they are; or the test made one on ``broker``), when the
-        messages given must be those a partition holds: others would be silently left out."""
-        for stream, by_partition in self._inputs.items():
-            count = max(by_partition, default=0) + 1
-            records = given_records(resolved, stream, by_partition)
-            existing = self.broker.partition_count(stream)
-            if existing is not None:
-                if any(
-                    written
-                    and (
-                        p >= existing
-                        or self.broker.records(stream, p) != [(k, m) for k, m, _ in written]
-                    )
-                    for p, written in records.items()
-                ):
-                    raise ValueError(
-                        f"input {stream!r} already exists in namespace {self.namespace!r} "
-                        f"with {existing} partition(s) and other messages than given (an "
-                        "earlier run of this runner or namespace made it): a restart reads it "
-                        "as it is, so give it the same messages, or use a new TestRunner"
-                    )
-                continue
-            self.broker.create_stream(stream, count)
-            for p, written in records.items():
-                for key, message, timestamp in written:
-                    self.broker.append(stream, p, key, message, timestamp)
-            self.broker.end_stream(stream)
-        for stream, partitions in self._outputs.items():
-            existing = self.broker.partition_count(stream)
-            if existing is not None and existing != partitions:
-                raise ValueError(
-                    f"output {stream!r} already exists in namespace {self.namespace!r} with "
-                    f"{existing} partition(s), not {partitions}: declare it as the earlier "
-                    "run did, or use a new TestRunner"
-                )
-        for stream, partitions in {**self._outputs, **self._intermediate}.items():
-            if self.broker.partition_count(stream) is None:
-                self.broker.create_stream(stream, partitions)
 
     def _place_app_streams(self, resolved: ResolvedConfig) -> dict[str, str]:
         """The name each of an application's streams has in the job (its config may rename
@@ -344,7 +317,7 @@ class TestRunner:
             entry = resolved.streams.get(stream_id)
             name = entry.physical_name if entry is not None else descriptor.physical_name
             names[stream_id] = name
-            for table in (self._inputs, self._outputs):
+            for table in (self._inputs, self._outputs, self._ends):
                 if descriptor.physical_name in table and name != descriptor.physical_name:
                     table[name] = table.pop(descriptor.physical_name)  # type: ignore[assignment]
         return names

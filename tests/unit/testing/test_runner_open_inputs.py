@@ -1,0 +1,91 @@
+"""Inputs given with ``end=False`` stay open: a window fires under a ManualClock, and the run
+ends by a task's shutdown or by its timeout."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from samzapy import (
+    KafkaSystemDescriptor,
+    RequestScope,
+    StreamApplication,
+    StreamTask,
+    WindowableTask,
+)
+from samzapy.testing import ManualClock, TestRunner
+
+#: The tasks made by the last run, in the order the container made them (by partition).
+made: list[Counts] = []
+
+
+class Counts(WindowableTask, StreamTask):
+    """Counts messages; each window notes the count, and the third shuts the job down."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.windows: list[int] = []
+        made.append(self)
+
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        self.count += 1
+
+    def window(self, collector, coordinator):  # type: ignore[no-untyped-def]
+        self.windows.append(self.count)
+        if len(self.windows) == 3:
+            coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+
+@pytest.fixture(autouse=True)
+def _forget_made() -> None:
+    made.clear()
+
+
+def test_a_window_fires_on_an_open_input_until_the_task_shuts_the_job_down() -> None:
+    clock = ManualClock(0.0, autojump=True)
+    runner = TestRunner(Counts, {"task.window.ms": 60_000}, clock=clock)
+    runner.add_input("in", ["a", "b"], end=False).run(timeout=10)
+    (task,) = made
+    assert task.windows == [2, 2, 2]
+    assert clock.now() == 180.0
+    assert not runner.broker.partition("in", 0).ended  # the task ended the job, not the input
+
+
+async def test_a_test_moves_the_clock_while_the_job_waits_on_an_open_input() -> None:
+    clock = ManualClock(0.0)
+    runner = TestRunner(Counts, {"task.window.ms": 1_000}, clock=clock)
+    runner.add_input("in", {0: ["a"], 1: []}, end=False)
+    running = asyncio.ensure_future(runner.run_async(timeout=10))
+    await clock.wait_all_tasks_blocked()
+    first, second = made
+    assert (first.windows, second.windows) == ([], [])  # no time has passed
+    await clock.advance_and_settle(1.0)
+    assert (first.windows, second.windows) == ([1], [0])
+    await clock.advance_and_settle(1.0)
+    assert not running.done()  # the input is open: only the third window ends the job
+    await clock.advance_and_settle(1.0)
+    await asyncio.wait_for(running, timeout=5)
+    assert first.windows == [1, 1, 1]
+
+
+def test_an_open_input_nobody_shuts_down_ends_at_the_timeout_naming_it() -> None:
+    runner = TestRunner(Counts).add_input("in", ["a"], end=False)  # and no window
+    with pytest.raises(TimeoutError, match=r"within 0\.3 s") as raised:
+        runner.run(timeout=0.3)
+    text = str(raised.value)
+    assert "not ended: memory.in#0" in text
+    assert "given with end=False, in never end" in text
+
+
+def test_an_applications_input_can_stay_open_too() -> None:
+    kafka = KafkaSystemDescriptor("kafka")
+    numbers = kafka.get_input_descriptor("numbers", "json")
+
+    class Drops(StreamApplication):
+        def describe(self, app_desc):  # type: ignore[no-untyped-def]
+            app_desc.get_input_stream(numbers).sink(lambda m, c, k: None)
+
+    runner = TestRunner.of(Drops).add_input_stream(numbers, [1, 2], end=False)
+    with pytest.raises(TimeoutError, match=r"not ended: kafka\.numbers#0"):
+        runner.run(timeout=0.3)
