@@ -21,7 +21,7 @@ from samzapy.container.clock import cancelled_here
 class TaskHooks:
     """Runs one task's hooks; ``after_call`` runs after each (closing store iterators)."""
 
-    __slots__ = ("_after_call", "_executor", "_name", "pooled")
+    __slots__ = ("_after_call", "_executor", "_name", "pooled", "running")
 
     def __init__(
         self,
@@ -34,9 +34,12 @@ class TaskHooks:
         self._after_call = after_call
         #: The last hook handed to the thread pool (a cancelled barrier leaves it running).
         self.pooled: concurrent.futures.Future[Any] | None = None
+        #: The hook being called now (``init``, ``window``...), None between calls.
+        self.running: str | None = None
 
     async def call(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
         """Call ``fn`` on the loop thread, awaiting what it returns if it is awaitable."""
+        self.running = what
         try:
             result = fn(*args)
             if inspect.isawaitable(result):
@@ -46,6 +49,8 @@ class TaskHooks:
             if cancelled_here(exc):
                 raise
             raise self._failed(what, exc) from _cause(exc)
+        finally:
+            self.running = None
 
     async def call_at_barrier(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
         """A hook run at a barrier (window, on_watermark): on the thread pool when the task's
@@ -53,6 +58,7 @@ class TaskHooks:
         if self._executor is None or inspect.iscoroutinefunction(fn):
             await self.call(what, fn, *args)
             return
+        self.running = what
         try:
             call = self.pooled = self._executor.submit(fn, *args)
             result = await asyncio.wrap_future(call)
@@ -63,6 +69,8 @@ class TaskHooks:
             if cancelled_here(exc):
                 raise
             raise self._failed(what, exc) from _cause(exc)
+        finally:
+            self.running = None
 
     def _failed(self, what: str, exc: BaseException) -> TaskError:
         if isinstance(exc, OperatorError):  # an application's function: name its operator

@@ -127,7 +127,7 @@ class TaskInstance:
         self._executor = None if is_async else executor
         self._stores = stores if stores else None
         self._close_iterators = self._stores.close_iterators if self._stores else None
-        self._hooks = TaskHooks(name, self._executor, self._close_iterators or (lambda: None))
+        self.hooks = TaskHooks(name, self._executor, self._close_iterators or (lambda: None))
         self._control = control if control is not None else TaskControl(carrying=())
         self._task_count = task_count
         self._commit = TaskCommit(
@@ -222,7 +222,7 @@ class TaskInstance:
 
     def pooled(self) -> list[concurrent.futures.Future[Any]]:
         """Its calls still running on the thread pool (a stop or a failure gave them up)."""
-        return [c for c in (self._state.pooled, self._hooks.pooled) if c and not c.done()]
+        return [c for c in (self._state.pooled, self.hooks.pooled) if c and not c.done()]
 
     def oldest_in_flight(self) -> tuple[float, SystemStreamPartition, str] | None:
         """When the longest-running call started, and its partition and offset."""
@@ -272,7 +272,7 @@ class TaskInstance:
     async def init(self, context: TaskContext) -> None:
         self._initialized = True
         if isinstance(self._task, InitableTask):
-            await self._hooks.call("init", self._task.init, context)
+            await self.hooks.call("init", self._task.init, context)
 
     async def close(self) -> None:
         """Call ``close`` once, if ``init`` was reached (its sends after an end fail too); a
@@ -281,7 +281,7 @@ class TaskInstance:
         try:
             if self._initialized and not self._closed and isinstance(self._task, ClosableTask):
                 self._closed = True
-                await self._hooks.call("close", self._task.close)
+                await self.hooks.call("close", self._task.close)
         finally:
             self._router.forget_ends(self.name)  # a later instance writes them again
 
@@ -355,7 +355,7 @@ class TaskInstance:
     async def _watermark(self) -> None:
         """Give the task its watermarks that moved, then send the output watermarks."""
         await self._watermarks.deliver(
-            self._hooks.call_at_barrier,
+            self.hooks.call_at_barrier,
             self._collector,
             self._coordinator,
             lambda stream, timestamp, idle: self._router.broadcast_control(
@@ -400,7 +400,7 @@ class TaskInstance:
 
     async def _window(self) -> None:
         assert isinstance(self._task, WindowableTask)
-        await self._hooks.call_at_barrier(
+        await self.hooks.call_at_barrier(
             "window", self._task.window, self._collector, self._coordinator
         )
         self._windows += 1
@@ -437,7 +437,7 @@ class TaskInstance:
             self._state.due &= ~_WATERMARK
             await self._watermark()
         if isinstance(self._task, EndOfStreamListenerTask):
-            await self._hooks.call(
+            await self.hooks.call(
                 "on_end_of_stream", self._task.on_end_of_stream, self._collector, self._coordinator
             )
         self._send_ends()

@@ -41,6 +41,12 @@ def _unfinished(container: SamzaContainer) -> str:
             "close, their stores) or the systems did not finish"
         )
     if not container.started.is_set():
+        initializing = [str(t.name) for t in container.tasks if t.hooks.running == "init"]
+        if initializing:
+            return (
+                f"the container was still starting: the init of task {initializing[0]!r} "
+                "had not returned"
+            )
         return (
             "the container was still starting (creating its systems, reading checkpoints, "
             "restoring stores or running a task's init)"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from samzapy import AsyncStreamTask, ClosableTask, StreamTask, TaskError
+from samzapy import AsyncStreamTask, ClosableTask, InitableTask, StreamTask, TaskError
 from samzapy.testing import ManualClock, TestRunner
 
 
@@ -103,3 +103,19 @@ def test_a_call_stuck_on_the_thread_pool_does_not_outlast_the_timeout(
         assert time.monotonic() - started < 3.0
     finally:
         BlocksItsThread.released.set()
+
+
+class StuckInInit(StreamTask, InitableTask):
+    def init(self, context):  # type: ignore[no-untyped-def]
+        if str(context.task_name) == "Partition 1":
+            return asyncio.Event().wait()  # an init that never returns
+        return None
+
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        pass
+
+
+def test_an_init_that_never_returns_is_named_with_its_task() -> None:
+    runner = TestRunner(StuckInInit).add_input("in", {0: ["a"], 1: ["b"]})
+    with pytest.raises(TimeoutError, match=r"still starting: the init of task 'Partition 1'"):
+        runner.run(timeout=0.3)
