@@ -17,7 +17,7 @@ rather than vanish.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import SerdeError, StreamSystemError, TaskError
@@ -59,16 +59,43 @@ def refused(stream: SystemStream, what: str, exc: Exception) -> SerdeError:
     return SerdeError(f"cannot send to {stream}: the {part} serde refused the {what}: {reason}")
 
 
+class OutOfRange(NamedTuple):
+    """What a send to a partition a stream does not have was: ``partition`` of
+    ``system_stream``, which has ``partitions``."""
+
+    system_stream: SystemStream
+    partition: int
+    partitions: int
+
+    def error(self, remedy: str) -> StreamSystemError:
+        """The error of the send, ``remedy`` saying how to give the stream more partitions
+        (a TestRunner tells its own way); ``out_of_range_of`` reads this back from it."""
+        ss, partition, partitions = self
+        error = StreamSystemError(
+            f"partition {partition} is out of range for {ss}, which has {partitions} "
+            f"partitions: send to a partition from 0 to {partitions - 1}, or give the stream "
+            f"more partitions ({remedy})"
+        )
+        # A plain StreamSystemError, as the job logs it; the facts ride along for a runner.
+        setattr(error, _OUT_OF_RANGE, self)
+        return error
+
+
+_OUT_OF_RANGE = "samzapy_out_of_range"
+
+
 def out_of_range(
     partition: int, stream: SystemStream, partitions: int, stream_id: Callable[[SystemStream], str]
 ) -> StreamSystemError:
     """A send to a partition ``stream`` does not have."""
-    return StreamSystemError(
-        f"partition {partition} is out of range for {stream}, which has {partitions} "
-        f"partitions: send to a partition from 0 to {partitions - 1}, or give the stream more "
-        f"partitions (streams.{stream_id(stream)}.partitions, used when samzapy creates the "
-        "stream)"
-    )
+    remedy = f"streams.{stream_id(stream)}.partitions, used when samzapy creates the stream"
+    return OutOfRange(stream, partition, partitions).error(remedy)
+
+
+def out_of_range_of(error: BaseException | None) -> OutOfRange | None:
+    """The send ``error`` (from ``out_of_range``) was; None for any other error."""
+    found = getattr(error, _OUT_OF_RANGE, None)
+    return found if isinstance(found, OutOfRange) else None
 
 
 def sent_after_end(stream: SystemStream, task: TaskName | None) -> StreamSystemError:
@@ -120,9 +147,11 @@ class RefusingProducer(SystemProducer):
 
 
 __all__ = [
+    "OutOfRange",
     "RefusingProducer",
     "framable",
     "out_of_range",
+    "out_of_range_of",
     "refused",
     "send_failed",
     "sent_after_end",

@@ -40,6 +40,7 @@ import yaml
 
 from samzapy.api.descriptors import InputDescriptor, OutputDescriptor, StreamDescriptor
 from samzapy.api.envelope import KV
+from samzapy.api.errors import TaskError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.api.task import AsyncStreamTask, StreamTask
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
@@ -57,7 +58,7 @@ from samzapy.testing.given import check_app_inputs, check_task_class, check_task
 from samzapy.testing.on_memory import ONE_CONTAINER, check_one_namespace
 from samzapy.testing.on_memory import on_memory as on_memory_system
 from samzapy.testing.records import SYSTEM, stream_reader
-from samzapy.testing.streams import create_outputs, prepare_streams
+from samzapy.testing.streams import create_outputs, prepare_streams, retold
 from samzapy.testing.unfinished import describe_unfinished, failure_of
 
 
@@ -305,7 +306,12 @@ class TestRunner:
                 unfinished += f"; given with end=False, {', '.join(open_inputs)} never end"
             error = TimeoutError(f"the job did not finish within {timeout} s: {unfinished}")
             raise error from failure  # the job's own error, when it was stopping after one
-        running.result()  # the job's error
+        try:
+            running.result()  # the job's error
+        except TaskError as error:
+            if (better := retold(error, resolved, app=app is not None)) is None:
+                raise
+            raise better from better.__cause__
         declared = names if app is not None else None
         return TestResult(self.broker, container.checkpoint_namespace, container, declared)
 

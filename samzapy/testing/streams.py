@@ -6,6 +6,10 @@
    timeout;
 2. each output and intermediate stream is created with its declared partition count.
 
+A send to a partition an output does not have fails the job with the container's remedy,
+``streams.<id>.partitions``, which a runner does not read for a stream it made: ``retold``
+gives the runner's way instead, ``add_output``'s ``partitions``.
+
 A stream the namespace has already (an earlier run, a restart, reads it as it is; or the test
 made it on the runner's ``broker``) is left as it is, but the messages given for it must be
 those a partition holds, and an output its declared partition count: others would be
@@ -17,7 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from samzapy.api.errors import TaskError
 from samzapy.config import ResolvedConfig
+from samzapy.container.send_errors import out_of_range_of
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.testing.records import given_records
 
@@ -70,4 +76,29 @@ def create_outputs(
             broker.create_stream(stream, partitions)
 
 
-__all__ = ["create_outputs", "prepare_streams"]
+def retold(error: TaskError, config: ResolvedConfig, *, app: bool) -> TaskError | None:
+    """``error`` with the runner's remedy when its cause is a send to a partition a memory
+    stream lacks (``app``: the application's call, ``add_output_stream``); else None."""
+    cause = error.__cause__
+    found = out_of_range_of(cause)
+    if found is None:
+        return None
+    ss = found.system_stream
+    system = config.systems.get(ss.system)
+    if system is None or system.factory != "memory":
+        return None
+    declare = "add_output_stream(<its descriptor>" if app else f"add_output({ss.stream!r}"
+    better = found.error(f"{declare}, partitions={found.partition + 1})")
+    better = better.with_traceback(cause.__traceback__ if cause is not None else None)
+    retold = TaskError(
+        str(error).replace(str(cause), str(better)),
+        task_name=error.task_name,
+        ssp=error.ssp,
+        offset=error.offset,
+        operator=error.operator,
+    )
+    retold.__cause__ = better
+    return retold
+
+
+__all__ = ["create_outputs", "prepare_streams", "retold"]

@@ -13,6 +13,7 @@ from samzapy import (
     StreamApplication,
     StreamTask,
     SystemStream,
+    TaskError,
 )
 from samzapy.testing import TestRunner
 
@@ -137,3 +138,27 @@ def test_a_stream_the_config_reads_and_no_call_gave_is_named_with_the_call_to_ma
     runner = TestRunner(Echo, config).add_input("in", ["a"]).add_output("out")
     with pytest.raises(ValueError, match=r"reads memory\.rules, .* add_input\('rules', "):
         runner.run(timeout=10)
+
+
+class ToPartition(StreamTask):
+    """Sends each message (an int) to that partition of ``out``."""
+
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        out = SystemStream("memory", "out")
+        collector.send(OutgoingMessageEnvelope(out, "m", partition=envelope.message))
+
+
+@pytest.mark.parametrize("messages", [[3], [0, 3]], ids=["first send", "a later send"])
+def test_a_send_to_a_partition_not_declared_names_add_outputs_partitions(
+    messages: list[int],
+) -> None:
+    runner = TestRunner(ToPartition).add_input("in", messages).add_output("out", partitions=2)
+    with pytest.raises(
+        TaskError, match=r"out of range for memory\.out, which has 2 partitions"
+    ) as raised:
+        runner.run(timeout=10)
+    text = str(raised.value)
+    assert "(add_output('out', partitions=4))" in text
+    assert "streams.out.partitions" not in text  # the runner made the stream: not read
+    assert "add_output('out', partitions=4)" in str(raised.value.__cause__)
+    assert raised.value.task_name is not None and str(raised.value.task_name) == "Partition 0"
