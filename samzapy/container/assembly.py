@@ -275,7 +275,7 @@ class TaskAssembly:
             instance,
             writer,
             [
-                (ssp, consumers[ssp.system], tracker)
+                (ssp, consumers[ssp.system], tracker, queues[ssp])
                 for ssp, tracker in trackers.items()
                 if ssp.system in consumers
             ],

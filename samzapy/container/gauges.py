@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from samzapy.api.system import SystemStreamPartition
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.checkpoint.writer import TaskCheckpointWriter
+from samzapy.container.inputs import InputQueue
 from samzapy.container.task_instance import TaskInstance
 from samzapy.metrics.registry import MetricsRegistry
 from samzapy.storage.task_stores import TaskStores
@@ -66,7 +67,7 @@ def register_task_metrics(
     registry: MetricsRegistry,
     task: TaskInstance,
     checkpoints: TaskCheckpointWriter,
-    lag: Sequence[tuple[SystemStreamPartition, SystemConsumer, OffsetTracker]],
+    lag: Sequence[tuple[SystemStreamPartition, SystemConsumer, OffsetTracker, InputQueue]],
 ) -> dict[SystemStreamPartition, Callable[[], float]]:
     """Per task: messages processed, calls in flight, windows, commits, checkpoint age and
     restored records; per input partition: the consumer lag (returned too, for the
@@ -81,18 +82,23 @@ def register_task_metrics(
         registry.gauge(group, "restored-records", _restored(task.stores))
     if task.duplicates_dropped is not None:
         registry.counter(group, "duplicates-dropped", lambda: task.duplicates_dropped or 0)
-    lags = {ssp: _lag(consumer, ssp, tracker) for ssp, consumer, tracker in lag}
+    lags = {ssp: _lag(consumer, ssp, tracker, queue) for ssp, consumer, tracker, queue in lag}
     for ssp, read in lags.items():
         registry.gauge(partition_group(ssp), "lag", read)
     return lags
 
 
 def _lag(
-    consumer: SystemConsumer, ssp: SystemStreamPartition, tracker: OffsetTracker
+    consumer: SystemConsumer,
+    ssp: SystemStreamPartition,
+    tracker: OffsetTracker,
+    queue: InputQueue,
 ) -> Callable[[], float]:
     """Messages of the partition not processed yet: from the next one to process (or where
     the consumer started, before the first) to the high watermark; 0 when the system cannot
-    tell."""
+    tell. Once the task has processed all the consumer handed over of the partition, the
+    next one is no earlier than where the consumer fetches next: the offsets between hold
+    no message (a transaction's commit marker, which would count as 1 for ever)."""
 
     def lag() -> float:
         high = consumer.high_watermark(ssp)
@@ -105,6 +111,10 @@ def _lag(
             upcoming = consumer.start_offset(ssp) if last is None else int(last) + 1
         except ValueError:
             return 0
+        if not queue.queue and tracker.oldest_offset() is None:
+            fetch = consumer.fetch_offset(ssp)
+            if fetch is not None and (upcoming is None or fetch > upcoming):
+                upcoming = fetch
         return max(high - (upcoming or 0), 0)
 
     return lag

@@ -46,7 +46,7 @@ class OffsetDefault:
 
 @dataclass(frozen=True, slots=True)
 class OffsetBounds:
-    """What a partition holds now: its oldest offset (None: none) and its next message's."""
+    """What a partition holds: its oldest offset (None: nothing) and its next message's."""
 
     oldest: str | None
     upcoming: str
@@ -75,8 +75,7 @@ class SystemAdmin(abc.ABC):
         config: Mapping[str, str] | None = None,
     ) -> None:
         """Create the stream if it does not exist. ``replication_factor`` (None: the system's
-        default) and ``config`` (e.g. ``{"cleanup.policy": "compact"}``) are for systems that
-        have such settings; others ignore them."""
+        default) and ``config`` (``{"cleanup.policy": "compact"}``) where the system has them."""
 
     @abc.abstractmethod
     async def offset_bounds(
@@ -137,13 +136,16 @@ class SystemConsumer(abc.ABC):
         """Envelopes available for ``ssps``, waiting up to ``timeout`` seconds for any."""
 
     def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
-        """The offset the partition's next message will get, as last seen (for the lag
-        metric); None when the system does not know it."""
+        """The offset the partition's next message will get, as last seen; None: unknown."""
         return None
 
     def start_offset(self, ssp: SystemStreamPartition) -> int | None:
-        """The offset the consumer started reading ``ssp`` at (for the lag before the first
-        message is processed); None when the system does not know it."""
+        """The offset the consumer started reading ``ssp`` at; None: unknown."""
+        return None
+
+    def fetch_offset(self, ssp: SystemStreamPartition) -> int | None:
+        """The next offset it will fetch, past the records it skipped (a transaction's marker,
+        aborted records); None: unknown. These three make the lag metric (``gauges.py``)."""
         return None
 
     def keep_raw(self) -> None:  # noqa: B027 - optional hook

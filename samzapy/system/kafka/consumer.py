@@ -203,6 +203,16 @@ class KafkaSystemConsumer(SystemConsumer):
     def start_offset(self, ssp: SystemStreamPartition) -> int | None:
         return self._starts.get(ssp)
 
+    def fetch_offset(self, ssp: SystemStreamPartition) -> int | None:
+        tp = self._tp_of.get(ssp)
+        if tp is None or self._consumer is None:
+            return None
+        # What AIOKafkaConsumer.position() returns, without waiting (None while it resets).
+        subscription = self._consumer._subscription.subscription
+        assignment = None if subscription is None else subscription.assignment
+        state = None if assignment is None else assignment.state_value(tp)
+        return int(state.position) if state is not None and state.has_valid_position else None
+
     async def position(self, ssp: SystemStreamPartition) -> str | None:
         tp = self._tp_of.get(ssp)
         if tp is None or self._consumer is None:

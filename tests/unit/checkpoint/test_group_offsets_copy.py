@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import pytest
 from structlog.testing import capture_logs
 
+from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.checkpoint.group import GroupOffsets
@@ -118,8 +119,8 @@ async def test_stop_gives_up_on_a_commit_that_hangs(monkeypatch: pytest.MonkeyPa
 
 
 class Consumer:
-    def __init__(self, high: int | None, start: int | None) -> None:
-        self.high, self.start = high, start
+    def __init__(self, high: int | None, start: int | None, fetch: int | None = None) -> None:
+        self.high, self.start, self.fetch = high, start, fetch
 
     def high_watermark(self, ssp: SystemStreamPartition) -> int | None:
         return self.high
@@ -127,18 +128,32 @@ class Consumer:
     def start_offset(self, ssp: SystemStreamPartition) -> int | None:
         return self.start
 
+    def fetch_offset(self, ssp: SystemStreamPartition) -> int | None:
+        return self.fetch
+
 
 def test_a_partition_s_lag_counts_from_the_next_message_to_process() -> None:
     from samzapy.checkpoint.offsets import OffsetTracker
     from samzapy.container.gauges import _lag
+    from samzapy.container.inputs import InputQueue
 
-    tracker = OffsetTracker()
+    tracker, queue = OffsetTracker(), InputQueue(A0, 100)
     # Nothing processed: from where the consumer started (upcoming: nothing to catch up on).
-    assert _lag(Consumer(500, 500), A0, tracker)() == 0  # type: ignore[arg-type]
-    assert _lag(Consumer(500, 0), A0, tracker)() == 500  # type: ignore[arg-type]
-    assert _lag(Consumer(None, 0), A0, tracker)() == 0  # type: ignore[arg-type]
+    assert _lag(Consumer(500, 500), A0, tracker, queue)() == 0  # type: ignore[arg-type]
+    assert _lag(Consumer(500, 0), A0, tracker, queue)() == 500  # type: ignore[arg-type]
+    assert _lag(Consumer(None, 0), A0, tracker, queue)() == 0  # type: ignore[arg-type]
     tracker.last_processed = "41"
-    assert _lag(Consumer(500, 0), A0, tracker)() == 458  # type: ignore[arg-type]
+    assert _lag(Consumer(500, 0), A0, tracker, queue)() == 458  # type: ignore[arg-type]
+    # All it was handed processed: what lies before the consumer's fetch offset holds no
+    # message (a transaction's commit marker at 42).
+    assert _lag(Consumer(43, 0, fetch=43), A0, tracker, queue)() == 0  # type: ignore[arg-type]
+    assert _lag(Consumer(50, 0, fetch=43), A0, tracker, queue)() == 7  # type: ignore[arg-type]
+    # Messages handed over and not processed yet count from the next one to process.
+    queue.queue.append(IncomingMessageEnvelope(A0, "42", None, b"m"))
+    assert _lag(Consumer(50, 0, fetch=43), A0, tracker, queue)() == 8  # type: ignore[arg-type]
+    queue.queue.clear()
+    tracker.invoked("42")
+    assert _lag(Consumer(50, 0, fetch=43), A0, tracker, queue)() == 8  # type: ignore[arg-type]
 
 
 def test_the_progress_lag_sums_partitions_and_names_the_furthest_behind() -> None:
