@@ -301,16 +301,20 @@ def high_watermark_problems(
     return problems
 
 
-def running_message(group_id: str, job_name: str, members: Sequence[tuple[str, str, str]]) -> str:
+def running_message(
+    group_id: str, job_name: str, members: Sequence[tuple[str, str, str]], session_ms: int
+) -> str:
     """Why ``set`` refuses: the job's consumer group has live ``members`` (member id, client
-    id, host)."""
+    id, host); ``session_ms``: job.coordinator.session.timeout.ms."""
     listed = "; ".join(
         f"{member} (client {client}, host {host})" for member, client, host in members
     )
     return (
         f"refused: consumer group {group_id!r} of job {job_name!r} has {len(members)} live "
         f"member(s): {listed}. Moving the offsets of a running job would be undone by its next "
-        "commit: stop every container of the job, then run this again"
+        "commit: stop every container of the job, then run this again (a container killed, "
+        "or stopped with job.container.id set, stays a member until its session times out: "
+        f"job.coordinator.session.timeout.ms, {session_ms} ms)"
     )
 
 

@@ -323,7 +323,9 @@ async def _set(
         # 1. Nobody may be running the job.
         members = await job.live_members()
         if members:
-            raise JobRunningError(running_message(job_group_id(config), config.job.name, members))
+            session_ms = config.job.coordinator_session_timeout_ms
+            group = job_group_id(config)
+            raise JobRunningError(running_message(group, config.job.name, members, session_ms))
         # 2. The checkpoints.
         found = await job.read_checkpoints()
         # 3. The new offsets, by task.

@@ -295,6 +295,37 @@ def test_set_is_refused_while_a_container_is_in_the_group(
     assert offsets(job) == {f"kafka.{source}#0": "-1"}
 
 
+def test_a_refusal_after_a_static_member_stopped_says_it_stays_until_its_session_ends(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A container with job.container.id (the StatefulSet's pods) stays in the group after a
+    clean stop, until its session times out: set's refusal must say so, rather than tell an
+    operator who stopped every container to stop them."""
+    source, out = name("ck-static"), name("ck-static-out")
+    asyncio.run(create_topic(kafka_bootstrap, source, 1))
+    asyncio.run(create_topic(kafka_bootstrap, out, 1))
+    asyncio.run(produce(kafka_bootstrap, source, [(0, None, b"x")] * 3))
+    job = job_file(
+        tmp_path,
+        kafka_bootstrap,
+        [source],
+        **{"job.container.id": "pod-0", "job.coordinator.session.timeout.ms": 6000},
+    )
+    run = Job(job, out, tmp_path / "static.log")
+    wait_for(lambda: output_count(kafka_bootstrap, out) >= 3, 90, "3 outputs", run.proc)
+    assert run.stop() == 0
+    refused = tool("set", str(job), "--to", "oldest")
+    assert refused.returncode == 1
+    assert "1 live member(s): pod-0-" in refused.stderr
+    assert (
+        "stopped with job.container.id set, stays a member until its session times out: "
+        "job.coordinator.session.timeout.ms, 6000 ms" in refused.stderr
+    ), refused.stderr
+    # As it says: once the session is over, the move goes through.
+    wait_for(lambda: tool("set", str(job), "--to", "oldest").returncode == 0, 30, "the move")
+    assert offsets(job) == {f"kafka.{source}#0": "-1"}
+
+
 # -- what moving back does to the job's bookkeeping ---------------------------------------------
 
 
