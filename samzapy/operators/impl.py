@@ -86,10 +86,20 @@ class OperatorImpl:
     """An operator of one task: its id and kind, the operators after it, its counts."""
 
     kind = ""
-    #: Whether the operator counts its output itself (else it equals its input).
+    #: Whether the operator counts its output itself (else it equals its input, less the
+    #: messages it failed on: under task.drop.process.errors they go no further).
     counts_out = False
 
-    __slots__ = ("downstream", "emit", "fused_counts", "op_id", "out", "timer", "upstream")
+    __slots__ = (
+        "downstream",
+        "emit",
+        "failures",
+        "fused_counts",
+        "op_id",
+        "out",
+        "timer",
+        "upstream",
+    )
 
     def __init__(self, op_id: str) -> None:
         self.op_id = op_id
@@ -97,6 +107,8 @@ class OperatorImpl:
         self.upstream: list[OperatorImpl] = []
         self.emit: Callable[[Any], Awaitable[Any] | None] = _nothing
         self.out = 0
+        #: Its own failures (``failed``): messages it did not pass on or send.
+        self.failures = 0
         #: The counts fused chains keep of this operator (``fusion.py``), beside ``out``.
         self.fused_counts: list[Callable[[], int]] = []
         self.timer: Any = None  # a metrics Timer once registered
@@ -166,10 +178,12 @@ class OperatorImpl:
     @property
     def messages_out(self) -> int:
         if not self.counts_out:
-            return self.messages_in
+            return self.messages_in - self.failures
         return self.out + sum(count() for count in self.fused_counts)
 
     def failed(self, exc: BaseException, what: str = "function") -> OperatorError:
+        """The error of this operator's failure on its message (counted in ``failures``)."""
+        self.failures += 1
         return OperatorError(
             f"the {what} of operator {self.op_id!r} ({self.kind}) failed",
             op_id=self.op_id,
@@ -202,7 +216,7 @@ class InputOperator(OperatorImpl):
 
 class MapOperator(OperatorImpl):
     """``fn(message)`` on; a None result goes no further (Samza's map), counted in
-    ``dropped`` (rare: the messages out are those in, less it)."""
+    ``dropped`` (rare: the messages out are those in, less it and the failures)."""
 
     kind = "map"
     __slots__ = ("dropped", "fn")
@@ -231,7 +245,7 @@ class MapOperator(OperatorImpl):
 
     @property
     def messages_out(self) -> int:
-        return self.messages_in - self.dropped
+        return self.messages_in - self.dropped - self.failures
 
 
 class FilterOperator(OperatorImpl):

@@ -132,6 +132,7 @@ class PartitionByOperator(SendingOperator):
         return None
 
     def unserializable(self, exc: SerdeError) -> OperatorError:
+        self.failures += 1
         return OperatorError(
             f"operator {self.op_id!r} (partition_by) cannot serialize a message with its "
             f"serde {self.serde}: {exc}",
@@ -154,6 +155,7 @@ class BroadcastOperator(SendingOperator):
         try:
             self.send(OutgoingMessageEnvelope(self.stream, message, partition=0))
         except SerdeError as exc:
+            self.failures += 1
             raise OperatorError(
                 f"operator {self.op_id!r} (broadcast) cannot serialize a message with its "
                 f"serde {self.serde}: {exc}",

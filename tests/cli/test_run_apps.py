@@ -112,6 +112,32 @@ def test_a_drain_past_task_shutdown_ms_logs_drain_timed_out_and_the_stop_goes_on
     assert took < 30, f"took {took:.1f} s"
 
 
+def test_operator_counts_leave_out_the_messages_dropped_on_a_failure(tmp_path: Path) -> None:
+    """docs/api.md, Metrics: messages-out are "the messages it passed on or sent". Under
+    task.drop.process.errors a message the map's function fails on goes no further: neither
+    the map's messages-out nor the send_to's count it, whose messages-out is what it wrote."""
+    inputs = {p: [{"k": f"k{i % 5}", "bad": i % 10 == 3} for i in range(40)] for p in range(2)}
+    write_partitions(tmp_path / "data", "in", inputs)
+    job = app_yaml(
+        tmp_path, "CountByKey", **{"task.drop.process.errors": True, "metrics.reporters": ["log"]}
+    )
+    proc = samzapy("run", str(job))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    written = len(list(read_jsonl(tmp_path / "data" / "out" / "0.jsonl")))
+    bad = sum(m["bad"] for ms in inputs.values() for m in ms)
+    assert written == 80 - bad
+    last = [e["metrics"] for e in events(proc.stdout) if e["event"] == "metrics_reported"][-1]
+    assert last["container"]["process-errors"] == bad
+    tasks = [group for name, group in last.items() if name.startswith("task.")]
+
+    def total(metric: str) -> int:
+        return sum(group[metric] for group in tasks)
+
+    assert total("map-1-messages-in") == 80
+    assert total("map-1-messages-out") == written
+    assert total("send_to-1-messages-in") == total("send_to-1-messages-out") == written
+
+
 def test_a_failing_function_exits_1_naming_operator_partition_and_offset(tmp_path: Path) -> None:
     msgs = [{"k": "a", "n": i} for i in range(20)]
     msgs[7]["bad"] = True
