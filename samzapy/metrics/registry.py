@@ -329,22 +329,31 @@ class MetricsRegistry:
         """Forget every metric of ``group`` (a task that left this container); no-op if absent."""
         self._groups.pop(group, None)
 
-    def snapshot(self) -> dict[str, dict[str, Any]]:
+    def snapshot(
+        self, failed: Callable[[str, str, Exception], None] | None = None
+    ) -> dict[str, dict[str, Any]]:
         """The current values: group -> name -> value.
 
         Counters give their count, gauges their value (function gauges are called now), timers
-        a dict of ``count``, ``mean_ms``, ``max_ms``, ``p50_ms`` and ``p99_ms``.
+        a dict of ``count``, ``mean_ms``, ``max_ms``, ``p50_ms`` and ``p99_ms``. A metric whose
+        function raises fails the snapshot; with ``failed``, it is left out and
+        ``failed(group, name, error)`` called instead (a reporter goes on with the others).
         """
         result: dict[str, dict[str, Any]] = {}
         for group, metrics in self._groups.items():
             values: dict[str, Any] = {}
             for name, metric in metrics.items():
-                if isinstance(metric, Counter):
-                    values[name] = metric.count
-                elif isinstance(metric, Gauge):
-                    values[name] = metric.value
-                else:
-                    values[name] = metric.summary()
+                try:
+                    if isinstance(metric, Counter):
+                        values[name] = metric.count
+                    elif isinstance(metric, Gauge):
+                        values[name] = metric.value
+                    else:
+                        values[name] = metric.summary()
+                except Exception as exc:
+                    if failed is None:
+                        raise
+                    failed(group, name, exc)
             result[group] = values
         return result
 

@@ -48,6 +48,8 @@ class LogReporter(MetricsReporter):
         self._sleep = sleep
         self._registry: MetricsRegistry | None = None
         self._task: asyncio.Task[None] | None = None
+        #: The metrics whose read failed, logged once each (``metric_read_failed``).
+        self._failed: set[tuple[str, str]] = set()
 
     async def start(self, registry: MetricsRegistry) -> None:
         if self._registry is not None:
@@ -67,15 +69,22 @@ class LogReporter(MetricsReporter):
         self.report()
 
     def report(self) -> None:
-        """Log the current snapshot now. A failing gauge function is logged, not raised."""
+        """Log the current snapshot now. A metric whose function fails is left out of it and
+        logged once as ``metric_read_failed``, as the Prometheus reporter does: the others,
+        the final counts among them, still reach the log."""
         if self._registry is None:
             return
         try:
-            snapshot = self._registry.snapshot()
+            snapshot = self._registry.snapshot(self._read_failed)
         except Exception:
             self._logger.exception("metrics_report_failed")
             return
         self._logger.info("metrics_reported", metrics=snapshot)
+
+    def _read_failed(self, group: str, name: str, exc: Exception) -> None:
+        if (group, name) not in self._failed:
+            self._failed.add((group, name))
+            self._logger.error("metric_read_failed", group=group, metric=name, exc_info=exc)
 
     async def _run(self) -> None:
         interval_s = self.interval_ms / 1000
