@@ -46,6 +46,7 @@ from samzapy.container.inputs import InputQueue
 from samzapy.container.partition_monitor import PartitionCountMonitor
 from samzapy.container.plan import ContainerPlan, job_model, plan_container
 from samzapy.container.pool import task_pool
+from samzapy.container.progress import finished_fields
 from samzapy.container.run_loop import RunLoop
 from samzapy.container.serdes import StreamSerdes
 from samzapy.container.shutdown import close_after_failure, stop_cleanly, stop_parts
@@ -92,9 +93,9 @@ class SamzaContainer:
         go under (a JobRunner's; None: none); ``group_offsets``: where the checkpoints' input
         offsets are copied (the job's consumer group, a JobRunner's; None: nowhere);
         ``not_before``: what step 6, the first to write or claim, waits for (a static
-        member's fence wait); ``progress``: log the ``progress`` line (a JobRunner logs one
-        over its shares instead); ``checkpoint_namespace``: where the memory checkpoint
-        manager keeps the checkpoints (None: ``<job.name>-<job.id>``)."""
+        member's fence wait); ``progress``: log the ``progress`` and ``job_finished`` lines
+        (a JobRunner logs them over its shares instead); ``checkpoint_namespace``: where the
+        memory checkpoint manager keeps the checkpoints (None: ``<job.name>-<job.id>``)."""
         self.config = config
         self._checkpoint_namespace = checkpoint_namespace
         self._not_before = not_before
@@ -233,17 +234,10 @@ class SamzaContainer:
         finally:
             await self._stop_systems()
         self._monitor.check()  # an input's partition count changed: stopped, now it fails
-        elapsed = time.monotonic() - started
-        processed = self.processed
-        log.info(
-            "job_finished",
-            reason=run_loop.stop_reason,
-            processed=processed,
-            elapsed_s=round(elapsed, 3),
-            rate=round(processed / elapsed, 1) if elapsed > 0 else None,
-            commits=self.commit_count,
-            checkpoints_written=self.checkpoints_written,
-        )
+        if self._progress:  # a JobRunner's share: the runner sums up the process instead
+            log.info(
+                "job_finished", **finished_fields(run_loop.stop_reason, started, self._counts())
+            )
 
     # -- start-up -------------------------------------------------------------------------------
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from samzapy.api.system import SystemStreamPartition
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.checkpoint.writer import TaskCheckpointWriter
 from samzapy.container.inputs import InputQueue
+from samzapy.container.progress import finished_fields
 from samzapy.container.task_instance import TaskInstance
 from samzapy.metrics.registry import MetricsRegistry
 from samzapy.storage.task_stores import TaskStores
@@ -44,6 +46,10 @@ class ProcessTotals:
 
     def value(self, name: str) -> int:
         return self._ended[name] + sum(counts()[name] for counts in self._running)
+
+    def finished(self, reason: str, started: float) -> dict[str, Any]:
+        """The process's ``job_finished`` fields, its run begun at ``started`` (monotonic)."""
+        return finished_fields(reason, started, {n: self.value(n) for n in self._ended})
 
     def processed(self) -> int:
         return self.value("processed")

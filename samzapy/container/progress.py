@@ -1,5 +1,5 @@
 """TaskProgress: a read-only snapshot of how far one task has got and what it is doing; and
-the fields of the ``progress`` line (its lag summary among them)."""
+the fields of the ``progress`` line (its lag summary among them) and of ``job_finished``."""
 
 from __future__ import annotations
 
@@ -92,4 +92,28 @@ def progress_fields(loops: Iterable[Reporting]) -> dict[str, Any]:
     }
 
 
-__all__ = ["Rate", "Reporting", "TaskProgress", "lag_summary", "progress_fields"]
+def finished_fields(
+    reason: str | None, started: float, counts: Mapping[str, int]
+) -> dict[str, Any]:
+    """The ``job_finished`` line's fields: why the run ended, and what it did since
+    ``started`` (monotonic), from ``counts`` (``processed``, ``commits``, ``checkpoints``)."""
+    elapsed = time.monotonic() - started
+    processed = counts["processed"]
+    return {
+        "reason": reason,
+        "processed": processed,
+        "elapsed_s": round(elapsed, 3),
+        "rate": round(processed / elapsed, 1) if elapsed > 0 else None,
+        "commits": counts["commits"],
+        "checkpoints_written": counts["checkpoints"],
+    }
+
+
+__all__ = [
+    "Rate",
+    "Reporting",
+    "TaskProgress",
+    "finished_fields",
+    "lag_summary",
+    "progress_fields",
+]

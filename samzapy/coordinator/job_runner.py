@@ -165,7 +165,7 @@ class JobRunner:
     # -- kafka-group --------------------------------------------------------------------------
 
     async def _run_group(self) -> None:
-        cfg = self.config
+        cfg, started = self.config, time.monotonic()
         inputs = list(dict.fromkeys(cfg.task.inputs))
         factory = system_factory(cfg, inputs[0].system)
         # The group hands out the partitions of existing topics: create what is missing first.
@@ -237,6 +237,8 @@ class JobRunner:
             await membership.stop()
             log.info("group_left", group=group_id)
         self._check_shares()  # a share that failed while stopping fails the job
+        reason = self._stop_reason or "every input partition reached end-of-stream"
+        log.info("job_finished", **self._totals.finished(reason, started))
 
     async def _serve(self, membership: GroupMembership) -> None:
         """Run each assignment until the job is stopped, fails, or this container's tasks

@@ -77,8 +77,8 @@ def test_an_idle_member_logs_no_progress_and_a_clean_leave_hands_its_task_over_a
     assert time.monotonic() - stopped_at < SESSION_MS / 1000 / 4, "the task waited for the session"
     names = [e["event"] for e in first.events()]
     assert names.count("group_left") == 1, names
-    # It left once its tasks were committed and closed, and before it exited.
-    assert names.index("job_finished") < names.index("group_left") < names.index("container_exited")
+    # It left once its tasks were committed and closed, then summed up, and exited.
+    assert names.index("group_left") < names.index("job_finished") < names.index("container_exited")
 
     asyncio.run(produce(kafka_bootstrap, source, [(0, None, b"b%d" % i) for i in range(5)]))
     wait_for(lambda: output_count(kafka_bootstrap, output) == 15, 60, "the second's output")

@@ -5,7 +5,9 @@ assumes). A task's own group lives as long as the task stays in this process."
 A first container counts words alone, a second joins and takes half the tasks, then leaves
 (SIGTERM) and gives them back. At each step the first's ``/metrics`` has a series of each task
 metric and each partition's lag for exactly the tasks it holds, no stale series of a task that
-left, and its ``samzapy_container_messages_processed_total`` never goes back.
+left, and its ``samzapy_container_messages_processed_total`` never goes back. Stopped, the
+first logs one ``job_finished`` (README: it "sums up"), with the process's counts, though its
+tasks ran in two SamzaContainers (shares) by then.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def test_a_container_s_metrics_follow_its_tasks_and_its_counts_only_grow(
     port = _free_port()
     files = [job_file(tmp_path, kafka_bootstrap, source, changelog, job_id, n) for n in (0, 1)]
     cfg = json.loads(files[0].read_text())
-    cfg.update({"metrics.reporters": ["prometheus"], "metrics.prometheus.port": port})
+    cfg.update({"metrics.reporters": ["log", "prometheus"], "metrics.prometheus.port": port})
     files[0].write_text(json.dumps(cfg))
     first = Job(files[0], "unused", tmp_path / "c0.log")
     ends = {p: len(ws) - 1 for p, ws in placed.items()}
@@ -103,3 +105,9 @@ def test_a_container_s_metrics_follow_its_tasks_and_its_counts_only_grow(
     assert first.stop() == 0
     assert seen == sorted(seen), "the container's messages-processed went back"
     assert seen[-1] >= len(words)  # its own first pass, at least
+    [finished] = [e for e in first.events() if e["event"] == "job_finished"]
+    final = [e for e in first.events() if e["event"] == "metrics_reported"][-1]["metrics"]
+    assert finished["reason"] == "SIGTERM"
+    assert finished["processed"] == final["container"]["messages-processed"] >= seen[-1]
+    assert finished["commits"] == final["container"]["commits"]
+    assert finished["checkpoints_written"] == final["container"]["checkpoints-written"]
