@@ -104,7 +104,8 @@ def _lag(
     the consumer started, before the first) to the high watermark; 0 when the system cannot
     tell. Once the task has processed all the consumer handed over of the partition, the
     next one is no earlier than where the consumer fetches next: the offsets between hold
-    no message (a transaction's commit marker, which would count as 1 for ever)."""
+    no message (a transaction's commit marker, a file's blank line: each would count for
+    ever)."""
 
     def lag() -> float:
         high = consumer.high_watermark(ssp)

@@ -508,3 +508,45 @@ def test_every_problem_s_cause_is_logged_at_debug_before_the_one_config_invalid_
         "task.class",
         "serializers.registry.broken.class",
     ]
+
+
+def test_the_lag_of_a_followed_file_leaves_out_its_blank_lines(tmp_path: Path) -> None:
+    """docs/deploy.md, Metrics: ``lag`` counts the messages after the last one processed. A
+    file's blank lines hold an offset each but are never delivered: once the job has processed
+    every message of a file it follows, its lag is 0, not the blank lines at its end."""
+    (tmp_path / "data" / "in").mkdir(parents=True)
+    (tmp_path / "data" / "in" / "0.jsonl").write_text('{"n": 1}\n\n{"n": 2}\n\n\n')
+    job = job_yaml(
+        tmp_path,
+        "Copy",
+        **{
+            "systems.files.follow": True,
+            "metrics.reporters": ["log"],
+            "metrics.reporter.interval.ms": 100,
+        },
+    )
+    log = tmp_path / "run.log"
+    with log.open("w") as handle:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "samzapy", "run", str(job)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(HERE)},
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        reports: list[dict] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None:
+            text = log.read_text()
+            lines = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
+            reports = [e["metrics"] for e in events("\n".join(lines)) if "metrics" in e]
+            done = [r for r in reports if r["task.Partition 0"]["messages-processed"] == 2]
+            if len(done) >= 3:  # a few reports after the last message was processed
+                break
+            time.sleep(0.05)
+        assert len(done) >= 3, log.read_text()[-2000:]
+        assert done[-1]["partition.files.in#0"]["lag"] == 0, done[-1]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0

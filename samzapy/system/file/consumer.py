@@ -254,6 +254,11 @@ class FileSystemConsumer(SystemConsumer):
         reader = self._readers.get(ssp)
         return None if reader is None else reader.first
 
+    def fetch_offset(self, ssp: SystemStreamPartition) -> int | None:
+        """``position``'s offset: past the empty lines read (the lag leaves them out)."""
+        reader = self._readers.get(ssp)
+        return None if reader is None else reader.next_offset + reader.skip
+
     def _close_all(self) -> None:
         for reader in self._readers.values():
             reader.close()
