@@ -60,7 +60,7 @@ from samzapy.container.streams import (
 from samzapy.container.systems import Systems
 from samzapy.container.task_instance import TaskInstance
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter
-from samzapy.metrics.reporter import start_reporters
+from samzapy.metrics.reporter import start_reporters, stop_reporters
 from samzapy.system.fencing import ContainerLease, GroupLease
 
 log = structlog.get_logger("samzapy.container")
@@ -434,8 +434,7 @@ class SamzaContainer:
         self._monitor.stop()  # before the admins it asks
         await stop_parts(self._systems, self._checkpoints, abandon=self._failed)
         self._totals.ended(self._counts)
-        for reporter in self._reporters:
-            await reporter.stop()
+        await stop_reporters(self._reporters)
         if self._executor is not None:
             # A call given up at task.shutdown.ms runs on (pool.py: samzapy run leaves it).
             self._executor.shutdown(wait=False, cancel_futures=True)

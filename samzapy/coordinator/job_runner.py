@@ -61,6 +61,7 @@ from samzapy.coordinator.placement import GroupStandbys
 from samzapy.coordinator.shares import Shares, plan_handover
 from samzapy.coordinator.standby import Standbys, standby_replicas
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter, start_reporters
+from samzapy.metrics.reporter import stop_reporters
 from samzapy.system.ports import GroupMembership
 
 log = structlog.get_logger("samzapy.job_runner")
@@ -144,8 +145,7 @@ class JobRunner:
             else:
                 await self._run_group()
         finally:
-            for reporter in self._reporters:
-                await reporter.stop()
+            await stop_reporters(self._reporters)
 
     # -- static -----------------------------------------------------------------------------
 

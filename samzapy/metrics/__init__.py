@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any
 from samzapy.metrics.health import Health
 from samzapy.metrics.ports import MetricsReporter
 from samzapy.metrics.registry import Counter, Gauge, Metric, MetricsRegistry, Timer
-from samzapy.metrics.reporter import LogReporter, reporter_for, start_reporters
+from samzapy.metrics.reporter import LogReporter, reporter_for, start_reporters, stop_reporters
 
 if TYPE_CHECKING:
     from samzapy.metrics.prometheus import PrometheusReporter
@@ -33,4 +33,5 @@ __all__ = [
     "Timer",
     "reporter_for",
     "start_reporters",
+    "stop_reporters",
 ]

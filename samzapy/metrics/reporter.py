@@ -10,7 +10,7 @@ as ``module:Class`` and built with no arguments.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 from structlog.typing import FilteringBoundLogger
@@ -23,6 +23,8 @@ from samzapy.metrics.ports import MetricsReporter
 from samzapy.metrics.registry import MetricsRegistry
 
 _REPORTERS_KEY = "metrics.reporters"
+
+log = structlog.get_logger("samzapy.metrics")
 
 
 class LogReporter(MetricsReporter):
@@ -126,6 +128,20 @@ def reporter_for(
     return reporter
 
 
+async def stop_reporters(reporters: Sequence[MetricsReporter]) -> None:
+    """Stop each of ``reporters`` in turn. One whose stop fails (a push to an endpoint gone)
+    is logged as ``metrics_reporter_failed``: the others still stop (the log reporter's last
+    report among them), and the job's outcome stays what it was."""
+    for reporter in reporters:
+        try:
+            await reporter.stop()
+        except Exception:
+            kind = type(reporter)
+            log.exception(
+                "metrics_reporter_failed", reporter=f"{kind.__module__}:{kind.__qualname__}"
+            )
+
+
 async def start_reporters(
     config: ResolvedConfig, registry: MetricsRegistry, health: Health
 ) -> list[MetricsReporter]:
@@ -145,4 +161,4 @@ async def start_reporters(
     return started
 
 
-__all__ = ["LogReporter", "MetricsReporter", "reporter_for", "start_reporters"]
+__all__ = ["LogReporter", "MetricsReporter", "reporter_for", "start_reporters", "stop_reporters"]

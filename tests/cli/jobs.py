@@ -16,6 +16,7 @@ from samzapy import (
     StreamTask,
     SystemStream,
 )
+from samzapy.metrics import MetricsReporter
 
 OUT = SystemStream("files", "out")
 
@@ -160,3 +161,13 @@ class LoopName(StreamTask):
 
         loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
         collector.send(OutgoingMessageEnvelope(OUT, {"loop": loop}))
+
+
+class FailsAtStop(MetricsReporter):
+    """A metrics reporter whose final push fails (its endpoint is gone at the stop)."""
+
+    async def start(self, registry: Any) -> None:
+        pass
+
+    async def stop(self) -> None:
+        raise ConnectionError("the metrics endpoint went away")

@@ -550,3 +550,22 @@ def test_the_lag_of_a_followed_file_leaves_out_its_blank_lines(tmp_path: Path) -
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
+
+
+def test_a_reporter_that_fails_at_the_stop_is_logged_and_the_others_still_report(
+    tmp_path: Path,
+) -> None:
+    """A metrics reporter whose stop raises (its endpoint gone) is logged; the job, which
+    finished, still exits 0, and the reporters after it stop too: the log reporter's last
+    report, "so the final counts of a job always reach the log", is there."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(5)]})
+    job = job_yaml(tmp_path, "Copy", **{"metrics.reporters": ["jobs:FailsAtStop", "log"]})
+    proc = samzapy("run", str(job))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    logged = events(proc.stdout)
+    (failed,) = [e for e in logged if e["event"] == "metrics_reporter_failed"]
+    assert failed["reporter"] == "jobs:FailsAtStop"
+    assert failed["exception"][0]["exc_value"] == "the metrics endpoint went away"
+    reports = [e for e in logged if e["event"] == "metrics_reported"]
+    assert reports[-1]["metrics"]["container"]["messages-processed"] == 5
+    assert logged[-1]["event"] == "container_exited"
