@@ -5,8 +5,7 @@ The container's promises to a consumer (each one is a contract test):
 1. ``register`` is called for every partition before ``start``, and never after it.
 2. ``poll`` is only called between ``start`` and ``stop``, from the event loop, one call at a
    time, with a subset of the registered partitions (those whose buffer has room).
-3. ``stop`` is called once; nothing is called after it.
-4. Any exception raised by a consumer halts the container.
+3. ``stop`` is called once, nothing after it; an exception a consumer raises halts the container.
 
 A consumer's promises to the container:
 
@@ -144,8 +143,8 @@ class SystemConsumer(abc.ABC):
         return None
 
     def fetch_offset(self, ssp: SystemStreamPartition) -> int | None:
-        """The next offset it will fetch, past the records it skipped (a transaction's marker,
-        aborted records); None: unknown. These three make the lag metric (``gauges.py``)."""
+        """The next offset it will fetch, past records skipped (a transaction's marker); None:
+        unknown. These three make the lag metric (``gauges.py``)."""
         return None
 
     def keep_raw(self) -> None:  # noqa: B027 - optional hook
@@ -292,9 +291,8 @@ class SystemFactory(abc.ABC):
     """Builds the parts of one configured system. ``config`` holds the system's own keys,
     typed, with the ``systems.<name>.`` prefix removed (``{"path": ..., "follow": False}``)."""
 
-    #: The serde used for message bodies when the job configures none ("none": raw objects).
+    #: The serdes of message bodies and keys when the job configures none ("none": objects).
     default_msg_serde: str = "none"
-    #: The serde used for keys when the job configures none.
     default_key_serde: str = "none"
     #: Where streams of this system start without a checkpoint.
     default_offset: str = OffsetDefault.UPCOMING
