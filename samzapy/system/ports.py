@@ -55,6 +55,16 @@ class OffsetBounds:
     upcoming: str
 
 
+@dataclass(frozen=True, slots=True)
+class StreamConfigs:
+    """What a system said of its streams' settings: those of each stream it described
+    (``found``: setting -> value, the system's defaults included), and why it did not
+    describe the others (``unread``: stream -> reason, e.g. access denied, no such stream)."""
+
+    found: Mapping[str, Mapping[str, str]]
+    unread: Mapping[str, str]
+
+
 class SystemAdmin(abc.ABC):
     """Stream metadata: partition counts, offsets, stream creation."""
 
@@ -107,6 +117,15 @@ class SystemAdmin(abc.ABC):
         """The first offset of each partition whose message is at or after ``timestamp_ms``
         (None for a partition whose messages are all older); None when the system cannot
         look offsets up by time."""
+        return None
+
+    async def stream_configs(
+        self, streams: Iterable[str], keys: Collection[str]
+    ) -> StreamConfigs | None:
+        """The settings ``keys`` (``cleanup.policy``, ``retention.ms``) of each of ``streams``,
+        all in one request; None when the system has no such settings (memory, file): unknown.
+        One attempt, not retried through an outage (a check worth no wait; the caller bounds
+        it in time); raises StreamSystemError when the system refuses the whole request."""
         return None
 
     async def group_members(self, group_id: str) -> list[tuple[str, str, str]]:
@@ -353,6 +372,7 @@ __all__ = [
     "OffsetBounds",
     "OffsetDefault",
     "StandbyPlacement",
+    "StreamConfigs",
     "SystemAdmin",
     "SystemConsumer",
     "SystemFactory",

@@ -12,7 +12,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from test_system_contract import ALL_HARNESSES, SYSTEM, SystemHarness, make_harness
+from test_system_contract import (
+    ALL_HARNESSES,
+    SYSTEM,
+    KafkaHarness,
+    SystemHarness,
+    make_harness,
+)
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
@@ -126,6 +132,25 @@ class TestAdminContract:
         await admin.create_stream(default, 2, replication_factor=None, config=None)
         assert await admin.partition_counts([compacted, default]) == {compacted: 1, default: 2}
         assert await admin.offset_bounds([ssp(compacted, 0)]) == {ssp(compacted, 0): EMPTY}
+
+    async def test_stream_configs_are_the_system_s_or_unknown(
+        self, harness: SystemHarness, admin: SystemAdmin
+    ) -> None:
+        """Kafka describes its topics' settings, defaults included, and says which topic it
+        did not describe; the memory and file systems have none (None: unknown)."""
+        compacted, deleted = harness.stream("compacted"), harness.stream("deleted")
+        await admin.create_stream(compacted, 1, config={"cleanup.policy": "compact"})
+        await admin.create_stream(deleted, 1, config={"retention.ms": "3600000"})
+        missing = harness.stream("missing")
+        keys = ["cleanup.policy", "retention.ms"]
+        configs = await admin.stream_configs([compacted, deleted, missing], keys)
+        if not isinstance(harness, KafkaHarness):
+            assert configs is None
+            return
+        assert configs is not None
+        assert configs.found[compacted]["cleanup.policy"] == "compact"
+        assert configs.found[deleted] == {"cleanup.policy": "delete", "retention.ms": "3600000"}
+        assert "UnknownTopicOrPartition" in configs.unread[missing]
 
 
 class TestInMemoryAdminOffsets:

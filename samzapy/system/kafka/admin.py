@@ -1,11 +1,13 @@
-"""The kafka system's admin: topic metadata, topic creation and partition offset bounds.
+"""The kafka system's admin: topic metadata and configs, topic creation and partition
+offset bounds.
 
-It holds an AIOKafkaAdminClient (metadata, creation) and a group-less AIOKafkaConsumer
-(offset look-ups), both connected at ``start`` (or on first use) with the start-up retry of
-``connection.connect``; every call through them is retried the same way
+It holds an AIOKafkaAdminClient (metadata, configs, creation) and a group-less
+AIOKafkaConsumer (offset look-ups), both connected at ``start`` (or on first use) with the
+start-up retry of ``connection.connect``; every call through them is retried the same way
 (``connection.retrying``), so an outage at any moment of start-up is ridden out up to
-``connect.timeout.ms``. Kafka offsets are integers, so the base class's ``offset_after`` and
-``compare_offsets`` apply as they are.
+``connect.timeout.ms``, but ``stream_configs``: a check the job can do without, made once.
+Kafka offsets are integers, so the base class's ``offset_after`` and ``compare_offsets`` apply
+as they are.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import NodeNotReadyError
 
 from samzapy.api.errors import StreamSystemError
@@ -29,6 +32,7 @@ from samzapy.system.kafka.connection import (
     stop_client,
 )
 from samzapy.system.kafka.errors import (
+    KAFKA_ERRORS,
     LEADER_NOT_AVAILABLE,
     NO_ERROR,
     TOPIC_ALREADY_EXISTS,
@@ -39,7 +43,7 @@ from samzapy.system.kafka.errors import (
     where,
 )
 from samzapy.system.kafka.settings import KafkaSettings
-from samzapy.system.ports import OffsetBounds, SystemAdmin
+from samzapy.system.ports import OffsetBounds, StreamConfigs, SystemAdmin
 
 #: How long a topic just created may take to show in the metadata before that is an error.
 _CREATED_VISIBLE_S = 30.0
@@ -204,6 +208,32 @@ class KafkaSystemAdmin(SystemAdmin):
                     f"{_CREATED_VISIBLE_S:g} s"
                 )
             await asyncio.sleep(_METADATA_RETRY_S)
+
+    async def stream_configs(self, streams: Iterable[str], keys: Collection[str]) -> StreamConfigs:
+        """Through DescribeConfigs, every topic in one request to one broker, asking for
+        ``keys`` only. A topic the broker does not describe (TopicAuthorizationFailedError:
+        the ACLs deny DescribeConfigs; UnknownTopicOrPartitionError) is ``unread``."""
+        topics = list(dict.fromkeys(streams))
+        if not topics:
+            return StreamConfigs({}, {})
+        admin, _ = await self._clients()
+        wanted = dict.fromkeys(keys) or None  # an empty dict asks for no setting at all
+        resources = [ConfigResource(ConfigResourceType.TOPIC, t, wanted) for t in topics]
+        try:
+            responses = await admin.describe_configs(resources)
+        except KAFKA_ERRORS as exc:
+            what = f"cannot describe the configs of Kafka topics {topics}"
+            raise stream_error(what, exc) from exc
+        found: dict[str, dict[str, str]] = {}
+        unread: dict[str, str] = {}
+        for response in responses:
+            for code, message, _type, topic, entries in response.resources:
+                if code != NO_ERROR:
+                    unread[topic] = error_name(code) + (f": {message}" if message else "")
+                    continue
+                # (name, value, read only, ...): the rest differs between versions
+                found[topic] = {e[0]: e[1] for e in entries if e[1] is not None}
+        return StreamConfigs(found, unread)
 
     # -- offsets ------------------------------------------------------------------------
 
