@@ -3,7 +3,8 @@
 ``prepare_streams`` creates the intermediate streams that are missing, checks that every input
 exists and returns the inputs' partition counts: what a container needs before it plans its
 tasks, and what the JobRunner needs before it joins a group that hands out those partitions.
-``prepare_changelogs`` creates the stores' missing changelogs, one partition per task.
+``prepare_changelogs`` creates the stores' missing changelogs, one partition per task, and
+checks the settings of those that exist (``changelog_config.py``).
 ``start_bounds`` reads what the partitions of the bootstrap inputs, those several tasks share
 and those a task starts at its offset default hold at start-up.
 """
@@ -19,17 +20,11 @@ from samzapy.api.errors import ConfigError, InputMissingError, StoreError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.config import ResolvedConfig
+from samzapy.container.changelog_config import CHANGELOG_CONFIG, check_changelog_configs
 from samzapy.container.grouper import TaskModel
 from samzapy.system.ports import OffsetBounds, SystemAdmin
 
 log = structlog.get_logger("samzapy.container")
-
-#: A missing changelog's topic config. Compacted, and (Samza's default) no record compacted
-#: away sooner than 4 hours after the write that supersedes it: a crash leaves records after
-#: the checkpoint that the restore writes back over (``storage/restore.py``, step 3), and
-#: until then the records they supersede, from which the checkpoint's state is replayed, must
-#: stay (compacted away, the restore would write the keys back as deleted).
-CHANGELOG_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": str(4 * 3600 * 1000)}
 
 
 async def prepare_streams(
@@ -181,7 +176,9 @@ async def prepare_changelogs(
     """Create the stores' missing changelogs (compacted, one partition per task). Task N's
     store restores from partition N: a changelog with fewer partitions than the job has tasks
     is an error, and so is one with more whose extra partitions hold records (state no task
-    would restore); empty extra partitions are only logged (``changelog_partitions_unused``)."""
+    would restore); empty extra partitions are only logged (``changelog_partitions_unused``).
+    The changelogs that exist have their settings checked, all at once, at the end."""
+    existing: dict[str, SystemStream] = {}
     for name, store in config.stores.items():
         changelog = store.changelog
         if changelog is None:
@@ -196,13 +193,16 @@ async def prepare_changelogs(
                 config=dict(CHANGELOG_CONFIG),
             )
             log.info("stream_created", stream=str(changelog), partitions=task_count, store=name)
-        elif found < task_count:
+            continue
+        existing[name] = changelog
+        if found < task_count:
             raise StoreError(
                 f"the changelog {changelog} of store {name!r} has {_count(found, 'partition')}; "
                 f"the job has {task_count} tasks and needs one partition per task"
             )
         elif found > task_count:
             await _check_extra_partitions(admin, name, changelog, found, task_count)
+    await check_changelog_configs(config, admins, existing)
 
 
 async def _check_extra_partitions(

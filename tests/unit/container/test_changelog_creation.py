@@ -16,7 +16,8 @@ from samzapy.system.ports import OffsetBounds
 
 
 class RecordingAdmin:
-    """The two calls ``prepare_changelogs`` makes: partition counts and create_stream."""
+    """The calls ``prepare_changelogs`` makes: partition counts, create_stream, offset bounds
+    of extra partitions and the existing changelogs' settings (none here: a memory system)."""
 
     def __init__(self, existing: dict[str, int] | None = None) -> None:
         self.existing = existing or {}
@@ -27,6 +28,9 @@ class RecordingAdmin:
 
     async def partition_counts(self, streams: list[str]) -> dict[str, int]:
         return {s: self.existing[s] for s in streams if s in self.existing}
+
+    async def stream_configs(self, streams: list[str], keys: Any) -> None:
+        return None
 
     async def create_stream(
         self,
