@@ -21,7 +21,8 @@ A run goes:
    with SIGTERM, SIGINT and SIGHUP (unless ignored, as under ``nohup``) asking it to stop
    gracefully; a second signal forces the exit (one before the loop's handlers are
    installed, while the task's module imports say, is one ``job_interrupted`` line naming the
-   stage, exit 1);
+   stage, exit 1); so does the loss of stdout's reader (``| head``, a log collector gone),
+   but the stop then exits 1 (``process.LogOutput``);
 5. log the outcome once and return its exit code.
 """
 
@@ -29,13 +30,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, cast
 
 import structlog
 import yaml
@@ -46,6 +48,7 @@ from samzapy.api.errors import ConfigError, InputMissingError, SamzapyError
 from samzapy.cli.logging import FORMATS, LEVELS, configure_logging, flush_library_logs, scrub
 from samzapy.cli.problems import check_job, load_job
 from samzapy.cli.process import (
+    LogOutput,
     add_working_directory_to_path,
     command_output,
     leave_unless_calls_ended,
@@ -66,6 +69,8 @@ EXIT_CONFIG = 2
 #: shutdown hooks that stop Samza's container take it, unless it is ignored when the process
 #: starts (`nohup samzapy run ...`): then it stays ignored.
 _STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+#: The stop's reason when the reader of the log stream (stdout) closed it.
+OUTPUT_CLOSED = "stdout_closed"
 #: The operator tools: each module has HELP, add_arguments(parser, job_arguments) and
 #: run(args, load) -> int.
 _TOOLS = {"checkpoint": "samzapy.cli.checkpoint_tool", "tail": "samzapy.cli.tail"}
@@ -200,9 +205,11 @@ def _plain(value: Any) -> Any:
 
 
 def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: str) -> int:
-    configure_logging(log_format, log_level)
-    add_working_directory_to_path()
     log: FilteringBoundLogger = structlog.get_logger("samzapy.cli")
+    stopper = _SignalStopper(log)
+    out = LogOutput(sys.stdout, stopper.output_closed)
+    configure_logging(log_format, log_level, stream=cast(TextIO, out))  # what logging calls
+    add_working_directory_to_path()
     # Until the event loop's handlers take over, SIGTERM and SIGINT interrupt: a signal while
     # the task's module imports is one log line and exit 1, not a traceback or a kill. (Set
     # for SIGINT too, as the loop's handler will be: a process started in the background
@@ -210,7 +217,7 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
     for sig in _stop_signals():
         signal.signal(sig, _interrupt)
     try:
-        code = _check_and_run(job_yaml, overrides, log)
+        code = _check_and_run(job_yaml, overrides, log, stopper)
     except KeyboardInterrupt:
         log.warning("job_interrupted", stage="start-up", exit_code=EXIT_JOB_FAILED)
         code = EXIT_JOB_FAILED
@@ -233,7 +240,9 @@ def _stop_signals() -> list[signal.Signals]:
     return found
 
 
-def _check_and_run(job_yaml: str, overrides: Sequence[str], log: FilteringBoundLogger) -> int:
+def _check_and_run(
+    job_yaml: str, overrides: Sequence[str], log: FilteringBoundLogger, stopper: _SignalStopper
+) -> int:
     check = check_job(job_yaml, overrides)  # the same check as `samzapy validate`
     resolved = check.resolved
     if resolved is None:
@@ -245,7 +254,7 @@ def _check_and_run(job_yaml: str, overrides: Sequence[str], log: FilteringBoundL
     ):
         if check.errors:
             return _config_invalid(log, check.error(), causes=check.causes, path=job_yaml)
-        return _run_resolved(resolved, log, check.task_factory)
+        return _run_resolved(resolved, log, check.task_factory, stopper)
 
 
 def _config_invalid(
@@ -269,10 +278,10 @@ def _run_resolved(
     resolved: ResolvedConfig,
     log: FilteringBoundLogger,
     task_factory: Callable[[], Any] | None,
+    stopper: _SignalStopper,
 ) -> int:
     loop_factory, loop_name = _loop_factory(resolved.job.loop, log)
     log.info("event_loop_chosen", loop=loop_name, configured=resolved.job.loop)
-    stopper = _SignalStopper(log)
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             try:
@@ -307,8 +316,10 @@ def _run_resolved(
         )
         return EXIT_JOB_FAILED
     # The container logged job_finished with its counts; this is the process's last line.
-    log.info("container_exited", stopped_by=stopper.signal_name, exit_code=EXIT_OK)
-    return EXIT_OK
+    # Stopped for its log stream's loss, it fails, so that a supervisor restarts it.
+    code = EXIT_JOB_FAILED if stopper.reason == OUTPUT_CLOSED else EXIT_OK
+    log.info("container_exited", stopped_by=stopper.reason, exit_code=code)
+    return code
 
 
 def _loop_factory(
@@ -326,15 +337,34 @@ class _Stoppable(Protocol):
 
 class _SignalStopper:
     """The first SIGTERM/SIGINT/SIGHUP asks the container to stop; a second one exits at
-    once."""
+    once. So does the loss of the log stream's reader (``output_closed``), as SIGPIPE stops a
+    Unix tool, but gracefully: the tasks close and commit what they processed."""
 
     def __init__(self, log: FilteringBoundLogger) -> None:
         self._log = log
         self.signal_name: str | None = None
+        #: What asked the stop first: a signal's name or OUTPUT_CLOSED.
+        self.reason: str | None = None
         self._after: str | None = None  # a first signal once the run had ended
         self._installed: list[signal.Signals] = []
+        self._running: tuple[asyncio.AbstractEventLoop, _Stoppable] | None = None
+        self._ended = False
+
+    def output_closed(self) -> None:
+        """From any thread: the reader of the log stream closed it. A stop not asked yet is
+        asked now, or when the container is there to stop (``install``)."""
+        if self.reason is not None or self._ended:
+            return
+        self.reason = OUTPUT_CLOSED
+        running = self._running
+        if running is not None:
+            loop, container = running
+            loop.call_soon_threadsafe(container.request_stop, OUTPUT_CLOSED)
 
     def install(self, loop: asyncio.AbstractEventLoop, container: _Stoppable) -> None:
+        self._running = (loop, container)
+        if self.reason == OUTPUT_CLOSED:  # while the job's file was checked
+            container.request_stop(OUTPUT_CLOSED)
         for sig in _stop_signals():
             try:
                 loop.add_signal_handler(sig, self._on_signal, sig.name, container)
@@ -346,6 +376,7 @@ class _SignalStopper:
         """The container's run ended: until the process exits a signal no longer reaches the
         loop, so a plain handler takes over, one that still exits at once on a second signal
         (the default one had killed the process, exit 143, or raised KeyboardInterrupt)."""
+        self._running, self._ended = None, True
         for sig in self._installed:
             loop.remove_signal_handler(sig)
             signal.signal(sig, self._after_run)
@@ -362,6 +393,7 @@ class _SignalStopper:
     def _on_signal(self, name: str, container: _Stoppable) -> None:
         if self.signal_name is None:
             self.signal_name = name
+            self.reason = self.reason or name
             self._log.info("signal_received", signal=name, action="graceful_stop")
             container.request_stop(name)
             return
@@ -376,7 +408,8 @@ class _SignalStopper:
             exit_code=EXIT_JOB_FAILED,
         )
         for stream in (sys.stdout, sys.stderr):
-            stream.flush()
+            with contextlib.suppress(OSError, ValueError):  # closed, or its reader gone
+                stream.flush()
         os._exit(EXIT_JOB_FAILED)
 
 

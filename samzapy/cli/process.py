@@ -1,7 +1,7 @@
 """What every command does with its process: find classes where it was started, keep stdout
 for the command's own output, leave quietly once its reader has closed the pipe (``samzapy
-tail ... | head``), and leave without waiting for the calls a stop gave up on a task thread
-pool."""
+tail ... | head``; ``run``'s log stream: ``LogOutput``), and leave without waiting for the
+calls a stop gave up on a task thread pool."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import logging
 import os
 import select
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 
@@ -66,6 +67,49 @@ def stdout_closed(stream: TextIO | None = None) -> None:
     os.close(devnull)
 
 
+class LogOutput:
+    """The stream ``run`` logs to (stdout), which tells ``on_closed`` once its reader has
+    closed the pipe (``samzapy run job.yaml | head``, a log collector gone): the write that
+    found it out and every later one go to /dev/null, so no log call raises (an event loop's
+    callback that logged had died of it, and the signal handlers with it: the job went on,
+    unlogged and unstoppable but by SIGKILL). Writes come from any thread."""
+
+    def __init__(self, stream: TextIO, on_closed: Callable[[], None]) -> None:
+        self._stream = stream
+        self._on_closed = on_closed
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def write(self, text: str) -> int:
+        if not self.closed:
+            try:
+                self._stream.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def _reader_gone(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            stdout_closed(self._stream)  # also for the interpreter's last flush
+        self._on_closed()
+
+
 def leave_unless_calls_ended(code: int) -> None:
     """Exit the process with ``code`` now if a call on a task thread pool still runs (a stop
     gave it up at ``task.shutdown.ms``): CPython would join its thread at exit, waiting for
@@ -86,6 +130,7 @@ def leave_unless_calls_ended(code: int) -> None:
 
 
 __all__ = [
+    "LogOutput",
     "add_working_directory_to_path",
     "command_output",
     "leave_unless_calls_ended",

@@ -4,18 +4,21 @@ docs/deploy.md: "`samzapy tail ... | head` and Ctrl-C exit 0 quietly"; samzapy/c
 every command leaves "quietly once its reader has closed the pipe". The reader here closes
 its end before the command writes anything, so every write fails, whatever the buffering:
 with PYTHONUNBUFFERED=1 (the Docker image's) at the write, otherwise at the last flush.
+`run`, whose stdout is its log, stops as on SIGTERM instead and exits 1 (docs/deploy.md,
+"Exit codes").
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from test_run import HERE, ROOT, job_yaml, samzapy, write_partitions
+from test_run import HERE, ROOT, job_yaml, read_jsonl, samzapy, started, write_partitions
 from test_run_apps import app_yaml
 
 from samzapy import SystemStreamPartition, TaskName
@@ -95,3 +98,55 @@ def test_set_into_a_closed_pipe_still_writes_what_was_asked(file_job: Path) -> N
     assert (proc.returncode, proc.stderr) == (0, "")
     shown = samzapy("checkpoint", "show", str(file_job), cwd=file_job.parent)
     assert '"offsets": {"files.in#0": "-1"}' in shown.stdout, shown.stderr
+
+
+def last_checkpoint(tmp_path: Path) -> str:
+    saved = json.loads((tmp_path / "checkpoints" / "Partition_0.json").read_text())
+    return str(saved["offsets"][0]["offset"])
+
+
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["unbuffered", "buffered"])
+def test_run_into_a_closed_pipe_stops_before_any_message_and_exits_1(
+    tmp_path: Path, unbuffered: bool
+) -> None:
+    """Its log's reader gone from the start, the job stops at start-up, processing
+    nothing: a job nobody can watch is not left running (exit 1, for a restart)."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(5)]})
+    job = job_yaml(tmp_path, "Copy")
+    proc = into_closed_pipe("run", str(job), cwd=tmp_path, unbuffered=unbuffered)
+    assert (proc.returncode, proc.stderr) == (1, "")
+    assert read_jsonl(tmp_path / "data" / "out" / "0.jsonl") == []
+
+
+def test_run_whose_log_reader_leaves_stops_cleanly_and_commits_what_it_processed(
+    tmp_path: Path,
+) -> None:
+    """`samzapy run job.yaml | head -3` on a job that keeps running: the next log line
+    after head has its lines finds the pipe closed. It had raised BrokenPipeError in the
+    event loop's callbacks, printed `--- Logging error ---` tracebacks to stderr, and left the
+    job running with its signal handlers broken: a SIGTERM no longer stopped it."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(20)]})
+    ready = tmp_path / "ready"
+    job = job_yaml(
+        tmp_path,
+        "CountSignals",
+        **{
+            "systems.files.follow": True,
+            "task.commit.ms": 600000,
+            "task.progress.interval.ms": 100,  # a log line soon after the pipe closes
+        },
+    )
+    proc = started(job, ready, {"SAMZAPY_TEST_READY_AFTER": "20", "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.readline()
+        proc.stdout.close()  # head -1
+        code = proc.wait(timeout=30)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (code, err) == (1, "")
+    assert last_checkpoint(tmp_path) == "19"
+    assert len(read_jsonl(tmp_path / "data" / "out" / "0.jsonl")) == 20
