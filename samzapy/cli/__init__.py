@@ -6,17 +6,20 @@ stop that arrives meanwhile is one ``job_interrupted`` line (``run``) or one lin
 exit 1. Without a handler, the signal's default had killed the process (143), and a
 container's PID 1 drops a signal it has no handler for: ``docker stop`` then waited out its
 grace period and killed the job that had started meanwhile. What is left before this runs is
-the interpreter's start and the ``samzapy`` package's import (about a tenth of a second).
+the interpreter's start (a few hundredths of a second): the ``samzapy`` package and this module
+import nothing more until then (``samzapy/__init__.py``).
 """
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
-from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Any
+
+# Nothing else before the handlers are set: each import here widens the window (json, typing).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 _EXIT_INTERRUPTED = 1  # main.EXIT_JOB_FAILED, as for a signal while the task's module imports
 
@@ -34,6 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args)
     except KeyboardInterrupt:  # before the command took the signals over
         if args[:1] == ["run"]:
+            import json
+            from datetime import UTC, datetime
+
             line = {
                 "timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                 "level": "warning",
