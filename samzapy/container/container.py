@@ -225,7 +225,7 @@ class SamzaContainer:
                 await close_after_failure(self.tasks)
                 return
             await run_loop.run(self.tasks)
-            await stop_cleanly(self.tasks)
+            await stop_cleanly(self.tasks, self._systems, lambda: self._abandoned)
         except BaseException:
             self._failed = True  # its lease given up: nothing more is written
             wait_s = self.config.task.shutdown_ms / 1000  # for calls left on the thread pool

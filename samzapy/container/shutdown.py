@@ -1,6 +1,7 @@
 """How a SamzaContainer stops its tasks and its systems: cleanly (every task closed, then
-committed, its stores marked clean), or after a failure (nothing committed, and what the
-producers still hold dropped within a bound, the brokers reachable or not).
+committed, its stores marked clean, the commits waiting for the servers up to the systems'
+``stop_wait_ms``), or after a failure (nothing committed, and what the producers still hold
+dropped within a bound, the brokers reachable or not).
 
 A failed container, or one that gave its tasks up, is covered by no checkpoint past its last
 one: under at-least-once its restart (or the tasks' new owner) sends again what it held,
@@ -12,11 +13,11 @@ at once, each within ``STOP_TIMEOUT_S`` of the kafka system's connection module.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import structlog
 
-from samzapy.api.errors import SamzapyError
+from samzapy.api.errors import SamzapyError, StreamSystemError
 from samzapy.container.checkpoints import ContainerCheckpoints
 from samzapy.container.clock import Clock, LoopClock, wait_on
 from samzapy.container.systems import Systems
@@ -25,12 +26,46 @@ from samzapy.container.task_instance import TaskInstance
 log = structlog.get_logger("samzapy.container")
 
 
-async def stop_cleanly(tasks: Sequence[TaskInstance]) -> None:
+async def stop_cleanly(
+    tasks: Sequence[TaskInstance],
+    systems: Systems | None = None,
+    given_up: Callable[[], BaseException | None] = lambda: None,
+) -> None:
     """Stop ``tasks``, none with a call in flight: close each, then commit each, then close
     their stores marked as matching the commit (a restart keeps them). Every task is closed
-    before any commits, so what a ``close`` sends is in the commits."""
+    before any commits, so what a ``close`` sends is in the commits.
+
+    The commits and the stores' close wait for the servers of ``systems`` up to their
+    ``stop_wait_s`` (a kafka system's ``connect.timeout.ms``): past it, or once the container
+    gave its tasks up (``given_up`` returns why: its group lease lost), they are cut short and
+    the stop fails, as after a failure (the producers of a client that no broker answers had
+    held it for ever: only a second signal ended the process)."""
     for task in tasks:
         await task.close()
+    work = asyncio.ensure_future(_commit_and_close_stores(tasks))
+    within_s = None if systems is None else systems.stop_wait_s()
+    loop = asyncio.get_running_loop()
+    deadline = None if within_s is None else loop.time() + within_s
+    try:
+        while not work.done():
+            if (reason := given_up()) is not None:
+                raise reason
+            if deadline is not None and loop.time() >= deadline:
+                raise StreamSystemError(
+                    f"the final commit got no answer within {within_s:g} s (the longest "
+                    "connect.timeout.ms of the job's systems): its brokers do not answer; "
+                    "nothing more is committed, the restart resumes from the last checkpoint"
+                )
+            left = 0.1 if deadline is None else min(0.1, max(deadline - loop.time(), 0))
+            await asyncio.wait([work], timeout=left)  # given_up is checked every 0.1 s
+    finally:
+        if not work.done():
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+    work.result()
+
+
+async def _commit_and_close_stores(tasks: Sequence[TaskInstance]) -> None:
     for task in tasks:
         await task.commit()
     for task in tasks:

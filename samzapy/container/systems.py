@@ -55,6 +55,10 @@ def used_systems(config: ResolvedConfig) -> list[str]:
     return sorted(names & set(config.systems))
 
 
+#: The least a clean stop's commits wait for the servers (with connect.timeout.ms 0 too).
+MIN_STOP_WAIT_S = 1.0
+
+
 class Systems:
     """The factories of every configured system; the admins and producers of the systems in
     use, and the consumers of the input systems."""
@@ -91,6 +95,13 @@ class Systems:
     def held(self) -> asyncio.Future[None] | None:
         """While the lease is held, a future done once it is settled (the tasks wait)."""
         return None if self._lease is None else self._lease.held()
+
+    def stop_wait_s(self) -> float | None:
+        """How long a clean stop's commits may wait for the servers: the longest
+        ``stop_wait_ms`` of the systems in use (None: no bound)."""
+        waits = [self.factories[name].stop_wait_ms for name in self.admins]
+        bounded = [ms for ms in waits if ms is not None]
+        return max(max(bounded) / 1000, MIN_STOP_WAIT_S) if bounded else None
 
     async def start_admins(self) -> None:
         for admin in list(self.admins.values()):

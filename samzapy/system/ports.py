@@ -306,6 +306,7 @@ class SystemFactory(abc.ABC):
     default_offset: str = OffsetDefault.UPCOMING
     #: Whether its streams outlive the process (a new one finds ``memory`` streams empty).
     outlives_process: bool = True
+    stop_wait_ms: int | None = None  # how long a clean stop's commits wait for the servers
 
     def __init__(self, system_name: str, config: Mapping[str, Any]) -> None:
         self.system_name = system_name

@@ -410,13 +410,14 @@ def _grace_ms(text: str) -> int:
 def _longest_stop_ms(effective: dict[str, Any]) -> int:
     """How long a SIGTERM's clean stop may take at most with the brokers gone: the calls in
     flight (task.shutdown.ms), then the final commit and the stores' clean close, which wait
-    for the brokers up to systems.kafka.connect.timeout.ms before the job fails, then each
-    client's stop, cut at STOP_TIMEOUT_S. A grace period shorter than that SIGKILLs the stop
-    before it logs why it failed (exit 137)."""
+    for the brokers up to systems.kafka.connect.timeout.ms before the job fails, then the
+    failed stop's steps, each cut at STOP_TIMEOUT_S: the clients, the group's last offsets
+    commit, the leave. A grace period shorter than that SIGKILLs the stop before it logs why
+    it failed (exit 137)."""
     from samzapy.system.kafka.connection import STOP_TIMEOUT_S
 
     connect_ms = effective.get("systems.kafka.connect.timeout.ms", 60000)
-    return int(effective["task.shutdown.ms"] + connect_ms + STOP_TIMEOUT_S * 1000)
+    return int(effective["task.shutdown.ms"] + connect_ms + 3 * STOP_TIMEOUT_S * 1000)
 
 
 def test_compose_job_validates_with_its_command_and_environment() -> None:

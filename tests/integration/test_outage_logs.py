@@ -239,6 +239,39 @@ def test_an_outage_longer_than_the_connect_timeout_fails_the_held_job_and_a_rest
     assert again.stop() == 0
 
 
+@pytest.mark.slow  # make test-slow: 12 to 20 s, a broker stopped and started again
+def test_a_stop_during_an_outage_ends_within_the_connect_timeout(
+    own_kafka_broker: ScriptBroker, tmp_path: Path
+) -> None:
+    """docs/deploy.md, "Shutdown": with the brokers gone, a SIGTERM's final commit waits for
+    them up to ``connect.timeout.ms``, then the job fails (exit 1), committing nothing more.
+    Its flush had waited for ever (an idempotent producer never gives a batch up): only a
+    second signal, or Kubernetes' SIGKILL, ended the process. The group's session outlasts
+    the wait here: the bound, not a lost lease, ends it."""
+    bootstrap = own_kafka_broker.bootstrap
+    n = 200
+    extra = {
+        "task.commit.ms": 600_000,  # the last checkpoint is the stop's
+        "systems.kafka.connect.timeout.ms": 3000,
+        "job.coordinator.session.timeout.ms": 60_000,
+    }
+    job, out = tagging_job(bootstrap, tmp_path, n, **extra)
+    run = Job(job, out, tmp_path / "job.log")
+    wait_for(lambda: complete(bootstrap, out, n), 120, "every input's output", run.proc)
+    own_kafka_broker.down()
+    try:
+        stopped_at = time.monotonic()
+        code = run.stop(timeout=90)
+        took = time.monotonic() - stopped_at
+    finally:
+        own_kafka_broker.up()
+    assert code == 1, run.tail()
+    assert took < 3 + 15, run.tail()  # the wait, then each client's stop cut at 5 s at most
+    [failed] = [e for e in run.events() if e["event"] == "job_failed"]
+    assert "got no answer within 3 s" in failed["error"], failed
+    assert "connect.timeout.ms" in failed["error"], failed
+
+
 def seconds_between(earlier: dict[str, Any], later: dict[str, Any]) -> float:
     at = [datetime.fromisoformat(e["timestamp"]) for e in (earlier, later)]
     return (at[1] - at[0]).total_seconds()

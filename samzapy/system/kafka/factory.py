@@ -41,6 +41,7 @@ class KafkaSystemFactory(SystemFactory):
     def __init__(self, system_name: str, config: Mapping[str, Any]) -> None:
         super().__init__(system_name, config)
         self.settings: KafkaSettings = kafka_settings(system_name, config)
+        self.stop_wait_ms = self.settings.connect_timeout_ms
 
     def get_admin(self) -> SystemAdmin:
         return KafkaSystemAdmin(self.settings)

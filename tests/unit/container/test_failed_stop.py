@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 from test_commit_protocol import RecordingAdmin
 
-from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzapy import OutgoingMessageEnvelope, RequestScope, StreamTask, SystemStream
 from samzapy.system.ports import (
     SystemAdmin,
     SystemConsumer,
@@ -99,3 +99,38 @@ def test_a_clean_stop_still_flushes() -> None:
         runner([0, 1]).run(timeout=1)
     [producer] = UndeliverableProducer.made
     assert producer.flushed and producer.abandoned
+
+
+class BoundedFactory(UndeliverableFactory):
+    stop_wait_ms = 1500  # as a kafka system's connect.timeout.ms
+
+
+class ForwardThenStop(StreamTask):
+    """Asks for a stop at message 1, as SIGTERM does (the stop's final commit, not the one
+    of inputs that ended)."""
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        collector.send(OutgoingMessageEnvelope(SystemStream("gone", "out"), envelope.message))
+        if envelope.message == 1:
+            coordinator.shutdown(RequestScope.ALL_TASKS_IN_CONTAINER)
+
+
+def test_a_clean_stop_waits_for_the_servers_up_to_the_systems_stop_wait_then_fails() -> None:
+    """docs/deploy.md: with the brokers gone, the final commit waits for them up to
+    connect.timeout.ms, then the job fails, what the producers hold dropped. The commit's
+    flush had waited for ever: a SIGTERM during an outage stopped nothing."""
+    UndeliverableProducer.made.clear()
+    config = {
+        "systems.gone.samza.factory": f"{__name__}:BoundedFactory",
+        "task.commit.ms": 600_000,
+    }
+    began = time.monotonic()
+    with (
+        capture_logs() as logs,
+        pytest.raises(Exception, match=r"^the final commit got no answer within 1\.5 s"),
+    ):
+        TestRunner(ForwardThenStop, config).add_input("in", list(range(5))).run(timeout=20)
+    assert time.monotonic() - began < 10
+    [producer] = UndeliverableProducer.made
+    assert producer.flushed and producer.abandoned and not producer.stopped
+    assert [e["messages"] for e in logs if e["event"] == "output_dropped"] == [2]
