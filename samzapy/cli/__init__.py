@@ -31,7 +31,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         sig = getattr(signal, name, None)
         if sig is not None and signal.getsignal(sig) != signal.SIG_IGN:
             signal.signal(sig, _interrupt)
+    stderr = sys.stderr
     try:
+        from samzapy.cli.process import LogOutput
+
+        if stderr is not None:  # its reader gone (`2>&1 | head`), the exit code stays the same
+            sys.stderr = LogOutput(stderr, lambda: None)
         from samzapy.cli.main import main as command
 
         return command(args)
@@ -51,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print("samzapy: interrupted", file=sys.stderr)
         return _EXIT_INTERRUPTED
+    finally:
+        sys.stderr = stderr
 
 
 def run() -> None:

@@ -72,7 +72,9 @@ class LogOutput:
     closed the pipe (``samzapy run job.yaml | head``, a log collector gone): the write that
     found it out and every later one go to /dev/null, so no log call raises (an event loop's
     callback that logged had died of it, and the signal handlers with it: the job went on,
-    unlogged and unstoppable but by SIGKILL). Writes come from any thread."""
+    unlogged and unstoppable but by SIGKILL). Writes come from any thread. Every command's
+    stderr is one too (``samzapy.cli:main``): a problem it could not print no longer turned
+    its exit code into 1."""
 
     def __init__(self, stream: TextIO, on_closed: Callable[[], None]) -> None:
         self._stream = stream
@@ -97,6 +99,9 @@ class LogOutput:
 
     def isatty(self) -> bool:
         return self._stream.isatty()
+
+    def __getattr__(self, name: str) -> object:  # encoding, errors, buffer...
+        return getattr(self._stream, name)
 
     def fileno(self) -> int:
         return self._stream.fileno()

@@ -150,3 +150,39 @@ def test_run_whose_log_reader_leaves_stops_cleanly_and_commits_what_it_processed
     assert (code, err) == (1, "")
     assert last_checkpoint(tmp_path) == "19"
     assert len(read_jsonl(tmp_path / "data" / "out" / "0.jsonl")) == 20
+
+
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [
+        (("checkpoint", "show", "{job}"), 0),  # names the tasks without a checkpoint
+        (("validate", "{bad}"), 2),  # prints the problems
+        (("tail", "{job}", "nope"), 2),  # names the stream it does not know
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, tuple) else str(value),
+)
+def test_a_closed_stderr_leaves_the_exit_code_alone(
+    tmp_path: Path, command: tuple[str, ...], code: int
+) -> None:
+    """What a command says on stderr, its reader gone (`2>&1 | head` once head has its
+    lines): the BrokenPipeError had ended the command, exit 1 whatever its outcome."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}]})
+    job = job_yaml(tmp_path, "Copy")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text('{"job.name": "bad", "task.inputs": "nope"}')
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(HERE), str(ROOT)))}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "samzapy", *(a.format(job=job, bad=bad) for a in command)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=write_end,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == code
