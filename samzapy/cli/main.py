@@ -19,7 +19,7 @@ A run goes:
    that failed to import say, only at debug level), exit 2;
 4. run the container on uvloop (or asyncio when ``job.loop`` says so or uvloop is missing),
    with SIGTERM, SIGINT and SIGHUP (unless ignored, as under ``nohup``) asking it to stop
-   gracefully; a second signal forces the exit (one before the loop's handlers are
+   gracefully (``signals.py``); a second signal forces the exit (one before the loop's handlers are
    installed, while the task's module imports say, is one ``job_interrupted`` line naming the
    stage, exit 1); so does the loss of stdout's reader (``| head``, a log collector gone),
    but the stop then exits 1 (``process.LogOutput``);
@@ -30,14 +30,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
-import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import structlog
 import yaml
@@ -54,6 +52,7 @@ from samzapy.cli.process import (
     leave_unless_calls_ended,
     write_output,
 )
+from samzapy.cli.signals import OUTPUT_CLOSED, SignalStopper, interrupt, stop_signals
 from samzapy.config.secrets import extra_patterns, redacted
 from samzapy.container.event_loop import loop_factory
 
@@ -65,12 +64,6 @@ EXIT_OK = 0
 EXIT_JOB_FAILED = 1
 EXIT_CONFIG = 2
 
-#: What stops a run gracefully. SIGHUP too (a closed terminal or ssh session), as the JVM's
-#: shutdown hooks that stop Samza's container take it, unless it is ignored when the process
-#: starts (`nohup samzapy run ...`): then it stays ignored.
-_STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
-#: The stop's reason when the reader of the log stream (stdout) closed it.
-OUTPUT_CLOSED = "stdout_closed"
 #: The operator tools: each module has HELP, add_arguments(parser, job_arguments) and
 #: run(args, load) -> int.
 _TOOLS = {"checkpoint": "samzapy.cli.checkpoint_tool", "tail": "samzapy.cli.tail"}
@@ -90,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # as Ctrl-C does, rather than killing it with what it held unwritten (on the main thread
     # only, where Python runs handlers; the caller's handler back after, for a call in-process).
     main_thread = threading.current_thread() is threading.main_thread()
-    before = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
+    before = signal.signal(signal.SIGTERM, interrupt) if main_thread else None
     try:
         return _command(args)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (tail takes it as its end, exit 0): one line
@@ -206,7 +199,7 @@ def _plain(value: Any) -> Any:
 
 def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: str) -> int:
     log: FilteringBoundLogger = structlog.get_logger("samzapy.cli")
-    stopper = _SignalStopper(log)
+    stopper = SignalStopper(log)
     out = LogOutput(sys.stdout, stopper.output_closed)
     configure_logging(log_format, log_level, stream=cast(TextIO, out))  # what logging calls
     add_working_directory_to_path()
@@ -214,8 +207,8 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
     # the task's module imports is one log line and exit 1, not a traceback or a kill. (Set
     # for SIGINT too, as the loop's handler will be: a process started in the background
     # inherits SIGINT ignored.)
-    for sig in _stop_signals():
-        signal.signal(sig, _interrupt)
+    for sig in stop_signals():
+        signal.signal(sig, interrupt)
     try:
         code = _check_and_run(job_yaml, overrides, log, stopper)
     except KeyboardInterrupt:
@@ -225,23 +218,8 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
     return code
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-def _stop_signals() -> list[signal.Signals]:
-    """The signals of ``_STOP_SIGNALS`` this platform has, SIGHUP left out while ignored."""
-    found = []
-    for name in _STOP_SIGNALS:
-        sig = getattr(signal, name, None)
-        if sig is None or (name == "SIGHUP" and signal.getsignal(sig) == signal.SIG_IGN):
-            continue
-        found.append(sig)
-    return found
-
-
 def _check_and_run(
-    job_yaml: str, overrides: Sequence[str], log: FilteringBoundLogger, stopper: _SignalStopper
+    job_yaml: str, overrides: Sequence[str], log: FilteringBoundLogger, stopper: SignalStopper
 ) -> int:
     check = check_job(job_yaml, overrides)  # the same check as `samzapy validate`
     resolved = check.resolved
@@ -278,7 +256,7 @@ def _run_resolved(
     resolved: ResolvedConfig,
     log: FilteringBoundLogger,
     task_factory: Callable[[], Any] | None,
-    stopper: _SignalStopper,
+    stopper: SignalStopper,
 ) -> int:
     loop_factory, loop_name = _loop_factory(resolved.job.loop, log)
     log.info("event_loop_chosen", loop=loop_name, configured=resolved.job.loop)
@@ -331,94 +309,12 @@ def _loop_factory(
     return factory, name
 
 
-class _Stoppable(Protocol):
-    def request_stop(self, reason: str) -> None: ...
-
-
-class _SignalStopper:
-    """The first SIGTERM/SIGINT/SIGHUP asks the container to stop; a second one exits at
-    once. So does the loss of the log stream's reader (``output_closed``), as SIGPIPE stops a
-    Unix tool, but gracefully: the tasks close and commit what they processed."""
-
-    def __init__(self, log: FilteringBoundLogger) -> None:
-        self._log = log
-        self.signal_name: str | None = None
-        #: What asked the stop first: a signal's name or OUTPUT_CLOSED.
-        self.reason: str | None = None
-        self._after: str | None = None  # a first signal once the run had ended
-        self._installed: list[signal.Signals] = []
-        self._running: tuple[asyncio.AbstractEventLoop, _Stoppable] | None = None
-        self._ended = False
-
-    def output_closed(self) -> None:
-        """From any thread: the reader of the log stream closed it. A stop not asked yet is
-        asked now, or when the container is there to stop (``install``)."""
-        if self.reason is not None or self._ended:
-            return
-        self.reason = OUTPUT_CLOSED
-        running = self._running
-        if running is not None:
-            loop, container = running
-            loop.call_soon_threadsafe(container.request_stop, OUTPUT_CLOSED)
-
-    def install(self, loop: asyncio.AbstractEventLoop, container: _Stoppable) -> None:
-        self._running = (loop, container)
-        if self.reason == OUTPUT_CLOSED:  # while the job's file was checked
-            container.request_stop(OUTPUT_CLOSED)
-        for sig in _stop_signals():
-            try:
-                loop.add_signal_handler(sig, self._on_signal, sig.name, container)
-            except (NotImplementedError, RuntimeError, ValueError):
-                continue  # not supported here (Windows, or not the main thread)
-            self._installed.append(sig)
-
-    def uninstall(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The container's run ended: until the process exits a signal no longer reaches the
-        loop, so a plain handler takes over, one that still exits at once on a second signal
-        (the default one had killed the process, exit 143, or raised KeyboardInterrupt)."""
-        self._running, self._ended = None, True
-        for sig in self._installed:
-            loop.remove_signal_handler(sig)
-            signal.signal(sig, self._after_run)
-        self._installed.clear()
-
-    def _after_run(self, signum: int, frame: Any) -> None:
-        name = signal.Signals(signum).name
-        if self.signal_name is None and self._after is None:  # nothing is left to stop
-            self._after = name
-            self._log.info("signal_received", signal=name, action="exiting")
-            return
-        self._force(name)
-
-    def _on_signal(self, name: str, container: _Stoppable) -> None:
-        if self.signal_name is None:
-            self.signal_name = name
-            self.reason = self.reason or name
-            self._log.info("signal_received", signal=name, action="graceful_stop")
-            container.request_stop(name)
-            return
-        self._force(name)
-
-    def _force(self, name: str) -> None:
-        # The graceful stop is stuck or the operator is impatient: leave without cleanup.
-        self._log.error(
-            "shutdown_forced",
-            signal=name,
-            first_signal=self.signal_name or self._after,
-            exit_code=EXIT_JOB_FAILED,
-        )
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):  # closed, or its reader gone
-                stream.flush()
-        os._exit(EXIT_JOB_FAILED)
-
-
 #: Allocations between two passes of the collector over its youngest generation, in a job.
 YOUNG_GC_THRESHOLD = 50_000
 
 
 async def _run_container(
-    resolved: ResolvedConfig, stopper: _SignalStopper, task_factory: Callable[[], Any] | None
+    resolved: ResolvedConfig, stopper: SignalStopper, task_factory: Callable[[], Any] | None
 ) -> None:
     # Imported here so that `samzapy validate` and `--version` never load the container.
     from samzapy.container.pool import DefaultExecutor

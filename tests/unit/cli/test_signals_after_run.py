@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent(
     import structlog
 
     from samzapy.cli.logging import configure_logging
-    from samzapy.cli.main import _SignalStopper
+    from samzapy.cli.signals import SignalStopper
 
     configure_logging("json", "info")
 
@@ -33,7 +33,7 @@ SCRIPT = textwrap.dedent(
             pass
 
 
-    stopper = _SignalStopper(structlog.get_logger("samzapy.cli"))
+    stopper = SignalStopper(structlog.get_logger("samzapy.cli"))
 
 
     async def run():

@@ -1,0 +1,126 @@
+"""What stops ``samzapy run``: SIGTERM, SIGINT and SIGHUP, and the loss of its log stream's
+reader. The first asks the container to stop gracefully; a second signal exits at once.
+
+Until the container runs, the signals interrupt (``interrupt``: KeyboardInterrupt, which the
+command logs as ``job_interrupted``); while it runs, ``SignalStopper`` takes them on the event
+loop; once its run has ended, a plain handler that still exits at once on a second signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from typing import Any, Protocol
+
+from structlog.typing import FilteringBoundLogger
+
+#: What stops a run gracefully. SIGHUP too (a closed terminal or ssh session), as the JVM's
+#: shutdown hooks that stop Samza's container take it, unless it is ignored when the process
+#: starts (`nohup samzapy run ...`): then it stays ignored.
+_STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+#: The stop's reason when the reader of the log stream (stdout) closed it.
+OUTPUT_CLOSED = "stdout_closed"
+_EXIT_FORCED = 1  # main.EXIT_JOB_FAILED
+
+
+def interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_signals() -> list[signal.Signals]:
+    """The signals of ``_STOP_SIGNALS`` this platform has, SIGHUP left out while ignored."""
+    found = []
+    for name in _STOP_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is None or (name == "SIGHUP" and signal.getsignal(sig) == signal.SIG_IGN):
+            continue
+        found.append(sig)
+    return found
+
+
+class Stoppable(Protocol):
+    def request_stop(self, reason: str) -> None: ...
+
+
+class SignalStopper:
+    """The first SIGTERM/SIGINT/SIGHUP asks the container to stop; a second one exits at
+    once. So does the loss of the log stream's reader (``output_closed``), as SIGPIPE stops a
+    Unix tool, but gracefully: the tasks close and commit what they processed."""
+
+    def __init__(self, log: FilteringBoundLogger) -> None:
+        self._log = log
+        self.signal_name: str | None = None
+        #: What asked the stop first: a signal's name or OUTPUT_CLOSED.
+        self.reason: str | None = None
+        self._after: str | None = None  # a first signal once the run had ended
+        self._installed: list[signal.Signals] = []
+        self._running: tuple[asyncio.AbstractEventLoop, Stoppable] | None = None
+        self._ended = False
+
+    def output_closed(self) -> None:
+        """From any thread: the reader of the log stream closed it. A stop not asked yet is
+        asked now, or when the container is there to stop (``install``)."""
+        if self.reason is not None or self._ended:
+            return
+        self.reason = OUTPUT_CLOSED
+        running = self._running
+        if running is not None:
+            loop, container = running
+            loop.call_soon_threadsafe(container.request_stop, OUTPUT_CLOSED)
+
+    def install(self, loop: asyncio.AbstractEventLoop, container: Stoppable) -> None:
+        self._running = (loop, container)
+        if self.reason == OUTPUT_CLOSED:  # while the job's file was checked
+            container.request_stop(OUTPUT_CLOSED)
+        for sig in stop_signals():
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig.name, container)
+            except (NotImplementedError, RuntimeError, ValueError):
+                continue  # not supported here (Windows, or not the main thread)
+            self._installed.append(sig)
+
+    def uninstall(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The container's run ended: until the process exits a signal no longer reaches the
+        loop, so a plain handler takes over, one that still exits at once on a second signal
+        (the default one had killed the process, exit 143, or raised KeyboardInterrupt)."""
+        self._running, self._ended = None, True
+        for sig in self._installed:
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, self._after_run)
+        self._installed.clear()
+
+    def _after_run(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.signal_name is None and self._after is None:  # nothing is left to stop
+            self._after = name
+            self._log.info("signal_received", signal=name, action="exiting")
+            return
+        self._force(name)
+
+    def _on_signal(self, name: str, container: Stoppable) -> None:
+        if self.signal_name is None:
+            self.signal_name = name
+            self.reason = self.reason or name
+            self._log.info("signal_received", signal=name, action="graceful_stop")
+            container.request_stop(name)
+            return
+        self._force(name)
+
+    def _force(self, name: str) -> None:
+        # The graceful stop is stuck or the operator is impatient: leave without cleanup.
+        self._log.error(
+            "shutdown_forced",
+            signal=name,
+            first_signal=self.signal_name or self._after,
+            exit_code=_EXIT_FORCED,
+        )
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # closed, or its reader gone
+                stream.flush()
+        os._exit(_EXIT_FORCED)
+
+
+__all__ = ["OUTPUT_CLOSED", "SignalStopper", "Stoppable", "interrupt", "stop_signals"]
