@@ -2,8 +2,12 @@
 reader. The first asks the container to stop gracefully; a second signal exits at once.
 
 Until the container runs, the signals interrupt (``interrupt``: KeyboardInterrupt, which the
-command logs as ``job_interrupted``); while it runs, ``SignalStopper`` takes them on the event
-loop; once its run has ended, a plain handler that still exits at once on a second signal.
+command logs as ``job_interrupted``); while it runs, ``SignalStopper`` takes them with plain
+handlers rather than the event loop's, which run only when the loop does: a call that holds
+the loop (a sync task's blocking call, a log line written to a pipe nobody reads) had kept a
+second signal from exiting until it returned. A handler interrupts whatever the main thread
+was doing, a log line's write included, whose lock it cannot take: what it logs goes through
+another thread, waited for briefly (``_aside``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import contextlib
 import os
 import signal
 import sys
+import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from structlog.typing import FilteringBoundLogger
@@ -24,6 +30,8 @@ _STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 #: The stop's reason when the reader of the log stream (stdout) closed it.
 OUTPUT_CLOSED = "stdout_closed"
 _EXIT_FORCED = 1  # main.EXIT_JOB_FAILED
+#: How long a handler waits for its log line's thread (the line may be held up).
+_LOG_WAIT_S = 0.5
 
 
 def interrupt(signum: int, frame: Any) -> None:
@@ -77,9 +85,9 @@ class SignalStopper:
             container.request_stop(OUTPUT_CLOSED)
         for sig in stop_signals():
             try:
-                loop.add_signal_handler(sig, self._on_signal, sig.name, container)
-            except (NotImplementedError, RuntimeError, ValueError):
-                continue  # not supported here (Windows, or not the main thread)
+                signal.signal(sig, self._signalled)
+            except ValueError:
+                continue  # not the main thread
             self._installed.append(sig)
 
     def uninstall(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -88,7 +96,6 @@ class SignalStopper:
         (the default one had killed the process, exit 143, or raised KeyboardInterrupt)."""
         self._running, self._ended = None, True
         for sig in self._installed:
-            loop.remove_signal_handler(sig)
             signal.signal(sig, self._after_run)
         self._installed.clear()
 
@@ -96,31 +103,52 @@ class SignalStopper:
         name = signal.Signals(signum).name
         if self.signal_name is None and self._after is None:  # nothing is left to stop
             self._after = name
-            self._log.info("signal_received", signal=name, action="exiting")
+            _aside(lambda: self._log.info("signal_received", signal=name, action="exiting"))
             return
         self._force(name)
 
-    def _on_signal(self, name: str, container: Stoppable) -> None:
-        if self.signal_name is None:
+    def _signalled(self, signum: int, frame: Any) -> None:
+        """The first signal hands the stop to the loop; a second one exits from here."""
+        name = signal.Signals(signum).name
+        running = self._running
+        if self.signal_name is None and running is not None:
             self.signal_name = name
             self.reason = self.reason or name
-            self._log.info("signal_received", signal=name, action="graceful_stop")
-            container.request_stop(name)
+            loop, container = running
+            loop.call_soon_threadsafe(self._stop, name, container)
             return
         self._force(name)
+
+    def _stop(self, name: str, container: Stoppable) -> None:
+        self._log.info("signal_received", signal=name, action="graceful_stop")
+        container.request_stop(name)
 
     def _force(self, name: str) -> None:
         # The graceful stop is stuck or the operator is impatient: leave without cleanup.
-        self._log.error(
-            "shutdown_forced",
-            signal=name,
-            first_signal=self.signal_name or self._after,
-            exit_code=_EXIT_FORCED,
+        first = self.signal_name or self._after
+        _aside(
+            lambda: self._log.error(
+                "shutdown_forced", signal=name, first_signal=first, exit_code=_EXIT_FORCED
+            )
         )
         for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):  # closed, or its reader gone
+            # closed, its reader gone, or in the middle of the write the signal interrupted
+            with contextlib.suppress(OSError, ValueError, RuntimeError):
                 stream.flush()
         os._exit(_EXIT_FORCED)
+
+
+def _aside(log_line: Callable[[], None]) -> None:
+    """Log from a signal handler: on another thread, waited for ``_LOG_WAIT_S`` at most (the
+    handler may have interrupted a write that holds the stream's lock, or one blocked on a
+    pipe nobody reads)."""
+    writer = threading.Thread(target=log_line, name="signal-log", daemon=True)
+    try:
+        writer.start()
+    except RuntimeError:  # the interpreter is exiting (joining threads): no write is under way
+        log_line()
+        return
+    writer.join(_LOG_WAIT_S)
 
 
 __all__ = ["OUTPUT_CLOSED", "SignalStopper", "Stoppable", "interrupt", "stop_signals"]

@@ -1,0 +1,38 @@
+"""README, "Running": "a second signal exits at once with 1", also while a call holds the
+event loop: a sync task's blocking call (the default pool size runs it on the loop), or a log
+line written to a pipe nobody reads. The loop's own signal handlers ran only once the call
+returned, so neither the first signal nor the second did anything meanwhile; only SIGKILL
+ended the process."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from test_run import events, job_yaml, started, write_partitions
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_a_second_signal_exits_at_once_while_a_call_holds_the_loop(
+    tmp_path: Path, loop: str
+) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(3)]})
+    job = job_yaml(tmp_path, "BlockFirstOnPool", **{"job.loop": loop})
+    proc = started(job, tmp_path / "ready", {"SAMZAPY_TEST_BLOCK_S": "60"})
+    try:
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        forced_at = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, out + err
+    assert time.monotonic() - forced_at < 5, "the second signal waited for the call"
+    forced = [e for e in events(out) if e["event"] == "shutdown_forced"]
+    assert [(e["signal"], e["first_signal"]) for e in forced] == [("SIGINT", "SIGTERM")], out
+    assert "Traceback" not in err, err
