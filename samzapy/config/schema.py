@@ -186,6 +186,12 @@ _NAME = (
     "letters, digits, '.', '_' and '-' (it names the job's topics, group and state directories)",
 )
 
+
+def _replicas(pattern: str, default: int | None, doc: str, factory: str | None = None) -> ConfigKey:
+    """A replication factor: -1 (the default) or a replica count >= 1, never 0."""
+    return ConfigKey(pattern, _I, default, doc, minimum=-1, replicas=True, factory=factory)
+
+
 KNOWN_KEYS: tuple[ConfigKey, ...] = (
     # app (outside NAMESPACES: other app.* keys stay the job's own, as before)
     ConfigKey("app.class", _S, None, "An application: 'module:Class' (instead of task.class)."),
@@ -255,9 +261,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
         "task.checkpoint.dir", _S, "./state/<job.name>/checkpoints", "File checkpoints' dir."
     ),
     ConfigKey("task.checkpoint.system", _S, None, "System of the checkpoint stream."),
-    ConfigKey(
-        "task.checkpoint.replication.factor", _I, -1, "Checkpoint topic replicas.", minimum=-1
-    ),
+    _replicas("task.checkpoint.replication.factor", -1, "Checkpoint topic replicas."),
     ConfigKey("task.progress.interval.ms", _I, 10000, "Progress log interval.", minimum=-1),
     ConfigKey("task.poll.timeout.ms", _I, 100, "Longest wait of one poll.", minimum=1),
     ConfigKey("task.stall.timeout.ms", _I, 300000, "Stall watchdog; <= 0 is off.", minimum=-1),
@@ -303,13 +307,11 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "systems.<name>.connect.timeout.ms", _I, 60000, "Broker wait.", minimum=0, factory="kafka"
     ),
-    ConfigKey(
+    _replicas(
         "systems.<name>.default.stream.replication.factor",
-        _I,
         -1,
         "Replicas of created topics.",
-        minimum=-1,
-        factory="kafka",
+        "kafka",
     ),
     ConfigKey(
         "systems.<name>.security.protocol",
@@ -353,14 +355,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("streams.<id>.samza.reset.offset", _B, False, "Ignore checkpoints."),
     ConfigKey("streams.<id>.samza.bootstrap", _B, False, "Read to its head before other inputs."),
     ConfigKey("streams.<id>.partitions", _I, None, "Partitions on creation.", minimum=1),
-    ConfigKey(
-        "streams.<id>.replication.factor",
-        _I,
-        None,
-        "Replicas on creation.",
-        minimum=-1,
-        replicas=True,
-    ),
+    _replicas("streams.<id>.replication.factor", None, "Replicas on creation."),
     ConfigKey("streams.<id>.samza.intermediate", _B, False, "Written and read by the job."),
     ConfigKey("streams.<id>.samza.framed", _B, False, "Carries control messages."),
     ConfigKey(

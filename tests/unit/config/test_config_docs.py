@@ -112,3 +112,11 @@ def test_reserved_keys_are_marked() -> None:
     # samzapy acts on every key it accepts, so no row may still call its key reserved.
     marked = [key for key, cells in ROWS.items() if "reserved" in cells[3].lower()]
     assert marked == []
+
+
+@pytest.mark.parametrize("pattern", sorted(p for p, s in KEYS.items() if s.kind is Kind.INT))
+def test_zero_is_refused_where_the_schema_refuses_it(pattern: str) -> None:
+    # A replication factor takes -1 or a count >= 1: the row says "`0` is refused" exactly
+    # when the schema's check refuses 0 in the first round, with every other key problem.
+    says = "`0` is refused" in ROWS[pattern][3]
+    assert says == KEYS[pattern].replicas, pattern

@@ -674,3 +674,22 @@ def test_an_app_class_that_is_no_string_is_a_problem_not_a_crash() -> None:
     with pytest.raises(ConfigError) as info:
         resolve(load_config(text="job.name: j\napp.class: true\n"))
     assert "app.class must be 'module:Class' or 'dotted.path.Class', got True" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "key", ["task.checkpoint.replication.factor", "systems.k.default.stream.replication.factor"]
+)
+def test_a_replication_factor_of_zero_is_refused_with_the_other_problems(key: str) -> None:
+    # 0 replicas is refused (docs/configuration.md), and in the first round, with the keys'
+    # other problems, not only once those are fixed.
+    found = problems(
+        "systems.k.samza.factory: kafka\n"
+        "systems.k.bootstrap.servers: localhost:9092\n"
+        "task.checkpoint.factory: kafka\n"
+        "task.comit.ms: 5\n"
+        f"{key}: 0\n"
+    )
+    assert found == (
+        "unknown key 'task.comit.ms'; did you mean 'task.commit.ms'?",
+        f"{key} must be -1 (the broker's default) or a replica count >= 1, got 0",
+    )
