@@ -22,7 +22,7 @@ import yaml
 
 from samzapy.api.errors import ConfigError
 from samzapy.config.interpolate import WrittenFloat, WrittenInt, interpolate, parse_value, written
-from samzapy.config.schema import Kind, lookup
+from samzapy.config.schema import NAMESPACES, Kind, lookup
 
 
 class Config(Mapping[str, Any]):
@@ -158,6 +158,9 @@ def load_config(
         values.update(_flatten(base, problems))
     environ: Mapping[str, str] = os.environ if env is None else env
     for key, value in _flatten(tree, problems).items():
+        if "${" in key and key.partition(".")[0] in NAMESPACES:  # the job's own keep theirs
+            problems.append(Problem(key, _KEY_REFERENCE.format(key=key)))
+            continue
         try:
             values[key] = interpolate(key, value, environ)
         except ConfigError as exc:
@@ -169,6 +172,10 @@ def load_config(
     return Config({key: _settled(key, value) for key, value in values.items()}, source=source)
 
 
+_KEY_REFERENCE = (
+    "key '{key}': ${{...}} is replaced in values only, not in keys; write the name itself "
+    "(or give the whole key with --set)"
+)
 _TEXT_KINDS = (Kind.STR, Kind.ENUM, Kind.STR_LIST)
 #: An integer as people write one: YAML 1.1 also reads ``010`` as 8, ``0x10`` as 16 and
 #: ``1:30`` as 90.

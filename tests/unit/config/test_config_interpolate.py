@@ -116,3 +116,15 @@ def test_overrides_and_keys_are_not_interpolated() -> None:
     config = load_config(text="app.${X}: 1\n", overrides=["app.b=${X}"], env={})
     assert config["app.${X}"] == 1
     assert config["app.b"] == "${X}"
+
+
+@pytest.mark.parametrize("key", ["systems.${SYS}.samza.factory", "task.${WHICH}.ms"])
+def test_a_reference_in_a_key_of_samzapys_namespaces_is_an_error(key: str) -> None:
+    # Not replaced in keys: kept, it would define a system literally named '${SYS}'.
+    with pytest.raises(ConfigError) as info:
+        load_config(text=f"{key}: memory\n", env={"SYS": "kafka", "WHICH": "commit"})
+    assert info.value.problems == (
+        f"key '{key}': ${{...}} is replaced in values only, not in keys; write the name "
+        "itself (or give the whole key with --set)",
+    )
+    assert info.value.key == key
