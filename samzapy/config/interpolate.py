@@ -4,7 +4,8 @@ Interpolation rules, applied to every string value a job file holds (list items 
 
 1. ``${VAR}`` is replaced by the environment variable ``VAR``; unset is an error naming the
    key and the variable.
-2. ``${VAR:-default}`` uses ``default`` when ``VAR`` is unset or empty, as the shell does.
+2. ``${VAR:-default}`` uses ``default`` when ``VAR`` is unset or empty, as the shell does;
+   ``default`` is text (``${A:-${B}}`` is an error).
 3. ``$${`` stands for a literal ``${``.
 4. When the whole value is exactly one ``${...}``, the substituted text is typed as a YAML plain
    scalar would be (``9092`` -> int, ``true`` -> bool, ``null`` -> None); inside a longer string
@@ -22,6 +23,7 @@ import yaml
 from samzapy.api.errors import ConfigError
 
 _TOKEN = re.compile(r"\$\$\{|\$\{(?P<body>[^}]*)\}|\$\{")
+_NESTED = re.compile(r"(?<!\$)\$\{")
 _BODY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>.*))?", re.DOTALL)
 
 # The implicit tags a plain YAML scalar may resolve to and that we turn into Python values;
@@ -115,6 +117,12 @@ def _interpolate_text(key: str, text: str, env: Mapping[str, str]) -> Any:
         if body is None:
             raise ConfigError(
                 f"{key} has an unterminated '${{' in {text!r}; write $${{ for a literal '${{'",
+                key=key,
+            )
+        if _NESTED.search(body):  # the shell's ${A:-${B}}: the first } would end it
+            raise ConfigError(
+                f"{key} has a reference inside a default in {text!r}, which is not "
+                "supported: give the default as text",
                 key=key,
             )
         parts.append(_lookup(key, body, env))

@@ -128,3 +128,13 @@ def test_a_reference_in_a_key_of_samzapys_namespaces_is_an_error(key: str) -> No
         "itself (or give the whole key with --set)",
     )
     assert info.value.key == key
+
+
+def test_a_reference_inside_a_default_is_an_error() -> None:
+    # The shell's ${A:-${B:-z}} is not supported: it gave the text '${B:-z}' as the value.
+    with pytest.raises(ConfigError) as info:
+        load_config(text="app.a: x${A:-${B:-z}}\n", env={})
+    assert info.value.problems == (
+        "app.a has a reference inside a default in 'x${A:-${B:-z}}', which is not "
+        "supported: give the default as text",
+    )
