@@ -243,6 +243,21 @@ BUILTIN_SERDES: Mapping[str, Callable[[], Serde]] = {
     "none": NoneSerde,
 }
 
+#: Samza's serde factories (``serializers.registry.<name>.class``), by the built-in each is.
+SAMZA_SERDE_FACTORIES: Mapping[str, str] = {
+    f"org.apache.samza.serializers.{java}SerdeFactory": name
+    for java, name in (
+        ("Json", "json"),
+        ("String", "string"),
+        ("Integer", "integer"),
+        ("Long", "long"),
+        ("Double", "double"),
+        ("Byte", "byte"),
+        ("ByteBuffer", "bytebuffer"),
+    )
+}
+_SAMZA_SERDES = "org.apache.samza.serializers."
+
 
 class SerdeRegistry:
     """Resolves serde names to (cached) instances: job-defined classes first, then built-ins.
@@ -284,6 +299,15 @@ class SerdeRegistry:
                     key=key,
                 )
             return builtin()
+        if path in SAMZA_SERDE_FACTORIES:  # a Samza job's registration: the same serde
+            return BUILTIN_SERDES[SAMZA_SERDE_FACTORIES[path]]()
+        if path.startswith(_SAMZA_SERDES):
+            raise ConfigError(
+                f"{key}: {path!r} is a Samza serde samzapy has no counterpart of; samzapy's "
+                f"built-in serdes: {', '.join(BUILTIN_SERDES)}; or give a 'module:Class' path "
+                "of your own",
+                key=key,
+            )
         serde = create(path, key=key)
         if not callable(getattr(serde, "to_bytes", None)) or not callable(
             getattr(serde, "from_bytes", None)
@@ -303,6 +327,7 @@ __all__ = [
     "JsonSerde",
     "LongSerde",
     "NoneSerde",
+    "SAMZA_SERDE_FACTORIES",
     "Serde",
     "SerdeRegistry",
     "StringSerde",

@@ -271,3 +271,35 @@ def test_json_refuses_invalid_utf8_and_invalid_json_bytes() -> None:
     for data in (b'{"k":"\xff"}', b'{"k":', b'{"k":1}x', b'{"k":1} {}'):
         with pytest.raises(SerdeError, match=r"json serde cannot decode"):
             JsonSerde().from_bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("java", "serde"),
+    [
+        ("JsonSerdeFactory", JsonSerde),
+        ("StringSerdeFactory", StringSerde),
+        ("IntegerSerdeFactory", IntegerSerde),
+        ("LongSerdeFactory", LongSerde),
+        ("DoubleSerdeFactory", DoubleSerde),
+        ("ByteSerdeFactory", BytesSerde),
+        ("ByteBufferSerdeFactory", BytesSerde),
+    ],
+)
+def test_samzas_serde_factory_names_register_the_built_in(java: str, serde: type) -> None:
+    # A Samza job's serializers.registry.<name>.class lines work unchanged, as its serde
+    # names do (they named a module 'org' to import).
+    registry = SerdeRegistry({"mine": f"org.apache.samza.serializers.{java}"})
+    assert type(registry.get("mine")) is serde
+
+
+def test_a_samza_serde_without_counterpart_is_named_as_such() -> None:
+    registry = SerdeRegistry({"s": "org.apache.samza.serializers.SerializableSerdeFactory"})
+    with pytest.raises(ConfigError) as info:
+        registry.get("s")
+    assert str(info.value) == (
+        "serializers.registry.s.class: 'org.apache.samza.serializers.SerializableSerdeFactory' "
+        "is a Samza serde samzapy has no counterpart of; samzapy's built-in serdes: "
+        "string, json, bytes, integer, long, double, byte, bytebuffer, none; or give a "
+        "'module:Class' path of your own"
+    )
+    assert info.value.key == "serializers.registry.s.class"
