@@ -15,7 +15,9 @@ An upstream task that says it is idle (a watermark message with ``idle``, carryi
 watermark) is left out of the minimum until it sends a watermark that is not idle; a partition
 whose upstream tasks are all idle is idle, and left out of the task's minimums in turn (Flink's
 idleness). When everything a minimum is over is idle, it is the highest of them instead (as
-the windows' own idleness, ``operators/event_time.py``: the last windows close). Which
+the windows' own idleness, ``operators/event_time.py``: the last windows close), and none while
+none of them has one (an upstream task idle before its first watermark says ``NO_WATERMARK``,
+which is no time: a task is not given it). Which
 upstream tasks are idle is checkpointed with the rest, as read up to the checkpoint's offsets:
 a reader that restarts while its writer stays idle does not wait for it.
 
@@ -103,7 +105,9 @@ class PartitionControl:
             ts for t, ts in self.wm_tasks.items() if t not in idle_tasks and ts != END_WATERMARK
         ]
         if not held:  # every task still writing is idle: the highest of them
-            held = [ts for t, ts in self.wm_tasks.items() if t in idle_tasks]
+            # One idle before it had a watermark carries NO_WATERMARK, a placeholder: with
+            # only such ones the partition has no watermark yet, not one 292 My back.
+            held = [ts for t, ts in self.wm_tasks.items() if t in idle_tasks and ts != NO_WATERMARK]
             if not held:
                 return False
             held = [max(held)]
