@@ -33,7 +33,7 @@ from samzapy.config.schema import SAMZA_SYSTEM_FACTORIES, to_int
 from samzapy.operators.claims import check_claims
 from samzapy.operators.plan_document import AppPlan, OperatorPlan, StreamPlan, TablePlan
 from samzapy.operators.table_plan import event_time_joins, is_asynchronous, table_keys
-from samzapy.operators.window_plan import WINDOW_TICK_MS, tick_needed, window_keys
+from samzapy.operators.window_plan import WINDOW_TICK_MS, held_to_the_end, tick_needed, window_keys
 
 #: Systems whose streams can carry an intermediate stream (written and read back framed).
 INTERMEDIATE_FACTORIES = ("kafka", "memory")
@@ -108,6 +108,7 @@ def plan_application(
             for t in graph.tables.values()
         ),
         event_time_joins=joins_in_event_time,
+        held_windows=held_to_the_end(graph, config),
     )
 
 

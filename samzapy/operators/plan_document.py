@@ -106,6 +106,8 @@ class AppPlan:
     tables: tuple[TablePlan, ...] = ()
     #: The stream-stream joins that run in event time (``table_plan.event_time_joins``).
     event_time_joins: frozenset[str] = frozenset()
+    #: The event-time windows that fire at end-of-stream only (``window_plan.held_to_the_end``).
+    held_windows: frozenset[str] = frozenset()
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -55,6 +55,7 @@ class OperatorGraph:
         graph: ApplicationGraph,
         streams: dict[str, SystemStream],
         event_time_joins: frozenset[str] = frozenset(),
+        held_windows: frozenset[str] = frozenset(),
     ) -> None:
         self.io = TaskIO()
         self.entries: dict[SystemStream, InputOperator] = {}
@@ -66,6 +67,7 @@ class OperatorGraph:
         self.table_users: list[SendToTableOperator | StreamTableJoinOperator] = []
         self.asynchronous = is_asynchronous(graph)
         self._event_time_joins = event_time_joins
+        self._held_windows = held_windows  # they follow no watermark: end-of-stream only
         #: What panes sent to asynchronous operators still owe (``windows.gather_pending``).
         self.pending: list[Any] = []
         #: Event time: kept when a window or a join runs in it (the clock, the watermarks).
@@ -122,7 +124,8 @@ class OperatorGraph:
                 self._timestamp_fns[spec.op_id] = descriptor.timestamp_fn
         for spec in graph.operators:
             op = built[id(spec)]
-            if isinstance(op, WindowOperator) and op.event_time:
+            held = spec.op_id in self._held_windows
+            if isinstance(op, WindowOperator) and op.event_time and not held:
                 self.watermarks.add_window(op.advance, sources(spec, inputs_of))
             if isinstance(op, JoinOperator) and op.op_id in self._event_time_joins:
                 op.event_time, op.clock = True, self.clock
@@ -422,7 +425,8 @@ class OperatorTaskFactory:
         self.is_async = is_asynchronous(graph)
 
     def __call__(self) -> _OperatorTask:
-        graph = OperatorGraph(self.graph, self._streams, self.plan.event_time_joins)
+        plan = self.plan
+        graph = OperatorGraph(self.graph, self._streams, plan.event_time_joins, plan.held_windows)
         if self.is_async:
             return AsyncStreamOperatorTask(graph)
         return StreamOperatorTask(graph)

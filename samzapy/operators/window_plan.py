@@ -149,6 +149,29 @@ def unwatermarked(graph: ApplicationGraph, config: Mapping[str, Any]) -> list[tu
     return found
 
 
+def held_to_the_end(graph: ApplicationGraph, config: Mapping[str, Any]) -> frozenset[str]:
+    """The event-time windows an input without watermarks reaches through an intermediate
+    stream: they fire at end-of-stream only (``unwatermarked``), in every task. The writers'
+    watermarks leave such an input out (``control/reconcile.py``), so a window that followed
+    them would take its messages, which may come in any task, for late."""
+    found: set[str] = set()
+    for spec in graph.operators:
+        if spec.kind != "window" or not spec.settings["window"].event_time:
+            continue
+        for op in upstream_of(spec):
+            intermediate = op.settings.get("intermediate") if op.kind == "input" else None
+            if intermediate is None or intermediate.writer is None:
+                continue
+            if any(
+                up.kind == "input"
+                and up.settings.get("intermediate") is None
+                and not carries(up.settings["descriptor"], config)
+                for up in upstream_of(intermediate.writer, through_intermediates=True)
+            ):
+                found.add(spec.op_id)
+    return frozenset(found)
+
+
 def carries(descriptor: Any, config: Mapping[str, Any]) -> bool:
     keys = {**descriptor.to_config(), **config}
     prefix = f"streams.{descriptor.stream_id}.samza."
@@ -179,6 +202,7 @@ __all__ = [
     "WINDOW_TICK_MS",
     "carries",
     "check_window",
+    "held_to_the_end",
     "tick_needed",
     "timed_trigger",
     "unwatermarked",
