@@ -94,7 +94,7 @@ demo: $(VENV)/.installed
 	$(PY) -m examples.pipeline.demo --rows $${DEMO_ROWS:-200000}
 
 test: check
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --durations=25
 	$(MAKE) test-pythons
 
 # The tests marked slow: long real-broker tests, variants of guarantees the default suite tests
