@@ -213,6 +213,9 @@ def test_a_second_container_with_a_taken_id_fences_the_first(
         assert runs([tag for _, tag, _, _ in records]) in (["first", "second"], ["first"]), p
 
 
+# In the slow tier (make test-slow, which CI runs): the default suite fences a frozen member
+# through test_exactly_once's container that stood still past its session.
+@pytest.mark.slow
 def test_a_static_member_frozen_past_its_session_loses_its_tasks_then_and_is_fenced(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
