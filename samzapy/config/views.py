@@ -112,6 +112,14 @@ class SystemConfig:
     reset_offset: bool | None
     params: Config
 
+    def servers_text(self) -> str:
+        """Its ``bootstrap.servers`` as a command line takes them, a list joined with commas
+        (``<bootstrap servers>`` where the job file sets none)."""
+        servers = self.params.get("bootstrap.servers") or "<bootstrap servers>"
+        if isinstance(servers, list | tuple):
+            return ",".join(str(s) for s in servers)
+        return str(servers)
+
 
 @dataclass(frozen=True, slots=True)
 class StreamConfig:

@@ -91,9 +91,7 @@ def remedy(config: ResolvedConfig, changelog: SystemStream) -> str:
     wanted = ",".join(f"{k}={v}" for k, v in CHANGELOG_CONFIG.items())
     if system is None or system.factory != "kafka":
         return f"give it the settings samzapy creates changelogs with: {wanted}"
-    servers = system.params.get("bootstrap.servers") or "<bootstrap servers>"
-    if isinstance(servers, list | tuple):
-        servers = ",".join(str(s) for s in servers)
+    servers = system.servers_text()
     return (
         f"kafka-configs.sh --bootstrap-server {servers} --alter --entity-type topics "
         f"--entity-name {changelog.stream} --add-config {wanted}"

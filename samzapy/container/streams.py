@@ -54,9 +54,7 @@ def how_to_create(config: ResolvedConfig | None, system: str, stream: str) -> st
     # An application names its inputs in its descriptors (task.inputs is made of them).
     where = "task.inputs" if config is None or config.task.app_class is None else "its name"
     if system_config is not None and system_config.factory == "kafka":
-        servers = system_config.params.get("bootstrap.servers") or "<bootstrap servers>"
-        if isinstance(servers, list | tuple):
-            servers = ",".join(str(s) for s in servers)
+        servers = system_config.servers_text()
         return (
             f"create it first: kafka-topics.sh --bootstrap-server {servers} --create "
             f"--topic {stream} --partitions <N>; or correct {where}"
