@@ -247,8 +247,8 @@ class FileSystemConsumer(SystemConsumer):
     async def position(self, ssp: SystemStreamPartition) -> str | None:
         """The offset of the next line to deliver: past the empty lines read, which are never
         delivered, so that a reader waiting for an offset (a bootstrap head) sees them passed."""
-        reader = self._readers.get(ssp)
-        return None if reader is None else str(reader.next_offset + reader.skip)
+        offset = self.fetch_offset(ssp)
+        return None if offset is None else str(offset)
 
     def start_offset(self, ssp: SystemStreamPartition) -> int | None:
         reader = self._readers.get(ssp)
