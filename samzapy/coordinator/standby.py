@@ -266,11 +266,11 @@ class Standbys:
         store.checkpointed = checkpointed
         ssp = store.changelog
         admin = self._admins[ssp.system]
-        if _past(admin, checkpointed, store.head):
+        if gap.ends_before(admin, checkpointed, store.head):
             # Read again: a checkpoint manager that reads its storage each time may have
             # found a checkpoint written since this tick read the heads.
             store.head = (await admin.offset_bounds([ssp]))[ssp].upcoming
-        if _past(admin, checkpointed, store.head):
+        if gap.ends_before(admin, checkpointed, store.head):
             # The changelog ends before the checkpoint: it was made again, and the copy no
             # longer matches it. Drop the copy and wait for the task's next checkpoint (its
             # restore starts over from the new changelog too); reading up to this one would
@@ -292,7 +292,7 @@ class Standbys:
         if store.applied is not None and admin.compare_offsets(store.applied, checkpointed) == 0:
             return
         bounds = (await admin.offset_bounds([ssp]))[ssp]
-        held = bounds.oldest if bounds.oldest is not None else bounds.upcoming
+        held = gap.oldest_held(bounds)
         needed = store.applied or gap.FIRST_OFFSET
         if gap.lacks(admin, needed, held, checkpointed):
             # A truncated changelog: as a restore does, the copy gets what it holds (its
@@ -434,11 +434,6 @@ def behind(lag: int | None, applied: str | None, end: str | None) -> int:
         except ValueError:
             return 0
     return 0
-
-
-def _past(admin: SystemAdmin, checkpointed: str, head: str | None) -> bool:
-    """Whether ``checkpointed`` is past the changelog's ``head`` (None: not read yet)."""
-    return head is not None and admin.compare_offsets(checkpointed, head) > 0
 
 
 def _group(store: StandbyStore) -> str:

@@ -19,13 +19,28 @@ from __future__ import annotations
 import structlog
 
 from samzapy.api.system import SystemStreamPartition, TaskName
-from samzapy.system.ports import SystemAdmin
+from samzapy.system.ports import OffsetBounds, SystemAdmin
 
 log = structlog.get_logger("samzapy.stores")
 
 #: The offset of a partition's first record, on every system (a partition whose oldest offset
 #: is past it lost records).
 FIRST_OFFSET = "0"
+
+
+def ends_before(admin: SystemAdmin, checkpointed: str | None, upcoming: str | None) -> bool:
+    """Whether the changelog, whose next record gets ``upcoming`` (None: not read yet), ends
+    before the ``checkpointed`` offset: it was made again."""
+    return (
+        checkpointed is not None
+        and upcoming is not None
+        and admin.compare_offsets(checkpointed, upcoming) > 0
+    )
+
+
+def oldest_held(bounds: OffsetBounds) -> str:
+    """The first offset the changelog still holds (its next one when it holds nothing)."""
+    return bounds.oldest if bounds.oldest is not None else bounds.upcoming
 
 
 def lacks(admin: SystemAdmin, needed: str, held: str, checkpointed: str) -> bool:
@@ -102,4 +117,4 @@ def truncated(
     )
 
 
-__all__ = ["FIRST_OFFSET", "lacks", "made_again", "truncated"]
+__all__ = ["FIRST_OFFSET", "ends_before", "lacks", "made_again", "oldest_held", "truncated"]

@@ -183,9 +183,7 @@ class Restore:
         # as its process; a topic deleted and created again): what the checkpoint had is
         # not in it. On a system whose streams outlive the process, a local copy kept from
         # before does not match it either, and is not kept (``changelog_gap.py``).
-        behind = (
-            checkpointed is not None and admin.compare_offsets(checkpointed, bounds.upcoming) > 0
-        )
+        behind = gap.ends_before(admin, checkpointed, bounds.upcoming)
         remade = behind and factory.outlives_process
         # 1. Keep the local store only if a clean close left it at or before the checkpoint;
         # else start from the checkpoint's snapshot, or from nothing.
@@ -212,7 +210,7 @@ class Restore:
             self._wipe(name, store)
         # A truncated changelog lacks records the store needs: the store is wiped (if it
         # kept anything) and gets what the changelog holds, as on any other host.
-        held = bounds.oldest if bounds.oldest is not None else bounds.upcoming
+        held = gap.oldest_held(bounds)
         needed = start or gap.FIRST_OFFSET
         if checkpointed is not None and gap.lacks(admin, needed, held, checkpointed):
             local = "kept" if kept else "snapshot" if opened is not None else None
