@@ -49,8 +49,16 @@ class SessionWindowOperator(WindowOperator):
         watermark = self.watermark
         kbytes = self.kserde.to_bytes(key)
         skey = _SESSION + kbytes
-        raw = self.store.get(skey)
-        sessions = [] if raw is None else _sessions(raw)
+        held = self.held
+        if held is not None:  # no aggregator: the key's sessions held, their lists as objects
+            self.vserde.to_bytes([message])  # refused now, as one message of a pane
+            sessions = held.held.get(skey)
+            if sessions is None:
+                raw = self.store.get(skey)
+                sessions = [] if raw is None else self._decoded(raw)
+        else:
+            raw = self.store.get(skey)
+            sessions = [] if raw is None else _sessions(raw)
         joined = [s for s in sessions if t < s[1] + gap and t + gap > s[0]]
         late = self.event_time and watermark is not None and t + gap <= watermark
         if late and not joined:  # its own session is complete already, and joins none
@@ -65,16 +73,33 @@ class SessionWindowOperator(WindowOperator):
         for s_start, s_last, s_value, fired in joined:
             start, last = min(start, s_start), max(last, s_last)
             if self.accumulating or not fired:  # a fired one's value was sent (discarding)
-                value = self._merge(value, self.vserde.from_bytes(s_value))
+                value = self._merge(value, s_value if held else self.vserde.from_bytes(s_value))
         value = self._add(message, value)
         complete = late and joined_fired  # every session it joins fired: so does it, late
         if complete:
             self.emit_pane(key, start, last + gap, value, LATE)
         kept = [s for s in sessions if s not in joined]
-        kept.append((start, last, self.vserde.to_bytes(value), complete))
-        kept.sort()
-        self.store.put(skey, pickle.dumps(kept, 5))
+        if held is not None and not complete:
+            kept.append((start, last, value, False))
+            kept.sort(key=_bounds)
+            held.put(skey, kept)
+        else:
+            if held is not None:  # the LATE pane sent is not appended to after: stored now
+                held.held.pop(skey, None)
+                kept = [(a, b, self.vserde.to_bytes(v), f) for a, b, v, f in kept]
+            kept.append((start, last, self.vserde.to_bytes(value), complete))
+            kept.sort()
+            self.store.put(skey, pickle.dumps(kept, 5))
         self._schedule_sessions(kbytes, kept)
+
+    def _decoded(self, raw: bytes) -> list[tuple[int, int, Any, bool]]:
+        """A key's stored sessions with their lists as objects (no aggregator: held)."""
+        from_bytes = self.vserde.from_bytes
+        return [(a, b, from_bytes(v), f) for a, b, v, f in _sessions(raw)]
+
+    def encode_held(self, value: Any) -> bytes:
+        to_bytes = self.vserde.to_bytes
+        return pickle.dumps([(a, b, to_bytes(v), f) for a, b, v, f in value], 5)
 
     def _merge(self, a: Any, b: Any) -> Any:
         if a is None:
@@ -115,6 +140,8 @@ class SessionWindowOperator(WindowOperator):
                 continue  # a stale entry: the key's live one is in the heap too
             del self.key_due[kbytes]
             skey = _SESSION + kbytes
+            if self.held is not None:
+                self.held.settle(skey)
             raw = self.store.get(skey)
             if raw is None:
                 continue
@@ -136,6 +163,10 @@ class SessionWindowOperator(WindowOperator):
                 self._schedule_sessions(kbytes, left)
             else:
                 self.store.delete(skey)
+
+
+def _bounds(session: tuple[int, int, Any, bool]) -> tuple[int, int]:
+    return session[0], session[1]
 
 
 def _sessions(raw: bytes) -> list[tuple[int, int, bytes, bool]]:

@@ -34,6 +34,7 @@ from samzapy.operators.windows import DEFAULT, EARLY, LATE, WindowOperator, take
 _TUMBLING = b"T"
 _ARMED = b"A"
 _OFFSET = 2**63
+_MISSING = object()
 #: A trigger's state in the store: count, first and last time (ms; 0 when the count is, which
 #: is when they are none: any time, before the epoch too, is one), done.
 _ARMED_STATE = struct.Struct(">qqq?")
@@ -228,9 +229,21 @@ class TumblingWindowOperator(WindowOperator):
                 self.too_late(message, pane, t, "its late trigger fired (and is not repeated)")
                 return
         store = self.store
-        raw = store.get(skey)
-        value = self._add(message, None if raw is None else self.vserde.from_bytes(raw))
-        store.put(skey, self.vserde.to_bytes(value))
+        held = self.held
+        if held is not None and not fired:  # a list appended to, written back later
+            self.vserde.to_bytes([message])  # refused now, as one message of a pane
+            value = held.held.get(skey, _MISSING)
+            if value is _MISSING:
+                raw = store.get(skey)
+                value = None if raw is None else self.vserde.from_bytes(raw)
+            value = self._add(message, value)
+            held.put(skey, value)
+        else:
+            if held is not None:
+                held.settle(skey)  # the late pane sent now is not appended to after
+            raw = store.get(skey)
+            value = self._add(message, None if raw is None else self.vserde.from_bytes(raw))
+            store.put(skey, self.vserde.to_bytes(value))
         if pane not in self.panes:
             # A window that had no message when the watermark passed its end is one that
             # fired (empty): it is kept for its lateness, and fires no DEFAULT pane now.
@@ -280,9 +293,14 @@ class TumblingWindowOperator(WindowOperator):
             heapq.heappush(self.timers, (at, skey))
             armed.scheduled = at
 
+    def encode_held(self, value: Any) -> bytes:
+        return self.vserde.to_bytes(value)  # type: ignore[no-any-return]
+
     def _trigger_fire(
         self, skey: bytes, armed: _Armed, trigger: Trigger, firing: FiringType
     ) -> None:
+        if self.held is not None:
+            self.held.settle(skey)
         raw = self.store.get(skey)
         if raw is not None:
             self.emit_pane(
@@ -344,6 +362,7 @@ class TumblingWindowOperator(WindowOperator):
         when ``final`` (end-of-stream)."""
         if not self.due(now) and not (final and self.panes):
             return
+        self.write_back()
         store = self.store
         for pane in sorted(self.panes):
             end = pane + self.size

@@ -4,7 +4,9 @@
 One task's ``WindowOperator`` keeps its windows' contents in its own store (``stores.<op_id>``,
 bytes in and out, with a changelog when the job has a system for one), so they survive a
 restart and are exact after kill -9 and under exactly-once as any store is. Per message it is
-one read-modify-write of that store: the path the store's per-commit write cache makes cheap.
+one read-modify-write of that store: the path the store's per-commit write cache makes cheap
+(a window without an aggregator holds its panes' lists between write-backs instead,
+``held_values.py``).
 
 Store layout (keys ordered as bytes):
 
@@ -50,6 +52,7 @@ from samzapy.api.windows import (
     WindowPane,
 )
 from samzapy.operators.event_time import EventClock, message_time, wall_ms
+from samzapy.operators.held_values import WRITE_BACK_EVERY, HeldValues
 from samzapy.operators.impl import await_all
 from samzapy.operators.sends import SendingOperator
 from samzapy.storage.serialized import to_bytes_checked
@@ -139,6 +142,7 @@ class WindowOperator(SendingOperator):
         "aggregator",
         "at_commit",
         "event_time",
+        "held",
         "initial",
         "key_fn",
         "kserde",
@@ -186,6 +190,9 @@ class WindowOperator(SendingOperator):
         #: The watermark ``M`` holds, and whether a commit writes it (else each move does).
         self.written: int | None = None
         self.at_commit = False
+        #: A window without an aggregator: its panes' lists appended to since the last
+        #: write-back (``held_values.py``).
+        self.held: HeldValues | None = None
         self.late = 0
         self.late_logged: dict[int, None] = {}
 
@@ -222,7 +229,25 @@ class WindowOperator(SendingOperator):
         if before_commit is not None:
             before_commit(self.write_watermark)
             self.at_commit = True
+        if self.aggregator is None:
+            limit = WRITE_BACK_EVERY if self.at_commit else 1
+            self.held = HeldValues(self.store, self.encode_held, limit)
+            if before_commit is not None:
+                before_commit(self.write_back)
         self.restore()
+
+    def encode_held(self, value: Any) -> bytes:
+        """A held entry's bytes in the store (``held_values.py``)."""
+        raise NotImplementedError
+
+    def write_back(self) -> None:
+        """The held panes into the store: before a commit's flush, and before the store is
+        read for panes (firing)."""
+        if self.held is not None and self.held.held:
+            try:
+                self.held.write_back()
+            except Exception as exc:
+                raise self.failed(exc, "writing its panes to its store") from exc
 
     def write_watermark(self) -> None:
         """Before a commit's flush: the watermark into the store, if it moved since."""

@@ -170,8 +170,16 @@ async def test_a_message_that_fails_after_its_late_pane_went_on_awaits_that_pane
         noted.set()
         return []
 
+    # An aggregator: a window without one checks each message by its serde as it comes.
     window = (
-        Windows.keyed_session_window(lambda m: m["k"], 1 * S, value_serde=Refuses())
+        Windows.keyed_session_window(
+            lambda m: m["k"],
+            1 * S,
+            initial_value=list,
+            aggregator=lambda message, value: [*value, message],
+            value_serde=Refuses(),
+            merger=lambda a, b: a + b,
+        )
         .with_event_time(allowed_lateness=60 * S)
         .set_accumulation_mode(AccumulationMode.ACCUMULATING)
     )
