@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 from samzapy.api.windows import (
@@ -184,24 +185,40 @@ class TumblingWindowOperator(WindowOperator):
 
     def restore(self) -> None:
         fired = self.watermark
-        ranges = [_TUMBLING, _ARMED] if self.triggered else [_TUMBLING]
-        for kind in ranges:
+        panes = list(self._stored_panes())
+        if self.triggered:
             # A trigger's state may outlive its pane's values (a discarding trigger that
             # fired and does not repeat): its pane is open too, so that it goes with it.
-            with self.store.range(kind, bytes([kind[0] + 1])) as entries:
+            with self.store.range(_ARMED, bytes([_ARMED[0] + 1])) as entries:
                 for entry in entries:
                     pane = int.from_bytes(entry.key[1:9], "big") - _OFFSET
-                    if pane not in self.panes:
-                        done = self.event_time and fired is not None and pane + self.size <= fired
-                        self.panes[pane] = bool(done)
-                    if kind == _ARMED:
-                        skey = _TUMBLING + entry.key[1:]
-                        armed = self.armed[skey] = _Armed(self.kserde.from_bytes(skey[9:]), pane)
-                        armed.load(entry.value)
+                    panes.append(pane)
+                    skey = _TUMBLING + entry.key[1:]
+                    armed = self.armed[skey] = _Armed(self.kserde.from_bytes(skey[9:]), pane)
+                    armed.load(entry.value)
+        for pane in panes:
+            if pane not in self.panes:
+                done = self.event_time and fired is not None and pane + self.size <= fired
+                self.panes[pane] = bool(done)
         for skey, armed in self.armed.items():
             late = self.panes.get(armed.pane, False)
             self._set_timer(skey, armed, late)
         self._reschedule()
+
+    def _stored_panes(self) -> Iterator[int]:
+        """The ids of the panes with values in the store: one seek each, to the first key of
+        the next pane after one is found, not a read of every key's value."""
+        start, end = _TUMBLING, bytes([_TUMBLING[0] + 1])
+        while True:
+            with self.store.range(start, end) as entries:
+                entry = next(entries, None)
+                if entry is None:
+                    return
+                pane = int.from_bytes(entry.key[1:9], "big") - _OFFSET
+            yield pane
+            if pane + 1 + _OFFSET >= 2**64:  # the last pane id there is
+                return
+            start = _pane_prefix(pane + 1)
 
     def due(self, now: int) -> bool:
         return self.next_due is not None and now >= self.next_due

@@ -171,3 +171,75 @@ async def test_merged_sessions_keep_every_message_in_the_order_they_came() -> No
         ("a", 0, [0, 1_500, 800, 900], DEFAULT),
         ("a", 50_000, [50_000], DEFAULT),
     ]
+
+
+class CountingReads:
+    """A store's ``range`` counting the entries its iterators give (the rest passes)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.read = store, 0
+
+    def range(self, start: bytes, end: bytes) -> Any:
+        counter = self
+
+        class Counted:
+            def __init__(self, entries: Any) -> None:
+                self.entries = entries
+
+            def __enter__(self) -> Counted:
+                self.entries.__enter__()
+                return self
+
+            def __exit__(self, *exc: Any) -> None:
+                self.entries.__exit__(*exc)
+
+            def __iter__(self) -> Counted:
+                return self
+
+            def __next__(self) -> Any:
+                entry = next(self.entries)
+                counter.read += 1
+                return entry
+
+        return Counted(self.store.range(start, end))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+async def test_a_restart_finds_the_open_panes_with_a_seek_each_not_a_read_of_every_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from samzapy.operators.tumbling import TumblingWindowOperator
+
+    source = events(lateness=60_000)  # both panes stay open
+    counts = {"initial_value": lambda: 0, "aggregator": lambda message, count: count + 1}
+
+    def window() -> Any:
+        return Windows.keyed_tumbling_window(lambda x: x["k"], 10 * S, **counts).with_event_time()
+
+    first = Live(window_app(window(), source), {source: 1}, **{"task.commit.ms": 20})
+    keys = [f"k{i}" for i in range(500)]
+    first.send(source, *[m(k, 1_000) for k in keys], *[m(k, 11_000) for k in keys])
+    namespace = await crash_after_commit(first, str(2 * len(keys) - 1))
+
+    reads: list[int] = []
+    restore = TumblingWindowOperator.restore
+
+    def counted(operator: Any) -> None:
+        store = operator.store
+        operator.store = CountingReads(store)
+        try:
+            restore(operator)
+        finally:
+            reads.append(operator.store.read)
+            operator.store = store
+
+    monkeypatch.setattr(TumblingWindowOperator, "restore", counted)
+    again = Live(window_app(window(), source), {source: 1}, namespace=namespace)
+    again.send(source, m("k0", 12_000))
+    await again.end()
+    assert reads == [2]  # the first key of each of the two panes
+    assert sorted((key, pane, count) for key, pane, count, _ in again.panes) == sorted(
+        [(k, 0, 1) for k in keys] + [(k, 10_000, 2 if k == "k0" else 1) for k in keys]
+    )
