@@ -25,6 +25,7 @@ from samzapy.api.errors import (
     TaskError,
     TaskFencedError,
 )
+from samzapy.api.keys import KeyedValues
 from samzapy.api.metrics import MetricsRegistry
 from samzapy.api.retry import TableRetryPolicy
 from samzapy.api.store import KeyValueIterator, KeyValueStore
@@ -91,6 +92,7 @@ __all__ = [
     "InputDescriptor",
     "KVSerde",
     "KafkaSystemDescriptor",
+    "KeyedValues",
     "KeyValueIterator",
     "KeyValueStore",
     "MessageCollector",

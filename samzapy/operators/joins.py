@@ -9,7 +9,7 @@ its call (and everything after it) completed.
 
 - ``send_to(table)``: a ``KV`` is put, a ``KV`` with value None deletes its key. Writes of one
   key to a remote table are made one after the other, in input order (one key as the table
-  tells keys apart: ``samzapy.tables.keys``; a list key is a key, 1 and True are two).
+  tells keys apart: ``samzapy.api.keys``; a list key is a key, 1 and True are two).
 - stream-table join (Samza's StreamTableJoinOperatorImpl): ``apply(message, record)`` with
   ``record`` the table's ``KV(key, value)`` or None; a None result is dropped. Remote
   look-ups of successive messages overlap, their results go on in input order.
@@ -24,8 +24,8 @@ from collections.abc import Awaitable
 from typing import Any
 
 from samzapy.api.envelope import KV
+from samzapy.api.keys import KeyIdentity
 from samzapy.operators.impl import OperatorImpl
-from samzapy.tables.keys import KeyIdentity
 
 _new = tuple.__new__
 

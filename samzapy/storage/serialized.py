@@ -144,7 +144,7 @@ class SerializedKeyValueStore(KeyValueStore[K, V]):
         self.store_name = engine.store_name
         self.task_name = engine.task_name
         self.description = engine.description
-        #: What tells keys apart: a table over the store reads it (``samzapy.tables.keys``).
+        #: What tells keys apart: a table over the store reads it (``samzapy.api.keys``).
         self.key_serde = key_serde
         self._key_to_bytes = to_bytes_checked(key_serde)
         self._key_from_bytes = key_serde.from_bytes

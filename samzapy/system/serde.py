@@ -19,7 +19,7 @@ it got.
 
 A serde's ``identity_types`` are the exact types whose distinct values it writes as distinct
 bytes that read back as themselves: a table's cache uses such a key as its own identity,
-instead of its bytes (``samzapy.tables.keys``). A serde without it costs a cache a
+instead of its bytes (``samzapy.api.keys``). A serde without it costs a cache a
 serialization per look-up.
 """
 

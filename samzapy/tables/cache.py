@@ -14,7 +14,7 @@ fill, store and invalidate. The rules:
 4. Time is ``clock()``, in seconds (``time.monotonic`` by default; tests pass their own). It
    is read only for entries that can expire.
 
-Its keys are what the caching table gives it: key identities (``samzapy.tables.keys``), so
+Its keys are what the caching table gives it: key identities (``samzapy.api.keys``), so
 that ``1`` and ``True`` are two entries where the table behind says so.
 """
 

@@ -25,7 +25,7 @@ go to the table behind it. The rules:
    cache does (``table_wrote``, which that table calls).
 
 The cache, the reads under way and ``get_all`` tell keys apart by their identity
-(``samzapy.tables.keys``): over a local table, what its key serde writes of them (1, True
+(``samzapy.api.keys``): over a local table, what its key serde writes of them (1, True
 and 1.0 are three keys under ``json``; a list key is a key); over a remote table, their type
 and value.
 
@@ -43,11 +43,11 @@ from functools import partial
 from typing import Any
 
 from samzapy.api.envelope import KV
+from samzapy.api.keys import KeyIdentity, by_identity, found_map, unique
 from samzapy.api.store import entry_pairs
 from samzapy.api.tables import CachingTableDescriptor
 from samzapy.tables.bridge import LoopBridge
 from samzapy.tables.cache import LruCache
-from samzapy.tables.keys import KeyIdentity, by_identity, found_map, unique
 from samzapy.tables.local import not_a_pair
 from samzapy.tables.metrics import TableMetrics
 

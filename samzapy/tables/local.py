@@ -9,7 +9,7 @@ top of the store's contract (``samzapy.api.store``):
    ``[(k, 1), (k, None)]`` leaves ``k`` absent and ``[(k, None), (k, 1)]`` leaves 1.
 2. ``get_all`` leaves absent keys out of its result, as the store does. Keys that are not
    dict keys of their own (a list, or 1 and True under ``json``) are read one by one into a
-   mapping by key identity (``samzapy.tables.keys``), which the store's dict could not be.
+   mapping by key identity (``samzapy.api.keys``), which the store's dict could not be.
 3. A store never blocks for long, so every method works anywhere, on the event loop or off
    it, and each ``*_async`` coroutine just calls its plain twin.
 4. ``flush`` flushes the store; the container flushes it before each checkpoint anyway.
@@ -28,8 +28,8 @@ from typing import Any
 
 from samzapy.api.envelope import KV
 from samzapy.api.errors import TableError
+from samzapy.api.keys import KeyIdentity, found_map, unique
 from samzapy.api.store import KeyValueStore, entry_pairs
-from samzapy.tables.keys import KeyIdentity, found_map, unique
 from samzapy.tables.metrics import TableMetrics
 
 

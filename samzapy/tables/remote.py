@@ -23,7 +23,7 @@ A cache in front of this same instance (``caches``: a caching table of the task 
 drops its entries of the keys a write changes once the write completed (or failed), so that
 a write made to the table directly (not through the cache) is seen through the cache too.
 
-Keys are told apart by their type and value (``samzapy.tables.keys``, rule 3): ``get_all``
+Keys are told apart by their type and value (``samzapy.api.keys``, rule 3): ``get_all``
 asks for each key once and answers with the keys as given (a list key included), and a
 batch sent without ``put_all_async`` puts each key's last value once.
 
@@ -48,12 +48,12 @@ from typing import Any
 
 from samzapy.api.envelope import KV
 from samzapy.api.errors import ConfigError, TableError
+from samzapy.api.keys import KeyIdentity, by_identity, found_map, unique
 from samzapy.api.retry import TableRetryPolicy
 from samzapy.api.store import entry_pairs
 from samzapy.api.tables import RemoteTableDescriptor
 from samzapy.tables.batch import WriteBatcher
 from samzapy.tables.bridge import LoopBridge
-from samzapy.tables.keys import KeyIdentity, by_identity, found_map, unique
 from samzapy.tables.local import not_a_pair
 from samzapy.tables.metrics import TableMetrics
 from samzapy.tables.rate_limit import TokenBucket

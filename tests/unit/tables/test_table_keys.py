@@ -16,6 +16,7 @@ from samzapy import (
     KV,
     CachingTableDescriptor,
     KafkaSystemDescriptor,
+    KeyedValues,
     KVSerde,
     RemoteTableDescriptor,
     StreamApplication,
@@ -166,11 +167,20 @@ def test_list_and_dict_keys_go_through_a_cache_over_a_local_table() -> None:
     assert not isinstance(found, dict)  # a dict cannot have a list key
     assert (found[LIST_KEY], found[DICT_KEY], len(found)) == ("list", "dict", 2)
     assert list(found) == [LIST_KEY, DICT_KEY]
-    from samzapy.tables.keys import KeyedValues
-
     assert cache.get_all([LIST_KEY]) == KeyedValues(cache.key_identity, [(["x", 1], "list")])
     cache.delete(LIST_KEY)
     assert (cache.get(LIST_KEY), local.get(LIST_KEY)) == (None, None)
+
+
+def test_the_mapping_get_all_returns_for_list_keys_is_public() -> None:
+    import samzapy
+
+    local = local_table()
+    local.put(LIST_KEY, "list")
+    found = local.get_all([LIST_KEY])
+    assert isinstance(found, samzapy.KeyedValues)
+    assert "KeyedValues" in samzapy.__all__
+    assert found == KeyedValues(local.key_identity, [(LIST_KEY, "list")])
 
 
 @pytest.mark.parametrize("service_kind", [JsonService, BulkJsonService])
@@ -269,8 +279,8 @@ def test_send_to_a_remote_table_takes_list_keys_and_keeps_1_and_true_apart() -> 
 def test_a_serde_identity_is_what_the_serde_writes_and_a_structural_one_type_and_value() -> None:
     from enum import StrEnum
 
+    from samzapy.api.keys import KeyIdentity
     from samzapy.system.serde import IntegerSerde
-    from samzapy.tables.keys import KeyIdentity
 
     class Color(StrEnum):
         RED = "red"

@@ -1,5 +1,6 @@
 """KeyIdentity: what makes two keys the same key for a cache, a remote table and the writes in
 flight of ``send_to(table)``, which keep keys in Python dicts where a store compares bytes.
+It is part of the API because users get a ``KeyedValues`` back from ``get_all``.
 
 A dict alone would get keys wrong: ``1``, ``True`` and ``1.0`` are one dict key, and a list
 or a dict (a JSON composite key) is no dict key at all. So each key gets an identity, a
