@@ -72,8 +72,11 @@ class KeyValueStore(Protocol[K, V]):
         """The value stored under ``key``, or None when there is none."""
         ...
 
-    def get_all(self, keys: Iterable[K]) -> dict[K, V]:
-        """The values stored under ``keys``; a key with no value is left out of the result."""
+    def get_all(self, keys: Iterable[K]) -> Mapping[K, V]:
+        """The values stored under ``keys``, each key once, as given; a key with no value is
+        left out. A dict, unless the keys found cannot all be keys of one dict (a list key,
+        or 1 and True under ``json``): then a ``KeyedValues`` (``samzapy.api.keys``), a
+        read-only mapping that finds a key by what the key serde writes of it."""
         ...
 
     def put(self, key: K, value: V) -> None:

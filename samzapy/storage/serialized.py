@@ -1,6 +1,6 @@
 """SerializedKeyValueStore: the KeyValueStore a task sees, over a bytes engine and two serdes.
 
-It does three things on top of a StorageEngine:
+It does four things on top of a StorageEngine:
 
 1. Serdes. Keys go through ``stores.<name>.key.serde`` and values through
    ``stores.<name>.msg.serde``; a serde that fails (or returns something other than bytes)
@@ -14,6 +14,10 @@ It does three things on top of a StorageEngine:
    after its ``close()``, raises StoreError naming the store and the task. A RocksDB iterator
    pins a snapshot and its files, so one left open would hold them for as long as the task
    lives.
+4. ``get_all`` answers with the keys as given, each key once by its serialized bytes (the
+   first of those written alike): a dict, unless the keys found cannot all be keys of one
+   dict (a list key; 1 and True under ``json``), then a ``KeyedValues`` that finds a key by
+   what the key serde writes of it (``samzapy.api.keys``).
 
 ``get`` and ``put`` are the per-message path: one serde call each way, one engine call, no
 allocation beyond the serdes' own. The built-in byte serdes are called directly; any other
@@ -28,6 +32,7 @@ from typing import Any, NoReturn, Self, TypeVar
 
 from samzapy.api.envelope import KV
 from samzapy.api.errors import StoreError
+from samzapy.api.keys import KeyIdentity, found_map
 from samzapy.api.store import KeyValueIterator, KeyValueStore, entry_pairs
 from samzapy.storage.ports import StorageEngine
 from samzapy.system.serde import BytesSerde, IntegerSerde, JsonSerde, LongSerde, Serde, StringSerde
@@ -146,6 +151,7 @@ class SerializedKeyValueStore(KeyValueStore[K, V]):
         self.description = engine.description
         #: What tells keys apart: a table over the store reads it (``samzapy.api.keys``).
         self.key_serde = key_serde
+        self.key_identity = KeyIdentity.for_serde(self.store_name, key_serde)
         self._key_to_bytes = to_bytes_checked(key_serde)
         self._key_from_bytes = key_serde.from_bytes
         self._msg_to_bytes = to_bytes_checked(msg_serde)
@@ -175,19 +181,23 @@ class SerializedKeyValueStore(KeyValueStore[K, V]):
         except Exception as exc:
             raise self._value_decode_error(key, exc) from exc
 
-    def get_all(self, keys: Iterable[K]) -> dict[K, V]:
+    def get_all(self, keys: Iterable[K]) -> Mapping[K, V]:
         self._check_open()
         keys = list(keys)
-        raw_values = self.engine.get_many([self._encode_key(key, "get_all") for key in keys])
+        raw_keys = [self._encode_key(key, "get_all") for key in keys]
+        raw_values = self.engine.get_many(raw_keys)
         decode = self._msg_from_bytes
-        found: dict[K, V] = {}
-        for key, raw_value in zip(keys, raw_values, strict=True):
-            if raw_value is not None:
-                try:
-                    found[key] = decode(raw_value)
-                except Exception as exc:
-                    raise self._value_decode_error(key, exc) from exc
-        return found
+        found: list[tuple[K, V]] = []
+        seen: set[bytes] = set()
+        for key, raw_key, raw_value in zip(keys, raw_keys, raw_values, strict=True):
+            if raw_value is None or raw_key in seen:
+                continue
+            seen.add(raw_key)
+            try:
+                found.append((key, decode(raw_value)))
+            except Exception as exc:
+                raise self._value_decode_error(key, exc) from exc
+        return found_map(self.key_identity, found)  # step 4
 
     def put(self, key: K, value: V) -> None:
         if key is None:

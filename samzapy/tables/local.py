@@ -7,9 +7,9 @@ top of the store's contract (``samzapy.api.store``):
    ``(key, None)`` of ``put_all``. ``put_all`` applies its entries in order: a run of values
    goes to the store's ``put_all`` (one batch), a run of Nones to its ``delete_all``, so
    ``[(k, 1), (k, None)]`` leaves ``k`` absent and ``[(k, None), (k, 1)]`` leaves 1.
-2. ``get_all`` leaves absent keys out of its result, as the store does. Keys that are not
-   dict keys of their own (a list, or 1 and True under ``json``) are read one by one into a
-   mapping by key identity (``samzapy.api.keys``), which the store's dict could not be.
+2. ``get_all`` is the store's: absent keys left out, each key once by what the key serde
+   writes of it, and a ``KeyedValues`` for keys that are not dict keys of their own (a list,
+   or 1 and True under ``json``; ``samzapy.api.keys``).
 3. A store never blocks for long, so every method works anywhere, on the event loop or off
    it, and each ``*_async`` coroutine just calls its plain twin.
 4. ``flush`` flushes the store; the container flushes it before each checkpoint anyway.
@@ -28,7 +28,7 @@ from typing import Any
 
 from samzapy.api.envelope import KV
 from samzapy.api.errors import TableError
-from samzapy.api.keys import KeyIdentity, found_map, unique
+from samzapy.api.keys import KeyIdentity
 from samzapy.api.store import KeyValueStore, entry_pairs
 from samzapy.tables.metrics import TableMetrics
 
@@ -86,15 +86,7 @@ class LocalTable:
     def get_all(self, keys: Iterable[Any]) -> Mapping[Any, Any]:
         keys = list(keys)
         self.metrics.gets += len(keys)
-        fast = self.key_identity.fast
-        if all(type(key) in fast for key in keys):
-            return self.store.get_all(keys)
-        wanted, _ = unique(self.key_identity, keys)  # step 2
-        get = self.store.get
-        return found_map(
-            self.key_identity,
-            [(key, value) for key, value in ((k, get(k)) for k in wanted) if value is not None],
-        )
+        return self.store.get_all(keys)  # step 2
 
     async def get_async(self, key: Any) -> Any:
         return self.get(key)

@@ -169,6 +169,25 @@ class TestKeyValueStoreContract:
         assert store.get_all(k for k in ["b", "a", "a"]) == {"a": 1}
         assert store.get_all([]) == {}
 
+    def test_get_all_keeps_keys_apart_as_their_serialized_bytes_do(
+        self, source: StoreSource
+    ) -> None:
+        store = source.open(key_serde="json")
+        written = [(1, "one"), (True, "true"), (1.0, "float"), (["x", 1], "list")]
+        store.put_all([*written, ({"k": 1}, "dict")])
+        asked = [1, True, 1.0, ["x", 1], ("x", 1), {"k": 1}, ["absent"], True]
+        for _ in range(2):  # from the write buffer, then from the engine (through its cache)
+            found = store.get_all(asked)
+            assert list(found.items()) == [*written, ({"k": 1}, "dict")]
+            assert (found[("x", 1)], found[{"k": 1}], ["absent"] in found) == (
+                "list",
+                "dict",
+                False,
+            )
+            store.flush()
+        assert list(store.get_all([1, True]).values()) == ["one", "true"]
+        assert type(store.get_all([1, 2, "1"])) is dict  # keys of one dict: a dict
+
     def test_put_all_takes_kv_and_tuples_in_order(
         self, store: SerializedKeyValueStore[Any, Any]
     ) -> None:
