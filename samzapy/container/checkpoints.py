@@ -219,6 +219,10 @@ class ContainerCheckpoints:
         self.writers.append(writer)
         return writer
 
+    def last(self) -> dict[TaskName, Checkpoint]:
+        """Each task's checkpoint last written (or read at start-up), whatever the manager."""
+        return {w.task_name: w.last for w in self.writers if w.last is not None}
+
     async def claim(self) -> None:
         """Step 3, for every task's writer."""
         for writer in self.writers:

@@ -157,6 +157,11 @@ class SamzaContainer:
         return sum(w.written for w in self._checkpoints.writers) if self._checkpoints else 0
 
     @property
+    def last_checkpoints(self) -> dict[TaskName, Checkpoint]:
+        """Each task's checkpoint last written or read, whatever ``task.checkpoint.factory``."""
+        return self._checkpoints.last() if self._checkpoints else {}
+
+    @property
     def metric_groups(self) -> list[str]:
         """The metric groups of this container's tasks and their input partitions (a
         JobRunner removes them once the tasks have left)."""

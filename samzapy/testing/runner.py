@@ -43,7 +43,6 @@ from samzapy.api.envelope import KV
 from samzapy.api.errors import TaskError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.api.task import AsyncStreamTask, StreamTask
-from samzapy.checkpoint.memory import InMemoryCheckpointManager
 from samzapy.config import Config, ResolvedConfig, load_config, resolve
 from samzapy.container import Clock, SamzaContainer
 from samzapy.container.checkpoints import checkpoint_namespace
@@ -70,7 +69,6 @@ class TestResult:
     def __init__(
         self,
         broker: InMemoryBroker,
-        namespace: str,
         container: SamzaContainer,
         names: dict[str, str] | None = None,
     ) -> None:
@@ -78,7 +76,6 @@ class TestResult:
         #: None for a task class's run.
         self._names = names
         self._broker = broker
-        self._namespace = namespace
         self.container = container
 
     def outputs(self, stream: str | StreamDescriptor) -> dict[int, list[Any]]:
@@ -108,8 +105,9 @@ class TestResult:
 
     @property
     def checkpoints(self) -> dict[TaskName, dict[SystemStreamPartition, str]]:
-        """The last checkpoint written for each task: {task name: {partition: offset}}."""
-        found = InMemoryCheckpointManager.checkpoints_for(self._namespace)
+        """The last checkpoint of each task, written by the run or an earlier one of its
+        namespace, whatever ``task.checkpoint.factory``: {task name: {partition: offset}}."""
+        found = self.container.last_checkpoints
         return {name: dict(cp.offsets) for name, cp in found.items()}
 
     @property
@@ -313,7 +311,7 @@ class TestRunner:
                 raise
             raise better from better.__cause__
         declared = names if app is not None else None
-        return TestResult(self.broker, container.checkpoint_namespace, container, declared)
+        return TestResult(self.broker, container, declared)
 
     def _place_app_streams(self, resolved: ResolvedConfig) -> dict[str, str]:
         """The name each of an application's streams has in the job (its config may rename

@@ -69,3 +69,28 @@ def test_file_checkpoints_a_config_asks_for_are_the_runners_own(
     assert not (tmp_path / "state").exists()
     again = TestRunner(Echo, config, namespace=first.namespace).add_input("in", ["a", "b"])
     assert again.run(timeout=10).outputs("out") == {0: ["a", "b"]}  # a restart resumes
+
+
+@pytest.mark.parametrize(
+    "checkpoints",
+    [
+        {"task.checkpoint.factory": "memory"},
+        {"task.checkpoint.factory": "file"},
+        {"task.checkpoint.factory": "stream", "task.checkpoint.system": "memory"},
+    ],
+    ids=["memory", "file", "stream"],
+)
+def test_the_result_holds_the_last_checkpoints_whatever_the_factory(
+    checkpoints: dict[str, str],
+) -> None:
+    result = (
+        TestRunner(Echo, {**NAMED, **checkpoints})
+        .add_input("in", {0: ["a", "b"], 1: ["c"]})
+        .add_output("out")
+        .run(timeout=10)
+    )
+    found = {
+        str(task): {ssp.partition: o for ssp, o in cp.items()}
+        for task, cp in result.checkpoints.items()
+    }
+    assert found == {"Partition 0": {0: "1"}, "Partition 1": {1: "0"}}
