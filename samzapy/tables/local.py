@@ -46,7 +46,21 @@ def not_a_pair(table_id: str) -> Callable[[Any], TableError]:
     return refuse
 
 
-class LocalTable:
+class CachedBehind:
+    """A table caches of the task may sit in front of (a local or a remote one): it tells
+    them of each write it takes, so that they drop their entries of the keys written."""
+
+    def __init__(self) -> None:
+        #: The caching tables in front of this instance.
+        self.caches: list[Any] = []
+
+    def _changed(self, keys: Iterable[Any]) -> None:
+        """The caches in front of the table drop their entries of ``keys``."""
+        for cache in self.caches:
+            cache.table_wrote(keys)
+
+
+class LocalTable(CachedBehind):
     """Table ``table_id`` over ``store``, a task's KeyValueStore (see the module docstring)."""
 
     #: The plain methods run on any thread, the event loop's included (step 3).
@@ -59,11 +73,10 @@ class LocalTable:
         *,
         metrics: TableMetrics | None = None,
     ) -> None:
+        super().__init__()  # the caches in front of it (step 5)
         self.table_id = table_id
         self.store = store
         self.metrics = metrics if metrics is not None else TableMetrics(table_id)
-        #: The caching tables in front of this instance (step 5).
-        self.caches: list[Any] = []
         #: What makes two keys one: what the store's key serde writes of them (a cache in
         #: front of the table reads it too).
         self.key_serde: Any = getattr(store, "key_serde", None)
@@ -148,11 +161,6 @@ class LocalTable:
             if self.caches:
                 self._changed(keys)
 
-    def _changed(self, keys: Iterable[Any]) -> None:
-        """Step 5: the caches in front of the table drop their entries of ``keys``."""
-        for cache in self.caches:
-            cache.table_wrote(keys)
-
     def flush(self) -> None:
         self.store.flush()
 
@@ -177,4 +185,4 @@ class LocalTable:
         return f"LocalTable({self.table_id!r})"
 
 
-__all__ = ["LocalTable", "not_a_pair"]
+__all__ = ["CachedBehind", "LocalTable", "not_a_pair"]

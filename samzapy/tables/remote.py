@@ -54,7 +54,7 @@ from samzapy.api.store import entry_pairs
 from samzapy.api.tables import RemoteTableDescriptor
 from samzapy.tables.batch import WriteBatcher
 from samzapy.tables.bridge import LoopBridge
-from samzapy.tables.local import not_a_pair
+from samzapy.tables.local import CachedBehind, not_a_pair
 from samzapy.tables.metrics import TableMetrics
 from samzapy.tables.rate_limit import TokenBucket
 
@@ -62,7 +62,7 @@ from samzapy.tables.rate_limit import TokenBucket
 _KEYS_SHOWN = 5
 
 
-class RemoteTable:
+class RemoteTable(CachedBehind):
     """Table ``descriptor.table_id`` over ``read_fn`` and ``write_fn`` (None: read-only), this
     task's copies; ``clock`` (seconds, default ``time.monotonic``) drives the rate limiters
     and the retry policies' delays. See the module docstring."""
@@ -81,6 +81,7 @@ class RemoteTable:
         metrics: TableMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__()  # the caches in front of it (see the module docstring)
         table_id = self.table_id = descriptor.table_id
         if read_fn is None or not callable(getattr(read_fn, "get_async", None)):
             raise ConfigError(
@@ -101,8 +102,6 @@ class RemoteTable:
         self._delete_all = _method(write_fn, "delete_all_async")
         self._bridge = LoopBridge(table_id)
         self.key_identity = KeyIdentity.structural(table_id)
-        #: The caching tables in front of this instance (see the module docstring).
-        self.caches: list[Any] = []
         self._batcher: WriteBatcher | None = None
         if descriptor.batch_size is not None and write_fn is not None:
             self._batcher = WriteBatcher(
@@ -252,11 +251,6 @@ class RemoteTable:
                 await self._send_batch("delete", entries)
         finally:
             self._changed(keys)
-
-    def _changed(self, keys: Iterable[Any]) -> None:
-        """The caches in front of the table drop their entries of ``keys``."""
-        for cache in self.caches:
-            cache.table_wrote(keys)
 
     async def flush_async(self) -> None:
         """Send the writes waiting in a batch and wait until every batch sent has completed
