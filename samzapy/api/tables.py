@@ -299,8 +299,9 @@ class ReadWriteTable(Protocol):
     async def get_async(self, key: Any) -> Any: ...
 
     def get_all(self, keys: Iterable[Any]) -> Mapping[Any, Any]:
-        """A dict of the keys that have a value; a read-only mapping by key identity when
-        the keys cannot all be dict keys of their own (a list key; 1 and True)."""
+        """A dict of the keys that have a value; a ``KeyedValues`` (``samzapy.api.keys``), a
+        read-only mapping by key identity, when the keys cannot all be dict keys of their own
+        (a list key; 1 and True)."""
         ...
 
     async def get_all_async(self, keys: Iterable[Any]) -> Mapping[Any, Any]: ...
