@@ -76,7 +76,9 @@ class KeyValueStore(Protocol[K, V]):
         """The values stored under ``keys``, each key once, as given; a key with no value is
         left out. A dict, unless the keys found cannot all be keys of one dict (a list key,
         or 1 and True under ``json``): then a ``KeyedValues`` (``samzapy.api.keys``), a
-        read-only mapping that finds a key by what the key serde writes of it."""
+        read-only mapping that finds a key by what the key serde writes of it. ``keys`` is
+        any iterable of keys but a str or bytes, which is refused (its characters are not
+        the keys meant): one key is ``[key]``."""
         ...
 
     def put(self, key: K, value: V) -> None:
@@ -95,7 +97,7 @@ class KeyValueStore(Protocol[K, V]):
         ...
 
     def delete_all(self, keys: Iterable[K]) -> None:
-        """Removes the entries of ``keys`` as one batch."""
+        """Removes the entries of ``keys`` (as ``get_all`` takes them) as one batch."""
         ...
 
     def range(self, from_key: K, to_key: K) -> KeyValueIterator:
@@ -130,7 +132,21 @@ def entry_pairs(
         yield key, value
 
 
+def key_list(keys: Iterable[Any], refuse: Callable[[Any], Exception]) -> list[Any]:
+    """The keys of a ``get_all`` or ``delete_all``, a store's or a table's, as a list;
+    ``refuse(keys)`` is raised for keys that are no collection of keys: a str or bytes, whose
+    characters would be taken for keys (``delete_all("ann")`` would delete "a" and "n"), or
+    anything not iterable."""
+    if isinstance(keys, _TEXT):
+        raise refuse(keys)
+    try:
+        iterator = iter(keys)
+    except TypeError:
+        raise refuse(keys) from None
+    return list(iterator)
+
+
 #: Built once (``str | bytes`` written in the check would build a union at every entry).
 _TEXT = (str, bytes)
 
-__all__ = ["KeyValueIterator", "KeyValueStore", "entry_pairs"]
+__all__ = ["KeyValueIterator", "KeyValueStore", "entry_pairs", "key_list"]

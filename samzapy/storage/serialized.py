@@ -33,7 +33,7 @@ from typing import Any, NoReturn, Self, TypeVar
 from samzapy.api.envelope import KV
 from samzapy.api.errors import StoreError
 from samzapy.api.keys import KeyIdentity, found_map
-from samzapy.api.store import KeyValueIterator, KeyValueStore, entry_pairs
+from samzapy.api.store import KeyValueIterator, KeyValueStore, entry_pairs, key_list
 from samzapy.storage.ports import StorageEngine
 from samzapy.system.serde import BytesSerde, IntegerSerde, JsonSerde, LongSerde, Serde, StringSerde
 
@@ -183,7 +183,7 @@ class SerializedKeyValueStore(KeyValueStore[K, V]):
 
     def get_all(self, keys: Iterable[K]) -> Mapping[K, V]:
         self._check_open()
-        keys = list(keys)
+        keys = key_list(keys, self._not_keys("get_all"))
         raw_keys = [self._encode_key(key, "get_all") for key in keys]
         raw_values = self.engine.get_many(raw_keys)
         decode = self._msg_from_bytes
@@ -234,6 +234,15 @@ class SerializedKeyValueStore(KeyValueStore[K, V]):
             f"{self.description}: put_all expects (key, value) entries, got {_describe(entry)}"
         )
 
+    def _not_keys(self, operation: str) -> Callable[[Any], StoreError]:
+        def refuse(keys: Any) -> StoreError:
+            return StoreError(
+                f"{self.description}: {operation} takes keys (a list, a set...), got "
+                f"{_describe(keys)}: give one key as [key]"
+            )
+
+        return refuse
+
     def delete(self, key: K) -> None:
         if key is None:
             self._none_key("delete")
@@ -245,7 +254,8 @@ class SerializedKeyValueStore(KeyValueStore[K, V]):
 
     def delete_all(self, keys: Iterable[K]) -> None:
         batch: list[tuple[bytes, bytes | None]] = [
-            (self._encode_key(key, "delete_all"), None) for key in keys
+            (self._encode_key(key, "delete_all"), None)
+            for key in key_list(keys, self._not_keys("delete_all"))
         ]
         self._check_open()
         if batch:

@@ -44,11 +44,11 @@ from typing import Any
 
 from samzapy.api.envelope import KV
 from samzapy.api.keys import KeyIdentity, by_identity, found_map, unique
-from samzapy.api.store import entry_pairs
+from samzapy.api.store import entry_pairs, key_list
 from samzapy.api.tables import CachingTableDescriptor
 from samzapy.tables.bridge import LoopBridge
 from samzapy.tables.cache import LruCache
-from samzapy.tables.local import not_a_pair
+from samzapy.tables.local import not_a_pair, not_keys
 from samzapy.tables.metrics import TableMetrics
 
 # A read of the table under way: the values it found, by key identity.
@@ -130,6 +130,7 @@ class CachingTable:
     async def get_all_async(self, keys: Iterable[Any]) -> Mapping[Any, Any]:
         if self.sync_anywhere:
             return self.get_all(keys)
+        keys = key_list(keys, not_keys(self.table_id, "get_all"))
         wanted, idents = unique(self.key_identity, keys)
         result, missing = self._lookup_all(wanted, idents)
         waits: dict[_Load, list[Any]] = {}
@@ -252,7 +253,7 @@ class CachingTable:
         if self.sync_anywhere:
             self.delete_all(keys)
             return
-        keys = list(keys)
+        keys = key_list(keys, not_keys(self.table_id, "delete_all"))
         self.metrics.deletes += len(keys)
         try:
             await self.table.delete_all_async(keys)
@@ -314,6 +315,7 @@ class CachingTable:
         return value
 
     def get_all(self, keys: Iterable[Any]) -> Mapping[Any, Any]:
+        keys = key_list(keys, not_keys(self.table_id, "get_all"))
         wanted, idents = unique(self.key_identity, keys)
         if not self.sync_anywhere:
             found: Mapping[Any, Any] = self._bridge.run(
@@ -371,7 +373,7 @@ class CachingTable:
             self._forget(key)
 
     def delete_all(self, keys: Iterable[Any]) -> None:
-        keys = list(keys)
+        keys = key_list(keys, not_keys(self.table_id, "delete_all"))
         if not self.sync_anywhere:
             self._bridge.run("delete_all", lambda: self.delete_all_async(keys))
             return

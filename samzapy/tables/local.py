@@ -29,7 +29,7 @@ from typing import Any
 from samzapy.api.envelope import KV
 from samzapy.api.errors import TableError
 from samzapy.api.keys import KeyIdentity
-from samzapy.api.store import KeyValueStore, entry_pairs
+from samzapy.api.store import KeyValueStore, entry_pairs, key_list
 from samzapy.tables.metrics import TableMetrics
 
 
@@ -40,6 +40,21 @@ def not_a_pair(table_id: str) -> Callable[[Any], TableError]:
     def refuse(entry: Any) -> TableError:
         return TableError(
             f"table {table_id!r}: put_all expects (key, value) entries, got {entry!r}",
+            table_id=table_id,
+        )
+
+    return refuse
+
+
+def not_keys(table_id: str, operation: str) -> Callable[[Any], TableError]:
+    """What ``key_list`` raises for the keys of table ``table_id``'s ``get_all`` or
+    ``delete_all`` (``operation``) that are no collection of keys (a str, say): a
+    TableError naming the table."""
+
+    def refuse(keys: Any) -> TableError:
+        return TableError(
+            f"table {table_id!r}: {operation} takes keys (a list, a set...), got {keys!r:.80}: "
+            "give one key as [key]",
             table_id=table_id,
         )
 
@@ -97,7 +112,7 @@ class LocalTable(CachedBehind):
         return self.store.get(key)
 
     def get_all(self, keys: Iterable[Any]) -> Mapping[Any, Any]:
-        keys = list(keys)
+        keys = key_list(keys, not_keys(self.table_id, "get_all"))
         self.metrics.gets += len(keys)
         return self.store.get_all(keys)  # step 2
 
@@ -153,7 +168,7 @@ class LocalTable(CachedBehind):
                 self._changed((key,))
 
     def delete_all(self, keys: Iterable[Any]) -> None:
-        keys = list(keys)
+        keys = key_list(keys, not_keys(self.table_id, "delete_all"))
         self.metrics.deletes += len(keys)
         try:
             self.store.delete_all(keys)
@@ -185,4 +200,4 @@ class LocalTable(CachedBehind):
         return f"LocalTable({self.table_id!r})"
 
 
-__all__ = ["CachedBehind", "LocalTable", "not_a_pair"]
+__all__ = ["CachedBehind", "LocalTable", "not_a_pair", "not_keys"]

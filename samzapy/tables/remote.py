@@ -50,11 +50,11 @@ from samzapy.api.envelope import KV
 from samzapy.api.errors import ConfigError, TableError
 from samzapy.api.keys import KeyIdentity, by_identity, found_map, unique
 from samzapy.api.retry import TableRetryPolicy
-from samzapy.api.store import entry_pairs
+from samzapy.api.store import entry_pairs, key_list
 from samzapy.api.tables import RemoteTableDescriptor
 from samzapy.tables.batch import WriteBatcher
 from samzapy.tables.bridge import LoopBridge
-from samzapy.tables.local import CachedBehind, not_a_pair
+from samzapy.tables.local import CachedBehind, not_a_pair, not_keys
 from samzapy.tables.metrics import TableMetrics
 from samzapy.tables.rate_limit import TokenBucket
 
@@ -167,7 +167,7 @@ class RemoteTable(CachedBehind):
 
     async def get_all_async(self, keys: Iterable[Any]) -> Mapping[Any, Any]:
         identity = self.key_identity
-        wanted, idents = unique(identity, keys)
+        wanted, idents = unique(identity, key_list(keys, not_keys(self.table_id, "get_all")))
         if not wanted:
             return {}
         self.metrics.gets += len(wanted)
@@ -238,7 +238,7 @@ class RemoteTable(CachedBehind):
             self._changed((key,))
 
     async def delete_all_async(self, keys: Iterable[Any]) -> None:
-        keys = list(keys)
+        keys = key_list(keys, not_keys(self.table_id, "delete_all"))
         if not keys:
             return
         self._writable("delete_all", keys)
@@ -340,7 +340,7 @@ class RemoteTable(CachedBehind):
         return self._blocking("get", lambda: self.get_async(key))
 
     def get_all(self, keys: Iterable[Any]) -> Mapping[Any, Any]:
-        keys = list(keys)
+        keys = key_list(keys, not_keys(self.table_id, "get_all"))
         found: Mapping[Any, Any] = self._blocking("get_all", lambda: self.get_all_async(keys))
         return found
 
@@ -355,7 +355,7 @@ class RemoteTable(CachedBehind):
         self._blocking("delete", lambda: self.delete_async(key))
 
     def delete_all(self, keys: Iterable[Any]) -> None:
-        keys = list(keys)
+        keys = key_list(keys, not_keys(self.table_id, "delete_all"))
         self._blocking("delete_all", lambda: self.delete_all_async(keys))
 
     def flush(self) -> None:

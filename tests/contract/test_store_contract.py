@@ -209,6 +209,19 @@ class TestKeyValueStoreContract:
             store.put_all([b"xy"])  # type: ignore[list-item]
         assert store.get("x") is None
 
+    def test_get_all_and_delete_all_take_keys_and_no_string_is_a_list_of_keys(
+        self, store: SerializedKeyValueStore[Any, Any]
+    ) -> None:
+        # A str is iterable: delete_all("ab") would delete the keys "a" and "b".
+        store.put_all([("a", 1), ("b", 2), ("ab", 3)])
+        for keys in ("ab", b"ab", 5):
+            for call in (store.get_all, store.delete_all):
+                with pytest.raises(StoreError, match=rf"^{WHO}: {call.__name__} takes keys"):
+                    call(keys)  # type: ignore[arg-type]
+        assert dict(store.all()) == {"a": 1, "ab": 3, "b": 2}
+        store.delete_all(key for key in ("a", "b"))  # any iterable of keys
+        assert dict(store.all()) == {"ab": 3}
+
     def test_put_all_writes_nothing_when_an_entry_is_rejected(
         self, store: SerializedKeyValueStore[Any, Any]
     ) -> None:

@@ -237,6 +237,24 @@ async def test_a_key_with_no_identity_is_refused_naming_the_table_and_its_type()
     assert caught.value.table_id == "service"
 
 
+@pytest.mark.parametrize("kind", ["local", "cache over local", "remote", "cache over remote"])
+async def test_get_all_and_delete_all_refuse_a_string_for_keys(kind: str) -> None:
+    # A str is iterable: delete_all("ab") would delete the keys "a" and "b".
+    table: Any = local_table() if kind.endswith("local") else remote_table(JsonService())
+    if kind == "cache over local":
+        table = cached(table)
+    elif kind == "cache over remote":
+        table = CachingTable(CachingTableDescriptor("cached", table.descriptor), table)
+    await table.put_all_async([("a", 1), ("b", 2), ("ab", 3)])
+    for keys in ("ab", b"ab", 5):
+        with pytest.raises(TableError, match=r"table '\w+': get_all takes keys"):
+            await table.get_all_async(keys)
+        with pytest.raises(TableError, match=r"table '\w+': delete_all takes keys"):
+            await table.delete_all_async(keys)
+    found = await table.get_all_async(["a", "b", "ab"])
+    assert dict(found) == {"a": 1, "b": 2, "ab": 3}
+
+
 # -- send_to a remote table ----------------------------------------------------------------------
 
 KAFKA = KafkaSystemDescriptor("kafka")
