@@ -136,10 +136,12 @@ class LocalTable(CachedBehind):
                 self._changed((key,))
 
     def put_all(self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]) -> None:
-        # Runs of values and runs of deletions, in order (step 1 of the module docstring).
+        # Runs of values and runs of deletions, in order (step 1 of the module docstring),
+        # of entries all read first: one that is no pair leaves the table as it was.
+        pairs = list(entry_pairs(entries, not_a_pair(self.table_id)))
         run: list[Any] = []
         deleting = False
-        for key, value in entry_pairs(entries, not_a_pair(self.table_id)):
+        for key, value in pairs:
             if (value is None) != deleting and run:
                 self._apply(run, deleting)
                 run = []

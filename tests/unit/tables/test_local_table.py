@@ -124,3 +124,12 @@ def test_a_string_is_no_entry_even_of_two_characters(entry: Any) -> None:
     with pytest.raises(TableError, match="put_all expects"):
         table.put_all([entry])
     assert store.get("a") is None
+
+
+def test_put_all_writes_nothing_when_an_entry_is_no_pair() -> None:
+    # As a remote or caching table's put_all, and a store's: the entries are read first.
+    table, store = make()
+    store.put("b", 0)
+    with pytest.raises(TableError, match="put_all expects"):
+        table.put_all([("a", 1), ("b", None), "xy"])
+    assert (store.get("a"), store.get("b")) == (None, 0)
