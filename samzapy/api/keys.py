@@ -1,6 +1,7 @@
 """KeyIdentity: what makes two keys the same key for a cache, a remote table and the writes in
 flight of ``send_to(table)``, which keep keys in Python dicts where a store compares bytes.
-It is part of the API because users get a ``KeyedValues`` back from ``get_all``.
+It is part of the API because users get a ``KeyedValues`` back from ``get_all``, a table's
+or a store's (``SerializedKeyValueStore``, whose keys are told apart by rule 2).
 
 A dict alone would get keys wrong: ``1``, ``True`` and ``1.0`` are one dict key, and a list
 or a dict (a JSON composite key) is no dict key at all. So each key gets an identity, a
@@ -8,11 +9,11 @@ hashable value that those dicts hold instead:
 
 1. A key of one of the table's ``fast`` types (exact ``str``, ``bytes``, ``int``, as the
    table allows) is its own identity: no work on the common path.
-2. A local table's key (``for_serde``): the identity of its serialized bytes, as the store
-   compares them; when those bytes read back as a key of rule 1 that writes the same bytes,
-   that key (a ``StrEnum`` member under ``json`` is its str, ``True`` under ``integer`` is
-   1, ``(a, b)`` and ``[a, b]`` under ``json`` are one key). A key its serde cannot write
-   falls back to rule 3 (the store refuses it when it gets there).
+2. A local table's or a store's key (``for_serde``): the identity of its serialized bytes,
+   as the store compares them; when those bytes read back as a key of rule 1 that writes the
+   same bytes, that key (a ``StrEnum`` member under ``json`` is its str, ``True`` under
+   ``integer`` is 1, ``(a, b)`` and ``[a, b]`` under ``json`` are one key). A key its serde
+   cannot write falls back to rule 3 (the store refuses it when it gets there).
 3. A remote table's key (``structural``; no serde: its functions get the key itself): the
    key's type with its value, recursively for lists, tuples, sets and dicts (a dict's items
    in their order, as ``json`` writes them). ``1``, ``True`` and ``1.0`` are three keys; a
