@@ -52,8 +52,7 @@ OLDEST = "oldest"
 UPCOMING = "upcoming"
 TIME = "time"
 FILE = "file"
-#: ``--to -``: the lines come from standard input.
-STDIN = "-"
+STDIN = "-"  # ``--to -``: the lines come from standard input
 #: The owner epoch of the checkpoint ``set`` writes for a task that had none (see above).
 FIRST_EPOCH = 2
 _INTEGER = re.compile(r"-?[0-9]+")
@@ -124,19 +123,20 @@ def parse_target(text: str, *, is_file: bool) -> Target:
     if text == STDIN or is_file:
         return Target(FILE, path=text)
     try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        moment = None
+        moment: datetime | None = datetime.fromisoformat(text)
+    except ValueError as exc:  # a date, not a valid one, when it starts as one: say why
+        moment, invalid = None, f"{text!r} is no valid ISO 8601 time ({exc})"
     if moment is not None and moment.tzinfo is not None:
         return Target(TIME, timestamp_ms=(moment - _EPOCH) // timedelta(milliseconds=1))
     if moment is not None:
         why = f"the time {text!r} has no time zone: add Z (UTC) or an offset such as +02:00"
+    elif re.match(r"[0-9]{4}-[0-9]", text):
+        why = f"{invalid}: write a time as 2024-05-01T12:00:00Z or with an offset (+02:00)"
     else:
         why = (
-            "expected oldest, upcoming, an ISO 8601 time with a time zone "
-            "(2024-05-01T12:00:00Z) or a file of JSON lines as `samzapy checkpoint show` "
-            f"prints them (- for standard input), got {text!r}, which is none of these (no "
-            "file has that name)"
+            "expected oldest, upcoming, an ISO 8601 time with a time zone (2024-05-01T12:00:00Z)"
+            " or a file of JSON lines as `samzapy checkpoint show` prints them (- for standard "
+            f"input), got {text!r}, which is none of these (no file has that name)"
         )
     raise PlanError([f"--to: {why}"])
 

@@ -138,6 +138,9 @@ def run(args: argparse.Namespace, load: Callable[..., Any]) -> int:
 
 
 def _target(text: str) -> Target:
+    if text not in (OLDEST, "upcoming") and os.path.isdir(text):
+        lines = "a file of JSON lines as `samzapy checkpoint show` prints them"
+        raise PlanError([f"--to: {text!r} is a directory: give {lines}, or a time"])
     return parse_target(text, is_file=text not in (OLDEST, "upcoming") and os.path.isfile(text))
 
 

@@ -142,3 +142,13 @@ def test_a_checkpoint_dir_that_is_a_file_is_exit_1_naming_it(
         f"samzapy checkpoint {command[0]}: checkpoint directory {tmp_path / 'checkpoints'} is "
         "not a directory: move it away or set task.checkpoint.dir to a directory\n"
     )
+
+
+def test_set_to_a_directory_says_it_is_one_and_writes_nothing(tmp_path: Path) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 0}]})
+    job = job_yaml(tmp_path, "Copy")
+    (tmp_path / "moves").mkdir()
+    refused = samzapy("checkpoint", "set", str(job), "--to", "moves", cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    assert "--to: 'moves' is a directory: give a file of JSON lines" in refused.stderr
+    assert read_checkpoint(tmp_path) is None

@@ -99,6 +99,11 @@ def test_to_is_a_keyword_a_file_or_a_time_with_a_zone() -> None:
     # A file name mistyped, or a file not there: which the message says.
     with pytest.raises(PlanError, match=r"got 'moved\.jsonl', which is none of these \(no file "):
         parse_target("moved.jsonl", is_file=False)
+    # A time mistyped: why it is no time, not that no file has that name.
+    with pytest.raises(
+        PlanError, match=r"'2024-13-01T00:00:00Z' is no valid ISO 8601 time \(.*month"
+    ):
+        parse_target("2024-13-01T00:00:00Z", is_file=False)
 
 
 def test_a_partition_starting_at_n_is_checkpointed_as_n_minus_one() -> None:
