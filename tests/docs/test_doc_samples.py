@@ -4,14 +4,18 @@ by the marker the walk skips it by, so a block that changes or goes away fails h
 
 from __future__ import annotations
 
+import argparse
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
-from test_documents import ROOT, Block, _repository_files, blocks
+from test_documents import DOCUMENTS, ROOT, SHELL, Block, _repository_files, blocks
 
 from samzapy import InitableTask, StreamTask
+from samzapy.cli.main import _parser, main
 from samzapy.cli.problems import check_job
 from samzapy.testing import TestRunner
 
@@ -82,3 +86,91 @@ def test_the_readme_layout_lists_the_repositorys_folders() -> None:
     assert on_top == {p[0] for p in tracked if len(p) > 1 and not p[0].startswith(".")}
     under_tests = {p[1] for p in tracked if len(p) > 2 and p[0] == "tests"}
     assert set(tests[len("tests/{") : -1].split(",")) == under_tests
+
+
+def test_the_plan_lines_of_api_md_are_what_samzapy_plan_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """api.md, "Windows": the lines shown are those `samzapy plan window-app.yaml` prints for
+    the two files the section saves."""
+    shown = _not_run("docs/api.md", "the lines samzapy plan printed above")
+    saved = [b for b in blocks("docs/api.md") if b.file in ("window_app.py", "window-app.yaml")]
+    assert len(saved) == 2
+    for block in saved:
+        assert block.file is not None
+        (tmp_path / block.file).write_text(block.text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "window_app", raising=False)
+    assert main(["plan", "window-app.yaml"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    lines = shown.text.splitlines()
+    start = printed.index(lines[0])
+    assert printed[start : start + len(lines)] == lines
+
+
+# -- the commands the documents name ------------------------------------------------------------
+
+_SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+_FENCED = re.compile(r"^```.*?^```", re.M | re.S)
+#: Where a command line ends: a pipe, a redirection, a list, a comment.
+_END = re.compile(r"^(\||>|<|;|&&|\|\||#.*)$")
+
+
+def _samzapy_commands() -> list[tuple[str, list[str]]]:
+    """Every `samzapy ...` command line of the documents, with where it is (`doc:line`):
+    in the code spans of the prose and in the shell blocks, run or not."""
+    found: list[tuple[str, list[str]]] = []
+    for document in DOCUMENTS:
+        text = (ROOT / document).read_text(encoding="utf-8")
+        prose = _FENCED.sub(lambda m: "\n" * m[0].count("\n"), text)  # keeps line numbers
+        lines = [(text.count("\n", 0, m.start()) + 1, m[1]) for m in _SPAN.finditer(prose)]
+        for block in blocks(document):
+            if block.language in SHELL:
+                lines += [(block.line + n + 1, x) for n, x in enumerate(block.text.splitlines())]
+        for number, line in lines:
+            for match in re.finditer(r"(?:^|[\s($])samzapy +(\S.*)", line):
+                words: list[str] = []
+                for word in match[1].split():
+                    if _END.match(word):
+                        break
+                    words.append(word.strip("[]"))
+                if re.fullmatch(r"[a-z]+", words[0]):  # not `samzapy .` nor prose
+                    found.append((f"{document}:{number}", words))
+    return found
+
+
+COMMANDS = _samzapy_commands()
+
+
+def _subcommand(words: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
+    """The parser of the (sub)command ``words`` starts with, and the words after its name."""
+    parser = _parser()
+    while True:
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not actions:
+            return parser, words
+        name = words[0] if words else None
+        assert name in actions[0].choices, f"no command {name!r}: {sorted(actions[0].choices)}"
+        parser, words = actions[0].choices[name], words[1:]
+
+
+def test_the_documents_name_commands() -> None:
+    assert {words[0] for _, words in COMMANDS} == {"run", "validate", "plan", "tail", "checkpoint"}
+
+
+@pytest.mark.parametrize(("where", "words"), COMMANDS, ids=[w for w, _ in COMMANDS])
+def test_every_command_and_flag_the_documents_name_exists(where: str, words: list[str]) -> None:
+    """`samzapy --help` and each command's help: every command, flag and choice named in the
+    documents (`--log-format json|console` names two choices) is one of samzapy's."""
+    parser, rest = _subcommand(words)
+    options = {o: a for a in parser._actions for o in a.option_strings}
+    for index, word in enumerate(rest):
+        if not word.startswith("--"):
+            continue
+        flag = word.split("=", 1)[0]
+        assert flag in options, f"{where}: samzapy {' '.join(words)}: no {flag}"
+        choices = options[flag].choices
+        given = word.split("=", 1)[1] if "=" in word else (rest[index + 1 :] or [""])[0]
+        if choices is not None and given.islower():
+            assert set(given.split("|")) <= set(choices), f"{where}: {flag} {given}"
