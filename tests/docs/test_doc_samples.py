@@ -17,6 +17,7 @@ from test_documents import DOCUMENTS, ROOT, SHELL, Block, _repository_files, blo
 from samzapy import InitableTask, StreamTask
 from samzapy.cli.main import _parser, main
 from samzapy.cli.problems import check_job
+from samzapy.config.schema import KNOWN_KEYS, NAMESPACES, lookup
 from samzapy.testing import TestRunner
 
 
@@ -174,3 +175,47 @@ def test_every_command_and_flag_the_documents_name_exists(where: str, words: lis
         given = word.split("=", 1)[1] if "=" in word else (rest[index + 1 :] or [""])[0]
         if choices is not None and given.islower():
             assert set(given.split("|")) <= set(choices), f"{where}: {flag} {given}"
+
+
+# -- the keys the documents name ----------------------------------------------------------------
+
+#: Keys the documents name as keys samzapy refuses, or as a typo.
+NOT_KEYS = {
+    "task.comit.ms",
+    "streams.<id>.samza.priority",
+    "systems.<name>.default.stream.samza.priority",
+    "systems.<name>.default.stream.samza.bootstrap",
+    "systems.<name>.default.stream.samza.key.serde",
+}
+_KEY = re.compile(rf"(?<![\w.<>/-])((?:{'|'.join(sorted(NAMESPACES))})\.[\w.<>*-]*[\w>*])")
+
+
+def _named_keys() -> list[tuple[str, str]]:
+    found = []
+    for document in DOCUMENTS:
+        text = (ROOT / document).read_text(encoding="utf-8")
+        for span in _SPAN.finditer(text):
+            for match in _KEY.finditer(span[1]):
+                key, after = match[1], span[1][match.end() :]
+                if key.endswith((".yaml", ".py")):  # a file: job.yaml, container/systems.py
+                    continue
+                if re.match(r" [\w<]", after):  # a name with spaces: `task.Partition 0`
+                    continue
+                found.append((f"{document}:{text.count(chr(10), 0, span.start()) + 1}", key))
+    return found
+
+
+def _is_known(key: str) -> bool:
+    """A key of the schema, or the start of some (`systems.<name>.`, `stores.<op_id>.*`,
+    `stores.<table_id>.<key>`)."""
+    concrete = re.sub(r"<[^>]+>", "x", re.sub(r"\.<[^>]+>$", ".*", key)).removesuffix(".*")
+    patterns = [re.sub(r"<[^>]+>", "x", spec.pattern) for spec in KNOWN_KEYS]
+    return bool(lookup(concrete)) or any(p.startswith(concrete + ".") for p in patterns)
+
+
+def test_every_key_the_documents_name_is_in_the_schema() -> None:
+    named = _named_keys()
+    assert len(named) > 300
+    unknown = [f"{where}: {key}" for where, key in named if key not in NOT_KEYS]
+    assert [u for u in unknown if not _is_known(u.split(": ", 1)[1])] == []
+    assert not any(_is_known(key) for key in NOT_KEYS)
