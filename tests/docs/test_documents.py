@@ -489,6 +489,35 @@ def test_readme_from_top_to_bottom(sandbox: Sandbox) -> None:
     sandbox.kafka_started = False
 
 
+# -- what deploy.md's steps must have done -----------------------------------------------------
+
+
+def check_quickstart_read_everything(sandbox: Sandbox, output: str) -> None:
+    """deploy.md runs the quick start twice: it counts the 6000 page views, then, after
+    `checkpoint set --to oldest`, reads them all again."""
+    (finished,) = [e for e in events(output) if e["event"] == "job_finished"]
+    assert finished["processed"] == 6000
+
+
+def check_task_0_moved(sandbox: Sandbox, output: str) -> None:
+    """The edited line moves task 0 only, to resume at offset 1000, as its comment says."""
+    moved = [line.split() for line in output.splitlines() if "->" in line]
+    assert moved == [["Partition", "0", "input.page-views#0", *moved[0][3:]]], output
+    assert moved[0][-5:] == ["999", "(resumes", "at", "offset", "1000)"], output
+
+
+DOCUMENT_CHECKS: dict[str, dict[str, Callable[[Sandbox, str], None]]] = {
+    "docs/deploy.md": {
+        "samzapy run configs/quickstart.yaml": check_quickstart_read_everything,
+        "samzapy checkpoint set configs/quickstart.yaml --to moved.jsonl": check_task_0_moved,
+    },
+}
+
+
 @pytest.mark.parametrize("document", [d for d in DOCUMENTS if d != "README.md"])
 def test_document_as_written(sandbox: Sandbox, document: str) -> None:
-    Walk(sandbox).run(document)
+    walk = Walk(sandbox)
+    checks = DOCUMENT_CHECKS.get(document, {})
+    walk.checks.update(checks)
+    walk.run(document)
+    assert set(checks) <= set(walk.ran), "a checked command is no longer in the document"
