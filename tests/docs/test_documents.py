@@ -109,6 +109,14 @@ def test_the_readme_opens_with_the_run_and_test_commands_ci_uses() -> None:
     assert second.text.strip() in ci
 
 
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_every_fence_opens_or_closes_a_block(document: str) -> None:
+    """A fence the reading above misses (indented, as in a list item, or written with
+    tildes) would be a block that Markdown shows and nothing runs."""
+    fences = re.findall(r"^ {0,3}(?:```|~~~)", (ROOT / document).read_text(), re.M)
+    assert len(fences) == 2 * len(blocks(document)), f"{document}: a fence is not at a line's start"
+
+
 @pytest.mark.parametrize("block", ALL_BLOCKS, ids=str)
 def test_every_block_is_run_or_says_why_not(block: Block) -> None:
     if block.not_run is not None:
