@@ -219,3 +219,39 @@ def test_every_key_the_documents_name_is_in_the_schema() -> None:
     unknown = [f"{where}: {key}" for where, key in named if key not in NOT_KEYS]
     assert [u for u in unknown if not _is_known(u.split(": ", 1)[1])] == []
     assert not any(_is_known(key) for key in NOT_KEYS)
+
+
+# -- the log events the documents filter on ------------------------------------------------------
+
+
+def _logged_names() -> tuple[set[str], set[str]]:
+    """The event names samzapy logs (string literals), and the fields it logs them with
+    (keyword arguments and string keys): an over-approximation, enough to catch a rename."""
+    literals: set[str] = set()
+    keywords: set[str] = set()
+    for path in (ROOT / "samzapy").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        literals |= set(re.findall(r"\"([a-z][a-z_]*)\"", text))
+        keywords |= set(re.findall(r"\b([a-z][a-z_]*)=", text))
+    return literals, keywords | literals
+
+
+def test_the_jq_filters_of_deploy_md_name_events_and_fields_samzapy_logs() -> None:
+    """deploy.md, "Reading the JSON logs with jq": every event a filter selects is one that
+    samzapy logs, and every field it picks is one that some event carries."""
+    block = _not_run("docs/deploy.md", "filters for jq")
+    events, fields = _logged_names()
+    selected = re.findall(r"\.event == \"(\w+)\"", block.text)
+    selected += [
+        n for group in re.findall(r"IN\(([^)]*)\)", block.text) for n in re.findall(r"\w+", group)
+    ]
+    prefixes = re.findall(r"startswith\(\"(\w+)\"\)", block.text)
+    assert len(selected) > 8 and len(prefixes) >= 3
+    assert sorted(set(selected) - events) == []
+    assert [p for p in prefixes if not any(e.startswith(p) for e in events)] == []
+    picked = {
+        f for group in re.findall(r"\{([^}]*)\}", block.text) for f in re.findall(r"\w+", group)
+    }
+    picked |= set(re.findall(r"\.([a-z_]+)", block.text)) - {"event", "value"}
+    assert len(picked) > 20
+    assert sorted(picked - fields) == []
