@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,7 @@ def _samzapy_commands() -> list[tuple[str, list[str]]]:
                     if _END.match(word):
                         break
                     words.append(word.strip("[]"))
-                if re.fullmatch(r"[a-z]+", words[0]):  # not `samzapy .` nor prose
+                if re.fullmatch(r"[a-z]+|--[a-z]+", words[0]):  # not `samzapy .` nor prose
                     found.append((f"{document}:{number}", words))
     return found
 
@@ -152,12 +153,46 @@ def _subcommand(words: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
         if not actions:
             return parser, words
         name = words[0] if words else None
+        if name is not None and name.startswith("-"):  # `samzapy --version`
+            return parser, words
         assert name in actions[0].choices, f"no command {name!r}: {sorted(actions[0].choices)}"
         parser, words = actions[0].choices[name], words[1:]
 
 
 def test_the_documents_name_commands() -> None:
-    assert {words[0] for _, words in COMMANDS} == {"run", "validate", "plan", "tail", "checkpoint"}
+    first = {words[0] for _, words in COMMANDS}
+    assert first == {"run", "validate", "plan", "tail", "checkpoint", "--version"}
+
+
+def _options() -> Iterator[tuple[tuple[str, ...], str]]:
+    """Every option of samzapy's parsers, by the (sub)command it belongs to (``()``: the
+    top level), help aside."""
+    pending: list[tuple[tuple[str, ...], argparse.ArgumentParser]] = [((), _parser())]
+    while pending:
+        path, parser = pending.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                pending += [((*path, name), sub) for name, sub in action.choices.items()]
+            elif action.option_strings and "--help" not in action.option_strings:
+                yield path, max(action.option_strings, key=len)
+
+
+def test_every_command_and_flag_of_samzapy_is_in_the_documents() -> None:
+    """The other way round: each option of each command is named in a documented command
+    line of that command; `--set`, which every command reading a job file takes, is named
+    once for all of them, in configuration.md's section about it."""
+    named: set[tuple[tuple[str, ...], str]] = set()
+    for _, words in COMMANDS:
+        rest = _subcommand(words)[1]
+        path = tuple(words[: len(words) - len(rest)])
+        named |= {(path, word.split("=", 1)[0]) for word in rest if word.startswith("--")}
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    (where,) = re.findall(r"^`--set KEY=VALUE` \(repeatable, on every command [^)]*\)", text, re.M)
+    named |= {(tuple(c.split()), "--set") for c in re.findall(r"`([a-z ]+)`", where)}
+    missing = [
+        " ".join((*path, option)) for path, option in _options() if (path, option) not in named
+    ]
+    assert missing == []
 
 
 @pytest.mark.parametrize(("where", "words"), COMMANDS, ids=[w for w, _ in COMMANDS])
