@@ -5,6 +5,8 @@ by the marker the walk skips it by, so a block that changes or goes away fails h
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import re
 import sys
 from collections.abc import Iterator
@@ -16,6 +18,13 @@ import yaml
 from test_documents import DOCUMENTS, ROOT, SHELL, Block, _repository_files, blocks
 
 from samzapy import InitableTask, StreamTask
+from samzapy.cli.library_logs import (
+    LIBRARY_LOG_INTERVAL_S,
+    TRANSIENT_TEMPLATE,
+    Suppressed,
+    library_fields,
+    suppressed_fields,
+)
 from samzapy.cli.main import _parser, main
 from samzapy.cli.problems import check_job
 from samzapy.config.schema import KNOWN_KEYS, NAMESPACES, lookup
@@ -290,3 +299,21 @@ def test_the_jq_filters_of_deploy_md_name_events_and_fields_samzapy_logs() -> No
     picked |= set(re.findall(r"\.([a-z_]+)", block.text)) - {"event", "value"}
     assert len(picked) > 20
     assert sorted(picked - fields) == []
+
+
+def test_the_library_log_lines_of_deploy_md_are_what_samzapy_writes() -> None:
+    """deploy.md, "Libraries' log lines": the sample's two events, for aiokafka's heartbeat
+    error on a healthy job and a minute of its transient connection errors left out, are
+    what samzapy makes of them (beside the timestamp, job and container every event has)."""
+    block = _not_run("docs/deploy.md", "sample output of a job whose broker went away")
+    shown = [json.loads(line) for line in block.text.splitlines()]
+    context = {"timestamp", "job", "container"}
+    assert all(context <= set(line) for line in shown)
+    logged, suppressed = ({k: v for k, v in line.items() if k not in context} for line in shown)
+    record = logging.LogRecord(
+        logged["logger"], logging.ERROR, "group_coordinator.py", 1, logged["message"], None, None
+    )
+    assert logged == library_fields(record, failing=False)
+    left_out = Suppressed("aiokafka", TRANSIENT_TEMPLATE, suppressed["suppressed"], logging.ERROR)
+    window = LIBRARY_LOG_INTERVAL_S
+    assert suppressed == suppressed_fields(left_out, failing=False, window_s=window)
