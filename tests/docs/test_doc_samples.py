@@ -1,6 +1,10 @@
-"""The blocks of the documents that the walk (test_documents.py) does not run, checked here:
-what a command prints, a method shown alone, a listing of the repository. Each block is found
-by the marker the walk skips it by, so a block that changes or goes away fails here."""
+"""What the walk (test_documents.py) cannot run in README.md and docs/*.md, checked here.
+
+- Blocks marked ``<!-- not run: ... -->`` whose content the code can check: what a command
+  prints, a method shown alone, a listing of the repository, log samples and jq filters. Each
+  is found by its marker, so a block that changes or goes away fails here.
+- Every ``samzapy`` command line of the documents (synopses, prose) against the parser, both
+  ways, and every configuration key they name against the schema."""
 
 from __future__ import annotations
 
@@ -245,7 +249,8 @@ def _named_keys() -> list[tuple[str, str]]:
                     continue
                 if re.match(r" [\w<]", after):  # a name with spaces: `task.Partition 0`
                     continue
-                found.append((f"{document}:{text.count(chr(10), 0, span.start()) + 1}", key))
+                line = text.count("\n", 0, span.start()) + 1
+                found.append((f"{document}:{line}", key))
     return found
 
 
@@ -310,10 +315,12 @@ def test_the_library_log_lines_of_deploy_md_are_what_samzapy_writes() -> None:
     context = {"timestamp", "job", "container"}
     assert all(context <= set(line) for line in shown)
     logged, suppressed = ({k: v for k, v in line.items() if k not in context} for line in shown)
+    level = logging.getLevelNamesMapping()[logged["library_level"].upper()]
     record = logging.LogRecord(
-        logged["logger"], logging.ERROR, "group_coordinator.py", 1, logged["message"], None, None
+        logged["logger"], level, "group_coordinator.py", 1, logged["message"], None, None
     )
     assert logged == library_fields(record, failing=False)
-    left_out = Suppressed("aiokafka", TRANSIENT_TEMPLATE, suppressed["suppressed"], logging.ERROR)
+    level = logging.getLevelNamesMapping()[suppressed["library_level"].upper()]
+    left_out = Suppressed("aiokafka", TRANSIENT_TEMPLATE, suppressed["suppressed"], level)
     window = LIBRARY_LOG_INTERVAL_S
     assert suppressed == suppressed_fields(left_out, failing=False, window_s=window)
