@@ -21,7 +21,7 @@ import pytest
 import yaml
 from test_documents import DOCUMENTS, ROOT, SHELL, Block, _repository_files, blocks
 
-from samzapy import InitableTask, StreamTask
+from samzapy import IncomingMessageEnvelope, InitableTask, StreamTask, SystemStreamPartition
 from samzapy.cli.library_logs import (
     LIBRARY_LOG_INTERVAL_S,
     TRANSIENT_TEMPLATE,
@@ -31,7 +31,17 @@ from samzapy.cli.library_logs import (
 )
 from samzapy.cli.main import _parser, main
 from samzapy.cli.problems import check_job
+from samzapy.cli.record_lines import describe
 from samzapy.config.schema import KNOWN_KEYS, NAMESPACES, lookup
+from samzapy.container.consumers import InputSerdes
+from samzapy.control.wire import (
+    EndOfStreamMessage,
+    WatermarkMessage,
+    encode_control,
+    frame_with_origin,
+    origin_prefix,
+)
+from samzapy.system.serde import JsonSerde, StringSerde
 from samzapy.testing import TestRunner
 
 
@@ -324,3 +334,37 @@ def test_the_library_log_lines_of_deploy_md_are_what_samzapy_writes() -> None:
     left_out = Suppressed("aiokafka", TRANSIENT_TEMPLATE, suppressed["suppressed"], level)
     window = LIBRARY_LOG_INTERVAL_S
     assert suppressed == suppressed_fields(left_out, failing=False, window_s=window)
+
+
+def test_the_tail_lines_of_deploy_md_are_what_samzapy_tail_prints() -> None:
+    """deploy.md, "Looking at a stream": each line of the intermediate stream's sample (a
+    message with its origin, one that does not decode, a watermark, an end-of-stream) is the
+    line samzapy tail prints for the record it describes, as the pipeline's job reads it
+    (string keys, JSON messages, framed)."""
+    block = _not_run("docs/deploy.md", "sample output of the pipeline's intermediate stream")
+    command, *texts = block.text.splitlines()
+    assert command.startswith("$ samzapy tail ")
+    serdes = InputSerdes(key=StringSerde(), msg=JsonSerde(), framed=True)
+    for text in texts:
+        shown = json.loads(text)
+        system, stream = shown["stream"].split(".", 1)
+        ssp = SystemStreamPartition(system, stream, shown["partition"])
+        if "control" in shown:
+            control: EndOfStreamMessage | WatermarkMessage = EndOfStreamMessage(
+                shown["task"], shown["task_count"]
+            )
+            if shown["control"] == "watermark":
+                control = WatermarkMessage(shown["task"], shown["task_count"], shown["watermark"])
+            key, record = None, encode_control(control)
+        elif "error" in shown:
+            key, record = shown["key"].encode(), bytes.fromhex(shown["hex"])
+        else:
+            origin = shown["origin"]
+            prefix = origin_prefix(bytes.fromhex(origin["source"]), origin["epoch"])
+            body = JsonSerde().to_bytes(shown["value"])
+            key = shown["key"].encode()
+            record = frame_with_origin(prefix, origin["offset"], origin["ordinal"], body)
+        envelope = IncomingMessageEnvelope(
+            ssp, str(shown["offset"]), key, record, timestamp=shown["timestamp"]
+        )
+        assert describe(envelope, serdes) == shown
