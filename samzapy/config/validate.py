@@ -24,6 +24,7 @@ from samzapy.config.changelogs import changelog_problems
 from samzapy.config.checkpoints import checkpoint_system
 from samzapy.config.drops import dead_letter_problems
 from samzapy.config.guarantee import exactly_once_problems
+from samzapy.config.kafka_names import kafka_name_problems
 from samzapy.config.loader import Config, Problem, config_error
 from samzapy.config.reporters import reporter_problems
 from samzapy.config.schema import (
@@ -362,6 +363,7 @@ class _Checker:
         input_key_problems(self.values, self.streams, inputs, self.problem)
         exactly_once_problems(self.values, self.factories, self.streams, self.problem)
         dead_letter_problems(self.values, self.factories, self.problem, inputs, self.streams)
+        kafka_name_problems(self.values, self.factories, self.streams, self.problem)
         known = {*BUILTIN_SERDES, *self.serializers}
         for key in self.serde_keys:
             name = self.values[key]
