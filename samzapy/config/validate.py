@@ -27,6 +27,7 @@ from samzapy.config.guarantee import exactly_once_problems
 from samzapy.config.kafka_names import kafka_name_problems
 from samzapy.config.loader import Config, Problem, config_error
 from samzapy.config.reporters import reporter_problems
+from samzapy.config.samza_classes import is_samza_class, samza_class_problems
 from samzapy.config.schema import (
     BUILTIN_SERDES,
     KEYLESS_FACTORIES,
@@ -273,12 +274,11 @@ class _Checker:
                     class_key,
                     f"{class_key} must be 'module:Class' or 'dotted.path.Class', got {path!r}",
                 )
+        samza_class_problems(self.values, self.systems, self.problem)  # Samza's class names
         for system in self.systems:
             key = f"systems.{system}.samza.factory"
             value = self.values.get(key)
-            if value in SAMZA_SYSTEM_FACTORIES:  # Samza's class name: its short name
-                self.values[key] = SAMZA_SYSTEM_FACTORIES[value]
-            elif value is not None and self.factories[system] is None:
+            if value is not None and self.factories[system] is None and not is_samza_class(value):
                 self.problem(
                     key,
                     f"{key} must be {', '.join(SYSTEM_FACTORIES)} or a 'module:Class' path, "

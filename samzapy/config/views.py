@@ -16,6 +16,7 @@ from typing import Any
 from samzapy.api.system import SystemStream
 from samzapy.config.guarantee import transaction_timeout_ms
 from samzapy.config.loader import Config
+from samzapy.config.samza_classes import SAMZA_STORE_FACTORIES
 from samzapy.config.validate import check, parse_broadcast, parse_system_stream
 
 
@@ -283,6 +284,9 @@ def _stores(config: Config) -> dict[str, StoreConfig]:
     stores = {}
     for name in names:
         options = config.subset(f"stores.{name}")
+        samza = SAMZA_STORE_FACTORIES.get(str(options.get("factory")).strip())
+        if samza is not None:  # Samza's class name of the engine: samzapy's same one
+            options = Config({**options, "factory": samza}, source=config.source)
         changelog = options.get("changelog")
         parsed = None
         if changelog:
