@@ -9,6 +9,7 @@ anything under it is accepted as given. A key with a ``factory`` is valid only f
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from collections.abc import Mapping
@@ -61,7 +62,7 @@ class ConfigKey:
         """What a valid value looks like, for messages: ``an integer >= 1``."""
         if self.kind is Kind.INT:
             if self.replicas:
-                return "-1 (the broker's default) or a replica count >= 1"
+                return f"-1 (the broker's default) or a replica count from 1 to {self.maximum}"
             if self.maximum is not None:
                 return f"an integer from {self.minimum} to {self.maximum}"
             return "an integer" if self.minimum is None else f"an integer >= {self.minimum}"
@@ -187,9 +188,20 @@ _NAME = (
 )
 
 
+#: The largest values of Kafka's int16 (a replication factor) and int32 fields (a partition
+#: count, a timeout the broker is sent): a larger one fails in the client's request encoding.
+INT16_MAX, INT32_MAX = 2**15 - 1, 2**31 - 1
+
+
 def _replicas(pattern: str, default: int | None, doc: str, factory: str | None = None) -> ConfigKey:
-    """A replication factor: -1 (the default) or a replica count >= 1, never 0."""
-    return ConfigKey(pattern, _I, default, doc, minimum=-1, replicas=True, factory=factory)
+    """A replication factor: -1 (the default) or a replica count from 1 to 32767, never 0."""
+    spec = ConfigKey(pattern, _I, default, doc, minimum=-1, maximum=INT16_MAX, replicas=True)
+    return dataclasses.replace(spec, factory=factory)
+
+
+def _int32(pattern: str, default: int | None, doc: str, minimum: int) -> ConfigKey:
+    """An int key Kafka is sent as an int32: at most 2147483647."""
+    return ConfigKey(pattern, _I, default, doc, minimum=minimum, maximum=INT32_MAX)
 
 
 KNOWN_KEYS: tuple[ConfigKey, ...] = (
@@ -216,9 +228,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
         choices=("kafka-group", "static"),
     ),
     ConfigKey("job.container.count", _I, 1, "Containers of a static job.", minimum=1),
-    ConfigKey(
-        "job.coordinator.session.timeout.ms", _I, 10000, "Group session timeout.", minimum=1000
-    ),
+    _int32("job.coordinator.session.timeout.ms", 10000, "Group session timeout.", 1000),
     ConfigKey(
         "job.coordinator.monitor-partition-change.frequency.ms",
         _I,
@@ -236,13 +246,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("job.logged.store.base.dir", _S, "./state", "Where local stores live."),
     ConfigKey("job.redacted.keys", _L, (), "Further secret keys (globs), never shown."),
     ConfigKey("job.default.system", _S, None, "Where an app's intermediate streams live."),
-    ConfigKey(
-        "job.intermediate.stream.partitions",
-        _I,
-        None,
-        "Partitions of an app's intermediate streams.",
-        minimum=1,
-    ),
+    _int32("job.intermediate.stream.partitions", None, "Partitions of intermediate streams.", 1),
     # task
     ConfigKey("task.class", _S, None, "The task: 'module:Class' or 'dotted.Class'."),
     ConfigKey("task.inputs", _L, None, "Input streams, 'system.stream'.", required=True),
@@ -273,13 +277,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
         "What a restart may repeat.",
         choices=("at-least-once", "exactly-once"),
     ),
-    ConfigKey(
-        "task.transaction.timeout.ms",
-        _I,
-        -1,
-        "Exactly-once: transaction timeout; -1 derives it.",
-        minimum=-1,
-    ),
+    _int32("task.transaction.timeout.ms", -1, "Exactly-once: transaction timeout; -1 derives.", -1),
     ConfigKey(
         "task.transactional.state.checkpoint.enabled", _B, True, "RocksDB snapshot per commit."
     ),
@@ -354,7 +352,7 @@ KNOWN_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("streams.<id>.samza.reset.offset", _B, False, "Ignore checkpoints."),
     ConfigKey("streams.<id>.samza.bootstrap", _B, False, "Read to its head before other inputs."),
-    ConfigKey("streams.<id>.partitions", _I, None, "Partitions on creation.", minimum=1),
+    _int32("streams.<id>.partitions", None, "Partitions on creation.", 1),
     _replicas("streams.<id>.replication.factor", None, "Replicas on creation."),
     ConfigKey("streams.<id>.samza.intermediate", _B, False, "Written and read by the job."),
     ConfigKey("streams.<id>.samza.framed", _B, False, "Carries control messages."),
@@ -429,6 +427,8 @@ def keys_in(namespace: str) -> tuple[ConfigKey, ...]:
 
 __all__ = [
     "BUILTIN_SERDES",
+    "INT16_MAX",
+    "INT32_MAX",
     "KAFKA_SASL_MECHANISMS",
     "KEYLESS_FACTORIES",
     "KAFKA_SECURITY_PROTOCOLS",

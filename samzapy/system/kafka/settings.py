@@ -33,7 +33,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, codec
 
 from samzapy.api.errors import ConfigError
 from samzapy.config.loader import Problem, collecting, config_error
-from samzapy.config.schema import to_int
+from samzapy.config.schema import INT32_MAX, to_int
 from samzapy.system.kafka.security import security_options
 
 DEFAULT_CONNECT_TIMEOUT_MS = 60_000
@@ -338,6 +338,11 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
 #: Integer arguments the client takes only from 1 up (a request timeout of 0 fails every
 #: request, which the job would report as a broker it cannot reach).
 _POSITIVE = frozenset({"max_poll_records", "request_timeout_ms"})
+#: The options Kafka's Java clients type as int (sent in requests as int32; linger_ms is a long).
+_INT32 = frozenset({"fetch_max_bytes", "fetch_min_bytes", "fetch_max_wait_ms", "max_batch_size"})
+_INT32 |= {"max_partition_fetch_bytes", "request_timeout_ms", "max_request_size"}
+_INT32 |= {"session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms"}
+_INT32 |= {"max_poll_records"}
 
 
 def _checked(key: str, argument: str, value: Any) -> Any:
@@ -356,6 +361,10 @@ def _checked(key: str, argument: str, value: Any) -> Any:
     minimum = 1 if argument in _POSITIVE else 0
     if type(value) is int and value < minimum and argument != "acks":
         raise ConfigError(f"{key} must be an integer >= {minimum}, got {value}", key=key)
+    if type(value) is int and value > INT32_MAX and argument in _INT32:
+        raise ConfigError(
+            f"{key} must be an integer from {minimum} to {INT32_MAX}, got {value}", key=key
+        )
     return value
 
 

@@ -42,7 +42,7 @@ def problems(text: str = "", *overrides: str) -> tuple[str, ...]:
             "streams.in.replication.factor",
             "0",
             "streams.in.replication.factor must be -1 (the broker's default) or a replica count "
-            ">= 1, got 0",
+            "from 1 to 32767, got 0",
         ),
         (
             "metrics.prometheus.port",
@@ -101,7 +101,11 @@ def problems(text: str = "", *overrides: str) -> tuple[str, ...]:
             "systems.mem.default.stream.samza.offset.default must be one of oldest, upcoming, "
             "got 'newest'",
         ),
-        ("streams.s.partitions", "0", "streams.s.partitions must be an integer >= 1, got 0"),
+        (
+            "streams.s.partitions",
+            "0",
+            "streams.s.partitions must be an integer from 1 to 2147483647, got 0",
+        ),
         (
             "streams.s.samza.bootstrap",
             "'yes please'",
@@ -691,5 +695,5 @@ def test_a_replication_factor_of_zero_is_refused_with_the_other_problems(key: st
     )
     assert found == (
         "unknown key 'task.comit.ms'; did you mean 'task.commit.ms'?",
-        f"{key} must be -1 (the broker's default) or a replica count >= 1, got 0",
+        f"{key} must be -1 (the broker's default) or a replica count from 1 to 32767, got 0",
     )
