@@ -22,6 +22,7 @@ from typing import Any
 from samzapy.api.system import SystemStream
 from samzapy.config.changelogs import changelog_problems
 from samzapy.config.checkpoints import checkpoint_system
+from samzapy.config.directories import directory_problems
 from samzapy.config.drops import dead_letter_problems
 from samzapy.config.guarantee import exactly_once_problems
 from samzapy.config.kafka_names import kafka_name_problems
@@ -364,6 +365,7 @@ class _Checker:
         exactly_once_problems(self.values, self.factories, self.streams, self.problem)
         dead_letter_problems(self.values, self.factories, self.problem, inputs, self.streams)
         kafka_name_problems(self.values, self.factories, self.streams, self.problem)
+        directory_problems(self.values, self.problem)
         known = {*BUILTIN_SERDES, *self.serializers}
         for key in self.serde_keys:
             name = self.values[key]
