@@ -4,7 +4,8 @@ Under ``task.processing.guarantee: exactly-once`` a task's checkpoint record is 
 of each of its Kafka transactions (``writer.TransactionalCheckpointWriter`` sends it and
 commits). Readers read ``read_committed``, and a reader cannot read past a transaction still
 open in the partition, so the tasks must not share one: the stream
-(``checkpoint_stream_name(...) + "-txn"``, compacted) has a partition per task, task
+(``exactly_once_stream``: ``checkpoint_stream_name(...) + "-txn"``, cut to fit as that name
+is, compacted) has a partition per task, task
 ``Partition k`` writing partition k, and only that task's producer (one container at a time:
 its transactional id fences the others) ever writes it.
 
@@ -31,6 +32,7 @@ transaction has committed, and never waits on one still open.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 
 import structlog
@@ -39,12 +41,24 @@ from samzapy.api.errors import CheckpointError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.codec import encode_checkpoint
 from samzapy.checkpoint.ports import Checkpoint
-from samzapy.checkpoint.stream import STREAM_CONFIG, StreamCheckpointManager
+from samzapy.checkpoint.stream import MAX_STREAM_NAME_LENGTH, STREAM_CONFIG, StreamCheckpointManager
 from samzapy.system.ports import OffsetDefault, SystemAdmin, SystemConsumer, SystemFactory
 from samzapy.system.reader import read_partition
 
 #: The suffix of the exactly-once stream's name.
 SUFFIX = "-txn"
+
+
+def exactly_once_stream(stream: str) -> str:
+    """``<stream>-txn``, the exactly-once stream of the at-least-once ``stream``. One longer
+    than Kafka takes is cut and ends with a hash of ``stream`` before the suffix, as
+    ``checkpoint_stream_name`` cuts a long name, so it fits and long names stay apart."""
+    name = stream + SUFFIX
+    if len(name) <= MAX_STREAM_NAME_LENGTH:
+        return name
+    digest = hashlib.sha256(stream.encode()).hexdigest()[:16]
+    return f"{stream[: MAX_STREAM_NAME_LENGTH - len(digest) - 1 - len(SUFFIX)]}_{digest}{SUFFIX}"
+
 
 log = structlog.get_logger("samzapy.checkpoint")
 
@@ -76,7 +90,10 @@ class TransactionalCheckpointManager(StreamCheckpointManager):
         """``stream`` is the at-least-once stream's name (this one's is it plus ``-txn``);
         ``fallback_stream`` (usually that one) is read for tasks without a checkpoint here."""
         super().__init__(
-            system_factory, stream + SUFFIX, replication_factor, read_timeout=read_timeout
+            system_factory,
+            exactly_once_stream(stream),
+            replication_factor,
+            read_timeout=read_timeout,
         )
         self.task_count = task_count
         self.fallback_stream = fallback_stream
@@ -200,7 +217,7 @@ class AtLeastOnceCheckpointManager(StreamCheckpointManager):
         records = await super()._start()
         admin = self._admin
         assert admin is not None
-        stream = self.stream + SUFFIX
+        stream = exactly_once_stream(self.stream)
         try:
             count = (await admin.partition_counts([stream])).get(stream)
         except StreamSystemError as exc:
@@ -227,7 +244,7 @@ def checkpoint_streams(manager: StreamCheckpointManager) -> list[str]:
     if isinstance(manager, TransactionalCheckpointManager):
         return [manager.stream, *filter(None, [manager.fallback_stream])]
     if isinstance(manager, AtLeastOnceCheckpointManager):
-        return [manager.stream, manager.stream + SUFFIX]
+        return [manager.stream, exactly_once_stream(manager.stream)]
     return [manager.stream]
 
 
@@ -291,6 +308,7 @@ __all__ = [
     "AtLeastOnceCheckpointManager",
     "TransactionalCheckpointManager",
     "checkpoint_streams",
+    "exactly_once_stream",
     "reading_existing",
     "task_partition",
 ]
