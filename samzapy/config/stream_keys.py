@@ -1,5 +1,5 @@
-"""Checks of ``streams.<id>`` keys that only an input uses, and Samza's input keys that
-samzapy does not have.
+"""Checks of ``streams.<id>`` keys that only an input uses, and Samza's keys that samzapy
+does not have (its input keys, and those naming a Java class samzapy has no place for).
 
 Where a stream starts (``samza.offset.default``, ``samza.reset.offset``), whether it is read to
 its head first (``samza.bootstrap``) and how its watermarks are derived
@@ -51,6 +51,22 @@ _NOT_IN_SAMZAPY = (
         ),
         "a system's serdes are set with systems.{system}.samza.{which}.serde "
         "(streams.<id>.samza.{which}.serde for one stream)",
+    ),
+    (
+        re.compile(r"metrics\.reporter\.[^.]+\.class"),
+        "samzapy's reporters are listed in metrics.reporters by name (log, prometheus) or "
+        "as the 'module:Class' path of a samzapy.metrics.MetricsReporter; Samza's reporter "
+        "classes (JmxReporterFactory, MetricsSnapshotReporterFactory) have no counterpart",
+    ),
+    (
+        re.compile(r"job\.factory\.class"),
+        "samzapy runs a job itself (samzapy run job.yaml; docs/deploy.md for a cluster): "
+        "there is no job factory to name; leave it out",
+    ),
+    (
+        re.compile(r"job\.systemstreampartition\.grouper\.factory|task\.name\.grouper\.factory"),
+        "samzapy groups input partitions by partition number, one task per number, as "
+        "Samza's default GroupByPartitionFactory does, and has no other grouper; leave it out",
     ),
 )
 

@@ -94,3 +94,33 @@ def test_other_samza_classes_are_refused_naming_key_class_and_what_to_write(
         f"{key}: '{SAMZA + java}' is one of Samza's Java classes, which samzapy has no "
         f"counterpart of: {instead}"
     ) in info.value.problems
+
+
+@pytest.mark.parametrize(
+    ("key", "java", "reason"),
+    [
+        (
+            "metrics.reporter.jmx.class",
+            "metrics.reporter.JmxReporterFactory",
+            "samzapy's reporters are listed in metrics.reporters by name (log, prometheus)",
+        ),
+        (
+            "job.factory.class",
+            "job.yarn.YarnJobFactory",
+            "samzapy runs a job itself (samzapy run job.yaml",
+        ),
+        (
+            "job.systemstreampartition.grouper.factory",
+            "container.grouper.stream.GroupByPartitionFactory",
+            "samzapy groups input partitions by partition number",
+        ),
+    ],
+)
+def test_samza_keys_naming_a_java_class_say_what_samzapy_does_instead(
+    key: str, java: str, reason: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolved(**{key: SAMZA + java})
+    assert any(p.startswith(f"unknown key '{key}': {reason}") for p in info.value.problems), (
+        info.value.problems
+    )
