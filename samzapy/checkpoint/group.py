@@ -11,8 +11,11 @@ go through again. Nothing reads these offsets back: the checkpoints decide where
 resumes. Under exactly-once the offsets go into each task's transaction instead
 (``in_transaction``).
 
-Kafka's committed offset is the next offset to read, one past the checkpoint's last
-processed offset.
+Kafka's committed offset is the next offset to read: one past the checkpoint's last
+processed offset, or, where the task has processed every message its consumer handed over of
+the partition, the consumer's position when it is further (``fetched``): past the records no
+reader gets, a transaction's commit marker above all, which would otherwise show a lag of 1
+for ever (Kafka Streams' KAFKA-6607). It is read at the commit, while nothing is in flight.
 """
 
 from __future__ import annotations
@@ -45,20 +48,29 @@ class GroupOffsets:
         self._failing = False
 
     def next_offsets(
-        self, offsets: Mapping[SystemStreamPartition, str]
+        self,
+        offsets: Mapping[SystemStreamPartition, str],
+        fetched: Mapping[SystemStreamPartition, int] | None = None,
     ) -> dict[SystemStreamPartition, int]:
         """The group's offsets for a checkpoint's ``offsets``: those of the group's system,
-        one past the last processed."""
+        one past the last processed, or the partition's position in ``fetched`` when further
+        (where its task processed all its consumer handed over)."""
         out = {}
         for ssp, offset in offsets.items():
             if ssp.system == self.system:
                 with contextlib.suppress(ValueError):
                     out[ssp] = int(offset) + 1
+                    if fetched and (position := fetched.get(ssp)) is not None:
+                        out[ssp] = max(out[ssp], position)
         return out
 
     def checkpointed(self, offsets: Mapping[SystemStreamPartition, str]) -> None:
         """A checkpoint with these input offsets was written: commit them soon."""
-        self._pending.update(self.next_offsets(offsets))
+        self.commit(self.next_offsets(offsets))
+
+    def commit(self, offsets: Mapping[SystemStreamPartition, int]) -> None:
+        """Commit these group offsets (``next_offsets``) soon."""
+        self._pending.update(offsets)
         if self._pending and (self._running is None or self._running.done()):
             self._running = asyncio.get_running_loop().create_task(
                 self._commit_pending(), name="group-offsets"
@@ -71,10 +83,11 @@ class GroupOffsets:
             self._pending.pop(ssp, None)
 
     async def in_transaction(
-        self, producer: TransactionalProducer, offsets: Mapping[SystemStreamPartition, str]
+        self, producer: TransactionalProducer, offsets: Mapping[SystemStreamPartition, int]
     ) -> None:
-        """Exactly-once: add a checkpoint's offsets to the task's open transaction."""
-        await producer.send_offsets(self.group_id, self.next_offsets(offsets))
+        """Exactly-once: add these group offsets (``next_offsets``) to the task's open
+        transaction."""
+        await producer.send_offsets(self.group_id, offsets)
 
     async def _commit_pending(self) -> None:
         while self._pending:

@@ -28,6 +28,7 @@ from samzapy.container.bootstrap import TaskBootstrap
 from samzapy.container.checkpoints import ContainerCheckpoints
 from samzapy.container.clock import Clock
 from samzapy.container.collector import OutputRouter
+from samzapy.container.commit import fetched_positions
 from samzapy.container.consumers import SystemConsumers
 from samzapy.container.context import TaskContextImpl
 from samzapy.container.coordinator import TaskListener
@@ -206,8 +207,16 @@ class TaskAssembly:
         """The instance of ``plan``'s task, running ``task`` (the user's object)."""
         cfg, systems = self.config, self.systems
         control = self._control(plan)
-        writer = self.checkpoints.writer(plan.name, plan.checkpoint)
         trackers = {ssp: OffsetTracker(last) for ssp, last in plan.last_processed.items()}
+        consumers = systems.consumers
+        readers = [
+            (ssp, consumers[ssp.system], tracker, queues[ssp])
+            for ssp, tracker in trackers.items()
+            if ssp.system in consumers
+        ]
+        writer = self.checkpoints.writer(
+            plan.name, plan.checkpoint, fetched=fetched_positions(readers)
+        )
         loop = asyncio.get_running_loop()
         current = MessageInProgress(
             is_async=isinstance(task, AsyncStreamTask),
@@ -269,17 +278,7 @@ class TaskAssembly:
             if plan.bootstrap
             else None,
         )
-        consumers = systems.consumers
-        self.lags[plan.name] = register_task_metrics(
-            self.metrics,
-            instance,
-            writer,
-            [
-                (ssp, consumers[ssp.system], tracker, queues[ssp])
-                for ssp, tracker in trackers.items()
-                if ssp.system in consumers
-            ],
-        )
+        self.lags[plan.name] = register_task_metrics(self.metrics, instance, writer, readers)
         return instance
 
     def _control(self, plan: TaskPlan) -> TaskControl:

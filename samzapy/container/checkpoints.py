@@ -32,7 +32,11 @@ from samzapy.checkpoint.group import GroupOffsets
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.checkpoint.registry import checkpoint_manager
 from samzapy.checkpoint.transactional import TransactionalCheckpointManager
-from samzapy.checkpoint.writer import TaskCheckpointWriter, TransactionalCheckpointWriter
+from samzapy.checkpoint.writer import (
+    Fetched,
+    TaskCheckpointWriter,
+    TransactionalCheckpointWriter,
+)
 from samzapy.config import ResolvedConfig
 from samzapy.container.send_errors import RefusingProducer
 from samzapy.control.rewind import rewind_control
@@ -204,7 +208,10 @@ class ContainerCheckpoints:
         out[system] = self._producers[task]
         return out
 
-    def writer(self, task: TaskName, last: Checkpoint | None) -> TaskCheckpointWriter:
+    def writer(
+        self, task: TaskName, last: Checkpoint | None, *, fetched: Fetched | None = None
+    ) -> TaskCheckpointWriter:
+        """``fetched``: where the task's consumers are (``TaskCheckpointWriter``)."""
         manager = self.manager
         writer: TaskCheckpointWriter
         if isinstance(manager, TransactionalCheckpointManager):
@@ -212,10 +219,12 @@ class ContainerCheckpoints:
             if group is not None and group.system != manager.system_factory.system_name:
                 group = None  # a transaction commits offsets to its own cluster's groups
             writer = TransactionalCheckpointWriter(
-                manager, self._producers[task], task, last, group=group
+                manager, self._producers[task], task, last, group=group, fetched=fetched
             )
         else:
-            writer = TaskCheckpointWriter(manager, task, last, lease=self._lease, group=self._group)
+            writer = TaskCheckpointWriter(
+                manager, task, last, lease=self._lease, group=self._group, fetched=fetched
+            )
         self.writers.append(writer)
         return writer
 

@@ -11,20 +11,26 @@
    exactly-once the writer commits the task's transaction);
 4. once it is written, remove the snapshots older than the ones it names (until then a
    crash restarts from the previous checkpoint, which needs its own).
+
+The checkpoint's input offsets are copied to the job's consumer group (``checkpoint/group.py``)
+one past the last processed, or at the consumer's position (``fetched_positions``) where that
+is further and the task has processed all the consumer handed over of the partition.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from samzapy.api.errors import TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.checkpoint.ports import Checkpoint
-from samzapy.checkpoint.writer import TaskCheckpointWriter
+from samzapy.checkpoint.writer import Fetched, TaskCheckpointWriter
 from samzapy.container.collector import OutputRouter
+from samzapy.container.inputs import InputQueue
 from samzapy.control.reconcile import TaskControl
 from samzapy.storage.task_stores import TaskStores
+from samzapy.system.ports import SystemConsumer
 
 
 class TaskCommit:
@@ -88,4 +94,27 @@ class TaskCommit:
         )
 
 
-__all__ = ["TaskCommit"]
+def fetched_positions(
+    inputs: Sequence[tuple[SystemStreamPartition, SystemConsumer, OffsetTracker, InputQueue]],
+) -> Fetched:
+    """Where the consumer will fetch next, for each of a task's input partitions whose every
+    message handed over the task has processed (none queued, none in flight): every offset
+    before it was processed or holds no message for the task (a transaction's marker, an
+    aborted record read committed). Read at a commit, while nothing is in flight: the
+    consumer's coroutine hands a fetch over to the queues without yielding in between."""
+
+    def fetched() -> dict[SystemStreamPartition, int]:
+        out = {}
+        for ssp, consumer, tracker, queue in inputs:
+            if (
+                not queue.queue
+                and tracker.oldest_offset() is None
+                and (position := consumer.fetch_offset(ssp)) is not None
+            ):
+                out[ssp] = position
+        return out
+
+    return fetched
+
+
+__all__ = ["TaskCommit", "fetched_positions"]
