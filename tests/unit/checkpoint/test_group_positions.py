@@ -16,12 +16,13 @@ from samzapy.checkpoint.group import GroupOffsets
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.checkpoint.stream import StreamCheckpointManager
-from samzapy.checkpoint.writer import TaskCheckpointWriter
+from samzapy.checkpoint.transactional import TransactionalCheckpointManager
+from samzapy.checkpoint.writer import TaskCheckpointWriter, TransactionalCheckpointWriter
 from samzapy.container.commit import fetched_positions
 from samzapy.container.inputs import InputQueue
 from samzapy.system.inmemory import InMemoryBroker
 from samzapy.system.inmemory.factory import InMemorySystemFactory
-from samzapy.system.ports import GroupOffsetCommitter, SystemConsumer
+from samzapy.system.ports import GroupOffsetCommitter, SystemConsumer, TransactionalProducer
 
 TASK = TaskName("Partition 0")
 IN = SystemStreamPartition("kafka", "in", 0)
@@ -59,6 +60,39 @@ class Positions(SystemConsumer):
 
     def fetch_offset(self, ssp: SystemStreamPartition) -> int | None:
         return self.at.get(ssp)
+
+
+class Transactions(TransactionalProducer):
+    """What a task's transactions hold: the records sent and the group offsets."""
+
+    def __init__(self) -> None:
+        self.open: list[object] = []
+        self.committed: list[list[object]] = []
+
+    @property
+    def pending(self) -> bool:
+        return any(not isinstance(what, dict) for what in self.open)
+
+    def send(self, stream, partition, key, value):  # type: ignore[no-untyped-def]
+        self.open.append("checkpoint" if stream.stream.endswith("-txn") else value)
+
+    async def send_offsets(
+        self, group_id: str, offsets: Mapping[SystemStreamPartition, int]
+    ) -> None:
+        self.open.append(dict(offsets))
+
+    async def flush(self) -> None:
+        return None
+
+    async def begin(self) -> None:
+        return None
+
+    async def commit(self) -> None:
+        self.committed.append(self.open)
+        self.open = []
+
+    async def abort(self) -> None:
+        self.open = []
 
 
 @pytest.fixture
@@ -123,3 +157,24 @@ async def test_the_group_goes_past_a_marker_and_stays_there_while_the_checkpoint
     assert committer.commits[-1] == {IN: 6}
     await group.stop()
     await manager.stop()
+
+
+async def test_under_exactly_once_a_position_past_a_marker_commits_a_transaction(
+    factory: InMemorySystemFactory,
+) -> None:
+    manager = TransactionalCheckpointManager(factory, STREAM, 1)
+    producer = Transactions()
+    group = GroupOffsets(Committer(), system="kafka", group_id="samzapy.j.1")
+    position: dict[SystemStreamPartition, int] = {}
+    writer = TransactionalCheckpointWriter(
+        manager, producer, TASK, None, group=group, fetched=lambda: position
+    )
+    assert await writer.write(Checkpoint({IN: "10"}))
+    assert producer.committed == [["checkpoint", {IN: 11}]]
+    position[IN] = 12  # past the marker: a transaction carries the new offset
+    assert await writer.write(Checkpoint({IN: "10"}))
+    assert producer.committed[-1] == ["checkpoint", {IN: 12}]
+    assert not await writer.write(Checkpoint({IN: "10"}))  # nothing moved: no transaction
+    position.clear()  # nor when the position cannot be read
+    assert not await writer.write(Checkpoint({IN: "10"}))
+    assert len(producer.committed) == 2
