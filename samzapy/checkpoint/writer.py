@@ -98,7 +98,8 @@ class TaskCheckpointWriter:
         group = self._group_offsets(checkpoint.offsets)
         if not self._changed(stamped, group):
             self.current_at = time.monotonic()
-            if group and self._moved(group):  # past a transaction's marker, say
+            # Past a transaction's marker, say; not from a container unsure it owns the task.
+            if group and self._moved(group) and (self._lease is None or self._lease.valid()):
                 self._written(checkpoint, group)
             return False
         if self._lease is not None and not self._lease.valid() and not await self._lease.settle():

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 
 import pytest
+from leases import SwitchedLease
 
 from samzapy import SystemStreamPartition, TaskName
 from samzapy.checkpoint.group import GroupOffsets
@@ -178,3 +179,28 @@ async def test_under_exactly_once_a_position_past_a_marker_commits_a_transaction
     position.clear()  # nor when the position cannot be read
     assert not await writer.write(Checkpoint({IN: "10"}))
     assert len(producer.committed) == 2
+
+
+async def test_a_container_unsure_it_owns_the_task_moves_the_group_no_more(
+    factory: InMemorySystemFactory,
+) -> None:
+    """As it writes no checkpoint: the task's new owner may have committed further."""
+    manager = StreamCheckpointManager(factory, STREAM)
+    await manager.start()
+    committer = Committer()
+    group = GroupOffsets(committer, system="kafka", group_id="samzapy.j.1")
+    lease = SwitchedLease()
+    position: dict[SystemStreamPartition, int] = {}
+    writer = TaskCheckpointWriter(
+        manager, TASK, None, lease=lease, group=group, fetched=lambda: position
+    )
+    assert await writer.write(Checkpoint({IN: "10"}))
+    position[IN] = 12
+    lease.hold()
+    assert not await writer.write(Checkpoint({IN: "10"}))
+    lease.break_()
+    assert not await writer.write(Checkpoint({IN: "10"}))
+    await settle()
+    assert committer.commits == [{IN: 11}]
+    await group.stop()
+    await manager.stop()
