@@ -322,6 +322,9 @@ async def pool_slot(ctx: SlotContext, process: Callable[..., Any]) -> None:
                 _returned(result)
         except BaseException as exc:
             if cancelled_here(exc):
+                # Given up (a stop), it may still run: its message stays in flight, so
+                # that no commit counts it past (the consumer group's position).
+                ctx.trackers[env.system_stream_partition].invoked(env.offset)
                 raise
             if (failure := _process_failed(ctx, exc, env, "process()")) is not None:
                 ctx.fail(failure)
