@@ -159,7 +159,7 @@ def _samzapy_commands() -> list[tuple[str, list[str]]]:
             if block.language in SHELL:
                 lines += [(block.line + n + 1, x) for n, x in enumerate(block.text.splitlines())]
         for number, line in lines:
-            for match in re.finditer(r"(?:^|[\s($])samzapy +(\S.*)", line):
+            for match in re.finditer(r"(?:^|[\s($])(?<!from )samzapy +(\S.*)", line):
                 words: list[str] = []
                 for word in match[1].split():
                     if _END.match(word):
@@ -242,9 +242,15 @@ def test_every_command_and_flag_the_documents_name_exists(where: str, words: lis
 
 # -- the keys the documents name ----------------------------------------------------------------
 
-#: Keys the documents name as keys samzapy refuses, or as a typo.
+#: Keys the documents name as keys samzapy refuses, as Samza's that it does not read, or as a
+#: typo.
 NOT_KEYS = {
     "task.comit.ms",
+    "task.checkpoint.path",
+    "metrics.reporter.<name>.class",
+    "job.factory.class",
+    "job.systemstreampartition.grouper.factory",
+    "task.name.grouper.factory",
     "streams.<id>.samza.priority",
     "systems.<name>.default.stream.samza.priority",
     "systems.<name>.default.stream.samza.bootstrap",
