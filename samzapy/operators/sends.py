@@ -152,8 +152,11 @@ class BroadcastOperator(SendingOperator):
         self.serde = serde
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
+        envelope = OutgoingMessageEnvelope(self.stream, message, partition=0)
+        if self.clock is not None:  # the stream's frames carry the message's event time
+            envelope.timestamp = self.clock.t
         try:
-            self.send(OutgoingMessageEnvelope(self.stream, message, partition=0))
+            self.send(envelope)
         except SerdeError as exc:
             self.failures += 1
             raise OperatorError(

@@ -161,3 +161,31 @@ class IdleCountsPerSecond(StreamApplication):
         words.with_physical_name(_topic(app_desc, "app.words"))
         words.with_timestamp(lambda m: m["t"]).with_watermarks(idle_timeout=idle)
         _count_panes(app_desc, kafka, words, timedelta(seconds=1), PER_SECOND)
+
+
+#: The op_id of BroadcastCounts' broadcast.
+TO_EVERY_TASK = "to-every-task"
+
+
+class BroadcastCounts(StreamApplication):
+    """Broadcasts the views of ``app.views`` (framed JSON ``{"t": event ms}``, their
+    watermarks made from ``t``) to every task, and counts them per 10 s of event time in each
+    task; each task sends its panes as ``<pane_id> -> count`` to ``app.panes``."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        kafka = KafkaSystemDescriptor("kafka")
+        views = kafka.get_input_descriptor("views", "json").with_framed()
+        views.with_physical_name(_topic(app_desc, "app.views"))
+        views.with_timestamp(lambda m: m["t"]).with_watermarks()
+        panes = kafka.get_output_descriptor("panes", KVSerde("string", "string"))
+        panes.with_physical_name(_topic(app_desc, "app.panes"))
+        window = Windows.tumbling_window(
+            timedelta(seconds=10), lambda: 0, lambda m, count: count + 1
+        ).with_event_time()
+        (
+            app_desc.get_input_stream(views)
+            .broadcast("json", TO_EVERY_TASK)
+            .window(window, "per-10s")
+            .map(lambda pane: KV(str(pane.key.pane_id), str(pane.message)))
+            .send_to(app_desc.get_output_stream(panes))
+        )

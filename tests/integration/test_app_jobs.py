@@ -391,3 +391,36 @@ def test_word_totals_through_partition_by_are_exact_at_least_once_across_a_kill_
     repartitioned = intermediate_words(kafka_bootstrap, intermediate)
     assert repartitioned >= counts
     assert changelog_state(kafka_bootstrap, changelog) == last
+
+
+# -- event time through a broadcast ------------------------------------------------------------
+
+
+def test_a_broadcast_carries_event_time_to_every_tasks_windows(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Each view's ``with_timestamp`` time goes through the broadcast stream's frames on the
+    broker: both tasks count every view in the pane of its own time."""
+    source, panes = name("views"), name("panes")
+    asyncio.run(create_topic(kafka_bootstrap, source, 2))
+    asyncio.run(create_topic(kafka_bootstrap, panes, 2))
+    times = {0: [1_000, 2_000, 12_000, 25_000], 1: [3_000, 14_000]}
+    items: list[tuple[int, bytes | None, bytes]] = []
+    for p, ts in times.items():
+        items.extend((p, None, frame(json.dumps({"t": t}).encode())) for t in ts)
+        items.append((p, None, encode_control(EndOfStreamMessage("loader", 1))))
+    asyncio.run(produce(kafka_bootstrap, source, items))
+    job = app_job_file(
+        tmp_path,
+        kafka_bootstrap,
+        "app_jobs:BroadcastCounts",
+        **{"app.views": source, "app.panes": panes},
+    )
+    run = Job(job, "unused", tmp_path / "run.log")
+    assert run.wait(90) == 0, run.tail()
+    got = Counter(
+        (record.key.decode(), record.value.decode())
+        for record in asyncio.run(read_all(kafka_bootstrap, panes))
+    )
+    # one pane per 10 s from each of the two tasks, each of every view of its 10 s
+    assert got == Counter({("0", "3"): 2, ("10000", "2"): 2, ("20000", "1"): 2})
