@@ -216,7 +216,8 @@ class TestRunner:
         bytes as they are: ``records.py``). A stream the namespace has already (a restart, or
         a run again) is read as it is: ``run`` refuses messages it does not hold. ``end=False``
         leaves the stream open: the job runs until a task's ``coordinator.shutdown`` or
-        ``run``'s timeout."""
+        ``run``'s timeout. Called again for ``stream``, it adds each partition's messages after
+        those given before."""
         by_partition = dict(messages) if isinstance(messages, Mapping) else {0: messages}
         if any(not isinstance(p, int) or p < 0 for p in by_partition):
             raise ValueError(f"partitions of input {stream!r} must be integers >= 0")
@@ -226,7 +227,14 @@ class TestRunner:
                     f"add_input({stream!r}): give a list of messages (or {{partition: [messages]}}"
                     f"), not {type(given).__name__} {given!r:.40}: one message is [message]"
                 )
-        self._inputs[stream] = {p: list(ms) for p, ms in by_partition.items()}
+        if stream in self._ends and self._ends[stream] != bool(end):
+            raise ValueError(
+                f"add_input({stream!r}): given with end={self._ends[stream]} before, now with "
+                f"end={bool(end)}: a stream either ends after its messages or stays open"
+            )
+        added = self._inputs.setdefault(stream, {})  # a call adds, as Samza's addInputStream
+        for p, ms in by_partition.items():
+            added.setdefault(p, []).extend(ms)
         self._ends[stream] = bool(end)
         return self
 

@@ -162,3 +162,30 @@ def test_a_send_to_a_partition_not_declared_names_add_outputs_partitions(
     assert "streams.out.partitions" not in text  # the runner made the stream: not read
     assert "add_output('out', partitions=4)" in str(raised.value.__cause__)
     assert raised.value.task_name is not None and str(raised.value.task_name) == "Partition 0"
+
+
+def test_an_input_given_in_several_calls_has_every_message_in_the_order_given() -> None:
+    """As Samza's addInputStream, each call adds to the stream: a partition's messages come
+    after those an earlier call gave it, none replaced."""
+    numbers = KafkaSystemDescriptor("kafka").get_input_descriptor("numbers", "json")
+    echoed = KafkaSystemDescriptor("kafka").get_output_descriptor("echoed", "json")
+
+    class EchoApp(StreamApplication):
+        def describe(self, app_desc):  # type: ignore[no-untyped-def]
+            app_desc.get_input_stream(numbers).send_to(app_desc.get_output_stream(echoed))
+
+    result = (
+        TestRunner.of(EchoApp)
+        .add_input_stream(numbers, [1, 2])
+        .add_input_stream(numbers, {0: [3], 1: [10]})
+        .add_output_stream(echoed)
+        .run(timeout=10)
+    )
+    assert sorted(result.outputs(echoed)[0]) == [1, 2, 3, 10]
+    assert [m for m in result.outputs(echoed)[0] if m < 10] == [1, 2, 3]
+
+
+def test_an_input_given_open_and_ended_in_two_calls_is_refused_at_the_second() -> None:
+    runner = TestRunner(Nothing).add_input("in", [1])
+    with pytest.raises(ValueError, match=r"add_input\('in'\): .*end=True.*end=False"):
+        runner.add_input("in", [2], end=False)
