@@ -5,7 +5,7 @@ prints it:
 
 1. the graph is frozen (``describe``'s methods refuse from now on) and checked: at least one
    input, every input used by an operator, no output that is also an input (a cycle through a
-   stream);
+   stream), no stream id both an input's and an output's;
 2. each intermediate stream is named ``<job.name>-<job.id>-<kind>-<op_id>`` (Samza's naming:
    editing a lambda or adding an operator does not orphan a stream), placed on
    ``job.default.system`` (else the one system every input is on), and sized: a broadcast
@@ -51,6 +51,7 @@ def plan_application(
     graph = app_desc.graph
     graph.frozen = True  # 1.
     _check_graph(graph)
+    _check_stream_ids(graph, config)
     keys = _Keys()
     systems = _Systems()
     inputs = tuple(
@@ -130,6 +131,24 @@ def _check_graph(graph: ApplicationGraph) -> None:
                 f"the stream {stream.kind} {stream.op_id!r} returns is not used by any "
                 "operator: apply an operator to it, or leave the operator out"
             )
+
+
+def _check_stream_ids(graph: ApplicationGraph, config: Mapping[str, Any]) -> None:
+    """A stream id names one stream (its ``streams.<id>.*`` keys): not an input and an
+    output that differ, whose keys would be mixed, nor one stream read and written."""
+    for stream_id in sorted(graph.inputs.keys() & graph.outputs.keys()):
+        read = ".".join(placed(graph.inputs[stream_id].settings["descriptor"], config))
+        written = ".".join(placed(graph.outputs[stream_id].descriptor, config))
+        if read == written:
+            raise ConfigError(
+                f"output stream {stream_id!r} ({written}) is also an input of the application: "
+                "a cycle through a stream is not allowed"
+            )
+        raise ConfigError(
+            f"stream id {stream_id!r} is both an input ({read}) and an output ({written}) of "
+            "the application: a stream id names one stream, its streams.<id>.* keys; give the "
+            "output descriptor another stream id"
+        )
 
 
 def _check_message_serdes(intermediates: Iterable[StreamPlan], keys: Mapping[str, Any]) -> None:

@@ -224,6 +224,25 @@ def test_inputs_on_several_systems_need_a_default_system() -> None:
             ),
             r"output stream 'a' \(kafka\.a\) is also an input of the application: a cycle",
         ),
+        (
+            lambda d: d.get_input_stream(KAFKA.get_input_descriptor("a", "json")).send_to(
+                d.get_output_stream(KAFKA.get_output_descriptor("a", "string"))
+            ),
+            r"output stream 'a' \(kafka\.a\) is also an input of the application: a cycle",
+        ),
+        (
+            lambda d: d.get_input_stream(KAFKA.get_input_descriptor("a")).send_to(
+                d.get_output_stream(InMemorySystemDescriptor("mem").get_output_descriptor("a"))
+            ),
+            r"stream id 'a' is both an input \(kafka\.a\) and an output \(mem\.a\) of the "
+            r"application: .* give the output descriptor another stream id",
+        ),
+        (
+            lambda d: d.get_input_stream(KAFKA.get_input_descriptor("a")).send_to(
+                d.get_output_stream(KAFKA.get_output_descriptor("a").with_physical_name("b"))
+            ),
+            r"stream id 'a' is both an input \(kafka\.a\) and an output \(kafka\.b\)",
+        ),
     ],
 )
 def test_graph_errors_at_start_up(build: Any, error: str) -> None:
