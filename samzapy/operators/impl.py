@@ -82,6 +82,23 @@ def _outcome_taken(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+def as_messages(given: Any, what: str) -> list[Any]:
+    """``given``, what a ``flat_map``'s function (or ``flat_map_async``'s awaitable) gave, as
+    its list of messages. None, a non-iterable, and a ``str`` or ``bytes`` (which would go on
+    as its characters or byte values) are a TypeError saying what was expected."""
+    if not isinstance(given, str | bytes | bytearray):
+        try:
+            messages = iter(given)
+        except TypeError:
+            pass
+        else:
+            return list(messages)  # what the iteration itself raises is the function's
+    raise TypeError(
+        f"{what} must be an iterable of messages (a list; [] for none), got "
+        f"{type(given).__name__} {given!r:.60}"
+    )
+
+
 class OperatorImpl:
     """An operator of one task: its id and kind, the operators after it, its counts."""
 
@@ -285,7 +302,7 @@ class FlatMapOperator(OperatorImpl):
 
     def transform(self, message: Any) -> list[Any]:
         try:
-            results = list(self.fn(message))
+            results = as_messages(self.fn(message), "flat_map's function's result")
         except Exception as exc:
             raise self.failed(exc) from exc
         self.out += len(results)
@@ -346,7 +363,7 @@ class FlatMapAsyncOperator(OperatorImpl):
         self, awaitable: Awaitable[Any], t0: int, timed: bool, event_time: int | None
     ) -> None:
         try:
-            results = list(await awaitable)
+            results = as_messages(await awaitable, "what flat_map_async's awaitable gave")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -392,6 +409,7 @@ class MergeOperator(OperatorImpl):
 
 
 __all__ = [
+    "as_messages",
     "await_all",
     "let_go",
     "SAMPLE_EVERY",

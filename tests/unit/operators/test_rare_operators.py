@@ -4,8 +4,10 @@ time they carry."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,12 +15,15 @@ from samzapy import (
     KafkaSystemDescriptor,
     StreamApplication,
     StreamApplicationDescriptor,
+    TaskError,
     Windows,
 )
 from samzapy.testing import TestRunner
 
 KAFKA = KafkaSystemDescriptor("kafka")
 PANES = KAFKA.get_output_descriptor("panes", "json")
+LINES = KAFKA.get_input_descriptor("lines", "string")
+WORDS = KAFKA.get_output_descriptor("words", "json")
 
 
 @pytest.fixture(autouse=True)
@@ -54,3 +59,65 @@ def test_an_intermediate_stream_carries_with_timestamps_event_time(through: str)
         .run(timeout=10)
     )
     assert result.outputs(PANES) == {0: [[0, 2], [10_000, 1], [20_000, 1]]}
+
+
+async def _gives(result: Any) -> Any:
+    await asyncio.sleep(0)
+    return result
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["flat_map", "flat_map_async"])
+@pytest.mark.parametrize(
+    ("result", "got"),
+    [(None, "NoneType None"), (7, "int 7"), ("a b", "str 'a b'"), (b"ab", "bytes b'ab'")],
+)
+def test_a_flat_map_result_that_is_no_iterable_of_messages_fails_saying_what_it_was(
+    asynchronous: bool, result: Any, got: str
+) -> None:
+    """None (an ``async def`` without ``return``), a number, or a string, which would go on as
+    its characters: the task fails naming the operator and what its function gave."""
+
+    class Split(StreamApplication):
+        def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+            lines = app_desc.get_input_stream(LINES)
+            if asynchronous:
+                words = lines.flat_map_async(lambda line: _gives(result))
+            else:
+                words = lines.flat_map(lambda line: result)
+            words.send_to(app_desc.get_output_stream(WORDS))
+
+    runner = TestRunner.of(Split).add_input_stream(LINES, ["a b"]).add_output_stream(WORDS)
+    with pytest.raises(TaskError) as failed:
+        runner.run(timeout=10)
+    kind = "flat_map_async" if asynchronous else "flat_map"
+    assert failed.value.operator == f"{kind}-1"
+    assert isinstance(failed.value.__cause__, TypeError)
+    assert str(failed.value.__cause__).endswith(
+        f"must be an iterable of messages (a list; [] for none), got {got}"
+    )
+
+
+def test_a_flat_map_s_generator_and_tuple_go_on_and_a_generator_s_own_error_is_its_own() -> None:
+    def words(line: str) -> Any:
+        for word in line.split():
+            if word == "boom":
+                raise TypeError("the generator's own")
+            yield word
+
+    class Split(StreamApplication):
+        def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+            lines = app_desc.get_input_stream(LINES)
+            lines.flat_map(words).merge(
+                [lines.flat_map_async(lambda line: _gives(("t",)))]
+            ).send_to(app_desc.get_output_stream(WORDS))
+
+    result = (
+        TestRunner.of(Split)
+        .add_input_stream(LINES, ["a b"])
+        .add_output_stream(WORDS)
+        .run(timeout=10)
+    )
+    assert result.outputs(WORDS) == {0: ["a", "b", "t"]}
+    runner = TestRunner.of(Split).add_input_stream(LINES, ["boom"]).add_output_stream(WORDS)
+    with pytest.raises(TaskError, match="the generator's own"):
+        runner.run(timeout=10)
