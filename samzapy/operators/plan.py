@@ -3,9 +3,10 @@
 ``plan_application`` checks the graph and says what the job is made of, as ``samzapy plan``
 prints it:
 
-1. the graph is frozen (``describe``'s methods refuse from now on) and checked: at least one
-   input, every input used by an operator, no output that is also an input (a cycle through a
-   stream), no stream id both an input's and an output's;
+1. the graph is frozen (``describe``'s methods refuse from now on) and checked
+   (``graph_checks.py``): at least one input, every input used by an operator, every output
+   written (by a ``send_to``, a late output, or maybe a ``sink``), no output that is also an
+   input (a cycle through a stream), no stream id both an input's and an output's;
 2. each intermediate stream is named ``<job.name>-<job.id>-<kind>-<op_id>`` (Samza's naming:
    editing a lambda or adding an operator does not orphan a stream), placed on
    ``job.default.system`` (else the one system every input is on), and sized: a broadcast
@@ -31,6 +32,7 @@ from samzapy.api.errors import ConfigError
 from samzapy.api.graph import ApplicationGraph, IntermediateStream, OperatorSpec, upstream_of
 from samzapy.config.schema import SAMZA_SYSTEM_FACTORIES, to_int
 from samzapy.operators.claims import check_claims
+from samzapy.operators.graph_checks import check_graph, placed
 from samzapy.operators.plan_document import AppPlan, OperatorPlan, StreamPlan, TablePlan
 from samzapy.operators.table_plan import event_time_joins, is_asynchronous, table_keys
 from samzapy.operators.window_plan import WINDOW_TICK_MS, held_to_the_end, tick_needed, window_keys
@@ -50,8 +52,7 @@ def plan_application(
     """Check and plan the graph ``app_desc`` holds; ``config``: the job file's flat keys."""
     graph = app_desc.graph
     graph.frozen = True  # 1.
-    _check_graph(graph)
-    _check_stream_ids(graph, config)
+    check_graph(graph, config)
     keys = _Keys()
     systems = _Systems()
     inputs = tuple(
@@ -111,44 +112,6 @@ def plan_application(
         event_time_joins=joins_in_event_time,
         held_windows=held_to_the_end(graph, config),
     )
-
-
-def _check_graph(graph: ApplicationGraph) -> None:
-    if not graph.inputs:
-        raise ConfigError(
-            "the application described no input: call app_desc.get_input_stream(...) in describe"
-        )
-    for stream_id, spec in graph.inputs.items():
-        if not spec.downstream:
-            raise ConfigError(
-                f"input stream {stream_id!r} is not used by any operator: apply an operator "
-                "to it, or leave it out"
-            )
-    for stream in graph.intermediates:
-        assert stream.reader is not None
-        if not stream.reader.downstream:
-            raise ConfigError(
-                f"the stream {stream.kind} {stream.op_id!r} returns is not used by any "
-                "operator: apply an operator to it, or leave the operator out"
-            )
-
-
-def _check_stream_ids(graph: ApplicationGraph, config: Mapping[str, Any]) -> None:
-    """A stream id names one stream (its ``streams.<id>.*`` keys): not an input and an
-    output that differ, whose keys would be mixed, nor one stream read and written."""
-    for stream_id in sorted(graph.inputs.keys() & graph.outputs.keys()):
-        read = ".".join(placed(graph.inputs[stream_id].settings["descriptor"], config))
-        written = ".".join(placed(graph.outputs[stream_id].descriptor, config))
-        if read == written:
-            raise ConfigError(
-                f"output stream {stream_id!r} ({written}) is also an input of the application: "
-                "a cycle through a stream is not allowed"
-            )
-        raise ConfigError(
-            f"stream id {stream_id!r} is both an input ({read}) and an output ({written}) of "
-            "the application: a stream id names one stream, its streams.<id>.* keys; give the "
-            "output descriptor another stream id"
-        )
 
 
 def _check_message_serdes(intermediates: Iterable[StreamPlan], keys: Mapping[str, Any]) -> None:
@@ -227,15 +190,6 @@ def _add_system(system: SystemDescriptor, systems: _Systems) -> None:
         )
     if not any(seen is system for seen in systems.described):
         systems.described.append(system)
-
-
-def placed(descriptor: StreamDescriptor, config: Mapping[str, Any]) -> tuple[str, str]:
-    """The stream's system and physical name: the job file's (``streams.<id>.samza.system``,
-    ``streams.<id>.samza.physical.name``) win over the descriptor's."""
-    prefix = f"streams.{descriptor.stream_id}.samza."
-    system = config.get(prefix + "system") or descriptor.system_name
-    physical = config.get(prefix + "physical.name") or descriptor.physical_name
-    return str(system), str(physical)
 
 
 def _stream_plan(

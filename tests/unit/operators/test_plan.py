@@ -219,6 +219,15 @@ def test_inputs_on_several_systems_need_a_default_system() -> None:
             r"the stream partition_by 'p' returns is not used",
         ),
         (
+            lambda d: (
+                d.get_input_stream(KAFKA.get_input_descriptor("a"))
+                .map(str)
+                .send_to(d.get_output_stream(KAFKA.get_output_descriptor("b")))
+                or d.get_output_stream(KAFKA.get_output_descriptor("c"))
+            ),
+            r"output stream 'c' is not written by any operator: send_to it, or leave out",
+        ),
+        (
             lambda d: d.get_input_stream(KAFKA.get_input_descriptor("a")).send_to(
                 d.get_output_stream(KAFKA.get_output_descriptor("a"))
             ),
@@ -248,6 +257,31 @@ def test_inputs_on_several_systems_need_a_default_system() -> None:
 def test_graph_errors_at_start_up(build: Any, error: str) -> None:
     with pytest.raises(ConfigError, match=error):
         plan(build)
+
+
+def test_an_output_a_sink_or_a_late_output_may_write_is_not_refused() -> None:
+    def app(d: StreamApplicationDescriptor) -> None:
+        alerts = d.get_output_stream(KAFKA.get_output_descriptor("alerts"))  # the sink's
+        d.get_input_stream(KAFKA.get_input_descriptor("a")).sink(lambda m, c, k: None)
+        late = d.get_output_stream(KAFKA.get_output_descriptor("late"))
+        window = Windows.tumbling_window(timedelta(seconds=1)).with_event_time()
+        window = window.with_late_output(late)
+        d.get_input_stream(KAFKA.get_input_descriptor("b")).window(window, "w").sink(
+            lambda m, c, k: None
+        )
+        assert alerts
+
+    outputs = {stream.stream_id for stream in plan(app).outputs}
+    assert outputs == {"alerts", "late"}
+
+    def only_late(d: StreamApplicationDescriptor) -> None:
+        late = d.get_output_stream(KAFKA.get_output_descriptor("late"))
+        window = Windows.tumbling_window(timedelta(seconds=1)).with_event_time()
+        d.get_input_stream(KAFKA.get_input_descriptor("b")).window(
+            window.with_late_output(late), "w"
+        ).map(str).send_to(d.get_output_stream(KAFKA.get_output_descriptor("panes")))
+
+    assert {stream.stream_id for stream in plan(only_late).outputs} == {"late", "panes"}
 
 
 def test_operator_ids_are_checked_when_described() -> None:
