@@ -17,6 +17,7 @@ errors included (each function's failure is raised by its own operator's ``faile
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ from samzapy.operators.impl import (
     InputOperator,
     MapOperator,
     OperatorImpl,
+    not_awaited,
 )
 from samzapy.operators.sends import PartitionByOperator, SendToOperator
 
@@ -151,6 +153,7 @@ def _compile(
             ]
         elif isinstance(nxt, FilterOperator):
             bound[f"f{n}"] = nxt.fn
+            bound.update(isawaitable=inspect.isawaitable, not_awaited=not_awaited)
             counters.append((f"c{n}", nxt))
             body += [
                 "try:",
@@ -159,6 +162,9 @@ def _compile(
                 f"    raise {o}.failed(exc) from exc",
                 "if not keep:",
                 "    return None",
+                "if keep is not True and isawaitable(keep):",  # a coroutine is true
+                '    error = not_awaited(keep, "filter\'s function")',
+                f"    raise {o}.failed(error) from error",
                 *_counted(f"c{n}"),
             ]
         elif isinstance(nxt, PartitionByOperator):

@@ -75,6 +75,18 @@ def let_go(awaitable: Awaitable[Any]) -> None:
         awaitable.close()
 
 
+def not_awaited(result: Any, what: str) -> TypeError:
+    """The error of a function of an operator that awaits nothing (a ``filter``, a ``sink``)
+    that returned an awaitable anyway (a sync function calling an ``async def`` one): what it
+    stands for is let go of (``let_go``), as it would never run (a coroutine is true: a filter
+    would keep every message)."""
+    let_go(result)
+    return TypeError(
+        f"{what} returned {type(result).__name__}, an awaitable it does not await (the work "
+        "it stands for would never run): do asynchronous work in a flat_map_async"
+    )
+
+
 def _outcome_taken(future: asyncio.Future[Any]) -> None:
     """A future let go of ended: its outcome goes nowhere (``asyncio.gather``'s, cancelled,
     ends with a CancelledError as its exception, which asyncio would log as never retrieved)."""
@@ -280,6 +292,9 @@ class FilterOperator(OperatorImpl):
         except Exception as exc:
             raise self.failed(exc) from exc
         if keep:
+            if keep is not True and inspect.isawaitable(keep):
+                error = not_awaited(keep, "filter's function")
+                raise self.failed(error) from error
             self.out += 1
             return True
         return False
@@ -412,6 +427,7 @@ __all__ = [
     "as_messages",
     "await_all",
     "let_go",
+    "not_awaited",
     "SAMPLE_EVERY",
     "FilterOperator",
     "FlatMapAsyncOperator",

@@ -8,13 +8,14 @@ operator and its serde.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from samzapy.api.envelope import KV, OutgoingMessageEnvelope
 from samzapy.api.errors import OperatorError, SamzapyError, SerdeError
 from samzapy.api.system import SystemStream
-from samzapy.operators.impl import OperatorImpl
+from samzapy.operators.impl import OperatorImpl, not_awaited
 
 
 def _nothing(envelope: OutgoingMessageEnvelope) -> None:
@@ -61,9 +62,12 @@ class SinkOperator(OperatorImpl):
     def on_message(self, message: Any) -> Awaitable[Any] | None:
         io = self.io
         try:
-            self.fn(message, io.collector, io.coordinator)
+            result = self.fn(message, io.collector, io.coordinator)
         except Exception as exc:
             raise self.failed(exc) from exc
+        if result is not None and inspect.isawaitable(result):
+            error = not_awaited(result, "sink's function")
+            raise self.failed(error) from error
         return None
 
     def transform(self, message: Any) -> list[Any]:

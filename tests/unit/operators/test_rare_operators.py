@@ -121,3 +121,52 @@ def test_a_flat_map_s_generator_and_tuple_go_on_and_a_generator_s_own_error_is_i
     runner = TestRunner.of(Split).add_input_stream(LINES, ["boom"]).add_output_stream(WORDS)
     with pytest.raises(TaskError, match="the generator's own"):
         runner.run(timeout=10)
+
+
+async def _allowed(line: str) -> bool:
+    return False
+
+
+@pytest.mark.parametrize("count", [3, 1100])
+def test_a_filter_whose_function_gives_an_awaitable_fails_instead_of_keeping_all(
+    count: int,
+) -> None:
+    """A coroutine is true: the filter would keep every message, its check never run. Of
+    1,100 messages, the 1,024th, the one awaited, takes the sampled (timed) path."""
+    bad = min(count, 1024) - 1
+
+    class Allowed(StreamApplication):
+        def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+            app_desc.get_input_stream(LINES).filter(
+                lambda line: _allowed(line) if line == f"m{bad}" else True
+            ).send_to(app_desc.get_output_stream(WORDS))
+
+    messages = [f"m{i}" for i in range(count)]
+    runner = TestRunner.of(Allowed).add_input_stream(LINES, messages).add_output_stream(WORDS)
+    with pytest.raises(TaskError) as failed:
+        runner.run(timeout=10)
+    assert (failed.value.operator, failed.value.offset) == ("filter-1", str(bad))
+    assert isinstance(failed.value.__cause__, TypeError)
+    assert "filter's function returned coroutine, an awaitable it does not await" in str(
+        failed.value.__cause__
+    )
+
+
+def test_a_sink_whose_function_gives_an_awaitable_fails_instead_of_dropping_its_work() -> None:
+    written: list[str] = []
+
+    async def write(line: str) -> None:
+        written.append(line)
+
+    class Writes(StreamApplication):
+        def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+            app_desc.get_input_stream(LINES).sink(lambda line, collector, coordinator: write(line))
+
+    runner = TestRunner.of(Writes).add_input_stream(LINES, ["a", "b"])
+    with pytest.raises(TaskError) as failed:
+        runner.run(timeout=10)
+    assert (failed.value.operator, failed.value.offset) == ("sink-1", "0")
+    assert "sink's function returned coroutine, an awaitable it does not await" in str(
+        failed.value.__cause__
+    )
+    assert written == []
