@@ -69,7 +69,9 @@ class ApplicationGraph:
         #: Every table of the application by id, a caching table's inner table included.
         self.tables: dict[str, Table] = {}
         self.operators: list[OperatorSpec] = []
-        self.op_ids: set[str] = set()
+        #: Every operator id, an input's stream id included, and what it names (an error
+        #: naming an id used twice names both).
+        self.op_ids: dict[str, str] = {}
         self._counts: dict[str, int] = {}
         self.frozen = False
 
@@ -80,8 +82,10 @@ class ApplicationGraph:
                 "in describe() only"
             )
 
-    def new_op_id(self, kind: str, given: str | None) -> str:
-        """``given`` checked and claimed, or the next ``<kind>-<n>``."""
+    def new_op_id(self, kind: str, given: str | None, names: str | None = None) -> str:
+        """``given`` checked and claimed, or the next ``<kind>-<n>``; ``names``: what the id
+        names, for errors (default: an operator of ``kind``)."""
+        names = names or f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
         if given is None:
             n = self._counts.get(kind, 0) + 1
             while f"{kind}-{n}" in self.op_ids:
@@ -91,8 +95,11 @@ class ApplicationGraph:
         else:
             op_id = check_id(given, f"the op_id of {kind}")
             if op_id in self.op_ids:
-                raise ConfigError(f"op_id {op_id!r} is used twice: operator ids must be unique")
-        self.op_ids.add(op_id)
+                raise ConfigError(
+                    f"op_id {op_id!r} is used twice: by {self.op_ids[op_id]} and by {names}: "
+                    "operator ids must be unique"
+                )
+        self.op_ids[op_id] = names
         return op_id
 
     def add(

@@ -274,9 +274,10 @@ class MessageStream:
         graph.check_open(kind)
         stream = IntermediateStream(kind, op_id, serde)
         stream.writer = graph.add(kind, [self._spec], None, op_id, stream=stream, **settings)
-        reader = OperatorSpec(
-            graph, "input", graph.new_op_id("input", f"{op_id}-input"), intermediate=stream
+        reader_id = graph.new_op_id(
+            "input", f"{op_id}-input", f"the stream {kind} {op_id!r} returns (its input operator)"
         )
+        reader = OperatorSpec(graph, "input", reader_id, intermediate=stream)
         stream.reader = reader
         graph.intermediates.append(stream)
         return MessageStream(reader)
@@ -316,10 +317,10 @@ def add_input(graph: ApplicationGraph, descriptor: InputDescriptor) -> MessageSt
         )
     if stream_id in graph.op_ids:
         raise ConfigError(
-            f"input stream {stream_id!r} has the id of an operator: an input's operator id is "
-            "its stream id, and operator ids must be unique"
+            f"input stream {stream_id!r} has the id of an operator, {graph.op_ids[stream_id]}: "
+            "an input's operator id is its stream id, and operator ids must be unique"
         )
-    graph.op_ids.add(stream_id)
+    graph.op_ids[stream_id] = f"input stream {stream_id!r}"
     spec = OperatorSpec(graph, "input", stream_id, descriptor=descriptor)
     graph.inputs[stream_id] = spec
     return MessageStream(spec)

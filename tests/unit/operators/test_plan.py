@@ -525,12 +525,31 @@ def test_the_job_file_may_rename_an_input_or_move_it_to_another_system() -> None
 
 
 def test_operator_ids_and_input_stream_ids_share_one_namespace() -> None:
+    """An id used twice is named with what holds it already: one the user gave once may be
+    an input's stream id, or the id of the stream a partition_by returns."""
     desc = StreamApplicationDescriptor(JOB)
     lines = desc.get_input_stream(KAFKA.get_input_descriptor("lines"))
-    with pytest.raises(ConfigError, match=r"op_id 'lines' is used twice"):
+    with pytest.raises(
+        ConfigError,
+        match=r"op_id 'lines' is used twice: by input stream 'lines' and by a broadcast",
+    ):
         lines.broadcast("json", "lines")
     lines.partition_by(str, str, "json", "p")
-    with pytest.raises(ConfigError, match=r"op_id 'p-input' is used twice"):
+    with pytest.raises(
+        ConfigError,
+        match=r"op_id 'p-input' is used twice: by the stream partition_by 'p' returns \(its "
+        r"input operator\) and by a broadcast",
+    ):
         lines.broadcast("json", "p-input")
-    with pytest.raises(ConfigError, match=r"input stream 'p' has the id of an operator"):
+    with pytest.raises(
+        ConfigError, match=r"input stream 'p' has the id of an operator, a partition_by"
+    ):
         desc.get_input_stream(KAFKA.get_input_descriptor("p"))
+    window = Windows.tumbling_window(timedelta(seconds=1))
+    lines.window(window, "w-input").sink(lambda m, c, k: None)
+    with pytest.raises(
+        ConfigError,
+        match=r"op_id 'w-input' is used twice: by a window and by the stream broadcast 'w' "
+        r"returns \(its input operator\)",
+    ):
+        lines.broadcast("json", "w")
