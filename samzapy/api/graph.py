@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from samzapy.api.descriptors import check_id
+from samzapy.api.descriptors import KVSerde, check_id
 from samzapy.api.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -57,6 +57,11 @@ class IntermediateStream:
         self.serde = serde
         self.writer: OperatorSpec | None = None
         self.reader: OperatorSpec | None = None
+
+    @property
+    def keyed(self) -> bool:
+        """Whether its records carry a key, read back as ``KV``s: a ``KVSerde``'s stream."""
+        return isinstance(self.serde, KVSerde)
 
 
 class ApplicationGraph:

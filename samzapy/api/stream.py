@@ -262,11 +262,11 @@ class MessageStream:
     def broadcast(self, serde: Any, op_id: str) -> MessageStream:
         """Send every message to every task of the job through an intermediate stream of one
         partition that every task reads (``<job.name>-<job.id>-broadcast-<op_id>``).
-        ``serde`` None: the system's ``samza.msg.serde`` (none there is an error when planned)."""
+        ``serde``: the messages' serde, or a ``KVSerde`` for a stream of ``KV``s, read back
+        as ``KV``s; None: the system's ``samza.msg.serde`` (none there is an error when
+        planned)."""
         if op_id is None:
             raise ConfigError("broadcast needs an op_id (it names the intermediate stream)")
-        if isinstance(serde, KVSerde):
-            raise ConfigError("broadcast's serde is the messages' serde, not a KVSerde")
         return self._intermediate("broadcast", op_id, serde)
 
     def _intermediate(self, kind: str, op_id: str, serde: Any, **settings: Any) -> MessageStream:

@@ -124,7 +124,7 @@ def _check_message_serdes(intermediates: Iterable[StreamPlan], keys: Mapping[str
         if keys.get(f"streams.{stream.stream_id}.samza.msg.serde") or keys.get(system_key):
             continue
         kind = "broadcast" if stream.broadcast else "partition_by"
-        given = "serde None" if stream.broadcast else f"serde KVSerde({stream.key_serde}, None)"
+        given = f"serde KVSerde({stream.key_serde}, None)" if stream.keyed else "serde None"
         raise ConfigError(
             f"{kind} {stream.op_id!r} was given {given}, and its intermediate stream "
             f"{stream.stream_id!r} carries bytes: pass the messages' serde (a name such as "
@@ -293,7 +293,7 @@ class _IntermediateNames:
             role="intermediate",
             key_serde=serde_label(key_serde),
             msg_serde=serde_label(msg_serde),
-            keyed=not broadcast,
+            keyed=stream.kind == "partition_by" or stream.keyed,
             partitions=partitions,
             broadcast=broadcast,
             op_id=stream.op_id,

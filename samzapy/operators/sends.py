@@ -146,17 +146,22 @@ class PartitionByOperator(SendingOperator):
 
 
 class BroadcastOperator(SendingOperator):
-    """Sends each message to the one partition of the broadcast stream every task reads."""
+    """Sends each message to the one partition of the broadcast stream every task reads; to a
+    ``keyed`` one (a ``KVSerde``'s), a ``KV`` as its key and value."""
 
     kind = "broadcast"
-    __slots__ = ("serde",)
+    __slots__ = ("keyed", "serde")
 
-    def __init__(self, op_id: str, stream: SystemStream, serde: str) -> None:
+    def __init__(self, op_id: str, stream: SystemStream, serde: str, keyed: bool) -> None:
         super().__init__(op_id, stream)
         self.serde = serde
+        self.keyed = keyed
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
-        envelope = OutgoingMessageEnvelope(self.stream, message, partition=0)
+        if self.keyed and type(message) is KV:
+            envelope = OutgoingMessageEnvelope(self.stream, message[1], message[0], partition=0)
+        else:
+            envelope = OutgoingMessageEnvelope(self.stream, message, partition=0)
         if self.clock is not None:  # the stream's frames carry the message's event time
             envelope.timestamp = self.clock.t
         try:

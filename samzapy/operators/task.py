@@ -163,7 +163,7 @@ class OperatorGraph:
             intermediate = s.get("intermediate")
             if intermediate is not None:
                 stream = streams[f"{intermediate.kind}:{intermediate.op_id}"]
-                keyed = intermediate.kind == "partition_by"
+                keyed = intermediate.kind == "partition_by" or intermediate.keyed
             else:
                 stream = streams[op_id]
                 keyed = s["descriptor"].keyed
@@ -234,7 +234,8 @@ class OperatorGraph:
         if kind == "broadcast":
             serde = s["stream"].serde
             label = serde if isinstance(serde, str | None) else type(serde).__qualname__
-            return sends.BroadcastOperator(op_id, streams[f"broadcast:{op_id}"], str(label))
+            stream = streams[f"broadcast:{op_id}"]
+            return sends.BroadcastOperator(op_id, stream, str(label), s["stream"].keyed)
         raise AssertionError(f"unknown operator kind {kind!r}")
 
 

@@ -189,3 +189,23 @@ class BroadcastCounts(StreamApplication):
             .map(lambda pane: KV(str(pane.key.pane_id), str(pane.message)))
             .send_to(app_desc.get_output_stream(panes))
         )
+
+
+class KeyedBroadcast(StreamApplication):
+    """Broadcasts the keyed clicks of ``app.clicks`` (framed, string keys, JSON ``{"p": source
+    partition}``) with a KVSerde to every task, which sends each as ``key -> p`` to
+    ``app.seen``: a KV read back from the broadcast stream is still a KV."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        kafka = KafkaSystemDescriptor("kafka")
+        keyed = KVSerde("string", "json")
+        clicks = kafka.get_input_descriptor("clicks", keyed).with_framed()
+        clicks.with_physical_name(_topic(app_desc, "app.clicks"))
+        seen = kafka.get_output_descriptor("seen", KVSerde("string", "string"))
+        seen.with_physical_name(_topic(app_desc, "app.seen"))
+        (
+            app_desc.get_input_stream(clicks)
+            .broadcast(keyed, TO_EVERY_TASK)
+            .map(lambda kv: KV(kv.key, str(kv.value["p"])))
+            .send_to(app_desc.get_output_stream(seen))
+        )

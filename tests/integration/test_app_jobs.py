@@ -424,3 +424,32 @@ def test_a_broadcast_carries_event_time_to_every_tasks_windows(
     )
     # one pane per 10 s from each of the two tasks, each of every view of its 10 s
     assert got == Counter({("0", "3"): 2, ("10000", "2"): 2, ("20000", "1"): 2})
+
+
+def test_a_keyed_stream_broadcast_with_a_kvserde_reaches_every_task_as_kvs(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    source, seen = name("clicks"), name("seen")
+    asyncio.run(create_topic(kafka_bootstrap, source, 2))
+    asyncio.run(create_topic(kafka_bootstrap, seen, 1))
+    items: list[tuple[int, bytes | None, bytes]] = []
+    for p in (0, 1):
+        items.extend(
+            (p, f"k{p}-{i}".encode(), frame(json.dumps({"p": p}).encode())) for i in range(3)
+        )
+        items.append((p, None, encode_control(EndOfStreamMessage("loader", 1))))
+    asyncio.run(produce(kafka_bootstrap, source, items))
+    job = app_job_file(
+        tmp_path,
+        kafka_bootstrap,
+        "app_jobs:KeyedBroadcast",
+        **{"app.clicks": source, "app.seen": seen},
+    )
+    run = Job(job, "unused", tmp_path / "run.log")
+    assert run.wait(90) == 0, run.tail()
+    got = Counter(
+        (record.key.decode(), record.value.decode())
+        for record in asyncio.run(read_all(kafka_bootstrap, seen))
+    )
+    # each click once from each of the two tasks, with its key
+    assert got == Counter({(f"k{p}-{i}", str(p)): 2 for p in (0, 1) for i in range(3)})

@@ -138,6 +138,11 @@ def _broadcast_none(d: StreamApplicationDescriptor) -> None:
     lines.broadcast(None, "all").sink(lambda m, c, k: None)
 
 
+def _keyed_broadcast_value_none(d: StreamApplicationDescriptor) -> None:
+    lines = d.get_input_stream(KAFKA.get_input_descriptor("lines", KVSerde("string", "json")))
+    lines.broadcast(KVSerde("string", None), "all").sink(lambda m, c, k: None)
+
+
 def _partition_by_value_none(d: StreamApplicationDescriptor) -> None:
     lines = d.get_input_stream(KAFKA.get_input_descriptor("lines", "json"))
     lines.partition_by(str, str, KVSerde("string", None), "p").sink(lambda m, c, k: None)
@@ -148,6 +153,7 @@ def _partition_by_value_none(d: StreamApplicationDescriptor) -> None:
     [
         (_broadcast_none, r"^broadcast 'all' was given serde None, and its intermediate stream "),
         (_partition_by_value_none, r"^partition_by 'p' was given serde KVSerde\(string, None\)"),
+        (_keyed_broadcast_value_none, r"^broadcast 'all' was given serde KVSerde\(string, None\)"),
     ],
 )
 def test_an_intermediate_stream_without_a_message_serde_is_an_error_when_planned(
@@ -158,7 +164,8 @@ def test_an_intermediate_stream_without_a_message_serde_is_an_error_when_planned
         plan(app)
     # The system's serde, or the job file's for the stream, serves instead.
     assert plan(app, {"systems.kafka.samza.msg.serde": "json"}).intermediates
-    stream_id = "wc-2-broadcast-all" if app is _broadcast_none else "wc-2-partition_by-p"
+    broadcast = app is not _partition_by_value_none
+    stream_id = "wc-2-broadcast-all" if broadcast else "wc-2-partition_by-p"
     assert plan(app, {f"streams.{stream_id}.samza.msg.serde": "json"}).intermediates
 
 

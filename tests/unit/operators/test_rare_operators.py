@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from samzapy import (
+    KV,
     KafkaSystemDescriptor,
+    KVSerde,
     StreamApplication,
     StreamApplicationDescriptor,
     TaskError,
@@ -170,3 +172,36 @@ def test_a_sink_whose_function_gives_an_awaitable_fails_instead_of_dropping_its_
         failed.value.__cause__
     )
     assert written == []
+
+
+def test_a_keyed_stream_broadcast_with_a_kvserde_reaches_every_task_as_its_kvs() -> None:
+    """As Samza's broadcast takes a KVSerde: each task reads the stream's ``KV``s as they
+    were sent (a ``KV`` through a plain ``json`` serde would come back a list)."""
+    clicks = KAFKA.get_input_descriptor("clicks", KVSerde("string", "json"))
+    seen = KAFKA.get_output_descriptor("seen", "json")
+
+    class Tagged:
+        def init(self, context: Any) -> None:
+            self.task = str(context.task_name)
+
+        def apply(self, kv: Any) -> Any:
+            assert type(kv) is KV, kv
+            return [self.task, kv.key, kv.value]
+
+    class EveryTask(StreamApplication):
+        def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+            app_desc.get_input_stream(clicks).broadcast(
+                KVSerde("string", "json"), "all-clicks"
+            ).map(Tagged()).send_to(app_desc.get_output_stream(seen))
+
+    result = (
+        TestRunner.of(EveryTask)
+        .add_input_stream(clicks, {0: [KV("ann", {"page": "/a"})], 1: [KV("bob", {"page": "/b"})]})
+        .add_output_stream(seen)
+        .run(timeout=10)
+    )
+    assert sorted(result.outputs(seen)[0]) == [
+        [f"Partition {p}", key, {"page": page}]
+        for p in (0, 1)
+        for key, page in (("ann", "/a"), ("bob", "/b"))
+    ]
