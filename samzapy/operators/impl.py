@@ -18,6 +18,7 @@ reaches), and for ``flat_map_async`` on every message, until its awaitable compl
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import time
 from collections.abc import Awaitable, Callable
@@ -367,11 +368,13 @@ class FlatMapAsyncOperator(OperatorImpl):
         except Exception as exc:
             raise self.failed(exc) from exc
         if not inspect.isawaitable(awaitable):
-            error = TypeError(
-                "flat_map_async's function must return an awaitable of an iterable, got "
-                f"{type(awaitable).__name__}"
-            )
-            raise self.failed(error) from error
+            if not isinstance(awaitable, concurrent.futures.Future):
+                error = TypeError(
+                    "flat_map_async's function must return an awaitable of an iterable (or a "
+                    f"concurrent.futures.Future of one), got {type(awaitable).__name__}"
+                )
+                raise self.failed(error) from error
+            awaitable = asyncio.wrap_future(awaitable)  # as a task's process_async may return
         return self._complete(awaitable, t0, timed, event_time)
 
     async def _complete(

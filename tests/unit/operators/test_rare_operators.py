@@ -5,6 +5,7 @@ time they carry."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -205,3 +206,27 @@ def test_a_keyed_stream_broadcast_with_a_kvserde_reaches_every_task_as_its_kvs()
         for p in (0, 1)
         for key, page in (("ann", "/a"), ("bob", "/b"))
     ]
+
+
+def test_flat_map_async_takes_a_concurrent_future_as_a_tasks_process_async_does() -> None:
+    """``executor.submit(...)``: a ``concurrent.futures.Future``, as ``process_async`` may
+    return (Samza's AsyncFlatMapFunction returns a CompletionStage)."""
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+
+    class Pooled(StreamApplication):
+        def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+            app_desc.get_input_stream(LINES).flat_map_async(
+                lambda line: pool.submit(str.split, line)
+            ).send_to(app_desc.get_output_stream(WORDS))
+
+    try:
+        result = (
+            TestRunner.of(Pooled)
+            .add_input_stream(LINES, ["a b", "c"])
+            .add_output_stream(WORDS)
+            .add_config("task.max.concurrency", 2)
+            .run(timeout=10)
+        )
+    finally:
+        pool.shutdown()
+    assert sorted(result.outputs(WORDS)[0]) == ["a", "b", "c"]
