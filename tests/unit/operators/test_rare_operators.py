@@ -230,3 +230,22 @@ def test_flat_map_async_takes_a_concurrent_future_as_a_tasks_process_async_does(
     finally:
         pool.shutdown()
     assert sorted(result.outputs(WORDS)[0]) == ["a", "b", "c"]
+
+
+def test_a_stream_merged_with_itself_gives_each_message_once_as_samzas_merge() -> None:
+    """Samza registers the merge once after each stream (a set of next operators): a stream
+    given twice is merged once, where Flink's union of a stream with itself gives each
+    element twice. A stream made from it is another stream."""
+
+    class Twice(StreamApplication):
+        def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+            lines = app_desc.get_input_stream(LINES)
+            lines.merge([lines, lines.map(str.upper)]).send_to(app_desc.get_output_stream(WORDS))
+
+    result = (
+        TestRunner.of(Twice)
+        .add_input_stream(LINES, ["a", "b"])
+        .add_output_stream(WORDS)
+        .run(timeout=10)
+    )
+    assert sorted(result.outputs(WORDS)[0]) == ["A", "B", "a", "b"]
