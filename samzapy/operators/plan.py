@@ -115,21 +115,23 @@ def plan_application(
 
 
 def _check_message_serdes(intermediates: Iterable[StreamPlan], keys: Mapping[str, Any]) -> None:
-    """An intermediate stream carries bytes: a ``broadcast`` (or ``partition_by`` value) given
-    no serde needs the job file's serde for its stream, or its system's ``samza.msg.serde``."""
+    """An intermediate stream carries bytes: a ``broadcast`` (or ``partition_by`` value or
+    key) given no serde needs the job file's serde for its stream, or its system's."""
     for stream in intermediates:
-        if stream.msg_serde is not None:
-            continue
-        system_key = f"systems.{stream.system}.samza.msg.serde"
-        if keys.get(f"streams.{stream.stream_id}.samza.msg.serde") or keys.get(system_key):
-            continue
-        kind = "broadcast" if stream.broadcast else "partition_by"
-        given = f"serde KVSerde({stream.key_serde}, None)" if stream.keyed else "serde None"
-        raise ConfigError(
-            f"{kind} {stream.op_id!r} was given {given}, and its intermediate stream "
-            f"{stream.stream_id!r} carries bytes: pass the messages' serde (a name such as "
-            f"json or bytes, or a serde object), or set {system_key}"
-        )
+        given = f"serde KVSerde({stream.key_serde}, {stream.msg_serde})"
+        for which, serde in (("key", stream.key_serde), ("msg", stream.msg_serde)):
+            if serde is not None or (which == "key" and not stream.keyed):
+                continue
+            system_key = f"systems.{stream.system}.samza.{which}.serde"
+            if keys.get(f"streams.{stream.stream_id}.samza.{which}.serde") or keys.get(system_key):
+                continue
+            kind = "broadcast" if stream.broadcast else "partition_by"
+            raise ConfigError(
+                f"{kind} {stream.op_id!r} was given {given if stream.keyed else 'serde None'}, "
+                f"and its intermediate stream {stream.stream_id!r} carries bytes: pass the "
+                f"{'keys' if which == 'key' else 'messages'}' serde (a name such as json or "
+                f"bytes, or a serde object), or set {system_key}"
+            )
 
 
 class _Keys:
