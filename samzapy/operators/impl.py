@@ -78,13 +78,13 @@ def let_go(awaitable: Awaitable[Any]) -> None:
 
 def not_awaited(result: Any, what: str) -> TypeError:
     """The error of a function of an operator that awaits nothing (a ``filter``, a ``sink``)
-    that returned an awaitable anyway (a sync function calling an ``async def`` one): what it
-    stands for is let go of (``let_go``), as it would never run (a coroutine is true: a filter
-    would keep every message)."""
+    that returned an awaitable anyway (a sync function calling an ``async def`` one), which is
+    let go of (``let_go``): a coroutine would never run, and is true (a filter would keep
+    every message)."""
     let_go(result)
     return TypeError(
-        f"{what} returned {type(result).__name__}, an awaitable it does not await (the work "
-        "it stands for would never run): do asynchronous work in a flat_map_async"
+        f"{what} returned {type(result).__name__}, an awaitable it does not await: do "
+        "asynchronous work in a flat_map_async"
     )
 
 

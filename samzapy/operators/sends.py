@@ -65,7 +65,7 @@ class SinkOperator(OperatorImpl):
             result = self.fn(message, io.collector, io.coordinator)
         except Exception as exc:
             raise self.failed(exc) from exc
-        if result is not None and inspect.isawaitable(result):
+        if result is not None and inspect.iscoroutine(result):  # it would never run
             error = not_awaited(result, "sink's function")
             raise self.failed(error) from error
         return None

@@ -249,3 +249,21 @@ def test_a_stream_merged_with_itself_gives_each_message_once_as_samzas_merge() -
         .run(timeout=10)
     )
     assert sorted(result.outputs(WORDS)[0]) == ["A", "B", "a", "b"]
+
+
+def test_a_sink_that_starts_a_task_of_its_own_is_left_to_it() -> None:
+    """A future a sink's function returns was scheduled (fire and forget, the user's choice):
+    only a coroutine, which would never run, fails the task."""
+    done: list[str] = []
+
+    async def write(line: str) -> None:
+        done.append(line)
+
+    class Detached(StreamApplication):
+        def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+            app_desc.get_input_stream(LINES).sink(
+                lambda line, collector, coordinator: asyncio.ensure_future(write(line))
+            )
+
+    TestRunner.of(Detached).add_input_stream(LINES, ["a", "b"]).run(timeout=10)
+    assert done == ["a", "b"]
