@@ -97,9 +97,11 @@ def _outcome_taken(future: asyncio.Future[Any]) -> None:
 
 def as_messages(given: Any, what: str) -> list[Any]:
     """``given``, what a ``flat_map``'s function (or ``flat_map_async``'s awaitable) gave, as
-    its list of messages. None, a non-iterable, and a ``str`` or ``bytes`` (which would go on
-    as its characters or byte values) are a TypeError saying what was expected."""
-    if not isinstance(given, str | bytes | bytearray):
+    its list of messages. None, a non-iterable, a ``str`` or ``bytes`` (which would go on as
+    its characters or byte values) and a ``dict`` (as its keys: one message returned alone;
+    Samza's functions return a Collection, which a Map is not) are a TypeError saying what
+    was expected."""
+    if not isinstance(given, str | bytes | bytearray | dict):
         try:
             messages = iter(given)
         except TypeError:

@@ -72,13 +72,21 @@ async def _gives(result: Any) -> Any:
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["flat_map", "flat_map_async"])
 @pytest.mark.parametrize(
     ("result", "got"),
-    [(None, "NoneType None"), (7, "int 7"), ("a b", "str 'a b'"), (b"ab", "bytes b'ab'")],
+    [
+        (None, "NoneType None"),
+        (7, "int 7"),
+        ("a b", "str 'a b'"),
+        (b"ab", "bytes b'ab'"),
+        ({"word": "a"}, "dict {'word': 'a'}"),
+    ],
 )
 def test_a_flat_map_result_that_is_no_iterable_of_messages_fails_saying_what_it_was(
     asynchronous: bool, result: Any, got: str
 ) -> None:
-    """None (an ``async def`` without ``return``), a number, or a string, which would go on as
-    its characters: the task fails naming the operator and what its function gave."""
+    """None (an ``async def`` without ``return``), a number, a string, which would go on as
+    its characters, or a dict, as its keys (one message given alone; Samza's FlatMapFunction
+    returns a Collection, which a Map is not): the task fails naming the operator and what
+    its function gave."""
 
     class Split(StreamApplication):
         def describe(self, app_desc: StreamApplicationDescriptor) -> None:
