@@ -75,7 +75,7 @@ def parse_broadcast(text: str) -> tuple[SystemStream, tuple[int, ...]] | None:
     if match.group("one") is not None:
         return system_stream, (int(match.group("one")),)
     low, high = int(match.group("lo")), int(match.group("hi"))
-    if low > high:
+    if low > high or high - low >= 100_000:  # a typo's range would fill memory
         return None
     return system_stream, tuple(range(low, high + 1))
 
@@ -293,8 +293,8 @@ class _Checker:
             if parse_broadcast(item) is None:
                 self.problem(
                     "task.broadcast.inputs",
-                    "task.broadcast.inputs items must be 'system.stream#N' or "
-                    f"'system.stream#[A-B]' with A <= B, got {item!r}",
+                    "task.broadcast.inputs items must be 'system.stream#N' or 'system.stream"
+                    f"#[A-B]' with A <= B (at most 100,000 partitions), got {item!r}",
                 )
         reporter_problems(self.values, is_module_class, self.problem)
         for name in self.serializers:

@@ -408,11 +408,13 @@ def test_an_empty_prometheus_host_is_a_problem(written: str, found: str) -> None
 
 
 def test_broadcast_input_shape_is_checked() -> None:
-    for item in ("mem.s", "mem.s#x", "mem.s#[3-1]", "s#1"):
+    # A range of 100,000 partitions or more is a typo: its tuple would fill memory.
+    for item in ("mem.s", "mem.s#x", "mem.s#[3-1]", "s#1", "mem.s#[0-4000000000]"):
         assert problems(f"task.broadcast.inputs: ['{item}']\n") == (
             "task.broadcast.inputs items must be 'system.stream#N' or 'system.stream#[A-B]' "
-            f"with A <= B, got '{item}'",
+            f"with A <= B (at most 100,000 partitions), got '{item}'",
         )
+    resolved("task.broadcast.inputs: ['mem.s#[0-99999]']\n")
 
 
 def test_file_system_requires_a_path() -> None:
