@@ -17,8 +17,8 @@ errors included (each function's failure is raised by its own operator's ``faile
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable
+from types import CoroutineType
 from typing import Any
 
 from samzapy.api.descriptors import MAX_EVENT_TIME, MIN_EVENT_TIME, event_time_ms
@@ -153,7 +153,7 @@ def _compile(
             ]
         elif isinstance(nxt, FilterOperator):
             bound[f"f{n}"] = nxt.fn
-            bound.update(isawaitable=inspect.isawaitable, not_awaited=not_awaited)
+            bound.update(CoroutineType=CoroutineType, not_awaited=not_awaited)
             counters.append((f"c{n}", nxt))
             body += [
                 "try:",
@@ -162,7 +162,7 @@ def _compile(
                 f"    raise {o}.failed(exc) from exc",
                 "if not keep:",
                 "    return None",
-                "if keep is not True and isawaitable(keep):",  # a coroutine is true
+                "if keep is not True and type(keep) is CoroutineType:",  # true, never run
                 '    error = not_awaited(keep, "filter\'s function")',
                 f"    raise {o}.failed(error) from error",
                 *_counted(f"c{n}"),

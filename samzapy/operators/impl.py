@@ -22,6 +22,7 @@ import concurrent.futures
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from types import CoroutineType
 from typing import Any
 
 from samzapy.api.errors import OperatorError
@@ -295,7 +296,7 @@ class FilterOperator(OperatorImpl):
         except Exception as exc:
             raise self.failed(exc) from exc
         if keep:
-            if keep is not True and inspect.isawaitable(keep):
+            if keep is not True and type(keep) is CoroutineType:  # never run, and true
                 error = not_awaited(keep, "filter's function")
                 raise self.failed(error) from error
             self.out += 1
@@ -320,7 +321,11 @@ class FlatMapOperator(OperatorImpl):
 
     def transform(self, message: Any) -> list[Any]:
         try:
-            results = as_messages(self.fn(message), "flat_map's function's result")
+            given = self.fn(message)
+            if type(given) is list:  # the common case, without a call
+                results = list(given)
+            else:
+                results = as_messages(given, "flat_map's function's result")
         except Exception as exc:
             raise self.failed(exc) from exc
         self.out += len(results)
