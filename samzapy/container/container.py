@@ -376,9 +376,13 @@ class SamzaContainer:
         for router in self._routers:
             await router.prepare(declared_outputs(cfg))
         await self._checkpoints.claim()
+        clock = self.clock
         for task, task_plan in zip(self.tasks, plan.tasks, strict=True):
-            if task.stores:
-                task.stores.open()
+            if task.stores:  # under the group, a paused old owner's lock is waited out
+                if self._lease is None:
+                    task.stores.open()
+                else:
+                    await task.stores.open_waiting(lambda s: clock.sleep_until(clock.now() + s))
                 last = task_plan.checkpoint
                 if last is None:
                     await task.stores.restore(None)

@@ -16,8 +16,8 @@ a member's standby tasks). ``Standbys`` runs this container's:
    stop its catch-up, close it marked clean at the offset it reached and move it where the
    active task opens its store (``standby_promoted``). The active task's restore then keeps
    the local store and replays only what the standby had not reached. A directory another
-   process still holds open is left alone (``standby_not_moved``): the task's start fails on
-   its lock;
+   process still holds open is left alone (``standby_not_moved``): the task's start waits for
+   its lock (``TaskStores.open_waiting``);
 4. ``stop``: close every standby, marked clean.
 
 A *warmup* is a standby a planned move waits for (KIP-441, ``placement.py``): once every

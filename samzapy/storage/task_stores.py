@@ -15,6 +15,7 @@ changelog is brought back to its checkpoint from the snapshot alone (``unlogged.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from samzapy.api.errors import StoreError
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.config import StoreConfig
 from samzapy.storage.logged import ChangelogSender
+from samzapy.storage.ports import StoreLockedError
 from samzapy.storage.registry import open_store
 from samzapy.storage.restore import CLEAN_MARKER, LocalStore, Restore, take_marker, write_marker
 from samzapy.storage.serialized import SerializedKeyValueStore
@@ -95,9 +97,46 @@ class TaskStores:
     # -- opening and restoring ----------------------------------------------------------------
 
     def open(self) -> None:
+        """Open every store not open yet. StoreLockedError: a directory another process holds
+        open; the stores opened stay open, and a later call opens the rest."""
         for name, store in self._stores.items():
-            store.clean_offset = take_marker(store.directory)
-            self._open(name, store)
+            if store.engine is None:
+                store.clean_offset = take_marker(store.directory)
+                self._open(name, store)
+
+    async def open_waiting(
+        self, sleep: Callable[[float], Awaitable[None]], retry_s: float = 1.0
+    ) -> None:
+        """``open``, waiting while another process holds a store's directory open: under the
+        group, a task's old owner paused rather than dead (SIGSTOP, a frozen VM) whose session
+        ran out, so the task is this container's now; it lets go once woken (and fenced) or
+        killed. Tried again every ``retry_s``; logs ``store_locked`` once, then
+        ``store_unlocked`` with the time waited. A stop cuts the wait short (the caller's)."""
+        began: float | None = None
+        while True:
+            try:
+                self.open()
+            except StoreLockedError as exc:
+                if began is None:
+                    began = time.monotonic()
+                    log.warning(
+                        "store_locked",
+                        task=self.task_name,
+                        error=str(exc),
+                        retry_s=retry_s,
+                        reason="another process (an old owner of the task, paused) holds the "
+                        "store open: the task starts once it lets go (woken and fenced, or "
+                        "killed); the container's other tasks go on",
+                    )
+                await sleep(retry_s)
+                continue
+            if began is not None:
+                log.info(
+                    "store_unlocked",
+                    task=self.task_name,
+                    waited_s=round(time.monotonic() - began, 3),
+                )
+            return
 
     def _open(self, name: str, store: LocalStore) -> None:
         config = store.config
