@@ -163,23 +163,44 @@ def _epoch(value: Any) -> int | None:
     return value
 
 
+#: What the operator of a job without stores does about an input that gained partitions
+#: (docs/deploy.md, "Adding partitions to an input"): nothing but the checkpoints stands in
+#: the way, and a new job can start from them.
+STATELESS_REMEDY = (
+    "this job keeps no stores, so unless its tasks keep state of their own it can read the "
+    "new partitions too: run it as a new job (a new job.id) started from these checkpoints, "
+    "`samzapy checkpoint show JOB | samzapy checkpoint set NEW_JOB --to -`, with the input's "
+    "samza.offset.default at oldest so that the new partitions are read from their first "
+    'message (docs/deploy.md, "Adding partitions to an input")'
+)
+
+
 def check_partition_counts(
-    checkpoints: Mapping[TaskName, Checkpoint], counts: Mapping[SystemStream, int]
+    checkpoints: Mapping[TaskName, Checkpoint],
+    counts: Mapping[SystemStream, int],
+    *,
+    stateless: bool = False,
 ) -> None:
     """Raise if an input's partition count differs from the one the checkpoints recorded.
 
     A stream's partition count must never change: a task's partition k must keep meaning the
-    same keys, or its state would mix keys of different partitions.
+    same keys, or its state would mix keys of different partitions. ``stateless``: the job
+    has no stores, and the error says how it goes on with the new partitions.
     """
     for task_name, checkpoint in sorted(checkpoints.items()):
         for stream, before in sorted(checkpoint.partition_counts.items()):
             after = counts.get(stream)
             if after is not None and after != before:
+                remedy = (
+                    STATELESS_REMEDY
+                    if stateless
+                    else "write the data to a new stream with the partition count you want and "
+                    "read that instead"
+                )
                 raise StreamSystemError(
                     f"input {stream} had {before} partitions when task {task_name!r} last "
                     f"checkpointed and has {after} now; a stream's partition count must never "
-                    "change (each task's state belongs to its partition): write the data to a "
-                    "new stream with the partition count you want and read that instead"
+                    f"change (each task's state belongs to its partition): {remedy}"
                 )
 
 
@@ -190,6 +211,7 @@ __all__ = [
     "EPOCH",
     "PARTITION_COUNTS",
     "SNAPSHOTS",
+    "STATELESS_REMEDY",
     "check_partition_counts",
     "decode_checkpoint",
     "encode_checkpoint",

@@ -66,10 +66,13 @@ async def checked(
     checkpoints: Mapping[TaskName, Checkpoint],
     counts: Mapping[SystemStream, int],
     admins: Mapping[str, SystemAdmin],
+    *,
+    stateless: bool = False,
 ) -> dict[TaskName, Checkpoint]:
     """The checkpoints read at start-up, their partition counts checked against ``counts``
-    (the inputs') and the partitions that went back forgotten (``forget_streams_gone_back``)."""
-    check_partition_counts(checkpoints, counts)
+    (the inputs') and the partitions that went back forgotten (``forget_streams_gone_back``).
+    ``stateless``: the job has no stores (``check_partition_counts``)."""
+    check_partition_counts(checkpoints, counts, stateless=stateless)
     return await forget_streams_gone_back(checkpoints, counts, admins)
 
 

@@ -108,7 +108,9 @@ class SamzaContainer:
         self.started = asyncio.Event()
         self._task_factory = task_factory
         self.clock: Clock = clock or LoopClock()
-        self._monitor = PartitionCountMonitor(config.job.monitor_partition_change_ms, self.clock)
+        self._monitor = PartitionCountMonitor(
+            config.job.monitor_partition_change_ms, self.clock, stateless=not config.stores
+        )
         self.metrics = metrics or MetricsRegistry()
         if totals is None:
             totals = ProcessTotals()
@@ -298,7 +300,8 @@ class SamzaContainer:
             group=self._group_offsets,
         )
         checkpoints = await self._checkpoints.start([m.name for m in models])
-        return await checked(checkpoints, counts, self._systems.admins)
+        stateless = not self.config.stores
+        return await checked(checkpoints, counts, self._systems.admins, stateless=stateless)
 
     def _assemble_inputs(self, plan: ContainerPlan, serdes: StreamSerdes) -> RunLoop:
         """Step 5, inputs: the queues, the consumers filling them and the run loop."""

@@ -10,7 +10,8 @@ every input it started with: the intermediate streams the job creates and the br
 inputs included. On a change it:
 
 1. logs ``input_partitions_changed`` once per changed input (the counts before and now, and
-   what the operator does about it);
+   what the operator does about it: for a job without stores, start a new job from its
+   checkpoints, which reads the new partitions too);
 2. asks the container to stop, as SIGTERM does: the calls in flight finish, the tasks are
    closed and commit what they processed (nothing else: the new partitions are never read),
    and the container then raises an error worded as the start-up check's for a count that
@@ -31,6 +32,7 @@ import structlog
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream
+from samzapy.checkpoint.codec import STATELESS_REMEDY
 from samzapy.container.clock import Clock
 from samzapy.container.streams import partition_counts
 from samzapy.system.ports import SystemAdmin
@@ -59,17 +61,25 @@ def changed_counts(
     ]
 
 
-def changed_error(changes: list[tuple[SystemStream, int, int]]) -> StreamSystemError:
-    """The error a run that found ``changes`` ends with (the start-up check's wording)."""
+def changed_error(
+    changes: list[tuple[SystemStream, int, int]], *, stateless: bool = False
+) -> StreamSystemError:
+    """The error a run that found ``changes`` ends with (the start-up check's wording);
+    ``stateless``: the job has no stores, and the error says how it goes on."""
     said = "; ".join(
         f"input {stream} had {before} partitions when the job started and has {now} now"
         for stream, before, now in changes
     )
+    remedy = (
+        STATELESS_REMEDY
+        if stateless
+        else "write the data to a new stream with the partition count you want and read that "
+        "instead, as a new job (a new job.id)"
+    )
     return StreamSystemError(
         f"{said}; a stream's partition count must never change while a job reads it (each "
         "task's state belongs to its partition): the job stopped, committing only what it "
-        "processed; write the data to a new stream with the partition count you want and "
-        "read that instead, as a new job (a new job.id)"
+        f"processed; {remedy}"
     )
 
 
@@ -77,9 +87,11 @@ class PartitionCountMonitor:
     """Looks the inputs' partition counts up every ``interval_ms`` (<= 0: never) on ``clock``
     once started; ``changed`` is the error the container raises once it found a change."""
 
-    def __init__(self, interval_ms: int, clock: Clock) -> None:
+    def __init__(self, interval_ms: int, clock: Clock, *, stateless: bool = False) -> None:
+        """``stateless``: the job has no stores (what the operator does differs)."""
         self.interval_s = interval_ms / 1000 if interval_ms > 0 else None
         self._clock = clock
+        self._stateless = stateless
         self._task: asyncio.Task[None] | None = None
         #: Set once a change was found (and the container asked to stop).
         self.changed: StreamSystemError | None = None
@@ -141,9 +153,9 @@ class PartitionCountMonitor:
                         stream=str(stream),
                         partitions_before=count,
                         partitions_now=found,
-                        action=ACTION,
+                        action=STATELESS_REMEDY if self._stateless else ACTION,
                     )
-                self.changed = changed_error(changes)
+                self.changed = changed_error(changes, stateless=self._stateless)
                 stop("input partition count changed")
                 return
 

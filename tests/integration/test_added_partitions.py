@@ -2,13 +2,18 @@
 (docs/deploy.md, "Adding partitions to an input"): the partition-count monitor notices at its
 next check, logs ``input_partitions_changed`` and stops the job after a clean commit of what it
 processed, exit 1; the new partition is read by no task. A restart then stops at once on the
-start-up check, naming the input: the checkpoints recorded the old count."""
+start-up check, naming the input: the checkpoints recorded the old count. A job without
+stores goes on as a new job started from those checkpoints, reading the new partition too."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import sys
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,3 +78,63 @@ def test_a_partition_added_while_running_stops_the_job_and_its_restart(
     (refused,) = [e for e in again.events() if e["event"] == "job_failed"]
     assert f"input kafka.{source} had 2 partitions when task" in refused["error"]
     assert "has 3 now" in refused["error"]
+
+
+@pytest.mark.timeout(180)
+def test_a_job_without_stores_goes_on_as_a_new_job_from_its_checkpoints(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """What the refusal tells the operator of a job without stores (docs/deploy.md): a new
+    job.id started from the old job's checkpoints reads the new partition from its first
+    message, and nothing of the old ones again."""
+    source, output = name("grown-src"), name("grown-out")
+    asyncio.run(create_topic(kafka_bootstrap, source, 2))
+    asyncio.run(create_topic(kafka_bootstrap, output, 3))
+    asyncio.run(produce(kafka_bootstrap, source, [(i % 2, None, b"v%d" % i) for i in range(6)]))
+    job = job_file(
+        tmp_path,
+        kafka_bootstrap,
+        source,
+        **{"job.coordinator.monitor-partition-change.frequency.ms": 500},
+    )
+    first = Job(job, output, tmp_path / "first.log")
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, job) == {0: 2, 1: 2}, 60, "6 outputs", first.proc
+    )
+    asyncio.run(add_partitions(kafka_bootstrap, source, 3))
+    asyncio.run(produce(kafka_bootstrap, source, [(2, None, b"new-0"), (2, None, b"new-1")]))
+    assert first.wait(60) == 1, first.tail()
+    (failed,) = [e for e in first.events() if e["event"] == "job_failed"]
+    assert "keeps no stores" in failed["error"]
+    assert (
+        "samzapy checkpoint show JOB | samzapy checkpoint set NEW_JOB --to -" in (failed["error"])
+    )
+
+    # As the error says: a new job.id, the input's offset default at oldest (job_file's).
+    new = tmp_path / "new-job.yaml"
+    new.write_text(json.dumps({**json.loads(job.read_text()), "job.id": uuid.uuid4().hex[:8]}))
+    lines = checkpoint_tool("show", job).stdout
+    checkpoint_tool("set", new, "--to", "-", stdin=lines)
+    second = Job(new, output, tmp_path / "second.log")
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, new) == {0: 2, 1: 2, 2: 1}, 60, "the new", second.proc
+    )
+    assert second.stop() == 0, second.tail()
+    assert sorted(o["v"] for o in outputs(kafka_bootstrap, output)) == sorted(
+        [f"v{i}" for i in range(6)] + ["new-0", "new-1"]
+    )
+
+
+def checkpoint_tool(*args: Any, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``samzapy checkpoint ARGS``, which must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "samzapy", "checkpoint", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=HERE.parent.parent,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done

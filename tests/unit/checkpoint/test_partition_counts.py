@@ -28,6 +28,19 @@ def test_changed_count_names_the_stream_both_counts_and_the_remedy() -> None:
         check_partition_counts({TaskName("Partition 0"): checkpoint({IN: 8})}, {IN: 12})
 
 
+def test_a_job_without_stores_is_told_how_to_go_on_from_its_checkpoints() -> None:
+    before = {TaskName("Partition 0"): checkpoint({IN: 8})}
+    with pytest.raises(StreamSystemError, match="new stream") as stateful:
+        check_partition_counts(before, {IN: 12})
+    assert "samzapy checkpoint show" not in str(stateful.value)
+    with pytest.raises(
+        StreamSystemError,
+        match=r"has 12 now; .*keeps no stores.*new job\.id.*`samzapy checkpoint show JOB \| "
+        r"samzapy checkpoint set NEW_JOB --to -`.*oldest",
+    ):
+        check_partition_counts(before, {IN: 12}, stateless=True)
+
+
 def test_checkpoints_without_counts_and_new_inputs_pass() -> None:
     old = Checkpoint({SystemStreamPartition("kafka", "page-views", 0): "5"})
     other = SystemStream("kafka", "clicks")

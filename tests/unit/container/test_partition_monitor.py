@@ -94,6 +94,8 @@ async def test_a_partition_added_while_running_stops_the_job_after_a_clean_commi
     assert changed["stream"] == "files.in"
     assert (changed["partitions_before"], changed["partitions_now"]) == (2, 3)
     assert "new job.id" in changed["action"]
+    # The job keeps no stores: a new job started from its checkpoints reads the new partition.
+    assert "samzapy checkpoint show JOB | samzapy checkpoint set NEW_JOB" in changed["action"]
     assert changed["log_level"] == "error"
     # Stopped as a SIGTERM stops it: what it processed is committed, partition 2 never read.
     assert [e["reason"] for e in logs if e["event"] == "stop_requested"] == [
@@ -103,7 +105,9 @@ async def test_a_partition_added_while_running_stops_the_job_after_a_clean_commi
     assert checkpointed(tmp_path) == {"Partition_0": [(0, "2")], "Partition_1": [(1, "1")]}
 
     # The restart refuses the new count, naming the input (docs/deploy.md).
-    with pytest.raises(StreamSystemError, match=r"input files.in had 2 partitions when task"):
+    with pytest.raises(
+        StreamSystemError, match=r"input files.in had 2 partitions when task.*keeps no stores"
+    ):
         await SamzaContainer(config(tmp_path)).run()
 
 
