@@ -353,7 +353,7 @@ class JobRunner:
         if handover.added and not self._stopped.is_set():
             self.health.ready = False
             if self._standbys is not None:
-                await self._standbys.promote(set(handover.added))
+                await unless_stopped(self._standbys.promote(set(handover.added)), self._stopped)
             share = await self._shares.start(handover.added)
             if share.run.done():
                 return  # it failed while starting: the next check deals with it

@@ -16,8 +16,8 @@ a member's standby tasks). ``Standbys`` runs this container's:
    stop its catch-up, close it marked clean at the offset it reached and move it where the
    active task opens its store (``standby_promoted``). The active task's restore then keeps
    the local store and replays only what the standby had not reached. A directory another
-   process still holds open is left alone (``standby_not_moved``): the task's start waits for
-   its lock (``TaskStores.open_waiting``);
+   process still holds open is left alone until it lets go (``standby_not_moved``, then
+   ``standby_moved_into_place``): the task starts after;
 4. ``stop``: close every standby, marked clean.
 
 A *warmup* is a standby a planned move waits for (KIP-441, ``placement.py``): once every
@@ -53,7 +53,6 @@ from samzapy.container.systems import system_factory
 from samzapy.coordinator.standby_store import StandbyStore
 from samzapy.metrics import Health, MetricsRegistry
 from samzapy.storage import changelog_gap as gap
-from samzapy.storage.ports import StoreLockedError
 from samzapy.storage.task_stores import task_directory_name
 from samzapy.system.ports import SystemAdmin, SystemFactory
 
@@ -193,8 +192,8 @@ class Standbys:
                 standby = self._standby(task)
             for store in standby.stores.values():
                 try:
-                    moved = store.move_into_place(self._compare(store))
-                except (OSError, StoreLockedError) as exc:
+                    moved = await store.move_when_unlocked(self._compare(store))
+                except OSError as exc:
                     log.warning(
                         "standby_not_moved", task=store.task_name, store=store.name, error=str(exc)
                     )

@@ -260,6 +260,31 @@ class StandbyStore:
 
     # -- promotion ----------------------------------------------------------------------------
 
+    async def move_when_unlocked(
+        self, compare: Callable[[str, str], int], retry_s: float = 1.0
+    ) -> bool:
+        """``move_into_place``, waiting while another process holds the active directory
+        open (the task's old owner paused rather than dead, whose session ran out: it lets go
+        once woken and fenced, or killed), tried again every ``retry_s``; logs
+        ``standby_not_moved`` once meanwhile. The caller's stop cuts the wait short."""
+        waiting = False
+        while True:
+            try:
+                return self.move_into_place(compare)
+            except StoreLockedError as exc:
+                if not waiting:
+                    log.warning(
+                        "standby_not_moved",
+                        task=self.task_name,
+                        store=self.name,
+                        error=str(exc),
+                        retry_s=retry_s,
+                        reason="another process (an old owner of the task, paused) holds the "
+                        "store open: the copy moves in, and the task starts, once it lets go",
+                    )
+                    waiting = True
+            await asyncio.sleep(retry_s)
+
     def move_into_place(self, compare: Callable[[str, str], int]) -> bool:
         """Put the (closed) copy where the active task opens its store, unless that one is
         at least as far along (both marked clean); whether it moved. StoreLockedError:

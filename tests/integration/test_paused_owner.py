@@ -1,10 +1,9 @@
 """A task's old owner paused (SIGSTOP), not dead, while another container takes the task over.
 
 docs/deploy.md, "Standby replicas": a standby's copy "is moved into place, but never over a
-directory another process still holds open": the task's start "waits for the directory's lock
-(``store_locked``), the container's other tasks going on, and takes the task once the old one
-has let go (woken and fenced, or dead)"; "without a standby, the restore's open waits on the
-same lock". And
+directory another process still holds open": the new owner "waits for the directory's lock"
+and "once the old one has let go (woken and fenced, or killed) moves the copy in"; "without a
+standby, the task's start waits on the same lock"; "the container's other tasks go on". And
 "Failover": a static member whose session expired "stops its tasks at once without
 committing, logs ``member_fenced`` and exits 1".
 
@@ -77,7 +76,10 @@ def member_file(
 
 def locked(job: Job) -> bool:
     """Whether the container waits for ``Partition 0``'s store, held by another process."""
-    return any(e["event"] == "store_locked" and e["task"] == "Partition 0" for e in job.events())
+    return any(
+        e["event"] in ("store_locked", "standby_not_moved") and e["task"] == "Partition 0"
+        for e in job.events()
+    )
 
 
 def local_counts(tmp_path: Path, task: str) -> dict[str, int]:
@@ -156,16 +158,18 @@ def test_a_paused_owner_keeps_its_store_until_it_lets_go(
             first[p] + second[p] + third[p]
         ), p
     # How: the new owner neither moved its standby's copy over the directory the frozen one
-    # held nor opened it; its start of the task waited for the directory's lock, without
-    # failing (an exit would have stopped its other task too), and took the task over once
-    # the old owner let go.
+    # held nor opened it; it waited for the directory's lock, without failing (an exit would
+    # have stopped its other task too), and took the task over once the old owner let go:
+    # with the copy its standby had kept, or without one restoring from the changelog.
     events = taker.events()
     assert not [e for e in events if e["event"] == "job_failed"], taker.tail()
-    for event in ("store_locked", "store_unlocked"):
+    waits = (
+        ("standby_not_moved", "standby_moved_into_place")
+        if standby
+        else ("store_locked", "store_unlocked")
+    )
+    for event in waits:
         assert [e["task"] for e in events if e["event"] == event] == ["Partition 0"], event
-    if standby:
-        not_moved = [e["task"] for e in events if e["event"] == "standby_not_moved"]
-        assert not_moved == ["Partition 0"], not_moved
 
 
 # -- a batch inside the Kafka client at the pause -----------------------------------------------

@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.ports import Checkpoint
@@ -160,6 +161,30 @@ def test_promotion_leaves_a_directory_another_holds_open_alone(tmp_path: Path) -
         moved = RocksDBStoreFactory().create("counts", TASK, active, {})
         assert moved.get(b"a") == b"2"
         moved.close()
+
+    asyncio.run(run())
+
+
+def test_a_promotion_waits_for_the_holder_to_let_go_then_moves_the_copy_in(
+    tmp_path: Path,
+) -> None:
+    """The task starts with the warm copy once the old owner let go (woken and fenced, or
+    killed), not with a restore of the whole changelog over what that one left."""
+
+    async def run() -> None:
+        store, admin = await _closed_copy_at_2(tmp_path)
+        holder = RocksDBStoreFactory().create("counts", TASK, store.active_directory, {})
+        with capture_logs() as logs:
+            moving = asyncio.ensure_future(
+                store.move_when_unlocked(admin.compare_offsets, retry_s=0.05)
+            )
+            await asyncio.sleep(0.3)  # several tries, still held
+            assert not moving.done()
+            holder.close()
+            assert await asyncio.wait_for(moving, 5)
+        assert read_marker(store.active_directory) == "2" and not store.directory.exists()
+        (waited,) = [e for e in logs if e["event"] == "standby_not_moved"]
+        assert "another store or process" in waited["error"] and waited["task"] == TASK
 
     asyncio.run(run())
 
