@@ -138,3 +138,29 @@ def checkpoint_tool(*args: Any, stdin: str | None = None) -> subprocess.Complete
     )
     assert done.returncode == 0, done.stderr
     return done
+
+
+@pytest.mark.timeout(180)
+def test_under_the_group_a_rebalance_after_the_change_stops_the_job_sooner(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """docs/deploy.md: a container joining after the change moves a task, whose new owner
+    refuses it on its checkpoint's count, long before the monitor's next check."""
+    source, output = name("grown-src"), name("grown-out")
+    asyncio.run(create_topic(kafka_bootstrap, source, 2))
+    asyncio.run(create_topic(kafka_bootstrap, output, 3))
+    asyncio.run(produce(kafka_bootstrap, source, [(i % 2, None, b"v%d" % i) for i in range(6)]))
+    job = job_file(tmp_path, kafka_bootstrap, source)  # the monitor's default: 60 s
+    first = Job(job, output, tmp_path / "first.log")
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, job) == {0: 2, 1: 2}, 60, "6 outputs", first.proc
+    )
+    asyncio.run(add_partitions(kafka_bootstrap, source, 3))
+    second = Job(job, output, tmp_path / "second.log")
+    failed = []
+    for run in (first, second):
+        assert run.wait(40) == 1, run.tail()
+        failed += [e["error"] for e in run.events() if e["event"] == "job_failed"]
+    assert any("last checkpointed and has 3 now" in error for error in failed), failed
+    assert not [e for e in first.events() if e["event"] == "input_partitions_changed"]
+    assert checkpointed(kafka_bootstrap, job) == {0: 2, 1: 2}
