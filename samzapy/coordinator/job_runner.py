@@ -17,10 +17,9 @@
   rebalance is logged (``rebalance_started``; ``tasks_released`` by the old owner;
   ``rebalance_completed``: tasks kept, added and removed, the added tasks' pause since their
   previous owner stopped them, the handover time). The group lease (``lease.py``) holds
-  writes while the member cannot be sure it is one. With
-  ``job.standbytasks.replication.factor`` above 1, each assignment also names this
-  container's standby tasks, which ``standby.py`` keeps warm; a task that starts here is
-  promoted from its standby first.
+  writes while the member cannot be sure it is one. With ``job.standbytasks.replication.
+  factor`` above 1, each assignment also names this container's standby tasks, which
+  ``standby.py`` keeps warm; a task that starts here is promoted from its standby first.
 
   A set ``job.container.id`` makes the container a static member of the group (KIP-345):
   restarted with the same id it gets its tasks back with no rebalance, and a rolling
@@ -348,19 +347,20 @@ class JobRunner:
                 tasks=_names(sorted(handover.removed)),
                 elapsed_ms=round((time.monotonic() - began) * 1000, 1),
             )
-        # 2. Start the tasks that came, in a container of their own.
+        # 2. Start the tasks that came, in a container of their own (not those dropped since).
         paused: dict[str, float] = {}
         if handover.added and not self._stopped.is_set():
             self.health.ready = False
             if self._standbys is not None:
                 await unless_stopped(self._standbys.promote(set(handover.added)), self._stopped)
-            share = await self._shares.start(handover.added)
+        if (added := handover.added - self._dropped) and not self._stopped.is_set():
+            share = await self._shares.start(added)
             if share.run.done():
                 return  # it failed while starting: the next check deals with it
             now = time.time()
             paused = {
                 f"Partition {t}": round((now - released[t]) * 1000, 1)
-                for t in sorted(handover.added)
+                for t in sorted(added)
                 if t in released
             }
         if self._standbys is not None and not self._stopped.is_set():
@@ -374,7 +374,7 @@ class JobRunner:
             "rebalance_completed" if self._rebalance_started_at is not None else "tasks_assigned",
             tasks=_names(sorted(tasks)),
             tasks_kept=_names(sorted(handover.kept)),
-            tasks_added=_names(sorted(handover.added)),
+            tasks_added=_names(sorted(added)),
             tasks_removed=_names(sorted(handover.removed)),
             paused_ms=paused,
             handover_ms=round((time.monotonic() - since) * 1000, 1),

@@ -281,3 +281,44 @@ async def test_a_stop_asked_during_a_rebalance_leaves_the_container_not_ready() 
     await asyncio.wait_for(handover, 5)
     assert not runner.health.ready
     await runner._shares.stop("test")
+
+
+class Promotions:
+    """Standbys whose promotion waits for ``gate`` (a paused old owner holding a store)."""
+
+    def __init__(self, gate: asyncio.Event) -> None:
+        self.gate = gate
+
+    async def promote(self, tasks: set[int]) -> None:
+        await self.gate.wait()
+
+    async def assign(self, tasks: set[int], warmups: set[int]) -> None:
+        pass
+
+
+async def test_a_task_a_newer_assignment_takes_while_its_promotion_waits_is_not_started() -> None:
+    """The member lists a task only while an assignment gives it: one that a newer
+    assignment took away while its promotion waited may go to another member at the next
+    rebalance, so it must not start here too (it is reported released instead)."""
+    runner = JobRunner(config("task.inputs: [m.a]\nsystems.m.samza.factory: memory\n"))
+    gate = asyncio.Event()
+    started: list[set[int]] = []
+
+    def share(tasks: frozenset[int]) -> Share:
+        started.append(set(tasks))
+        return Share(runner.health, gate)
+
+    runner._shares = Shares(share)  # type: ignore[arg-type]
+    runner._standbys = Promotions(gate)  # type: ignore[assignment]
+    members = Members()
+    await runner._on_assigned([0, 1], {})
+    taking = asyncio.ensure_future(runner._take(members, [0, 1], {}))
+    await asyncio.sleep(0.01)
+    assert not taking.done()  # the promotion waits
+    await runner._on_assigned([1], {})  # a newer assignment takes task 0 away
+    assert runner.tasks == [1]  # what the member lists from now on
+    gate.set()
+    await asyncio.wait_for(taking, 5)
+    assert started == [{1}]
+    assert runner.tasks == [1] and runner._dropped == {0}
+    await runner._shares.stop("test")
