@@ -15,13 +15,19 @@
 The checkpoint's input offsets are copied to the job's consumer group (``checkpoint/group.py``)
 one past the last processed, or at the consumer's position (``fetched_positions``) where that
 is further and the task has processed all the consumer handed over of the partition.
+
+The final commit of a task whose inputs all ended (``final=True``) waits for the servers up
+to ``final_within()`` seconds (a kafka system's ``connect.timeout.ms``), as a clean stop's
+commits do (``shutdown.py``): past it the commit fails naming the step that got no answer,
+rather than hold a finished job for as long as its brokers are away.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
 
-from samzapy.api.errors import TaskFencedError
+from samzapy.api.errors import StreamSystemError, TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.checkpoint.ports import Checkpoint
@@ -31,6 +37,9 @@ from samzapy.container.inputs import InputQueue
 from samzapy.control.reconcile import TaskControl
 from samzapy.storage.task_stores import TaskStores
 from samzapy.system.ports import SystemConsumer
+
+#: How often a final commit checks its bound.
+_CHECK_S = 0.05
 
 
 class TaskCommit:
@@ -46,7 +55,10 @@ class TaskCommit:
         stores: TaskStores | None,
         control: TaskControl,
         partition_counts: Mapping[SystemStream, int],
+        final_within: Callable[[], float | None] = lambda: None,
     ) -> None:
+        """``final_within``: how long a final commit may wait for the servers (None: no
+        bound so far)."""
         self._name = name
         self._router = router
         self._checkpoints = checkpoints
@@ -54,9 +66,37 @@ class TaskCommit:
         self._stores = stores if stores else None
         self._control = control
         self._partition_counts = partition_counts
+        self._final_within = final_within
+        #: What the commit under way is doing (named when a final commit is cut short).
+        self._step = ""
 
-    async def __call__(self) -> None:
+    async def __call__(self, *, final: bool = False) -> None:
+        if not final:
+            return await self._commit()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        work = asyncio.ensure_future(self._commit())
+        try:
+            while not work.done():
+                # Asked again each time: a system the commit connects (its first send) counts.
+                within_s = self._final_within()
+                if within_s is not None and loop.time() - started >= within_s:
+                    raise StreamSystemError(
+                        f"task {str(self._name)!r} could not commit after end-of-stream: "
+                        f"{self._step} got no answer within {within_s:g} s (the longest "
+                        "connect.timeout.ms of the job's systems): its brokers do not answer; "
+                        "nothing more is committed, the restart resumes from the last checkpoint"
+                    )
+                await asyncio.wait([work], timeout=_CHECK_S)
+        finally:
+            if not work.done():
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+        work.result()
+
+    async def _commit(self) -> None:
         # 1. Producers.
+        self._step = "flushing its outputs"
         try:
             await self._router.flush()
         except TaskFencedError as exc:  # under exactly-once: the task's own producer
@@ -66,6 +106,7 @@ class TaskCommit:
         changelog_offsets: dict[str, str] = {}
         snapshots: dict[str, str] = {}
         if stores is not None:
+            self._step = "flushing its stores and their changelogs"
             await stores.flush()  # caches written back, their changelog records durable
             changelog_offsets = await stores.changelog_offsets()
             if self._checkpoints.enabled:
@@ -79,6 +120,7 @@ class TaskCommit:
             control.to_json() if control.checkpointed else None,
             snapshots=snapshots,
         )
+        self._step = "writing its checkpoint"
         try:
             written = await self._checkpoints.write(checkpoint)
         except TaskFencedError as exc:

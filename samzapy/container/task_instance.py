@@ -100,12 +100,14 @@ class TaskInstance:
         drops: Drops | None = None,
         bootstrap: TaskBootstrap | None = None,
         current: MessageInProgress | None = None,
+        final_commit_within: Callable[[], float | None] = lambda: None,
     ) -> None:
         """``control``: the control-message bookkeeping; ``task_count``: what this task's own
         control messages announce (the job's task count); ``partition_counts``: recorded in
         every checkpoint; ``track_call_starts``: note when each async call started (callback
         timeouts); ``bootstrap``: its bootstrap partitions, if any; ``current``: what the slots
-        tell the task's collector of the message each call is for."""
+        tell the task's collector of the message each call is for; ``final_commit_within``:
+        the bound of the commit after end-of-stream (``commit.py``)."""
         self.name = name
         is_async = isinstance(task, AsyncStreamTask)
         if not is_async and not isinstance(task, StreamTask):
@@ -138,6 +140,7 @@ class TaskInstance:
             stores=self._stores,
             control=self._control,
             partition_counts=dict(partition_counts or {}),
+            final_within=final_commit_within,
         )
         self._latency = latency if latency is not None else Timer()
         self._commit_latency = commit_latency if commit_latency is not None else Timer()
@@ -298,13 +301,13 @@ class TaskInstance:
         reader = self._control.reader
         return None if reader is None else reader.dropped
 
-    async def commit(self) -> None:
+    async def commit(self, *, final: bool = False) -> None:
         """The commit protocol (``commit.py``), run while nothing is in flight."""
         reader = self._control.reader
         if reader is not None and not committable(reader, self._state.inflight, self.name):
             return
         started = time.perf_counter_ns()
-        await self._commit()
+        await self._commit(final=final)
         if reader is not None:
             self._dropped_logged = log_dropped(reader, self._dropped_logged, self.name)
         self._commits += 1
@@ -364,7 +367,7 @@ class TaskInstance:
             ),
         )
 
-    def _send_ends(self) -> None:
+    async def _send_ends(self) -> None:
         """Tell the intermediate streams whose upstream partitions all ended that this task
         will write nothing more to them (the router refuses what it sends them from now on)."""
         for stream in self._control.take_ended_outputs():
@@ -405,9 +408,6 @@ class TaskInstance:
         )
         self._windows += 1
 
-    async def _ends(self) -> None:
-        self._send_ends()
-
     async def _bootstrapped(self) -> None:
         """Nothing is in flight: every bootstrap message before the heads was processed."""
         assert self._bootstrap is not None
@@ -420,7 +420,7 @@ class TaskInstance:
     _barrier_actions = (
         (_BOOTSTRAPPED, _bootstrapped),
         (_WATERMARK, _watermark),
-        (_ENDS, _ends),
+        (_ENDS, _send_ends),
         (_WINDOW, _window),
         (_COMMIT, commit),
     )
@@ -440,8 +440,8 @@ class TaskInstance:
             await self.hooks.call(
                 "on_end_of_stream", self._task.on_end_of_stream, self._collector, self._coordinator
             )
-        self._send_ends()
-        await self.commit()
+        await self._send_ends()
+        await self.commit(final=True)
         self._state.due |= _FINISHED
         log.info("task_ended", task=self.name, processed=self._state.processed)
         self._listener.task_finished(self.name)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
-from samzapy import OutgoingMessageEnvelope, StreamTask, SystemStream
+from samzapy import EndOfStreamListenerTask, OutgoingMessageEnvelope, StreamTask, SystemStream
 
 
 class Tag(StreamTask):
@@ -52,3 +54,19 @@ class TagAndSendAside(Tag):
             coordinator.commit()
         elif envelope.message == b"aside" and self.aside is not None:
             collector.send(OutgoingMessageEnvelope(self.aside, b"aside", key=envelope.key))
+
+
+class TagThenHoldTheEnd(Tag, EndOfStreamListenerTask):
+    """``Tag`` over a bounded input; at its end, creates the file SAMZAPY_TEST_ENDED names,
+    then waits for the file SAMZAPY_TEST_GO names before it returns (and the final commit
+    runs): the test does what it must before that commit (stop the broker)."""
+
+    async def on_end_of_stream(self, collector: Any, coordinator: Any) -> None:
+        await asyncio.to_thread(self._hold)  # the event loop (the producer) goes on
+
+    @staticmethod
+    def _hold() -> None:
+        Path(os.environ["SAMZAPY_TEST_ENDED"]).touch()
+        go = Path(os.environ["SAMZAPY_TEST_GO"])
+        while not go.exists():
+            time.sleep(0.05)

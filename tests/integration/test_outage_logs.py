@@ -272,6 +272,69 @@ def test_a_stop_during_an_outage_ends_within_the_connect_timeout(
     assert "connect.timeout.ms" in failed["error"], failed
 
 
+def file_to_kafka_job(bootstrap: str, tmp_path: Path, n: int, **extra: Any) -> tuple[Path, str]:
+    """A job file of kafka_jobs:TagThenHoldTheEnd over a file input of ``n`` lines (it ends)
+    writing to a new Kafka topic, its checkpoints on Kafka; and that topic's name."""
+    out = name("out")
+    asyncio.run(create_topic(bootstrap, out, 1))
+    (tmp_path / "files" / "in").mkdir(parents=True)
+    (tmp_path / "files" / "in" / "0.jsonl").write_text("".join(f"{i}\n" for i in range(n)))
+    cfg = {
+        "job.name": "bounded-kafka-it",
+        "job.id": uuid.uuid4().hex[:8],
+        "task.class": "kafka_jobs:TagThenHoldTheEnd",
+        "task.inputs": ["files.in"],
+        "task.checkpoint.factory": "kafka",
+        "systems.files.samza.factory": "file",
+        "systems.files.path": str(tmp_path / "files"),
+        "systems.kafka.samza.factory": "kafka",
+        "systems.kafka.bootstrap.servers": bootstrap,
+        **extra,
+    }
+    job = tmp_path / "job.yaml"
+    job.write_text(json.dumps(cfg))
+    return job, out
+
+
+@pytest.mark.slow  # make test-slow: 30 to 40 s, a broker stopped and started again
+def test_an_end_of_stream_commit_during_an_outage_fails_within_the_connect_timeout(
+    own_kafka_broker: ScriptBroker, tmp_path: Path
+) -> None:
+    """A job whose bounded inputs all end while its brokers are away: the final commit waits
+    for them up to ``connect.timeout.ms``, as a SIGTERM's does, then the job fails (exit 1)
+    naming the task and the step, without ``task_ended`` or ``job_finished``; a rerun, the
+    brokers back, finishes. The commit had waited for as long as the brokers were away: the
+    job never ended."""
+    bootstrap = own_kafka_broker.bootstrap
+    n = 50
+    extra = {"task.commit.ms": 100, "systems.kafka.connect.timeout.ms": 3000}
+    job, out = file_to_kafka_job(bootstrap, tmp_path, n, **extra)
+    ended, go = tmp_path / "ended", tmp_path / "go"
+    env = {"SAMZAPY_TEST_ENDED": str(ended), "SAMZAPY_TEST_GO": str(go)}
+    # 20 ms per message: periodic checkpoints are written before the end.
+    run = Job(job, out, tmp_path / "job.log", delay_ms=20, env=env)
+    wait_for(ended.exists, 60, "the end of the input", run.proc)
+    wait_for(lambda: output_count(bootstrap, out) >= n, 30, "every input's output", run.proc)
+    own_kafka_broker.down()
+    try:
+        go.touch()
+        released_at = time.monotonic()
+        code = run.wait(timeout=60)
+        took = time.monotonic() - released_at
+    finally:
+        own_kafka_broker.up()
+    assert code == 1, run.tail()
+    assert took < 3 + 15, run.tail()  # the wait, then each client's stop cut at 5 s at most
+    names = [e["event"] for e in run.events()]
+    assert "task_ended" not in names and "job_finished" not in names, names
+    [failed] = [e for e in run.events() if e["event"] == "job_failed"]
+    assert "task 'Partition 0' could not commit after end-of-stream" in failed["error"], failed
+    assert "got no answer within 3 s" in failed["error"], failed
+
+    rerun = Job(job, out, tmp_path / "rerun.log", env=env)  # the brokers are back
+    assert rerun.wait(timeout=120) == 0, rerun.tail()
+
+
 def seconds_between(earlier: dict[str, Any], later: dict[str, Any]) -> float:
     at = [datetime.fromisoformat(e["timestamp"]) for e in (earlier, later)]
     return (at[1] - at[0]).total_seconds()

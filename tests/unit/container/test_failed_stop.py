@@ -134,3 +134,28 @@ def test_a_clean_stop_waits_for_the_servers_up_to_the_systems_stop_wait_then_fai
     [producer] = UndeliverableProducer.made
     assert producer.flushed and producer.abandoned and not producer.stopped
     assert [e["messages"] for e in logs if e["event"] == "output_dropped"] == [2]
+
+
+def test_an_end_of_stream_commit_waits_for_the_servers_up_to_the_systems_stop_wait() -> None:
+    """Every input ended: the commit after on_end_of_stream waits for the brokers up to
+    connect.timeout.ms too, then the job fails naming the task and the step it was on,
+    without task_ended. It had waited for as long as the brokers were away."""
+    UndeliverableProducer.made.clear()
+    config = {
+        "systems.gone.samza.factory": f"{__name__}:BoundedFactory",
+        "task.commit.ms": 600_000,
+    }
+    began = time.monotonic()
+    with (
+        capture_logs() as logs,
+        pytest.raises(
+            Exception,
+            match=r"^task 'Partition 0' could not commit after end-of-stream: flushing its "
+            r"outputs got no answer within 1\.5 s",
+        ),
+    ):
+        TestRunner(ForwardThenFail, config).add_input("in", [0, 1]).run(timeout=10)
+    assert time.monotonic() - began < 8
+    [producer] = UndeliverableProducer.made
+    assert producer.abandoned and not producer.stopped
+    assert "task_ended" not in [e["event"] for e in logs]
