@@ -52,7 +52,13 @@ from samzapy.cli.process import (
     leave_unless_calls_ended,
     write_output,
 )
-from samzapy.cli.signals import OUTPUT_CLOSED, SignalStopper, interrupt, stop_signals
+from samzapy.cli.signals import (
+    OUTPUT_CLOSED,
+    SignalStopper,
+    install_thread_dump,
+    interrupt,
+    stop_signals,
+)
 from samzapy.config.secrets import extra_patterns, redacted
 from samzapy.container.event_loop import loop_factory
 
@@ -209,6 +215,7 @@ def _run(job_yaml: str, overrides: Sequence[str], log_format: str, log_level: st
     # inherits SIGINT ignored.)
     for sig in stop_signals():
         signal.signal(sig, interrupt)
+    install_thread_dump(log)  # SIGQUIT: a thread dump on stderr, as a JVM's kill -3
     try:
         code = _check_and_run(job_yaml, overrides, log, stopper)
     except KeyboardInterrupt:

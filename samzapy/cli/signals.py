@@ -1,5 +1,7 @@
 """What stops ``samzapy run``: SIGTERM, SIGINT and SIGHUP, and the loss of its log stream's
 reader. The first asks the container to stop gracefully; a second signal exits at once.
+SIGQUIT (``kill -3``) stops nothing: as a JVM does, it writes a thread dump to stderr
+(``thread_dump``: every thread's stack and every asyncio task's) and the job runs on.
 
 Until the container runs, the signals interrupt (``interrupt``: KeyboardInterrupt, which the
 command logs as ``job_interrupted``); while it runs, ``SignalStopper`` takes them with plain
@@ -14,10 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
+import io
+import linecache
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -32,6 +38,9 @@ OUTPUT_CLOSED = "stdout_closed"
 _EXIT_FORCED = 1  # main.EXIT_JOB_FAILED
 #: How long a handler waits for its log line's thread (the line may be held up).
 _LOG_WAIT_S = 0.5
+#: How far a thread dump follows one task's chain of awaits, and its longest "awaiting" line.
+_MAX_DEPTH = 100
+_MAX_LINE = 500
 
 
 def interrupt(signum: int, frame: Any) -> None:
@@ -151,4 +160,99 @@ def _aside(log_line: Callable[[], None]) -> None:
     writer.join(_LOG_WAIT_S)
 
 
-__all__ = ["OUTPUT_CLOSED", "SignalStopper", "Stoppable", "interrupt", "stop_signals"]
+def install_thread_dump(log: FilteringBoundLogger) -> None:
+    """From now on SIGQUIT writes ``thread_dump`` to stderr (where the platform has it, and on
+    the main thread only) instead of killing the process with a core dump."""
+    sig = getattr(signal, "SIGQUIT", None)
+    if sig is None:
+        return
+    with contextlib.suppress(ValueError):  # not the main thread
+        signal.signal(sig, lambda signum, frame: _dump(log))
+
+
+def thread_dump() -> tuple[str, str, int]:
+    """The dump's header, its asyncio part (each task of the running loop with its stack)
+    and the number of tasks. The threads' stacks come between, from faulthandler."""
+    threads = threading.enumerate()
+    header = (
+        f"===== samzapy thread dump (SIGQUIT) pid {os.getpid()} at "
+        f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: {len(threads)} threads =====\n"
+        + "".join(
+            f"thread 0x{t.ident or 0:016x} {t.name!r}{' (daemon)' if t.daemon else ''}\n"
+            for t in threads
+        )
+    )
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # before the event loop runs, or after
+        return header, "----- asyncio tasks: no event loop is running -----\n", 0
+    tasks = sorted(asyncio.all_tasks(loop), key=lambda t: t.get_name())
+    out = io.StringIO()
+    out.write(f"----- asyncio tasks: {len(tasks)} (most recent call last) -----\n")
+    for task in tasks:
+        out.write(f"task {task.get_name()!r}:\n")
+        out.writelines(_awaiting(task.get_coro()))
+    return header, out.getvalue(), len(tasks)
+
+
+def _awaiting(awaitable: Any) -> list[str]:
+    """The frames of a task's coroutine and of what it awaits down the chain (a task's own
+    ``print_stack`` shows only the outermost frame of a suspended coroutine), then the
+    future or task it waits on."""
+    lines: list[str] = []
+    for _ in range(_MAX_DEPTH):
+        frame = None
+        for name in ("cr_frame", "gi_frame", "ag_frame"):
+            frame = getattr(awaitable, name, None) or frame
+        if frame is None:
+            if type(awaitable).__name__ == "FutureIter":  # ``await future``: its iterator
+                lines.append("  waiting on a future\n")
+            elif awaitable is not None:
+                lines.append(f"  waiting on {awaitable!r}"[:_MAX_LINE] + "\n")
+            break
+        lineno = frame.f_lineno
+        code = frame.f_code
+        lines.append(f'  File "{code.co_filename}", line {lineno}, in {code.co_name}\n')
+        if source := linecache.getline(code.co_filename, lineno).strip():
+            lines.append(f"    {source}\n")
+        awaitable = next(
+            (
+                a
+                for n in ("cr_await", "gi_yieldfrom", "ag_await")
+                if (a := getattr(awaitable, n, None))
+            ),
+            None,
+        )
+    return lines
+
+
+def _dump(log: FilteringBoundLogger) -> None:
+    """Write the thread dump to stderr's file descriptor (the handler may have interrupted a
+    write to ``sys.stderr``, whose lock it cannot take), then log that it did."""
+    header, tasks, count = thread_dump()
+    try:
+        fd = sys.stderr.fileno()
+        _write(fd, header + "----- threads -----\n")
+        faulthandler.dump_traceback(file=fd, all_threads=True)
+        _write(fd, tasks + "===== end of samzapy thread dump =====\n")
+    except (OSError, ValueError, AttributeError):  # stderr closed, or its reader gone
+        return
+    threads = threading.active_count()
+    _aside(lambda: log.info("thread_dump_written", threads=threads, asyncio_tasks=count))
+
+
+def _write(fd: int, text: str) -> None:
+    data = text.encode(errors="replace")
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+__all__ = [
+    "OUTPUT_CLOSED",
+    "SignalStopper",
+    "Stoppable",
+    "install_thread_dump",
+    "interrupt",
+    "stop_signals",
+    "thread_dump",
+]

@@ -1,0 +1,46 @@
+"""`samzapy run` on SIGQUIT (kill -3): a thread dump on stderr, and the job runs on, as a JVM
+does. Python's default had killed the process with a core dump and no log line."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from test_run import events, job_yaml, started, write_partitions
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_sigquit_writes_every_thread_and_task_stack_to_stderr_and_the_job_runs_on(
+    tmp_path: Path, loop: str
+) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(3)]})
+    # HangOnFirst's first call waits 60 s in process_async: the dump must show where.
+    job = job_yaml(tmp_path, "HangOnFirst", **{"job.loop": loop, "task.shutdown.ms": 500})
+    proc = started(job, tmp_path / "ready", {})
+    try:
+        for _ in range(2):  # a second one too: the first changed nothing
+            proc.send_signal(signal.SIGQUIT)
+            time.sleep(1)
+            assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out + err
+    dumps = err.split("===== samzapy thread dump (SIGQUIT) pid ")[1:]
+    assert len(dumps) == 2, err
+    for dump in dumps:
+        assert dump.rstrip().endswith("===== end of samzapy thread dump ====="), dump
+        threads, tasks = dump.split("----- asyncio tasks: ")
+        assert "thread 0x" in threads and "'MainThread'" in threads, threads
+        assert "Current thread 0x" in threads, threads  # faulthandler's part
+        # The slot of the hanging call, down to the call's own line.
+        slot = tasks.split("task 'Partition 0-slot-0':\n")[1].split("\ntask ")[0]
+        assert "in process_async\n    await asyncio.sleep(60)" in slot, slot
+    written = [e for e in events(out) if e["event"] == "thread_dump_written"]
+    assert len(written) == 2 and all(e["asyncio_tasks"] >= 3 for e in written), out
+    assert [e["event"] for e in events(out)][-1] == "container_exited"
