@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition
 from samzapy.system.kafka import KafkaSystemFactory
-from samzapy.system.kafka.connection import keep_bootstrap, started, stop_client
+from samzapy.system.kafka.connection import OUTAGES, keep_bootstrap, started, stop_client
 from samzapy.system.ports import OffsetDefault
 
 if TYPE_CHECKING:
@@ -42,13 +42,16 @@ async def new_topic(built: KafkaSystemFactory) -> str:
     return topic
 
 
-async def read(consumer: Any, ssp: SystemStreamPartition, count: int) -> list[tuple[str, Any]]:
+async def read(
+    consumer: Any, ssp: SystemStreamPartition, count: int, each: int = 100
+) -> list[tuple[str, Any]]:
+    """``count`` messages, ``each`` per poll."""
     got: list[tuple[str, Any]] = []
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 60
     while len(got) < count:
         assert loop.time() < deadline, f"only {len(got)} of {count} messages within 60 s"
-        batch = await consumer.poll([ssp], 100, 1.0)
+        batch = await consumer.poll([ssp], each, 1.0)
         got.extend((e.offset, e.message) for e in batch.get(ssp, []))
     return got
 
@@ -114,6 +117,43 @@ async def test_a_broker_gone_for_longer_than_connect_timeout_fails_the_consumer(
         unreachable = [e for e in logs if e["event"] == "broker_unreachable"]
         assert unreachable and all(e["bootstrap_servers"] == broker.bootstrap for e in unreachable)
     finally:
+        await consumer.stop()
+        await asyncio.to_thread(broker.up)
+
+
+async def test_records_fetched_before_an_outage_do_not_say_the_broker_is_reachable(
+    own_kafka_broker: ScriptBroker,
+) -> None:
+    """Records the consumer had fetched before the brokers went away are still delivered
+    during the outage: they are no answer of a broker. They had closed the outage another
+    client of the system had opened (``broker_reachable`` in the middle of it, then
+    ``broker_unreachable`` again), and reset the consumer's own count of its silence."""
+    broker = own_kafka_broker
+    built = factory(broker.bootstrap, 60_000)
+    topic = await new_topic(built)
+    ssp = SystemStreamPartition(SYSTEM, topic, 0)
+    stream = SystemStream(SYSTEM, topic)
+    producer = built.get_producer()
+    await producer.start()
+    for i in range(500):
+        producer.send(stream, 0, None, b"%d" % i)
+    await producer.flush()
+    await producer.stop()
+    consumer = built.get_consumer()
+    consumer.register(ssp, None, OffsetDefault.OLDEST)
+    await consumer.start()
+    try:
+        first = await read(consumer, ssp, 1, each=1)  # the fetch holds the others
+        await asyncio.to_thread(broker.down)
+        # Another client of the system (a producer, say) finds the brokers gone.
+        OUTAGES.failed(SYSTEM, broker.bootstrap, "producer", ConnectionRefusedError())
+        with capture_logs() as logs:
+            rest = await read(consumer, ssp, 10, each=1)
+        assert len(first) == 1 and len(rest) == 10  # delivered from what was fetched
+        assert [e for e in logs if e["event"] == "broker_reachable"] == []
+        assert OUTAGES.is_open(SYSTEM, broker.bootstrap)
+    finally:
+        OUTAGES.gave_up(SYSTEM, broker.bootstrap)
         await consumer.stop()
         await asyncio.to_thread(broker.up)
 

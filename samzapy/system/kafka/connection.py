@@ -16,9 +16,10 @@ outage is two lines in the log, not one per attempt. While a call waits for the 
 
 A running client reconnects on its own (aiokafka retries inside), so a broker restart goes
 unnoticed. ``ContactWatch`` is how a consumer tells a restart from an outage: it notes each
-sign of life (records received) and, while the consumer sits idle, probes the broker in the
-background; once the broker has given no sign of life for longer than ``connect.timeout.ms``
-and the last probe failed, ``check`` raises.
+sign of life (a fetch the broker answered; not records fetched earlier and handed out during
+an outage) and, while the consumer sits idle, probes the broker in the background; once the
+broker has given no sign of life for longer than ``connect.timeout.ms`` and the last probe
+failed, ``check`` raises.
 
 ``stop_client`` stops a client within ``STOP_TIMEOUT_S`` however its brokers fare: past it,
 the client's connections are closed directly. ``pace_metadata`` makes a client wait its
@@ -358,7 +359,7 @@ class ContactWatch:
         self._fatal: BaseException | None = None
 
     def contact(self, now: float) -> None:
-        """The broker just answered (records arrived)."""
+        """The broker answered at ``now`` (a fetch that brought records)."""
         self._last_contact = now
         OUTAGES.answered(self._system, self._servers)
 

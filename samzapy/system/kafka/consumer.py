@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -88,6 +89,8 @@ class KafkaSystemConsumer(SystemConsumer):
         self._start_highs: dict[SystemStreamPartition, int] = {}
         self._active: frozenset[SystemStreamPartition] = frozenset()
         self._active_tps: tuple[Any, ...] = ()
+        #: When (ms since the epoch) the broker last answered a fetch of records handed out.
+        self._answered_ms = 0
         self._keep_raw = False
         #: Whether the fetcher builds entries (``read_entries``), and does so (``start``).
         self._entries = False
@@ -293,7 +296,14 @@ class KafkaSystemConsumer(SystemConsumer):
         if not batches:
             watch.check(now)
             return {}
-        watch.contact(now)
+        # Records fetched before an outage are still handed out during it: only a fetch the
+        # broker answered since the last one counts as contact (aiokafka notes when, per
+        # partition), at the time it was answered.
+        answered = (consumer.last_poll_timestamp(tp) for tp in batches)
+        answered_ms = max((ms for ms in answered if ms is not None), default=0)
+        if answered_ms > self._answered_ms:
+            self._answered_ms = answered_ms
+            watch.contact(now - max(time.time() - answered_ms / 1000, 0.0))
         return batches
 
     async def _poll_nothing(
