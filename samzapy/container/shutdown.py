@@ -43,20 +43,21 @@ async def stop_cleanly(
     for task in tasks:
         await task.close()
     work = asyncio.ensure_future(_commit_and_close_stores(tasks))
-    within_s = None if systems is None else systems.stop_wait_s()
     loop = asyncio.get_running_loop()
-    deadline = None if within_s is None else loop.time() + within_s
+    started = loop.time()
     try:
         while not work.done():
             if (reason := given_up()) is not None:
                 raise reason
-            if deadline is not None and loop.time() >= deadline:
+            # Asked again each time: a system first used by a close's send counts too.
+            within_s = None if systems is None else systems.stop_wait_s()
+            if within_s is not None and loop.time() - started >= within_s:
                 raise StreamSystemError(
                     f"the final commit got no answer within {within_s:g} s (the longest "
                     "connect.timeout.ms of the job's systems): its brokers do not answer; "
                     "nothing more is committed, the restart resumes from the last checkpoint"
                 )
-            left = 0.1 if deadline is None else min(0.1, max(deadline - loop.time(), 0))
+            left = 0.1 if within_s is None else min(0.1, max(started + within_s - loop.time(), 0))
             await asyncio.wait([work], timeout=left)  # given_up is checked every 0.1 s
     finally:
         if not work.done():

@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 from test_commit_protocol import RecordingAdmin
 
-from samzapy import OutgoingMessageEnvelope, RequestScope, StreamTask, SystemStream
+from samzapy import ClosableTask, OutgoingMessageEnvelope, RequestScope, StreamTask, SystemStream
 from samzapy.system.ports import (
     SystemAdmin,
     SystemConsumer,
@@ -159,3 +159,32 @@ def test_an_end_of_stream_commit_waits_for_the_servers_up_to_the_systems_stop_wa
     [producer] = UndeliverableProducer.made
     assert producer.abandoned and not producer.stopped
     assert "task_ended" not in [e["event"] for e in logs]
+
+
+class SendAtClose(StreamTask, ClosableTask):
+    """Sends one message from ``close``, to a system it never wrote to before."""
+
+    collector: Any = None
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        self.collector = collector
+
+    def close(self) -> None:
+        self.collector.send(OutgoingMessageEnvelope(SystemStream("gone", "out"), "closed"))
+
+
+def test_a_clean_stop_bounds_the_commit_of_a_system_first_used_by_a_close() -> None:
+    """The stop's bound counts the systems in use when it waits, not when it began: a
+    ``close`` that first writes to a system connects it after the wait began. Its commit had
+    waited for ever."""
+    UndeliverableProducer.made.clear()
+    config = {
+        "systems.gone.samza.factory": f"{__name__}:BoundedFactory",
+        "task.commit.ms": 600_000,
+    }
+    began = time.monotonic()
+    with pytest.raises(Exception, match=r"^the final commit got no answer within 1\.5 s"):
+        TestRunner(SendAtClose, config).add_input("in", [0, 1]).run(timeout=10)
+    assert time.monotonic() - began < 8
+    [producer] = UndeliverableProducer.made
+    assert producer.sent == 1 and producer.abandoned
