@@ -310,7 +310,7 @@ class RunLoop:
             # 2. Let the calls in flight complete, up to task.shutdown.ms.
             for task in tasks:
                 task.stop()
-            await self._drain(slot_tasks, tasks)
+            await self._drain(self._slots, tasks)
         await _cancel([*slot_tasks, timer_task])
         if self.watchdog is not None:  # the tasks leave with the loop, and their stalls
             for name in self._tasks:
@@ -326,24 +326,27 @@ class RunLoop:
             task.stop()
             if self.watchdog is not None:
                 self.watchdog.forget(str(task.name))
-        slots = [st for task in leaving for st in self._slots.pop(task.name, [])]
-        await self._drain(slots, leaving)
+        await self._drain({task.name: self._slots.pop(task.name, []) for task in leaving}, leaving)
         self._finished.difference_update(names)
         self._shutdown_requested.difference_update(names)
         self._stop_when_every_task_is_done()
 
     async def _drain(
-        self, slot_tasks: Sequence[asyncio.Task[None]], tasks: Sequence[RunLoopTask]
+        self, slots: Mapping[TaskName, Sequence[asyncio.Task[None]]], tasks: Sequence[RunLoopTask]
     ) -> None:
-        running = [t for t in slot_tasks if not t.done()]
+        running = [st for task_slots in slots.values() for st in task_slots if not st.done()]
         pending = await wait_on(self.clock, running, self.shutdown_s)
         if pending:
+            left = set(pending)
+            held = {name for name, task_slots in slots.items() if not left.isdisjoint(task_slots)}
             progress = [t.progress() for t in tasks]
+            busy = {str(p.name): _doing(p) for p in progress if p.in_flight or p.name in held}
             log.warning(
                 "shutdown_timed_out",
                 shutdown_ms=int(self.shutdown_s * 1000),
-                tasks=sorted(str(p.name) for p in progress if p.in_flight),
+                tasks=sorted(busy),
                 in_flight=sum(p.in_flight for p in progress),
+                running=busy,
             )
             await _cancel(pending)
 
@@ -415,6 +418,15 @@ class RunLoop:
                     )
                 )
                 return
+
+
+def _doing(progress: TaskProgress) -> str:
+    """What a task still runs at a stop's timeout, for ``shutdown_timed_out``."""
+    if progress.in_flight:
+        return f"{progress.in_flight} call(s) in flight"
+    if progress.backpressured:
+        return "held back by its producers or the group lease"
+    return "a window, commit, watermark or end-of-stream"
 
 
 def _next_after(deadline: float, period: float, now: float) -> float:
