@@ -277,7 +277,7 @@ class TaskAssembly:
             bootstrap=TaskBootstrap(plan.bootstrap, set(plan.lagging) - set(control.ended))
             if plan.bootstrap
             else None,
-            final_commit_within=systems.stop_wait_s,
+            commit_within=systems.commit_wait_s,
         )
         self.lags[plan.name] = register_task_metrics(self.metrics, instance, writer, readers)
         return instance

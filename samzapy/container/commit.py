@@ -16,10 +16,10 @@ The checkpoint's input offsets are copied to the job's consumer group (``checkpo
 one past the last processed, or at the consumer's position (``fetched_positions``) where that
 is further and the task has processed all the consumer handed over of the partition.
 
-The final commit of a task whose inputs all ended (``final=True``) waits for the servers up
-to ``final_within()`` seconds (a kafka system's ``connect.timeout.ms``), as a clean stop's
-commits do (``shutdown.py``): past it the commit fails naming the step that got no answer,
-rather than hold a finished job for as long as its brokers are away.
+A commit waits for the servers up to ``within(final)`` seconds (a kafka system's
+``connect.timeout.ms``; ``final``: the commit of a task whose inputs all ended), as a clean
+stop's commits do (``shutdown.py``): past it the commit fails naming the step that got no
+answer, rather than hold the job, silent, for as long as its brokers are away.
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ class TaskCommit:
         stores: TaskStores | None,
         control: TaskControl,
         partition_counts: Mapping[SystemStream, int],
-        final_within: Callable[[], float | None] = lambda: None,
+        within: Callable[[bool], float | None] = lambda final: None,
     ) -> None:
-        """``final_within``: how long a final commit may wait for the servers (None: no
-        bound so far)."""
+        """``within(final)``: how long a commit may wait for the servers (None: no bound so
+        far)."""
         self._name = name
         self._router = router
         self._checkpoints = checkpoints
@@ -66,26 +66,25 @@ class TaskCommit:
         self._stores = stores if stores else None
         self._control = control
         self._partition_counts = partition_counts
-        self._final_within = final_within
+        self._within = within
         #: What the commit under way is doing (named when a final commit is cut short).
         self._step = ""
 
     async def __call__(self, *, final: bool = False) -> None:
-        if not final:
-            return await self._commit()
         loop = asyncio.get_running_loop()
         started = loop.time()
         work = asyncio.ensure_future(self._commit())
         try:
             while not work.done():
                 # Asked again each time: a system the commit connects (its first send) counts.
-                within_s = self._final_within()
+                within_s = self._within(final)
                 if within_s is not None and loop.time() - started >= within_s:
                     raise StreamSystemError(
-                        f"task {str(self._name)!r} could not commit after end-of-stream: "
-                        f"{self._step} got no answer within {within_s:g} s (the longest "
-                        "connect.timeout.ms of the job's systems): its brokers do not answer; "
-                        "nothing more is committed, the restart resumes from the last checkpoint"
+                        f"task {str(self._name)!r} could not commit"
+                        f"{' after end-of-stream' if final else ''}: {self._step} got no answer "
+                        f"within {within_s:g} s (the longest connect.timeout.ms of the job's "
+                        "systems): its brokers do not answer; nothing more is committed, the "
+                        "restart resumes from the last checkpoint"
                     )
                 await asyncio.wait([work], timeout=_CHECK_S)
         finally:

@@ -103,6 +103,13 @@ class Systems:
         bounded = [ms for ms in waits if ms is not None]
         return max(max(bounded) / 1000, MIN_STOP_WAIT_S) if bounded else None
 
+    def commit_wait_s(self, final: bool) -> float | None:
+        """How long a task's commit may wait for the servers (None: no bound): a final one
+        (every input ended) ``stop_wait_s``, and so any other one of a container without a
+        group lease; with one, a commit waits while the lease is held, for as long as the
+        group's coordinator is away, and a consumer fails a container whose brokers are."""
+        return self.stop_wait_s() if final or self._lease is None else None
+
     async def start_admins(self) -> None:
         for admin in list(self.admins.values()):
             await admin.start()

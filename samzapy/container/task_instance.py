@@ -100,14 +100,14 @@ class TaskInstance:
         drops: Drops | None = None,
         bootstrap: TaskBootstrap | None = None,
         current: MessageInProgress | None = None,
-        final_commit_within: Callable[[], float | None] = lambda: None,
+        commit_within: Callable[[bool], float | None] = lambda final: None,
     ) -> None:
         """``control``: the control-message bookkeeping; ``task_count``: what this task's own
         control messages announce (the job's task count); ``partition_counts``: recorded in
         every checkpoint; ``track_call_starts``: note when each async call started (callback
         timeouts); ``bootstrap``: its bootstrap partitions, if any; ``current``: what the slots
-        tell the task's collector of the message each call is for; ``final_commit_within``:
-        the bound of the commit after end-of-stream (``commit.py``)."""
+        tell the task's collector of the message each call is for; ``commit_within``: the
+        bound of a commit, of the one after end-of-stream or not (``commit.py``)."""
         self.name = name
         is_async = isinstance(task, AsyncStreamTask)
         if not is_async and not isinstance(task, StreamTask):
@@ -140,7 +140,7 @@ class TaskInstance:
             stores=self._stores,
             control=self._control,
             partition_counts=dict(partition_counts or {}),
-            final_within=final_commit_within,
+            within=commit_within,
         )
         self._latency = latency if latency is not None else Timer()
         self._commit_latency = commit_latency if commit_latency is not None else Timer()

@@ -188,3 +188,30 @@ def test_a_clean_stop_bounds_the_commit_of_a_system_first_used_by_a_close() -> N
     assert time.monotonic() - began < 8
     [producer] = UndeliverableProducer.made
     assert producer.sent == 1 and producer.abandoned
+
+
+class Forward(StreamTask):
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        collector.send(OutgoingMessageEnvelope(SystemStream("gone", "out"), envelope.message))
+
+
+def test_a_periodic_commit_waits_for_the_servers_up_to_the_systems_stop_wait() -> None:
+    """A container without a group lease (its inputs not all on Kafka): a periodic commit
+    whose brokers are away fails the job after connect.timeout.ms, naming the task and the
+    step. It had waited for as long as they were away, the job silent (no consumer of the
+    brokers watched them)."""
+    UndeliverableProducer.made.clear()
+    config = {
+        "systems.gone.samza.factory": f"{__name__}:BoundedFactory",
+        "task.commit.ms": 100,
+    }
+    began = time.monotonic()
+    with pytest.raises(
+        Exception,
+        match=r"^task 'Partition 0' could not commit: flushing its outputs got no answer "
+        r"within 1\.5 s",
+    ):
+        TestRunner(Forward, config).add_input("in", [0, 1], end=False).run(timeout=10)
+    assert time.monotonic() - began < 8
+    [producer] = UndeliverableProducer.made
+    assert producer.abandoned and not producer.stopped
