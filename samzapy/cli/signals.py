@@ -22,6 +22,7 @@ import linecache
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -227,18 +228,29 @@ def _awaiting(awaitable: Any) -> list[str]:
 
 
 def _dump(log: FilteringBoundLogger) -> None:
-    """Write the thread dump to stderr's file descriptor (the handler may have interrupted a
-    write to ``sys.stderr``, whose lock it cannot take), then log that it did."""
+    """Take the dump here, then write it to stderr's file descriptor from another thread
+    (``_aside``): the handler may have interrupted a write to ``sys.stderr``, whose lock it
+    cannot take, and a stderr nobody reads would hold the event loop. faulthandler writes to
+    a temporary file: it holds the interpreter's lock while it writes, so a full pipe would
+    have held every thread."""
     header, tasks, count = thread_dump()
     try:
-        fd = sys.stderr.fileno()
-        _write(fd, header + "----- threads -----\n")
-        faulthandler.dump_traceback(file=fd, all_threads=True)
-        _write(fd, tasks + "===== end of samzapy thread dump =====\n")
-    except (OSError, ValueError, AttributeError):  # stderr closed, or its reader gone
-        return
-    threads = threading.active_count()
-    _aside(lambda: log.info("thread_dump_written", threads=threads, asyncio_tasks=count))
+        with tempfile.TemporaryFile() as threads:
+            faulthandler.dump_traceback(file=threads, all_threads=True)
+            threads.seek(0)
+            stacks = threads.read().decode(errors="replace")
+    except OSError as exc:  # no temporary directory to write to
+        stacks = f"(no thread stacks: {exc})\n"
+    text = f"{header}----- threads -----\n{stacks}{tasks}===== end of samzapy thread dump =====\n"
+
+    def write() -> None:
+        try:
+            _write(sys.stderr.fileno(), text)
+        except (OSError, ValueError, AttributeError):  # stderr closed, or its reader gone
+            return
+        log.info("thread_dump_written", threads=header.count("\nthread 0x"), asyncio_tasks=count)
+
+    _aside(write)
 
 
 def _write(fd: int, text: str) -> None:

@@ -44,3 +44,26 @@ def test_sigquit_writes_every_thread_and_task_stack_to_stderr_and_the_job_runs_o
     written = [e for e in events(out) if e["event"] == "thread_dump_written"]
     assert len(written) == 2 and all(e["asyncio_tasks"] >= 3 for e in written), out
     assert [e["event"] for e in events(out)][-1] == "container_exited"
+
+
+def test_sigquit_with_a_stderr_nobody_reads_does_not_hold_the_job(tmp_path: Path) -> None:
+    """Dumps enough to fill stderr's pipe, which the test does not read: the job goes on
+    and stops on SIGTERM. The dump written from the signal handler itself had blocked the
+    event loop on the full pipe, for good."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(3)]})
+    job = job_yaml(tmp_path, "HangOnFirst", **{"task.shutdown.ms": 500})
+    proc = started(job, tmp_path / "ready", {})
+    try:
+        for _ in range(40):  # a dump is a few kB; a pipe holds 64 kB
+            proc.send_signal(signal.SIGQUIT)
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.stdout is not None
+        out = proc.stdout.read()  # until the process closes it: it exits
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out
+    assert [e["event"] for e in events(out)][-1] == "container_exited", out
