@@ -92,10 +92,9 @@ class SamzaContainer:
         once for all its containers; None: its own); ``lease``: the group lease its writes
         go under (a JobRunner's; None: none); ``group_offsets``: where the checkpoints' input
         offsets are copied (the job's consumer group, a JobRunner's; None: nowhere);
-        ``not_before``: what step 6, the first to write or claim, waits for (a static
-        member's fence wait); ``progress``: log the ``progress`` and ``job_finished`` lines
-        (a JobRunner logs them over its shares instead); ``checkpoint_namespace``: where the
-        memory checkpoint manager keeps the checkpoints (None: ``<job.name>-<job.id>``)."""
+        ``not_before``: what step 6 (the first to write or claim) waits for, a static member's
+        fence wait; ``progress``: log ``progress`` and ``job_finished`` (else a JobRunner does);
+        ``checkpoint_namespace``: the memory checkpoints' (None: ``<job.name>-<job.id>``)."""
         self.config = config
         self._checkpoint_namespace = checkpoint_namespace
         self._not_before = not_before
@@ -154,8 +153,7 @@ class SamzaContainer:
 
     @property
     def checkpoints_written(self) -> int:
-        """Checkpoint records written so far: one per commit that moved a task's checkpoint,
-        and one per task taken over (its checkpoint claimed with this container's epoch)."""
+        """Checkpoint records written: one per commit moving a task's, one per task taken over."""
         return sum(w.written for w in self._checkpoints.writers) if self._checkpoints else 0
 
     @property
@@ -165,8 +163,7 @@ class SamzaContainer:
 
     @property
     def metric_groups(self) -> list[str]:
-        """The metric groups of this container's tasks and their input partitions (a
-        JobRunner removes them once the tasks have left)."""
+        """The metric groups of its tasks and their partitions (a JobRunner's to remove)."""
         return self._groups([t.name for t in self.tasks])
 
     def open_inputs(self) -> dict[TaskName, list[SystemStreamPartition]]:
@@ -300,8 +297,8 @@ class SamzaContainer:
             group=self._group_offsets,
         )
         checkpoints = await self._checkpoints.start([m.name for m in models])
-        stateless = not self.config.stores
-        return await checked(checkpoints, counts, self._systems.admins, stateless=stateless)
+        admins, stateless = self._systems.admins, not self.config.stores
+        return await checked(checkpoints, counts, admins, stateless=stateless)
 
     def _assemble_inputs(self, plan: ContainerPlan, serdes: StreamSerdes) -> RunLoop:
         """Step 5, inputs: the queues, the consumers filling them and the run loop."""
@@ -379,13 +376,11 @@ class SamzaContainer:
         for router in self._routers:
             await router.prepare(declared_outputs(cfg))
         await self._checkpoints.claim()
-        clock = self.clock
+        clock = self.clock  # under the group, a paused old owner's lock is waited out:
+        wait = None if self._lease is None else lambda s: clock.sleep_until(clock.now() + s)
         for task, task_plan in zip(self.tasks, plan.tasks, strict=True):
-            if task.stores:  # under the group, a paused old owner's lock is waited out
-                if self._lease is None:
-                    task.stores.open()
-                else:
-                    await task.stores.open_waiting(lambda s: clock.sleep_until(clock.now() + s))
+            if task.stores:
+                await task.stores.open_waiting(wait)
                 last = task_plan.checkpoint
                 if last is None:
                     await task.stores.restore(None)

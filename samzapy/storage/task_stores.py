@@ -105,13 +105,17 @@ class TaskStores:
                 self._open(name, store)
 
     async def open_waiting(
-        self, sleep: Callable[[float], Awaitable[None]], retry_s: float = 1.0
+        self, sleep: Callable[[float], Awaitable[None]] | None, retry_s: float = 1.0
     ) -> None:
         """``open``, waiting while another process holds a store's directory open: under the
         group, a task's old owner paused rather than dead (SIGSTOP, a frozen VM) whose session
         ran out, so the task is this container's now; it lets go once woken (and fenced) or
         killed. Tried again every ``retry_s``; logs ``store_locked`` once, then
-        ``store_unlocked`` with the time waited. A stop cuts the wait short (the caller's)."""
+        ``store_unlocked`` with the time waited. A stop cuts the wait short (the caller's).
+        ``sleep`` None: no waiting (``open``; outside the group a lock is a misconfiguration)."""
+        if sleep is None:
+            self.open()
+            return
         began: float | None = None
         while True:
             try:

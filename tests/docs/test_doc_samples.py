@@ -159,13 +159,14 @@ def _samzapy_commands() -> list[tuple[str, list[str]]]:
             if block.language in SHELL:
                 lines += [(block.line + n + 1, x) for n, x in enumerate(block.text.splitlines())]
         for number, line in lines:
-            for match in re.finditer(r"(?:^|[\s($])(?<!from )samzapy +(\S.*)", line):
+            for match in re.finditer(r"(?:^|[\s($])(?<!from )(?<!= )samzapy +(\S.*)", line):
                 words: list[str] = []
                 for word in match[1].split():
                     if _END.match(word):
                         break
                     words.append(word.strip("[]"))
-                if re.fullmatch(r"[a-z]+|--[a-z]+", words[0]):  # not `samzapy .` nor prose
+                # Not `samzapy .`, prose, `from samzapy import` nor `===== samzapy thread dump`.
+                if re.fullmatch(r"[a-z]+|--[a-z]+", words[0]):
                     found.append((f"{document}:{number}", words))
     return found
 
