@@ -74,8 +74,12 @@ class SessionWindowOperator(WindowOperator):
             start, last = min(start, s_start), max(last, s_last)
             if self.accumulating or not fired:  # a fired one's value was sent (discarding)
                 value = self._merge(value, s_value if held else self.vserde.from_bytes(s_value))
-        value = self._add(message, value)
         complete = late and joined_fired  # every session it joins fired: so does it, late
+        if complete and held is not None and value is not None:
+            # A held fired session's own list: the LATE pane gets a copy, so a failure after
+            # it went on (task.drop.process.errors) leaves the session as it was.
+            value = list(value)
+        value = self._add(message, value)
         if complete:
             self.emit_pane(key, start, last + gap, value, LATE)
         kept = [s for s in sessions if s not in joined]

@@ -161,6 +161,45 @@ async def test_a_late_session_pane_is_not_changed_by_the_messages_that_join_it_l
     ]
 
 
+@pytest.mark.parametrize("aggregated", [False, True])
+async def test_a_late_session_pane_dropped_downstream_leaves_the_session_as_it_was(
+    aggregated: bool,
+) -> None:
+    """A late message that fires a session's LATE pane, then fails in an operator after the
+    window (``task.drop.process.errors`` drops it): the session is as before it, held or not
+    (a message that opened another session of the key since the last write-back holds it)."""
+    source = events()
+    as_list: dict[str, Any] = {}
+    if aggregated:
+        as_list = {"initial_value": list, "aggregator": lambda x, acc: [*acc, x]}
+        as_list["merger"] = lambda a, b: a + b
+    window = (
+        Windows.keyed_session_window(lambda x: x["k"], 1 * S, **as_list)
+        .with_event_time(allowed_lateness=60 * S)
+        .set_accumulation_mode(AccumulationMode.ACCUMULATING)
+    )
+
+    def refuse_poison(pane: Any) -> Any:
+        if pane.message[-1].get("poison"):
+            raise ValueError("downstream refuses poison")
+        return pane
+
+    def build(d: Any, sink: Any) -> None:
+        d.get_input_stream(source).window(window, "w").map(refuse_poison).sink(sink)
+
+    live = Live(build, {source: 1}, **{"task.drop.process.errors": True})
+    live.send(source, m("a", 0), m("a", 5_000))  # the watermark passes [0, 1 s): it fires
+    assert await live.wait(1)
+    live.send(source, m("a", 5_500), {**m("a", 500), "poison": True}, m("a", 700))
+    result = await live.end()
+    assert times(live.panes) == [
+        ("a", 0, [0], DEFAULT),
+        ("a", 0, [0, 700], LATE),  # not the dropped 500
+        ("a", 5_000, [5_000, 5_500], DEFAULT),
+    ]
+    assert result.metrics.snapshot()["container"]["process-errors"] == 1
+
+
 async def test_merged_sessions_keep_every_message_in_the_order_they_came() -> None:
     source = events(lateness=10_000)
     window = Windows.keyed_session_window(lambda x: x["k"], 1 * S).with_event_time()
