@@ -13,7 +13,9 @@ what a checkpoint covers, as before.
 
 A message is still checked by the window's value serde when it is taken (as a list of one:
 what the serde sees, one message of a pane), so a message the serde refuses fails as it is
-processed, where ``task.drop.process.errors`` can drop it, not at a later write-back.
+processed, where ``task.drop.process.errors`` can drop it, not at a later write-back; and
+what is held is what the serde gives back (``from_bytes``), not the message object, which
+an operator beside the window may change in place after (as it could not change the bytes).
 """
 
 from __future__ import annotations

@@ -51,7 +51,9 @@ class SessionWindowOperator(WindowOperator):
         skey = _SESSION + kbytes
         held = self.held
         if held is not None:  # no aggregator: the key's sessions held, their lists as objects
-            self.vserde.to_bytes([message])  # refused now, as one message of a pane
+            # Refused now, as one message of a pane; held as the serde keeps it, not as the
+            # object, which an operator beside the window may change after (a fan-out).
+            kept_message = self.vserde.from_bytes(self.vserde.to_bytes([message]))[0]
             sessions = held.held.get(skey)
             if sessions is None:
                 raw = self.store.get(skey)
@@ -79,7 +81,7 @@ class SessionWindowOperator(WindowOperator):
             # A held fired session's own list: the LATE pane gets a copy, so a failure after
             # it went on (task.drop.process.errors) leaves the session as it was.
             value = list(value)
-        value = self._add(message, value)
+        value = self._add(message if held is None or complete else kept_message, value)
         if complete:
             self.emit_pane(key, start, last + gap, value, LATE)
         kept = [s for s in sessions if s not in joined]

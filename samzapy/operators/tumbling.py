@@ -248,7 +248,10 @@ class TumblingWindowOperator(WindowOperator):
         store = self.store
         held = self.held
         if held is not None and not fired:  # a list appended to, written back later
-            self.vserde.to_bytes([message])  # refused now, as one message of a pane
+            # Refused now, as one message of a pane; held as the serde keeps it, not as the
+            # object, which an operator beside the window may change after (a fan-out).
+            vserde = self.vserde
+            message = vserde.from_bytes(vserde.to_bytes([message]))[0]
             value = held.held.get(skey, _MISSING)
             if value is _MISSING:
                 raw = store.get(skey)

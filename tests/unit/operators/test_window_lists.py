@@ -200,6 +200,38 @@ async def test_a_late_session_pane_dropped_downstream_leaves_the_session_as_it_w
     assert result.metrics.snapshot()["container"]["process-errors"] == 1
 
 
+@pytest.mark.parametrize("aggregated", [False, True])
+@pytest.mark.parametrize("kind", ["tumbling", "session"])
+async def test_a_message_changed_in_place_after_the_window_took_it_is_in_its_pane_as_taken(
+    kind: str, aggregated: bool
+) -> None:
+    """An operator beside the window (a fan-out) that changes each message in place after
+    the window took it: the pane has the messages as they were taken, held or not."""
+    source = events()
+    as_list: dict[str, Any] = {}
+    if aggregated:
+        as_list = {"initial_value": list, "aggregator": lambda x, acc: [*acc, x]}
+    if kind == "tumbling":
+        window = Windows.tumbling_window(10 * S, **as_list)
+    else:
+        merger = {"merger": lambda a, b: a + b} if aggregated else {}
+        window = Windows.session_window(10 * S, **as_list, **merger)
+
+    def stamp(message: Any) -> Any:
+        message["stamped"] = True
+        return message
+
+    def build(d: Any, sink: Any) -> None:
+        stream = d.get_input_stream(source)
+        stream.window(window.with_event_time(), "w").sink(sink)
+        stream.map(stamp).sink(lambda *_: None)
+
+    live = Live(build, {source: 1})
+    live.send(source, m("a", 1_000), m("a", 2_000))
+    await live.end()
+    assert [value for _, _, value, _ in live.panes] == [[m("a", 1_000), m("a", 2_000)]]
+
+
 async def test_merged_sessions_keep_every_message_in_the_order_they_came() -> None:
     source = events(lateness=10_000)
     window = Windows.keyed_session_window(lambda x: x["k"], 1 * S).with_event_time()
