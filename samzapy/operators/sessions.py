@@ -51,9 +51,6 @@ class SessionWindowOperator(WindowOperator):
         skey = _SESSION + kbytes
         held = self.held
         if held is not None:  # no aggregator: the key's sessions held, their lists as objects
-            # Refused now, as one message of a pane; held as the serde keeps it, not as the
-            # object, which an operator beside the window may change after (a fan-out).
-            kept_message = self.vserde.from_bytes(self.vserde.to_bytes([message]))[0]
             sessions = held.held.get(skey)
             if sessions is None:
                 raw = self.store.get(skey)
@@ -71,6 +68,11 @@ class SessionWindowOperator(WindowOperator):
             joined_fired = True
         else:
             joined_fired = bool(joined) and all(fired for *_, fired in joined)
+        if held is not None:
+            # Refused now (not when too late, above), as one message of a pane; held as the
+            # serde keeps it, not as the object, which an operator beside the window may
+            # change after (a fan-out).
+            kept_message = self.vserde.from_bytes(self.vserde.to_bytes([message]))[0]
         start, last, value = t, t, None
         for s_start, s_last, s_value, fired in joined:
             start, last = min(start, s_start), max(last, s_last)

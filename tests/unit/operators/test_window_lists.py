@@ -106,6 +106,24 @@ async def test_a_message_the_value_serde_refuses_is_dropped_alone(kind: str) -> 
     assert result.metrics.snapshot()["container"]["process-errors"] == 1
 
 
+@pytest.mark.parametrize("kind", ["tumbling", "session"])
+async def test_a_message_too_late_for_its_window_is_dropped_as_late_not_checked_by_the_serde(
+    kind: str,
+) -> None:
+    """A message the watermark passed (with its lateness) is dropped as late, counted, and
+    never kept: the value serde's check of a message it takes is not made of it."""
+    source, serde = events(), Counting()
+    if kind == "tumbling":
+        window = Windows.tumbling_window(1 * S, value_serde=serde)
+    else:
+        window = Windows.session_window(1 * S, value_serde=serde)
+    live = Live(window_app(window.with_event_time(), source), {source: 1})
+    live.send(source, m("a", 0), m("a", 10_000), {**m("a", 100), "poison": True})
+    result = await live.end()
+    assert times(live.panes) == [(None, 0, [0], DEFAULT), (None, 10_000, [10_000], DEFAULT)]
+    assert result.metrics.snapshot()["task.Partition 0"]["w-late-messages"] == 1
+
+
 async def test_a_refused_message_fails_the_job_as_it_comes_without_the_drop_setting() -> None:
     source, serde = events(), Counting()
     window = Windows.tumbling_window(10 * S, value_serde=serde).with_event_time()
