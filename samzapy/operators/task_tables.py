@@ -21,7 +21,7 @@ from samzapy.api.metrics import MetricsRegistry
 from samzapy.api.store import KeyValueStore
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.api.tables import CachingTableDescriptor, ReadWriteTable
-from samzapy.tables import build_table
+from samzapy.tables import LocalTable, build_table
 
 
 class TaskTables:
@@ -97,6 +97,11 @@ class AppTaskContext:
         return metrics
 
     def get_store(self, name: str) -> KeyValueStore[Any, Any]:
+        """Store ``name``; a local table's store, with a cache in front of the table, as a
+        view whose writes drop the cache's entries of their keys (``LocalTable``)."""
+        table = self._tables.get(name)
+        if isinstance(table, LocalTable):
+            return table.store_for_task()
         store: KeyValueStore[Any, Any] = self._context.get_store(name)
         return store
 

@@ -12,7 +12,8 @@ descriptors (``samzapy.api.tables``), one instance per task.
 3. ``CachingTableDescriptor``: a CachingTable in front of the table its descriptor names:
    ``inner``, the task's instance of that table when the task has it already (the cache then
    leaves opening and closing it to the task, and that table drops the cache's entries of
-   the keys written to it directly), else one built as above for the cache alone.
+   the keys written to it directly, or to its store as ``LocalTable.store_for_task`` gives
+   it), else one built as above for the cache alone.
 
 The container then opens each table at task init (``await table.open(context)``, on the
 event loop), registers its metrics (``table_metrics(table)``, each ``register(registry,

@@ -21,8 +21,9 @@ go to the table behind it. The rules:
    write's is), and later reads do not wait for it.
 6. ``put(key, None)`` deletes, as every table's does.
 7. A write made to the table behind the cache directly (the task's own instance of it, which
-   a ``send_to`` or a function may write too) drops the key's entry, as a delete through the
-   cache does (``table_wrote``, which that table calls).
+   a ``send_to`` or a function may write too, or a local table's store as the functions get
+   it) drops the key's entry, as a delete through the cache does (``table_wrote``, which
+   that table calls).
 
 The cache, the reads under way and ``get_all`` tell keys apart by their identity
 (``samzapy.api.keys``): over a local table, what its key serde writes of them (1, True

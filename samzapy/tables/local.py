@@ -16,6 +16,10 @@ top of the store's contract (``samzapy.api.store``):
 5. A cache in front of this same instance (``caches``: a caching table of the task over it)
    drops its entries of the keys each write changes, so that a write made to the table
    directly (not through the cache) is seen through the cache too.
+6. So does a write made to the table's store (``context.get_store(table_id)``): with a cache
+   in front of the table, the task gets ``store_for_task()``, a ``StoreBehindCaches`` whose
+   writes drop the caches' entries of their keys (its reads are the store's own methods);
+   without one, the store itself, its writes paying nothing for this.
 
 The store's errors (StoreError naming the store, the task and the key) pass through as they
 are. Reads, writes and deletions are counted per key in ``metrics``.
@@ -23,7 +27,7 @@ are. Reads, writes and deletions are counted per key in ``metrics``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from samzapy.api.envelope import KV
@@ -75,6 +79,74 @@ class CachedBehind:
             cache.table_wrote(keys)
 
 
+class StoreBehindCaches:
+    """``store`` as the task gets it when caches sit in front of its table (step 6 of the
+    module docstring): reads and iterators are the store's own methods; each write, done or
+    failed, then calls ``changed(keys)``, which drops the caches' entries of ``keys``. Any
+    other attribute (``key_serde``, ``store_name``...) is the store's."""
+
+    def __init__(
+        self, store: KeyValueStore[Any, Any], changed: Callable[[Iterable[Any]], None]
+    ) -> None:
+        self._store = store
+        self._changed = changed
+        self.get = store.get
+        self.get_all = store.get_all
+        self.range = store.range
+        self.all = store.all
+        self.flush = store.flush
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def put(self, key: Any, value: Any) -> None:
+        try:
+            self._store.put(key, value)
+        finally:
+            self._changed((key,))
+
+    def put_all(self, entries: Iterable[KV | tuple[Any, Any]] | Mapping[Any, Any]) -> None:
+        listed = list(entries.items()) if isinstance(entries, Mapping) else list(entries)
+        try:
+            self._store.put_all(listed)  # the store's checks and errors, entries read once
+        finally:
+            self._changed(_entry_keys(listed))
+
+    def delete(self, key: Any) -> None:
+        try:
+            self._store.delete(key)
+        finally:
+            self._changed((key,))
+
+    def delete_all(self, keys: Iterable[Any]) -> None:
+        listed = (
+            keys if isinstance(keys, str | bytes) or not isinstance(keys, Iterable) else list(keys)
+        )
+        try:
+            self._store.delete_all(listed)  # refuses a str, bytes or non-iterable: its error
+        finally:
+            if isinstance(listed, list):
+                self._changed(listed)
+
+    def __repr__(self) -> str:
+        return f"StoreBehindCaches({self._store!r})"
+
+
+def _entry_keys(entries: Sequence[Any]) -> list[Any]:
+    """The keys of those of a store's ``put_all`` entries that are pairs (the store refused
+    the others, writing nothing)."""
+    keys: list[Any] = []
+    for entry in entries:
+        if isinstance(entry, str | bytes):
+            continue
+        try:
+            key, _ = entry
+        except (TypeError, ValueError):
+            continue
+        keys.append(key)
+    return keys
+
+
 class LocalTable(CachedBehind):
     """Table ``table_id`` over ``store``, a task's KeyValueStore (see the module docstring)."""
 
@@ -96,6 +168,16 @@ class LocalTable(CachedBehind):
         #: front of the table reads it too).
         self.key_serde: Any = getattr(store, "key_serde", None)
         self.key_identity = KeyIdentity.of_table(table_id, self.key_serde)
+        self._store_for_task: StoreBehindCaches | None = None
+
+    def store_for_task(self) -> KeyValueStore[Any, Any]:
+        """What ``context.get_store(table_id)`` gives the task (step 6): the store, or with
+        caches in front of the table, a view of it whose writes drop their entries."""
+        if not self.caches:
+            return self.store
+        if self._store_for_task is None:
+            self._store_for_task = StoreBehindCaches(self.store, self._changed)
+        return self._store_for_task
 
     # -- life cycle: the store is the container's, opened before and closed after the table --
 
@@ -202,4 +284,4 @@ class LocalTable(CachedBehind):
         return f"LocalTable({self.table_id!r})"
 
 
-__all__ = ["CachedBehind", "LocalTable", "not_a_pair", "not_keys"]
+__all__ = ["CachedBehind", "LocalTable", "StoreBehindCaches", "not_a_pair", "not_keys"]

@@ -1,6 +1,7 @@
 """A cache in front of a table the task has of its own (``CachingTableDescriptor`` over the
 descriptor of a table the application also gets): writes made to that table directly, by
-``send_to`` it or by a function through ``context.get_table``, are seen through the cache."""
+``send_to`` it, by a function through ``context.get_table``, or through the table's store
+(``context.get_store``), are seen through the cache."""
 
 from __future__ import annotations
 
@@ -49,8 +50,31 @@ class PutOnInit:
         return message
 
 
+class PutToStore:
+    """A map that writes to the inner table's store (``context.get_store``), one key at a
+    time (``put``, ``delete``) or in batches (``put_all``, ``delete_all``)."""
+
+    def __init__(self, batches: bool) -> None:
+        self.batches = batches
+
+    def init(self, context: Any) -> None:
+        self.store = context.get_store("profiles")
+
+    def __call__(self, message: KV) -> KV:
+        key, value = message.key, message.value["v"]
+        if self.batches and value is None:
+            self.store.delete_all([key])
+        elif self.batches:
+            self.store.put_all(iter([KV(key, value)]))  # entries read once: a generator
+        elif value is None:
+            self.store.delete(key)
+        else:
+            self.store.put(key, value)
+        return message
+
+
 @pytest.mark.parametrize("kind", [InMemoryTableDescriptor, RocksDbTableDescriptor])
-@pytest.mark.parametrize("how", ["send_to", "context"])
+@pytest.mark.parametrize("how", ["send_to", "context", "store", "store batches"])
 def test_a_cache_in_front_of_a_local_table_sees_the_writes_made_to_that_table(
     kind: type[Any], how: str
 ) -> None:
@@ -64,8 +88,10 @@ def test_a_cache_in_front_of_a_local_table_sees_the_writes_made_to_that_table(
         writes = events.filter(lambda m: m.value["kind"] == "w")
         if how == "send_to":
             writes.map(lambda m: KV(m.key, m.value["v"])).send_to(local)
-        else:
+        elif how == "context":
             writes.map(PutOnInit()).sink(lambda m, c, k: None)
+        else:
+            writes.map(PutToStore(how == "store batches")).sink(lambda m, c, k: None)
         events.filter(lambda m: m.value["kind"] == "r").join(cached, Lookup()).send_to(
             d.get_output_stream(OUT)
         )

@@ -10,7 +10,8 @@ from table_fakes import memory_store
 
 from samzapy.api.envelope import KV
 from samzapy.api.errors import StoreError, TableError
-from samzapy.tables import LocalTable
+from samzapy.api.tables import CachingTableDescriptor, InMemoryTableDescriptor, KVSerde
+from samzapy.tables import LocalTable, build_table
 
 
 def make() -> tuple[LocalTable, Any]:
@@ -133,3 +134,33 @@ def test_put_all_writes_nothing_when_an_entry_is_no_pair() -> None:
     with pytest.raises(TableError, match="put_all expects"):
         table.put_all([("a", 1), ("b", None), "xy"])
     assert (store.get("a"), store.get("b")) == (None, 0)
+
+
+def test_the_task_gets_the_store_itself_when_no_cache_is_in_front_of_the_table() -> None:
+    """A task's direct writes to a store without a cache in front pay nothing for caches."""
+    table, store = make()
+    assert table.store_for_task() is store
+
+
+def test_writes_to_the_store_behind_a_cache_drop_its_entries_done_or_failed() -> None:
+    table, _ = make()
+    cached = build_table(
+        CachingTableDescriptor(
+            "cached", InMemoryTableDescriptor("profiles", KVSerde("string", "json"))
+        ),
+        get_store=lambda name: None,
+        copy_fn=lambda fn: fn,
+        inner=table,
+    )
+    store = table.store_for_task()
+    assert store.key_serde is table.store.key_serde and store.store_name == "profiles"
+    table.put_all([("ann", 1), ("bob", 2), ("cid", 3)])
+    assert cached.get_all(["ann", "bob", "cid"]) == {"ann": 1, "bob": 2, "cid": 3}
+    store.put_all({"ann": 10})
+    store.delete_all(key for key in ["bob"])
+    with pytest.raises(StoreError, match="put_all expects"):
+        store.put_all([("cid", 30), "x"])  # refused: nothing written, the entry dropped anyway
+    with pytest.raises(StoreError, match="give one key as"):
+        store.delete_all("cid")
+    assert cached.get_all(["ann", "bob", "cid"]) == {"ann": 10, "cid": 3}
+    assert cached.metrics.cache_misses == 6  # the three keys, then again
