@@ -10,6 +10,7 @@ from samzapy.api.metrics import MetricsRegistry
 from samzapy.api.store import KeyValueStore
 from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.api.tables import ReadWriteTable
+from samzapy.metrics.registry import MetricsRegistry as ContainerMetrics
 from samzapy.tables import LocalTable
 
 
@@ -27,7 +28,7 @@ class TaskContextImpl:
         task_name: TaskName,
         config: Mapping[str, Any],
         system_stream_partitions: Set[SystemStreamPartition],
-        metrics: MetricsRegistry,
+        metrics: ContainerMetrics,
         stores: Mapping[str, KeyValueStore[Any, Any]] | None = None,
         time_ms: Callable[[], int] | None = None,
         now: Callable[[], float] | None = None,
@@ -71,7 +72,8 @@ class TaskContextImpl:
 
     def get_table(self, table_id: str) -> ReadWriteTable:
         """A task class's tables are its stores: store ``table_id`` as a table (``put`` of
-        None deletes, as in Samza's tables)."""
+        None deletes, as in Samza's tables), one per task, its metrics (``<table_id>-gets``,
+        ...) in the task's group from the first call."""
         table = self._tables.get(table_id)
         if table is None:
             if table_id not in self._stores:
@@ -82,7 +84,9 @@ class TaskContextImpl:
                     f"there is none (stores: {declared})",
                     table_id=table_id,
                 )
-            table = self._tables[table_id] = LocalTable(table_id, self._stores[table_id])
+            table = LocalTable(table_id, self._stores[table_id])
+            table.metrics.register(self._metrics, f"task.{self._task_name}")
+            self._tables[table_id] = table
         return table
 
 
