@@ -2,9 +2,11 @@
 given to the operators that use them and to the functions' ``init(context)``.
 
 Tables are built in the order the application asked for them (a caching table's inner table
-first, and the cache is put in front of that same instance); each is opened (a remote
-table's read and write functions get ``init(context)``) before any function's ``init`` runs,
-and closed after every function's ``close``. Each table's metrics are in the task's group as
+first, and the cache is put in front of that same instance), all of them before any is
+opened; then each is opened (a remote table's read and write functions get
+``init(context)``, the context the application's functions get: every table, and a cached
+local table's store as a view that keeps the cache right) before any function's ``init``
+runs, and closed after every function's ``close``. Each table's metrics are in the task's group as
 ``<table_id>-gets``, ``<table_id>-cache-hits``, ... (``samzapy.tables``).
 """
 
@@ -34,18 +36,21 @@ class TaskTables:
 
     async def open(self, context: Any) -> None:
         group = f"task.{context.task_name}"
+        built: dict[str, Any] = {}
         for descriptor in self._descriptors:
             inner = None
             if isinstance(descriptor, CachingTableDescriptor):
-                inner = self.tables[descriptor.table.table_id]
-            table = build_table(
+                inner = built[descriptor.table.table_id]
+            built[descriptor.table_id] = build_table(
                 descriptor,
                 get_store=context.get_store,
                 copy_fn=lambda fn: copy.deepcopy(fn, self._memo),
                 inner=inner,
             )
-            await _maybe_await(getattr(table, "open", None), context)
-            self.tables[descriptor.table_id] = table
+        tables_context = AppTaskContext(context, built)
+        for table_id, table in built.items():  # only an opened table is closed
+            await _maybe_await(getattr(table, "open", None), tables_context)
+            self.tables[table_id] = table
             metrics = getattr(table, "metrics", None)
             if metrics is not None:
                 metrics.register(context.metrics, group)

@@ -144,3 +144,59 @@ async def test_a_cache_in_front_of_a_remote_table_sees_the_writes_made_to_that_t
     await inner.delete_async("ann")
     await inner.delete_all_async(["bob"])
     assert await cached.get_all_async(["ann", "bob"]) == {}
+
+
+class Recorder:
+    """A remote table's read function that writes what it reads into the local table
+    "profiles" (a mirror), through the table or the store ``init(context)`` gave it."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def init(self, context: Any) -> None:
+        if self.how == "table":
+            self.mirror = context.get_table("profiles")
+        else:
+            self.mirror = context.get_store("profiles")
+
+    async def get_async(self, key: Any) -> Any:
+        self.mirror.put(key, 2)
+        return 2
+
+
+@pytest.mark.parametrize("how", ["table", "store"])
+@pytest.mark.parametrize("remote_first", [True, False])
+def test_a_remote_table_s_function_writing_a_cached_local_table_is_seen_through_the_cache(
+    how: str, remote_first: bool
+) -> None:
+    """A remote table's functions get the tables the application's functions get: the
+    writes they make to a local table drop the entries of a cache in front of it, whichever
+    table the application described first."""
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        service = RemoteTableDescriptor("service").with_read_function(Recorder(how))
+        if remote_first:
+            remote = d.get_table(service)
+        local = d.get_table(InMemoryTableDescriptor("profiles", KVSerde("string", "json")))
+        cached = d.get_table(CachingTableDescriptor("cached", local.descriptor))
+        if not remote_first:
+            remote = d.get_table(service)
+        events = d.get_input_stream(EVENTS)
+        events.filter(lambda m: m.value["kind"] == "w").map(
+            lambda m: KV(m.key, m.value["v"])
+        ).send_to(local)
+        events.filter(lambda m: m.value["kind"] == "s").join(remote, Lookup()).sink(
+            lambda m, c, k: None
+        )
+        events.filter(lambda m: m.value["kind"] == "r").join(cached, Lookup()).send_to(
+            d.get_output_stream(OUT)
+        )
+
+    messages = [
+        KV("ann", {"kind": "w", "v": 1}),
+        KV("ann", {"kind": "r"}),
+        KV("ann", {"kind": "s"}),  # the read function writes 2 to "profiles"
+        KV("ann", {"kind": "r"}),
+    ]
+    result = run(app, [(EVENTS, messages)], {OUT: 1})
+    assert [kv.value for kv in flat(result.keyed_outputs(OUT))] == [1, 2]
