@@ -7,9 +7,10 @@ serialization of the whole list each time: a pane of n messages cost O(n^2), and
 ``HeldValues`` holds the lists appended to since the last write-back, as objects: a message
 is one ``append``, and each list is serialized once per write-back. They are written back
 before each commit's flush of the stores (``before_commit``), before anything reads the store
-(a pane firing, a trigger) and after ``WRITE_BACK_EVERY`` messages, so what is held beside
-the store is bounded by that many messages, and the store and its changelog hold exactly
-what a checkpoint covers, as before.
+(a pane firing, a trigger) and after ``WRITE_BACK_EVERY`` messages, so that at most that many
+entries are held beside the store (each a pane's whole list, or a key's sessions: as much as
+firing them would hold), and the store and its changelog hold exactly what a checkpoint
+covers, as before.
 
 A message is still checked by the window's value serde when it is taken (as a list of one:
 what the serde sees, one message of a pane), so a message the serde refuses fails as it is
@@ -23,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-#: Written back at the latest after this many messages: about the messages held beside the
-#: store (a pane of n messages is then serialized n / WRITE_BACK_EVERY times).
+#: Written back at the latest after this many messages, so at most this many entries are held
+#: (a pane of n messages is then serialized n / WRITE_BACK_EVERY times).
 WRITE_BACK_EVERY = 4096
 
 
