@@ -8,10 +8,15 @@ container's PID 1 drops a signal it has no handler for: ``docker stop`` then wai
 grace period and killed the job that had started meanwhile. What is left before this runs is
 the interpreter's start (a few hundredths of a second): the ``samzapy`` package and this module
 import nothing more until then (``samzapy/__init__.py``).
+
+SIGQUIT too: from here it writes the threads' stacks to stderr (``faulthandler``, built in)
+instead of killing the process with a core dump, until ``run`` takes it over with its thread
+dump (``signals.install_thread_dump``).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import signal
 import sys
 
@@ -31,6 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sig = getattr(signal, name, None)
         if sig is not None and signal.getsignal(sig) != signal.SIG_IGN:
             signal.signal(sig, _interrupt)
+    _stacks_on_quit()
     stderr = sys.stderr
     try:
         from samzapy.cli.process import LogOutput
@@ -67,6 +73,17 @@ def run() -> None:
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+def _stacks_on_quit() -> None:
+    """SIGQUIT writes every thread's stack to stderr, and the process goes on."""
+    sig = getattr(signal, "SIGQUIT", None)
+    if sig is None or signal.getsignal(sig) != signal.SIG_DFL:
+        return
+    try:
+        faulthandler.register(sig, all_threads=True)
+    except (RuntimeError, ValueError, OSError, AttributeError):  # no stderr: not killed either
+        signal.signal(sig, signal.SIG_IGN)
 
 
 __all__ = ["main", "run"]

@@ -167,6 +167,8 @@ def install_thread_dump(log: FilteringBoundLogger) -> None:
     sig = getattr(signal, "SIGQUIT", None)
     if sig is None:
         return
+    # Replaces the entry point's faulthandler (``samzapy.cli``), which is not unregistered:
+    # that would restore the default, and a SIGQUIT meanwhile would kill the process.
     with contextlib.suppress(ValueError):  # not the main thread
         signal.signal(sig, lambda signum, frame: _dump(log))
 

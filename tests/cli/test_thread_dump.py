@@ -3,12 +3,16 @@ does. Python's default had killed the process with a core dump and no log line."
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from test_run import events, job_yaml, started, write_partitions
+from test_interrupted_commands import SIGNAL_AT_AN_IMPORT
+from test_run import HERE, ROOT, events, job_yaml, started, write_partitions
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
@@ -67,3 +71,52 @@ def test_sigquit_with_a_stderr_nobody_reads_does_not_hold_the_job(tmp_path: Path
             proc.communicate()
     assert proc.returncode == 0, out
     assert [e["event"] for e in events(out)][-1] == "container_exited", out
+
+
+@pytest.mark.parametrize("entry", ["console-script", "python-m"])
+@pytest.mark.parametrize("trigger", ["samzapy.cli.process", "samzapy.cli.main"])
+def test_sigquit_while_the_command_imports_writes_the_threads_and_the_job_runs(
+    tmp_path: Path, trigger: str, entry: str
+) -> None:
+    """A SIGQUIT in the first instants of the process, while the command's modules import
+    (before ``_run`` takes SIGQUIT over): Python's default had killed the process with a
+    core dump. From the entry point on it writes the threads' stacks (faulthandler's) and
+    the job runs to its end."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}]})
+    job = job_yaml(tmp_path, "Copy")
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGNAL_AT_AN_IMPORT, "SIGQUIT", trigger, entry, str(job)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(HERE), str(ROOT)))},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "most recent call first" in proc.stderr, proc.stderr  # faulthandler's stacks
+    assert [e["event"] for e in events(proc.stdout)][-1] == "container_exited", proc.stdout
+    assert (tmp_path / "data" / "out" / "0.jsonl").read_text().strip() == '{"n":1}'
+
+
+def test_sigquit_right_after_the_process_starts_does_not_kill_it(tmp_path: Path) -> None:
+    """The signal as soon as the process exists: the interpreter's own start is the only
+    window left (a few hundredths of a second), so the test waits for that much first."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}]})
+    job = job_yaml(tmp_path, "Copy")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "samzapy", "run", str(job)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(HERE), str(ROOT)))},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(0.15)
+        proc.send_signal(signal.SIGQUIT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out + err
