@@ -9,15 +9,17 @@ to one event::
      "level": "warning", "library_level": "error", "message": "Heartbeat failed ..."}
 
 1. ``level`` is the record's own level capped at warning (``emitted_level``): a library's
-   error is rarely the job's, and samzapy reports what matters as its own events. Once the
-   job is failing (``failing=True``) the record keeps its own level. ``library_level`` is
-   always the record's own level.
+   error is rarely the job's, and samzapy reports what matters as its own events. aiokafka's
+   messages that are the normal course of a rebalance or of a group's first start
+   (``is_routine``) are capped at info. Once the job is failing (``failing=True``) the
+   record keeps its own level. ``library_level`` is always the record's own level.
 2. ``LibraryLogLimiter`` lets through the first record of each (logger, template) per
    ``LIBRARY_LOG_INTERVAL_S`` and counts the others; the template is the unformatted message
    (``library_key``), and aiokafka's transient connection errors (``TRANSIENT_MESSAGES``)
-   count as one template of the ``aiokafka`` logger. A window that closes with records left
-   out is reported once, as a ``library_log_suppressed`` event (``suppressed_fields``) or as
-   ``suppressed`` on the template's next ``library_log``, whichever comes first.
+   that are not routine count as one template of the ``aiokafka`` logger. A window that
+   closes with records left out is reported once, as a ``library_log_suppressed`` event
+   (``suppressed_fields``) or as ``suppressed`` on the template's next ``library_log``,
+   whichever comes first.
 3. An exception is three short fields (``error_type``, ``error``, ``error_at``: the innermost
    frame), not a traceback; the traceback is kept only when asked (``--log-level debug``).
 
@@ -33,7 +35,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Final
 
-from samzapy.system.kafka.client_logs import CLIENT_LOGGER, TRANSIENT_MESSAGES
+from samzapy.system.kafka.client_logs import CLIENT_LOGGER, TRANSIENT_MESSAGES, is_routine
 
 LIBRARY_EVENT: Final = "library_log"
 SUPPRESSED_EVENT: Final = "library_log_suppressed"
@@ -42,6 +44,8 @@ SUPPRESSED_EVENT: Final = "library_log_suppressed"
 LIBRARY_LOG_INTERVAL_S: Final = 60.0
 #: The highest level a library's record is logged at while the job is not failing.
 LIBRARY_LEVEL_CAP: Final = logging.WARNING
+#: The highest level of a routine record (``is_routine``) while the job is not failing.
+ROUTINE_LEVEL_CAP: Final = logging.INFO
 #: Longer messages are cut (asyncio's describe whole tasks and their coroutines).
 MAX_MESSAGE_CHARS: Final = 2000
 #: Templates remembered at most; beyond, the oldest windows are forgotten.
@@ -61,9 +65,18 @@ def level_name(levelno: int) -> str:
     return logging.getLevelName(levelno).lower()
 
 
-def emitted_level(levelno: int, *, failing: bool) -> int:
-    """The level a library's record is logged at: its own capped at warning, unless failing."""
-    return levelno if failing else min(levelno, LIBRARY_LEVEL_CAP)
+def emitted_level(levelno: int, *, failing: bool, routine: bool = False) -> int:
+    """The level a library's record is logged at: its own capped at warning (at info when
+    ``routine``), unless failing."""
+    if failing:
+        return levelno
+    return min(levelno, ROUTINE_LEVEL_CAP if routine else LIBRARY_LEVEL_CAP)
+
+
+def routine(record: logging.LogRecord) -> bool:
+    """Whether ``record`` is the normal course of a rebalance or a group's first start
+    (``samzapy.system.kafka.client_logs.is_routine``)."""
+    return is_routine(record.name, record.msg if isinstance(record.msg, str) else "", record.args)
 
 
 def library_key(record: logging.LogRecord) -> tuple[str, str]:
@@ -74,7 +87,11 @@ def library_key(record: logging.LogRecord) -> tuple[str, str]:
     """
     name = record.name
     template = record.msg if isinstance(record.msg, str) else str(record.msg)
-    if name.split(".", 1)[0] == CLIENT_LOGGER and template in TRANSIENT_MESSAGES:
+    if (
+        name.split(".", 1)[0] == CLIENT_LOGGER
+        and template in TRANSIENT_MESSAGES
+        and not routine(record)
+    ):
         return CLIENT_LOGGER, TRANSIENT_TEMPLATE
     if record.args and template.strip() in ("%s", "%r"):
         template = _message(record)
@@ -94,7 +111,9 @@ def library_fields(
     """
     fields: dict[str, Any] = {
         "event": LIBRARY_EVENT,
-        "level": level_name(emitted_level(record.levelno, failing=failing)),
+        "level": level_name(
+            emitted_level(record.levelno, failing=failing, routine=routine(record))
+        ),
         "logger": record.name,
         "library_level": level_name(record.levelno),
         "message": _cut(_message(record).rstrip()),
@@ -123,13 +142,16 @@ class Suppressed:
     template: str
     count: int
     levelno: int  # the highest level among them
+    routine: bool = False  # all of them routine (``routine``)
 
 
 def suppressed_fields(left_out: Suppressed, *, failing: bool, window_s: float) -> dict[str, Any]:
     """The ``library_log_suppressed`` event reporting ``left_out``."""
     return {
         "event": SUPPRESSED_EVENT,
-        "level": level_name(emitted_level(left_out.levelno, failing=failing)),
+        "level": level_name(
+            emitted_level(left_out.levelno, failing=failing, routine=left_out.routine)
+        ),
         "logger": left_out.logger,
         "library_level": level_name(left_out.levelno),
         "template": _cut(left_out.template),
@@ -143,6 +165,7 @@ class _Window:
     opened: float
     count: int = 0
     levelno: int = 0
+    routine: bool = True  # every record left out was routine
 
 
 class LibraryLogLimiter:
@@ -154,13 +177,16 @@ class LibraryLogLimiter:
         self._windows: dict[tuple[str, str], _Window] = {}
         self._next_due = float("inf")  # the earliest close of a window with records left out
 
-    def admit(self, key: tuple[str, str], levelno: int, now: float) -> int | None:
+    def admit(
+        self, key: tuple[str, str], levelno: int, now: float, *, routine: bool = False
+    ) -> int | None:
         """None when the record is left out; else how many of its template were left out
         since the last one logged and not reported yet (0 mostly)."""
         window = self._windows.get(key)
         if window is not None and now - window.opened < self.interval_s:
             window.count += 1
             window.levelno = max(window.levelno, levelno)
+            window.routine = window.routine and routine
             self._next_due = min(self._next_due, window.opened + self.interval_s)
             return None
         self._windows.pop(key, None)  # re-inserted last: the dict stays in opening order
@@ -194,7 +220,7 @@ class LibraryLogLimiter:
 
     def _forget(self, key: tuple[str, str]) -> Suppressed:
         window = self._windows.pop(key)
-        return Suppressed(key[0], key[1], window.count, window.levelno)
+        return Suppressed(key[0], key[1], window.count, window.levelno, window.routine)
 
 
 def short_path(filename: str) -> str:
@@ -232,6 +258,7 @@ __all__ = [
     "is_library",
     "library_fields",
     "library_key",
+    "routine",
     "short_path",
     "suppressed_fields",
 ]

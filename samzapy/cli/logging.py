@@ -10,11 +10,12 @@ the process never prints an unstructured line.
 
 A library's record (any logger outside ``samzapy``) becomes one ``library_log`` event with its
 ``logger``, its ``message`` and its own level as ``library_level``; it is logged at warning at
-most until the job is failing (one of samzapy's ``FAILURE_EVENTS`` was logged), and
-rate-limited per logger and message template, what was left out reported as ``suppressed``
-(``samzapy.cli.library_logs``; ``LibraryLogFilter`` applies it). aiokafka's transient
-connection errors count as one template, so a broker outage shows as samzapy's
-``broker_unreachable`` / ``broker_reachable`` pair and a line or two from the client.
+most (at info the normal course of a rebalance) until the job is failing (one of samzapy's
+``FAILURE_EVENTS`` was logged), and rate-limited per logger and message template, what was
+left out reported as ``suppressed`` (``samzapy.cli.library_logs``; ``LibraryLogFilter``
+applies it). aiokafka's transient connection errors count as one template, so a broker
+outage shows as samzapy's ``broker_unreachable`` / ``broker_reachable`` pair and a line or
+two from the client.
 
 Secrets never reach the stream: tracebacks are rendered without their frames' local variables
 (in both formats), and every line written has the values given to ``add_secrets`` replaced by
@@ -43,6 +44,7 @@ from samzapy.cli.library_logs import (
     is_library,
     library_fields,
     library_key,
+    routine,
     suppressed_fields,
 )
 from samzapy.config.secrets import REDACTED
@@ -103,6 +105,7 @@ def configure_logging(
 
     library = LibraryLogFilter(
         max(level_number, logging.WARNING),
+        routine_threshold=level_number,
         keep_traceback=level_number <= logging.DEBUG,
         clock=clock,
     )
@@ -203,15 +206,17 @@ class LibraryLogFilter(logging.Filter):
     """Maps a library's records to ``library_log`` events and rate-limits them
     (``samzapy.cli.library_logs``); samzapy's own records pass unchanged.
 
-    A record below ``threshold`` once levelled is left out. ``watch`` is a structlog processor
-    that notes samzapy's ``FAILURE_EVENTS``; ``reports`` makes the records that report what
-    the rate limit left out.
+    A record below ``threshold`` once levelled is left out; a routine one (the course of a
+    rebalance, ``library_logs.routine``) below ``routine_threshold``. ``watch`` is a
+    structlog processor that notes samzapy's ``FAILURE_EVENTS``; ``reports`` makes the
+    records that report what the rate limit left out.
     """
 
     def __init__(
         self,
         threshold: int = logging.WARNING,
         *,
+        routine_threshold: int | None = None,
         interval_s: float = LIBRARY_LOG_INTERVAL_S,
         keep_traceback: bool = False,
         clock: Callable[[], float] = time.monotonic,
@@ -219,6 +224,7 @@ class LibraryLogFilter(logging.Filter):
         super().__init__()
         self.failing = False
         self._threshold = threshold
+        self._routine_threshold = threshold if routine_threshold is None else routine_threshold
         self._keep_traceback = keep_traceback
         self._clock = clock
         self._limiter = LibraryLogLimiter(interval_s)
@@ -229,10 +235,14 @@ class LibraryLogFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if hasattr(record, _FIELDS) or not is_library(record.name):
             return True
-        if emitted_level(record.levelno, failing=self.failing) < self._threshold:
+        usual = routine(record)
+        threshold = self._routine_threshold if usual else self._threshold
+        if emitted_level(record.levelno, failing=self.failing, routine=usual) < threshold:
             return False
         with self._lock:
-            suppressed = self._limiter.admit(library_key(record), record.levelno, self._clock())
+            suppressed = self._limiter.admit(
+                library_key(record), record.levelno, self._clock(), routine=usual
+            )
         if suppressed is None:
             return False
         fields = library_fields(
@@ -258,8 +268,8 @@ class LibraryLogFilter(logging.Filter):
             fields = suppressed_fields(
                 summary, failing=self.failing, window_s=self._limiter.interval_s
             )
-            levelno = emitted_level(summary.levelno, failing=self.failing)
-            if levelno < self._threshold:
+            levelno = emitted_level(summary.levelno, failing=self.failing, routine=summary.routine)
+            if levelno < (self._routine_threshold if summary.routine else self._threshold):
                 continue
             record = logging.LogRecord(summary.logger, levelno, "", 0, summary.template, None, None)
             setattr(record, _FIELDS, fields)

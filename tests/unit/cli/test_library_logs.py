@@ -8,6 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from aiokafka.errors import (
+    GroupCoordinatorNotAvailableError,
+    KafkaConnectionError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
 
 from samzapy.cli.library_logs import (
     LIBRARY_LOG_INTERVAL_S,
@@ -18,6 +24,7 @@ from samzapy.cli.library_logs import (
     is_library,
     library_fields,
     library_key,
+    routine,
     short_path,
     suppressed_fields,
 )
@@ -44,14 +51,56 @@ def raised() -> logging._SysExcInfoType:
 
 class TestLibraryFields:
     def test_an_error_is_a_warning_naming_its_logger_and_own_level(self) -> None:
-        r = record("aiokafka.consumer.group_coordinator", HEARTBEAT, "g")
+        r = record("aiokafka.consumer.group_coordinator", "Heartbeat failed: %r", "boom")
         assert library_fields(r, failing=False) == {
             "event": "library_log",
             "level": "warning",
             "logger": "aiokafka.consumer.group_coordinator",
             "library_level": "error",
-            "message": "Heartbeat failed for group g because it is rebalancing",
+            "message": "Heartbeat failed: 'boom'",
         }
+
+    @pytest.mark.parametrize(
+        ("msg", "args"),
+        [
+            (HEARTBEAT, ("g",)),
+            ("Group Coordinator Request failed: %s", (GroupCoordinatorNotAvailableError(),)),
+            (
+                "OffsetCommit failed for group %s due to group error (%s), will rejoin",
+                ("g", RebalanceInProgressError("g")),
+            ),
+        ],
+    )
+    def test_the_course_of_a_rebalance_or_a_first_start_is_info_until_the_job_fails(
+        self, msg: str, args: tuple[object, ...]
+    ) -> None:
+        r = record("aiokafka.consumer.group_coordinator", msg, *args, level=logging.WARNING)
+        assert routine(r)
+        assert library_fields(r, failing=False)["level"] == "info"
+        assert library_fields(r, failing=False)["library_level"] == "warning"
+        assert library_fields(r, failing=True)["level"] == "warning"
+        assert library_key(r) == (r.name, msg)  # not one of the transient errors' template
+
+    @pytest.mark.parametrize(
+        ("name", "msg", "args"),
+        [
+            ("aiokafka.consumer.group_coordinator", "Heartbeat failed: %r", ("x",)),
+            # the same message with an error that is no rebalance's
+            ("aiokafka", "Group Coordinator Request failed: %s", (KafkaConnectionError(),)),
+            (
+                "aiokafka.consumer.group_coordinator",
+                "OffsetCommit failed for group %s due to group error (%s), will rejoin",
+                ("g", UnknownMemberIdError("g")),
+            ),
+            ("other", HEARTBEAT, ("g",)),  # not aiokafka's
+        ],
+    )
+    def test_other_errors_stay_warnings(
+        self, name: str, msg: str, args: tuple[object, ...]
+    ) -> None:
+        r = record(name, msg, *args)
+        assert not routine(r)
+        assert library_fields(r, failing=False)["level"] == "warning"
 
     @pytest.mark.parametrize(
         ("level", "healthy", "failing"),
@@ -148,6 +197,19 @@ class TestLibraryLogLimiter:
             if suppressed is not None:
                 passed.append((second, suppressed))
         assert passed == [(0, 0), (60, 59), (120, 59)]
+
+    def test_routine_records_left_out_are_reported_at_info(self) -> None:
+        limiter = LibraryLogLimiter(interval_s=60)
+        for second in range(3):
+            limiter.admit(self.KEY, logging.WARNING, float(second), routine=True)
+        [left_out] = limiter.due(61.0)
+        assert left_out.routine
+        fields = suppressed_fields(left_out, failing=False, window_s=60)
+        assert (fields["level"], fields["library_level"]) == ("info", "warning")
+        limiter.admit(self.KEY, logging.WARNING, 100.0, routine=True)
+        limiter.admit(self.KEY, logging.WARNING, 101.0, routine=False)  # not all routine
+        [mixed] = limiter.due(161.0)
+        assert suppressed_fields(mixed, failing=False, window_s=60)["level"] == "warning"
 
     def test_templates_are_limited_apart(self) -> None:
         limiter = LibraryLogLimiter(interval_s=60)
