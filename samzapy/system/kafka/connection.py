@@ -10,8 +10,10 @@ not change them.
 ``OUTAGES`` logs one ``broker_unreachable`` warning when the brokers of a system stop
 answering and one ``broker_reachable`` (with the outage's length and the failed attempts)
 when any of its clients is answered again, however many clients and attempts saw it: an
-outage is two lines in the log, not one per attempt. While a call waits for the broker
-(start-up, an admin call), ``broker_unreachable`` says when the wait gives up, and
+outage is two lines in the log, not one per attempt. A call that gives up (past
+``connect.timeout.ms``) leaves the outage open: only a client the brokers answer ends it (a
+call answered from what the client already knew is no sign of them). While a call waits for
+the broker (start-up, an admin call), ``broker_unreachable`` says when the wait gives up, and
 ``broker_still_unreachable`` follows every ``REMIND_S`` until it does.
 
 A running client reconnects on its own (aiokafka retries inside), so a broker restart goes
@@ -128,10 +130,6 @@ class Outages:
                 failed_attempts=opened[1],
             )
 
-    def gave_up(self, system: str, servers: str) -> None:
-        """The job fails on this outage: forget it (the failure is logged by the caller)."""
-        self._open.pop((system, servers), None)
-
     def is_open(self, system: str, servers: str) -> bool:
         return (system, servers) in self._open
 
@@ -218,8 +216,7 @@ async def retrying(
                 first_failure, deadline = now, now + timeout_ms / 1000
                 reminder = loop.call_later(REMIND_S, remind)
             OUTAGES.failed(system, servers, client, last, attempted_at, deadline - now)
-            if now >= deadline:
-                OUTAGES.gave_up(system, servers)
+            if now >= deadline:  # the outage stays open: the next call that fails is in it
                 doing = f" to {what}" if what else ""
                 raise StreamSystemError(
                     f"cannot reach Kafka at {servers}{doing} after {attempt} attempts over "
@@ -372,7 +369,6 @@ class ContactWatch:
             ) from self._fatal
         silent = now - self._last_contact
         if self._error is not None and silent > self._timeout_s:
-            OUTAGES.gave_up(self._system, self._servers)
             raise StreamSystemError(
                 f"lost Kafka at {self._servers}: no answer for {silent:.1f} s after "
                 f"{self._failures} failed checks: {describe(self._error)} (system "

@@ -133,8 +133,8 @@ class KafkaSystemProducer(SystemProducer):
         return await started(AIOKafkaProducer(**self._settings.producer_kwargs(self._defaults)))
 
     async def _partitions_for(self, topic: str) -> Any:
-        """The partitions of ``topic``. A metadata request that no broker answers is retried
-        for ``connect.timeout.ms``; one answered without the topic fails as aiokafka does."""
+        """The partitions of ``topic``: the client's, else a metadata request's, retried for
+        ``connect.timeout.ms``; one answered without the topic fails as aiokafka does."""
         producer = self._producer
         if topic not in self._tracked:
             # aiokafka refreshes the metadata of the topics added to its client only (all of
@@ -142,15 +142,14 @@ class KafkaSystemProducer(SystemProducer):
             # never added, drops out at the next one, and its batches wait for a leader forever.
             self._tracked.add(topic)
             producer.client.add_topic(topic)
+        if (known := producer.client.cluster.partitions_for_topic(topic)) is not None:
+            return known  # no call: no sign of the brokers, an outage of theirs goes on
 
         async def look_up() -> Any:
-            client = producer.client
-            if client.cluster.partitions_for_topic(topic) is None:
-                client.add_topic(topic)
-                if not await client.force_metadata_update():
-                    raise KafkaConnectionError(
-                        f"no broker of {self._servers} answered a metadata request"
-                    )
+            if not await producer.client.force_metadata_update():
+                raise KafkaConnectionError(
+                    f"no broker of {self._servers} answered a metadata request"
+                )
             return await producer.partitions_for(topic)
 
         settings = self._settings

@@ -189,7 +189,14 @@ class TestConnect:
         assert [(e["event"], e["bootstrap_servers"], e["client"]) for e in logs] == [
             ("broker_unreachable", "h:1", "admin")
         ]
-        assert not OUTAGES.is_open("k", "h:1"), "a failed job's outage stays open"
+        # The outage goes on: a call that gives up again is in it, and only an answer ends it.
+        assert OUTAGES.is_open("k", "h:1")
+        with capture_logs() as again, pytest.raises(StreamSystemError):
+            await connect(unreachable, servers="h:1", timeout_ms=0, system="k", client="producer")
+        assert again == []
+        with capture_logs() as ended:
+            OUTAGES.answered("k", "h:1")
+        assert [(e["event"], e["failed_attempts"]) for e in ended] == [("broker_reachable", 2)]
 
     async def test_retries_until_the_broker_answers(self) -> None:
         answers = iter([kafka_errors.KafkaConnectionError("down"), "client"])
