@@ -163,6 +163,8 @@ def _samzapy_commands() -> list[tuple[str, list[str]]]:
             if block.language in SHELL:
                 lines += [(block.line + n + 1, x) for n, x in enumerate(block.text.splitlines())]
         for number, line in lines:
+            if line.startswith("="):  # a marker such as `===== end of samzapy thread dump`
+                continue
             for match in re.finditer(r"(?:^|[\s($])(?<!from )(?<!= )samzapy +(\S.*)", line):
                 words: list[str] = []
                 for word in match[1].split():
