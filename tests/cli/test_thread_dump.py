@@ -73,6 +73,12 @@ def test_sigquit_with_a_stderr_nobody_reads_does_not_hold_the_job(tmp_path: Path
     assert [e["event"] for e in events(out)][-1] == "container_exited", out
 
 
+def _quit_default() -> None:
+    # SIGQUIT as a container's process gets it, also when the suite runs as a background job
+    # (whose children start with SIGQUIT ignored, which the entry point leaves as it is).
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("entry", ["console-script", "python-m"])
 @pytest.mark.parametrize("trigger", ["samzapy.cli.process", "samzapy.cli.main"])
 def test_sigquit_while_the_command_imports_writes_the_threads_and_the_job_runs(
@@ -91,6 +97,7 @@ def test_sigquit_while_the_command_imports_writes_the_threads_and_the_job_runs(
         capture_output=True,
         text=True,
         timeout=60,
+        preexec_fn=_quit_default,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "most recent call first" in proc.stderr, proc.stderr  # faulthandler's stacks
@@ -110,6 +117,7 @@ def test_sigquit_right_after_the_process_starts_does_not_kill_it(tmp_path: Path)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_quit_default,
     )
     try:
         time.sleep(0.15)
