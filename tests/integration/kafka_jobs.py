@@ -58,11 +58,14 @@ class TagAndSendAside(Tag):
 
 class TagThenHoldTheEnd(Tag, EndOfStreamListenerTask):
     """``Tag`` over a bounded input; at its end, creates the file SAMZAPY_TEST_ENDED names,
-    then waits for the file SAMZAPY_TEST_GO names before it returns (and the final commit
-    runs): the test does what it must before that commit (stop the broker)."""
+    then waits for the file SAMZAPY_TEST_GO names before it sends one more record and
+    returns (and the final commit runs): the test does what it must before that commit
+    (stop the broker), which then has that record to flush, whatever the periodic commits
+    had covered before the end."""
 
     async def on_end_of_stream(self, collector: Any, coordinator: Any) -> None:
         await asyncio.to_thread(self._hold)  # the event loop (the producer) goes on
+        collector.send(OutgoingMessageEnvelope(self.out, b'{"end": true}', partition=0))
 
     @staticmethod
     def _hold() -> None:
