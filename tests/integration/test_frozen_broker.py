@@ -28,7 +28,8 @@ from samzapy.system.kafka import KafkaSystemFactory
 if TYPE_CHECKING:
     from conftest import ScriptBroker
 
-pytestmark = pytest.mark.timeout(300)
+# make test-slow: a broker of its own frozen for 13 s, beside the default suite's outage tests.
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 
 def broker_pid(broker: ScriptBroker) -> int:
