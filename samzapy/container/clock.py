@@ -5,16 +5,19 @@ wall-clock time.
 The default clock is the event loop's monotonic time, and the system's wall clock. Tests use
 ``samzapy.testing.ManualClock`` to drive the timers without waiting in real time.
 
-What a stop waits on lives here too: ``wait_on`` bounds the wait for calls in flight, and
-``cancelled_here`` tells a stop's own cancellation from a task's error.
+What a stop waits on lives here too: ``wait_on`` bounds the wait for calls in flight,
+``within_bound`` a commit's wait for its servers, and ``cancelled_here`` tells a stop's own
+cancellation from a task's error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection
-from typing import Any, Protocol
+from collections.abc import Callable, Collection, Coroutine
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class Clock(Protocol):
@@ -62,6 +65,37 @@ async def wait_on(
     return [f for f in futures if not f.done()]
 
 
+async def within_bound(
+    work: Coroutine[Any, Any, T],
+    bound_s: Callable[[], float | None],
+    expired: Callable[[float], BaseException],
+    *,
+    check_s: float,
+    given_up: Callable[[], BaseException | None] = lambda: None,
+) -> T:
+    """``work``'s result, unless it has run for ``bound_s()`` seconds (None: no bound so far;
+    asked again at every check, so a system ``work`` connects on its way counts) or
+    ``given_up()`` says why to stop, checked every ``check_s``: then ``work`` is cancelled and
+    ``expired(bound)`` (or that reason) raised."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    task = asyncio.ensure_future(work)
+    try:
+        while not task.done():
+            if (reason := given_up()) is not None:
+                raise reason
+            within_s = bound_s()
+            if within_s is not None and loop.time() - started >= within_s:
+                raise expired(within_s)
+            left = check_s if within_s is None else max(started + within_s - loop.time(), 0)
+            await asyncio.wait([task], timeout=min(check_s, left))
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    return task.result()
+
+
 def cancelled_here(exc: BaseException) -> bool:
     """Whether ``exc`` is the caller's own cancellation (a stop), not the task's error: the
     current asyncio task is being cancelled, as a hook's caller or a slot is on a stop."""
@@ -69,4 +103,4 @@ def cancelled_here(exc: BaseException) -> bool:
     return isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling() > 0
 
 
-__all__ = ["Clock", "LoopClock", "cancelled_here", "wait_on"]
+__all__ = ["Clock", "LoopClock", "cancelled_here", "wait_on", "within_bound"]

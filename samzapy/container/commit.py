@@ -24,7 +24,6 @@ answer, rather than hold the job, silent, for as long as its brokers are away.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 
 from samzapy.api.errors import StreamSystemError, TaskFencedError
@@ -32,6 +31,7 @@ from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.offsets import OffsetTracker
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.checkpoint.writer import Fetched, TaskCheckpointWriter
+from samzapy.container.clock import within_bound
 from samzapy.container.collector import OutputRouter
 from samzapy.container.inputs import InputQueue
 from samzapy.control.reconcile import TaskControl
@@ -71,27 +71,18 @@ class TaskCommit:
         self._step = ""
 
     async def __call__(self, *, final: bool = False) -> None:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        work = asyncio.ensure_future(self._commit())
-        try:
-            while not work.done():
-                # Asked again each time: a system the commit connects (its first send) counts.
-                within_s = self._within(final)
-                if within_s is not None and loop.time() - started >= within_s:
-                    raise StreamSystemError(
-                        f"task {str(self._name)!r} could not commit"
-                        f"{' after end-of-stream' if final else ''}: {self._step} got no answer "
-                        f"within {within_s:g} s (the longest connect.timeout.ms of the job's "
-                        "systems): its brokers do not answer; nothing more is committed, the "
-                        "restart resumes from the last checkpoint"
-                    )
-                await asyncio.wait([work], timeout=_CHECK_S)
-        finally:
-            if not work.done():
-                work.cancel()
-                await asyncio.gather(work, return_exceptions=True)
-        work.result()
+        await within_bound(
+            self._commit(),
+            lambda: self._within(final),
+            lambda within_s: StreamSystemError(
+                f"task {str(self._name)!r} could not commit"
+                f"{' after end-of-stream' if final else ''}: {self._step} got no answer "
+                f"within {within_s:g} s (the longest connect.timeout.ms of the job's "
+                "systems): its brokers do not answer; nothing more is committed, the "
+                "restart resumes from the last checkpoint"
+            ),
+            check_s=_CHECK_S,
+        )
 
     async def _commit(self) -> None:
         # 1. Producers.

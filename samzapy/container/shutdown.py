@@ -19,7 +19,7 @@ import structlog
 
 from samzapy.api.errors import SamzapyError, StreamSystemError
 from samzapy.container.checkpoints import ContainerCheckpoints
-from samzapy.container.clock import Clock, LoopClock, wait_on
+from samzapy.container.clock import Clock, LoopClock, wait_on, within_bound
 from samzapy.container.systems import Systems
 from samzapy.container.task_instance import TaskInstance
 
@@ -42,28 +42,18 @@ async def stop_cleanly(
     held it for ever: only a second signal ended the process)."""
     for task in tasks:
         await task.close()
-    work = asyncio.ensure_future(_commit_and_close_stores(tasks))
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    try:
-        while not work.done():
-            if (reason := given_up()) is not None:
-                raise reason
-            # Asked again each time: a system first used by a close's send counts too.
-            within_s = None if systems is None else systems.stop_wait_s()
-            if within_s is not None and loop.time() - started >= within_s:
-                raise StreamSystemError(
-                    f"the final commit got no answer within {within_s:g} s (the longest "
-                    "connect.timeout.ms of the job's systems): its brokers do not answer; "
-                    "nothing more is committed, the restart resumes from the last checkpoint"
-                )
-            left = 0.1 if within_s is None else min(0.1, max(started + within_s - loop.time(), 0))
-            await asyncio.wait([work], timeout=left)  # given_up is checked every 0.1 s
-    finally:
-        if not work.done():
-            work.cancel()
-            await asyncio.gather(work, return_exceptions=True)
-    work.result()
+    # The bound is asked again at each check: a system first used by a close's send counts.
+    await within_bound(
+        _commit_and_close_stores(tasks),
+        lambda: None if systems is None else systems.stop_wait_s(),
+        lambda within_s: StreamSystemError(
+            f"the final commit got no answer within {within_s:g} s (the longest "
+            "connect.timeout.ms of the job's systems): its brokers do not answer; "
+            "nothing more is committed, the restart resumes from the last checkpoint"
+        ),
+        check_s=0.1,
+        given_up=given_up,
+    )
 
 
 async def _commit_and_close_stores(tasks: Sequence[TaskInstance]) -> None:
