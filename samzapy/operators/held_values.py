@@ -29,6 +29,14 @@ from typing import Any
 WRITE_BACK_EVERY = 4096
 
 
+def as_held(serde: Any, message: Any) -> Any:
+    """``message`` as a held list keeps it: checked by the window's value ``serde`` as one
+    message of a pane (a list of one), so a message it refuses fails now, and read back, so
+    an operator beside the window that changes the object after (a fan-out) changes nothing
+    held."""
+    return serde.from_bytes(serde.to_bytes([message]))[0]
+
+
 class HeldValues:
     """Store keys -> the objects their entries hold, newer than the store's. ``encode``
     turns one into the entry's bytes; ``limit`` is ``WRITE_BACK_EVERY`` (1 writes each
@@ -67,4 +75,4 @@ class HeldValues:
         self.taken = 0
 
 
-__all__ = ["WRITE_BACK_EVERY", "HeldValues"]
+__all__ = ["WRITE_BACK_EVERY", "HeldValues", "as_held"]

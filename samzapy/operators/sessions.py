@@ -21,6 +21,7 @@ import heapq
 import pickle
 from typing import Any
 
+from samzapy.operators.held_values import as_held
 from samzapy.operators.windows import DEFAULT, LATE, WindowOperator
 
 _SESSION = b"S"
@@ -68,11 +69,8 @@ class SessionWindowOperator(WindowOperator):
             joined_fired = True
         else:
             joined_fired = bool(joined) and all(fired for *_, fired in joined)
-        if held is not None:
-            # Refused now (not when too late, above), as one message of a pane; held as the
-            # serde keeps it, not as the object, which an operator beside the window may
-            # change after (a fan-out).
-            kept_message = self.vserde.from_bytes(self.vserde.to_bytes([message]))[0]
+        if held is not None:  # checked now, not when too late (above)
+            kept_message = as_held(self.vserde, message)
         start, last, value = t, t, None
         for s_start, s_last, s_value, fired in joined:
             start, last = min(start, s_start), max(last, s_last)

@@ -29,6 +29,7 @@ from samzapy.api.windows import (
     TimeSinceLastMessageTrigger,
     Trigger,
 )
+from samzapy.operators.held_values import as_held
 from samzapy.operators.window_plan import timed_trigger
 from samzapy.operators.windows import DEFAULT, EARLY, LATE, WindowOperator, take_pending
 
@@ -248,10 +249,7 @@ class TumblingWindowOperator(WindowOperator):
         store = self.store
         held = self.held
         if held is not None and not fired:  # a list appended to, written back later
-            # Refused now, as one message of a pane; held as the serde keeps it, not as the
-            # object, which an operator beside the window may change after (a fan-out).
-            vserde = self.vserde
-            message = vserde.from_bytes(vserde.to_bytes([message]))[0]
+            message = as_held(self.vserde, message)
             value = held.held.get(skey, _MISSING)
             if value is _MISSING:
                 raw = store.get(skey)
