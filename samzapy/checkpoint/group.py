@@ -5,7 +5,8 @@ consumer's position and lag. After a task's checkpoint is written (``checkpointe
 input offsets on the group's system are committed there too, in the background: a commit
 never holds up a task, the offsets of the tasks that checkpoint together go out in one
 request, and at most one request is in flight. A commit that fails (a rebalance under way,
-the broker away) is logged once as ``group_commit_failed`` and its offsets are committed with
+the broker away) is logged once as ``group_commit_failed`` (at info when a rebalance under
+way refused it: ``_REBALANCING``) and its offsets are committed with
 the next checkpoint's; it never stops the job, and ``group_commit_resumed`` says when commits
 go through again. Nothing reads these offsets back: the checkpoints decide where a restart
 resumes. Under exactly-once the offsets go into each task's transaction instead
@@ -33,6 +34,18 @@ log = structlog.get_logger("samzapy.checkpoint")
 
 #: How long the final commit at a clean stop may take before it is given up.
 STOP_TIMEOUT_S = 5.0
+
+
+#: The class names of the errors a group commit gets while the group rebalances (the error
+#: itself, or the cause of the committer's StreamSystemError).
+_REBALANCING = frozenset(
+    {
+        "RebalanceInProgressError",
+        "CommitFailedError",
+        "IllegalGenerationError",
+        "UnknownMemberIdError",
+    }
+)
 
 
 class GroupOffsets:
@@ -99,7 +112,9 @@ class GroupOffsets:
                 self._pending = {**offsets, **self._pending}
                 if not self._failing:
                     self._failing = True
-                    log.warning(
+                    # A rebalance under way is the normal course of a deploy: info, not a page.
+                    routine = type(exc.__cause__ or exc).__name__ in _REBALANCING
+                    (log.info if routine else log.warning)(
                         "group_commit_failed",
                         group=self.group_id,
                         error=str(exc),

@@ -160,3 +160,26 @@ def test_the_progress_lag_sums_partitions_and_names_the_furthest_behind() -> Non
     lags = [(A0, lambda: 3.0), (A1, lambda: 10.0), (FILE, lambda: 0.0)]
     assert lag_summary(lags) == {"lag": 13, "lag_max": 10, "lag_max_partition": str(A1)}
     assert lag_summary([]) == {"lag": 0, "lag_max": 0, "lag_max_partition": None}
+
+
+class CommitFailedError(Exception):
+    """Named as aiokafka's error for a commit the group's rebalance refused."""
+
+
+@pytest.mark.parametrize(("cause", "level"), [(CommitFailedError(), "info"), (None, "warning")])
+async def test_a_commit_a_rebalance_refused_is_logged_at_info(
+    cause: Exception | None, level: str
+) -> None:
+    """A rebalance is the normal course of a deploy: the commit it refused is retried with the
+    next checkpoint, as any, but is no warning to page on; any other failure is."""
+    committer, group = offsets()
+
+    async def refused(offsets: Mapping[SystemStreamPartition, int]) -> None:
+        raise StreamSystemError("cannot commit offsets to consumer group") from cause
+
+    committer.commit = refused  # type: ignore[method-assign]
+    with capture_logs() as logs:
+        group.checkpointed({A0: "1"})
+        await settle()
+    [failed] = [e for e in logs if e["event"] == "group_commit_failed"]
+    assert failed["log_level"] == level
