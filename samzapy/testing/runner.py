@@ -58,6 +58,7 @@ from samzapy.testing.on_memory import ONE_CONTAINER, check_one_namespace
 from samzapy.testing.on_memory import on_memory as on_memory_system
 from samzapy.testing.records import SYSTEM, stream_reader
 from samzapy.testing.streams import create_outputs, prepare_streams, retold
+from samzapy.testing.tracebacks import tracebacks_without_locals
 from samzapy.testing.unfinished import describe_unfinished, failure_of
 
 
@@ -273,7 +274,10 @@ class TestRunner:
 
     async def run_async(self, timeout: float | timedelta = 30.0) -> TestResult:  # noqa: ASYNC109
         """``run`` for code already inside an event loop."""
-        timeout = timeout_s(timeout)
+        with tracebacks_without_locals():  # structlog's defaults would print them
+            return await self._run(timeout_s(timeout))
+
+    async def _run(self, timeout: float) -> TestResult:  # noqa: ASYNC109
         resolved, app = self._resolved()
         self._planned = None  # a second run describes the application again
         names = self._place_app_streams(resolved)
