@@ -3,11 +3,15 @@ given to the operators that use them and to the functions' ``init(context)``.
 
 Tables are built in the order the application asked for them (a caching table's inner table
 first, and the cache is put in front of that same instance), all of them before any is
-opened; then each is opened (a remote table's read and write functions get
-``init(context)``, the context the application's functions get: every table, and a cached
-local table's store as a view that keeps the cache right) before any function's ``init``
-runs, and closed after every function's ``close``. Each table's metrics are in the task's group as
-``<table_id>-gets``, ``<table_id>-cache-hits``, ... (``samzapy.tables``).
+opened; then every table is attached to the task (its event loop, and the context its
+functions' ``init`` gets: the context the application's functions get, every table, and a
+cached local table's store as a view that keeps the cache right), and only then each is
+opened (a remote table's read and write functions get ``init(context)``). A function's
+``init`` may so use any table: one not opened yet opens at its first call
+(``samzapy.tables.functions``). All are open before any function of the application's
+operators gets its ``init``; they are closed after every function's ``close``. Each table's
+metrics are in the task's group as ``<table_id>-gets``, ``<table_id>-cache-hits``, ...
+(``samzapy.tables``).
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ class TaskTables:
     def __init__(self, graph: ApplicationGraph, memo: dict[int, Any]) -> None:
         self._descriptors = [table.descriptor for table in graph.tables.values()]
         self._memo = memo
+        #: The tables opened, by id (those the task closes, with those a first call opened).
         self.tables: dict[str, Any] = {}
+        self._built: dict[str, Any] = {}
 
     async def open(self, context: Any) -> None:
         group = f"task.{context.task_name}"
@@ -47,7 +53,12 @@ class TaskTables:
                 copy_fn=lambda fn: copy.deepcopy(fn, self._memo),
                 inner=inner,
             )
+        self._built = built
         tables_context = AppTaskContext(context, built)
+        for table in built.values():  # before any function's init can reach one
+            attach = getattr(table, "attach", None)
+            if attach is not None:
+                attach(tables_context)
         for table_id, table in built.items():  # only an opened table is closed
             await _maybe_await(getattr(table, "open", None), tables_context)
             self.tables[table_id] = table
@@ -57,7 +68,10 @@ class TaskTables:
 
     async def close(self) -> None:
         failure: BaseException | None = None
-        for table in reversed(list(self.tables.values())):
+        opened = {id(table) for table in self.tables.values()}
+        for table in reversed(list(self._built.values())):
+            if id(table) not in opened and not getattr(table, "opened", False):
+                continue  # never opened, not even by a first call
             try:
                 await _maybe_await(getattr(table, "close", None))
             except Exception as exc:  # close every table, then report the first failure

@@ -15,10 +15,11 @@ descriptors (``samzapy.api.tables``), one instance per task.
    the keys written to it directly, or to its store as ``LocalTable.store_for_task`` gives
    it), else one built as above for the cache alone.
 
-The container then opens each table at task init (``await table.open(context)``, on the
-event loop), registers its metrics (``table_metrics(table)``, each ``register(registry,
-group)``), and closes it when the task stops (``await table.close()``), after a last
-``flush_async()`` at the final commit.
+The container then attaches every table at task init (``table.attach(context)``, where it
+has one: a first call opens such a table, ``samzapy.tables.functions``), opens each
+(``await table.open(context)``, on the event loop), registers its metrics
+(``table_metrics(table)``, each ``register(registry, group)``), and closes it when the task
+stops (``await table.close()``), after a last ``flush_async()`` at the final commit.
 """
 
 from __future__ import annotations

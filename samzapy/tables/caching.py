@@ -94,11 +94,25 @@ class CachingTable:
         self._slow = self.key_identity.slow
         self._bridge = LoopBridge(self.table_id)
 
+    def attach(self, context: Any) -> None:
+        """Note the event loop, and attach the table behind the cache (if it owns it): the
+        task attaches every table before it opens any (``samzapy.tables.functions``)."""
+        self._bridge.open()
+        attach = getattr(self.table, "attach", None)
+        if self.owns_table and attach is not None:
+            attach(context)
+
     async def open(self, context: Any) -> None:
         """Note the event loop, then open the table behind the cache (if it owns it)."""
         self._bridge.open()
         if self.owns_table:
             await self.table.open(context)
+
+    @property
+    def opened(self) -> bool:
+        """Whether the table behind the cache, its own, was opened (the task's own table
+        is the task's to close)."""
+        return self.owns_table and bool(getattr(self.table, "opened", True))
 
     async def close(self) -> None:
         """Close the table behind the cache (if it owns it; else only flush it)."""

@@ -31,17 +31,18 @@ batch sent without ``put_all_async`` puts each key's last value once.
 absent key reads as None and is left out of ``get_all_async``'s result. A table without a
 write function is read-only: a write raises TableError naming the table.
 
-Life cycle: ``open(context)`` runs on the task's event loop at task init (it notes the loop,
-then calls each function's optional ``init(context)``); ``close()`` sends what waits in a
-batch, waits for it, then calls each function's optional ``close()``. Either may be a
-coroutine function. The plain methods (``get``, ``put``...) are for code off the event loop
+Life cycle, on the task's event loop at task init: ``attach(context)`` notes the loop and the
+context of the functions' ``init``; ``open(context)`` (attaching first if need be) calls each
+function's optional ``init(context)``, once, and so does the first call of a table attached
+but not yet open (``samzapy.tables.functions``: a function's ``init`` may use any table of
+the task). ``close()`` sends what waits in a batch, waits for it, then calls each function's
+optional ``close()``. The plain methods (``get``, ``put``...) are for code off the event loop
 and refuse to run on it (``samzapy.tables.bridge``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
@@ -54,6 +55,7 @@ from samzapy.api.store import entry_pairs, key_list
 from samzapy.api.tables import RemoteTableDescriptor
 from samzapy.tables.batch import WriteBatcher
 from samzapy.tables.bridge import LoopBridge
+from samzapy.tables.functions import TableFunctions
 from samzapy.tables.local import CachedBehind, not_a_pair, not_keys
 from samzapy.tables.metrics import TableMetrics
 from samzapy.tables.rate_limit import TokenBucket
@@ -101,6 +103,7 @@ class RemoteTable(CachedBehind):
         self._put_all = _method(write_fn, "put_all_async")
         self._delete_all = _method(write_fn, "delete_all_async")
         self._bridge = LoopBridge(table_id)
+        self._functions = TableFunctions(table_id, read_fn, write_fn)
         self.key_identity = KeyIdentity.structural(table_id)
         self._batcher: WriteBatcher | None = None
         if descriptor.batch_size is not None and write_fn is not None:
@@ -110,54 +113,28 @@ class RemoteTable(CachedBehind):
 
     # -- life cycle -------------------------------------------------------------------------------
 
-    async def open(self, context: Any) -> None:
-        """At task init, on the task's event loop: note the loop, then ``init(context)`` each
-        function that has one."""
+    def attach(self, context: Any) -> None:
+        """At task init, on the task's event loop: note the loop, and the context the
+        functions' ``init`` gets (a first call then opens the table)."""
         self._bridge.open()
-        for role, fn in self._functions():
-            init = getattr(fn, "init", None)
-            if not callable(init):
-                continue
-            try:
-                result = init(context)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                raise TableError(
-                    f"table {self.table_id!r}: init of its {role} function failed: {exc!r}",
-                    table_id=self.table_id,
-                ) from exc
+        self._functions.attach(context)
+
+    async def open(self, context: Any) -> None:
+        """``init(context)`` each function that has one, once (attached first if need be)."""
+        if not self._functions.attached:
+            self.attach(context)
+        await self._functions.initialise()
+
+    @property
+    def opened(self) -> bool:
+        """Whether the functions' ``init`` all returned."""
+        return self._functions.ready
 
     async def close(self) -> None:
         """Send and wait for the batched writes, then ``close()`` each function that has one
         (all of them, even when one fails; the first failure is raised after)."""
         await self.flush_async()
-        failure: TableError | None = None
-        for role, fn in self._functions():
-            close = getattr(fn, "close", None)
-            if not callable(close):
-                continue
-            try:
-                result = close()
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                if failure is None:
-                    failure = TableError(
-                        f"table {self.table_id!r}: close of its {role} function failed: {exc!r}",
-                        table_id=self.table_id,
-                    )
-                    failure.__cause__ = exc
-        if failure is not None:
-            raise failure
-
-    def _functions(self) -> list[tuple[str, Any]]:
-        """The read and write functions, once each (one object may be both)."""
-        if self.write_fn is None:
-            return [("read", self.read_fn)]
-        if self.write_fn is self.read_fn:
-            return [("read/write", self.read_fn)]
-        return [("read", self.read_fn), ("write", self.write_fn)]
+        await self._functions.close()
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -298,6 +275,9 @@ class RemoteTable(CachedBehind):
     ) -> Any:
         """``fn(*args)``, rate-limited and retried as ``op``'s direction says (steps 2 and 3
         of the module docstring); a TableError once it failed for good."""
+        functions = self._functions
+        if not functions.ready and functions.attached:
+            await functions.initialise()  # used before it was opened
         reading = op in ("get", "get_all")
         policy = self._read_retry if reading else self._write_retry
         limiter = self._read_limiter if reading else self._write_limiter
