@@ -23,7 +23,8 @@ A run goes:
    installed, while the task's module imports say, is one ``job_interrupted`` line naming the
    stage, exit 1); so does the loss of stdout's reader (``| head``, a log collector gone),
    but the stop then exits 1 (``process.LogOutput``);
-5. log the outcome once and return its exit code.
+5. tell what the job's memory systems held, gone with the process (``memory_streams.py``);
+   log the outcome once and return its exit code.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from structlog.typing import FilteringBoundLogger
 from samzapy import __version__
 from samzapy.api.errors import ConfigError, InputMissingError, SamzapyError
 from samzapy.cli.logging import FORMATS, LEVELS, configure_logging, flush_library_logs, scrub
+from samzapy.cli.memory_streams import report_memory_streams
 from samzapy.cli.problems import check_job, load_job
 from samzapy.cli.process import (
     LogOutput,
@@ -273,6 +275,7 @@ def _run_resolved(
                 runner.run(_run_container(resolved, stopper, task_factory))
             finally:  # before the last lines: what the libraries' rate limit left out
                 flush_library_logs()
+                report_memory_streams(resolved, log)  # gone with the process
     except InputMissingError as exc:
         log.error(
             "input_missing",

@@ -204,3 +204,21 @@ class ViewsPerTenSeconds(StreamApplication):
             )
             .send_to(panes)
         )
+
+
+class CountByKeyToMemory(StreamApplication):
+    """files.in -> partition_by(k) on memory -> Tally -> mem.counts (memory too): the job file
+    names no memory system, the application declares it."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        mem = InMemorySystemDescriptor("mem")
+        app_desc.with_default_system(mem)
+        out = app_desc.get_output_stream(
+            mem.get_output_descriptor("counts", KVSerde("string", "json"))
+        )
+        (
+            app_desc.get_input_stream(FILES.get_input_descriptor("in", "json"))
+            .partition_by(lambda m: m["k"], lambda m: m, KVSerde("string", "json"), "by-k")
+            .map(Tally())
+            .send_to(out)
+        )

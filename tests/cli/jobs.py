@@ -171,3 +171,16 @@ class FailsAtStop(MetricsReporter):
 
     async def stop(self) -> None:
         raise ConnectionError("the metrics endpoint went away")
+
+
+class CopyToMemory(StreamTask):
+    """Copies each message to mem.out, on the same partition (mem: a memory system)."""
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        collector.send(
+            OutgoingMessageEnvelope(
+                SystemStream("mem", "out"),
+                envelope.message,
+                partition=envelope.system_stream_partition.partition,
+            )
+        )

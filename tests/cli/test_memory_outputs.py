@@ -1,0 +1,52 @@
+"""`samzapy run` with output on a memory system: its streams live in the process, so at exit
+the run says what each held and that it is gone (`memory_stream_discarded`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_run import events, job_yaml, samzapy, write_partitions
+
+
+def discarded(stdout: str) -> list[dict]:
+    return [e for e in events(stdout) if e["event"] == "memory_stream_discarded"]
+
+
+def test_a_tasks_memory_output_is_reported_at_exit_with_its_messages(tmp_path: Path) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}, {"n": 2}], 1: [{"n": 3}]})
+    memory = {
+        "systems.mem.samza.factory": "memory",
+        "streams.out.samza.system": "mem",
+        "streams.out.partitions": 2,
+    }
+    job = job_yaml(tmp_path, "CopyToMemory", **memory)
+    proc = samzapy("run", str(job))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (event,) = discarded(proc.stdout)
+    assert event["level"] == "warning"
+    assert (event["system"], event["stream"], event["kind"]) == ("mem", "out", "output")
+    assert (event["messages"], event["partitions"]) == (3, 2)
+    assert "gone once it exits" in event["reason"]
+    lines = [e["event"] for e in events(proc.stdout)]
+    assert lines[-1] == "container_exited"  # the process's last line stays last
+
+
+def test_an_applications_memory_output_is_reported_but_not_its_intermediate_stream(
+    tmp_path: Path,
+) -> None:
+    inputs = {0: [{"k": "a"}, {"k": "b"}, {"k": "a"}]}
+    write_partitions(tmp_path / "data", "in", inputs)
+    job = {
+        "job.name": "clitest",
+        "app.class": "apps:CountByKeyToMemory",
+        "systems.files.samza.factory": "file",
+        "systems.files.path": str(tmp_path / "data"),
+    }
+    path = tmp_path / "app.yaml"
+    path.write_text(json.dumps(job))
+    proc = samzapy("run", str(path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [(e["stream"], e["kind"], e["messages"]) for e in discarded(proc.stdout)] == [
+        ("counts", "output", 3)
+    ]
