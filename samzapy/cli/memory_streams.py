@@ -11,6 +11,10 @@ many partitions. A warning when it held messages; an empty stream is logged at i
 
 The job's inputs and intermediate streams are not reported: it read them itself (a stop
 drains the intermediate ones first).
+
+Checkpoints kept there are lost the same way, and with them where a restart resumes: so
+``samzapy validate`` and ``run`` warn of them before anything runs (``checkpoints_in_memory``,
+``memory_checkpoints``), as they do of checkpoints switched off.
 """
 
 from __future__ import annotations
@@ -71,6 +75,33 @@ def report_memory_streams(config: ResolvedConfig, log: Any) -> None:
             )
 
 
+def memory_checkpoints(config: ResolvedConfig) -> str | None:
+    """Why the job's checkpoints do not outlive the process (None: they do, or are off):
+    ``task.checkpoint.factory: memory``, or a checkpoint stream on a memory system."""
+    factory = config.task.checkpoint_factory
+    name = factory.strip() if isinstance(factory, str) else None
+    if name == "memory":
+        where = "task.checkpoint.factory is memory"
+    elif name in ("kafka", "stream") and config.task.checkpoint_system is not None:
+        system = config.task.checkpoint_system
+        if system not in config.systems:
+            return None  # validation says so
+        try:
+            in_memory = isinstance(system_factory(config, system), InMemorySystemFactory)
+        except ConfigError:  # validation says so
+            return None
+        if not in_memory:
+            return None
+        where = f"the checkpoint stream is on system {system!r}, a memory system"
+    else:
+        return None
+    return (
+        f"{where}: checkpoints live in this process only, so a restart does not resume "
+        "from them (every input starts at its offset default again); use file or kafka "
+        "checkpoints"
+    )
+
+
 def _kinds(config: ResolvedConfig, namespaces: dict[str, str]) -> dict[tuple[str, str], str]:
     """What each stream of a memory system is to the job, by (namespace, stream), where the
     configuration says (``read``: an input or intermediate stream)."""
@@ -94,4 +125,4 @@ def _kinds(config: ResolvedConfig, namespaces: dict[str, str]) -> dict[tuple[str
     return kinds
 
 
-__all__ = ["report_memory_streams"]
+__all__ = ["memory_checkpoints", "report_memory_streams"]

@@ -19,7 +19,8 @@ nothing; it imports the classes the job names and builds its factories, as a run
    manager, and place this container (``job.container.id`` within ``job.container.count``);
 7. a job with no problem: warn (``method_never_called``, ``key_without_effect``) of a task
    class's hook that lacks its interface and of keys that do nothing beside the others
-   (``config/no_effect.py``).
+   (``config/no_effect.py``), and of checkpoints that live in this process only
+   (``checkpoints_in_memory``, ``memory_streams.py``).
 
 What needs the outside world stays with the run: the brokers, the topics, the metrics port.
 A problem found twice by two steps (a client option by steps 5 and 6) is listed once.
@@ -39,6 +40,7 @@ import structlog
 
 from samzapy.api.errors import ConfigError
 from samzapy.cli.logging import add_secrets
+from samzapy.cli.memory_streams import memory_checkpoints
 from samzapy.config import Config, load_config, resolve
 from samzapy.config.classes import (
     TASK_CLASS_KEY,
@@ -294,6 +296,9 @@ def _without_effect(raw: Config, resolved: ResolvedConfig, task_class: type | No
             )
     for key, why in keys_without_effect(raw, resolved.to_dict(), task_class):
         log.warning("key_without_effect", key=key, reason=why)
+    lost = memory_checkpoints(resolved)
+    if lost is not None:
+        log.warning("checkpoints_in_memory", reason=lost)
 
 
 @contextmanager

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from test_run import events, job_yaml, samzapy, write_partitions
 
 
@@ -50,3 +51,33 @@ def test_an_applications_memory_output_is_reported_but_not_its_intermediate_stre
     assert [(e["stream"], e["kind"], e["messages"]) for e in discarded(proc.stdout)] == [
         ("counts", "output", 3)
     ]
+
+
+@pytest.mark.parametrize(
+    ("keys", "where"),
+    [
+        ({"task.checkpoint.factory": "memory"}, "task.checkpoint.factory is memory"),
+        (
+            {"task.checkpoint.factory": "stream", "task.checkpoint.system": "mem"},
+            "the checkpoint stream is on system 'mem', a memory system",
+        ),
+    ],
+)
+def test_checkpoints_that_die_with_the_process_are_warned_of_before_the_run(
+    tmp_path: Path, keys: dict[str, str], where: str
+) -> None:
+    job = {
+        "job.name": "clitest",
+        "task.class": "jobs:CopyToMemory",
+        "task.inputs": ["files.in"],
+        "systems.files.samza.factory": "file",
+        "systems.files.path": str(tmp_path / "data"),
+        "systems.mem.samza.factory": "memory",
+        **keys,
+    }
+    path = tmp_path / "job.yaml"
+    path.write_text(json.dumps(job))
+    checked = samzapy("validate", str(path))
+    assert checked.returncode == 0, checked.stderr
+    (line,) = [line for line in checked.stderr.splitlines() if "checkpoints_in_memory" in line]
+    assert where in line and "a restart does not resume" in line
