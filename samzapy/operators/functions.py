@@ -23,7 +23,7 @@ _SHARED = (types.FunctionType, types.BuiltinFunctionType, types.BuiltinMethodTyp
 class TaskFunction:
     """One task's copy of an operator's function: what to call, and its init and close."""
 
-    __slots__ = ("call", "op", "target")
+    __slots__ = ("call", "op", "ready", "target")
 
     def __init__(self, op: OperatorSpec, fn: Any, what: str, memo: dict[int, Any]) -> None:
         self.op = op
@@ -42,6 +42,9 @@ class TaskFunction:
                 ) from exc
         apply = getattr(self.target, "apply", None)
         self.call: Callable[..., Any] = apply if callable(apply) else self.target
+        #: Whether its ``init`` returned (or it has none): only then is its ``close`` called,
+        #: as a task whose start failed closes only what it initialised.
+        self.ready = self.hook("init") is None
 
     def hook(self, name: str) -> Callable[..., Any] | None:
         if isinstance(self.target, _SHARED):

@@ -291,6 +291,7 @@ class _OperatorTask(InitableTask, ClosableTask, WindowHooks):
                     op_id=op.op_id,
                     kind=op.kind,
                 ) from exc
+            function.ready = True
         self.graph.watermarks.restrict(
             {ssp.system_stream for ssp in context.system_stream_partitions}
         )
@@ -308,7 +309,7 @@ class _OperatorTask(InitableTask, ClosableTask, WindowHooks):
         failure: BaseException | None = None
         for function in self.graph.functions:
             hook = function.hook("close")
-            if hook is None:
+            if hook is None or not function.ready:  # its init never returned
                 continue
             try:
                 result = hook()
