@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 from collections.abc import Mapping, Set
 from typing import Any
 
@@ -36,9 +37,12 @@ class TaskTables:
     def __init__(self, graph: ApplicationGraph, memo: dict[int, Any]) -> None:
         self._descriptors = [table.descriptor for table in graph.tables.values()]
         self._memo = memo
-        #: The tables opened, by id (those the task closes, with those a first call opened).
+        #: The tables opened, by id.
         self.tables: dict[str, Any] = {}
         self._built: dict[str, Any] = {}
+        #: The tables opened, a first call's included, in the order they became ready: the
+        #: task closes them in reverse, a table after those whose functions' init used it.
+        self._opened: list[Any] = []
 
     async def open(self, context: Any) -> None:
         group = f"task.{context.task_name}"
@@ -60,24 +64,46 @@ class TaskTables:
             if attach is not None:
                 attach(tables_context)
         for table_id, table in built.items():  # only an opened table is closed
-            await _maybe_await(getattr(table, "open", None), tables_context)
+            opened = None
+            try:
+                await _maybe_await(getattr(table, "open", None), tables_context)
+                opened = table
+            finally:
+                self._note_opened(opened)
             self.tables[table_id] = table
             metrics = getattr(table, "metrics", None)
             if metrics is not None:
                 metrics.register(context.metrics, group)
 
+    def _note_opened(self, current: Any | None) -> None:
+        """Add the tables opened since the last call to the closing order, as they became
+        ready: those a first call opened while ``current`` opened, then ``current`` (None:
+        its open failed)."""
+        known = {id(table) for table in self._opened}
+        new = [
+            table
+            for table in self._built.values()
+            if id(table) not in known and (table is current or getattr(table, "opened", False))
+        ]
+        new.sort(key=_when)
+        self._opened.extend(new)
+
     async def close(self) -> None:
         failure: BaseException | None = None
-        opened = {id(table) for table in self.tables.values()}
-        for table in reversed(list(self._built.values())):
-            if id(table) not in opened and not getattr(table, "opened", False):
-                continue  # never opened, not even by a first call
+        for table in reversed(self._opened):  # only an opened table is closed
             try:
                 await _maybe_await(getattr(table, "close", None))
             except Exception as exc:  # close every table, then report the first failure
                 failure = failure or exc
         if failure is not None:
             raise failure
+
+
+def _when(table: Any) -> float:
+    """When ``table`` became ready: a remote table's own count, else (a local or caching
+    table, which opens at once) as its open returned, after what that open made ready."""
+    at = getattr(table, "opened_at", None)
+    return math.inf if at is None else float(at)
 
 
 async def _maybe_await(method: Any, *args: Any) -> None:

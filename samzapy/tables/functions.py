@@ -13,7 +13,9 @@ A task's remote table holds its own copies of the functions (``RemoteTable``); t
    functions' ``init`` (directly, or through another table's) goes ahead without waiting:
    nothing it could wait for would end.
 3. ``close()`` calls each function's ``close()`` (all of them, even when one fails; the
-   first failure is raised after), once their ``init`` all returned.
+   first failure is raised after), once their ``init`` all returned. The task closes its
+   tables in the reverse order they became ready (``ready_at``), so a function's ``close``
+   may still use the tables its ``init`` did.
 
 One object given as both functions is one function: its ``init`` and ``close`` run once.
 """
@@ -22,11 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 from contextvars import ContextVar
 from typing import Any
 
 from samzapy.api.errors import TableError
 
+#: The order in which functions became ready (step 2).
+_READY = itertools.count()
 #: The functions whose ``init`` this chain of calls is inside (step 2).
 _INITIALISING: ContextVar[tuple[TableFunctions, ...]] = ContextVar(
     "samzapy_table_functions_initialising", default=()
@@ -48,8 +53,10 @@ class TableFunctions:
             self.roles = [("read", read_fn), ("write", write_fn)]
         self._context: Any = None
         self._attached = False
-        #: Whether every ``init`` returned (step 2).
+        #: Whether every ``init`` returned (step 2), and when, in the order of the process's
+        #: functions (a table whose ``init`` used another one became ready after it).
         self.ready = False
+        self.ready_at: int | None = None
         #: Set once step 2 ended, either way (None: not begun).
         self._initialised: asyncio.Event | None = None
 
@@ -79,7 +86,7 @@ class TableFunctions:
         try:
             for role, fn in self.roles:
                 await self._call(role, fn, "init", self._context)
-            self.ready = True
+            self.ready, self.ready_at = True, next(_READY)
         finally:
             _INITIALISING.reset(token)
             self._initialised.set()

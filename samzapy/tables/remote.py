@@ -130,6 +130,11 @@ class RemoteTable(CachedBehind):
         """Whether the functions' ``init`` all returned."""
         return self._functions.ready
 
+    @property
+    def opened_at(self) -> int | None:
+        """When the table became ready, in the process's order of tables (None: not yet)."""
+        return self._functions.ready_at
+
     async def close(self) -> None:
         """Send and wait for the batched writes, then ``close()`` each function that has one
         (all of them, even when one fails; the first failure is raised after)."""

@@ -1,6 +1,7 @@
 """A remote table's functions get their init(context) with every table they reach usable,
 whatever order the application described the tables in: a table not opened yet opens (its
-own functions' init runs) at its first call."""
+own functions' init runs) at its first call; and close in the reverse order, so a function's
+close() still finds the tables its init used open."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class Directory:
 
     def close(self) -> None:
         EVENTS.append("directory.close")
+        del self.client
 
 
 class Profiles:
@@ -48,9 +50,14 @@ class Profiles:
 
     async def init(self, context: Any) -> None:
         EVENTS.append("profiles.init")
-        reads = [context.get_table(self.source).get_async("ann") for _ in range(2)]
+        self.directory = context.get_table(self.source)
+        reads = [self.directory.get_async("ann") for _ in range(2)]
         self.warm = await asyncio.gather(*reads)  # two first calls: one init behind them
         self.local = context.get_table("cities").get("ann")
+
+    async def close(self) -> None:
+        EVENTS.append("profiles.close")
+        await self.directory.get_async("ann")  # still open: closed after this table
 
     async def get_async(self, key: Any) -> Any:
         return {"city": f"{self.warm[0]['city']}/{self.local}"} if key == "ann" else None
@@ -88,14 +95,14 @@ def test_a_functions_init_finds_a_table_described_after_it_ready(source: str) ->
     assert flat(result.keyed_outputs(ENRICHED)) == [
         KV("ann", {"page": "/a", "city": "Oslo/Bergen"})
     ]
-    assert EVENTS == ["profiles.init", "directory.init", "directory.close"]
+    assert EVENTS == ["profiles.init", "directory.init", "profiles.close", "directory.close"]
 
 
 def test_a_table_a_first_call_opened_is_closed_when_a_later_init_fails() -> None:
     EVENTS.clear()
     with pytest.raises(TaskError, match="table 'broken': init of its read function failed"):
         run(_app("directory", broken=True), [(VIEWS, [KV("ann", "/a")])], {ENRICHED: 1})
-    assert EVENTS == ["profiles.init", "directory.init", "directory.close"]
+    assert EVENTS == ["profiles.init", "directory.init", "profiles.close", "directory.close"]
 
 
 class Ring:
