@@ -17,6 +17,9 @@ what the serde sees, one message of a pane), so a message the serde refuses fail
 processed, where ``task.drop.process.errors`` can drop it, not at a later write-back; and
 what is held is what the serde gives back (``from_bytes``), not the message object, which
 an operator beside the window may change in place after (as it could not change the bytes).
+The serde may still refuse a whole list (one too large): at the write-back every
+``WRITE_BACK_EVERY`` messages that fails the message it came with, which is taken back out of
+its list (``put``), so what is held and what is stored are as before it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from typing import Any
 #: Written back at the latest after this many messages, so at most this many entries are held
 #: (a pane of n messages is then serialized n / WRITE_BACK_EVERY times).
 WRITE_BACK_EVERY = 4096
+
+_NONE = object()
 
 
 def as_held(serde: Any, message: Any) -> Any:
@@ -52,11 +57,24 @@ class HeldValues:
         self.taken = 0
 
     def put(self, skey: bytes, value: Any) -> None:
-        """Hold ``value`` as ``skey``'s entry (write them all back every ``limit`` puts)."""
-        self.held[skey] = value
+        """Hold ``value`` as ``skey``'s entry (write them all back every ``limit`` puts).
+        When that write-back fails (the serde refuses a list), ``skey`` holds what it did
+        before, or nothing, and the error is raised: the caller takes back what it changed
+        in place (the message it appended), so that the message that failed is in no pane
+        and the store, written as one batch, is as it was."""
+        held = self.held
+        before = held.get(skey, _NONE)
+        held[skey] = value
         self.taken += 1
         if self.taken >= self.limit:
-            self.write_back()
+            try:
+                self.write_back()
+            except BaseException:
+                if before is _NONE:
+                    del held[skey]
+                else:
+                    held[skey] = before
+                raise
 
     def settle(self, skey: bytes) -> None:
         """Write ``skey``'s entry back, if it is held: the store has it, and what was held is

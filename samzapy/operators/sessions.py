@@ -88,7 +88,11 @@ class SessionWindowOperator(WindowOperator):
         if held is not None and not complete:
             kept.append((start, last, value, False))
             kept.sort(key=_bounds)
-            held.put(skey, kept)
+            try:
+                held.put(skey, kept)
+            except BaseException:
+                value.pop()  # the message, out of a held list again (``HeldValues.put``)
+                raise
         else:
             if held is not None:  # the LATE pane sent is not appended to after: stored now
                 held.held.pop(skey, None)

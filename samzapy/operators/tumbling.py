@@ -255,7 +255,11 @@ class TumblingWindowOperator(WindowOperator):
                 raw = store.get(skey)
                 value = None if raw is None else self.vserde.from_bytes(raw)
             value = self._add(message, value)
-            held.put(skey, value)
+            try:
+                held.put(skey, value)
+            except BaseException:
+                value.pop()  # the message, out of a held list again (``HeldValues.put``)
+                raise
         else:
             if held is not None:
                 held.settle(skey)  # the late pane sent now is not appended to after

@@ -1,0 +1,67 @@
+"""A window without an aggregator holds its panes' lists between write-backs
+(``operators/held_values.py``): what is held, what is stored and what fires agree with what
+the task reported of each message, when a write-back fails and when an operator after the
+window changes a pane it received."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_windows_time import Live, S, events, m, window_app
+
+from samzapy import FiringType, Windows
+
+DEFAULT = FiringType.DEFAULT
+
+
+@pytest.fixture(autouse=True)
+def _own_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+class AtMost:
+    """A value serde (JSON of the messages' keys and times) refusing a list of more than
+    ``most`` messages: a pane too large to keep."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+
+    def to_bytes(self, value: list[Any]) -> bytes:
+        if len(value) > self.most:
+            raise ValueError(f"a pane of {len(value)} messages is too large")
+        return json.dumps([[message["k"], message["t"]] for message in value]).encode()
+
+    def from_bytes(self, data: bytes) -> list[Any]:
+        return [{"k": k, "t": t} for k, t in json.loads(data)]
+
+
+def times(panes: list[Any]) -> list[tuple[Any, int, list[int], FiringType]]:
+    return [(key, pane, [x["t"] for x in value], firing) for key, pane, value, firing in panes]
+
+
+@pytest.mark.parametrize("kind", ["tumbling", "session"])
+async def test_a_message_whose_write_back_the_serde_refuses_is_dropped_from_its_pane(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write-back every WRITE_BACK_EVERY messages (2 here) fails on the fourth message,
+    which makes the pane too large: dropped (``task.drop.process.errors``), it is in no
+    pane, and the pane of the other three fires."""
+    monkeypatch.setattr("samzapy.operators.windows.WRITE_BACK_EVERY", 2)
+    source, serde = events(), AtMost(3)
+    if kind == "tumbling":
+        window = Windows.tumbling_window(10 * S, value_serde=serde)
+    else:
+        window = Windows.session_window(10 * S, value_serde=serde)
+    live = Live(
+        window_app(window.with_event_time(), source),
+        {source: 1},
+        **{"task.drop.process.errors": True},
+    )
+    live.send(source, *[m("a", t) for t in (1_000, 2_000, 3_000, 4_000)])
+    result = await live.end()
+    first = 0 if kind == "tumbling" else 1_000
+    assert times(live.panes) == [(None, first, [1_000, 2_000, 3_000], DEFAULT)]
+    assert result.metrics.snapshot()["container"]["process-errors"] == 1
