@@ -78,10 +78,12 @@ class HeldValues:
 
     def settle(self, skey: bytes) -> None:
         """Write ``skey``'s entry back, if it is held: the store has it, and what was held is
-        no longer (a pane it is emitted in is not appended to later)."""
+        no longer (a pane it is emitted in is not appended to later). Still held if that
+        fails (the serde refuses the list)."""
         held = self.held
         if skey in held:
-            self.store.put(skey, self.encode(held.pop(skey)))
+            self.store.put(skey, self.encode(held[skey]))
+            del held[skey]
 
     def write_back(self) -> None:
         """Every held entry into the store."""

@@ -280,7 +280,17 @@ class TumblingWindowOperator(WindowOperator):
                 return
             self._count(skey, key, pane, trigger, LATE)
         elif self.window.early_trigger is not None:
-            self._count(skey, key, pane, self.window.early_trigger, EARLY)
+            try:
+                self._count(skey, key, pane, self.window.early_trigger, EARLY)
+            except BaseException:
+                # Its early pane failed before the list went to the store (the serde
+                # refused it): the message is out of it again, as it is of the pane.
+                kept = None if held is None else held.held.get(skey)
+                if kept is not None and kept is value and held is not None:
+                    kept.pop()
+                    if not kept:
+                        del held.held[skey]
+                raise
 
     # -- triggers --------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from test_windows_time import Live, S, events, m, window_app
 
-from samzapy import FiringType, Windows
+from samzapy import FiringType, Triggers, Windows
 
 DEFAULT = FiringType.DEFAULT
 
@@ -64,4 +64,20 @@ async def test_a_message_whose_write_back_the_serde_refuses_is_dropped_from_its_
     result = await live.end()
     first = 0 if kind == "tumbling" else 1_000
     assert times(live.panes) == [(None, first, [1_000, 2_000, 3_000], DEFAULT)]
+    assert result.metrics.snapshot()["container"]["process-errors"] == 1
+
+
+async def test_a_message_whose_early_pane_the_serde_refuses_is_dropped_from_its_pane() -> None:
+    """The early trigger fires on the third message, whose pane the serde refuses to keep:
+    dropped, it is in no pane, and the two before it are still in theirs."""
+    source = events()
+    window = (
+        Windows.tumbling_window(10 * S, value_serde=AtMost(2))
+        .with_event_time()
+        .set_early_trigger(Triggers.count(3))
+    )
+    live = Live(window_app(window, source), {source: 1}, **{"task.drop.process.errors": True})
+    live.send(source, *[m("a", t) for t in (1_000, 2_000, 3_000)])
+    result = await live.end()
+    assert times(live.panes) == [(None, 0, [1_000, 2_000], DEFAULT)]
     assert result.metrics.snapshot()["container"]["process-errors"] == 1
