@@ -82,8 +82,6 @@ class SessionWindowOperator(WindowOperator):
             # it went on (task.drop.process.errors) leaves the session as it was.
             value = list(value)
         value = self._add(message if held is None or complete else kept_message, value)
-        if complete:
-            self.emit_pane(key, start, last + gap, value, LATE)
         kept = [s for s in sessions if s not in joined]
         if held is not None and not complete:
             kept.append((start, last, value, False))
@@ -94,12 +92,20 @@ class SessionWindowOperator(WindowOperator):
                 value.pop()  # the message, out of a held list again (``HeldValues.put``)
                 raise
         else:
+            # Serialized before the LATE pane goes on, which is read back from those bytes
+            # as a DEFAULT pane is: what is stored is not what downstream does to the pane,
+            # and a serde that refuses leaves what is held as it was.
+            if held is not None:
+                kept = [(a, b, self.vserde.to_bytes(v), f) for a, b, v, f in kept]
+            encoded = self.vserde.to_bytes(value)
+            kept.append((start, last, encoded, complete))
+            kept.sort()
+            if complete:
+                pane = self.vserde.from_bytes(encoded)
+                self.emit_pane(key, start, last + gap, pane, LATE)
+            self.store.put(skey, pickle.dumps(kept, 5))
             if held is not None:  # the LATE pane sent is not appended to after: stored now
                 held.held.pop(skey, None)
-                kept = [(a, b, self.vserde.to_bytes(v), f) for a, b, v, f in kept]
-            kept.append((start, last, self.vserde.to_bytes(value), complete))
-            kept.sort()
-            self.store.put(skey, pickle.dumps(kept, 5))
         self._schedule_sessions(kbytes, kept)
 
     def _decoded(self, raw: bytes) -> list[tuple[int, int, Any, bool]]:

@@ -304,7 +304,7 @@ class WindowOperator(SendingOperator):
 
     def _take(self, message: Any, key: Any, t: int) -> Awaitable[Any] | None:
         """``message``, then what the panes it fired owe. When it fails after a pane went on
-        (a LATE pane, then a serde refusing the session's value), what that pane started is
+        (a LATE pane, then the store refusing to write the session), what that pane started is
         awaited all the same, then the failure raised (``take_pending``): it is not left to
         the next message's processing, nor never awaited."""
         try:

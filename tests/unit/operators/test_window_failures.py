@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import warnings
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -143,25 +142,38 @@ async def test_a_pane_that_fails_at_the_tick_leaves_no_earlier_pane_s_call_unawa
     assert never_awaited() == []
 
 
-class Refuses:
-    """A window's value serde that refuses a session holding a poison message."""
+class FullStore:
+    """A window's store that refuses to write an entry holding a poison message (as a
+    store whose disk is full would): the rest passes."""
 
-    def to_bytes(self, value: list[Any]) -> bytes:
-        if any(message.get("poison") for message in value):
-            raise ValueError("cannot keep poison")
-        return json.dumps([message["t"] for message in value]).encode()
+    def __init__(self, store: Any) -> None:
+        self.store = store
 
-    def from_bytes(self, data: bytes) -> list[Any]:
-        return [{"t": t} for t in json.loads(data)]
+    def put(self, key: bytes, value: bytes) -> None:
+        if b"poison" in value:
+            raise OSError("no space left on device")
+        self.store.put(key, value)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
 
 
 async def test_a_message_that_fails_after_its_late_pane_went_on_awaits_that_pane_s_call(
-    never_awaited: Callable[[], list[str]],
+    never_awaited: Callable[[], list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A late message joins a session that fired: its LATE pane goes on to the
-    flat_map_async, then the window's serde refuses the session's value. Under
+    flat_map_async, then the window's store refuses the session's value. Under
     task.drop.process.errors the message is dropped once the pane's call ran to its end,
     before the next message comes in (not as part of its processing)."""
+    from samzapy.operators.sessions import SessionWindowOperator
+
+    opened = SessionWindowOperator.open
+
+    def refusing(operator: Any, context: Any) -> None:
+        opened(operator, context)
+        operator.store = FullStore(operator.store)
+
+    monkeypatch.setattr(SessionWindowOperator, "open", refusing)
     source, timeline, noted = events(), [], asyncio.Event()
 
     async def note(p: Any) -> list[Any]:
@@ -170,14 +182,12 @@ async def test_a_message_that_fails_after_its_late_pane_went_on_awaits_that_pane
         noted.set()
         return []
 
-    # An aggregator: a window without one checks each message by its serde as it comes.
     window = (
         Windows.keyed_session_window(
             lambda m: m["k"],
             1 * S,
             initial_value=list,
             aggregator=lambda message, value: [*value, message],
-            value_serde=Refuses(),
             merger=lambda a, b: a + b,
         )
         .with_event_time(allowed_lateness=60 * S)

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from test_windows_time import Live, S, events, m, window_app
 
-from samzapy import FiringType, Triggers, Windows
+from samzapy import AccumulationMode, FiringType, Triggers, Windows
 
-DEFAULT = FiringType.DEFAULT
+DEFAULT, EARLY, LATE = FiringType.DEFAULT, FiringType.EARLY, FiringType.LATE
 
 
 @pytest.fixture(autouse=True)
@@ -80,4 +80,81 @@ async def test_a_message_whose_early_pane_the_serde_refuses_is_dropped_from_its_
     live.send(source, *[m("a", t) for t in (1_000, 2_000, 3_000)])
     result = await live.end()
     assert times(live.panes) == [(None, 0, [1_000, 2_000], DEFAULT)]
+    assert result.metrics.snapshot()["container"]["process-errors"] == 1
+
+
+def late_sessions(aggregated: bool) -> Any:
+    functions: dict[str, Any] = {}
+    if aggregated:
+        functions = {"initial_value": list, "aggregator": lambda x, acc: [*acc, x]}
+        functions["merger"] = lambda a, b: a + b
+    return (
+        Windows.keyed_session_window(lambda x: x["k"], 1 * S, **functions)
+        .with_event_time(allowed_lateness=60 * S)
+        .set_accumulation_mode(AccumulationMode.ACCUMULATING)
+    )
+
+
+@pytest.mark.parametrize("aggregated", [False, True])
+@pytest.mark.parametrize("kind", ["session", "tumbling late", "tumbling early"])
+async def test_a_pane_changed_in_place_downstream_leaves_what_the_window_keeps_as_it_was(
+    kind: str, aggregated: bool
+) -> None:
+    """An operator after the window appends to each pane it receives: the next pane of the
+    same window (an accumulating LATE or EARLY pane, the DEFAULT pane) has none of it."""
+    source = events()
+    functions: dict[str, Any] = {}
+    if aggregated:
+        functions = {"initial_value": list, "aggregator": lambda x, acc: [*acc, x]}
+    if kind == "session":
+        window = late_sessions(aggregated)
+        first, late = [0, 5_000], [500, 700]
+    elif kind == "tumbling late":
+        window = Windows.tumbling_window(1 * S, **functions).with_event_time(60 * S)
+        first, late = [0, 5_000], [500, 700]
+    else:
+        window = Windows.tumbling_window(10 * S, **functions).with_event_time()
+        window = window.set_early_trigger(Triggers.repeat(Triggers.count(1)))
+        first, late = [], [500, 700]
+    window = window.set_accumulation_mode(AccumulationMode.ACCUMULATING)
+    seen: list[Any] = []
+
+    def edit(pane: Any) -> Any:
+        seen.append(([x["t"] for x in pane.message], pane.firing_type))
+        pane.message.append(m("edit", -1))
+        return pane
+
+    def build(d: Any, sink: Any) -> None:
+        d.get_input_stream(source).window(window, "w").map(edit).sink(sink)
+
+    live = Live(build, {source: 1})
+    if first:
+        live.send(source, *[m("a", t) for t in first])
+        assert await live.wait(1)  # the watermark passed the first window: it fired
+    live.send(source, *[m("a", t) for t in late])
+    await live.end()
+    if kind == "tumbling early":
+        assert seen == [([500], EARLY), ([500, 700], EARLY), ([500, 700], DEFAULT)]
+    else:
+        assert seen[:3] == [([0], DEFAULT), ([0, 500], LATE), ([0, 500, 700], LATE)]
+
+
+async def test_a_late_session_pane_the_serde_refuses_leaves_the_key_s_sessions_as_they_were() -> (
+    None
+):
+    """A late message that joins a fired session makes its LATE pane too large: dropped, it
+    is in no pane (none went on), and the key's open session, held, keeps its messages."""
+    source = events()
+    window = Windows.keyed_session_window(lambda x: x["k"], 1 * S, value_serde=AtMost(2))
+    window = window.with_event_time(allowed_lateness=60 * S)
+    window = window.set_accumulation_mode(AccumulationMode.ACCUMULATING)
+    live = Live(window_app(window, source), {source: 1}, **{"task.drop.process.errors": True})
+    live.send(source, m("a", 0), m("a", 500), m("a", 5_000))
+    assert await live.wait(1)  # the watermark passed [0, 1.5 s): it fired
+    live.send(source, m("a", 5_500), m("a", 700))
+    result = await live.end()
+    assert times(live.panes) == [
+        ("a", 0, [0, 500], DEFAULT),
+        ("a", 5_000, [5_000, 5_500], DEFAULT),
+    ]
     assert result.metrics.snapshot()["container"]["process-errors"] == 1
