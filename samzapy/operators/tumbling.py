@@ -265,7 +265,12 @@ class TumblingWindowOperator(WindowOperator):
                 held.settle(skey)  # the late pane sent now is not appended to after
             raw = store.get(skey)
             value = self._add(message, None if raw is None else self.vserde.from_bytes(raw))
-            store.put(skey, self.vserde.to_bytes(value))
+            encoded = self.vserde.to_bytes(value)
+            if fired and late_trigger is None:
+                # Accumulating: the whole value, sent before it is stored, so that a message
+                # that fails downstream (and is dropped) leaves the pane as it was.
+                self.emit_pane(key, pane, end, value, LATE)
+            store.put(skey, encoded)
         if pane not in self.panes:
             # A window that had no message when the watermark passed its end is one that
             # fired (empty): it is kept for its lateness, and fires no DEFAULT pane now.
@@ -274,11 +279,8 @@ class TumblingWindowOperator(WindowOperator):
             if self.next_due is None or due < self.next_due:
                 self.next_due = due
         if fired:
-            trigger = late_trigger
-            if trigger is None:
-                self.emit_pane(key, pane, end, value, LATE)  # accumulating: the whole value
-                return
-            self._count(skey, key, pane, trigger, LATE)
+            if late_trigger is not None:  # else its LATE pane went on (above)
+                self._count(skey, key, pane, late_trigger, LATE)
         elif self.window.early_trigger is not None:
             try:
                 self._count(skey, key, pane, self.window.early_trigger, EARLY)

@@ -158,3 +158,41 @@ async def test_a_late_session_pane_the_serde_refuses_leaves_the_key_s_sessions_a
         ("a", 5_000, [5_000, 5_500], DEFAULT),
     ]
     assert result.metrics.snapshot()["container"]["process-errors"] == 1
+
+
+@pytest.mark.parametrize("aggregated", [False, True])
+async def test_a_late_tumbling_pane_dropped_downstream_leaves_the_pane_as_it_was(
+    aggregated: bool,
+) -> None:
+    """A late message fires its window's accumulating LATE pane at once, then fails in an
+    operator after the window (``task.drop.process.errors`` drops it): the pane is as before
+    it, as a session is."""
+    source = events()
+    functions: dict[str, Any] = {}
+    if aggregated:
+        functions = {"initial_value": list, "aggregator": lambda x, acc: [*acc, x]}
+    window = (
+        Windows.tumbling_window(1 * S, **functions)
+        .with_event_time(allowed_lateness=60 * S)
+        .set_accumulation_mode(AccumulationMode.ACCUMULATING)
+    )
+
+    def refuse_poison(pane: Any) -> Any:
+        if pane.message[-1].get("poison"):
+            raise ValueError("downstream refuses poison")
+        return pane
+
+    def build(d: Any, sink: Any) -> None:
+        d.get_input_stream(source).window(window, "w").map(refuse_poison).sink(sink)
+
+    live = Live(build, {source: 1}, **{"task.drop.process.errors": True})
+    live.send(source, m("a", 0), m("a", 5_000))  # the watermark passes [0, 1 s): it fires
+    assert await live.wait(1)
+    live.send(source, {**m("a", 500), "poison": True}, m("a", 700))
+    result = await live.end()
+    assert times(live.panes) == [
+        (None, 0, [0], DEFAULT),
+        (None, 0, [0, 700], LATE),  # not the dropped 500
+        (None, 5_000, [5_000], DEFAULT),
+    ]
+    assert result.metrics.snapshot()["container"]["process-errors"] == 1
