@@ -10,26 +10,19 @@ with triggers also keeps that state in its store, ``A`` + the same pane id and k
 restarted task's triggers go on where they were (their counts and times exact as of the last
 checkpoint) and a time trigger that came due while the task was down fires at the first tick.
 A time trigger's state also has a timer, in a heap by time, so the tick looks at the states
-whose time came, not at every key's.
+whose time came, not at every key's. The state and when a trigger is due for it are in
+``trigger_state.py``.
 """
 
 from __future__ import annotations
 
 import heapq
-import struct
 from collections.abc import Iterator
 from typing import Any
 
-from samzapy.api.windows import (
-    AnyTrigger,
-    CountTrigger,
-    FiringType,
-    RepeatingTrigger,
-    TimeSinceFirstMessageTrigger,
-    TimeSinceLastMessageTrigger,
-    Trigger,
-)
+from samzapy.api.windows import FiringType, RepeatingTrigger, Trigger
 from samzapy.operators.held_values import as_held
+from samzapy.operators.trigger_state import Armed, next_time, trigger_due
 from samzapy.operators.window_plan import timed_trigger
 from samzapy.operators.windows import DEFAULT, EARLY, LATE, WindowOperator, take_pending
 
@@ -37,73 +30,11 @@ _TUMBLING = b"T"
 _ARMED = b"A"
 _OFFSET = 2**63
 _MISSING = object()
-#: A trigger's state in the store: count, first and last time (ms; 0 when the count is, which
-#: is when they are none: any time, before the epoch too, is one), done.
-_ARMED_STATE = struct.Struct(">qqq?")
 
 
 def _pane_prefix(pane: int, kind: bytes = _TUMBLING) -> bytes:
     """The start of ``pane``'s keys: its values (``T``), or its triggers' state (``A``)."""
     return kind + (pane + _OFFSET).to_bytes(8, "big")
-
-
-class _Armed:
-    """A trigger's state for one pane and key: messages and times since the last pane."""
-
-    __slots__ = ("count", "done", "first", "key", "last", "pane", "scheduled")
-
-    def __init__(self, key: Any, pane: int) -> None:
-        self.key = key
-        self.pane = pane
-        self.count = 0
-        self.first: int | None = None
-        self.last: int | None = None
-        self.done = False
-        #: When its entry in the window's timers is (None: it has none).
-        self.scheduled: int | None = None
-
-    def to_bytes(self) -> bytes:
-        first = 0 if self.first is None else self.first
-        last = 0 if self.last is None else self.last
-        return _ARMED_STATE.pack(self.count, first, last, self.done)
-
-    def load(self, data: bytes) -> None:
-        # The times are set with the first message counted and cleared with the count
-        # (``_count``, ``_trigger_fire``); a store written when none was -1 reads the same.
-        count, first, last, self.done = _ARMED_STATE.unpack(data)
-        self.count = count
-        self.first = first if count else None
-        self.last = last if count else None
-
-
-def _due(trigger: Trigger, armed: _Armed, now: int) -> bool:
-    if isinstance(trigger, CountTrigger):
-        return armed.count >= trigger.count
-    if isinstance(trigger, TimeSinceFirstMessageTrigger):
-        return armed.first is not None and now - armed.first >= trigger.ms
-    if isinstance(trigger, TimeSinceLastMessageTrigger):
-        return armed.last is not None and now - armed.last >= trigger.ms
-    if isinstance(trigger, AnyTrigger):
-        return any(_due(t, armed, now) for t in trigger.triggers)
-    if isinstance(trigger, RepeatingTrigger):
-        return _due(trigger.trigger, armed, now)
-    raise AssertionError(f"unknown trigger {trigger!r}")
-
-
-def _next_time(trigger: Trigger, armed: _Armed) -> int | None:
-    """The earliest time the clock can make ``trigger`` due for ``armed`` (None: the clock
-    cannot, a count's). Messages only move it later (the first and last times only grow),
-    so a timer set for it is never late."""
-    if isinstance(trigger, TimeSinceFirstMessageTrigger):
-        return None if armed.first is None else armed.first + trigger.ms
-    if isinstance(trigger, TimeSinceLastMessageTrigger):
-        return None if armed.last is None else armed.last + trigger.ms
-    if isinstance(trigger, AnyTrigger):
-        times = [t for t in (_next_time(x, armed) for x in trigger.triggers) if t is not None]
-        return min(times, default=None)
-    if isinstance(trigger, RepeatingTrigger):
-        return _next_time(trigger.trigger, armed)
-    return None
 
 
 class TumblingWindowOperator(WindowOperator):
@@ -123,7 +54,7 @@ class TumblingWindowOperator(WindowOperator):
         #: each open pane's id -> whether its DEFAULT pane fired (kept for lateness)
         self.panes: dict[int, bool] = {}
         self.next_due: int | None = None  # the earliest time something is due in ``panes``
-        self.armed: dict[bytes, _Armed] = {}
+        self.armed: dict[bytes, Armed] = {}
         #: The common case, which ``on_message`` runs in one method: an aggregator and no
         #: early trigger (a late message still takes ``message``'s way).
         self.plain = self.aggregator is not None and self.window.early_trigger is None
@@ -135,7 +66,7 @@ class TumblingWindowOperator(WindowOperator):
             timed_trigger(t) for t in (window.early_trigger, window.late_trigger)
         )
         #: (when a time trigger may come due, its state's key): the tick looks at those whose
-        #: time came, not at every key's (at most one live entry a state, ``_Armed.scheduled``).
+        #: time came, not at every key's (at most one live entry a state, ``Armed.scheduled``).
         self.timers: list[tuple[int, bytes]] = []
         #: The last pane's id and key prefix (None before the first: every int is a pane id,
         #: -1 that of a 1 ms window's messages at -1 ms).
@@ -195,7 +126,7 @@ class TumblingWindowOperator(WindowOperator):
                     pane = int.from_bytes(entry.key[1:9], "big") - _OFFSET
                     panes.append(pane)
                     skey = _TUMBLING + entry.key[1:]
-                    armed = self.armed[skey] = _Armed(self.kserde.from_bytes(skey[9:]), pane)
+                    armed = self.armed[skey] = Armed(self.kserde.from_bytes(skey[9:]), pane)
                     armed.load(entry.value)
         for pane in panes:
             if pane not in self.panes:
@@ -301,7 +232,7 @@ class TumblingWindowOperator(WindowOperator):
     ) -> None:
         armed = self.armed.get(skey)
         if armed is None:
-            armed = self.armed[skey] = _Armed(key, pane)
+            armed = self.armed[skey] = Armed(key, pane)
         if armed.done:
             return
         now = self.now_ms()
@@ -309,20 +240,20 @@ class TumblingWindowOperator(WindowOperator):
         if armed.first is None:
             armed.first = now
         armed.last = now
-        if _due(trigger, armed, now):
+        if trigger_due(trigger, armed, now):
             self._trigger_fire(skey, armed, trigger, firing)
         else:
             self.store.put(_ARMED + skey[1:], armed.to_bytes())
             if armed.scheduled is None:
                 self._set_timer(skey, armed, firing is LATE)
 
-    def _set_timer(self, skey: bytes, armed: _Armed, late: bool) -> None:
+    def _set_timer(self, skey: bytes, armed: Armed, late: bool) -> None:
         """A timer for ``armed``'s time trigger (the late one when its pane fired), if it
         has one and is not done."""
         trigger = self.window.late_trigger if late else self.window.early_trigger
         if not self.time_triggered or trigger is None or armed.done:
             return
-        at = _next_time(trigger, armed)
+        at = next_time(trigger, armed)
         if at is not None:
             heapq.heappush(self.timers, (at, skey))
             armed.scheduled = at
@@ -331,7 +262,7 @@ class TumblingWindowOperator(WindowOperator):
         return self.vserde.to_bytes(value)  # type: ignore[no-any-return]
 
     def _trigger_fire(
-        self, skey: bytes, armed: _Armed, trigger: Trigger, firing: FiringType
+        self, skey: bytes, armed: Armed, trigger: Trigger, firing: FiringType
     ) -> None:
         if self.held is not None:
             self.held.settle(skey)
@@ -367,7 +298,7 @@ class TumblingWindowOperator(WindowOperator):
             end = armed.pane + self.size
             late = self.event_time and watermark is not None and end <= watermark
             trigger = self.window.late_trigger if late else self.window.early_trigger
-            if trigger is not None and _due(trigger, armed, now):
+            if trigger is not None and trigger_due(trigger, armed, now):
                 self._trigger_fire(skey, armed, trigger, LATE if late else EARLY)
             else:
                 self._set_timer(skey, armed, late)  # a message since moved its time on

@@ -17,7 +17,7 @@ import pytest
 from test_windows import DEFAULT, App, Run, counts, events, m
 
 from samzapy import KafkaSystemDescriptor, KVSerde, Windows
-from samzapy.operators.tumbling import _Armed
+from samzapy.operators.trigger_state import Armed
 from samzapy.testing import ManualClock, TestRunner
 
 KAFKA = KafkaSystemDescriptor("kafka")
@@ -83,10 +83,10 @@ def test_a_processing_time_window_over_a_clock_before_the_epoch(size: int) -> No
 def test_a_triggers_stored_times_come_back_as_they_were(first: int | None) -> None:
     """A trigger's state (count, first and last message's processing times) is stored for a
     restart; a time of -1 (a clock before the epoch) is a time, not "none"."""
-    armed = _Armed("a", -1)
+    armed = Armed("a", -1)
     if first is not None:
         armed.count, armed.first, armed.last = 1, first, first
-    loaded = _Armed("a", -1)
+    loaded = Armed("a", -1)
     loaded.load(armed.to_bytes())
     assert (loaded.count, loaded.first, loaded.last) == (armed.count, first, first)
 

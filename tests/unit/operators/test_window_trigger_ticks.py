@@ -57,13 +57,13 @@ class Counting:
         self.panes: list[Any] = []
         op.emit = lambda pane: self.panes.append((pane.key.key, pane.message))
         self.looked = 0
-        due = tumbling._due
+        due = tumbling.trigger_due
 
         def counted(trigger: Trigger, *args: Any) -> bool:
             self.looked += trigger is early  # the window's trigger, not the ones inside it
             return due(trigger, *args)
 
-        monkeypatch.setattr(tumbling, "_due", counted)
+        monkeypatch.setattr(tumbling, "trigger_due", counted)
         for key in range(keys):
             op.message(key, key, 1_000)
         self.looked = 0
