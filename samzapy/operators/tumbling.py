@@ -191,6 +191,7 @@ class TumblingWindowOperator(WindowOperator):
             except BaseException:
                 value.pop()  # the message, out of a held list again (``HeldValues.put``)
                 raise
+            appended_to, raw = value, None
         else:
             if held is not None:
                 held.settle(skey)  # the late pane sent now is not appended to after
@@ -202,6 +203,7 @@ class TumblingWindowOperator(WindowOperator):
                 # that fails downstream (and is dropped) leaves the pane as it was.
                 self.emit_pane(key, pane, end, value, LATE)
             store.put(skey, encoded)
+            appended_to = None
         if pane not in self.panes:
             # A window that had no message when the watermark passed its end is one that
             # fired (empty): it is kept for its lateness, and fires no DEFAULT pane now.
@@ -209,21 +211,37 @@ class TumblingWindowOperator(WindowOperator):
             due = end + self.lateness if fired else end
             if self.next_due is None or due < self.next_due:
                 self.next_due = due
-        if fired:
-            if late_trigger is not None:  # else its LATE pane went on (above)
-                self._count(skey, key, pane, late_trigger, LATE)
-        elif self.window.early_trigger is not None:
-            try:
-                self._count(skey, key, pane, self.window.early_trigger, EARLY)
-            except BaseException:
-                # Its early pane failed before the list went to the store (the serde
-                # refused it): the message is out of it again, as it is of the pane.
-                kept = None if held is None else held.held.get(skey)
-                if kept is not None and kept is value and held is not None:
-                    kept.pop()
-                    if not kept:
-                        del held.held[skey]
-                raise
+        trigger = late_trigger if fired else self.window.early_trigger
+        if trigger is None:  # (fired: its LATE pane went on, above)
+            return
+        try:
+            self._count(skey, key, pane, trigger, LATE if fired else EARLY)
+        except BaseException:
+            self._take_back(skey, appended_to, raw)
+            raise
+
+    def _take_back(self, skey: bytes, appended_to: Any, raw: bytes | None) -> None:
+        """The message just taken into ``skey``'s pane failed as its trigger fired (the serde
+        refused the pane, or an operator after the window failed on it): the pane as before
+        it, so that dropped (``task.drop.process.errors``) it is in no later pane.
+        ``appended_to``: the held list it went into; else ``raw``, the entry it replaced."""
+        store = self.store
+        if appended_to is None:
+            if raw is None:
+                store.delete(skey)
+            else:
+                store.put(skey, raw)
+            return
+        appended_to.pop()
+        held = self.held
+        assert held is not None
+        if held.held.get(skey) is appended_to:  # still held (not settled nor written back)
+            if not appended_to:
+                del held.held[skey]
+        elif appended_to:
+            store.put(skey, self.encode_held(appended_to))
+        else:
+            store.delete(skey)
 
     # -- triggers --------------------------------------------------------------------------------
 
@@ -236,12 +254,17 @@ class TumblingWindowOperator(WindowOperator):
         if armed.done:
             return
         now = self.now_ms()
+        counted = armed.count, armed.first, armed.last
         armed.count += 1
         if armed.first is None:
             armed.first = now
         armed.last = now
         if trigger_due(trigger, armed, now):
-            self._trigger_fire(skey, armed, trigger, firing)
+            try:
+                self._trigger_fire(skey, armed, trigger, firing)
+            except BaseException:  # not counted: its message is taken back (``_take_back``)
+                armed.count, armed.first, armed.last = counted
+                raise
         else:
             self.store.put(_ARMED + skey[1:], armed.to_bytes())
             if armed.scheduled is None:

@@ -196,3 +196,47 @@ async def test_a_late_tumbling_pane_dropped_downstream_leaves_the_pane_as_it_was
         (None, 5_000, [5_000], DEFAULT),
     ]
     assert result.metrics.snapshot()["container"]["process-errors"] == 1
+
+
+@pytest.mark.parametrize("aggregated", [False, True])
+@pytest.mark.parametrize("mode", [AccumulationMode.DISCARDING, AccumulationMode.ACCUMULATING])
+@pytest.mark.parametrize("firing", [EARLY, LATE])
+async def test_a_triggered_pane_dropped_downstream_leaves_the_pane_and_its_trigger_as_they_were(
+    firing: FiringType, mode: AccumulationMode, aggregated: bool
+) -> None:
+    """A message makes a count trigger fire, then its pane fails in an operator after the
+    window (``task.drop.process.errors`` drops it): the pane and the trigger's count are as
+    before it, so the next pane neither has it nor fires a message early."""
+    source = events()
+    functions: dict[str, Any] = {}
+    if aggregated:
+        functions = {"initial_value": list, "aggregator": lambda x, acc: [*acc, x]}
+    trigger = Triggers.repeat(Triggers.count(2))
+    if firing is EARLY:
+        window = Windows.tumbling_window(10 * S, **functions).with_event_time()
+        window = window.set_early_trigger(trigger)
+        first, base = [], []
+    else:
+        window = Windows.tumbling_window(1 * S, **functions).with_event_time(60 * S)
+        window = window.set_late_trigger(trigger)
+        first, base = [0, 5_000], [0] if mode is AccumulationMode.ACCUMULATING else []
+    window = window.set_accumulation_mode(mode)
+
+    def refuse_poison(pane: Any) -> Any:
+        if pane.message[-1].get("poison"):
+            raise ValueError("downstream refuses poison")
+        return pane
+
+    def build(d: Any, sink: Any) -> None:
+        d.get_input_stream(source).window(window, "w").map(refuse_poison).sink(sink)
+
+    live = Live(build, {source: 1}, **{"task.drop.process.errors": True})
+    if first:
+        live.send(source, *[m("a", t) for t in first])
+        assert await live.wait(1)  # the watermark passed [0, 1 s): it fired
+    live.send(source, m("a", 100), {**m("a", 200), "poison": True}, m("a", 300), m("a", 400))
+    result = await live.end()
+    fired = [(value, kind) for _, pane, value, kind in times(live.panes) if pane == 0]
+    last = [*base, 100, 300, 400] if mode is AccumulationMode.ACCUMULATING else [400]
+    assert fired[-2:] == [([*base, 100, 300], firing), (last, LATE if first else DEFAULT)]
+    assert result.metrics.snapshot()["container"]["process-errors"] == 1
