@@ -116,6 +116,12 @@ class CheckpointError(SamzapyError):
     """Reading or writing a checkpoint failed."""
 
 
+class JobCollisionError(SamzapyError):
+    """Another job holds a Kafka resource this job's names map to (its checkpoint topic, its
+    consumer group): two jobs whose ``job.name`` and ``job.id`` join to the same name. The
+    message names both jobs and the resource; the remedy is a different job.name or job.id."""
+
+
 class StoreError(SamzapyError):
     """A key-value store was misused or failed."""
 
@@ -133,6 +139,7 @@ class TableError(SamzapyError):
 __all__ = [
     "CheckpointError",
     "ConfigError",
+    "JobCollisionError",
     "OperatorError",
     "SamzapyError",
     "SendFailedError",

@@ -4,7 +4,8 @@ Short names: ``memory`` (process-wide, by namespace), ``file`` (a directory), ``
 job's checkpoint stream on the checkpoint system, Samza's default) and ``stream`` (the same
 manager over any system, e.g. the memory system in tests). Both stream names need the
 ``system_factory`` of ``task.checkpoint.system``; the stream is
-``checkpoint_stream_name(job_name, job_id)``.
+``checkpoint_stream_name(job_name, job_id)``, and a job's manager checks the stream's owner
+record against the job (``samzapy.checkpoint.owner``).
 
 Anything else is the import path of a CheckpointManager subclass, constructed with the keyword
 arguments ``job_name``, ``job_id``, ``checkpoint_dir`` and ``namespace``, plus
@@ -20,6 +21,7 @@ from typing import Any
 from samzapy.api.errors import ConfigError
 from samzapy.checkpoint.file import FileCheckpointManager
 from samzapy.checkpoint.memory import InMemoryCheckpointManager
+from samzapy.checkpoint.owner import JobIdentity
 from samzapy.checkpoint.ports import CheckpointManager
 from samzapy.checkpoint.stream import StreamCheckpointManager, checkpoint_stream_name
 from samzapy.checkpoint.transactional import (
@@ -50,7 +52,10 @@ def _stream_manager(
             key=SYSTEM_KEY,
         )
     return StreamCheckpointManager(
-        system_factory, checkpoint_stream_name(job_name, job_id), replication_factor
+        system_factory,
+        checkpoint_stream_name(job_name, job_id),
+        replication_factor,
+        owner=JobIdentity(job_name, job_id),
     )
 
 
@@ -162,14 +167,17 @@ def checkpoint_manager(
     if system_factory is not None:
         stream = checkpoint_stream_name(config.job.name, config.job.id)
         replication = task.checkpoint_replication_factor
+        # The stream's name is not the job's alone: its owner record says whose it is.
+        owner = JobIdentity(config.job.name, config.job.id)
         if not task.exactly_once:  # it reads the exactly-once stream's newer checkpoints too
-            return AtLeastOnceCheckpointManager(system_factory, stream, replication)
+            return AtLeastOnceCheckpointManager(system_factory, stream, replication, owner=owner)
         return TransactionalCheckpointManager(
             system_factory,
             stream,
             task_count,
             None if replication == -1 else replication,
             fallback_stream=stream,
+            owner=owner,
         )
     return checkpoint_manager_for(
         task.checkpoint_factory,

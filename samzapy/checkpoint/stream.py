@@ -13,8 +13,14 @@ Starting (``start``):
    factor, ``cleanup.policy=compact``; an existing stream must have exactly one partition;
 2. take the partition's upcoming offset: what was written before this moment is read;
 3. read from the oldest record with a consumer of its own until the record before the
-   upcoming offset (or end-of-stream), keeping the last record per task;
-4. start a producer of its own for the writes.
+   upcoming offset (or end-of-stream), keeping the last record per task and the first owner
+   record (``samzapy.checkpoint.owner``);
+4. start a producer of its own for the writes;
+5. given the job's identity (``owner``): if no owner record was read, write one naming the
+   job and read on to the stream's end; then the first owner record names the owner, and a
+   stream of another job raises ``JobCollisionError`` before any checkpoint is read or
+   written. A reader that must not write (``claim_owner=False``, ``samzapy checkpoint
+   show``) only checks an owner record it finds.
 
 ``write`` sends one record and flushes the producer, so the checkpoint is durable when it
 returns. The manager's consumer and producer are separate from the job's own. ``refresh``
@@ -36,6 +42,13 @@ from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import CheckpointError, ConfigError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.codec import decode_checkpoint, encode_checkpoint
+from samzapy.checkpoint.owner import (
+    JobIdentity,
+    is_typed_key,
+    owner_of,
+    owner_record,
+    read_owner,
+)
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.system.ports import (
     OffsetDefault,
@@ -91,10 +104,18 @@ class StreamCheckpointManager(CheckpointManager):
         replication_factor: int | None = None,
         *,
         read_timeout: float = 60.0,
+        owner: JobIdentity | None = None,
+        claim_owner: bool = True,
     ) -> None:
         """``replication_factor``: None or -1 for the system's default. ``read_timeout``: how
-        long reading the stream at start may go without receiving anything."""
+        long reading the stream at start may go without receiving anything. ``owner``: the
+        job's identity, checked against the stream's owner record (None: not checked);
+        ``claim_owner``: write one when the stream has none (start, step 5)."""
         self.system_factory = system_factory
+        self.owner = owner
+        self.claim_owner = claim_owner
+        #: The job the stream's first owner record names, once read.
+        self.owner_found: JobIdentity | None = None
         self.stream = stream
         self.replication_factor = _replication_factor(replication_factor)
         self.read_timeout = read_timeout
@@ -148,6 +169,8 @@ class StreamCheckpointManager(CheckpointManager):
             # 4. The producer for writes.
             producer = self._producer = self.system_factory.get_producer()
             await producer.start()
+            # 5. Whose stream it is.
+            records += await self._own(admin, producer)
         except StreamSystemError as exc:
             raise CheckpointError(f"cannot read checkpoint stream {self.ssp}: {exc}") from exc
         return records
@@ -169,14 +192,40 @@ class StreamCheckpointManager(CheckpointManager):
                 "partition; delete the stream or point the job at another one"
             )
 
-    async def _read_to(self, admin: SystemAdmin, upcoming: str) -> int:
-        """Read every record before ``upcoming``; returns how many were read."""
+    async def _own(self, admin: SystemAdmin, producer: SystemProducer) -> int:
+        """Step 5: check (and claim) the owner; returns how many records it read."""
+        job = self.owner
+        if job is None:
+            return 0
+        records = 0
+        if self.owner_found is None:
+            if not self.claim_owner:
+                return 0
+            key, value = owner_record(job)
+            producer.send(SystemStream(self.ssp.system, self.stream), 0, key, value)
+            await producer.flush()
+            # Read on to the end: a job that claimed at the same moment may have come first.
+            upcoming = (await admin.offset_bounds([self.ssp]))[self.ssp].upcoming
+            records = await self._read_to(admin, upcoming, self._read_to_offset)
+            self._read_to_offset = upcoming
+            if self.owner_found is None:
+                raise CheckpointError(
+                    f"the owner record written to checkpoint stream {self.ssp} was not read "
+                    "back: does its system keep message keys?"
+                )
+            log.info("checkpoint_stream_claimed", stream=str(self.ssp), owner=str(job))
+        owner_of(f"{self.system_factory.system_name}.{self.stream}", self.owner_found, job)
+        return records
+
+    async def _read_to(self, admin: SystemAdmin, upcoming: str, start: str | None = None) -> int:
+        """Read every record from ``start`` (None: the oldest) before ``upcoming``; returns
+        how many were read."""
         records = 0
         async for batch in read_partition(
             self.system_factory,
             admin,
             self.ssp,
-            None,
+            start,
             upcoming,
             timeout=self.read_timeout,
             name=f"checkpoint stream {self.ssp}",
@@ -197,6 +246,12 @@ class StreamCheckpointManager(CheckpointManager):
         """Keep the record as its task's latest checkpoint, or delete it on a tombstone."""
         source = f"record at offset {envelope.offset} of checkpoint stream {self.ssp}"
         key = envelope.key
+        if is_typed_key(key):  # the owner record (or a newer samzapy's): no task's
+            assert isinstance(key, bytes | bytearray)
+            found = read_owner(bytes(key), envelope.message, source)
+            if self.owner_found is None:
+                self.owner_found = found
+            return
         try:
             if not isinstance(key, bytes | bytearray):
                 raise ValueError(f"expected the task name as UTF-8 bytes, got {key!r}")

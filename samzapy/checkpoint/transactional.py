@@ -20,6 +20,11 @@ Starting (``start``):
    epoch than the one found here (or that has none here) takes that one: a job switched to
    exactly-once, or back to it, resumes where it was.
 
+The job's owner record (``samzapy.checkpoint.owner``) lives in the at-least-once stream,
+the one stream of the job with a single partition written outside transactions: ``own``
+claims it there (creating the stream if missing) before the container starts its
+transactional producers, so a refused job has started nothing; step 3 checks it again.
+
 The other way round, ``AtLeastOnceCheckpointManager`` is the at-least-once stream's manager:
 once started, a task whose checkpoint in this stream (if it exists) has a higher owner epoch
 than in its own takes that one, so a job switched back from exactly-once neither starts its
@@ -40,6 +45,7 @@ import structlog
 from samzapy.api.errors import CheckpointError, StreamSystemError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.codec import encode_checkpoint
+from samzapy.checkpoint.owner import JobIdentity
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.checkpoint.stream import MAX_STREAM_NAME_LENGTH, STREAM_CONFIG, StreamCheckpointManager
 from samzapy.system.ports import OffsetDefault, SystemAdmin, SystemConsumer, SystemFactory
@@ -86,17 +92,38 @@ class TransactionalCheckpointManager(StreamCheckpointManager):
         *,
         fallback_stream: str | None = None,
         read_timeout: float = 60.0,
+        owner: JobIdentity | None = None,
+        claim_owner: bool = True,
     ) -> None:
         """``stream`` is the at-least-once stream's name (this one's is it plus ``-txn``);
-        ``fallback_stream`` (usually that one) is read for tasks without a checkpoint here."""
+        ``fallback_stream`` (usually that one) is read for tasks without a checkpoint here,
+        and holds the owner record ``own`` claims for ``owner``."""
         super().__init__(
             system_factory,
             exactly_once_stream(stream),
             replication_factor,
             read_timeout=read_timeout,
+            owner=owner,
+            claim_owner=claim_owner,
         )
         self.task_count = task_count
         self.fallback_stream = fallback_stream
+
+    async def own(self) -> None:
+        """Check, and claim when it has none, the owner record of ``fallback_stream``
+        (created when missing); JobCollisionError if it is another job's."""
+        if self.owner is None or self.fallback_stream is None:
+            return
+        claimer = StreamCheckpointManager(
+            self.system_factory,
+            self.fallback_stream,
+            self.replication_factor,
+            read_timeout=self.read_timeout,
+            owner=self.owner,
+            claim_owner=self.claim_owner,
+        )
+        await claimer.start()
+        await claimer.stop()
 
     def register(self, task_name: TaskName) -> None:
         task_partition(task_name)
@@ -159,7 +186,11 @@ class TransactionalCheckpointManager(StreamCheckpointManager):
         if self.fallback_stream not in await admin.partition_counts([self.fallback_stream]):
             return 0
         other = StreamCheckpointManager(
-            self.system_factory, self.fallback_stream, read_timeout=self.read_timeout
+            self.system_factory,
+            self.fallback_stream,
+            read_timeout=self.read_timeout,
+            owner=self.owner,
+            claim_owner=False,  # ``own`` claimed it: here only checked
         )
         await other.start()
         try:
@@ -262,8 +293,13 @@ def reading_existing(
         return None
     if isinstance(manager, TransactionalCheckpointManager):
         # Exactly-once, before its first commit: the at-least-once checkpoints.
-        return StreamCheckpointManager(manager.system_factory, other[0])
-    # At-least-once, after a run under exactly-once only.
+        return StreamCheckpointManager(
+            manager.system_factory,
+            other[0],
+            owner=manager.owner,
+            claim_owner=manager.claim_owner,
+        )
+    # At-least-once, after a run under exactly-once only (no owner record there).
     return TransactionalCheckpointManager(
         manager.system_factory, manager.stream, existing[other[0]]
     )

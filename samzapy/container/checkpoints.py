@@ -4,6 +4,9 @@ under exactly-once each task's transactional producer.
 Start-up (``start``), in this order because the order is what fences a container that lost
 its tasks:
 
+0. exactly-once: check the job owns its checkpoint streams (``TransactionalCheckpointManager
+   .own``; at-least-once, reading them in step 2 does), so that a job refused there has
+   started nothing;
 1. exactly-once: start each task's transactional producer (``transactional.id`` from the job
    name, job id and task name). Claiming the id aborts the transaction an earlier owner left
    open and fences its producer, so nothing it writes later can commit;
@@ -168,9 +171,11 @@ class ContainerCheckpoints:
                 reason="task.checkpoint.factory is not set; a restart will not resume",
             )
             return {}
-        # 1. Claim the tasks' transactional ids.
+        # 0. and 1. Claim the job's checkpoint stream, then the tasks' transactional ids.
         system = self.transactional_system
         if system is not None:
+            assert isinstance(manager, TransactionalCheckpointManager)
+            await manager.own()
             factory = self._factories[system]
             timeout_ms = self._config.task.transaction_timeout
             for task in tasks:

@@ -27,6 +27,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from samzapy.checkpoint.owner import is_typed_key
 from samzapy.checkpoint.stream import checkpoint_stream_name
 
 REPO = Path(__file__).resolve().parents[2]
@@ -190,7 +191,8 @@ def checkpointed_offsets(bootstrap: str, job: str, job_id: str) -> dict[str, int
     """partition -> the offset of the last message the final checkpoints cover."""
     latest: dict[bytes, Any] = {}
     for record in asyncio.run(read_all(bootstrap, checkpoint_stream_name(job, job_id))):
-        latest[record.key] = record.value
+        if not is_typed_key(record.key):  # the owner record is no task's
+            latest[record.key] = record.value
     offsets: dict[str, int] = {}
     for value in latest.values():
         for entry in json.loads(value)["offsets"]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from samzapy.checkpoint.owner import is_typed_key
 from samzapy.checkpoint.stream import checkpoint_stream_name
 from samzapy.control import EndOfStreamMessage, WatermarkMessage, encode_control, frame
 
@@ -204,7 +205,8 @@ def _control_checkpoints(bootstrap: str, cfg: dict[str, Any]) -> dict[str, Any]:
     topic = checkpoint_stream_name(cfg["job.name"], cfg["job.id"])
     latest: dict[str, Any] = {}
     for record in asyncio.run(read_all(bootstrap, topic)):
-        latest[record.key.decode()] = json.loads(record.value)
+        if not is_typed_key(record.key):  # the owner record is no task's
+            latest[record.key.decode()] = json.loads(record.value)
     return latest
 
 

@@ -28,6 +28,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 
 from samzapy.api.system import TaskName
+from samzapy.checkpoint.owner import is_typed_key
 from samzapy.checkpoint.stream import checkpoint_stream_name
 from samzapy.checkpoint.transactional import SUFFIX as TRANSACTIONAL_SUFFIX
 from samzapy.storage.restore import CLEAN_MARKER
@@ -352,6 +353,8 @@ def changelog_offsets(bootstrap: str, job: Path, *, exactly_once: bool = False) 
     topic += TRANSACTIONAL_SUFFIX if exactly_once else ""
     latest: dict[str, str] = {}
     for record in asyncio.run(read_all(bootstrap, topic, committed=exactly_once)):
+        if is_typed_key(record.key):
+            continue  # the owner record: no task's
         document = json.loads(record.value)
         latest[document["task"]] = document["extra"]["changelog_offsets"][STORE]
     return latest
