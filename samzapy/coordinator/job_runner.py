@@ -171,8 +171,7 @@ class JobRunner:
         if await unless_stopped(_streams_prepared(cfg), self._stopped) is None:
             log.info("startup_stopped", reason=self._stop_reason)
             return
-        group_id = job_group_id(cfg)
-        replicas = standby_replicas(cfg)
+        group_id, replicas = job_group_id(cfg), standby_replicas(cfg)
         if replicas > 0:
             self._standbys = Standbys(cfg, metrics=self.metrics, health=self.health)
             await self._standbys.start()
@@ -187,6 +186,7 @@ class JobRunner:
             instance_id=cfg.job.container_id,
             on_fenced=self._member_fenced,
             standbys=self._placement,
+            job=(cfg.job.name, cfg.job.id),
         )
         if self._standbys is not None:
             self._standbys.on_warm = membership.rejoin

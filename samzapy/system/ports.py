@@ -349,13 +349,16 @@ class SystemFactory(abc.ABC):
         instance_id: str | None = None,
         on_fenced: Callable[[], None] | None = None,
         standbys: StandbyPlacement | None = None,
+        job: tuple[str, str] | None = None,
     ) -> GroupMembership:
         """A membership of the job's group on this system (``job.coordinator.factory:
         kafka-group``), placing standby replicas with ``standbys``; systems without a group
         protocol refuse. ``instance_id``: a static member's id (KIP-345), kept across
         restarts; ``on_fenced`` is called, on the loop and at once, when the group no longer
         knows this static member (another process joined with its id, or its session
-        expired): its tasks may run elsewhere from then on."""
+        expired): its tasks may run elsewhere from then on. ``job``: the job's ``job.name``
+        and ``job.id``; a member of another job in the group (whose names map to the same
+        group id) gets no task, and the membership's ``failure`` is JobCollisionError."""
         raise StreamSystemError(
             f"system {self.system_name!r} has no group protocol: job.coordinator.factory "
             "kafka-group needs every input on a kafka system (use static)"

@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from kafka_jobs import Tag  # noqa: E402
 from test_checkpoint_tool import tool  # noqa: E402
+from test_idle_member import assigned  # noqa: E402
 from test_kafka_jobs import (  # noqa: E402
     Job,
     _config,
@@ -25,6 +26,7 @@ from test_kafka_jobs import (  # noqa: E402
     name,
     output_count,
     produce,
+    wait_for,
 )
 
 from samzapy import SystemStreamPartition, TaskName  # noqa: E402
@@ -125,3 +127,40 @@ def test_samzapy_run_of_the_colliding_job_exits_1_and_leaves_the_first_ones_chec
 def _ids(job: dict[str, str]) -> dict[str, str]:
     """``_config``'s keywords for ``job``."""
     return {"job_id": job["job.id"], "job.name": job["job.name"]}
+
+
+@pytest.mark.timeout(120)
+def test_a_job_whose_consumer_group_is_another_running_jobs_is_refused(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    base = f"collide{uuid.uuid4().hex[:6]}"
+    first, second = {"job.name": f"{base}.b", "job.id": "1"}, {"job.name": base, "job.id": "b.1"}
+    group = f"samzapy.{base}.b.1"  # both jobs'
+    out = name("collide-out")
+    jobs = []
+    for n, ids in enumerate((first, second)):
+        source = name(f"collide-group{n}")
+        asyncio.run(create_topic(kafka_bootstrap, source, 2))
+        # File checkpoints: these two jobs' checkpoint topics differ only by '.' against
+        # '_', which the broker refuses; the group is the one thing they share.
+        checkpoints = {
+            "task.checkpoint.factory": "file",
+            "task.checkpoint.dir": str(tmp_path / str(n)),
+        }
+        jobs.append(job_file(tmp_path, kafka_bootstrap, source, **ids, **checkpoints))
+    running = Job(jobs[0], out, tmp_path / "first.log")
+    both = ["Partition 0", "Partition 1"]
+    wait_for(lambda: assigned(running) == both, 60, "the first job's tasks", running.proc)
+
+    refused = Job(jobs[1], out, tmp_path / "second.log")
+    assert refused.wait(60) == 1, refused.tail()
+    failed = [e for e in refused.events() if e["event"] == "job_failed"]
+    assert failed and failed[0]["error_type"] == "JobCollisionError", refused.tail()
+    for text in (repr(group), f"job.name '{base}.b' job.id '1'", f"job.name '{base}' job.id 'b.1'"):
+        assert text in failed[0]["error"]
+    assert not [e for e in refused.events() if e["event"] == "container_started"]
+    # The first job kept both its tasks all along.
+    assert running.proc.poll() is None
+    assert assigned(running) == both
+    assert [e for e in running.events() if e["event"] == "group_members_refused"]
+    assert running.stop() == 0

@@ -72,6 +72,7 @@ class KafkaSystemFactory(SystemFactory):
         instance_id: str | None = None,
         on_fenced: Callable[[], None] | None = None,
         standbys: StandbyPlacement | None = None,
+        job: tuple[str, str] | None = None,
     ) -> GroupMembership:
         return KafkaGroupMembership(
             self.settings,
@@ -84,6 +85,7 @@ class KafkaSystemFactory(SystemFactory):
             instance_id=instance_id,
             on_fenced=on_fenced,
             standbys=standbys,
+            job=job,
         )
 
     def get_offset_committer(self, group_id: str) -> GroupOffsetCommitter | None:

@@ -26,6 +26,10 @@ id fences the earlier member, which the broker then no longer knows (aiokafka's 
 reads UNKNOWN_MEMBER_ID and would rejoin, fencing the newcomer in turn): such a member calls
 ``on_fenced`` and never rejoins under that id (``MemberFencedError``).
 
+Each member's metadata also names its job (``job.name``, ``job.id``): the group's name is
+the same for job ``a.b`` id ``1`` and job ``a`` id ``b.1``, and the leader gives another job's
+members no task and a refusal they fail with (``JobCollisionError``; ``group_wire.py``).
+
 Heartbeats go every ``HEARTBEAT_MAX_MS`` at most: the other members learn of a rebalance
 (a released task waiting for its new owner) at their next heartbeat.
 
@@ -54,11 +58,21 @@ from aiokafka.coordinator.protocol import (
 )
 from aiokafka.errors import InvalidSessionTimeoutError
 
-from samzapy.api.errors import StreamSystemError
+from samzapy.api.errors import JobCollisionError, StreamSystemError
 from samzapy.system.assignment import assign_tasks, withhold_moving
 from samzapy.system.kafka.connection import connect, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
 from samzapy.system.kafka.group_offsets import KafkaGroupOffsets
+from samzapy.system.kafka.group_wire import (
+    Job,
+    decode,
+    job_of,
+    refusals,
+    released_times,
+    standby_report,
+    strangers,
+    task_list,
+)
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.ports import GroupMembership, GroupOffsetCommitter, StandbyPlacement
 
@@ -80,39 +94,6 @@ class MemberFencedError(StreamSystemError):
 def heartbeat_interval_ms(session_timeout_ms: int) -> int:
     """A fifth of the session, as Kafka's default ratio, but at most ``HEARTBEAT_MAX_MS``."""
     return max(100, min(session_timeout_ms // 5, HEARTBEAT_MAX_MS))
-
-
-def _decode(data: bytes | None) -> dict[str, Any]:
-    try:
-        decoded = json.loads(data or b"{}")
-    except ValueError:
-        return {}
-    return decoded if isinstance(decoded, dict) else {}
-
-
-def _released(value: Any) -> dict[int, float]:
-    """``{"3": 1712345678.9}`` from the wire, checked."""
-    out: dict[int, float] = {}
-    if isinstance(value, dict):
-        for task, at in value.items():
-            if isinstance(at, int | float) and str(task).isdigit():
-                out[int(task)] = float(at)
-    return out
-
-
-def _standby_report(value: Any) -> dict[int, int | None]:
-    """``{"3": 120, "5": null}`` from the wire, checked."""
-    out: dict[int, int | None] = {}
-    if isinstance(value, dict):
-        for task, lag in value.items():
-            if str(task).isdigit():
-                out[int(task)] = lag if type(lag) is int else None
-    return out
-
-
-def _tasks(value: Any) -> list[int]:
-    """``[3, 5]`` from the wire, checked."""
-    return sorted({t for t in value if type(t) is int} if isinstance(value, list) else ())
 
 
 def _plan(
@@ -153,6 +134,8 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
             if membership._standbys is not None:
                 standbys = membership._standbys.report()
                 report["standbys"] = {str(t): lag for t, lag in sorted(standbys.items())}
+            if membership.job is not None:
+                report["job"] = list(membership.job)
             data = json.dumps(report).encode()
             return ConsumerProtocolMemberMetadata(0, sorted(topics), data)
 
@@ -160,20 +143,24 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
         def assign(
             cls, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
         ) -> dict[str, ConsumerProtocolMemberAssignment]:
-            topics = sorted({t for meta in members.values() for t in meta.subscription})
+            metadata = {member: decode(meta.user_data) for member, meta in members.items()}
+            # Another job's members in the group (its name maps to this one): refused.
+            refused = strangers(membership.job, {m: job_of(d) for m, d in metadata.items()})
+            ours = {m: meta for m, meta in members.items() if m not in refused}
+            topics = sorted({t for meta in ours.values() for t in meta.subscription})
             counts = {t: len(cluster.partitions_for_topic(t) or ()) for t in topics}
             task_count = max(counts.values(), default=0)
             previous: dict[str, list[int]] = {}
             released: dict[int, float] = {}
             reports: dict[str, dict[int, int | None]] = {}
-            for member, meta in members.items():
-                data = _decode(meta.user_data)
+            for member in ours:
+                data = metadata[member]
                 try:
                     previous[member] = [int(t) for t in data["tasks"]]
                 except (ValueError, KeyError, TypeError):
                     previous[member] = []
-                released.update(_released(data.get("released")))
-                reports[member] = _standby_report(data.get("standbys"))
+                released.update(released_times(data.get("released")))
+                reports[member] = standby_report(data.get("standbys"))
             plan, standbys, warmups = _plan(task_count, previous, reports, membership._standbys)
             out = {}
             for member, tasks in plan.items():
@@ -185,14 +172,19 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
                     given["warmups"] = warmups.get(member, [])
                 user_data = json.dumps(given).encode()
                 out[member] = ConsumerProtocolMemberAssignment(0, assignment, user_data)
+            if membership.job is not None:
+                for member, why in refusals(membership.group_id, membership.job, refused):
+                    out[member] = ConsumerProtocolMemberAssignment(0, [], why)
             return out
 
         @classmethod
         def on_assignment(cls, assignment: ConsumerProtocolMemberAssignment) -> None:
-            data = _decode(assignment.user_data)
-            membership._handed = _released(data.get("released"))
-            membership._standby_tasks = _tasks(data.get("standbys"))
-            membership._warmup_tasks = _tasks(data.get("warmups"))
+            data = decode(assignment.user_data)
+            membership._handed = released_times(data.get("released"))
+            membership._standby_tasks = task_list(data.get("standbys"))
+            membership._warmup_tasks = task_list(data.get("warmups"))
+            if isinstance(refused := data.get("refused"), str) and membership._refused is None:
+                membership._refused = JobCollisionError(refused)
 
     return TaskAssignor
 
@@ -213,8 +205,13 @@ class KafkaGroupMembership(GroupMembership):
         instance_id: str | None = None,
         on_fenced: Callable[[], None] | None = None,
         standbys: StandbyPlacement | None = None,
+        job: Job | None = None,
     ) -> None:
         self._settings = settings
+        #: This member's job (``job.name``, ``job.id``), told to the group's leader; the
+        #: refusal the leader sent if the group is another job's.
+        self.job = job
+        self._refused: JobCollisionError | None = None
         self.instance_id = instance_id
         self._on_fenced = on_fenced
         #: Wall-clock time this process created the membership: release times before it
@@ -339,6 +336,8 @@ class KafkaGroupMembership(GroupMembership):
         """The exception that ended the membership, if it ended."""
         if self._fenced is not None:
             return self._fenced
+        if self._refused is not None:
+            return self._refused
         poller = self._poller
         if poller is None or not poller.done() or poller.cancelled():
             return None
