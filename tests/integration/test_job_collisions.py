@@ -36,6 +36,7 @@ from samzapy.checkpoint.registry import checkpoint_manager  # noqa: E402
 from samzapy.checkpoint.stream import StreamCheckpointManager, checkpoint_stream_name  # noqa: E402
 from samzapy.config import ResolvedConfig  # noqa: E402
 from samzapy.container import SamzaContainer  # noqa: E402
+from samzapy.container.checkpoints import ContainerCheckpoints  # noqa: E402
 from samzapy.container.systems import system_factory  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -164,3 +165,36 @@ def test_a_job_whose_consumer_group_is_another_running_jobs_is_refused(
     assert assigned(running) == both
     assert [e for e in running.events() if e["event"] == "group_members_refused"]
     assert running.stop() == 0
+
+
+async def test_under_exactly_once_the_colliding_job_is_refused_and_reads_nothing(
+    kafka_bootstrap: str,
+) -> None:
+    first, second = colliding()
+    exactly_once = {"task.processing.guarantee": "exactly-once"}
+    configs = [
+        _config(kafka_bootstrap, "in", **_ids(job), **exactly_once) for job in (first, second)
+    ]
+    checkpoint = Checkpoint({SystemStreamPartition("kafka", "in", 0): "3"})
+
+    def checkpoints(n: int) -> ContainerCheckpoints:
+        factories = {"kafka": system_factory(configs[n], "kafka")}
+        return ContainerCheckpoints(configs[n], factories, str(n), task_count=1)
+
+    running = checkpoints(0)
+    try:
+        writer = running.writer(TASK, (await running.start([TASK])).get(TASK))
+        assert await writer.write(checkpoint)  # one transaction, committed
+    finally:
+        await running.stop()
+    # The second job would read the first one's checkpoint from the same -txn topic.
+    refused = checkpoints(1)
+    with pytest.raises(JobCollisionError, match="belongs to another job"):
+        await refused.start([TASK])
+    await refused.stop()
+    again = checkpoints(0)
+    try:
+        found = await again.start([TASK])
+        assert found[TASK].offsets == checkpoint.offsets
+    finally:
+        await again.stop()
