@@ -1,5 +1,5 @@
 """What job authors import: task interfaces, envelopes, names, collector, coordinator, errors,
-and the high-level API (applications, descriptors, MessageStream)."""
+the high-level API (applications, descriptors, MessageStream) and task applications."""
 
 from samzapy.api.application import StreamApplication, StreamApplicationDescriptor
 from samzapy.api.context import MessageCollector, RequestScope, TaskContext, TaskCoordinator
@@ -51,6 +51,7 @@ from samzapy.api.task import (
     WatermarkListenerTask,
     WindowableTask,
 )
+from samzapy.api.task_application import TaskApplication, TaskApplicationDescriptor
 from samzapy.api.windows import (
     AccumulationMode,
     FiringType,
@@ -113,6 +114,8 @@ __all__ = [
     "StreamWatermarkListenerTask",
     "SystemStream",
     "SystemStreamPartition",
+    "TaskApplication",
+    "TaskApplicationDescriptor",
     "TaskCallbackTimeoutError",
     "TaskContext",
     "TaskCoordinator",

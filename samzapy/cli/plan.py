@@ -1,6 +1,7 @@
 """``samzapy plan JOB_YAML``: an application's operator graph, streams, tables and stores.
 
-Prints the inputs, each operator with its id and kind and what it reads and writes (a join:
+Prints the inputs, each operator (a task application has none: the class of the task its
+factory made instead) with its id and kind and what it reads and writes (a join:
 its time domain, ttl and stores), the outputs, the intermediate streams with their partition
 counts, the tables, and the stores. A count that
 ``job.intermediate.stream.partitions`` does not set is the largest input partition count:
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from samzapy.api.errors import SamzapyError
+from samzapy.api.task_application import TaskApplicationDescriptor
 from samzapy.cli.logging import configure_logging, scrub
 from samzapy.cli.problems import check_job
 from samzapy.cli.process import add_working_directory_to_path, command_output, write_output
@@ -51,6 +53,9 @@ def print_plan(job_yaml: str, overrides: Sequence[str], fmt: str) -> int:
             )
             return 2
         document = app.plan.to_dict()
+        if isinstance(app.descriptor, TaskApplicationDescriptor) and check.task_class:
+            cls = check.task_class
+            document["task_class"] = f"{cls.__module__}:{cls.__qualname__}"
         _fill_partitions(document, resolved)
     text = json.dumps(document, indent=2) if fmt == "json" else _text(document)
     write_output(out, text + "\n")  # `samzapy plan job.yaml | head`: quietly
@@ -89,7 +94,10 @@ def _text(document: dict[str, Any]) -> str:
     lines = [f"application: {document['app']}", "inputs:"]
     for s in document["inputs"]:
         lines.append(f"  {s['stream_id']}: {s['system']}.{s['physical_name']}{_serdes(s)}")
-    lines.append("operators:")
+    if "task_class" in document:
+        lines.append(f"task: {document['task_class']}")
+    else:
+        lines.append("operators:")
     for op in document["operators"]:
         writes = f" -> {op['writes']}" if "writes" in op else ""
         lines.append(f"  {op['op_id']} ({op['kind']}) <- {', '.join(op['inputs'])}{writes}")

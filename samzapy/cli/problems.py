@@ -10,17 +10,18 @@ nothing; it imports the classes the job names and builds its factories, as a run
 2. an application (``app.class``): import, create, describe and plan it, merging its keys;
 3. resolve the configuration; when the application failed, the file's own keys are checked
    (``task.inputs``, which the application gives, aside);
-4. an application's task factory over the resolved streams; for a task job, import the task
-   class (also when other keys are wrong, unless ``task.class`` itself is among them);
+4. an application's task factory over the resolved streams (a task application's makes its
+   first task's instance now, checked, and keeps it for that task); for a task job, import
+   the task class (also when other keys are wrong, unless ``task.class`` itself is among them);
 5. each system's client options (kafka's ``consumer.*``/``producer.*``), from the file's keys
    as written, so a misspelt one is reported whatever else is wrong and whatever its value;
 6. once resolved: build each system's factory (all its keys), each metrics reporter (not
    started), registered serde, store factory (and RocksDB options) and the checkpoint
    manager, and place this container (``job.container.id`` within ``job.container.count``);
 7. a job with no problem: warn (``method_never_called``, ``key_without_effect``) of a task
-   class's hook that lacks its interface and of keys that do nothing beside the others
-   (``config/no_effect.py``), and of checkpoints that live in this process only
-   (``checkpoints_in_memory``, ``memory_streams.py``).
+   class's (or a task application's task's) hook that lacks its interface and of keys that
+   do nothing beside the others (``config/no_effect.py``), and of checkpoints that live in
+   this process only (``checkpoints_in_memory``, ``memory_streams.py``).
 
 What needs the outside world stays with the run: the brokers, the topics, the metrics port.
 A problem found twice by two steps (a client option by steps 5 and 6) is listed once.
@@ -72,7 +73,7 @@ class JobCheck:
     resolved: ResolvedConfig | None = None
     app: Application | None = None
     task_factory: Callable[[], Any] | None = None
-    #: A task job's class, once loaded.
+    #: A task job's class, once loaded; a task application's, once its factory made one.
     task_class: type | None = None
     errors: list[ConfigError] = field(default_factory=list)
 
@@ -134,7 +135,11 @@ def check_job(job_yaml: str, overrides: Sequence[str]) -> JobCheck:
     resolved = check.resolved
     if check.app is not None and resolved is not None:  # 4.
         with _collected(check):
-            check.task_factory = check.app.task_factory(resolved)
+            factory = check.app.task_factory(resolved)
+            check.task_factory = factory
+            probe = getattr(factory, "probe", None)  # a task application's TaskFactory
+            if probe is not None:
+                check.task_class = probe()
     elif not is_application(raw):
         _task_class(check, raw)
     for name, factory in _system_factories(config).items():  # 5.

@@ -38,7 +38,7 @@ from samzapy.api.task import AsyncStreamTask, StreamTask
 TASK_CLASS_KEY = "task.class"
 #: The key naming a high-level application (``module:Class``), the other kind of job.
 APP_CLASS_KEY = "app.class"
-_TASK_BASES = (StreamTask, AsyncStreamTask)
+TASK_BASES = (StreamTask, AsyncStreamTask)
 
 
 def is_application(config: Mapping[str, Any]) -> bool:
@@ -46,7 +46,7 @@ def is_application(config: Mapping[str, Any]) -> bool:
     return config.get(APP_CLASS_KEY) is not None
 
 
-_TASK_BASE_NAMES = "samzapy.StreamTask or samzapy.AsyncStreamTask"
+TASK_BASE_NAMES = "samzapy.StreamTask or samzapy.AsyncStreamTask"
 
 
 def split_class_path(path: Any, *, key: str) -> tuple[str, str]:
@@ -122,34 +122,41 @@ def load_task_class(path: str, *, key: str = TASK_CLASS_KEY) -> type[Any]:
     cls = load_class(
         path,
         key=key,
-        base=_TASK_BASES,
-        what=f"a task: it must subclass {_TASK_BASE_NAMES}",
+        base=TASK_BASES,
+        what=f"a task: it must subclass {TASK_BASE_NAMES}",
     )
-    name = path.strip()
+    check_task_class(cls, key=key, name=path.strip())
+    return cls
+
+
+def check_task_class(cls: type[Any], *, key: str, name: str, created: bool = True) -> None:
+    """A task class (``name`` in messages, which name ``key``) subclasses one of StreamTask and
+    AsyncStreamTask, not both, a StreamTask's ``process`` is a plain function, and (unless
+    ``created`` is False: its instance is made by another's code) it takes no arguments."""
     if issubclass(cls, StreamTask) and issubclass(cls, AsyncStreamTask):
         raise ConfigError(
             f"{key}: {name!r} subclasses both StreamTask and AsyncStreamTask: subclass one "
             "(StreamTask with process, or AsyncStreamTask with process_async)",
             key=key,
         )
-    try:
-        inspect.signature(cls).bind()
-    except TypeError:
-        raise ConfigError(
-            f"{key}: {name!r} cannot be created with no arguments, as samzapy creates one "
-            f"instance per task ({cls.__name__}()): give its __init__ parameters defaults, "
-            "or read the job's settings in init(context) (InitableTask)",
-            key=key,
-        ) from None
-    except ValueError:
-        pass  # no signature to read (a class built in C): creating it will tell
+    if created:
+        try:
+            inspect.signature(cls).bind()
+        except TypeError:
+            raise ConfigError(
+                f"{key}: {name!r} cannot be created with no arguments, as samzapy creates one "
+                f"instance per task ({cls.__name__}()): give its __init__ parameters defaults, "
+                "or read the job's settings in init(context) (InitableTask)",
+                key=key,
+            ) from None
+        except ValueError:
+            pass  # no signature to read (a class built in C): creating it will tell
     if issubclass(cls, StreamTask) and inspect.iscoroutinefunction(cls.process):
         raise ConfigError(
             f"{key}: {name!r} is a StreamTask whose process is a coroutine function (async "
             "def), which would never run: subclass AsyncStreamTask and define process_async",
             key=key,
         )
-    return cls
 
 
 def _import_module(module_name: str, path: str, key: str) -> Any:
@@ -213,7 +220,10 @@ def _article(noun: str) -> str:
 
 __all__ = [
     "APP_CLASS_KEY",
+    "TASK_BASES",
+    "TASK_BASE_NAMES",
     "TASK_CLASS_KEY",
+    "check_task_class",
     "create",
     "describe_cause",
     "is_application",

@@ -2,14 +2,15 @@
 
 The steps, before anything is read or written:
 
-1. import ``app.class`` (a StreamApplication subclass) and create it, or take the instance or
-   class given (``TestRunner.of``);
-2. call ``describe`` with a descriptor over the job file's keys; a failure is a ConfigError
-   naming ``app.class``;
+1. import ``app.class`` (a StreamApplication or TaskApplication subclass) and create it, or
+   take the instance or class given (``TestRunner.of``);
+2. call ``describe`` with a descriptor of its kind over the job file's keys; a failure is a
+   ConfigError naming ``app.class`` (a task application's is checked: ``task_application.py``);
 3. plan the graph (``plan.py``): the job's streams, operators and the config keys they yield;
 4. merge: the job file's keys win over the application's; ``task.inputs`` comes from the
    application only;
-5. once the merged config is resolved, ``task_factory`` makes each task's operator task.
+5. once the merged config is resolved, ``task_factory`` makes each task's operator task (a
+   task application's: its own task instances, from its factory).
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ import structlog
 from samzapy.api.application import StreamApplication, StreamApplicationDescriptor
 from samzapy.api.errors import ConfigError
 from samzapy.api.system import SystemStream
+from samzapy.api.task_application import TaskApplication, TaskApplicationDescriptor
 from samzapy.config import Config, ResolvedConfig
 from samzapy.config.classes import APP_CLASS_KEY, describe_cause, is_application, load_class
+from samzapy.operators.graph_checks import check_graph, check_task_graph
 from samzapy.operators.plan import plan_application
 from samzapy.operators.plan_document import AppPlan
 from samzapy.operators.table_plan import half_watermarked_joins
 from samzapy.operators.task import OperatorTaskFactory
+from samzapy.operators.task_application import TaskFactory, check_task_application
 from samzapy.operators.window_plan import unwatermarked
 
 log = structlog.get_logger("samzapy.operators")
@@ -37,13 +41,17 @@ log = structlog.get_logger("samzapy.operators")
 class Application:
     """A described and planned application, and the job's config merged with its keys."""
 
-    descriptor: StreamApplicationDescriptor
+    descriptor: StreamApplicationDescriptor | TaskApplicationDescriptor
     plan: AppPlan
     config: Config
 
-    def task_factory(self, resolved: ResolvedConfig) -> OperatorTaskFactory:
+    def task_factory(self, resolved: ResolvedConfig) -> OperatorTaskFactory | TaskFactory:
         """Step 5: the factory of operator tasks, over the streams as ``resolved`` places
-        them (the job file may rename a stream or move it to another system)."""
+        them (the job file may rename a stream or move it to another system); a task
+        application's own factory, each instance it makes checked."""
+        if isinstance(self.descriptor, TaskApplicationDescriptor):
+            assert self.descriptor.task_factory is not None  # checked in step 2
+            return TaskFactory(self.descriptor.task_factory, self.plan.app)
         _check_memory_intermediates(self.plan, resolved)
         streams: dict[str, SystemStream] = {}
         for plan in (*self.plan.inputs, *self.plan.outputs, *self.plan.intermediates):
@@ -98,24 +106,32 @@ def load_application(config: Config, app: Any = None) -> Application:
         )
     if app is None:
         path = str(config.get(APP_CLASS_KEY))
-        cls = load_class(
-            path,
-            key=APP_CLASS_KEY,
-            base=StreamApplication,
-            what="an application: it must subclass samzapy.StreamApplication",
-        )
+        cls = load_class(path, key=APP_CLASS_KEY, base=_APP_BASES, what=_APP_EXPECTED)
         name = path.strip()
         app = _create(cls, name)
     else:
         cls = app if isinstance(app, type) else type(app)
         # A class defined in a function (a test's) is named without its "<locals>" step.
         name = f"{cls.__module__}:{cls.__qualname__.replace('<locals>.', '')}"
-        if not issubclass(cls, StreamApplication):
-            raise ConfigError(f"{name} is not an application: it must subclass StreamApplication")
+        if not issubclass(cls, _APP_BASES):
+            raise ConfigError(
+                f"{name} is not an application: it must subclass StreamApplication or "
+                "TaskApplication"
+            )
         if isinstance(app, type):
             app = _create(app, name)
+    if issubclass(cls, StreamApplication) and issubclass(cls, TaskApplication):
+        raise ConfigError(
+            f"{APP_CLASS_KEY}: {name} subclasses both StreamApplication and TaskApplication: "
+            "subclass one",
+            key=APP_CLASS_KEY,
+        )
     # 2.
-    descriptor = StreamApplicationDescriptor(config)
+    descriptor: StreamApplicationDescriptor | TaskApplicationDescriptor
+    if isinstance(app, TaskApplication):
+        descriptor = TaskApplicationDescriptor(config)
+    else:
+        descriptor = StreamApplicationDescriptor(config)
     try:
         app.describe(descriptor)
     except ConfigError as exc:
@@ -125,9 +141,12 @@ def load_application(config: Config, app: Any = None) -> Application:
             f"{APP_CLASS_KEY}: describe() of {name} failed: {describe_cause(exc)}",
             key=APP_CLASS_KEY,
         ) from exc
+    if isinstance(descriptor, TaskApplicationDescriptor):
+        check_task_application(descriptor, name)
     # 3.
+    checks = check_task_graph if isinstance(descriptor, TaskApplicationDescriptor) else check_graph
     try:
-        plan = plan_application(descriptor, config, app=name)
+        plan = plan_application(descriptor, config, app=name, checks=checks)
     except ConfigError as exc:
         if exc.key is not None and exc.key != APP_CLASS_KEY:
             raise  # a job file key's problem says so itself ("job.name is required")
@@ -159,6 +178,12 @@ def load_application(config: Config, app: Any = None) -> Application:
     merged = {**plan.config, **{k: v for k, v in config.items()}}
     merged.setdefault(APP_CLASS_KEY, name)
     return Application(descriptor, plan, Config(merged, source=config.source))
+
+
+_APP_BASES = (StreamApplication, TaskApplication)
+_APP_EXPECTED = (
+    "an application: it must subclass samzapy.StreamApplication or samzapy.TaskApplication"
+)
 
 
 def _create(cls: type[Any], name: str) -> Any:

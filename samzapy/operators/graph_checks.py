@@ -1,7 +1,8 @@
 """The checks of an application's graph before it is planned (pure): at least one input,
 every input used by an operator, every output written (by a ``send_to``, a late output, or
 maybe a ``sink``), every ``partition_by`` or ``broadcast`` stream used, no output that is also
-an input (a cycle through a stream), no stream id both an input's and an output's; and where
+an input (a cycle through a stream), no stream id both an input's and an output's (a task
+application's graph, without operators: an input, and the stream ids); and where
 the job places a stream (``placed``), as the planner reads it.
 """
 
@@ -36,6 +37,16 @@ def check_graph(graph: ApplicationGraph, config: Mapping[str, Any]) -> None:
                 f"the stream {stream.kind} {stream.op_id!r} returns is not used by any "
                 "operator: apply an operator to it, or leave the operator out"
             )
+    _check_stream_ids(graph, config)
+
+
+def check_task_graph(graph: ApplicationGraph, config: Mapping[str, Any]) -> None:
+    """A task application's graph (inputs, outputs and tables, no operators): at least one
+    input, and its stream ids each name one stream."""
+    if not graph.inputs:
+        raise ConfigError(
+            "the application described no input: call app_desc.with_input_stream(...) in describe"
+        )
     _check_stream_ids(graph, config)
 
 
@@ -84,4 +95,4 @@ def placed(descriptor: StreamDescriptor, config: Mapping[str, Any]) -> tuple[str
     return str(system), str(physical)
 
 
-__all__ = ["check_graph", "placed"]
+__all__ = ["check_graph", "check_task_graph", "placed"]

@@ -23,13 +23,14 @@ prints it:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from samzapy.api.application import StreamApplicationDescriptor
 from samzapy.api.descriptors import KVSerde, StreamDescriptor, SystemDescriptor, serde_label
 from samzapy.api.errors import ConfigError
 from samzapy.api.graph import ApplicationGraph, IntermediateStream, OperatorSpec, upstream_of
+from samzapy.api.task_application import TaskApplicationDescriptor
 from samzapy.config.schema import SAMZA_SYSTEM_FACTORIES, to_int
 from samzapy.operators.claims import check_claims
 from samzapy.operators.graph_checks import check_graph, placed
@@ -47,12 +48,17 @@ def intermediate_stream_id(job_name: str, job_id: str, kind: str, op_id: str) ->
 
 
 def plan_application(
-    app_desc: StreamApplicationDescriptor, config: Mapping[str, Any], app: str = ""
+    app_desc: StreamApplicationDescriptor | TaskApplicationDescriptor,
+    config: Mapping[str, Any],
+    app: str = "",
+    *,
+    checks: Callable[[ApplicationGraph, Mapping[str, Any]], None] = check_graph,
 ) -> AppPlan:
-    """Check and plan the graph ``app_desc`` holds; ``config``: the job file's flat keys."""
+    """Check and plan the graph ``app_desc`` holds; ``config``: the job file's flat keys;
+    ``checks``: step 1's (a task application's graph has no operators to check)."""
     graph = app_desc.graph
     graph.frozen = True  # 1.
-    check_graph(graph, config)
+    checks(graph, config)
     keys = _Keys()
     systems = _Systems()
     inputs = tuple(

@@ -14,7 +14,8 @@ ends through the control messages of its upstream tasks, as on Kafka.
     )
     assert result.outputs("counts") == {0: [...]}
 
-An application runs the same way (``TestRunner.of(app)``), its descriptors' streams on the
+An application (a StreamApplication or a TaskApplication) runs the same way
+(``TestRunner.of(app)``), its descriptors' streams on the
 memory system whatever system they name, so the application a job file runs on Kafka is
 tested as it is:
 
@@ -162,8 +163,8 @@ class TestRunner:
         clock: Clock | None = None,
         namespace: str | None = None,
     ) -> TestRunner:
-        """A runner of application ``app`` (a StreamApplication instance or class), or of a
-        task class, as Samza's ``TestRunner.of`` takes either."""
+        """A runner of application ``app`` (a StreamApplication or TaskApplication, instance
+        or class), or of a task class, as Samza's ``TestRunner.of`` takes either."""
         if isinstance(app, type) and issubclass(app, StreamTask | AsyncStreamTask):
             return cls(app, config, clock=clock, namespace=namespace)
         runner = cls(None, config, clock=clock, namespace=namespace)

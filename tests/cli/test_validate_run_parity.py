@@ -132,7 +132,7 @@ CASES: dict[str, tuple[dict[str, Any] | None, list[str]]] = {
         },
         [
             r"app\.class: 'paritytasks:NotAnApp' is not an application: it must subclass "
-            r"samzapy\.StreamApplication",
+            r"samzapy\.StreamApplication or samzapy\.TaskApplication",
             re.escape("task.commit.ms must be an integer >= -1, got 'soon'"),
         ],
     ),

@@ -1,0 +1,134 @@
+"""A task application (``TaskApplication``) once described: its checks, and the factory that
+makes each task's instance.
+
+The job it yields is a ``task.class`` job's: the container runs the instances the task
+factory returns exactly as it runs a task class's (one per task), and nothing of the
+operator task is involved. What is checked once ``describe`` returned:
+
+1. it called ``with_task_factory``: a task class is checked as ``task.class`` is (a
+   StreamTask or AsyncStreamTask subclass, not both, created with no arguments), another
+   callable must take no arguments;
+2. its tables are local (in memory or RocksDB): each is a store of every task, which
+   ``context.get_table`` and ``context.get_store`` reach; a remote or caching table is
+   refused, as a task has no operator to open and drive it.
+
+Each instance the factory returns is checked when it is made: not a task is a ConfigError
+naming ``app.class``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from samzapy.api.errors import ConfigError
+from samzapy.api.tables import LocalTableDescriptor
+from samzapy.api.task_application import TaskApplicationDescriptor
+from samzapy.config.classes import (
+    APP_CLASS_KEY,
+    TASK_BASE_NAMES,
+    TASK_BASES,
+    check_task_class,
+    describe_cause,
+)
+
+_EXPECTED = (
+    f"a task class (a subclass of {TASK_BASE_NAMES}) or a callable with no arguments that "
+    "returns a new task instance"
+)
+
+
+def check_task_application(descriptor: TaskApplicationDescriptor, app: str) -> None:
+    """Steps 1 and 2 for application ``app`` (its ``module:Class``)."""
+    factory = descriptor.task_factory
+    if factory is None:
+        raise ConfigError(
+            f"{APP_CLASS_KEY}: {app} is a TaskApplication whose describe() did not call "
+            f"app_desc.with_task_factory(...): expected {_EXPECTED}",
+            key=APP_CLASS_KEY,
+        )
+    name = f"{app}'s task factory {_label(factory)}"
+    if isinstance(factory, type):
+        if not issubclass(factory, TASK_BASES):
+            raise ConfigError(
+                f"{APP_CLASS_KEY}: {name} is a class that is not a task: expected {_EXPECTED}",
+                key=APP_CLASS_KEY,
+            )
+        check_task_class(factory, key=APP_CLASS_KEY, name=_label(factory))
+    else:
+        try:
+            inspect.signature(factory).bind()
+        except TypeError:
+            raise ConfigError(
+                f"{APP_CLASS_KEY}: {name} cannot be called with no arguments: expected {_EXPECTED}",
+                key=APP_CLASS_KEY,
+            ) from None
+        except ValueError:
+            pass  # no signature to read (a builtin): calling it will tell
+    for table_id, table in descriptor.graph.tables.items():
+        if not isinstance(table.descriptor, LocalTableDescriptor):
+            raise ConfigError(
+                f"{APP_CLASS_KEY}: {app}: table {table_id!r} is {table.descriptor.describe()}: "
+                "a TaskApplication's tasks have local tables only (InMemoryTableDescriptor, "
+                "RocksDbTableDescriptor), reached with context.get_table; call a remote "
+                "service from process_async, or describe the job as a StreamApplication",
+                key=APP_CLASS_KEY,
+            )
+
+
+class TaskFactory:
+    """Makes each task's instance with the application's factory, checking what it returns.
+
+    ``probe()`` makes one ahead (``samzapy validate``, ``plan`` and ``run`` check it before
+    the job starts) and keeps it for the first task, so that each task's instance still
+    comes from one call."""
+
+    def __init__(self, factory: Callable[[], Any], app: str) -> None:
+        self._factory = factory
+        self._app = app
+        self._ahead: list[Any] = []
+
+    def probe(self) -> type[Any]:
+        """The class of the factory's tasks: one instance made now, kept for the first task."""
+        if not self._ahead:
+            self._ahead.append(self._make())
+        return type(self._ahead[0])
+
+    def __call__(self) -> Any:
+        if self._ahead:
+            return self._ahead.pop()
+        return self._make()
+
+    def _make(self) -> Any:
+        name = f"{self._app}'s task factory {_label(self._factory)}"
+        try:
+            task = self._factory()
+        except Exception as exc:
+            raise ConfigError(
+                f"{APP_CLASS_KEY}: {name} failed: {describe_cause(exc)}", key=APP_CLASS_KEY
+            ) from exc
+        if not isinstance(task, TASK_BASES):
+            raise ConfigError(
+                f"{APP_CLASS_KEY}: {name} returned {task!r:.80}, which is not a task: expected "
+                f"an instance of a subclass of {TASK_BASE_NAMES}",
+                key=APP_CLASS_KEY,
+            )
+        check_task_class(type(task), key=APP_CLASS_KEY, name=_label(type(task)), created=False)
+        return task
+
+    def __repr__(self) -> str:
+        return _label(self._factory)
+
+
+def _label(obj: Any) -> str:
+    """``module:QualName`` of a class or function (its ``<locals>`` step left out), else its
+    repr."""
+    qualname = getattr(obj, "__qualname__", None)
+    module = getattr(obj, "__module__", None)
+    if isinstance(qualname, str) and isinstance(module, str):
+        return f"{module}:{qualname.replace('<locals>.', '')}"
+    return repr(obj)
+
+
+__all__ = ["TaskFactory", "check_task_application"]
