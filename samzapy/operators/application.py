@@ -51,7 +51,7 @@ class Application:
         application's own factory, each instance it makes checked."""
         if isinstance(self.descriptor, TaskApplicationDescriptor):
             assert self.descriptor.task_factory is not None  # checked in step 2
-            return TaskFactory(self.descriptor.task_factory, self.plan.app)
+            return TaskFactory(self.descriptor.task_factory, self.plan.app, self.descriptor.graph)
         _check_memory_intermediates(self.plan, resolved)
         streams: dict[str, SystemStream] = {}
         for plan in (*self.plan.inputs, *self.plan.outputs, *self.plan.intermediates):

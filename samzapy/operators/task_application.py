@@ -7,13 +7,15 @@ operator task is involved. What is checked once ``describe`` returned:
 
 1. it called ``with_task_factory``: a task class is checked as ``task.class`` is (a
    StreamTask or AsyncStreamTask subclass, not both, created with no arguments), another
-   callable must take no arguments;
-2. its tables are local (in memory or RocksDB): each is a store of every task, which
-   ``context.get_table`` and ``context.get_store`` reach; a remote or caching table is
-   refused, as a task has no operator to open and drive it.
+   callable must take no arguments.
 
 Each instance the factory returns is checked when it is made: not a task is a ConfigError
-naming ``app.class``.
+naming ``app.class``. Its tables: a local one (in memory or RocksDB) is a store of every task,
+which ``context.get_table`` and ``context.get_store`` reach as a task class's stores. With a
+remote or caching table among them, each task's tables are built and opened as an
+application's operator task does it (``task_tables.py``): the task's class is given an
+``init`` that opens them before its own (which gets a context that has them) and a
+``close`` that closes them after its own (``with_tables``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from collections.abc import Callable
 from typing import Any
 
 from samzapy.api.errors import ConfigError
+from samzapy.api.graph import ApplicationGraph
 from samzapy.api.tables import LocalTableDescriptor
+from samzapy.api.task import ClosableTask, InitableTask
 from samzapy.api.task_application import TaskApplicationDescriptor
 from samzapy.config.classes import (
     APP_CLASS_KEY,
@@ -32,6 +36,7 @@ from samzapy.config.classes import (
     check_task_class,
     describe_cause,
 )
+from samzapy.operators.task_tables import AppTaskContext, TaskTables
 
 _EXPECTED = (
     f"a task class (a subclass of {TASK_BASE_NAMES}) or a callable with no arguments that "
@@ -40,7 +45,7 @@ _EXPECTED = (
 
 
 def check_task_application(descriptor: TaskApplicationDescriptor, app: str) -> None:
-    """Steps 1 and 2 for application ``app`` (its ``module:Class``)."""
+    """Step 1 for application ``app`` (its ``module:Class``)."""
     factory = descriptor.task_factory
     if factory is None:
         raise ConfigError(
@@ -66,15 +71,6 @@ def check_task_application(descriptor: TaskApplicationDescriptor, app: str) -> N
             ) from None
         except ValueError:
             pass  # no signature to read (a builtin): calling it will tell
-    for table_id, table in descriptor.graph.tables.items():
-        if not isinstance(table.descriptor, LocalTableDescriptor):
-            raise ConfigError(
-                f"{APP_CLASS_KEY}: {app}: table {table_id!r} is {table.descriptor.describe()}: "
-                "a TaskApplication's tasks have local tables only (InMemoryTableDescriptor, "
-                "RocksDbTableDescriptor), reached with context.get_table; call a remote "
-                "service from process_async, or describe the job as a StreamApplication",
-                key=APP_CLASS_KEY,
-            )
 
 
 class TaskFactory:
@@ -84,10 +80,17 @@ class TaskFactory:
     the job starts) and keeps it for the first task, so that each task's instance still
     comes from one call."""
 
-    def __init__(self, factory: Callable[[], Any], app: str) -> None:
+    def __init__(
+        self, factory: Callable[[], Any], app: str, graph: ApplicationGraph | None = None
+    ) -> None:
+        """``graph``: the application's, whose tables each task gets (None: none)."""
         self._factory = factory
         self._app = app
         self._ahead: list[Any] = []
+        tables = [] if graph is None else graph.tables.values()
+        remote = any(not isinstance(t.descriptor, LocalTableDescriptor) for t in tables)
+        #: With a remote or caching table, the graph whose tables each task opens itself.
+        self._graph = graph if remote else None
 
     def probe(self) -> type[Any]:
         """The class of the factory's tasks: one instance made now, kept for the first task."""
@@ -96,9 +99,8 @@ class TaskFactory:
         return type(self._ahead[0])
 
     def __call__(self) -> Any:
-        if self._ahead:
-            return self._ahead.pop()
-        return self._make()
+        task = self._ahead.pop() if self._ahead else self._make()
+        return task if self._graph is None else with_tables(task, self._graph)
 
     def _make(self) -> Any:
         name = f"{self._app}'s task factory {_label(self._factory)}"
@@ -121,6 +123,44 @@ class TaskFactory:
         return _label(self._factory)
 
 
+def with_tables(task: Any, graph: ApplicationGraph) -> Any:
+    """``task``, its class replaced by a subclass of it (same name, no new slots) that is
+    an InitableTask and a ClosableTask: ``init`` builds and opens the task's own instance of
+    every table of ``graph`` (``TaskTables``, as an operator task's), then calls the task's
+    ``init``, if it has one, with a context whose ``get_table`` and ``get_store`` reach them;
+    ``close`` calls the task's ``close``, if it has one, then closes the tables."""
+    cls = type(task)
+    tables = TaskTables(graph, {})  # its own memo: each task copies the functions itself
+    initable, closable = isinstance(task, InitableTask), isinstance(task, ClosableTask)
+
+    async def init(self: Any, context: Any) -> None:
+        await tables.open(context)
+        if initable:
+            result = cls.init(self, AppTaskContext(context, tables.tables))
+            if inspect.isawaitable(result):
+                await result
+
+    async def close(self: Any) -> None:
+        try:
+            if closable:
+                result = cls.close(self)
+                if inspect.isawaitable(result):
+                    await result
+        finally:
+            await tables.close()
+
+    bases = (cls, *(b for b in (InitableTask, ClosableTask) if not issubclass(cls, b)))
+    namespace = {
+        "init": init,
+        "close": close,
+        "__slots__": (),
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+    }
+    task.__class__ = type(cls.__name__, bases, namespace)
+    return task
+
+
 def _label(obj: Any) -> str:
     """``module:QualName`` of a class or function (its ``<locals>`` step left out), else its
     repr."""
@@ -131,4 +171,4 @@ def _label(obj: Any) -> str:
     return repr(obj)
 
 
-__all__ = ["TaskFactory", "check_task_application"]
+__all__ = ["TaskFactory", "check_task_application", "with_tables"]

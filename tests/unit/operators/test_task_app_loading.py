@@ -10,9 +10,7 @@ import pytest
 
 from samzapy import (
     AsyncStreamTask,
-    CachingTableDescriptor,
     ConfigError,
-    InMemoryTableDescriptor,
     KafkaSystemDescriptor,
     KVSerde,
     RemoteTableDescriptor,
@@ -200,20 +198,12 @@ def test_each_call_of_the_factory_is_checked_and_a_probe_is_kept_for_the_first_t
         failing()
 
 
-@pytest.mark.parametrize(
-    "table",
-    [
-        RemoteTableDescriptor("profiles"),
-        CachingTableDescriptor(
-            "profiles", InMemoryTableDescriptor("inner", KVSerde("string", "json"))
-        ),
-    ],
-)
-def test_a_remote_or_caching_table_is_refused_naming_it(table: Any) -> None:
+def test_a_remote_table_without_a_read_function_is_refused_as_for_a_stream_application() -> None:
     def describe(d: TaskApplicationDescriptor) -> None:
-        d.with_input_stream(VIEWS).with_table(table).with_task_factory(Noop)
+        d.with_input_stream(VIEWS).with_table(RemoteTableDescriptor("profiles"))
+        d.with_task_factory(Noop)
 
-    with pytest.raises(ConfigError, match=r"table 'profiles' is .*local tables only"):
+    with pytest.raises(ConfigError, match=r"table 'profiles': a remote table needs a read"):
         load(describe)
 
 

@@ -4,18 +4,21 @@ an instance from one call of its factory, its tables its tasks' stores."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from samzapy import (
     AsyncStreamTask,
+    CachingTableDescriptor,
+    ClosableTask,
     ConfigError,
     EndOfStreamListenerTask,
     InitableTask,
     KafkaSystemDescriptor,
     KVSerde,
     OutgoingMessageEnvelope,
+    RemoteTableDescriptor,
     RocksDbTableDescriptor,
     StreamTask,
     SystemStream,
@@ -142,3 +145,91 @@ def test_describe_without_a_task_factory_fails_the_run_before_it_starts() -> Non
     runner = TestRunner.of(App).add_input_stream(VIEWS, [{"m": "a"}])
     with pytest.raises(ConfigError, match=r"did not call app_desc.with_task_factory"):
         runner.run(timeout=10)
+
+
+class Cities:
+    """A remote table's read function: a member's city; counts its calls, notes close."""
+
+    CLOSED: ClassVar[list[str]] = []
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def get_async(self, member: str) -> Any:
+        self.calls += 1
+        await asyncio.sleep(0)
+        return {"ann": "Oslo", "bob": "Lima"}.get(member)
+
+    def close(self) -> None:
+        Cities.CLOSED.append(f"{self.calls} calls")
+
+
+CITIES = RemoteTableDescriptor("cities").with_read_function(Cities())
+CACHED = CachingTableDescriptor("cached-cities", CITIES)
+ENRICHED = KAFKA.get_output_descriptor("enriched", "json")
+
+
+class Enricher(InitableTask, AsyncStreamTask, ClosableTask):
+    """Each view with its member's city, read through a cache in front of a remote table."""
+
+    def init(self, context: Any) -> None:
+        self.cities = context.get_table("cached-cities")
+        self.counts = context.get_store("counts")  # a local table's store, beside them
+        self.closed = False
+
+    async def process_async(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        member = envelope.message["m"]
+        city = await self.cities.get_async(member)
+        self.counts.put(member, (self.counts.get(member) or 0) + 1)
+        out = {"m": member, "city": city, "n": self.counts.get(member)}
+        collector.send(OutgoingMessageEnvelope(SystemStream("kafka", "enriched"), out))
+
+    def close(self) -> None:
+        self.closed = True
+        Cities.CLOSED.append("task")
+
+
+class EnrichViews(TaskApplication):
+    def describe(self, app_desc: TaskApplicationDescriptor) -> None:
+        app_desc.with_input_stream(VIEWS).with_output_stream(ENRICHED)
+        app_desc.with_table(CITIES).with_table(CACHED).with_table(TABLE)
+        app_desc.with_task_factory(Enricher)
+
+
+def test_remote_and_caching_tables_are_opened_for_the_task_and_closed_after_it() -> None:
+    Cities.CLOSED.clear()
+    views = [{"m": "ann"}, {"m": "bob"}, {"m": "ann"}, {"m": "cid"}]
+    runner = TestRunner.of(EnrichViews).add_input_stream(VIEWS, views)
+    result = runner.add_output_stream(ENRICHED).run(timeout=10)
+    assert result.outputs(ENRICHED) == {
+        0: [
+            {"m": "ann", "city": "Oslo", "n": 1},
+            {"m": "bob", "city": "Lima", "n": 1},
+            {"m": "ann", "city": "Oslo", "n": 2},
+            {"m": "cid", "city": None, "n": 1},
+        ]
+    }
+    # The task's close ran before the tables': its own copy of the function read 3 members
+    # (ann's second view was the cache's).
+    assert Cities.CLOSED == ["task", "3 calls"]
+    task = result.metrics.snapshot()["task.Partition 0"]
+    assert task["cached-cities-cache-hits"] == 1
+    assert runner.container is not None
+    (instance,) = [t._task for t in runner.container.tasks]
+    assert type(instance).__name__ == "Enricher" and isinstance(instance, Enricher)
+    assert instance.closed
+
+
+def test_a_task_without_init_gets_its_remote_tables_opened_and_closed() -> None:
+    Cities.CLOSED.clear()
+
+    class Plain(StreamTask):
+        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+            pass
+
+    class App(TaskApplication):
+        def describe(self, app_desc: TaskApplicationDescriptor) -> None:
+            app_desc.with_input_stream(VIEWS).with_table(CITIES).with_task_factory(Plain)
+
+    TestRunner.of(App).add_input_stream(VIEWS, [{"m": "ann"}]).run(timeout=10)
+    assert Cities.CLOSED == ["0 calls"]
