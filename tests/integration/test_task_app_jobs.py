@@ -1,7 +1,7 @@
 """A task application (``app.class`` naming a TaskApplication) on the real broker, through
 `samzapy run`: stopped, then restarted without its local state, it resumes after its
 checkpoint with its table restored from the changelog, so each word's running counts go
-1..n once each across the two runs."""
+1..n once each across the two runs, under either guarantee (exactly-once in the slow tier)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import json
 import shutil
 import sys
 from pathlib import Path
+
+import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -37,8 +39,12 @@ def produce_words(bootstrap: str, topic: str, count: int, start: int) -> None:
     asyncio.run(produce(bootstrap, topic, items))
 
 
+@pytest.mark.parametrize(
+    "guarantee",
+    ["at-least-once", pytest.param("exactly-once", marks=pytest.mark.slow)],
+)
 def test_a_task_application_restarts_from_its_checkpoint_and_its_changelog(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, guarantee: str
 ) -> None:
     source, out = name("words"), name("counts")
     asyncio.run(create_topic(kafka_bootstrap, source, 2))
@@ -48,7 +54,7 @@ def test_a_task_application_restarts_from_its_checkpoint_and_its_changelog(
         tmp_path,
         kafka_bootstrap,
         "task_app_jobs:WordCounts",
-        **{"app.words": source, "app.counts": out},
+        **{"app.words": source, "app.counts": out, "task.processing.guarantee": guarantee},
     )
     first = Job(job, "unused", tmp_path / "first.log")
     wait_for(lambda: output_count(kafka_bootstrap, out) >= 120, 60, "120 counts", first.proc)
@@ -64,7 +70,8 @@ def test_a_task_application_restarts_from_its_checkpoint_and_its_changelog(
     wait_for(lambda: output_count(kafka_bootstrap, out) >= 180, 60, "180 counts", second.proc)
     assert second.stop() == 0, second.tail()
     counts: dict[str, list[int]] = {}
-    for record in asyncio.run(read_all(kafka_bootstrap, out)):
+    committed = guarantee == "exactly-once"  # what a read_committed reader sees
+    for record in asyncio.run(read_all(kafka_bootstrap, out, committed=committed)):
         counts.setdefault(record.key.decode(), []).append(json.loads(record.value))
     assert counts == {word: list(range(1, 31)) for word in WORDS}
     restored = [e for e in second.events() if e["event"] == "store_restored"]
