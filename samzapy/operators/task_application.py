@@ -2,25 +2,27 @@
 makes each task's instance.
 
 The job it yields is a ``task.class`` job's: the container runs the instances the task
-factory returns exactly as it runs a task class's (one per task), and nothing of the
-operator task is involved. What is checked once ``describe`` returned:
+factory returns exactly as it runs a task class's (one per task); of the operator task, only
+the table machinery serves it, for remote and caching tables. Once ``describe`` returned,
+it must have called ``with_task_factory``: a task class is checked as ``task.class`` is (a
+StreamTask or AsyncStreamTask subclass, not both, created with no arguments), another
+callable must take no arguments.
 
-1. it called ``with_task_factory``: a task class is checked as ``task.class`` is (a
-   StreamTask or AsyncStreamTask subclass, not both, created with no arguments), another
-   callable must take no arguments.
+Each instance the factory returns is checked when it is made: not a task, or one it returned
+before (two tasks would share it), is a ConfigError naming ``app.class``.
 
-Each instance the factory returns is checked when it is made: not a task is a ConfigError
-naming ``app.class``. Its tables: a local one (in memory or RocksDB) is a store of every task,
-which ``context.get_table`` and ``context.get_store`` reach as a task class's stores. With a
-remote or caching table among them, each task's tables are built and opened as an
-application's operator task does it (``task_tables.py``): the task's class is given an
-``init`` that opens them before its own (which gets a context that has them) and a
-``close`` that closes them after its own (``with_tables``).
+Its tables: a local one (in memory or RocksDB) is a store of every task, which
+``context.get_table`` and ``context.get_store`` reach as a task class's stores. With a remote
+or caching table among them, each task's tables are built and opened as an application's
+operator task does it (``task_tables.py``): the task's class is given an ``init`` that opens
+them before its own (which gets a context that has them) and a ``close`` that closes them
+after its own (``with_tables``).
 """
 
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -45,7 +47,7 @@ _EXPECTED = (
 
 
 def check_task_application(descriptor: TaskApplicationDescriptor, app: str) -> None:
-    """Step 1 for application ``app`` (its ``module:Class``)."""
+    """The task factory of application ``app`` (its ``module:Class``), checked."""
     factory = descriptor.task_factory
     if factory is None:
         raise ConfigError(
@@ -87,6 +89,8 @@ class TaskFactory:
         self._factory = factory
         self._app = app
         self._ahead: list[Any] = []
+        #: Every instance made (those that take a weak reference).
+        self._made: weakref.WeakSet[Any] = weakref.WeakSet()
         tables = [] if graph is None else graph.tables.values()
         remote = any(not isinstance(t.descriptor, LocalTableDescriptor) for t in tables)
         #: With a remote or caching table, the graph whose tables each task opens itself.
@@ -117,6 +121,17 @@ class TaskFactory:
                 key=APP_CLASS_KEY,
             )
         check_task_class(type(task), key=APP_CLASS_KEY, name=_label(type(task)), created=False)
+        try:
+            if task in self._made:
+                raise ConfigError(
+                    f"{APP_CLASS_KEY}: {name} returned an instance it returned before "
+                    f"({task!r:.80}): each task needs its own, so return a new instance from "
+                    "each call",
+                    key=APP_CLASS_KEY,
+                )
+            self._made.add(task)
+        except TypeError:
+            pass  # no weak reference to it (__slots__ without __weakref__): not checked
         return task
 
     def __repr__(self) -> str:

@@ -193,6 +193,11 @@ def test_each_call_of_the_factory_is_checked_and_a_probe_is_kept_for_the_first_t
     assert tasks() is made[1]
     with pytest.raises(ConfigError, match=r"m:App's task factory .*returned 'not a task', which"):
         tasks()
+    shared = Noop()
+    once = TaskFactory(lambda: shared, "m:App")
+    assert once() is shared
+    with pytest.raises(ConfigError, match=r"returned an instance it returned before .*its own"):
+        once()
     failing = TaskFactory(lambda: 1 / 0, "m:App")
     with pytest.raises(ConfigError, match=r"m:App's task factory .* failed: ZeroDivisionError"):
         failing()
