@@ -105,9 +105,20 @@ def test_sigquit_while_the_command_imports_writes_the_threads_and_the_job_runs(
     assert (tmp_path / "data" / "out" / "0.jsonl").read_text().strip() == '{"n":1}'
 
 
+def _catches(pid: int, sig: signal.Signals) -> bool:
+    """Whether process ``pid`` has a handler of its own for ``sig`` (the SigCgt mask of its
+    /proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
 def test_sigquit_right_after_the_process_starts_does_not_kill_it(tmp_path: Path) -> None:
     """The signal as soon as the process exists: the interpreter's own start is the only
-    window left (a few hundredths of a second), so the test waits for that much first."""
+    window left, so the test waits for the end of that, the first moment the process
+    catches SIGQUIT, and sends it then. A fixed wait (0.15 s, a few times the start on an
+    idle machine) landed inside the start on a loaded one: the default killed the process."""
     write_partitions(tmp_path / "data", "in", {0: [{"n": 1}]})
     job = job_yaml(tmp_path, "Copy")
     proc = subprocess.Popen(
@@ -120,7 +131,11 @@ def test_sigquit_right_after_the_process_starts_does_not_kill_it(tmp_path: Path)
         preexec_fn=_quit_default,
     )
     try:
-        time.sleep(0.15)
+        deadline = time.monotonic() + 60
+        while not _catches(proc.pid, signal.SIGQUIT):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the process never took SIGQUIT over"
+            time.sleep(0.002)
         proc.send_signal(signal.SIGQUIT)
         out, err = proc.communicate(timeout=60)
     finally:
