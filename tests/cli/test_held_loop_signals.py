@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_run import events, job_yaml, started, write_partitions
+from test_run import events, job_yaml, started, taken, write_partitions
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
@@ -23,6 +23,7 @@ def test_a_second_signal_exits_at_once_while_a_call_holds_the_loop(
     proc = started(job, tmp_path / "ready", {"SAMZAPY_TEST_BLOCK_S": "60"})
     try:
         proc.send_signal(signal.SIGTERM)
+        taken(proc, signal.SIGTERM)  # else both pending, SIGINT would be taken first
         time.sleep(0.5)
         forced_at = time.monotonic()
         proc.send_signal(signal.SIGINT)

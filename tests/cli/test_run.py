@@ -217,6 +217,24 @@ def started(
     return proc
 
 
+def taken(proc: subprocess.Popen[str], sig: signal.Signals, timeout: float = 60) -> None:
+    """Wait until ``sig``, sent to ``proc``, is no longer pending (SigPnd and ShdPnd of its
+    /proc/<pid>/status): a thread of it has taken the signal, which an idle machine does at
+    once and a loaded one maybe much later. A signal sent before that would be pending beside
+    it, then taken in signal-number order (SIGINT before SIGTERM), or be merged into it if the
+    same: the test would not send what it means to."""
+    bit = 1 << (sig - 1)
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        fields = dict(
+            line.split(":", 1) for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+        )
+        if not (int(fields["SigPnd"], 16) | int(fields["ShdPnd"], 16)) & bit:
+            return
+        assert time.monotonic() < deadline, f"the job never took {sig.name}"
+        time.sleep(0.01)
+
+
 def _ignore_hangup() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
@@ -326,6 +344,7 @@ def test_a_second_signal_while_the_stop_waits_exits_1_at_once(
     proc = started(job, ready, env)
     try:
         proc.send_signal(signal.SIGTERM)
+        taken(proc, signal.SIGTERM)  # else the second would merge into it
         time.sleep(1.0)
         assert proc.poll() is None, "the first signal did not wait for the call in flight"
         forced_at = time.monotonic()
