@@ -19,6 +19,11 @@ Writing one (each step keeps the previous checkpoint intact if the process dies)
 The steps run in a worker thread so the event loop is not stalled by fsync. The document is
 ``samzapy.checkpoint.codec``'s, shared with the memory and stream managers, so all of them
 accept and return exactly the same things.
+
+Given the job's identity, ``start`` claims the directory by its owner file (``owner_file.py``):
+a directory another job claimed (the same ``job.name``, another ``job.id``, in the default
+``./state/<job.name>/checkpoints``) raises ``JobCollisionError`` before any checkpoint is read
+or written.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from urllib.parse import unquote
 from samzapy.api.errors import CheckpointError
 from samzapy.api.system import TaskName
 from samzapy.checkpoint.codec import decode_checkpoint, encode_checkpoint
+from samzapy.checkpoint.owner import JobIdentity
+from samzapy.checkpoint.owner_file import CHECKPOINT_DIRECTORY, claim_directory
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 
 _SAFE_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-.")
@@ -104,8 +111,14 @@ def _remedy(path: Path) -> str:
 class FileCheckpointManager(CheckpointManager):
     """Keeps each task's latest checkpoint in ``<directory>/<task file name>``."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(
+        self, directory: str | Path, *, owner: JobIdentity | None = None, claim_owner: bool = True
+    ) -> None:
+        """``owner``: the job's identity, checked against the directory's owner file (None:
+        not checked); ``claim_owner``: write one when the directory has none (``start``)."""
         self.directory = Path(directory)
+        self.owner = owner
+        self.claim_owner = claim_owner
         self._locks: dict[TaskName, asyncio.Lock] = {}
 
     def path_for(self, task_name: TaskName) -> Path:
@@ -131,6 +144,9 @@ class FileCheckpointManager(CheckpointManager):
             raise CheckpointError(
                 f"cannot create checkpoint directory {self.directory}: {exc}"
             ) from exc
+        if self.owner is not None:
+            claim = self.claim_owner
+            claim_directory(self.directory, self.owner, CHECKPOINT_DIRECTORY, claim=claim)
 
     async def read_last(self, task_name: TaskName) -> Checkpoint | None:
         path = self.path_for(task_name)

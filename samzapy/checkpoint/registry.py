@@ -5,7 +5,8 @@ job's checkpoint stream on the checkpoint system, Samza's default) and ``stream`
 manager over any system, e.g. the memory system in tests). Both stream names need the
 ``system_factory`` of ``task.checkpoint.system``; the stream is
 ``checkpoint_stream_name(job_name, job_id)``, and a job's manager checks the stream's owner
-record against the job (``samzapy.checkpoint.owner``).
+record against the job (``samzapy.checkpoint.owner``); the ``file`` manager checks its
+directory's owner file against it (``samzapy.checkpoint.owner_file``).
 
 Anything else is the import path of a CheckpointManager subclass, constructed with the keyword
 arguments ``job_name``, ``job_id``, ``checkpoint_dir`` and ``namespace``, plus
@@ -95,7 +96,8 @@ def checkpoint_manager_for(
                 f"{FACTORY_KEY} is 'file' but no checkpoint directory is configured",
                 key=FACTORY_KEY,
             )
-        return FileCheckpointManager(checkpoint_dir)
+        # Its directory is named by job.name alone: its owner file says whose it is.
+        return FileCheckpointManager(checkpoint_dir, owner=JobIdentity(job_name, job_id))
     if name in STREAM_FACTORIES:
         return _stream_manager(
             name,

@@ -9,8 +9,8 @@ job's tasks, Samza's checkpoint tool in samzapy's terms:
 1. refuse unless the job keeps its checkpoints where this process can reach them (not
    ``memory``) and, under ``kafka-group``, the job's consumer group has no live member
    (they are named; exit 1);
-2. read the checkpoints, as ``show`` does (a missing checkpoint stream is not created; one
-   whose owner record names another job is refused, exit 1, and none is written);
+2. read the checkpoints, as ``show`` does (creating no checkpoint stream or directory and
+   claiming none; one whose owner record or file names another job is refused, exit 1);
 3. work out each partition's new offset: ``oldest`` and ``upcoming`` from the partition's
    bounds, a time from the broker's offsets for it (Kafka's ListOffsets by time), with the
    job's intermediate streams at their end for all three; a file line by line (every
@@ -210,8 +210,9 @@ class _Job:
             reader = reading_existing(manager, existing)
             if reader is None:
                 return {}
-            reader.claim_owner = False  # another job's stream refused, none claimed
             manager = reader
+        if isinstance(manager, FileCheckpointManager | StreamCheckpointManager):
+            manager.claim_owner = False  # another job's refused, none claimed
         for model in self.models:
             manager.register(model.name)
         await manager.start()

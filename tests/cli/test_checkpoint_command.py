@@ -16,6 +16,8 @@ from test_run import events, job_yaml, read_jsonl, samzapy, started, write_parti
 from samzapy import SystemStreamPartition, TaskName
 from samzapy.api.errors import CheckpointError
 from samzapy.checkpoint.file import FileCheckpointManager
+from samzapy.checkpoint.owner import JobIdentity
+from samzapy.checkpoint.owner_file import CHECKPOINT_DIRECTORY, OWNER_FILE, claim_directory
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.cli.checkpoint_plan import plan_task
 from samzapy.cli.checkpoint_tool import _Job, _write
@@ -152,3 +154,26 @@ def test_set_to_a_directory_says_it_is_one_and_writes_nothing(tmp_path: Path) ->
     assert refused.returncode == 2, refused.stderr
     assert "--to: 'moves' is a directory: give a file of JSON lines" in refused.stderr
     assert read_checkpoint(tmp_path) is None
+
+
+def test_show_claims_no_directory_and_show_and_set_refuse_another_job_s(tmp_path: Path) -> None:
+    """As for the checkpoint topic (docs/configuration.md, "Two jobs, one set of names"):
+    ``show`` writes no owner file; both refuse a directory another job (here the same
+    job.name, job.id 2) claimed, exit 1, and ``set`` writes nothing there."""
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 0}]})
+    job = job_yaml(tmp_path, "Copy")
+    asyncio.run(write_checkpoint(tmp_path, Checkpoint({IN_0: "0"}, epoch=1)))
+    shown = samzapy("checkpoint", "show", str(job), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert not (tmp_path / "checkpoints" / OWNER_FILE).exists()
+    directory = tmp_path / "checkpoints"
+    claim_directory(directory, JobIdentity("clitest", "2"), CHECKPOINT_DIRECTORY)
+    for command in (("show",), ("set", "--to", "oldest")):
+        proc = samzapy("checkpoint", *command, str(job), cwd=tmp_path)
+        assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+        assert proc.stderr.startswith(
+            f"samzapy checkpoint {command[0]}: task.checkpoint.dir: checkpoint directory "
+            f"{directory} belongs to another job (job.name 'clitest' job.id '2')"
+        )
+        assert "this job (job.name 'clitest' job.id '1')" in proc.stderr
+    assert read_checkpoint(tmp_path) == Checkpoint({IN_0: "0"}, epoch=1)
