@@ -1,15 +1,16 @@
 """A local directory's owner file: which job (``job.name``, ``job.id``) a directory is.
 
-The ``file`` checkpoints' default directory ``./state/<job.name>/checkpoints`` is named by
-``job.name`` alone: two jobs of one name and different ids on one host would share it (the
-second resuming from the first's checkpoints), and renaming it would lose every running
-job's checkpoints. So the directory says whose it is, as the checkpoint stream does
+A job's local directories are named by ``job.name`` alone: the ``file`` checkpoints' default
+``./state/<job.name>/checkpoints`` and the stores' ``<job.logged.store.base.dir>/<job.name>``
+(its stores, their snapshots and its standby copies). Two jobs of one name and different ids
+on one host would share them, and renaming them would lose every running job's checkpoints
+and stores. So each directory says whose it is, as the checkpoint stream does
 (``owner.py``), and a job refuses another's.
 
 The owner file is ``<directory>/.samzapy-owner``, a JSON document ``{"job.id": ...,
 "job.name": ..., "version": 1}``. Its name is never a task's checkpoint file (``*.json``, so
-a reader that takes every ``*.json`` file for a task's sees no other). The rule
-(``claim_directory``):
+a reader that takes every ``*.json`` file for a task's sees no other) nor a store's
+directory. The rule (``claim_directory``):
 
 1. read the owner file: if there is one, the job it names owns the directory;
 2. if there is none (a new directory, or one an older samzapy wrote: adopted with what it
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import structlog
 
-from samzapy.api.errors import CheckpointError, JobCollisionError, SamzapyError
+from samzapy.api.errors import CheckpointError, JobCollisionError, SamzapyError, StoreError
 from samzapy.checkpoint.owner import OWNER_VERSION, JobIdentity
 from samzapy.system.file.layout import fsync_directory
 
@@ -59,6 +60,13 @@ CHECKPOINT_DIRECTORY = DirectoryKind(
     holds="checkpoints",
     shared="would resume from that job's checkpoints and write over them",
     error=CheckpointError,
+)
+STORE_DIRECTORY = DirectoryKind(
+    key="job.logged.store.base.dir",
+    what="store directory",
+    holds="stores",
+    shared="would open that job's stores and write over them",
+    error=StoreError,
 )
 
 
@@ -142,6 +150,7 @@ def _link_owner_file(directory: Path, job: JobIdentity) -> bool:
 __all__ = [
     "CHECKPOINT_DIRECTORY",
     "OWNER_FILE",
+    "STORE_DIRECTORY",
     "DirectoryKind",
     "claim_directory",
     "owner_document",

@@ -14,7 +14,6 @@ import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from samzapy.api.context import MessageCollector
@@ -40,6 +39,7 @@ from samzapy.container.origins import OriginCollector
 from samzapy.container.plan import ContainerPlan, TaskPlan, input_queues
 from samzapy.container.run_loop import Drain, RunLoop
 from samzapy.container.serdes import StreamSerdes
+from samzapy.container.store_directory import job_store_directory
 from samzapy.container.systems import Systems
 from samzapy.container.task_collector import MessageInProgress, TaskCollector
 from samzapy.container.task_instance import TaskInstance
@@ -239,7 +239,7 @@ class TaskAssembly:
             task_name=plan.name,
             partition=plan.model.partition,
             configs=cfg.stores,
-            base_dir=Path(cfg.job.logged_store_base_dir) / cfg.job.name,
+            base_dir=job_store_directory(cfg),
             serde=self.serdes.store,
             send=collector.send,
             flush=router.flush,

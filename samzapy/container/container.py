@@ -6,6 +6,7 @@ Start-up (Samza's container steps, in order):
    (``streams.py``: create missing intermediate streams, check the inputs, count partitions);
 2. decide the job model: which tasks the job has and which of them this container runs;
 3. read each task's last checkpoint (``checkpoints.py``) and check its partition counts;
+   claim the job's store directory (``store_directory.py``: refused if another job's);
 4. plan the tasks (``plan.py``: where each partition resumes, what each task writes);
 5. assemble: input queues and their consumers, the run loop, the output routers, then one
    task instance per task name with its stores;
@@ -51,6 +52,7 @@ from samzapy.container.run_loop import RunLoop
 from samzapy.container.serdes import StreamSerdes
 from samzapy.container.shutdown import close_after_failure, stop_cleanly, stop_parts
 from samzapy.container.startup import log_started, unless_stopped
+from samzapy.container.store_directory import claim_store_directory
 from samzapy.container.streams import (
     declared_outputs,
     prepare_changelogs,
@@ -181,11 +183,8 @@ class SamzaContainer:
         return [*(task_group(name) for name in names), *(partition_group(s) for s in ssps)]
 
     def _counts(self) -> dict[str, int]:
-        return {
-            "processed": self.processed,
-            "commits": self.commit_count,
-            "checkpoints": self.checkpoints_written,
-        }
+        written = self.checkpoints_written
+        return {"processed": self.processed, "commits": self.commit_count, "checkpoints": written}
 
     @property
     def processed(self) -> int:
@@ -297,6 +296,7 @@ class SamzaContainer:
             group=self._group_offsets,
         )
         checkpoints = await self._checkpoints.start([m.name for m in models])
+        claim_store_directory(self.config)  # after the checkpoints': none claimed if refused
         admins, stateless = self._systems.admins, not self.config.stores
         return await checked(checkpoints, counts, admins, stateless=stateless)
 

@@ -38,7 +38,6 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -49,6 +48,7 @@ from samzapy.checkpoint.ports import CheckpointManager
 from samzapy.checkpoint.registry import checkpoint_manager
 from samzapy.config import ResolvedConfig
 from samzapy.container.checkpoints import checkpoint_namespace
+from samzapy.container.store_directory import claim_store_directory, job_store_directory
 from samzapy.container.systems import system_factory
 from samzapy.coordinator.standby_store import StandbyStore
 from samzapy.metrics import Health, MetricsRegistry
@@ -104,7 +104,7 @@ class Standbys:
         self._health = health
         self._interval = interval
         self._stores = standby_stores(config)
-        self._base = Path(config.job.logged_store_base_dir) / config.job.name
+        self._base = job_store_directory(config)
         self.tasks: dict[int, StandbyTask] = {}
         self._factories: dict[str, SystemFactory] = {}
         self._admins: dict[str, SystemAdmin] = {}
@@ -119,8 +119,8 @@ class Standbys:
     # -- starting and stopping ------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the changelog systems' admins, a checkpoint manager of its own, and ``run``
-        in a task of its own."""
+        """Start the changelog systems' admins and a checkpoint manager of its own, claim the
+        job's store directory (JobCollisionError: another job's), start ``run`` in a task."""
         cfg = self.config
         inputs = list(dict.fromkeys(cfg.task.inputs))
         # Admins for the changelogs and the inputs (their partition count); factories for
@@ -143,6 +143,11 @@ class Standbys:
         if manager is not None:
             await manager.start()
         self._checkpoints = manager
+        try:
+            claim_store_directory(cfg)  # where the standbys live; after the checkpoints' claim
+        except BaseException:
+            await self.stop()
+            raise
         self._run = asyncio.ensure_future(self.run())
 
     async def stop(self) -> None:

@@ -184,3 +184,15 @@ class CopyToMemory(StreamTask):
                 partition=envelope.system_stream_partition.partition,
             )
         )
+
+
+class CountInStore(InitableTask, StreamTask):
+    """Counts its messages in its store ``counts`` and sends the running count to files.out."""
+
+    def init(self, context: Any) -> None:
+        self.store = context.get_store("counts")
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        count = (self.store.get("messages") or 0) + 1
+        self.store.put("messages", count)
+        collector.send(OutgoingMessageEnvelope(OUT, {"count": count}))
