@@ -373,6 +373,7 @@ def test_replayed_image_validates_and_runs_its_default_job(tmp_path: Path) -> No
     assert views + len(dead) == lines
     checkpoints = state_dir / "quickstart" / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir()) == [
+        ".samzapy-owner",  # the job that claimed the directory (owner_file.py)
         "Partition_0.json",
         "Partition_1.json",
         "Partition_2.json",
