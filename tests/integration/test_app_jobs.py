@@ -285,6 +285,7 @@ def word_totals_job(
     return job, words, changelog, totals, rng
 
 
+@pytest.mark.slow  # 30 s; the window and table jobs' kill -9 tests cover the path by default
 @pytest.mark.timeout(240)
 def test_word_totals_through_partition_by_are_read_committed_exactly_once_across_kill_9s(
     kafka_bootstrap: str, tmp_path: Path
