@@ -9,7 +9,10 @@ handlers rather than the event loop's, which run only when the loop does: a call
 the loop (a sync task's blocking call, a log line written to a pipe nobody reads) had kept a
 second signal from exiting until it returned. A handler interrupts whatever the main thread
 was doing, a log line's write included, whose lock it cannot take: what it logs goes through
-another thread, waited for briefly (``_aside``).
+another thread, waited for briefly (``_aside``). The kernel hands a signal to any thread of the
+process, though, and only the main thread runs a handler: a signal another thread takes (one
+sent while the main thread has another pending, or two pending at once when a stopped process
+goes on) had waited for the call too; ``_Waker`` then interrupts the main thread.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ OUTPUT_CLOSED = "stdout_closed"
 _EXIT_FORCED = 1  # main.EXIT_JOB_FAILED
 #: How long a handler waits for its log line's thread (the line may be held up).
 _LOG_WAIT_S = 0.5
+#: What ``_Waker`` interrupts the main thread with: its handler does nothing, and the call it
+#: interrupts runs the handlers pending first. Ignored by default and used by nothing else, so
+#: harmless unasked (Go's runtime preempts its threads with it for the same reasons).
+_NUDGE: int | None = getattr(signal, "SIGURG", None)
 #: How far a thread dump follows one task's chain of awaits, and its longest "awaiting" line.
 _MAX_DEPTH = 100
 _MAX_LINE = 500
@@ -77,6 +84,7 @@ class SignalStopper:
         self._installed: list[signal.Signals] = []
         self._running: tuple[asyncio.AbstractEventLoop, Stoppable] | None = None
         self._ended = False
+        self._waker: _Waker | None = None
 
     def output_closed(self) -> None:
         """From any thread: the reader of the log stream closed it. A stop not asked yet is
@@ -93,6 +101,8 @@ class SignalStopper:
         self._running = (loop, container)
         if self.reason == OUTPUT_CLOSED:  # while the job's file was checked
             container.request_stop(OUTPUT_CLOSED)
+        if self._waker is None and threading.current_thread() is threading.main_thread():
+            self._waker = _Waker.started(loop)
         for sig in stop_signals():
             try:
                 signal.signal(sig, self._signalled)
@@ -105,6 +115,8 @@ class SignalStopper:
         loop, so a plain handler takes over, one that still exits at once on a second signal
         (the default one had killed the process, exit 143, or raised KeyboardInterrupt)."""
         self._running, self._ended = None, True
+        if self._waker is not None:
+            self._waker.ended()
         for sig in self._installed:
             signal.signal(sig, self._after_run)
         self._installed.clear()
@@ -146,6 +158,68 @@ class SignalStopper:
             with contextlib.suppress(OSError, ValueError, RuntimeError):
                 stream.flush()
         os._exit(_EXIT_FORCED)
+
+
+class _Waker:
+    """From ``install`` on, the signals' wakeup fd, which the thread that takes a signal writes
+    its number to, is read by a thread of its own. For each signal it interrupts the main thread
+    (with ``_NUDGE``: a blocking call there returns to run the pending handlers, this one's
+    included) and wakes the loop (uvloop's poll, interrupted, does not return to run them).
+    The numbers go on to the wakeup fd it replaced (uvloop's, whose loop runs the handlers a
+    task gave ``add_signal_handler`` from it) until the run ends (``ended``): the loop then
+    closes that fd. The thread stays for the process's life: after the run the main thread
+    may still wait on a call or a thread, and a signal another thread takes must still reach
+    it (under uvloop, whose end restores the wakeup fd it found, only until then)."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, read_fd: int, nudge: int, replaced: int
+    ) -> None:
+        self._loop = loop
+        self._read_fd = read_fd
+        self._nudge = nudge
+        self._main = threading.main_thread().ident or 0
+        self._replaced = replaced if replaced >= 0 else None
+        self._passing = threading.Lock()  # ``ended`` waits for a write under way
+
+    @classmethod
+    def started(cls, loop: asyncio.AbstractEventLoop) -> _Waker | None:
+        """Set up from the main thread; None where the platform cannot (nor needs to)."""
+        if _NUDGE is None or not hasattr(signal, "pthread_kill"):
+            return None
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        signal.signal(_NUDGE, lambda signum, frame: None)
+        replaced = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        waker = cls(loop, read_fd, _NUDGE, replaced)
+        threading.Thread(target=waker._read, name="signal-waker", daemon=True).start()
+        return waker
+
+    def ended(self) -> None:
+        """The run ended: nothing more goes to the wakeup fd this one replaced."""
+        with self._passing:
+            self._replaced = None
+
+    def _read(self) -> None:
+        while numbers := os.read(self._read_fd, 64):
+            signals = bytes(n for n in numbers if n != self._nudge)  # its own: else endless
+            if signals:
+                self._pass_on(signals)
+                self._wake()
+
+    def _pass_on(self, signals: bytes) -> None:
+        with self._passing, contextlib.suppress(OSError):  # full, or closed
+            if self._replaced is not None:
+                os.write(self._replaced, signals)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # the main thread has ended
+            signal.pthread_kill(self._main, self._nudge)
+        with contextlib.suppress(RuntimeError):  # the loop is closed
+            self._loop.call_soon_threadsafe(_nothing)
+
+
+def _nothing() -> None:
+    """A callback to wake the loop with: running Python code, it runs the handlers pending."""
 
 
 def _aside(log_line: Callable[[], None]) -> None:
