@@ -191,9 +191,17 @@ class Job:
             stderr=subprocess.STDOUT,
         )
         RUNNING.append(self.proc)
+        self.asked_to_stop = False
+
+    def ask_to_stop(self) -> None:
+        """SIGTERM, not waited for: ``stop`` then waits for the process, sending nothing more
+        (a second signal would force it out)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        self.asked_to_stop = True
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
-        if self.proc.poll() is None:
+        if self.proc.poll() is None and not (sig == signal.SIGTERM and self.asked_to_stop):
             self.proc.send_signal(sig)
         code = self.proc.wait(timeout)
         self.handle.close()
