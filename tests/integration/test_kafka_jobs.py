@@ -262,11 +262,12 @@ def test_job_output_then_restart_processes_nothing_twice(
     assert len(read) == 4
 
 
-def checkpoint_entries(
+def checkpoint_documents(
     bootstrap: str, job: Path, *, exactly_once: bool = False
-) -> list[dict[str, Any]]:
-    """The offset entries (stream, partition, offset) of every task's last checkpoint; with
-    ``exactly_once``, of the exactly-once checkpoints, read committed."""
+) -> dict[str, dict[str, Any]]:
+    """The last record of each key of the job's checkpoint stream (a task's checkpoint, the
+    job's owner record), by key; with ``exactly_once``, of the exactly-once checkpoints,
+    read committed."""
     cfg = json.loads(job.read_text())
     topic = checkpoint_stream_name(cfg["job.name"], cfg["job.id"])
     if exactly_once:
@@ -274,7 +275,16 @@ def checkpoint_entries(
     latest: dict[str, Any] = {}
     for record in asyncio.run(read_all(bootstrap, topic, committed=exactly_once)):
         latest[record.key.decode()] = json.loads(record.value) if record.value else None
-    return [entry for doc in latest.values() for entry in (doc or {}).get("offsets", [])]
+    return {key: doc for key, doc in latest.items() if doc}
+
+
+def checkpoint_entries(
+    bootstrap: str, job: Path, *, exactly_once: bool = False
+) -> list[dict[str, Any]]:
+    """The offset entries (stream, partition, offset) of every task's last checkpoint; with
+    ``exactly_once``, of the exactly-once checkpoints, read committed."""
+    documents = checkpoint_documents(bootstrap, job, exactly_once=exactly_once)
+    return [entry for doc in documents.values() for entry in doc.get("offsets", [])]
 
 
 def checkpointed(bootstrap: str, job: Path, *, exactly_once: bool = False) -> dict[int, int]:
