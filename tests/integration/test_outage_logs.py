@@ -49,6 +49,26 @@ def noisy(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e["level"] in ("warning", "error", "critical")]
 
 
+def reminders_allowed(outage_s: float) -> int:
+    """The most ``broker_still_unreachable`` reminders an outage of ``outage_s`` (as the job
+    measured it) brings: the first REMIND_S into it, the next ones at least 0.9 REMIND_S
+    apart (each waiting call times its own, from its first failure; connection.py)."""
+    return int(outage_s // (REMIND_S * 0.9))
+
+
+def check_a_handful(events: list[dict[str, Any]]) -> None:
+    """At most HANDFUL warning and error lines for an outage, besides its reminders: a loaded
+    machine restarts a broker in more than REMIND_S, and each outage may add those its
+    length allows (``reminders_allowed``)."""
+    lines = noisy(events)
+    reminders = [e for e in lines if e["event"] == "broker_still_unreachable"]
+    others = [e for e in lines if e["event"] != "broker_still_unreachable"]
+    assert len(others) <= HANDFUL, "\n".join(map(str, others))
+    outages = [e["outage_s"] for e in events if e["event"] == "broker_reachable"]
+    allowed = sum(reminders_allowed(outage_s) for outage_s in outages)
+    assert len(reminders) <= allowed, (outages, reminders)
+
+
 def check_library_lines(run: Job) -> None:
     """Every line of the log is JSON, and the client library's lines are ``library_log``
     events naming its logger, at warning at most (the job did not fail)."""
@@ -106,7 +126,7 @@ async def test_an_admin_call_rides_out_an_outage_with_two_lines(
         ("broker_reachable", "info"),
     ]
     assert logs[-1]["bootstrap_servers"] == broker.bootstrap and logs[-1]["outage_s"] >= 3
-    assert reminders <= logs[-1]["outage_s"] // REMIND_S
+    assert reminders <= reminders_allowed(logs[-1]["outage_s"])
 
 
 @pytest.mark.parametrize(
@@ -136,8 +156,7 @@ def test_a_broker_stopped_as_the_job_starts_is_waited_for(
     events = run.events()
     names = [e["event"] for e in events]
     assert "job_failed" not in names
-    lines = noisy(events)
-    assert len(lines) <= HANDFUL, "\n".join(map(str, lines))
+    check_a_handful(events)
     check_library_lines(run)
 
 
@@ -162,8 +181,7 @@ def test_a_broker_stopped_mid_run_is_ridden_out_with_a_handful_of_lines(
     events = run.events()
     names = [e["event"] for e in events]
     assert names.count("broker_unreachable") == names.count("broker_reachable") == 1, names
-    lines = noisy(events)
-    assert len(lines) <= HANDFUL, "\n".join(map(str, lines))
+    check_a_handful(events)
     check_library_lines(run)
 
 
