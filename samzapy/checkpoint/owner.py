@@ -69,14 +69,20 @@ def read_owner(key: bytes, value: object, source: str) -> JobIdentity | None:
             return None
         if not isinstance(value, bytes | bytearray):
             raise ValueError(f"expected a JSON document as bytes, got {type(value).__name__}")
-        document = json.loads(value)
-        if not isinstance(document, dict) or document.get("version") != OWNER_VERSION:
-            raise ValueError(f"expected a version {OWNER_VERSION} owner document")
-        name, job_id = document.get("job.name"), document.get("job.id")
-        if not isinstance(name, str) or not isinstance(job_id, str):
-            raise ValueError("'job.name' and 'job.id' must be strings")
+        return read_owner_document(value)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"corrupt owner record {source}: {exc}") from exc
+
+
+def read_owner_document(data: bytes | bytearray) -> JobIdentity:
+    """The job an owner document (a record's value, an owner file) names; ValueError (or
+    UnicodeDecodeError) when it is not one."""
+    document = json.loads(data)
+    if not isinstance(document, dict) or document.get("version") != OWNER_VERSION:
+        raise ValueError(f"expected a version {OWNER_VERSION} owner document")
+    name, job_id = document.get("job.name"), document.get("job.id")
+    if not isinstance(name, str) or not isinstance(job_id, str):
+        raise ValueError("'job.name' and 'job.id' must be strings")
     return JobIdentity(name, job_id)
 
 
@@ -98,5 +104,6 @@ __all__ = [
     "is_typed_key",
     "owner_of",
     "owner_record",
+    "read_owner_document",
     "read_owner",
 ]

@@ -34,7 +34,7 @@ from pathlib import Path
 import structlog
 
 from samzapy.api.errors import CheckpointError, JobCollisionError, SamzapyError, StoreError
-from samzapy.checkpoint.owner import OWNER_VERSION, JobIdentity
+from samzapy.checkpoint.owner import OWNER_VERSION, JobIdentity, read_owner_document
 from samzapy.system.file.layout import fsync_directory
 
 log = structlog.get_logger("samzapy.checkpoint")
@@ -107,18 +107,12 @@ def read_owner_file(directory: Path, kind: DirectoryKind) -> JobIdentity | None:
     except OSError as exc:
         raise kind.error(f"cannot read owner file {path}: {exc}") from exc
     try:
-        document = json.loads(data)
-        if not isinstance(document, dict) or document.get("version") != OWNER_VERSION:
-            raise ValueError(f"expected a version {OWNER_VERSION} owner document")
-        name, job_id = document.get("job.name"), document.get("job.id")
-        if not isinstance(name, str) or not isinstance(job_id, str):
-            raise ValueError("'job.name' and 'job.id' must be strings")
+        return read_owner_document(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise kind.error(
             f"corrupt owner file {path}: {exc}; it says which job the {kind.what} is: if it "
             "is this job's, remove the file and the job claims the directory again at its start"
         ) from exc
-    return JobIdentity(name, job_id)
 
 
 def owner_document(job: JobIdentity) -> bytes:
