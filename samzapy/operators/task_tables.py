@@ -78,12 +78,18 @@ class TaskTables:
     def _note_opened(self, current: Any | None) -> None:
         """Add the tables opened since the last call to the closing order, as they became
         ready: those a first call opened while ``current`` opened, then ``current`` (None:
-        its open failed)."""
+        its open failed). A remote table whose open failed after one of its functions'
+        ``init`` returned (``begun``) is added too, last: its close releases that one."""
         known = {id(table) for table in self._opened}
         new = [
             table
             for table in self._built.values()
-            if id(table) not in known and (table is current or getattr(table, "opened", False))
+            if id(table) not in known
+            and (
+                table is current
+                or getattr(table, "opened", False)
+                or getattr(table, "begun", False)
+            )
         ]
         new.sort(key=_when)
         self._opened.extend(new)

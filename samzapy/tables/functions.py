@@ -12,8 +12,11 @@ A task's remote table holds its own copies of the functions (``RemoteTable``); t
    Concurrent first calls share that one ``init``. A call made from the table's own
    functions' ``init`` (directly, or through another table's) goes ahead without waiting:
    nothing it could wait for would end.
-3. ``close()`` calls each function's ``close()`` (all of them, even when one fails; the
-   first failure is raised after), once their ``init`` all returned. The task closes its
+3. ``close()`` calls the ``close()`` of each function whose ``init`` returned (all of them,
+   even when one fails; the first failure is raised after): when the write function's
+   ``init`` fails, the read function's ``close`` still releases what its ``init`` opened,
+   and the write function's is not called (``begun``: such a table still has something to
+   close). The task closes its
    tables in the reverse order they became ready (``ready_at``), so a function's ``close``
    may still use the tables its ``init`` did.
 
@@ -57,8 +60,16 @@ class TableFunctions:
         #: functions (a table whose ``init`` used another one became ready after it).
         self.ready = False
         self.ready_at: int | None = None
+        #: The functions whose ``init`` returned (or that have none), in that order.
+        self._initialised_roles: list[tuple[str, Any]] = []
         #: Set once step 2 ended, either way (None: not begun).
         self._initialised: asyncio.Event | None = None
+
+    @property
+    def begun(self) -> bool:
+        """Whether a function's ``init`` returned: ``close`` has something to close, even
+        when the table never became ready."""
+        return bool(self._initialised_roles)
 
     @property
     def attached(self) -> bool:
@@ -86,6 +97,7 @@ class TableFunctions:
         try:
             for role, fn in self.roles:
                 await self._call(role, fn, "init", self._context)
+                self._initialised_roles.append((role, fn))
             self.ready, self.ready_at = True, next(_READY)
         finally:
             _INITIALISING.reset(token)
@@ -93,10 +105,8 @@ class TableFunctions:
 
     async def close(self) -> None:
         """Step 3."""
-        if not self.ready:
-            return
         failure: TableError | None = None
-        for role, fn in self.roles:
+        for role, fn in self._initialised_roles:
             try:
                 await self._call(role, fn, "close")
             except TableError as exc:

@@ -131,6 +131,12 @@ class RemoteTable(CachedBehind):
         return self._functions.ready
 
     @property
+    def begun(self) -> bool:
+        """Whether a function's ``init`` returned, so that ``close`` has something to close
+        (a table whose other function's ``init`` failed is not ``opened``, but is begun)."""
+        return self._functions.begun
+
+    @property
     def opened_at(self) -> int | None:
         """When the table became ready, in the process's order of tables (None: not yet)."""
         return self._functions.ready_at
