@@ -10,8 +10,9 @@ nothing; it imports the classes the job names and builds its factories, as a run
 2. an application (``app.class``): import, create, describe and plan it, merging its keys;
 3. resolve the configuration; when the application failed, the file's own keys are checked
    (``task.inputs``, which the application gives, aside);
-4. an application's task factory over the resolved streams (a task application's makes its
-   first task's instance now, checked, and keeps it for that task); for a task job, import
+4. an application's task factory over the resolved streams (a task application's factory
+   that is not a task class makes its first task's instance now, checked, and keeps it for
+   that task; a task class is checked as ``task.class`` is); for a task job, import
    the task class (also when other keys are wrong, unless ``task.class`` itself is among them);
 5. each system's client options (kafka's ``consumer.*``/``producer.*``), from the file's keys
    as written, so a misspelt one is reported whatever else is wrong and whatever its value;

@@ -78,9 +78,11 @@ def check_task_application(descriptor: TaskApplicationDescriptor, app: str) -> N
 class TaskFactory:
     """Makes each task's instance with the application's factory, checking what it returns.
 
-    ``probe()`` makes one ahead (``samzapy validate``, ``plan`` and ``run`` check it before
-    the job starts) and keeps it for the first task, so that each task's instance still
-    comes from one call."""
+    ``probe()`` gives the class of its tasks (``samzapy validate``, ``plan`` and ``run``
+    check it before the job starts): a task class is its own, checked as ``task.class`` is
+    and created in the job, on its event loop, as a ``task.class`` job's instances are;
+    another callable is called ahead, and the instance it made is kept for the first task,
+    so that each task's instance still comes from one call."""
 
     def __init__(
         self, factory: Callable[[], Any], app: str, graph: ApplicationGraph | None = None
@@ -97,7 +99,11 @@ class TaskFactory:
         self._graph = graph if remote else None
 
     def probe(self) -> type[Any]:
-        """The class of the factory's tasks: one instance made now, kept for the first task."""
+        """The class of the factory's tasks: a task class itself (none made: its instances
+        are made in the job, as ``task.class``'s), else that of one instance made now, kept
+        for the first task."""
+        if isinstance(self._factory, type):
+            return self._factory
         if not self._ahead:
             self._ahead.append(self._make())
         return type(self._ahead[0])
