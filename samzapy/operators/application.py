@@ -8,7 +8,8 @@ The steps, before anything is read or written:
    ConfigError naming ``app.class`` (a task application's is checked: ``task_application.py``);
 3. plan the graph (``plan.py``): the job's streams, operators and the config keys they yield;
 4. merge: the job file's keys win over the application's; ``task.inputs`` comes from the
-   application only;
+   application only, and so does a stream application's ``task.broadcast.inputs`` (a task
+   application has no broadcast stream to give: its job file names them);
 5. once the merged config is resolved, ``task_factory`` makes each task's operator task (a
    task application's: its own task instances, from its factory).
 """
@@ -141,18 +142,21 @@ def load_application(config: Config, app: Any = None) -> Application:
             f"{APP_CLASS_KEY}: describe() of {name} failed: {describe_cause(exc)}",
             key=APP_CLASS_KEY,
         ) from exc
+    task_app = isinstance(descriptor, TaskApplicationDescriptor)
     if isinstance(descriptor, TaskApplicationDescriptor):
         check_task_application(descriptor, name)
     # 3.
-    checks = check_task_graph if isinstance(descriptor, TaskApplicationDescriptor) else check_graph
+    checks = check_task_graph if task_app else check_graph
     try:
         plan = plan_application(descriptor, config, app=name, checks=checks)
     except ConfigError as exc:
         if exc.key is not None and exc.key != APP_CLASS_KEY:
             raise  # a job file key's problem says so itself ("job.name is required")
         raise ConfigError(f"{APP_CLASS_KEY}: {name}: {exc}", key=APP_CLASS_KEY) from exc
-    # 4.
-    for key in ("task.inputs", "task.broadcast.inputs"):
+    # 4. (a task application gives no broadcast inputs: the job file names them, as a task
+    # class's does)
+    given = ("task.inputs",) if task_app else ("task.inputs", "task.broadcast.inputs")
+    for key in given:
         if config.get(key) is not None:
             raise ConfigError(
                 f"{key} comes from the application ({APP_CLASS_KEY}): leave it out of the job file",

@@ -233,3 +233,37 @@ def test_a_task_without_init_gets_its_remote_tables_opened_and_closed() -> None:
 
     TestRunner.of(App).add_input_stream(VIEWS, [{"m": "ann"}]).run(timeout=10)
     assert Cities.CLOSED == ["0 calls"]
+
+
+def test_a_task_application_reads_the_broadcast_inputs_its_job_file_names() -> None:
+    """A TaskApplication has no broadcast stream of its own to give: task.broadcast.inputs
+    from the job file (config) gives every task the listed partitions, as for a task class."""
+    rates = KAFKA.get_input_descriptor("rates", "json")
+    seen = KAFKA.get_output_descriptor("seen", "json")
+
+    class Seen(StreamTask):
+        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+            out = {"ssp": str(envelope.system_stream_partition), "m": envelope.message["m"]}
+            collector.send(OutgoingMessageEnvelope(SystemStream("kafka", "seen"), out))
+
+    class App(TaskApplication):
+        def describe(self, app_desc: TaskApplicationDescriptor) -> None:
+            app_desc.with_input_stream(VIEWS).with_input_stream(rates)
+            app_desc.with_output_stream(seen).with_task_factory(Seen)
+
+    result = (
+        TestRunner.of(App)
+        .add_config("task.broadcast.inputs", ["kafka.rates#0"])
+        .add_input_stream(VIEWS, {0: [{"m": "a"}], 1: [{"m": "b"}]})
+        .add_input_stream(rates, [{"m": "eur"}])
+        .add_output_stream(seen)
+        .run(timeout=10)
+    )
+    got = sorted((m["ssp"], m["m"]) for ms in result.outputs(seen).values() for m in ms)
+    # Both tasks read rates#0 (the broadcast partition), each its own views partition.
+    assert got == [
+        ("kafka.rates#0", "eur"),
+        ("kafka.rates#0", "eur"),
+        ("kafka.views#0", "a"),
+        ("kafka.views#1", "b"),
+    ]
