@@ -9,7 +9,9 @@ A task's remote table holds its own copies of the functions (``RemoteTable``); t
    table, or earlier, at the table's first call once attached (from another table's
    function's ``init``, which may reach any table of the task), so that a function's
    ``init`` finds every table it reaches ready, whatever order they were described in.
-   Concurrent first calls share that one ``init``. A call made from the table's own
+   Concurrent first calls share that one ``init``; one cancelled in it (a caller that gave
+   up waiting) leaves it to the next call, which runs the ``init`` of the functions whose
+   ``init`` had not returned. A call made from the table's own
    functions' ``init`` (directly, or through another table's) goes ahead without waiting:
    nothing it could wait for would end.
 3. ``close()`` calls the ``close()`` of each function whose ``init`` returned (all of them,
@@ -81,27 +83,38 @@ class TableFunctions:
         self._context, self._attached = context, True
 
     async def initialise(self) -> None:
-        """Step 2 (nothing once it ran)."""
-        if self.ready or self in _INITIALISING.get():
-            return
-        if self._initialised is not None:  # a concurrent first call runs it: wait for it
-            await self._initialised.wait()
-            if not self.ready:
+        """Step 2 (nothing once it ran). A first call cancelled in an ``init`` (a caller that
+        gave up waiting) is no failure: the next call, or one waiting, runs the ``init`` of
+        the functions whose ``init`` did not return."""
+        while True:
+            if self.ready or self in _INITIALISING.get():
+                return
+            running = self._initialised
+            if running is None:
+                break
+            await running.wait()  # a concurrent first call runs it: wait for it
+            if self.ready:
+                return
+            if self._initialised is running:  # it ended without being cancelled: it failed
                 raise TableError(
                     f"table {self.table_id!r} is not usable: the init of its functions failed",
                     table_id=self.table_id,
                 )
-            return
-        self._initialised = asyncio.Event()
+        self._initialised = running = asyncio.Event()
         token = _INITIALISING.set((*_INITIALISING.get(), self))
         try:
             for role, fn in self.roles:
+                if any(fn is done for _, done in self._initialised_roles):
+                    continue  # its init returned before a cancelled call's
                 await self._call(role, fn, "init", self._context)
                 self._initialised_roles.append((role, fn))
             self.ready, self.ready_at = True, next(_READY)
+        except asyncio.CancelledError:
+            self._initialised = None  # not begun, for the next call
+            raise
         finally:
             _INITIALISING.reset(token)
-            self._initialised.set()
+            running.set()
 
     async def close(self) -> None:
         """Step 3."""

@@ -1,6 +1,7 @@
-"""A remote table whose write function's init fails after its read function's returned: the
-task fails, and the read function's close still runs (it releases what its init opened),
-while the write function, whose init never returned, is not closed."""
+"""A remote table's functions' init that did not all return: when the write function's init
+fails after the read function's returned, the read function's close still runs (it releases
+what its init opened) and the write function's does not; when a first call is given up on
+(cancelled) in the init, that is no failure: the init runs again at the next call."""
 
 from __future__ import annotations
 
@@ -89,3 +90,71 @@ def test_a_task_whose_table_init_failed_half_way_closes_what_it_opened() -> None
     with pytest.raises(Exception, match="service down"):
         runner.run(timeout=10)
     assert Reader.EVENTS == ["read.init", "read.close"]
+
+
+class SlowDirectory:
+    """A read function whose init takes a while (a slow connect)."""
+
+    async def init(self, context: Any) -> None:
+        Reader.EVENTS.append("directory.init")
+        await asyncio.sleep(0.05)
+        self.client = {"ann": "Oslo"}
+
+    async def get_async(self, key: Any) -> Any:
+        return self.client.get(key)
+
+
+class WarmingProfiles:
+    """A read function whose init warms up from the directory, giving up after a bound."""
+
+    async def init(self, context: Any) -> None:
+        directory = context.get_table("directory")
+        try:
+            await asyncio.wait_for(directory.get_async("ann"), 0.001)
+        except TimeoutError:  # an optional warm-up: go on without it
+            Reader.EVENTS.append("warm-up given up")
+
+    async def get_async(self, key: Any) -> Any:
+        return None
+
+
+def test_a_first_call_given_up_on_leaves_the_table_to_open_later() -> None:
+    """The warm-up's first call to the directory runs the directory's init and is cancelled
+    (its timeout): that init did not fail, so the table opens when the task opens it."""
+    Reader.EVENTS.clear()
+
+    class Reads(StreamTask):
+        def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+            pass
+
+    class Warming(TaskApplication):
+        def describe(self, app_desc: TaskApplicationDescriptor) -> None:
+            app_desc.with_input_stream(VIEWS)
+            app_desc.with_table(
+                RemoteTableDescriptor("profiles").with_read_function(WarmingProfiles())
+            )
+            app_desc.with_table(
+                RemoteTableDescriptor("directory").with_read_function(SlowDirectory())
+            )
+            app_desc.with_task_factory(Reads)
+
+    TestRunner.of(Warming).add_input_stream(VIEWS, [{"m": "ann"}]).run(timeout=10)
+    assert Reader.EVENTS == ["directory.init", "warm-up given up", "directory.init"]
+
+
+def test_a_call_waiting_on_a_cancelled_init_runs_it_itself() -> None:
+    Reader.EVENTS.clear()
+
+    async def main() -> None:
+        functions = TableFunctions("directory", SlowDirectory(), None)
+        functions.attach(object())
+        first = asyncio.ensure_future(functions.initialise())
+        await asyncio.sleep(0)  # the first call is in the init
+        waiting = asyncio.ensure_future(functions.initialise())
+        await asyncio.sleep(0)
+        first.cancel()
+        await waiting  # not "the init failed": it runs the init again
+        assert functions.ready
+
+    asyncio.run(main())
+    assert Reader.EVENTS == ["directory.init", "directory.init"]
