@@ -10,7 +10,11 @@ with a ``"type"`` field, as Samza's checkpoint keys are: ``{"type": "owner", "jo
 never begins with ``{``, so compaction keeps the owner record apart from the checkpoints; the
 random ``claim`` makes every owner record's key its own, so compaction never replaces the
 first owner record by a later one. Its value is ``{"version": 1, "job.name": ..., "job.id":
-...}``. A key of another type (a newer samzapy's) is skipped.
+..., "task": <the key>, "offsets": []}``: to a samzapy from before the owner record, which
+takes every record for a task's checkpoint (a container of it still running during a rolling
+upgrade, or a job taken back to it), it is the empty checkpoint of a task named by the key,
+which no job has, instead of a corrupt checkpoint that stops it. A key of another type (a
+newer samzapy's) is skipped.
 
 The rule (``StreamCheckpointManager.start``): the FIRST owner record in the stream names the
 owner. A job that finds none (a new stream, or one an older samzapy wrote: adopted) writes
@@ -54,8 +58,16 @@ def owner_record(identity: JobIdentity) -> tuple[bytes, bytes]:
         "job.id": identity.id,
         "claim": uuid.uuid4().hex,
     }
-    value = {"version": OWNER_VERSION, "job.name": identity.name, "job.id": identity.id}
-    return json.dumps(key, sort_keys=True).encode(), json.dumps(value, sort_keys=True).encode()
+    encoded = json.dumps(key, sort_keys=True)
+    value = {
+        "version": OWNER_VERSION,
+        "job.name": identity.name,
+        "job.id": identity.id,
+        # An older samzapy's reading: the empty checkpoint of the task the key names.
+        "task": encoded,
+        "offsets": [],
+    }
+    return encoded.encode(), json.dumps(value, sort_keys=True).encode()
 
 
 def read_owner(key: bytes, value: object, source: str) -> JobIdentity | None:

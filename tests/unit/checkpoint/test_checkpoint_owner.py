@@ -11,6 +11,7 @@ import pytest
 
 from samzapy.api.errors import JobCollisionError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
+from samzapy.checkpoint.codec import decode_checkpoint
 from samzapy.checkpoint.owner import (
     JobIdentity,
     is_typed_key,
@@ -70,6 +71,18 @@ def test_an_owner_key_is_never_a_task_name_and_every_claim_has_its_own_key() -> 
     assert is_typed_key(first) and first != second
     assert not is_typed_key(str(TASK).encode())
     assert read_owner(first, owner_record(A)[1], "test") == A
+
+
+def test_a_samzapy_from_before_the_owner_record_reads_it_as_no_tasks_checkpoint() -> None:
+    """A container of an older samzapy still running beside this one (a rolling upgrade of a
+    kafka-group job, whose tasks move at each step) reads every record as a task's checkpoint:
+    the task its key names, the document its value holds. The owner record must be one, of
+    a task no job has, else that container stops with 'corrupt checkpoint'."""
+    key, value = owner_record(A)
+    task, checkpoint = decode_checkpoint(value, "test")  # what the older reader does
+    assert task == TaskName(key.decode("utf-8"))  # and checks against the key
+    assert checkpoint == Checkpoint({})
+    assert not str(task).startswith("Partition")
 
 
 async def start(
