@@ -168,7 +168,8 @@ def _epoch(value: Any) -> int | None:
 #: the way, and a new job can start from them.
 STATELESS_REMEDY = (
     "this job keeps no stores, so unless its tasks keep state of their own it can read the "
-    "new partitions too: run it as a new job (a new job.id) started from these checkpoints, "
+    "new partitions too: run it as a new job (a new job.id; with file checkpoints, on the old "
+    "job's host, a task.checkpoint.dir of its own) started from these checkpoints, "
     "`samzapy checkpoint show JOB | samzapy checkpoint set NEW_JOB --to -`, with the input's "
     "samza.offset.default at oldest so that the new partitions are read from their first "
     'message (docs/deploy.md, "Adding partitions to an input")'

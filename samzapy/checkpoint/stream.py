@@ -50,6 +50,7 @@ from samzapy.checkpoint.owner import (
     read_owner,
 )
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
+from samzapy.config.directories import OWN_DIRECTORIES
 from samzapy.system.ports import (
     OffsetDefault,
     SystemAdmin,
@@ -237,7 +238,8 @@ class StreamCheckpointManager(CheckpointManager):
                     raise CheckpointError(
                         f"{exc}; restarting fails the same way: to start the job over (every "
                         "task at its offset defaults, its logged stores empty), give it a new "
-                        f"job.id, which reads a new checkpoint stream instead of {self.stream}"
+                        f"job.id, which reads a new checkpoint stream instead of {self.stream} "
+                        f"({OWN_DIRECTORIES})"
                     ) from exc
             records += len(batch)
         return records

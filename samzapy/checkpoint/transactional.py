@@ -48,6 +48,7 @@ from samzapy.checkpoint.codec import encode_checkpoint
 from samzapy.checkpoint.owner import JobIdentity
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.checkpoint.stream import MAX_STREAM_NAME_LENGTH, STREAM_CONFIG, StreamCheckpointManager
+from samzapy.config.directories import OWN_DIRECTORIES
 from samzapy.system.ports import OffsetDefault, SystemAdmin, SystemConsumer, SystemFactory
 from samzapy.system.reader import read_partition
 
@@ -158,7 +159,7 @@ class TransactionalCheckpointManager(StreamCheckpointManager):
                 f"checkpoint stream {self.system_factory.system_name}.{self.stream} has {count} "
                 f"partitions; exactly-once needs one per task ({self.task_count}): delete the "
                 "stream (the job then resumes from its at-least-once checkpoints) or give the "
-                "job a new job.id"
+                f"job a new job.id ({OWN_DIRECTORIES})"
             )
 
     async def _read_partition(self, admin: SystemAdmin, ssp: SystemStreamPartition) -> int:

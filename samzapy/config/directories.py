@@ -21,6 +21,16 @@ from typing import Any
 #: The longest name of one directory or file, in bytes.
 MAX_NAME_BYTES = 255
 
+#: What a job started over under a new ``job.id`` (the remedies of a changed partition count,
+#: of a checkpoint stream too small) also needs on the old job's host: the directories are
+#: named by ``job.name`` alone, and their owner files refuse another ``job.id``
+#: (``checkpoint/owner_file.py``).
+OWN_DIRECTORIES = (
+    "on the old job's host, also a job.logged.store.base.dir of its own when it keeps stores "
+    "on disk, and a task.checkpoint.dir of its own with file checkpoints (the directories are "
+    "named by job.name alone)"
+)
+
 
 def directory_problems(values: Mapping[str, Any], problem: Callable[[str, str], None]) -> None:
     """Report, through ``problem(key, message)``, each directory name of ``values`` (typed
@@ -63,4 +73,4 @@ def _too_long(name: str) -> bool:
     return len(name.encode()) > MAX_NAME_BYTES
 
 
-__all__ = ["MAX_NAME_BYTES", "directory_problems"]
+__all__ = ["OWN_DIRECTORIES", "MAX_NAME_BYTES", "directory_problems"]

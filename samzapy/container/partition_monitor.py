@@ -33,6 +33,7 @@ import structlog
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream
 from samzapy.checkpoint.codec import STATELESS_REMEDY
+from samzapy.config.directories import OWN_DIRECTORIES
 from samzapy.container.clock import Clock
 from samzapy.container.streams import partition_counts
 from samzapy.system.ports import SystemAdmin
@@ -44,8 +45,9 @@ log = structlog.get_logger("samzapy.container")
 ACTION = (
     "a task's state belongs to its partition, so the count must not change under a job: a "
     "restart that finds checkpoints refuses the new count; write the input to a new stream "
-    "with the partition count you want and run the job on it under a new job.id (without "
-    "checkpoints a restart reads the new partitions from their offset default)"
+    "with the partition count you want and run the job on it under a new job.id "
+    f"({OWN_DIRECTORIES}; without checkpoints a restart reads the new partitions from their "
+    "offset default)"
 )
 
 
@@ -74,7 +76,7 @@ def changed_error(
         STATELESS_REMEDY
         if stateless
         else "write the data to a new stream with the partition count you want and read that "
-        "instead, as a new job (a new job.id)"
+        f"instead, as a new job (a new job.id; {OWN_DIRECTORIES})"
     )
     return StreamSystemError(
         f"{said}; a stream's partition count must never change while a job reads it (each "

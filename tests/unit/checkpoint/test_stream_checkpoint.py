@@ -269,7 +269,8 @@ class TestRecords:
             match=f"corrupt checkpoint {RECORD_SOURCE.format(0)}: its key is task 'Partition 0' "
             "but the document holds task 'Partition 1'; restarting fails the same way: to start "
             r"the job over \(every task at its offset defaults, its logged stores empty\), give "
-            f"it a new job.id, which reads a new checkpoint stream instead of {STREAM}$",
+            f"it a new job.id, which reads a new checkpoint stream instead of {STREAM} "
+            r"\(on the old job's host, also a job.logged.store.base.dir of its own",
         ):
             await started(factory)
 
