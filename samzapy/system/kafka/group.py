@@ -27,8 +27,9 @@ reads UNKNOWN_MEMBER_ID and would rejoin, fencing the newcomer in turn): such a 
 ``on_fenced`` and never rejoins under that id (``MemberFencedError``).
 
 Each member's metadata also names its job (``job.name``, ``job.id``): the group's name is
-the same for job ``a.b`` id ``1`` and job ``a`` id ``b.1``, and the leader gives another job's
-members no task and a refusal they fail with (``JobCollisionError``; ``group_wire.py``).
+the same for job ``a.b`` id ``1`` and job ``a`` id ``b.1``, and the leader gives the members
+of any job but the one that held the group first (its own, or not) no task and a refusal
+they fail with (``JobCollisionError``; ``group_wire.py``).
 
 Heartbeats go every ``HEARTBEAT_MAX_MS`` at most: the other members learn of a rebalance
 (a released task waiting for its new owner) at their next heartbeat.
@@ -66,9 +67,11 @@ from samzapy.system.kafka.group_offsets import KafkaGroupOffsets
 from samzapy.system.kafka.group_wire import (
     Job,
     decode,
+    first_job,
     job_of,
     refusals,
     released_times,
+    since_of,
     standby_report,
     strangers,
     task_list,
@@ -136,6 +139,7 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
                 report["standbys"] = {str(t): lag for t, lag in sorted(standbys.items())}
             if membership.job is not None:
                 report["job"] = list(membership.job)
+                report["since"] = membership._created_at
             data = json.dumps(report).encode()
             return ConsumerProtocolMemberMetadata(0, sorted(topics), data)
 
@@ -144,8 +148,11 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
             cls, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
         ) -> dict[str, ConsumerProtocolMemberAssignment]:
             metadata = {member: decode(meta.user_data) for member, meta in members.items()}
-            # Another job's members in the group (its name maps to this one): refused.
-            refused = strangers(membership.job, {m: job_of(d) for m, d in metadata.items()})
+            # Another job's members in the group (its name maps to this one): refused, the
+            # job that held the group first keeps it (``first_job``), this one's or not.
+            jobs = {m: job_of(d) for m, d in metadata.items()}
+            holder = first_job(membership.job, jobs, {m: since_of(d) for m, d in metadata.items()})
+            refused = strangers(holder, jobs)
             ours = {m: meta for m, meta in members.items() if m not in refused}
             topics = sorted({t for meta in ours.values() for t in meta.subscription})
             counts = {t: len(cluster.partitions_for_topic(t) or ()) for t in topics}
@@ -172,8 +179,8 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
                     given["warmups"] = warmups.get(member, [])
                 user_data = json.dumps(given).encode()
                 out[member] = ConsumerProtocolMemberAssignment(0, assignment, user_data)
-            if membership.job is not None:
-                for member, why in refusals(membership.group_id, membership.job, refused):
+            if holder is not None:
+                for member, why in refusals(membership.group_id, holder, refused):
                     out[member] = ConsumerProtocolMemberAssignment(0, [], why)
             return out
 

@@ -3,17 +3,21 @@ wire: the member metadata and assignment user data of samzapy's assignor (``grou
 
 A member's metadata is a JSON object: the tasks it runs (``"tasks": [3, 5]``), when it
 released tasks since the last rebalance (``"released": {"3": 1712345678.9}``), its standbys'
-lags (``"standbys": {"3": 120}``) and the job it belongs to (``"job": ["pageviews", "1"]``,
-``job.name`` and ``job.id``). The group's name ``samzapy.<job.name>.<job.id>`` is the same for
-job ``a.b`` id ``1`` and job ``a`` id ``b.1``: the leader gives tasks only to the members of
-its own job (``strangers``), and each other member's assignment carries ``"refused"``, the
-message it fails with (``refusal``). A member of an older samzapy names no job: it is taken
-as the leader's.
+lags (``"standbys": {"3": 120}``), the job it belongs to (``"job": ["pageviews", "1"]``,
+``job.name`` and ``job.id``) and when its membership was created (``"since"``, wall clock,
+s). The group's name ``samzapy.<job.name>.<job.id>`` is the same for job ``a.b`` id ``1`` and
+job ``a`` id ``b.1``: the leader gives tasks only to the members of the job that held the group
+first, the one whose oldest member was created first (``first_job``), whichever job's member
+leads (a colliding job started later, or crash-looping, never takes the group from a running
+one when a member of it happens to lead); each other member's assignment carries
+``"refused"``, the message it fails with (``refusal``), the leader's own included. A member of
+an older samzapy names no job: it is taken as the leader's.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -67,6 +71,31 @@ def job_of(data: Mapping[str, Any]) -> Job | None:
     return None
 
 
+def since_of(data: Mapping[str, Any]) -> float | None:
+    """When a member's membership was created; None when it does not say."""
+    value = data.get("since")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def first_job(
+    leader: Job | None, jobs: Mapping[str, Job | None], since: Mapping[str, float | None]
+) -> Job | None:
+    """The job of the member created first (of ``jobs``, each member's job; ``since``, when
+    each was created): the job that held the group. A member naming no job is the
+    ``leader``'s, one naming no time the oldest (an older samzapy's); a tie goes to the
+    leader's job. None when the leader names no job (it refuses no one)."""
+    if leader is None:
+        return None
+    first: dict[Job, float] = {}
+    for member, job in jobs.items():
+        at = since.get(member)
+        owner = leader if job is None else job
+        first[owner] = min(first.get(owner, math.inf), -math.inf if at is None else at)
+    return min(first, key=lambda job: (first[job], job != leader), default=leader)
+
+
 def strangers(leader: Job | None, jobs: Mapping[str, Job | None]) -> dict[str, Job]:
     """The members (of ``jobs``, each member's job) that belong to another job than the
     ``leader``'s; a member naming no job, or a leader naming none, is no stranger."""
@@ -76,7 +105,8 @@ def strangers(leader: Job | None, jobs: Mapping[str, Job | None]) -> dict[str, J
 
 
 def refusal(group_id: str, leader: Job, job: Job) -> str:
-    """What a member of ``job`` refused by the leader's ``group_id`` fails with."""
+    """What a member of ``job`` refused for ``leader``, the job holding ``group_id``
+    (``first_job``), fails with."""
     return (
         f"job.name, job.id: consumer group {group_id!r} is used by another job "
         f"(job.name {leader[0]!r} job.id {leader[1]!r}), whose containers joined it first; "
@@ -103,10 +133,12 @@ def refusals(group_id: str, leader: Job, refused: Mapping[str, Job]) -> Iterator
 __all__ = [
     "Job",
     "decode",
+    "first_job",
     "job_of",
     "refusal",
     "refusals",
     "released_times",
+    "since_of",
     "standby_report",
     "strangers",
     "task_list",

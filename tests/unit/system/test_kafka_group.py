@@ -33,7 +33,9 @@ class Cluster:
 class Member:
     """A membership whose runner owns ``owned`` and records what it is assigned."""
 
-    def __init__(self, owned: list[int], instance_id: str | None = None) -> None:
+    def __init__(
+        self, owned: list[int], instance_id: str | None = None, job: tuple[str, str] | None = None
+    ) -> None:
         self.owned = owned
         self.fenced = 0
         self.assigned: list[tuple[list[int], Mapping[int, float]]] = []
@@ -55,6 +57,7 @@ class Member:
             on_assigned=on_assigned,
             instance_id=instance_id,
             on_fenced=self._on_fenced,
+            job=job,
         )
         self.assignor: Any = _assignor(self.membership)
 
@@ -107,6 +110,21 @@ async def test_metadata_a_member_cannot_read_counts_as_owning_nothing() -> None:
     plan = a.assignor.assign(Cluster(), {"a": a.metadata(), "z": broken})
     tasks = {m: [p for _, ps in x.assignment for p in ps] for m, x in plan.items()}
     assert tasks == {"a": [0, 1], "z": [2, 3]}
+
+
+async def test_a_leader_of_the_job_that_came_second_gives_the_group_to_the_first() -> None:
+    # Jobs a.b/1 and a/b.1 share the group samzapy.a.b.1; the first ran alone, then the
+    # second's member joined and happened to lead the rebalance.
+    first, second = Member([0, 1, 2, 3], job=("a.b", "1")), Member([], job=("a", "b.1"))
+    second.membership._created_at = first.membership._created_at + 60
+    plan = second.assignor.assign(Cluster(), {"f": first.metadata(), "s": second.metadata()})
+    await first.receive(plan["f"])
+    await second.receive(plan["s"])
+    assert first.assigned[-1] == ([0, 1, 2, 3], {})  # the running job keeps every task
+    assert second.assigned[-1] == ([], {})
+    assert second.membership.failure() is not None
+    assert "(job.name 'a.b' job.id '1')" in str(second.membership.failure())
+    assert first.membership.failure() is None
 
 
 class Coordinator:
