@@ -17,7 +17,8 @@ directory. The rule (``claim_directory``):
    holds) and the caller claims, write the job's document to a temporary file in the
    directory, fsync it and link it to the owner file's name. A link never replaces a file,
    so of two processes claiming at once exactly one wins; the other reads the winner's file
-   (step 1 again). Then fsync the directory, so that the claim survives a crash;
+   (step 1 again). Then fsync the directory, so that the claim survives a crash. On a file
+   system without hard links, the owner file is created exclusively instead;
 3. the owner must be the job (every container of it shares the directory), else
    ``JobCollisionError``, before anything in the directory is read or written.
 """
@@ -25,6 +26,7 @@ directory. The rule (``claim_directory``):
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -40,6 +42,8 @@ from samzapy.system.file.layout import fsync_directory
 log = structlog.get_logger("samzapy.checkpoint")
 
 OWNER_FILE = ".samzapy-owner"
+#: What ``os.link`` raises on a file system without hard links (FAT, some network ones).
+_NO_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK})
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,10 +138,29 @@ def _link_owner_file(directory: Path, job: JobIdentity) -> bool:
             os.link(temporary, directory / OWNER_FILE)
         except FileExistsError:
             return False
+        except OSError as exc:
+            if exc.errno not in _NO_LINKS:
+                raise
+            return _create_owner_file(directory, job)  # a file system without hard links
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
     fsync_directory(directory)
+    return True
+
+
+def _create_owner_file(directory: Path, job: JobIdentity) -> bool:
+    """Step 2 where hard links are refused: created exclusively (one process wins as well),
+    written and fsynced; a reader racing the write may see it short, and stops on a
+    damaged owner file, where a link would have shown it whole."""
+    try:
+        fd = os.open(directory / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as file:
+        file.write(owner_document(job))
+        file.flush()
+        os.fsync(file.fileno())
     return True
 
 

@@ -114,3 +114,19 @@ def test_a_damaged_owner_file_is_a_checkpoint_error_naming_it(tmp_path: Path) ->
     (directory / OWNER_FILE).write_text('{"job.name": "twin"')
     with pytest.raises(CheckpointError, match=r"corrupt owner file .*\.samzapy-owner: "):
         start(directory, ONE)
+
+
+def test_a_file_system_without_hard_links_gets_the_owner_file_created_exclusively(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_links(source: object, target: object) -> None:
+        raise PermissionError(1, "Operation not permitted")  # FAT, some network file systems
+
+    monkeypatch.setattr(owner_file.os, "link", no_links)
+    directory = tmp_path / "checkpoints"
+    assert claim_directory(directory, ONE, CHECKPOINT_DIRECTORY) == ONE
+    assert (directory / OWNER_FILE).read_bytes() == owner_document(ONE)
+    assert [p.name for p in directory.iterdir()] == [OWNER_FILE]  # no temporary file left
+    assert claim_directory(directory, ONE, CHECKPOINT_DIRECTORY) == ONE
+    with pytest.raises(JobCollisionError):
+        claim_directory(directory, TWO, CHECKPOINT_DIRECTORY)
