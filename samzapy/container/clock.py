@@ -93,6 +93,10 @@ async def within_bound(
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        elif not task.cancelled():
+            # Taken even when the wait itself ends otherwise (a stop cancels it as the work
+            # fails): else asyncio logs "Task exception was never retrieved".
+            task.exception()
     return task.result()
 
 
