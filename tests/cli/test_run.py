@@ -217,6 +217,15 @@ def started(
     return proc
 
 
+def signal_masks(pid: int) -> dict[str, int]:
+    """The signal masks of process ``pid``'s /proc/<pid>/status (SigPnd, ShdPnd, SigCgt, ...),
+    by field, as ints."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    fields = dict(line.split(":", 1) for line in lines)
+    names = ("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+    return {name: int(fields[name], 16) for name in names}
+
+
 def taken(proc: subprocess.Popen[str], sig: signal.Signals, timeout: float = 60) -> None:
     """Wait until ``sig``, sent to ``proc``, is no longer pending (SigPnd and ShdPnd of its
     /proc/<pid>/status): a thread of it has taken the signal, which an idle machine does at
@@ -226,10 +235,8 @@ def taken(proc: subprocess.Popen[str], sig: signal.Signals, timeout: float = 60)
     bit = 1 << (sig - 1)
     deadline = time.monotonic() + timeout
     while proc.poll() is None:
-        fields = dict(
-            line.split(":", 1) for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
-        )
-        if not (int(fields["SigPnd"], 16) | int(fields["ShdPnd"], 16)) & bit:
+        masks = signal_masks(proc.pid)
+        if not (masks["SigPnd"] | masks["ShdPnd"]) & bit:
             return
         assert time.monotonic() < deadline, f"the job never took {sig.name}"
         time.sleep(0.01)

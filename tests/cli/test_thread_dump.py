@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 from test_interrupted_commands import SIGNAL_AT_AN_IMPORT
-from test_run import HERE, ROOT, events, job_yaml, started, taken, write_partitions
+from test_run import (
+    HERE,
+    ROOT,
+    events,
+    job_yaml,
+    signal_masks,
+    started,
+    taken,
+    write_partitions,
+)
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
@@ -109,10 +118,7 @@ def test_sigquit_while_the_command_imports_writes_the_threads_and_the_job_runs(
 def _catches(pid: int, sig: signal.Signals) -> bool:
     """Whether process ``pid`` has a handler of its own for ``sig`` (the SigCgt mask of its
     /proc/<pid>/status)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("SigCgt:"):
-            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
-    return False
+    return bool(signal_masks(pid)["SigCgt"] >> (sig - 1) & 1)
 
 
 def test_sigquit_right_after_the_process_starts_does_not_kill_it(tmp_path: Path) -> None:
