@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_window_lists import times
 from test_windows_time import Live, S, events, m, window_app
 
 from samzapy import AccumulationMode, FiringType, Triggers, Windows
@@ -36,10 +37,6 @@ class AtMost:
 
     def from_bytes(self, data: bytes) -> list[Any]:
         return [{"k": k, "t": t} for k, t in json.loads(data)]
-
-
-def times(panes: list[Any]) -> list[tuple[Any, int, list[int], FiringType]]:
-    return [(key, pane, [x["t"] for x in value], firing) for key, pane, value, firing in panes]
 
 
 @pytest.mark.parametrize("kind", ["tumbling", "session"])
