@@ -22,12 +22,10 @@ from __future__ import annotations
 from typing import Any
 
 from samzapy.api.errors import ConfigError
+from samzapy.checkpoint.stream import checkpoint_stream_name
 from samzapy.config import ResolvedConfig
 from samzapy.container.systems import system_factory
 from samzapy.system.inmemory import InMemoryBroker, InMemorySystemFactory
-
-#: The checkpoint stream of the ``kafka`` and ``stream`` checkpoint factories.
-CHECKPOINT_PREFIX = "__samzapy_checkpoint_"
 
 REASON = (
     "a memory system keeps its streams in the process of the job: they are gone once it "
@@ -58,8 +56,6 @@ def report_memory_streams(config: ResolvedConfig, log: Any) -> None:
             kind = kinds.get((namespace, stream), "output")
             if kind == "read":
                 continue
-            if kind == "output" and stream.startswith(CHECKPOINT_PREFIX):
-                kind = "checkpoints"
             count = broker.partition_count(stream) or 0
             messages = sum(len(broker.partition(stream, p).records) for p in range(count))
             emit = log.warning if messages else log.info
@@ -117,6 +113,9 @@ def _kinds(config: ResolvedConfig, namespaces: dict[str, str]) -> dict[tuple[str
     for entry in config.streams.values():
         if entry.intermediate:
             note(entry.system, entry.physical_name, "read")
+    if task.checkpoint_factory in ("kafka", "stream"):
+        stream = checkpoint_stream_name(config.job.name, config.job.id)
+        note(task.checkpoint_system, stream, "checkpoints")
     if task.dead_letter_stream is not None:
         note(task.dead_letter_stream.system, task.dead_letter_stream.stream, "dead-letters")
     for store in config.stores.values():

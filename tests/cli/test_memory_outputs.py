@@ -33,6 +33,26 @@ def test_a_tasks_memory_output_is_reported_at_exit_with_its_messages(tmp_path: P
     assert lines[-1] == "container_exited"  # the process's last line stays last
 
 
+def test_checkpoints_on_a_memory_system_are_reported_as_checkpoints(tmp_path: Path) -> None:
+    write_partitions(tmp_path / "data", "in", {0: [{"n": 1}]})
+    job = job_yaml(tmp_path, "Copy")
+    cfg = json.loads(job.read_text())
+    del cfg["task.checkpoint.dir"]
+    cfg.update(
+        {
+            "task.checkpoint.factory": "stream",
+            "task.checkpoint.system": "mem",
+            "systems.mem.samza.factory": "memory",
+        }
+    )
+    job.write_text(json.dumps(cfg))
+    proc = samzapy("run", str(job))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [(e["system"], e["stream"], e["kind"]) for e in discarded(proc.stdout)] == [
+        ("mem", "__samzapy_checkpoint_clitest_1", "checkpoints")
+    ]
+
+
 def test_an_applications_memory_output_is_reported_but_not_its_intermediate_stream(
     tmp_path: Path,
 ) -> None:
