@@ -10,7 +10,8 @@ forwards every message to the intermediate stream ``mid`` (8 partitions) keyed b
 bytes; stage 2 counts it in a RocksDB store with a Kafka changelog (``get`` + ``put``).
 
 A third variant, ``padded``, is the job without origins whose stage 1 adds as many bytes to
-each message as an origin does: what the bytes cost, apart from the work.
+each message as an origin does (type 5: 9 bytes and the input offset's, at an epoch and an
+ordinal of 0): what the bytes cost, apart from the work.
 
 Printed per variant: median rate (messages of both stages per second) and CPU time per
 message, and the median per-round ratio to ``no-origins``. The goal: origins >= 0.97 of the
@@ -44,7 +45,6 @@ from bench_state import KEY_BYTES, fill_keyed
 from rocksdict import AccessType, Options, Rdict
 
 from samzapy import InitableTask, OutgoingMessageEnvelope, StreamTask, SystemStream
-from samzapy.control.wire import ORIGIN_END
 
 STORE = "counts"
 
@@ -76,11 +76,20 @@ class PaddedForwardAndCount(ForwardAndCount):
             super().process(envelope, collector, coordinator)
             return
         message = envelope.message
-        collector.send(OutgoingMessageEnvelope(self.mid, message + PADDING, key=message[:8]))
+        collector.send(OutgoingMessageEnvelope(self.mid, message + self.padding, key=message[:8]))
+
+    def init(self, context: Any) -> None:
+        super().init(context)
+        self.padding = b"p" * int(context.config["app.padding"])
 
 
-#: As many bytes as an origin adds to a record (type 3).
-PADDING = b"p" * (ORIGIN_END - 1)
+def padding(n: int) -> int:
+    """The bytes an origin adds to a record (type 5) at the largest input offset of ``n``
+    messages over the bench's partitions (epochs and ordinals 0, which take no byte)."""
+    from samzapy.control.wire import SIZES_AT  # here: --against's job imports this module
+
+    largest = -(-n // PARTITIONS)
+    return SIZES_AT + (largest.bit_length() + 7) // 8  # the source, the sizes byte, the offset
 
 
 def counted_once(workdir: Path, n: int) -> str:
@@ -99,7 +108,7 @@ def counted_once(workdir: Path, n: int) -> str:
 
 
 def two_stage_job(
-    bootstrap: str, workdir: Path, commit_ms: int | None, origins: bool, padded: bool = False
+    bootstrap: str, workdir: Path, commit_ms: int | None, origins: bool, padded: int = 0
 ) -> Any:
     def job(source: str, sink: str, name: str) -> str:
         mid = f"{name}-mid"
@@ -117,6 +126,8 @@ def two_stage_job(
         }
         if not origins:
             extra["streams.mid.samza.origins"] = False
+        if padded:
+            extra["app.padding"] = padded
         text = job_yaml(
             bootstrap,
             source,
@@ -151,7 +162,10 @@ def main() -> None:
             )
             variants.append(Variant(f"origins@{tag}", two_stage_job(bootstrap, workdir, ms, True)))
             variants.append(
-                Variant(f"padded@{tag}", two_stage_job(bootstrap, workdir, ms, False, padded=True))
+                Variant(
+                    f"padded@{tag}",
+                    two_stage_job(bootstrap, workdir, ms, False, padded=padding(args.messages)),
+                )
             )
             if before is not None:
                 label = f"before:{(args.against or '')[:10]}@{tag}"

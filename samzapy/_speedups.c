@@ -203,10 +203,13 @@ is_accelerated(PyObject *module, PyObject *cls)
  *
  * - tag(ssp, offset, ordinal, payload, floor=None): with no floor, a prefix made already for
  *   ssp, an offset of plain ASCII digits below 2**64, an ordinal below 2**32 and bytes, the
- *   record is prefix + offset (8 bytes) + ordinal (4 bytes, both big-endian) + payload, which
- *   is ORIGIN_HEADER.pack(prefix, int(offset), ordinal) + payload;
- * - admit(ssp, record): a type-3 record (one call in flight) of a source whose last position
- *   applied is bytes below the record's is new: its position is noted and True returned. The
+ *   record is wire.frame_with_compact_origin(prefix, int(offset), ordinal, payload): type 5,
+ *   the prefix's source, a byte of sizes and the epoch, offset and ordinal in as many
+ *   big-endian bytes as they need, when the epoch and the ordinal are below 2**24; else type 3,
+ *   prefix + offset (8 bytes) + ordinal (4 bytes, both big-endian) + payload;
+ * - admit(ssp, record): a type-3 or type-5 record (one call in flight) of a source whose last
+ *   position applied is bytes below the record's (a type-5 record's read into type 3's fixed
+ *   form, 16 bytes) is new: its position is noted and True returned. The
  *   first record of a source, a copy (False, counted by the Python method), type 4 and
  *   anything unusual go to the fallback. The C path changes nothing before it decides, so the
  *   fallback sees the state as it was. */
@@ -218,6 +221,9 @@ is_accelerated(PyObject *module, PyObject *cls)
 #define ORIGIN_POSITION_SIZE 16 /* the epoch (4), the offset (8) and the ordinal (4) */
 #define ORIGIN_END 25
 #define ORIGIN_TYPE 3           /* USER_MESSAGE_WITH_ORIGIN */
+#define COMPACT_TYPE 5          /* USER_MESSAGE_WITH_COMPACT_ORIGIN */
+#define COMPACT_SIZES_AT 9      /* where a type-5 record's sizes byte is */
+#define COMPACT_LIMIT (1ULL << 24) /* a type-5 record's epochs and ordinals stay below it */
 #define EVENT_TIME_FLAG 0x80
 
 /* The result, or NULL: with an error set, that error; without, take the fallback. */
@@ -307,6 +313,44 @@ new_fast_call(PyObject *args, fast_path fast, const char *name)
     return (PyObject *)self;
 }
 
+/* How many bytes ``number`` takes big-endian without leading zero bytes (none for 0). */
+static int
+bytes_of(unsigned long long number)
+{
+    int size = 0;
+    while (number != 0) {
+        size++;
+        number >>= 8;
+    }
+    return size;
+}
+
+/* ``number``'s low ``size`` bytes, big-endian, at ``out``. */
+static void
+put_big_endian(unsigned char *out, unsigned long long number, int size)
+{
+    for (int i = size - 1; i >= 0; i--) {
+        out[i] = (unsigned char)(number & 0xFF);
+        number >>= 8;
+    }
+}
+
+/* A type-5 record's sizes (offset, epoch, ordinal) and where its numbers end, or 0 when the
+ * sizes byte is no such byte or the record is cut short. */
+static Py_ssize_t
+compact_end(const unsigned char *record, Py_ssize_t size, int *epoch, int *offset, int *ordinal)
+{
+    if (size <= COMPACT_SIZES_AT) {
+        return 0;
+    }
+    unsigned int sizes = record[COMPACT_SIZES_AT];
+    *offset = (int)(sizes >> 4);
+    *epoch = (int)((sizes >> 2) & 3);
+    *ordinal = (int)(sizes & 3);
+    Py_ssize_t end = COMPACT_SIZES_AT + 1 + *epoch + *offset + *ordinal;
+    return (*offset > 8 || size < end) ? 0 : end;
+}
+
 /* args: ssp, offset, ordinal, payload[, floor]; state: WriterOrigins' prefixes per ssp. */
 static PyObject *
 tag_fast(PyObject *prefixes, PyObject *const *args, Py_ssize_t nargs)
@@ -343,30 +387,52 @@ tag_fast(PyObject *prefixes, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_ssize_t size = PyBytes_GET_SIZE(payload);
+    const unsigned char *head = (const unsigned char *)PyBytes_AS_STRING(prefix);
+    unsigned long long epoch = 0;
+    for (int i = ORIGIN_POSITION_AT; i < ORIGIN_PREFIX_SIZE; i++) {
+        epoch = (epoch << 8) | head[i];
+    }
+    if (epoch < COMPACT_LIMIT && (unsigned long long)count < COMPACT_LIMIT) {
+        int epoch_size = bytes_of(epoch), offset_size = bytes_of(number);
+        int ordinal_size = bytes_of((unsigned long long)count);
+        Py_ssize_t header = COMPACT_SIZES_AT + 1 + epoch_size + offset_size + ordinal_size;
+        PyObject *record = PyBytes_FromStringAndSize(NULL, header + size);
+        if (record == NULL) {
+            return NULL;
+        }
+        unsigned char *out = (unsigned char *)PyBytes_AS_STRING(record);
+        out[0] = COMPACT_TYPE;
+        memcpy(out + ORIGIN_SOURCE_AT, head + ORIGIN_SOURCE_AT, ORIGIN_SOURCE_SIZE);
+        out[COMPACT_SIZES_AT] = (unsigned char)(offset_size << 4 | epoch_size << 2 | ordinal_size);
+        out += COMPACT_SIZES_AT + 1;
+        put_big_endian(out, epoch, epoch_size);
+        out += epoch_size;
+        put_big_endian(out, number, offset_size);
+        out += offset_size;
+        put_big_endian(out, (unsigned long long)count, ordinal_size);
+        out += ordinal_size;
+        memcpy(out, PyBytes_AS_STRING(payload), size);
+        return record;
+    }
     PyObject *record = PyBytes_FromStringAndSize(NULL, ORIGIN_PREFIX_SIZE + 12 + size);
     if (record == NULL) {
         return NULL;
     }
     unsigned char *out = (unsigned char *)PyBytes_AS_STRING(record);
-    memcpy(out, PyBytes_AS_STRING(prefix), ORIGIN_PREFIX_SIZE);
+    memcpy(out, head, ORIGIN_PREFIX_SIZE);
     out += ORIGIN_PREFIX_SIZE;
-    for (int i = 7; i >= 0; i--) {
-        out[i] = (unsigned char)(number & 0xFF);
-        number >>= 8;
-    }
+    put_big_endian(out, number, 8);
     out += 8;
-    for (int i = 3; i >= 0; i--) {
-        out[i] = (unsigned char)(count & 0xFF);
-        count >>= 8;
-    }
+    put_big_endian(out, (unsigned long long)count, 4);
     out += 4;
     memcpy(out, PyBytes_AS_STRING(payload), size);
     return record;
 }
 
-/* admit_fast's work on the partition's dict, ``sources``, which the caller holds. */
+/* admit_fast's work on the partition's dict, ``sources``, which the caller holds: the
+ * record's source, and its position in type 3's form (ORIGIN_POSITION_SIZE bytes at ``at``). */
 static PyObject *
-admit_into(PyObject *sources, const unsigned char *record)
+admit_into(PyObject *sources, const unsigned char *record, const unsigned char *at)
 {
     PyObject *source = PyBytes_FromStringAndSize((const char *)record + ORIGIN_SOURCE_AT,
                                                  ORIGIN_SOURCE_SIZE);
@@ -379,7 +445,6 @@ admit_into(PyObject *sources, const unsigned char *record)
         return NULL;
     }
     /* at > last, as bytes compare: the first difference, else the longer one. */
-    const unsigned char *at = record + ORIGIN_POSITION_AT;
     Py_ssize_t last_size = PyBytes_GET_SIZE(last);
     Py_ssize_t common = last_size < ORIGIN_POSITION_SIZE ? last_size : ORIGIN_POSITION_SIZE;
     int order = memcmp(at, PyBytes_AS_STRING(last), (size_t)common);
@@ -405,11 +470,29 @@ admit_into(PyObject *sources, const unsigned char *record)
 static PyObject *
 admit_fast(PyObject *applied, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyBytes_CheckExact(args[1]) || PyBytes_GET_SIZE(args[1]) < ORIGIN_END) {
+    if (nargs != 2 || !PyBytes_CheckExact(args[1]) || PyBytes_GET_SIZE(args[1]) < 1) {
         return NULL;
     }
     const unsigned char *record = (const unsigned char *)PyBytes_AS_STRING(args[1]);
-    if ((record[0] & ~EVENT_TIME_FLAG & 0xFF) != ORIGIN_TYPE) {
+    unsigned int kind = record[0] & ~EVENT_TIME_FLAG & 0xFF;
+    unsigned char compact[ORIGIN_POSITION_SIZE];
+    const unsigned char *at = record + ORIGIN_POSITION_AT;
+    if (kind == COMPACT_TYPE) {
+        int epoch_size, offset_size, ordinal_size;
+        if (compact_end(record, PyBytes_GET_SIZE(args[1]), &epoch_size, &offset_size,
+                        &ordinal_size) == 0) {
+            return NULL;
+        }
+        /* Read into type 3's form: epoch (4 bytes), offset (8), ordinal (4), zero-filled. */
+        memset(compact, 0, sizeof compact);
+        const unsigned char *from = record + COMPACT_SIZES_AT + 1;
+        memcpy(compact + 4 - epoch_size, from, (size_t)epoch_size);
+        from += epoch_size;
+        memcpy(compact + 12 - offset_size, from, (size_t)offset_size);
+        from += offset_size;
+        memcpy(compact + 16 - ordinal_size, from, (size_t)ordinal_size);
+        at = compact;
+    } else if (kind != ORIGIN_TYPE || PyBytes_GET_SIZE(args[1]) < ORIGIN_END) {
         return NULL;
     }
     PyObject *sources = PyDict_GetItemWithError(applied, args[0]); /* borrowed */
@@ -420,7 +503,7 @@ admit_fast(PyObject *applied, PyObject *const *args, Py_ssize_t nargs)
      * keys, and a key that is not bytes runs Python code there, which may take the dict out
      * of ``applied`` (the Python method holds it in a local variable likewise). */
     Py_INCREF(sources);
-    PyObject *result = admit_into(sources, record);
+    PyObject *result = admit_into(sources, record, at);
     Py_DECREF(sources);
     return result;
 }
@@ -438,18 +521,35 @@ decode_fast(PyObject *body_at, PyObject *const *args, Py_ssize_t nargs)
     const unsigned char *record = (const unsigned char *)PyBytes_AS_STRING(args[0]);
     Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
     unsigned int kind = record[0];
-    PyObject *type_byte = PyLong_FromLong((long)kind);
-    if (type_byte == NULL) {
-        return NULL;
-    }
-    PyObject *found = PyDict_GetItemWithError(body_at, type_byte); /* borrowed */
-    Py_DECREF(type_byte);
-    if (found == NULL || !PyLong_CheckExact(found)) {
-        return NULL;
-    }
-    Py_ssize_t end = PyLong_AsSsize_t(found);
-    if (end < 1 || size < end || ((kind & EVENT_TIME_FLAG) && end < 9)) {
-        return NULL; /* an error from the conversion stays set */
+    Py_ssize_t end;
+    if ((kind & ~EVENT_TIME_FLAG & 0xFF) == COMPACT_TYPE) {
+        /* Its body starts after its numbers (and its event time); it reads as type 3. */
+        int epoch_size, offset_size, ordinal_size;
+        end = compact_end(record, size, &epoch_size, &offset_size, &ordinal_size);
+        if (end == 0) {
+            return NULL;
+        }
+        if (kind & EVENT_TIME_FLAG) {
+            end += 8;
+        }
+        if (size < end) {
+            return NULL;
+        }
+        kind = ORIGIN_TYPE | (kind & EVENT_TIME_FLAG);
+    } else {
+        PyObject *type_byte = PyLong_FromLong((long)kind);
+        if (type_byte == NULL) {
+            return NULL;
+        }
+        PyObject *found = PyDict_GetItemWithError(body_at, type_byte); /* borrowed */
+        Py_DECREF(type_byte);
+        if (found == NULL || !PyLong_CheckExact(found)) {
+            return NULL;
+        }
+        end = PyLong_AsSsize_t(found);
+        if (end < 1 || size < end || ((kind & EVENT_TIME_FLAG) && end < 9)) {
+            return NULL; /* an error from the conversion stays set */
+        }
     }
     PyObject *event_time = Py_None;
     Py_INCREF(event_time);

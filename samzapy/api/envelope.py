@@ -69,8 +69,8 @@ class IncomingMessageEnvelope:
     A bounded partition ends with ``end_of_stream(ssp)``, whose offset is
     ``END_OF_STREAM_OFFSET``; the container acts on it, tasks never receive it.
 
-    ``origin``: the record as read when it carries its origin (a framed stream's type 3 or
-    4: the container drops what a restarted writer sent twice), else None.
+    ``origin``: the record as read when it carries its origin (a framed stream's type 3, 4
+    or 5: the container drops what a restarted writer sent twice), else None.
 
     ``raw``, the ``RawRecord`` as read, is set only when the job has a dead-letter stream
     (``__init__`` leaves it unset, so that reading costs nothing otherwise): read it with

@@ -11,7 +11,7 @@ line says what failed and carries the bytes in hex. The lines:
     {"stream", "partition", "offset", "timestamp"[, "key"], "error", "hex"}
 
 ``stream`` is ``system.stream``, ``timestamp`` in ms or null, ``origin`` the writer's
-position of a type-3 or type-4 record (source hex, epoch, offset, ordinal[, floor]). Bytes
+position of a type-3, 4 or 5 record (source hex, epoch, offset, ordinal[, floor]). Bytes
 that no serde decodes print as text when they are UTF-8, else as ``{"hex": ...}``.
 """
 

@@ -3,7 +3,7 @@
 Under at-least-once a writer task that restarts (after a crash, a move to another container,
 or being fenced) replays its inputs from its last checkpoint and sends again what it had
 sent since. Every user message a samzapy task writes to a framed stream for an input
-message carries its origin (``wire.py``, type 3): its *source* (writer task, input
+message carries its origin (``wire.py``, type 5, or 3): its *source* (writer task, input
 partition) and its *position* (the writer's epoch of that partition, the input message's
 offset, the send's ordinal among that message's sends).
 
@@ -51,12 +51,13 @@ from samzapy.control.wire import (
     FLOOR_END,
     OFFSET_ORDINAL,
     ORIGIN_END,
-    ORIGIN_HEADER,
     SOURCE_SIZE,
+    USER_MESSAGE_WITH_COMPACT_ORIGIN,
     USER_MESSAGE_WITH_ORIGIN,
     accelerated,
+    compact_position,
+    frame_with_compact_origin,
     frame_with_floor,
-    frame_with_origin,
     origin_prefix,
     position,
     position_numbers,
@@ -168,7 +169,7 @@ class WriterOrigins:
                 self._last_ssp, self._last_prefix = ssp, prefix
         if prefix is not None and floor is None:  # the hot path
             try:
-                return _PACK_HEADER(prefix, int(offset), ordinal) + payload
+                return frame_with_compact_origin(prefix, int(offset), ordinal, payload)
             except (ValueError, struct.error):
                 return b"\x00" + payload
         number = _integer(offset)
@@ -179,7 +180,7 @@ class WriterOrigins:
             self._prefixes[ssp] = prefix
         if floor is not None:
             return frame_with_floor(prefix, number, ordinal, min(int(floor), number), payload)
-        return frame_with_origin(prefix, number, ordinal, payload)
+        return frame_with_compact_origin(prefix, number, ordinal, payload)
 
     def to_json(self) -> dict[str, int]:
         epochs = {**self._carried, **{str(ssp): e for ssp, e in self.epochs.items()}}
@@ -225,7 +226,6 @@ class _Unordered:
 
 #: Positions a source may leave unpruned in ``_Unordered.seen`` between two prunes.
 _PRUNE_AT = 256
-_PACK_HEADER = ORIGIN_HEADER.pack
 #: Where a record's position starts, and the size of its epoch.
 _S = 1 + SOURCE_SIZE
 #: A user message's type, its event-time flag left out.
@@ -259,17 +259,22 @@ class ReaderOrigins:
         self.busy = False
 
     def admit(self, ssp: SystemStreamPartition, record: bytes) -> bool:
-        """Whether ``record`` (a type-3 or type-4 record read from ``ssp``) is new, noting
+        """Whether ``record`` (a type-3, 4 or 5 record read from ``ssp``) is new, noting
         it applied; False: a copy of one applied."""
         source = record[1:_S]
-        at = record[_S:ORIGIN_END]
+        kind = record[0] & _TYPE  # the event-time flag aside
+        if kind == USER_MESSAGE_WITH_COMPACT_ORIGIN:  # type 3's, in compact form
+            at = compact_position(record)
+            kind = USER_MESSAGE_WITH_ORIGIN
+        else:
+            at = record[_S:ORIGIN_END]
         if ssp is self._last_ssp:  # a partition's records come in runs: skip its hash
             sources = self._last_sources
         else:
             sources = self._last_sources = self.applied[ssp]
             self._last_ssp = ssp
         last = sources.get(source)
-        if record[0] & _TYPE == USER_MESSAGE_WITH_ORIGIN:  # the event-time flag aside
+        if kind == USER_MESSAGE_WITH_ORIGIN:
             if type(last) is bytes:  # the common case: one call in flight
                 if at <= last:
                     self.dropped += 1

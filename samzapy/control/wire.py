@@ -3,12 +3,14 @@ control messages:
 
     IntermediateMessage => MessageType MessageData
       MessageType => one byte: 0 user message, 1 watermark, 2 end-of-stream,
-                     3 user message with its origin, 4 user message with its origin and floor
+                     3 user message with its origin, 4 user message with its origin and floor,
+                     5 user message with its origin in compact form
       MessageData => the user serde's bytes, or for a control message the UTF-8 JSON object
                      {"version": 1, "taskName": str, "taskCount": int[, "timestamp": int ms]
                       [, "idle": true]} ("idle": a watermark message saying the task is idle),
                      or for type 3: Origin, then the user serde's bytes,
-                     or for type 4: Origin, Floor, then the user serde's bytes
+                     or for type 4: Origin, Floor, then the user serde's bytes,
+                     or for type 5: CompactOrigin, then the user serde's bytes
       Origin => Source Epoch Offset Ordinal
         Source => 8 bytes: the first 8 bytes of the BLAKE2b hash of the UTF-8 text
                   "<job.name>-<job.id>/<task>" NUL "<system>.<stream>.<partition>": the writer
@@ -20,17 +22,29 @@ control messages:
       Floor => uint64: the offset of the writer's oldest message of that input partition
                still in flight when it sent the record (type 4: a writer with several calls
                in flight, whose records do not reach a partition in position order)
+      CompactOrigin => Source Sizes Epoch Offset Ordinal
+        Sizes => one byte: how many bytes the three numbers after it take, Offset's in its
+                 high four bits (0 to 8), Epoch's in bits 2 and 3 and Ordinal's in bits 0
+                 and 1 (0 to 3 each)
+        Epoch, Offset, Ordinal => Origin's numbers, each big-endian in as many bytes as Sizes
+                 says (none for 0)
 
-    A user message (type 0, 3 or 4) may carry its event time: its type byte has the
+    A user message (type 0, 3, 4 or 5) may carry its event time: its type byte has the
     EVENT_TIME flag (0x80) set, and an int64 big-endian EventTime (ms since the epoch)
-    follows the type's fixed header (the type byte, Origin, Floor), before the body. The
-    event time travels in the frame, not in Kafka's record timestamp, so an old event time
-    never makes the broker's time-based retention delete an intermediate stream's records.
+    follows the type's header (the type byte, Origin or CompactOrigin, Floor), before the
+    body. The event time travels in the frame, not in Kafka's record timestamp, so an old
+    event time never makes the broker's time-based retention delete an intermediate
+    stream's records.
 
-Epoch, Offset and Ordinal together are the record's *position*: compared as bytes they
-compare as the tuple of numbers, which is how a reader drops a record it already applied
-(``samzapy.control.origins``). The header is fixed-size (25 bytes, 33 for type 4), so a
-reader takes it apart with slices.
+Epoch, Offset and Ordinal together are the record's *position*: in Origin's fixed-size form,
+compared as bytes they compare as the tuple of numbers, which is how a reader drops a record
+it already applied (``samzapy.control.origins``; a type-5 record's position is read into that
+form, ``compact_position``). Type 5 is what writers write: its origin adds 9 bytes to a
+record and its numbers' (12 at an offset below 2**24 with epoch and ordinal 0), where type 3
+adds 24, which the clients and the broker pay for with every record. Type 3 is written when
+the epoch or the ordinal does not fit in 3 bytes, and by samzapy versions before type 5;
+a reader takes both alike. The header of types 3 and 4 is fixed-size (25 bytes, 33 for type
+4), so a reader takes it apart with slices.
 
 A record whose value is null (a Kafka tombstone) is a user message whose body is None. The
 functions here are pure and shared by the container and by writers in other runtimes
@@ -53,6 +67,7 @@ WATERMARK = 1
 END_OF_STREAM = 2
 USER_MESSAGE_WITH_ORIGIN = 3
 USER_MESSAGE_WITH_FLOOR = 4
+USER_MESSAGE_WITH_COMPACT_ORIGIN = 5
 
 #: The bytes of a source, of a position's epoch and of the whole position (epoch, offset 8,
 #: ordinal 4), and where the body of a type-3 and a type-4 record starts.
@@ -61,6 +76,10 @@ EPOCH_SIZE = 4
 POSITION_SIZE = EPOCH_SIZE + 8 + 4
 ORIGIN_END = 1 + SOURCE_SIZE + POSITION_SIZE
 FLOOR_END = ORIGIN_END + 8
+#: Where a type-5 record's sizes byte is (its numbers follow it); its epochs and ordinals
+#: stay below ``COMPACT_LIMIT`` (3 bytes).
+SIZES_AT = 1 + SOURCE_SIZE
+COMPACT_LIMIT = 1 << 24
 
 #: A position's offset and ordinal, after the prefix (``origin_prefix``) of its record.
 OFFSET_ORDINAL = struct.Struct(">QI")
@@ -91,6 +110,7 @@ VERSION = 1
 
 _USER_PREFIX = bytes([USER_MESSAGE])
 _FLOOR_TYPE = bytes([USER_MESSAGE_WITH_FLOOR])
+_COMPACT_TYPE = bytes([USER_MESSAGE_WITH_COMPACT_ORIGIN])
 _POSITION = struct.Struct(">IQI")
 _EPOCH = struct.Struct(">I")
 _POSITION_FLOOR_TAIL = struct.Struct(">QIQ")
@@ -135,7 +155,7 @@ def with_event_time(record: bytes, event_time: int) -> bytes:
     """A framed user message (``frame``, ``frame_with_origin``, ``frame_with_floor``) with
     ``event_time`` in it (the module docstring)."""
     kind = record[0]
-    at = _BODY_AT[kind]
+    at = _compact(record)[3] if kind == USER_MESSAGE_WITH_COMPACT_ORIGIN else _BODY_AT[kind]
     return bytes([kind | EVENT_TIME]) + record[1:at] + _TIME.pack(event_time) + record[at:]
 
 
@@ -162,6 +182,53 @@ def frame_with_floor(prefix: bytes, offset: int, ordinal: int, floor: int, paylo
     """``frame_with_origin``, type 4: the writer's ``floor`` after the position
     (``prefix`` from ``origin_prefix``, its type byte replaced here)."""
     return _FLOOR_TYPE + prefix[1:] + _POSITION_FLOOR_TAIL.pack(offset, ordinal, floor) + payload
+
+
+def frame_with_compact_origin(prefix: bytes, offset: int, ordinal: int, payload: bytes) -> bytes:
+    """``frame_with_origin``'s record in compact form (type 5), or that record itself (type 3)
+    when the epoch or ``ordinal`` does not fit in 3 bytes."""
+    if len(prefix) != _PREFIX_SIZE:
+        raise ValueError(f"an origin prefix has {_PREFIX_SIZE} bytes, got {len(prefix)}")
+    epoch = int.from_bytes(prefix[SIZES_AT:], "big")
+    if not (epoch < COMPACT_LIMIT and 0 <= ordinal < COMPACT_LIMIT and 0 <= offset < 2**64):
+        return frame_with_origin(prefix, offset, ordinal, payload)  # struct's errors too
+    numbers = [n.to_bytes((n.bit_length() + 7) // 8, "big") for n in (epoch, offset, ordinal)]
+    sizes = len(numbers[1]) << 4 | len(numbers[0]) << 2 | len(numbers[2])
+    return b"".join((_COMPACT_TYPE, prefix[1:SIZES_AT], bytes([sizes]), *numbers, payload))
+
+
+def _compact(record: bytes | bytearray | memoryview) -> tuple[int, int, int, int]:
+    """``(epoch, offset, ordinal, where they end)`` of a type-5 record; FrameError if its
+    sizes byte is not one or the record is cut short."""
+    if len(record) <= SIZES_AT:
+        raise FrameError(
+            f"the origin of a user message is cut short: {len(record)} bytes, expected at "
+            f"least {SIZES_AT + 1}"
+        )
+    sizes = record[SIZES_AT]
+    epoch_size, offset_size, ordinal_size = sizes >> 2 & 3, sizes >> 4, sizes & 3
+    if offset_size > 8:
+        raise FrameError(
+            f"the compact origin's sizes byte {sizes:#04x} gives an offset of "
+            f"{offset_size} bytes (at most 8)"
+        )
+    at = SIZES_AT + 1
+    numbers = []
+    for size in (epoch_size, offset_size, ordinal_size):
+        if len(record) < at + size:
+            raise FrameError(
+                f"the origin of a user message is cut short: {len(record)} bytes, expected at "
+                f"least {SIZES_AT + 1 + epoch_size + offset_size + ordinal_size}"
+            )
+        numbers.append(int.from_bytes(record[at : at + size], "big"))
+        at += size
+    return numbers[0], numbers[1], numbers[2], at
+
+
+def compact_position(record: bytes | bytearray | memoryview) -> bytes:
+    """A type-5 record's position in the fixed-size form (``position``)."""
+    epoch, offset, ordinal, _ = _compact(record)
+    return _POSITION.pack(epoch, offset, ordinal)
 
 
 def position(epoch: int, offset: int, ordinal: int) -> bytes:
@@ -194,8 +261,9 @@ def encode_control(message: ControlMessage) -> bytes:
 
 def decode(record: bytes | bytearray | memoryview) -> tuple[int, Any]:
     """``(USER_MESSAGE | USER_MESSAGE_WITH_ORIGIN | USER_MESSAGE_WITH_FLOOR, payload bytes)``
-    or ``(WATERMARK | END_OF_STREAM, ControlMessage)``; FrameError says what is wrong. The
-    origin of a type-3 or type-4 record: ``decode_origin``."""
+    (a type-5 record as ``USER_MESSAGE_WITH_ORIGIN``: the same origin in compact form) or
+    ``(WATERMARK | END_OF_STREAM, ControlMessage)``; FrameError says what is wrong. The
+    origin of a record with one: ``decode_origin``."""
     kind, payload, _ = decode_timed(record)
     return kind, payload
 
@@ -215,6 +283,15 @@ def decode_timed(record: bytes | bytearray | memoryview) -> tuple[int, Any, int 
     if kind == USER_MESSAGE:
         return USER_MESSAGE, bytes(record[1:]), None
     end = _BODY_AT.get(kind)
+    if end is None and kind & ~EVENT_TIME == USER_MESSAGE_WITH_COMPACT_ORIGIN:
+        # A user message with its origin, which a reader takes as type 3's.
+        end = _compact(record)[3] + (8 if kind & EVENT_TIME else 0)
+        if len(record) < end:
+            raise FrameError(
+                f"the event time of a user message is cut short: {len(record)} bytes, "
+                f"expected at least {end}"
+            )
+        kind = USER_MESSAGE_WITH_ORIGIN | (kind & EVENT_TIME)
     if end is not None:
         if len(record) < end:
             part = "origin" if kind & ~EVENT_TIME else "event time"
@@ -230,8 +307,9 @@ def decode_timed(record: bytes | bytearray | memoryview) -> tuple[int, Any, int 
         raise FrameError(
             f"unknown type byte {kind} (expected {USER_MESSAGE} user message, {WATERMARK} "
             f"watermark, {END_OF_STREAM} end-of-stream, {USER_MESSAGE_WITH_ORIGIN} user "
-            f"message with its origin or {USER_MESSAGE_WITH_FLOOR} with its origin and floor, "
-            f"each with the flag {EVENT_TIME} when an event time follows)"
+            f"message with its origin, {USER_MESSAGE_WITH_FLOOR} with its origin and floor or "
+            f"{USER_MESSAGE_WITH_COMPACT_ORIGIN} with its origin in compact form, each with the "
+            f"flag {EVENT_TIME} when an event time follows)"
         )
     what = "watermark" if kind == WATERMARK else "end-of-stream"
     try:
@@ -264,7 +342,7 @@ def decode_timed(record: bytes | bytearray | memoryview) -> tuple[int, Any, int 
 
 @dataclass(frozen=True)
 class Origin:
-    """A type-3 or type-4 record's origin, taken apart (for tools and tests: the container
+    """A type-3, 4 or 5 record's origin, taken apart (for tools and tests: the container
     reads the record's bytes as they are)."""
 
     source: bytes
@@ -294,11 +372,14 @@ class Origin:
 
 
 def decode_origin(record: bytes | bytearray | memoryview) -> Origin:
-    """The origin and body of a type-3 or type-4 record (FrameError if it is not one)."""
+    """The origin and body of a type-3, 4 or 5 record (FrameError if it is not one)."""
     kind, payload = decode(record)
     if kind not in (USER_MESSAGE_WITH_ORIGIN, USER_MESSAGE_WITH_FLOOR):
         raise FrameError(f"a record of type {kind} has no origin")
-    epoch, offset, ordinal = _POSITION.unpack_from(record, 1 + SOURCE_SIZE)
+    if record[0] & ~EVENT_TIME == USER_MESSAGE_WITH_COMPACT_ORIGIN:
+        epoch, offset, ordinal, _ = _compact(record)
+    else:
+        epoch, offset, ordinal = _POSITION.unpack_from(record, 1 + SOURCE_SIZE)
     floor = None
     if kind == USER_MESSAGE_WITH_FLOOR:
         (floor,) = struct.unpack_from(">Q", record, ORIGIN_END)
@@ -321,6 +402,7 @@ decode_timed_fast = accelerated("frame_decoder", _BODY_AT, decode_timed)
 
 
 __all__ = [
+    "COMPACT_LIMIT",
     "END_OF_STREAM",
     "EPOCH_SIZE",
     "EVENT_TIME",
@@ -330,8 +412,10 @@ __all__ = [
     "ORIGIN_HEADER",
     "ORIGIN_END",
     "POSITION_SIZE",
+    "SIZES_AT",
     "SOURCE_SIZE",
     "USER_MESSAGE",
+    "USER_MESSAGE_WITH_COMPACT_ORIGIN",
     "USER_MESSAGE_WITH_FLOOR",
     "USER_MESSAGE_WITH_ORIGIN",
     "VERSION",
@@ -342,12 +426,14 @@ __all__ = [
     "Origin",
     "WatermarkMessage",
     "accelerated",
+    "compact_position",
     "decode",
     "decode_origin",
     "decode_timed",
     "decode_timed_fast",
     "encode_control",
     "frame",
+    "frame_with_compact_origin",
     "frame_with_floor",
     "frame_with_origin",
     "origin_prefix",

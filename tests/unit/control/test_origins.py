@@ -1,4 +1,4 @@
-"""Origins: the record format of type 3, the writer's epochs and the reader's drop rule."""
+"""Origins: the record format of types 3 and 5, the writer's epochs and the reader's drop rule."""
 
 from __future__ import annotations
 
@@ -14,12 +14,17 @@ from samzapy.control.reconcile import TaskControl, saved_epochs
 from samzapy.control.wire import (
     ORIGIN_END,
     USER_MESSAGE,
+    USER_MESSAGE_WITH_COMPACT_ORIGIN,
     USER_MESSAGE_WITH_FLOOR,
     USER_MESSAGE_WITH_ORIGIN,
     FrameError,
     Origin,
+    compact_position,
     decode,
     decode_origin,
+    decode_timed,
+    frame_with_compact_origin,
+    frame_with_origin,
     origin_prefix,
     position,
     source_id,
@@ -53,7 +58,58 @@ def test_a_tagged_record_carries_source_position_and_body() -> None:
         "ordinal": 2,
     }
     assert origin.position == position(4, 17, 2)
-    assert len(record) == ORIGIN_END + len(b'"word"')
+    # Compact (type 5): the type byte, the source, a byte of sizes, then 4, 17 and 2 in a
+    # byte each, where type 3 gives them 16 bytes.
+    assert record[0] == USER_MESSAGE_WITH_COMPACT_ORIGIN
+    assert record[9:13] == bytes([1 << 4 | 1 << 2 | 1, 4, 17, 2])
+    assert len(record) == 13 + len(b'"word"') < ORIGIN_END + len(b'"word"')
+
+
+@pytest.mark.parametrize(
+    ("epoch", "offset", "ordinal"),
+    [(0, 0, 0), (0, 255, 0), (0, 256, 1), (2**24 - 1, 2**64 - 1, 2**24 - 1), (3, 2**40, 70_000)],
+)
+def test_a_compact_origin_reads_as_the_same_origin_in_type_3(
+    epoch: int, offset: int, ordinal: int
+) -> None:
+    prefix = origin_prefix(source_id("w", "kafka.lines.0"), epoch)
+    compact = frame_with_compact_origin(prefix, offset, ordinal, b"body")
+    fixed = frame_with_origin(prefix, offset, ordinal, b"body")
+    assert compact[0] == USER_MESSAGE_WITH_COMPACT_ORIGIN and len(compact) < len(fixed)
+    assert decode(compact) == decode(fixed) == (USER_MESSAGE_WITH_ORIGIN, b"body")
+    assert decode_origin(compact) == decode_origin(fixed)
+    assert compact_position(compact) == position(epoch, offset, ordinal)
+    timed = with_event_time(compact, 1_700_000_000_000)
+    assert decode_timed(timed) == (USER_MESSAGE_WITH_ORIGIN, b"body", 1_700_000_000_000)
+    assert decode_origin(timed) == decode_origin(fixed)
+
+
+def test_a_reader_drops_a_type_5_copy_of_a_type_3_record_and_the_reverse() -> None:
+    """A writer upgraded mid-stream (type 3 before, type 5 after) replays what it sent."""
+    prefix = origin_prefix(source_id("w", "kafka.lines.0"), 0)
+    reader = ReaderOrigins([MID0])
+    assert reader.admit(MID0, frame_with_origin(prefix, 10, 0, b"v"))
+    assert not reader.admit(MID0, frame_with_compact_origin(prefix, 10, 0, b"v"))
+    assert reader.admit(MID0, frame_with_compact_origin(prefix, 11, 0, b"v"))
+    assert not reader.admit(MID0, frame_with_origin(prefix, 11, 0, b"v"))
+    assert reader.admit(MID0, frame_with_origin(prefix, 11, 1, b"v"))
+    assert reader.dropped == 2
+
+
+@pytest.mark.parametrize(
+    ("record", "error"),
+    [
+        (b"\x05" + bytes(8), "cut short: 9 bytes, expected at least 10"),
+        (b"\x05" + bytes(8) + b"\x31\x07", "cut short: 11 bytes, expected at least 14"),
+        (b"\x05" + bytes(8) + b"\x90" + bytes(12), "gives an offset of 9 bytes"),
+        (b"\x85" + bytes(8) + b"\x10\x07" + bytes(7), "event time .* cut short"),
+    ],
+)
+def test_a_compact_origin_cut_short_or_mis_sized_is_a_frame_error(
+    record: bytes, error: str
+) -> None:
+    with pytest.raises(FrameError, match=error):
+        decode_timed(record)
 
 
 def test_a_record_with_its_event_time_is_admitted_and_dropped_as_one_without() -> None:

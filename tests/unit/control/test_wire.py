@@ -154,12 +154,13 @@ def test_frame_error_is_a_value_error() -> None:
     assert issubclass(FrameError, ValueError)
 
 
-@pytest.mark.parametrize("kind", [5, 127, 255])
+@pytest.mark.parametrize("kind", [6, 127, 255])
 def test_unknown_type_byte_is_rejected(kind: int) -> None:
     expected = (
         rf"^unknown type byte {kind} \(expected 0 user message, 1 watermark, "
-        r"2 end-of-stream, 3 user message with its origin or 4 with its origin and floor, "
-        r"each with the flag 128 when an event time follows\)$"
+        r"2 end-of-stream, 3 user message with its origin, 4 with its origin and floor or 5 "
+        r"with its origin in compact form, each with the flag 128 when an event time "
+        r"follows\)$"
     )
     with pytest.raises(FrameError, match=expected):
         decode(bytes([kind]) + b'{"version":1,"taskName":"t","taskCount":1}')
