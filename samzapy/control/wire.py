@@ -40,11 +40,11 @@ Epoch, Offset and Ordinal together are the record's *position*: in Origin's fixe
 compared as bytes they compare as the tuple of numbers, which is how a reader drops a record
 it already applied (``samzapy.control.origins``; a type-5 record's position is read into that
 form, ``compact_position``). Type 5 is what writers write: its origin adds 9 bytes to a
-record and its numbers' (12 at an offset below 2**24 with epoch and ordinal 0), where type 3
-adds 24, which the clients and the broker pay for with every record. Type 3 is written when
-the epoch or the ordinal does not fit in 3 bytes, and by samzapy versions before type 5;
-a reader takes both alike. The header of types 3 and 4 is fixed-size (25 bytes, 33 for type
-4), so a reader takes it apart with slices.
+record and its numbers' (at most 12 at an offset below 2**24 with epoch and ordinal 0), where
+type 3 adds 24, which the clients and the broker pay for with every record. Type 3 is
+written when the epoch or the ordinal does not fit in 3 bytes, and by samzapy versions
+before type 5; a reader takes both alike. The header of types 3 and 4 is fixed-size (25
+bytes, 33 for type 4), so a reader takes it apart with slices.
 
 A record whose value is null (a Kafka tombstone) is a user message whose body is None. The
 functions here are pure and shared by the container and by writers in other runtimes
