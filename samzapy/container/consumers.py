@@ -297,7 +297,7 @@ class SystemConsumers:
                     kind, decoded, event_time = decode_timed_fast(message)
                     if event_time is not None:
                         env.timestamp = event_time  # the writer's message's event time
-                    if kind >= USER_MESSAGE_WITH_ORIGIN:  # 3 or 4: with its origin
+                    if kind >= USER_MESSAGE_WITH_ORIGIN:  # 3 (or 5) or 4: with its origin
                         # The task's reader drops it if applied already (origins.py).
                         env.origin = message
                     elif kind != USER_MESSAGE:

@@ -238,8 +238,8 @@ _NO_ORDINAL = _NO_OFFSET_ORDINAL[8:]
 
 class ReaderOrigins:
     """The positions applied per (partition read, source) of one reader task: per source,
-    the highest position (a writer with one call in flight, type 3: its records rise along
-    a partition), or an ``_Unordered`` record of them (type 4)."""
+    the highest position (a writer with one call in flight, type 3 or 5: its records rise
+    along a partition), or an ``_Unordered`` record of them (type 4)."""
 
     __slots__ = ("_last_sources", "_last_ssp", "admitter", "applied", "busy", "dropped")
 

@@ -152,8 +152,8 @@ def frame(payload: bytes) -> bytes:
 
 
 def with_event_time(record: bytes, event_time: int) -> bytes:
-    """A framed user message (``frame``, ``frame_with_origin``, ``frame_with_floor``) with
-    ``event_time`` in it (the module docstring)."""
+    """A framed user message (``frame``, ``frame_with_origin``, ``frame_with_floor``,
+    ``frame_with_compact_origin``) with ``event_time`` in it (the module docstring)."""
     kind = record[0]
     at = _compact(record)[3] if kind == USER_MESSAGE_WITH_COMPACT_ORIGIN else _BODY_AT[kind]
     return bytes([kind | EVENT_TIME]) + record[1:at] + _TIME.pack(event_time) + record[at:]
@@ -349,7 +349,7 @@ class Origin:
     epoch: int
     offset: int
     ordinal: int
-    #: Type 4: the writer's floor; None for type 3.
+    #: Type 4: the writer's floor; None for types 3 and 5.
     floor: int | None
     #: The serialized body.
     message: bytes
