@@ -68,8 +68,8 @@ class ForwardAndCount(InitableTask, StreamTask):
 
 
 class PaddedForwardAndCount(ForwardAndCount):
-    """``ForwardAndCount`` whose stage 1 adds ``PADDING`` bytes to each message: what the
-    origin's bytes cost without the origin."""
+    """``ForwardAndCount`` whose stage 1 adds ``app.padding`` bytes to each message
+    (``padding``): what the origin's bytes cost without the origin."""
 
     def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
         if envelope.system_stream_partition.stream == self.mid.stream:
