@@ -81,6 +81,10 @@ def records() -> list[Any]:
         frame_with_compact_origin(PREFIX, 0, 0, body),
         b"\x05" + bytes(8) + b"\x90" + bytes(9) + b"sizes byte: a 9-byte offset",
         b"\x05" + bytes(8) + b"\x10\x00" + b"a 1-byte offset written with its leading zero",
+        b"\x05" + bytes(8) + b"\x00",  # the shortest: no numbers, no body
+        b"\x05" + bytes(8) + b"\xff" + bytes(24),  # a 15-byte offset
+        b"\x05" + bytes(8) + b"\x8f" + b"\xff" * 14 + b"body",  # the longest numbers
+        b"\x85" + bytes(8) + b"\x80" + bytes(8) + bytes(7),  # its event time a byte short
         encode_control(WatermarkMessage("Partition 0", 2, 1000)),
         b"\x01not json",
         b"\x09unknown type",
@@ -222,6 +226,24 @@ def test_admitter_admits_as_admit(seed: int) -> None:
         assert (fast.to_json(), fast.dropped) == (python.to_json(), python.dropped)
 
 
+def test_type_5_records_of_every_sizes_byte_and_length_are_read_and_admitted_alike() -> None:
+    """Every sizes byte, the record cut at every length: the C paths read no byte past its end
+    (the one after it, a bytes object's trailing NUL, would read as a 0 there and admit a
+    record cut in its numbers that the Python one refuses)."""
+    applied = frame_with_origin(PREFIX, 1, 0, b"v")  # below every record here: C decides
+    for kind in (5, 5 | EVENT_TIME):
+        for sizes in range(256):
+            full = bytes([kind]) + PREFIX[1:9] + bytes([sizes]) + b"\x7f" * 22 + b"body"
+            for end in range(len(full) - 3):
+                record = full[:end]
+                fast, python = ReaderOrigins([SSP]), ReaderOrigins([SSP])
+                for reader in (fast, python):
+                    reader.admit(SSP, applied)
+                assert outcome(fast.admitter, SSP, record) == outcome(python.admit, SSP, record)
+                assert (fast.applied, fast.dropped) == (python.applied, python.dropped)
+                assert outcome(decode_timed_fast, record) == outcome(decode_timed, record)
+
+
 def test_admitter_after_a_restore_and_on_records_it_passes_on() -> None:
     saved = ReaderOrigins([SSP])
     first = frame_with_origin(PREFIX, 10, 0, b"v")
@@ -355,6 +377,7 @@ def test_tagger_called_otherwise_does_as_tag(args: tuple[Any, ...], kwargs: dict
 
 def admit_calls() -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     record = frame_with_origin(PREFIX, 11, 0, b"v")
+    compact = frame_with_compact_origin(PREFIX, 11, 0, b"v")
     return [
         ((SSP,), {"record": record}),
         ((), {"ssp": SSP, "record": record}),
@@ -368,6 +391,17 @@ def admit_calls() -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
         ((("kafka", "in", 3), record), {}),  # a plain tuple equal to SSP
         (({}, record), {}),  # unhashable
         ((SSP, "text"), {}),
+        # Type 5: the same position as the one applied (a copy), then above it, as the C path
+        # takes it and in the forms it hands on.
+        ((SSP, frame_with_compact_origin(PREFIX, 10, 0, b"v")), {}),
+        ((SSP, compact), {}),
+        ((SSP, with_event_time(compact, -1)), {}),
+        ((SSP, with_event_time(compact, -1)[:-2]), {}),  # its event time cut short
+        ((SSP, _Bytes(compact)), {}),
+        ((SSP, memoryview(compact)), {}),
+        ((SSP, compact[:9]), {}),
+        ((SSP, compact[:9] + b"\xff" + bytes(20)), {}),  # a 15-byte offset
+        ((SSP, compact[:9] + b"\x8f" + b"\xff" * 14), {}),  # the longest numbers
     ]
 
 
