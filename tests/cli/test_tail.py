@@ -30,9 +30,11 @@ from samzapy.control.wire import (
     WatermarkMessage,
     encode_control,
     frame,
+    frame_with_compact_origin,
     frame_with_floor,
     frame_with_origin,
     origin_prefix,
+    with_event_time,
 )
 from samzapy.system.inmemory.broker import InMemoryBroker
 from samzapy.system.inmemory.factory import InMemorySystemFactory
@@ -71,6 +73,9 @@ def test_a_message_with_its_origin_shows_the_origin_and_its_floor() -> None:
     }
     with_floor = frame_with_floor(PREFIX, 41, 2, 39, b"[1]")
     assert line_of(with_floor, None, FRAMED)["origin"] == origin | {"floor": 39}
+    # Type 5, what writers send: the same origin in compact form.
+    compact = with_event_time(frame_with_compact_origin(PREFIX, 41, 2, b"[1]"), 5)
+    assert line_of(compact, None, FRAMED) == line_of(with_origin, None, FRAMED)
 
 
 def test_control_messages_are_lines_of_their_own() -> None:

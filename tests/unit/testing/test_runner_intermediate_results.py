@@ -17,6 +17,7 @@ from samzapy.control.wire import (
     WatermarkMessage,
     encode_control,
     frame,
+    frame_with_compact_origin,
     frame_with_origin,
     origin_prefix,
     source_id,
@@ -80,8 +81,10 @@ def test_a_replayed_copy_and_the_control_messages_are_left_out() -> None:
         (None, with_event_time(frame_with_origin(prefix, 1, 0, b'"b"'), 5)),
         (None, encode_control(WatermarkMessage("Partition 0", 1, 5))),
         (None, first),  # the restart's replay of offset 0
+        (None, frame_with_compact_origin(prefix, 1, 0, b'"b"')),  # a replay, in type 5
+        (None, frame_with_compact_origin(prefix, 2, 0, b'"d"')),
         (b'"k"', frame(b'"c"')),
         (None, encode_control(EndOfStreamMessage("Partition 0", 1))),
     ]
     read = FramedReader(json_serde, json_serde).read(records)
-    assert read == [(None, "a"), (None, "b"), ("k", "c")]
+    assert read == [(None, "a"), (None, "b"), (None, "d"), ("k", "c")]
