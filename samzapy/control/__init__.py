@@ -10,6 +10,7 @@ writer sends again.
 from samzapy.control.wire import (
     END_OF_STREAM,
     USER_MESSAGE,
+    USER_MESSAGE_WITH_COMPACT_ORIGIN,
     USER_MESSAGE_WITH_FLOOR,
     USER_MESSAGE_WITH_ORIGIN,
     WATERMARK,
@@ -27,6 +28,7 @@ __all__ = [
     "END_OF_STREAM",
     "USER_MESSAGE",
     "USER_MESSAGE_WITH_FLOOR",
+    "USER_MESSAGE_WITH_COMPACT_ORIGIN",
     "USER_MESSAGE_WITH_ORIGIN",
     "WATERMARK",
     "ControlMessage",

@@ -155,7 +155,11 @@ def with_event_time(record: bytes, event_time: int) -> bytes:
     """A framed user message (``frame``, ``frame_with_origin``, ``frame_with_floor``,
     ``frame_with_compact_origin``) with ``event_time`` in it (the module docstring)."""
     kind = record[0]
-    at = _compact(record)[3] if kind == USER_MESSAGE_WITH_COMPACT_ORIGIN else _BODY_AT[kind]
+    if kind == USER_MESSAGE_WITH_COMPACT_ORIGIN:  # after its numbers, as its sizes byte says
+        sizes = record[SIZES_AT]
+        at = SIZES_AT + 1 + (sizes >> 4) + (sizes >> 2 & 3) + (sizes & 3)
+    else:
+        at = _BODY_AT[kind]
     return bytes([kind | EVENT_TIME]) + record[1:at] + _TIME.pack(event_time) + record[at:]
 
 
