@@ -166,16 +166,19 @@ def _runner(variant: str, n: int) -> Any:
     else:
         from bench_dedup import ForwardAndCount
 
+        # The job reads ``in`` on the runner's system and writes to "kafka": the memory
+        # system in the same namespace (so the same broker), whose intermediate ``mid`` is
+        # made here, the runner's add_intermediate being for its own system.
         task = FilterMapTask if variant == "task" else ForwardAndCount
         runner = TestRunner(task, namespace=namespace).add_input("in", {})
         config["systems.kafka.samza.factory"] = "memory"
         config["systems.kafka.namespace"] = namespace
         if variant == "task":
-            config.update({"task.inputs": ["kafka.in"], "app.sink": "out"})
+            config.update({"task.inputs": ["memory.in"], "app.sink": "out"})
             runner.add_output("out", PARTITIONS)
         else:
             config.update(_two_stages(variant == "origins"))
-            runner.add_intermediate("mid", PARTITIONS)
+            broker.create_stream("mid", PARTITIONS)
     for key, value in config.items():
         runner.add_config(key, value)
     return runner
@@ -197,7 +200,7 @@ def _two_jobs(namespace: str) -> list[Any]:
             "task.progress.interval.ms": -1,
             "systems.kafka.samza.factory": "memory",
             "systems.kafka.namespace": namespace,
-            "task.inputs": [f"kafka.{source}"],
+            "task.inputs": [f"memory.{source}"],  # the runner's system, as _runner's
             "app.sink": sink,
             f"streams.{source}.samza.msg.serde": "json",
             f"streams.{sink}.samza.key.serde": "string",
@@ -214,7 +217,7 @@ def _two_jobs(namespace: str) -> list[Any]:
 def _two_stages(origins: bool) -> dict[str, Any]:
     """bench_dedup's job on the memory system, its store in memory."""
     return {
-        "task.inputs": ["kafka.in", "kafka.mid"],
+        "task.inputs": ["memory.in", "kafka.mid"],
         "app.mid": "mid",
         "streams.in.samza.msg.serde": "bytes",
         "streams.mid.samza.system": "kafka",
