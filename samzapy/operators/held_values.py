@@ -20,18 +20,37 @@ an operator beside the window may change in place after (as it could not change 
 The serde may still refuse a whole list (one too large): at the write-back every
 ``WRITE_BACK_EVERY`` messages that fails the message it came with, which is taken back out of
 its list (``put``), so what is held and what is stored are as before it.
+
+A list refused outside its message's call (at a commit, as panes fire at a tick, a watermark
+or end-of-stream, or another pane's at that write-back) belongs to no call the container could
+drop: failing the task there failed it again after each restart, on the same input.
+``Refusals`` applies ``task.drop.process.errors`` to it instead: on, the list loses its last
+messages, as few as the serde then accepts (``longest_accepted``: as if each had been refused
+as it came), which are logged as ``message_dropped`` and counted in ``process-errors``, and the
+commit or firing goes on (the checkpoint moves past them); off, the task fails, the error
+naming the window and its serde.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+import structlog
+
+from samzapy.api.errors import SerdeError
+
+log = structlog.get_logger("samzapy.operators")
 
 #: Written back at the latest after this many messages, so at most this many entries are held
 #: (a pane of n messages is then serialized n / WRITE_BACK_EVERY times).
 WRITE_BACK_EVERY = 4096
 
 _NONE = object()
+
+#: ``Refused(skey, value, error)``: the bytes to store for a held ``value`` its serde refused
+#: with ``error`` (None: none, the entry deleted), or raises.
+Refused = Callable[[bytes, Any, Exception], "bytes | None"]
 
 
 def as_held(serde: Any, message: Any) -> Any:
@@ -45,54 +64,154 @@ def as_held(serde: Any, message: Any) -> Any:
 class HeldValues:
     """Store keys -> the objects their entries hold, newer than the store's. ``encode``
     turns one into the entry's bytes; ``limit`` is ``WRITE_BACK_EVERY`` (1 writes each
-    through, where there is no commit hook to write them back)."""
+    through, where there is no commit hook to write them back); ``refused``: what becomes of
+    an entry the serde refuses outside its message's call (``Refusals``; None: it raises)."""
 
-    __slots__ = ("encode", "held", "limit", "store", "taken")
+    __slots__ = ("encode", "held", "limit", "refused", "store", "taken")
 
-    def __init__(self, store: Any, encode: Callable[[Any], bytes], limit: int) -> None:
+    def __init__(
+        self,
+        store: Any,
+        encode: Callable[[Any], bytes],
+        limit: int,
+        refused: Refused | None = None,
+    ) -> None:
         self.store = store
         self.encode = encode
         self.limit = limit
+        self.refused = refused
         self.held: dict[bytes, Any] = {}
         self.taken = 0
 
     def put(self, skey: bytes, value: Any) -> None:
         """Hold ``value`` as ``skey``'s entry (write them all back every ``limit`` puts).
-        When that write-back fails (the serde refuses a list), ``skey`` holds what it did
-        before, or nothing, and the error is raised: the caller takes back what it changed
-        in place (the message it appended), so that the message that failed is in no pane
-        and the store, written as one batch, is as it was."""
+        When that write-back fails on ``skey``'s list (the serde refuses it), ``skey`` holds
+        what it did before, or nothing, and the error is raised: the caller takes back what it
+        changed in place (the message it appended), so that the message that failed is in no
+        pane and the store, written as one batch, is as it was. Another entry refused then
+        came with no message of this call: ``refused`` settles it."""
         held = self.held
         before = held.get(skey, _NONE)
         held[skey] = value
         self.taken += 1
         if self.taken >= self.limit:
             try:
-                self.write_back()
+                own = self.encode(value)  # refused: this call's failure, first
+                others = self._encoded((k, v) for k, v in held.items() if k != skey)
+                self._store([*others, (skey, own)])
             except BaseException:
                 if before is _NONE:
                     del held[skey]
                 else:
                     held[skey] = before
                 raise
+            held.clear()
+            self.taken = 0
 
-    def settle(self, skey: bytes) -> None:
+    def settle(self, skey: bytes, own: bool = True) -> None:
         """Write ``skey``'s entry back, if it is held: the store has it, and what was held is
-        no longer (a pane it is emitted in is not appended to later). Still held if that
-        fails (the serde refuses the list)."""
+        no longer (a pane it is emitted in is not appended to later). ``own``: in the call of
+        the message just appended to it, whose failure the serde's refusal is, and it is still
+        held; else (a firing outside a message's call) ``refused`` settles the refusal."""
         held = self.held
         if skey in held:
-            self.store.put(skey, self.encode(held[skey]))
+            if own:
+                self.store.put(skey, self.encode(held[skey]))
+            else:
+                self._store(self._encoded([(skey, held[skey])]))
             del held[skey]
 
     def write_back(self) -> None:
-        """Every held entry into the store."""
+        """Every held entry into the store (``refused`` settles those the serde refuses)."""
         held = self.held
         if held:
-            encode = self.encode
-            self.store.put_all([(skey, encode(value)) for skey, value in held.items()])
+            self._store(self._encoded(held.items()))
             held.clear()
         self.taken = 0
 
+    def _encoded(self, entries: Iterable[tuple[bytes, Any]]) -> list[tuple[bytes, bytes | None]]:
+        encode, refused = self.encode, self.refused
+        rows: list[tuple[bytes, bytes | None]] = []
+        for skey, value in entries:
+            try:
+                rows.append((skey, encode(value)))
+            except Exception as exc:
+                if refused is None:
+                    raise
+                rows.append((skey, refused(skey, value, exc)))
+        return rows
 
-__all__ = ["WRITE_BACK_EVERY", "HeldValues", "as_held"]
+    def _store(self, rows: list[tuple[bytes, bytes | None]]) -> None:
+        self.store.put_all([(skey, data) for skey, data in rows if data is not None])
+        gone = [skey for skey, data in rows if data is None]
+        if gone:
+            self.store.delete_all(gone)
+
+
+def longest_accepted(encode: Callable[[Any], bytes], items: list[Any]) -> tuple[int, bytes | None]:
+    """How many of ``items`` (which ``encode`` refuses) are left when the last are taken away
+    until ``encode`` accepts the rest, and their bytes (None: none left). By halves: a serde
+    that refuses a list refuses it longer too (one that does not, a list such that it accepts
+    the first n but not the first n + 1)."""
+    kept, refused, data = 0, len(items), None
+    while refused - kept > 1:
+        middle = (kept + refused) // 2
+        try:
+            tried = encode(items[:middle])
+        except Exception:
+            refused = middle
+        else:
+            kept, data = middle, tried
+    return kept, data
+
+
+class Refusals:
+    """A window's held entries its value serde refuses outside their messages' calls (module
+    docstring). ``window``: the operator, whose ``trim_held(value)`` takes the last messages
+    out of such a value until the serde accepts it, and returns its bytes (None: nothing
+    left) and how many it lost; ``context``: its task's, for the drop key and the count."""
+
+    __slots__ = ("count", "drop", "op_id", "serde", "task", "trim")
+
+    def __init__(self, window: Any, context: Any) -> None:
+        self.op_id: str = window.op_id
+        self.trim: Callable[[Any], tuple[bytes | None, int]] = window.trim_held
+        serde = window.window.value_serde
+        self.serde = (
+            "StateSerde"
+            if serde is None
+            else repr(serde)
+            if isinstance(serde, str)
+            else type(serde).__name__
+        )
+        drop = context.config.get("task.drop.process.errors", False)
+        self.drop = str(drop).strip().lower() == "true"
+        self.task = str(getattr(context, "task_name", ""))
+        metrics = getattr(context, "metrics", None) if self.drop else None
+        self.count = None if metrics is None else metrics.counter("container", "process-errors")
+
+    def __call__(self, skey: bytes, value: Any, error: Exception) -> bytes | None:
+        if isinstance(error, MemoryError):  # the process, not the pane (as for a message)
+            raise error
+        if not self.drop:
+            raise SerdeError(
+                f"the value serde {self.serde} of window {self.op_id!r} refused a pane it "
+                f"holds ({error!r}); task.drop.process.errors: true would drop the pane's "
+                "last messages instead"
+            ) from error
+        data, lost = self.trim(value)
+        if self.count is not None:
+            self.count.inc(lost)
+        log.warning(
+            "message_dropped",
+            task=self.task,
+            operator=self.op_id,
+            messages=lost,
+            error=repr(error),
+            reason=f"the value serde {self.serde} refused the pane they were the last "
+            "messages of, and task.drop.process.errors is true",
+        )
+        return data
+
+
+__all__ = ["WRITE_BACK_EVERY", "HeldValues", "Refusals", "as_held", "longest_accepted"]

@@ -21,7 +21,7 @@ import heapq
 import pickle
 from typing import Any
 
-from samzapy.operators.held_values import as_held
+from samzapy.operators.held_values import as_held, longest_accepted
 from samzapy.operators.windows import DEFAULT, LATE, WindowOperator
 
 _SESSION = b"S"
@@ -117,6 +117,24 @@ class SessionWindowOperator(WindowOperator):
         to_bytes = self.vserde.to_bytes
         return pickle.dumps([(a, b, to_bytes(v), f) for a, b, v, f in value], 5)
 
+    def trim_held(self, value: Any) -> tuple[bytes | None, int]:
+        """A key's held sessions, one of whose lists the serde refused outside its messages'
+        calls (``Refusals``): each such list keeps its first messages, as many as the serde
+        accepts (a session left with none is let go)."""
+        to_bytes = self.vserde.to_bytes
+        rows, lost = [], 0
+        for start, last, messages, fired in value:
+            try:
+                data = to_bytes(messages)
+            except Exception:
+                kept, data = longest_accepted(to_bytes, messages)
+                lost += len(messages) - kept
+                del messages[kept:]
+                if data is None:
+                    continue
+            rows.append((start, last, data, fired))
+        return (pickle.dumps(rows, 5) if rows else None), lost
+
     def _merge(self, a: Any, b: Any) -> Any:
         if a is None:
             return b
@@ -157,7 +175,7 @@ class SessionWindowOperator(WindowOperator):
             del self.key_due[kbytes]
             skey = _SESSION + kbytes
             if self.held is not None:
-                self.held.settle(skey)
+                self.held.settle(skey, own=False)
             raw = self.store.get(skey)
             if raw is None:
                 continue

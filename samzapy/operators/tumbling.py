@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from samzapy.api.windows import FiringType, RepeatingTrigger, Trigger
-from samzapy.operators.held_values import as_held
+from samzapy.operators.held_values import as_held, longest_accepted
 from samzapy.operators.trigger_state import Armed, next_time, trigger_due
 from samzapy.operators.window_plan import timed_trigger
 from samzapy.operators.windows import DEFAULT, EARLY, LATE, WindowOperator, take_pending
@@ -284,11 +284,20 @@ class TumblingWindowOperator(WindowOperator):
     def encode_held(self, value: Any) -> bytes:
         return self.vserde.to_bytes(value)  # type: ignore[no-any-return]
 
+    def trim_held(self, value: list[Any]) -> tuple[bytes | None, int]:
+        """A held list the serde refused outside its messages' calls (``Refusals``): its
+        first messages, as many as the serde accepts."""
+        kept, data = longest_accepted(self.vserde.to_bytes, value)
+        lost = len(value) - kept
+        del value[kept:]
+        return data, lost
+
     def _trigger_fire(
-        self, skey: bytes, armed: Armed, trigger: Trigger, firing: FiringType
+        self, skey: bytes, armed: Armed, trigger: Trigger, firing: FiringType, own: bool = True
     ) -> None:
+        """``own``: as a message arrives, whose failure the serde refusing its pane is."""
         if self.held is not None:
-            self.held.settle(skey)
+            self.held.settle(skey, own)
         raw = self.store.get(skey)
         if raw is not None:
             self.emit_pane(
@@ -322,7 +331,7 @@ class TumblingWindowOperator(WindowOperator):
             late = self.event_time and watermark is not None and end <= watermark
             trigger = self.window.late_trigger if late else self.window.early_trigger
             if trigger is not None and trigger_due(trigger, armed, now):
-                self._trigger_fire(skey, armed, trigger, LATE if late else EARLY)
+                self._trigger_fire(skey, armed, trigger, LATE if late else EARLY, own=False)
             else:
                 self._set_timer(skey, armed, late)  # a message since moved its time on
 

@@ -52,7 +52,7 @@ from samzapy.api.windows import (
     WindowPane,
 )
 from samzapy.operators.event_time import EventClock, message_time, wall_ms
-from samzapy.operators.held_values import WRITE_BACK_EVERY, HeldValues
+from samzapy.operators.held_values import WRITE_BACK_EVERY, HeldValues, Refusals
 from samzapy.operators.impl import await_all
 from samzapy.operators.sends import SendingOperator
 from samzapy.storage.serialized import to_bytes_checked
@@ -231,7 +231,7 @@ class WindowOperator(SendingOperator):
             self.at_commit = True
         if self.aggregator is None:
             limit = WRITE_BACK_EVERY if self.at_commit else 1
-            self.held = HeldValues(self.store, self.encode_held, limit)
+            self.held = HeldValues(self.store, self.encode_held, limit, Refusals(self, context))
             if before_commit is not None:
                 before_commit(self.write_back)
         self.restore()

@@ -5,15 +5,18 @@ window changes a pane it received."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_window_lists import times
-from test_windows_time import Live, S, events, m, window_app
+from test_windows_time import MS, Live, S, events, m, window_app
 
-from samzapy import AccumulationMode, FiringType, Triggers, Windows
+from samzapy import AccumulationMode, FiringType, TaskError, Triggers, Windows
+from samzapy.checkpoint.memory import InMemoryCheckpointManager
 
 DEFAULT, EARLY, LATE = FiringType.DEFAULT, FiringType.EARLY, FiringType.LATE
 
@@ -236,4 +239,111 @@ async def test_a_triggered_pane_dropped_downstream_leaves_the_pane_and_its_trigg
     fired = [(value, kind) for _, pane, value, kind in times(live.panes) if pane == 0]
     last = [*base, 100, 300, 400] if mode is AccumulationMode.ACCUMULATING else [400]
     assert fired[-2:] == [([*base, 100, 300], firing), (last, LATE if first else DEFAULT)]
+    assert result.metrics.snapshot()["container"]["process-errors"] == 1
+
+
+def too_small_window(kind: str, most: int) -> Any:
+    """An event-time window whose value serde keeps panes of at most ``most`` messages."""
+    if kind == "tumbling":
+        return Windows.tumbling_window(10 * S, value_serde=AtMost(most)).with_event_time()
+    return Windows.session_window(10 * S, value_serde=AtMost(most)).with_event_time()
+
+
+def checkpointed(live: Live, offset: str) -> bool:
+    container = live.runner.container
+    found = container and InMemoryCheckpointManager.checkpoints_for(container.checkpoint_namespace)
+    return bool(found) and offset in [o for cp in found.values() for o in cp.offsets.values()]
+
+
+async def until_checkpointed(live: Live, offset: str) -> bool:
+    """Whether a checkpoint covers ``offset`` within 2 s (the job's error if it failed)."""
+    deadline = time.monotonic() + 2
+    while not checkpointed(live, offset) and time.monotonic() < deadline:
+        if live.job is not None and live.job.done():
+            live.job.result()
+        await asyncio.sleep(0.01)
+    return checkpointed(live, offset)
+
+
+@pytest.mark.parametrize("kind", ["tumbling", "session"])
+async def test_a_held_pane_the_serde_refuses_at_a_commit_loses_its_last_messages(
+    kind: str,
+) -> None:
+    """Three messages held in one pane, which the serde keeps two of: the commit's write-back
+    drops the third (``task.drop.process.errors``) instead of failing the task, and the
+    checkpoint moves past it."""
+    source = events()
+    config = {"task.drop.process.errors": True, "task.commit.ms": 20}
+    live = Live(window_app(too_small_window(kind, 2), source), {source: 1}, **config)
+    live.send(source, *[m("a", t) for t in (1_000, 2_000, 3_000)])
+    assert await until_checkpointed(live, "2")
+    result = await live.end()
+    first = 0 if kind == "tumbling" else 1_000
+    assert times(live.panes) == [(None, first, [1_000, 2_000], DEFAULT)]
+    assert result.metrics.snapshot()["container"]["process-errors"] == 1
+
+
+@pytest.mark.parametrize("kind", ["tumbling", "session"])
+async def test_a_held_pane_the_serde_refuses_at_end_of_stream_fires_with_what_it_keeps(
+    kind: str,
+) -> None:
+    """End-of-stream fires a held pane the serde keeps two of three messages of: the pane
+    fires with the first two, the third is dropped, and the task ends."""
+    source = events()
+    config = {"task.drop.process.errors": True}
+    live = Live(window_app(too_small_window(kind, 2), source), {source: 1}, **config)
+    live.send(source, *[m("a", t) for t in (1_000, 2_000, 3_000)])
+    result = await live.end()
+    first = 0 if kind == "tumbling" else 1_000
+    assert times(live.panes) == [(None, first, [1_000, 2_000], DEFAULT)]
+    assert result.metrics.snapshot()["container"]["process-errors"] == 1
+
+
+async def test_a_pane_refused_beside_the_one_written_back_drops_its_own_messages_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The write-back every WRITE_BACK_EVERY messages (4 here) comes with b's message and
+    finds a's pane too large: a's third message is dropped, not b's messages."""
+    monkeypatch.setattr("samzapy.operators.windows.WRITE_BACK_EVERY", 4)
+    source = events()
+    window = Windows.keyed_tumbling_window(lambda x: x["k"], 10 * S, value_serde=AtMost(2))
+    config = {"task.drop.process.errors": True}
+    live = Live(window_app(window.with_event_time(), source), {source: 1}, **config)
+    sent = [("a", 1_000), ("a", 2_000), ("a", 3_000), ("b", 4_000), ("b", 5_000)]
+    live.send(source, *[m(k, t) for k, t in sent])
+    result = await live.end()
+    assert sorted(times(live.panes)) == [
+        ("a", 0, [1_000, 2_000], DEFAULT),
+        ("b", 0, [4_000, 5_000], DEFAULT),
+    ]
+    assert result.metrics.snapshot()["container"]["process-errors"] == 1
+
+
+@pytest.mark.parametrize("kind", ["tumbling", "session"])
+async def test_a_held_pane_the_serde_refuses_fails_the_task_without_the_drop_key(
+    kind: str,
+) -> None:
+    source = events()
+    live = Live(window_app(too_small_window(kind, 2), source), {source: 1})
+    live.send(source, *[m("a", t) for t in (1_000, 2_000, 3_000)])
+    with pytest.raises(TaskError) as failed:
+        await live.end()
+    text = f"{failed.value} {failed.value.__cause__!r}"
+    assert "'w' (window)" in text and "AtMost" in text and "too large" in text
+
+
+async def test_a_held_pane_the_serde_refuses_as_a_time_trigger_fires_loses_its_last_messages() -> (
+    None
+):
+    """A time trigger fires at the tick a held pane the serde keeps two of three messages of:
+    the EARLY pane has the first two, the third is dropped, and the task goes on."""
+    source = events(lateness=3_600_000)  # the watermark stays far behind: no DEFAULT pane yet
+    window = Windows.tumbling_window(10 * S, value_serde=AtMost(2)).with_event_time()
+    window = window.set_early_trigger(Triggers.time_since_first_message(100 * MS))
+    live = Live(window_app(window, source), {source: 1}, **{"task.drop.process.errors": True})
+    live.send(source, *[m("a", t) for t in (1_000, 2_000, 3_000)])
+    assert await live.wait(1)
+    live.send(source, m("a", 4_000))
+    result = await live.end()
+    assert times(live.panes) == [(None, 0, [1_000, 2_000], EARLY), (None, 0, [4_000], DEFAULT)]
     assert result.metrics.snapshot()["container"]["process-errors"] == 1
