@@ -31,7 +31,7 @@ from samzapy.api.descriptors import KVSerde
 from samzapy.api.envelope import KV
 from samzapy.operators.event_time import message_time, wall_ms
 from samzapy.operators.impl import OperatorImpl
-from samzapy.operators.windows import state_serde
+from samzapy.operators.state_serdes import state_serde
 
 #: Entries a join's sweep looks at per tick (``task.window.ms``) at least, and per entry
 #: written since the last tick: the sweep keeps up with the writes at about one store read

@@ -28,9 +28,9 @@ from samzapy.api.tables import (
     LocalTableDescriptor,
     RemoteTableDescriptor,
 )
+from samzapy.operators.state_serdes import state_serde
 from samzapy.operators.stream_joins import message_serde
 from samzapy.operators.window_plan import carries
-from samzapy.operators.windows import state_serde
 
 
 def store_names(graph: ApplicationGraph) -> dict[str, str]:

@@ -24,7 +24,7 @@ from samzapy.api.windows import (
     Trigger,
     Window,
 )
-from samzapy.operators.windows import state_serde
+from samzapy.operators.state_serdes import state_serde
 
 #: ``task.window.ms`` an application gets when a window needs a clock and the job file sets
 #: none: the panes of processing-time windows fire within this of their end.

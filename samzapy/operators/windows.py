@@ -41,7 +41,7 @@ from typing import Any
 import structlog
 
 from samzapy.api.envelope import KV, OutgoingMessageEnvelope
-from samzapy.api.errors import ConfigError, OperatorError
+from samzapy.api.errors import OperatorError
 from samzapy.api.system import SystemStream
 from samzapy.api.task import END_WATERMARK
 from samzapy.api.windows import (
@@ -55,8 +55,7 @@ from samzapy.operators.event_time import EventClock, message_time, wall_ms
 from samzapy.operators.held_values import WRITE_BACK_EVERY, HeldValues, Refusals
 from samzapy.operators.impl import await_all
 from samzapy.operators.sends import SendingOperator
-from samzapy.storage.serialized import to_bytes_checked
-from samzapy.system.serde import SerdeRegistry
+from samzapy.operators.state_serdes import state_serde
 
 log = structlog.get_logger("samzapy.operators")
 
@@ -65,66 +64,6 @@ _META = b"M"
 _LOGGED_LATE = 1024
 
 EARLY, DEFAULT, LATE = FiringType.EARLY, FiringType.DEFAULT, FiringType.LATE
-
-
-_STR, _INT, _PICKLE = 0x73, 0x69, 0x70  # b"s", b"i", b"p"
-_INT_MIN, _INT_MAX = -(2**63), 2**63
-
-
-class StateSerde:
-    """The default serde of a window's keys and values (its state is read back by the same
-    job only): a type byte, then a ``str``'s UTF-8, an ``int``'s 8 bytes, or anything else
-    pickled. The common keys and counts skip pickle, which costs a microsecond a message."""
-
-    def to_bytes(self, obj: Any) -> bytes:
-        kind = type(obj)
-        if kind is str:
-            text: str = obj
-            return b"s" + text.encode()
-        if kind is int and _INT_MIN <= obj < _INT_MAX:
-            number: int = obj
-            return b"i" + number.to_bytes(8, "big", signed=True)
-        return b"p" + pickle.dumps(obj, 5)
-
-    def from_bytes(self, data: bytes) -> Any:
-        kind = data[0]
-        if kind == _STR:
-            return data[1:].decode()
-        if kind == _INT:
-            return int.from_bytes(data[1:], "big", signed=True)
-        return pickle.loads(data[1:])
-
-
-class GivesBytes:
-    """A serde of the job's own, its ``to_bytes`` checked to give bytes (a window's state is
-    kept as bytes): a failure names the serde, not the store's internal ``bytes`` serde."""
-
-    __slots__ = ("from_bytes", "to_bytes")
-
-    def __init__(self, serde: Any) -> None:
-        self.to_bytes = to_bytes_checked(serde)
-        self.from_bytes = serde.from_bytes
-
-
-def state_serde(serde: Any, config: Mapping[str, Any]) -> Any:
-    """A serde setting as an object: a name through the registry (the job's custom serdes
-    included), an object as it is (a job's own checked, ``GivesBytes``), None as
-    ``StateSerde``."""
-    if serde is None:
-        return StateSerde()
-    if isinstance(serde, str):
-        prefix, suffix = "serializers.registry.", ".class"
-        custom = {
-            k[len(prefix) : -len(suffix)]: v
-            for k, v in config.items()
-            if k.startswith(prefix) and k.endswith(suffix)
-        }
-        serde = SerdeRegistry(custom).get(serde)
-    if not (
-        callable(getattr(serde, "to_bytes", None)) and callable(getattr(serde, "from_bytes", None))
-    ):
-        raise ConfigError(f"a serde needs to_bytes and from_bytes methods, got {serde!r}")
-    return GivesBytes(serde)
 
 
 _new = tuple.__new__
@@ -442,9 +381,7 @@ __all__ = [
     "DEFAULT",
     "EARLY",
     "LATE",
-    "StateSerde",
     "WindowOperator",
     "gather_pending",
-    "state_serde",
     "take_pending",
 ]

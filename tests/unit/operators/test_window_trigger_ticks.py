@@ -16,8 +16,8 @@ from samzapy import AccumulationMode, Triggers, Window, Windows
 from samzapy.api.windows import Trigger
 from samzapy.operators import tumbling
 from samzapy.operators.event_time import EventClock
+from samzapy.operators.state_serdes import StateSerde
 from samzapy.operators.tumbling import TumblingWindowOperator
-from samzapy.operators.windows import StateSerde
 
 S = timedelta(seconds=1)
 
