@@ -22,25 +22,15 @@ The serde may still refuse a whole list (one too large): at the write-back every
 its list (``put``), so what is held and what is stored are as before it.
 
 A list refused outside its message's call (at a commit, as panes fire at a tick, a watermark
-or end-of-stream, or another pane's at that write-back) belongs to no call the container could
-drop: failing the task there failed it again after each restart, on the same input.
-``Refusals`` applies ``task.drop.process.errors`` to it instead: on, the list loses its last
-messages, as few as the serde then accepts (``longest_accepted``: as if each had been refused
-as it came), which are logged as ``message_dropped`` and counted in ``process-errors``, and the
-commit or firing goes on (the checkpoint moves past them); off, the task fails, the error
-naming the window and its serde.
+or end-of-stream, or another pane's at that write-back) goes to ``refused``
+(``refusals.Refusals``: under ``task.drop.process.errors`` the list loses its last messages,
+as few as the serde then accepts, ``longest_accepted``; else the task fails).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any
-
-import structlog
-
-from samzapy.api.errors import SerdeError
-
-log = structlog.get_logger("samzapy.operators")
 
 #: Written back at the latest after this many messages, so at most this many entries are held
 #: (a pane of n messages is then serialized n / WRITE_BACK_EVERY times).
@@ -165,53 +155,4 @@ def longest_accepted(encode: Callable[[Any], bytes], items: list[Any]) -> tuple[
     return kept, data
 
 
-class Refusals:
-    """A window's held entries its value serde refuses outside their messages' calls (module
-    docstring). ``window``: the operator, whose ``trim_held(value)`` takes the last messages
-    out of such a value until the serde accepts it, and returns its bytes (None: nothing
-    left) and how many it lost; ``context``: its task's, for the drop key and the count."""
-
-    __slots__ = ("count", "drop", "op_id", "serde", "task", "trim")
-
-    def __init__(self, window: Any, context: Any) -> None:
-        self.op_id: str = window.op_id
-        self.trim: Callable[[Any], tuple[bytes | None, int]] = window.trim_held
-        serde = window.window.value_serde
-        self.serde = (
-            "StateSerde"
-            if serde is None
-            else repr(serde)
-            if isinstance(serde, str)
-            else type(serde).__name__
-        )
-        drop = context.config.get("task.drop.process.errors", False)
-        self.drop = str(drop).strip().lower() == "true"
-        self.task = str(getattr(context, "task_name", ""))
-        metrics = getattr(context, "metrics", None) if self.drop else None
-        self.count = None if metrics is None else metrics.counter("container", "process-errors")
-
-    def __call__(self, skey: bytes, value: Any, error: Exception) -> bytes | None:
-        if isinstance(error, MemoryError):  # the process, not the pane (as for a message)
-            raise error
-        if not self.drop:
-            raise SerdeError(
-                f"the value serde {self.serde} of window {self.op_id!r} refused a pane it "
-                f"holds ({error!r}); task.drop.process.errors: true would drop the pane's "
-                "last messages instead"
-            ) from error
-        data, lost = self.trim(value)
-        if self.count is not None:
-            self.count.inc(lost)
-        log.warning(
-            "message_dropped",
-            task=self.task,
-            operator=self.op_id,
-            messages=lost,
-            error=repr(error),
-            reason=f"the value serde {self.serde} refused the pane they were the last "
-            "messages of, and task.drop.process.errors is true",
-        )
-        return data
-
-
-__all__ = ["WRITE_BACK_EVERY", "HeldValues", "Refusals", "as_held", "longest_accepted"]
+__all__ = ["WRITE_BACK_EVERY", "HeldValues", "as_held", "longest_accepted"]

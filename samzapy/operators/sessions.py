@@ -22,7 +22,7 @@ import pickle
 from typing import Any
 
 from samzapy.operators.held_values import as_held, longest_accepted
-from samzapy.operators.windows import DEFAULT, LATE, WindowOperator
+from samzapy.operators.windows import DEFAULT, LATE, UNREADABLE, WindowOperator
 
 _SESSION = b"S"
 #: Above every session key, whatever its key's bytes (``range`` stops before it).
@@ -187,7 +187,9 @@ class SessionWindowOperator(WindowOperator):
                         left.append((start, last, value, True))
                 elif last + self.size <= now:
                     end = last + self.size
-                    self.emit_pane(key, start, end, self.vserde.from_bytes(value), DEFAULT)
+                    read = self.read_pane(value, key, start)
+                    if read is not UNREADABLE:
+                        self.emit_pane(key, start, end, read, DEFAULT)
                     if keep and self._due(last, True) > now:
                         left.append((start, last, value, True))
                 else:

@@ -24,7 +24,14 @@ from samzapy.api.windows import FiringType, RepeatingTrigger, Trigger
 from samzapy.operators.held_values import as_held, longest_accepted
 from samzapy.operators.trigger_state import Armed, next_time, trigger_due
 from samzapy.operators.window_plan import timed_trigger
-from samzapy.operators.windows import DEFAULT, EARLY, LATE, WindowOperator, take_pending
+from samzapy.operators.windows import (
+    DEFAULT,
+    EARLY,
+    LATE,
+    UNREADABLE,
+    WindowOperator,
+    take_pending,
+)
 
 _TUMBLING = b"T"
 _ARMED = b"A"
@@ -300,9 +307,12 @@ class TumblingWindowOperator(WindowOperator):
             self.held.settle(skey, own)
         raw = self.store.get(skey)
         if raw is not None:
-            self.emit_pane(
-                armed.key, armed.pane, armed.pane + self.size, self.vserde.from_bytes(raw), firing
-            )
+            if own:
+                value = self.vserde.from_bytes(raw)
+            else:
+                value = self.read_pane(raw, armed.key, armed.pane)
+            if value is not UNREADABLE:
+                self.emit_pane(armed.key, armed.pane, armed.pane + self.size, value, firing)
             if not self.accumulating:
                 self.store.delete(skey)
         armed.count = 0
@@ -370,7 +380,9 @@ class TumblingWindowOperator(WindowOperator):
                     found = [(e.key, e.value) for e in entries]
                 for skey, raw in found:
                     key = self.kserde.from_bytes(skey[9:])
-                    self.emit_pane(key, pane, end, self.vserde.from_bytes(raw), DEFAULT)
+                    value = self.read_pane(raw, key, pane)
+                    if value is not UNREADABLE:
+                        self.emit_pane(key, pane, end, value, DEFAULT)
                 self._disarm(pane)
                 keep = self.event_time and self.lateness > 0 and not final
                 if keep and end + self.lateness > now:
@@ -390,7 +402,9 @@ class TumblingWindowOperator(WindowOperator):
                     # entry is such.
                     if not self.accumulating or (armed is not None and armed.count):
                         key = self.kserde.from_bytes(skey[9:])
-                        self.emit_pane(key, pane, end, self.vserde.from_bytes(raw), LATE)
+                        value = self.read_pane(raw, key, pane)
+                        if value is not UNREADABLE:
+                            self.emit_pane(key, pane, end, value, LATE)
                 store.delete_all([skey for skey, _ in stale])
                 self._disarm(pane)
                 del self.panes[pane]

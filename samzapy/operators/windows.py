@@ -52,8 +52,9 @@ from samzapy.api.windows import (
     WindowPane,
 )
 from samzapy.operators.event_time import EventClock, message_time, wall_ms
-from samzapy.operators.held_values import WRITE_BACK_EVERY, HeldValues, Refusals
+from samzapy.operators.held_values import WRITE_BACK_EVERY, HeldValues
 from samzapy.operators.impl import await_all
+from samzapy.operators.refusals import Refusals
 from samzapy.operators.sends import SendingOperator
 from samzapy.operators.state_serdes import state_serde
 
@@ -64,6 +65,9 @@ _META = b"M"
 _LOGGED_LATE = 1024
 
 EARLY, DEFAULT, LATE = FiringType.EARLY, FiringType.DEFAULT, FiringType.LATE
+
+#: ``read_pane``'s value for a pane its serde cannot read, dropped (``refusals.py``).
+UNREADABLE = object()
 
 
 _new = tuple.__new__
@@ -91,6 +95,7 @@ class WindowOperator(SendingOperator):
         "merger",
         "now_ms",
         "pending",
+        "refusals",
         "size",
         "store",
         "vserde",
@@ -132,6 +137,8 @@ class WindowOperator(SendingOperator):
         #: A window without an aggregator: its panes' lists appended to since the last
         #: write-back (``held_values.py``).
         self.held: HeldValues | None = None
+        #: What becomes of state the serde refuses outside a message's call (``open``).
+        self.refusals: Refusals | None = None
         self.late = 0
         self.late_logged: dict[int, None] = {}
 
@@ -168,9 +175,10 @@ class WindowOperator(SendingOperator):
         if before_commit is not None:
             before_commit(self.write_watermark)
             self.at_commit = True
+        self.refusals = Refusals(self, context)
         if self.aggregator is None:
             limit = WRITE_BACK_EVERY if self.at_commit else 1
-            self.held = HeldValues(self.store, self.encode_held, limit, Refusals(self, context))
+            self.held = HeldValues(self.store, self.encode_held, limit, self.refusals)
             if before_commit is not None:
                 before_commit(self.write_back)
         self.restore()
@@ -295,6 +303,17 @@ class WindowOperator(SendingOperator):
 
     # -- firing ----------------------------------------------------------------------------------
 
+    def read_pane(self, raw: bytes, key: Any, pane: int) -> Any:
+        """A pane's value from the store as it fires outside a message's call (a tick, a
+        watermark, end-of-stream); ``UNREADABLE`` when the serde cannot read it and
+        ``task.drop.process.errors`` dropped it (``refusals.py``; else the task fails)."""
+        try:
+            return self.vserde.from_bytes(raw)
+        except Exception as exc:
+            assert self.refusals is not None  # (opened)
+            self.refusals.unreadable(exc, key, pane)
+        return UNREADABLE
+
     def emit_pane(self, key: Any, pane: int, end: int, value: Any, firing: FiringType) -> None:
         clock = self.clock
         before = clock.t
@@ -381,6 +400,7 @@ __all__ = [
     "DEFAULT",
     "EARLY",
     "LATE",
+    "UNREADABLE",
     "WindowOperator",
     "gather_pending",
     "take_pending",

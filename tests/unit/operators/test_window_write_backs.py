@@ -328,7 +328,8 @@ async def test_a_held_pane_the_serde_refuses_fails_the_task_without_the_drop_key
     live.send(source, *[m("a", t) for t in (1_000, 2_000, 3_000)])
     with pytest.raises(TaskError) as failed:
         await live.end()
-    text = f"{failed.value} {failed.value.__cause__!r}"
+    cause = failed.value.__cause__
+    text = f"{failed.value} {cause!r} {getattr(cause, '__notes__', [])}"
     assert "'w' (window)" in text and "AtMost" in text and "too large" in text
 
 
