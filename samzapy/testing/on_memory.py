@@ -16,6 +16,9 @@ task in one container. So:
    ``job.coordinator.factory``), which only ``samzapy run``'s JobRunner reads, gives way to
    one static container: a job file placing the job in several containers on Kafka is not
    refused for its (memory) intermediate streams living in one process.
+
+A task class's job keeps its config's systems; each memory system of it, its factory given as
+``memory`` or as Samza's class name, holds the runner's streams (``memory_namespaces``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 
 from samzapy.api.errors import ConfigError
 from samzapy.config import Config, StreamConfig
+from samzapy.config.schema import SAMZA_SYSTEM_FACTORIES
 from samzapy.config.validate import check
 
 #: Step 4: one container running every task of the job.
@@ -67,6 +71,23 @@ def on_memory(config: Mapping[str, Any], namespace: str) -> dict[str, Any]:
     return keys
 
 
+def memory_namespaces(config: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+    """A task job's: the ``namespace`` key of each memory system of ``config`` (the runner's
+    own and a task's output's), whatever name its factory is given (``memory``, or Samza's
+    class name), so that its streams are the runner's unless the config says otherwise."""
+    return {
+        key.replace(".samza.factory", ".namespace"): namespace
+        for key, value in config.items()
+        if key.startswith("systems.") and key.endswith(".samza.factory") and _memory(value)
+    }
+
+
+def _memory(factory: Any) -> bool:
+    """Whether ``factory`` (a ``systems.<name>.samza.factory``) names the memory system."""
+    name = factory.strip() if isinstance(factory, str) else factory
+    return isinstance(name, str) and SAMZA_SYSTEM_FACTORIES.get(name, name) == "memory"
+
+
 def check_one_namespace(streams: Iterable[StreamConfig]) -> None:
     """Step 3, for the job's ``streams`` (the resolved ``streams.<id>`` entries)."""
     systems: dict[str, dict[str, str]] = {}
@@ -103,4 +124,4 @@ def _system_key(problem: str) -> bool:
 _FILE_PATH = re.compile(r"systems\.[^ ]+\.path is required for a file system")
 
 
-__all__ = ["ONE_CONTAINER", "check_one_namespace", "on_memory"]
+__all__ = ["ONE_CONTAINER", "check_one_namespace", "memory_namespaces", "on_memory"]

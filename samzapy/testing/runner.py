@@ -55,7 +55,7 @@ from samzapy.testing.checked_serdes import checked_output_serdes
 from samzapy.testing.clock import ManualClock
 from samzapy.testing.files import checkpoint_dir, runner_dir
 from samzapy.testing.given import check_app_inputs, check_task_class, check_task_inputs, timeout_s
-from samzapy.testing.on_memory import ONE_CONTAINER, check_one_namespace
+from samzapy.testing.on_memory import ONE_CONTAINER, check_one_namespace, memory_namespaces
 from samzapy.testing.on_memory import on_memory as on_memory_system
 from samzapy.testing.records import SYSTEM, stream_reader
 from samzapy.testing.streams import create_outputs, prepare_streams, retold
@@ -401,12 +401,7 @@ class TestRunner:
             base[f"streams.{stream}.samza.intermediate"] = True
             base[f"streams.{stream}.samza.msg.serde"] = "json"
         config = load_config(text=yaml.safe_dump(self._config), base=base)
-        # The config's other memory systems (a task's output's) are the runner's unless it says.
-        spaces = {
-            k.replace(".samza.factory", ".namespace"): self.namespace
-            for k, v in config.items()
-            if k.endswith(".samza.factory") and v == "memory"
-        }
+        spaces = memory_namespaces(config, self.namespace)
         return {**spaces, **config, **checkpoint_dir(config, self.namespace)}
 
 

@@ -55,6 +55,15 @@ def test_another_memory_system_of_the_config_holds_the_runners_streams() -> None
     assert [result.outputs("out") for result in results] == [{0: ["a"]}, {0: ["b"]}]
 
 
+def test_a_memory_system_named_by_samzas_class_holds_the_runners_streams() -> None:
+    # A job file of Samza's names its memory system's factory by the Java class.
+    config = {
+        "systems.output.samza.factory": "org.apache.samza.system.inmemory.InMemorySystemFactory"
+    }
+    result = TestRunner(ToOutput, config).add_input("in", ["a"]).add_output("out").run(timeout=10)
+    assert result.outputs("out") == {0: ["a"]}
+
+
 def test_file_checkpoints_a_config_asks_for_are_the_runners_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
