@@ -7,7 +7,10 @@ the call.
 Messages given for a stream the job does not read would be silently left out, and a stream
 the job reads that nobody gave would fail the run with an error about the in-memory system
 (or, for a job file's Kafka inputs, wait for a broker until the timeout); each is refused
-before the job starts, naming the call and the key at fault.
+before the job starts, naming the call and the key at fault. So is a memory system of the
+job moved out of the runner's namespace: its streams would be where the runner neither
+gives inputs nor reads outputs (``result.outputs`` empty, or a KeyError for a stream never
+written there).
 """
 
 from __future__ import annotations
@@ -31,18 +34,21 @@ def check_task_inputs(
     given: Mapping[str, Collection[str]],
     broker: InMemoryBroker,
 ) -> None:
-    """A task job's: every stream given (``given``: the call, ``add_input`` or
-    ``add_intermediate``, to its streams) is an input of the job on the runner's ``system``,
-    in its ``namespace``; and every input of the job there is on ``broker`` (given, or made
-    by an earlier job of the namespace)."""
-    settings = resolved.systems.get(system)
-    found = settings.params.get("namespace") if settings is not None else None
-    if found is not None and found != namespace:
-        raise ValueError(
-            f"systems.{system}.namespace is {found!r}, not the runner's {namespace!r}, so the "
-            f"job would not read what the runner gave: leave it out, and give TestRunner "
-            f"namespace={found!r} to share another runner's streams"
-        )
+    """A task job's: every memory system of the job is in the runner's ``namespace``; every
+    stream given (``given``: the call, ``add_input`` or ``add_intermediate``, to its streams)
+    is an input of the job on the runner's ``system``; and every input of the job on a
+    memory system is on ``broker`` (given, or made by an earlier job of the namespace)."""
+    for name, settings in sorted(resolved.systems.items()):
+        found = settings.params.get("namespace")
+        if settings.factory == "memory" and found != namespace:
+            raise ValueError(
+                f"systems.{name}.namespace is {found!r}, not the runner's {namespace!r}: the "
+                f"job's streams on system {name!r} would be where the runner neither gives "
+                "inputs (add_input) nor reads outputs (add_output, result.outputs): leave "
+                f"systems.{name}.namespace out (the runner puts every memory system of the "
+                f"job in its namespace), or give TestRunner namespace={found!r} to share the "
+                "streams of that namespace (another runner's)"
+            )
     read = {*resolved.task.inputs, *(b.system_stream for b in resolved.task.broadcast_inputs)}
     for call, streams in given.items():
         for stream in streams:
@@ -54,8 +60,8 @@ def check_task_inputs(
                     f"add_input and add_intermediate) or list {system}.{stream} in it"
                 )
     for ss in sorted(read, key=str):
-        settings = resolved.systems.get(ss.system)
-        ours = settings is not None and settings.params.get("namespace") == namespace
+        on = resolved.systems.get(ss.system)
+        ours = on is not None and on.factory == "memory"
         if ours and broker.partition_count(ss.stream) is None:
             raise ValueError(
                 f"the config (task.inputs or task.broadcast.inputs) reads {ss}, which has no "

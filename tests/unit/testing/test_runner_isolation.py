@@ -64,6 +64,31 @@ def test_a_memory_system_named_by_samzas_class_holds_the_runners_streams() -> No
     assert result.outputs("out") == {0: ["a"]}
 
 
+@pytest.mark.parametrize("declared", [True, False], ids=["add_output", "no-add_output"])
+def test_a_memory_system_the_config_moves_to_another_namespace_is_refused(
+    declared: bool,
+) -> None:
+    # What the task sends there is out of the runner's reach: result.outputs would be empty
+    # (declared) or a KeyError saying the stream was never written (not declared).
+    config = {"systems.output.samza.factory": "memory", "systems.output.namespace": "other"}
+    runner = TestRunner(ToOutput, config).add_input("in", ["a"])
+    if declared:
+        runner.add_output("out")
+    expected = (
+        rf"systems\.output\.namespace is 'other', not the runner's '{runner.namespace}'"
+        r".*system 'output'.*leave systems\.output\.namespace out.*namespace='other'"
+    )
+    with pytest.raises(ValueError, match=expected):
+        runner.run(timeout=10)
+
+
+def test_a_memory_system_in_the_runners_namespace_by_name_runs() -> None:
+    runner = TestRunner(ToOutput).add_input("in", ["a"]).add_output("out")
+    runner.add_config("systems.output.samza.factory", "memory")
+    runner.add_config("systems.output.namespace", runner.namespace)
+    assert runner.run(timeout=10).outputs("out") == {0: ["a"]}
+
+
 def test_file_checkpoints_a_config_asks_for_are_the_runners_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
