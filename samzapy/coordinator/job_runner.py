@@ -14,9 +14,10 @@
   (kept locally, marked clean) while its other tasks go on; the runner then tells the group
   when it stopped it and rejoins, and the next rebalance hands it to its new owner, which
   restores its stores, calls ``init`` and resumes from that final checkpoint. Every
-  rebalance is logged (``rebalance_started``; ``tasks_released`` by the old owner;
-  ``rebalance_completed``: tasks kept, added and removed, the added tasks' pause since their
-  previous owner stopped them, the handover time). The group lease (``lease.py``) holds
+  rebalance is logged (``rebalance_log.py``: ``rebalance_started`` with its reason;
+  ``tasks_released`` by the old owner; ``rebalance_completed``: the same reason, tasks kept,
+  added and removed, the added tasks' pause since their previous owner stopped them, the
+  handover time). The group lease (``lease.py``) holds
   writes while the member cannot be sure it is one. With ``job.standbytasks.replication.
   factor`` above 1, each assignment also names this container's standby tasks, which
   ``standby.py`` keeps warm; a task that starts here is promoted from its standby first.
@@ -57,6 +58,7 @@ from samzapy.coordinator.identity import (
 )
 from samzapy.coordinator.lease import Lease
 from samzapy.coordinator.placement import GroupStandbys
+from samzapy.coordinator.rebalance_log import FENCED, RELEASED, WARMED, RebalanceLog, names
 from samzapy.coordinator.shares import Shares, plan_handover
 from samzapy.coordinator.standby import Standbys, standby_replicas
 from samzapy.metrics import Health, MetricsRegistry, MetricsReporter, start_reporters
@@ -96,7 +98,7 @@ class JobRunner:
         #: Set while no release is under way (a rebalance waits for one to finish).
         self._settled = asyncio.Event()
         self._settled.set()
-        self._rebalance_started_at: float | None = None
+        self._rebalances = RebalanceLog()
         #: Tasks whose inputs all ended in this process (still this member's).
         self._ended: set[int] = set()
         #: The latest assignment's tasks until taken (this member's already).
@@ -189,7 +191,7 @@ class JobRunner:
             job=(cfg.job.name, cfg.job.id),
         )
         if self._standbys is not None:
-            self._standbys.on_warm = membership.rejoin
+            self._standbys.on_warm = lambda: membership.rejoin(WARMED)
         self.metrics.counter("coordinator", "rebalances", lambda: self.rebalances)
         self.metrics.gauge("coordinator", "tasks", lambda: len(self.tasks))
         log.info(
@@ -263,7 +265,7 @@ class JobRunner:
                 if assigned is not None:
                     await self._take(membership, *assigned)
             elif self._ended and not self._shares.shares:
-                log.info("tasks_ended", tasks=_names(sorted(self._ended)))
+                log.info("tasks_ended", tasks=names(sorted(self._ended)))
                 return  # every task of this container ended
 
     def _check_shares(self) -> None:
@@ -283,9 +285,8 @@ class JobRunner:
     async def _on_rebalance(self) -> None:
         if self._assignments:
             self.rebalances += 1
-            if self._rebalance_started_at is None:
-                self._rebalance_started_at = time.monotonic()
-            log.info("rebalance_started", tasks=_names(self.tasks))
+            member = self._membership
+            self._rebalances.started(self.tasks, member.rebalance_reason if member else None)
         # The group must learn what this member runs: a release under way finishes first.
         await self._settled.wait()
 
@@ -314,14 +315,14 @@ class JobRunner:
         structlog.contextvars.bind_contextvars(member=membership.member_id)
         if self._dropped:
             membership.released(self._dropped, time.time())
-            membership.rejoin()
+            membership.rejoin(RELEASED)
             self._dropped = set()
         if self._fence_wait and tasks:
             # A predecessor with this id may still run these tasks until it notices: the
             # share reads its checkpoints meanwhile, and claims and writes only after.
             self._fence_wait = False
             wait = fence_wait_s(membership)
-            log.info("static_member_joined", tasks=_names(tasks), fence_wait_ms=wait * 1000)
+            log.info("static_member_joined", tasks=names(tasks), fence_wait_ms=wait * 1000)
             self._not_before = asyncio.ensure_future(asyncio.sleep(wait))
         self._assignments += 1
         self._ended &= set(tasks)
@@ -341,10 +342,10 @@ class JobRunner:
             finally:
                 self._settled.set()
             membership.released(handover.removed, stopped_at)
-            membership.rejoin()
+            membership.rejoin(RELEASED)
             log.info(
                 "tasks_released",
-                tasks=_names(sorted(handover.removed)),
+                tasks=names(sorted(handover.removed)),
                 elapsed_ms=round((time.monotonic() - began) * 1000, 1),
             )
         # 2. Start the tasks that came, in a container of their own (not those dropped since).
@@ -369,17 +370,14 @@ class JobRunner:
             self.health.ready = True
         if not self._assignment.is_set():
             self._pending = set()
-        since = self._rebalance_started_at if self._rebalance_started_at is not None else began
-        log.info(
-            "rebalance_completed" if self._rebalance_started_at is not None else "tasks_assigned",
-            tasks=_names(sorted(tasks)),
-            tasks_kept=_names(sorted(handover.kept)),
-            tasks_added=_names(sorted(added)),
-            tasks_removed=_names(sorted(handover.removed)),
+        self._rebalances.completed(
+            tasks,
+            kept=handover.kept,
+            added=added,
+            removed=handover.removed,
             paused_ms=paused,
-            handover_ms=round((time.monotonic() - since) * 1000, 1),
+            began=began,
         )
-        self._rebalance_started_at = None
 
     def _member_fenced(self) -> None:
         """The group dropped this static member: its tasks may run elsewhere already."""
@@ -399,10 +397,10 @@ class JobRunner:
             task=exc.task_name,
             epoch=exc.epoch,
             error=str(exc),
-            tasks_dropped=_names(tasks),
+            tasks_dropped=names(tasks),
         )
         if self._membership is not None:
-            self._membership.rejoin()
+            self._membership.rejoin(FENCED)
 
     # -- shared ---------------------------------------------------------------------------------
 
@@ -441,10 +439,6 @@ async def _joined(membership: GroupMembership) -> bool:
 def _share(count: int, index: int) -> Callable[[int], bool]:
     """Whether task k is container ``index``'s of ``count`` (a static share)."""
     return lambda k: k % count == index
-
-
-def _names(tasks: list[int]) -> list[str]:
-    return [f"Partition {k}" for k in tasks]
 
 
 __all__ = ["JobRunner"]

@@ -11,6 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from samzapy.api.system import SystemStreamPartition
 
+#: The reason of a ``rejoin`` that gives none.
+REJOIN_ASKED = "this member asked for a new assignment"
+
 
 class GroupOffsetCommitter(abc.ABC):
     """Commits a job's input offsets to its consumer group on the system, where the system's
@@ -66,6 +69,11 @@ class GroupMembership(abc.ABC):
     at which the previous owner of each newly assigned task stopped it, when it said so
     (``released``)."""
 
+    #: What started the rebalance under way, as far as this member can tell (its own
+    #: ``rejoin``'s reason, or what the group let it see), set before ``on_rebalance`` is
+    #: awaited; None: the membership does not say.
+    rebalance_reason: str | None = None
+
     @abc.abstractmethod
     async def start(self) -> None:
         """Join the group."""
@@ -78,8 +86,9 @@ class GroupMembership(abc.ABC):
     def failure(self) -> BaseException | None:
         """Why the membership ended, once it has."""
 
-    def rejoin(self) -> None:  # noqa: B027 - optional hook
-        """Ask the group for a new assignment soon (this container dropped its tasks)."""
+    def rejoin(self, reason: str = REJOIN_ASKED) -> None:  # noqa: B027 - optional hook
+        """Ask the group for a new assignment soon, for ``reason`` (this container released
+        tasks, had one fenced, or warmed a standby up): the next ``rebalance_reason``."""
 
     def released(self, tasks: Iterable[int], at: float) -> None:  # noqa: B027 - optional hook
         """This member stopped ``tasks`` at wall-clock time ``at`` (s): tell their next owner."""
@@ -105,4 +114,4 @@ class GroupMembership(abc.ABC):
         return None
 
 
-__all__ = ["GroupMembership", "GroupOffsetCommitter", "StandbyPlacement"]
+__all__ = ["REJOIN_ASKED", "GroupMembership", "GroupOffsetCommitter", "StandbyPlacement"]

@@ -64,6 +64,7 @@ from samzapy.system.assignment import assign_tasks, withhold_moving
 from samzapy.system.kafka.connection import connect, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
 from samzapy.system.kafka.group_offsets import KafkaGroupOffsets
+from samzapy.system.kafka.group_triggers import REJOIN_ASKED, RebalanceTriggers
 from samzapy.system.kafka.group_wire import (
     Job,
     decode,
@@ -231,6 +232,7 @@ class KafkaGroupMembership(GroupMembership):
         self._session_timeout_ms = session_timeout_ms
         self._owned = owned
         self._on_rebalance = on_rebalance
+        self._triggers = RebalanceTriggers()  # the cause of each rebalance (rebalance_reason)
         self._on_assigned = on_assigned
         #: When this member stopped tasks it gave up (wall clock, s), until a rebalance has
         #: carried them to the leader; those the last metadata reported; those the
@@ -279,6 +281,7 @@ class KafkaGroupMembership(GroupMembership):
         )
         self._consumer = consumer
         self._watch_heartbeats(consumer)
+        self._triggers.watch(consumer)  # after: its heartbeat wraps the one watched
         try:
             consumer.subscribe(topics=self._topics, listener=_Listener(self))
         except KAFKA_ERRORS as exc:
@@ -376,11 +379,8 @@ class KafkaGroupMembership(GroupMembership):
             self._on_fenced()
         return True
 
-    def rejoin(self) -> None:
-        consumer = self._consumer
-        coordinator = getattr(consumer, "_coordinator", None)  # aiokafka has no public call
-        if coordinator is not None:
-            coordinator.request_rejoin()
+    def rejoin(self, reason: str = REJOIN_ASKED) -> None:
+        self._triggers.rejoin(getattr(self._consumer, "_coordinator", None), reason)
 
     def released(self, tasks: Iterable[int], at: float) -> None:
         for task in tasks:
@@ -416,6 +416,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         # assignor never moves a task its owner still reports) until the next assignment.
         if self._membership._check_fenced():
             await asyncio.Event().wait()  # never rejoin: stop() ends the routine here
+        self._membership.rebalance_reason = self._membership._triggers.take()
         await self._membership._on_rebalance()
 
     async def on_partitions_assigned(self, assigned: Any) -> None:

@@ -154,8 +154,8 @@ class Member:
     def released(self, tasks: Any, at: float) -> None:
         raise AssertionError("nothing to release")
 
-    def rejoin(self) -> None:
-        raise AssertionError("nothing to rejoin for")
+    def rejoin(self, reason: str = "") -> None:
+        raise AssertionError(f"nothing to rejoin for, asked for: {reason}")
 
 
 def _checkpoints(tmp_path: Path) -> list[str]:

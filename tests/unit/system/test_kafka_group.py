@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -19,6 +19,13 @@ from samzapy.system.kafka.group import (
     _assignor,
     _Listener,
     heartbeat_interval_ms,
+)
+from samzapy.system.kafka.group_triggers import (
+    GROUP_REBALANCING,
+    MEMBER_UNKNOWN,
+    PARTITIONS_CHANGED,
+    REJOIN_ASKED,
+    UNKNOWN,
 )
 from samzapy.system.kafka.settings import KafkaSettings
 
@@ -250,3 +257,82 @@ async def test_heartbeats_taken_during_a_rebalance_count_until_the_rebalance_tim
     await coordinator._do_heartbeat()
     assert member.membership._rebalance_since is None
     assert member.membership.heard_at == member.membership._heard_at
+
+
+class Rejoining:
+    """aiokafka's coordinator as the rebalance triggers see it: a rejoin comes due (until the
+    member syncs) from a heartbeat's answer, a metadata change or the member's request."""
+
+    def __init__(self) -> None:
+        self.answers: list[tuple[bool, bool]] = []  # (acknowledged, a rejoin due)
+        self.synced()
+
+    def synced(self) -> None:
+        self._rejoin_needed_fut = asyncio.get_running_loop().create_future()
+
+    def request_rejoin(self) -> None:
+        if not self._rejoin_needed_fut.done():
+            self._rejoin_needed_fut.set_result(None)
+
+    def _on_metadata_change(self) -> None:
+        self.request_rejoin()
+
+    async def _do_heartbeat(self) -> bool:
+        acknowledged, rejoin = self.answers.pop(0)
+        if rejoin:  # REBALANCE_IN_PROGRESS (taken), or an unknown member (not taken)
+            self.request_rejoin()
+        return acknowledged
+
+
+async def _rebalancing(membership: KafkaGroupMembership, coordinator: Rejoining) -> None:
+    coordinator.answers = [(True, False), (True, True)]
+    assert await coordinator._do_heartbeat() and await coordinator._do_heartbeat()
+
+
+async def _forgotten(membership: KafkaGroupMembership, coordinator: Rejoining) -> None:
+    coordinator.answers = [(False, True)]
+    assert not await coordinator._do_heartbeat()
+
+
+async def _repartitioned(membership: KafkaGroupMembership, coordinator: Rejoining) -> None:
+    coordinator._on_metadata_change()
+
+
+async def _released(membership: KafkaGroupMembership, coordinator: Rejoining) -> None:
+    membership.rejoin("this member released tasks")
+
+
+async def _asked(membership: KafkaGroupMembership, coordinator: Rejoining) -> None:
+    membership.rejoin()
+
+
+@pytest.mark.parametrize(
+    ("cause", "reason"),
+    [
+        (_rebalancing, GROUP_REBALANCING),
+        (_forgotten, MEMBER_UNKNOWN),
+        (_repartitioned, PARTITIONS_CHANGED),
+        (_released, "this member released tasks"),
+        (_asked, REJOIN_ASKED),
+    ],
+    ids=["rebalancing", "forgotten", "repartitioned", "released", "asked"],
+)
+async def test_the_rebalance_reason_is_what_made_the_member_rejoin(
+    cause: Callable[[KafkaGroupMembership, Rejoining], Awaitable[None]], reason: str
+) -> None:
+    member = Member([0])
+    coordinator = Rejoining()
+    membership = member.membership
+    membership._consumer = type("C", (), {"_coordinator": coordinator})()
+    membership._watch_heartbeats(membership._consumer)
+    membership._triggers.watch(membership._consumer)  # as start() does
+    listener = _Listener(membership)
+    await cause(membership, coordinator)
+    membership.rejoin("this member released tasks")  # already due: no rebalance of its own
+    await listener.on_partitions_revoked(set())
+    assert (membership.rebalance_reason, member.rebalances) == (reason, 1)
+    # Synced: a rejoin the member did not see the cause of (a restarted rebalance).
+    coordinator.synced()
+    coordinator.request_rejoin()
+    await listener.on_partitions_revoked(set())
+    assert membership.rebalance_reason == UNKNOWN

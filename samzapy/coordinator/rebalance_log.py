@@ -1,0 +1,75 @@
+"""The log events of a kafka-group container's rebalances, and why each one happened.
+
+Each rebalance this member joins after its first assignment is ``rebalance_started``: the
+tasks it runs, and the ``reason`` its membership gives (``rebalance_reason``: this member's
+own rejoin, or what the group let it see). The assignment that ends the handover is
+``rebalance_completed``: the tasks kept, added and removed, the added ones' pause, the
+handover time counted from the first ``rebalance_started`` since the last assignment, and
+that rebalance's ``reason`` (a rebalance restarted before the assignment came logs a
+``rebalance_started`` of its own; the handover is still the first one's). A container's first
+assignment is ``tasks_assigned``, with the same fields and the reason ``JOINED``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+
+import structlog
+
+log = structlog.get_logger("samzapy.job_runner")
+
+#: The reasons of this member's own rejoins (``GroupMembership.rejoin``).
+RELEASED = "this member released tasks"
+FENCED = "a task here was fenced by its new owner"
+WARMED = "a standby here caught up with a task that waits to move to it"
+#: ``tasks_assigned``'s reason; a membership that gives no reason's.
+JOINED = "this container joined the group"
+UNKNOWN = "unknown"
+
+
+class RebalanceLog:
+    """Logs the rebalances of one member; time is ``time.monotonic``."""
+
+    def __init__(self) -> None:
+        #: The first ``rebalance_started`` since the last assignment: when, and why.
+        self._started: tuple[float, str] | None = None
+
+    def started(self, tasks: Iterable[int], reason: str | None) -> None:
+        """A rebalance began, for ``reason`` (None: unknown), while this member ran ``tasks``."""
+        reason = reason or UNKNOWN
+        if self._started is None:
+            self._started = (time.monotonic(), reason)
+        log.info("rebalance_started", tasks=names(tasks), reason=reason)
+
+    def completed(
+        self,
+        tasks: Iterable[int],
+        *,
+        kept: Iterable[int],
+        added: Iterable[int],
+        removed: Iterable[int],
+        paused_ms: Mapping[str, float],
+        began: float,
+    ) -> None:
+        """The assignment of ``tasks`` is in place (``began``: when this member took it)."""
+        since, reason = self._started or (began, JOINED)
+        log.info(
+            "rebalance_completed" if self._started is not None else "tasks_assigned",
+            reason=reason,
+            tasks=names(tasks),
+            tasks_kept=names(kept),
+            tasks_added=names(added),
+            tasks_removed=names(removed),
+            paused_ms=dict(paused_ms),
+            handover_ms=round((time.monotonic() - since) * 1000, 1),
+        )
+        self._started = None
+
+
+def names(tasks: Iterable[int]) -> list[str]:
+    """The task names of ``tasks`` (partition numbers), in order."""
+    return [f"Partition {k}" for k in sorted(tasks)]
+
+
+__all__ = ["FENCED", "JOINED", "RELEASED", "UNKNOWN", "WARMED", "RebalanceLog", "names"]

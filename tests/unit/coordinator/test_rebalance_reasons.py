@@ -1,0 +1,103 @@
+"""A kafka-group container's rebalance_completed says why the rebalance happened: the reason
+of the rebalance_started it completes, next to the tasks it kept, gained and lost."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from structlog.testing import capture_logs
+
+from samzapy.config import load_config, resolve
+from samzapy.coordinator.job_runner import JobRunner
+from samzapy.coordinator.shares import Shares
+from samzapy.metrics import Health
+from samzapy.system.ports import GroupMembership
+
+CONFIG = "job.name: j\ntask.class: x:Y\ntask.inputs: [m.a]\nsystems.m.samza.factory: memory\n"
+JOINED = "a member joined"
+
+
+class Members(GroupMembership):
+    """A membership that gives the rebalance's reason and notes the member's rejoins."""
+
+    def __init__(self) -> None:
+        self.rejoins: list[str] = []
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    def failure(self) -> BaseException | None:
+        return None
+
+    def released(self, tasks: Any, at: float) -> None:
+        pass
+
+    def rejoin(self, reason: str = "") -> None:
+        self.rejoins.append(reason)
+
+
+class Share:
+    """A share's container as Shares uses it."""
+
+    def __init__(self, health: Health) -> None:
+        self.health = health
+        self.metric_groups: list[str] = []
+        self.started = asyncio.Event()
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        self.started.set()
+        self.health.ready = True
+        await self._stop.wait()
+
+    def request_stop(self, reason: str) -> None:
+        self._stop.set()
+
+    async def release(self, tasks: list[Any]) -> bool:
+        return True
+
+
+def _events(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [e for e in logs if e["event"] == name]
+
+
+async def test_rebalance_completed_carries_the_reason_of_the_rebalance_it_completes() -> None:
+    runner = JobRunner(resolve(load_config(text=CONFIG, env={})))
+    runner._shares = Shares(lambda tasks: Share(runner.health))  # type: ignore[arg-type]
+    members = runner._membership = Members()
+    with capture_logs() as logs:
+        await runner._on_rebalance()  # the first join
+        await runner._take(members, [0, 1], {})
+        # Another member joined: task 1 leaves; a restart of the rebalance before the
+        # assignment came is logged, but the handover is the first one's.
+        members.rebalance_reason = JOINED
+        await runner._on_rebalance()
+        members.rebalance_reason = None
+        await runner._on_rebalance()
+        await runner._take(members, [0], {})
+        # This member released task 1 and rejoined for it: the next rebalance says so.
+        members.rebalance_reason = members.rejoins[-1]
+        await runner._on_rebalance()
+        await runner._take(members, [0, 2], {})
+    await runner._shares.stop("test")
+    (first,) = _events(logs, "tasks_assigned")
+    assert first["reason"] == "this container joined the group"
+    assert first["tasks_added"] == ["Partition 0", "Partition 1"]
+    assert [e["reason"] for e in _events(logs, "rebalance_started")] == [
+        JOINED,
+        "unknown",
+        "this member released tasks",
+    ]
+    joined, released = _events(logs, "rebalance_completed")
+    assert (joined["reason"], joined["tasks_removed"], joined["tasks_added"]) == (
+        JOINED,
+        ["Partition 1"],
+        [],
+    )
+    assert joined["tasks_kept"] == ["Partition 0"]
+    assert released["reason"] == "this member released tasks"
+    assert (released["tasks_added"], released["tasks_removed"]) == (["Partition 2"], [])
