@@ -330,7 +330,7 @@ def test_a_bad_framed_record_fails_the_job_naming_partition_and_offset(
 ) -> None:
     words = name("words")
     asyncio.run(create_topic(kafka_bootstrap, words, 1))
-    asyncio.run(produce(kafka_bootstrap, words, [(0, None, frame(b"ok")), (0, None, b"\x05x")]))
+    asyncio.run(produce(kafka_bootstrap, words, [(0, None, frame(b"ok")), (0, None, b"\x06x")]))
     cfg = config(
         kafka_bootstrap,
         "bad",
@@ -343,4 +343,4 @@ def test_a_bad_framed_record_fails_the_job_naming_partition_and_offset(
     failed = [e for e in job.events() if e["event"] == "task_failed"]
     assert len(failed) == 1
     assert f"offset 1 of kafka.{words}#0" in failed[0]["error"]
-    assert "unknown type byte 5" in failed[0]["error"]
+    assert "unknown type byte 6" in failed[0]["error"]
