@@ -155,11 +155,7 @@ def with_event_time(record: bytes, event_time: int) -> bytes:
     """A framed user message (``frame``, ``frame_with_origin``, ``frame_with_floor``,
     ``frame_with_compact_origin``) with ``event_time`` in it (the module docstring)."""
     kind = record[0]
-    if kind == USER_MESSAGE_WITH_COMPACT_ORIGIN:  # after its numbers, as its sizes byte says
-        sizes = record[SIZES_AT]
-        at = SIZES_AT + 1 + (sizes >> 4) + (sizes >> 2 & 3) + (sizes & 3)
-    else:
-        at = _BODY_AT[kind]
+    at = _compact_end(record) if kind == USER_MESSAGE_WITH_COMPACT_ORIGIN else _BODY_AT[kind]
     return bytes([kind | EVENT_TIME]) + record[1:at] + _TIME.pack(event_time) + record[at:]
 
 
@@ -201,38 +197,45 @@ def frame_with_compact_origin(prefix: bytes, offset: int, ordinal: int, payload:
     return b"".join((_COMPACT_TYPE, prefix[1:SIZES_AT], bytes([sizes]), *numbers, payload))
 
 
-def _compact(record: bytes | bytearray | memoryview) -> tuple[int, int, int, int]:
-    """``(epoch, offset, ordinal, where they end)`` of a type-5 record; FrameError if its
-    sizes byte is not one or the record is cut short."""
+def _compact_end(record: bytes | bytearray | memoryview) -> int:
+    """Where a type-5 record's numbers end (its body, or its event time, starts); FrameError
+    if its sizes byte is not one or the record is cut short."""
     if len(record) <= SIZES_AT:
         raise FrameError(
             f"the origin of a user message is cut short: {len(record)} bytes, expected at "
             f"least {SIZES_AT + 1}"
         )
     sizes = record[SIZES_AT]
-    epoch_size, offset_size, ordinal_size = sizes >> 2 & 3, sizes >> 4, sizes & 3
+    offset_size = sizes >> 4
     if offset_size > 8:
         raise FrameError(
             f"the compact origin's sizes byte {sizes:#04x} gives an offset of "
             f"{offset_size} bytes (at most 8)"
         )
+    end = SIZES_AT + 1 + (sizes >> 2 & 3) + offset_size + (sizes & 3)
+    if len(record) < end:
+        raise FrameError(
+            f"the origin of a user message is cut short: {len(record)} bytes, expected at "
+            f"least {end}"
+        )
+    return end
+
+
+def _compact(record: bytes | bytearray | memoryview) -> tuple[int, int, int]:
+    """``(epoch, offset, ordinal)`` of a type-5 record (FrameError as ``_compact_end``)."""
+    _compact_end(record)
+    sizes = record[SIZES_AT]
     at = SIZES_AT + 1
     numbers = []
-    for size in (epoch_size, offset_size, ordinal_size):
-        if len(record) < at + size:
-            raise FrameError(
-                f"the origin of a user message is cut short: {len(record)} bytes, expected at "
-                f"least {SIZES_AT + 1 + epoch_size + offset_size + ordinal_size}"
-            )
+    for size in (sizes >> 2 & 3, sizes >> 4, sizes & 3):
         numbers.append(int.from_bytes(record[at : at + size], "big"))
         at += size
-    return numbers[0], numbers[1], numbers[2], at
+    return numbers[0], numbers[1], numbers[2]
 
 
 def compact_position(record: bytes | bytearray | memoryview) -> bytes:
     """A type-5 record's position in the fixed-size form (``position``)."""
-    epoch, offset, ordinal, _ = _compact(record)
-    return _POSITION.pack(epoch, offset, ordinal)
+    return _POSITION.pack(*_compact(record))
 
 
 def position(epoch: int, offset: int, ordinal: int) -> bytes:
@@ -289,7 +292,7 @@ def decode_timed(record: bytes | bytearray | memoryview) -> tuple[int, Any, int 
     end = _BODY_AT.get(kind)
     if end is None and kind & ~EVENT_TIME == USER_MESSAGE_WITH_COMPACT_ORIGIN:
         # A user message with its origin, which a reader takes as type 3's.
-        end = _compact(record)[3] + (8 if kind & EVENT_TIME else 0)
+        end = _compact_end(record) + (8 if kind & EVENT_TIME else 0)
         if len(record) < end:
             raise FrameError(
                 f"the event time of a user message is cut short: {len(record)} bytes, "
@@ -381,7 +384,7 @@ def decode_origin(record: bytes | bytearray | memoryview) -> Origin:
     if kind not in (USER_MESSAGE_WITH_ORIGIN, USER_MESSAGE_WITH_FLOOR):
         raise FrameError(f"a record of type {kind} has no origin")
     if record[0] & ~EVENT_TIME == USER_MESSAGE_WITH_COMPACT_ORIGIN:
-        epoch, offset, ordinal, _ = _compact(record)
+        epoch, offset, ordinal = _compact(record)
     else:
         epoch, offset, ordinal = _POSITION.unpack_from(record, 1 + SOURCE_SIZE)
     floor = None
