@@ -21,7 +21,11 @@ from typing import Any
 
 import structlog
 
+from samzapy.config.schema import lookup
+
 log = structlog.get_logger("samzapy.operators")
+#: The key that drops what the serde refuses (as it drops the messages a task fails on).
+_DROP = "task.drop.process.errors"
 
 
 class Refusals:
@@ -43,59 +47,56 @@ class Refusals:
             if isinstance(serde, str)
             else type(serde).__name__
         )
-        drop = context.config.get("task.drop.process.errors", False)
-        self.drop = str(drop).strip().lower() == "true"
+        (key,) = lookup(_DROP)
+        self.drop: bool = key.coerce(context.config.get(_DROP, key.default))
         self.task = str(getattr(context, "task_name", ""))
         metrics = getattr(context, "metrics", None) if self.drop else None
         self.count = None if metrics is None else metrics.counter("container", "process-errors")
 
     def __call__(self, skey: bytes, value: Any, error: Exception) -> bytes | None:
-        if isinstance(error, MemoryError):  # the process, not the pane (as for a message)
-            raise error
-        if not self.drop:
-            error.add_note(
-                f"the value serde {self.serde} of window {self.op_id!r} refused a pane it "
-                "holds; task.drop.process.errors: true would drop the pane's last messages "
-                "instead"
-            )
-            raise error
-        data, lost = self.trim(value)
-        if self.count is not None:
-            self.count.inc(lost)
-        log.warning(
-            "message_dropped",
-            task=self.task,
-            operator=self.op_id,
-            messages=lost,
-            error=repr(error),
-            reason=f"the value serde {self.serde} refused the pane they were the last "
-            "messages of, and task.drop.process.errors is true",
+        self._unless_dropping(
+            error, "refused a pane it holds", "drop the pane's last messages instead"
         )
+        data, lost = self.trim(value)
+        self._dropped(lost, error, "refused the pane they were the last messages of", messages=lost)
         return data
 
     def unreadable(self, error: Exception, key: Any, pane: int) -> None:
         """The serde cannot read (``error``) the value of ``key``'s pane ``pane`` as it
         fires: dropped (logged, counted), or the task fails."""
+        self._unless_dropping(
+            error,
+            f"cannot read the pane {pane} of key {key!r} as it fires",
+            "drop the pane instead",
+        )
+        self._dropped(
+            1, error, "cannot read the pane they are the messages of", pane_id=pane, key=repr(key)
+        )
+
+    def _unless_dropping(self, error: Exception, what: str, instead: str) -> None:
+        """Raise ``error`` (the serde ``what``), noting what the drop key would do
+        (``instead``), unless that key is on; a MemoryError always (the process, not the
+        pane, as for a message)."""
         if isinstance(error, MemoryError):
             raise error
         if not self.drop:
             error.add_note(
-                f"the value serde {self.serde} of window {self.op_id!r} cannot read the pane "
-                f"{pane} of key {key!r} as it fires; task.drop.process.errors: true would "
-                "drop the pane instead"
+                f"the value serde {self.serde} of window {self.op_id!r} {what}; "
+                f"{_DROP}: true would {instead}"
             )
             raise error
+
+    def _dropped(self, count: int, error: Exception, what: str, **fields: Any) -> None:
+        """``count`` messages dropped, the serde having ``what``: counted and logged."""
         if self.count is not None:
-            self.count.inc()
+            self.count.inc(count)
         log.warning(
             "message_dropped",
             task=self.task,
             operator=self.op_id,
-            pane_id=pane,
-            key=repr(key),
+            **fields,
             error=repr(error),
-            reason=f"the value serde {self.serde} cannot read the pane they are the messages "
-            "of, and task.drop.process.errors is true",
+            reason=f"the value serde {self.serde} {what}, and {_DROP} is true",
         )
 
 
