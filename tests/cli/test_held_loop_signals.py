@@ -9,33 +9,50 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from test_run import events, job_yaml, started, taken, write_partitions
 
 
-@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-def test_a_second_signal_exits_at_once_while_a_call_holds_the_loop(
-    tmp_path: Path, loop: str
-) -> None:
+def second_signal_while_held(
+    tmp_path: Path,
+    loop: str,
+    second: Callable[[subprocess.Popen[str]], None],
+    pause_s: float = 0.0,
+) -> tuple[subprocess.Popen[str], str, str, float]:
+    """A job whose call holds its loop for 60 s, sent SIGTERM (taken), then after ``pause_s``
+    ``second``: the process, its output and errors, and how long it took to exit from
+    ``second``."""
     write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(3)]})
     job = job_yaml(tmp_path, "BlockFirstOnPool", **{"job.loop": loop})
     proc = started(job, tmp_path / "ready", {"SAMZAPY_TEST_BLOCK_S": "60"})
     try:
         proc.send_signal(signal.SIGTERM)
         taken(proc, signal.SIGTERM)  # else both pending, SIGINT would be taken first
-        time.sleep(0.5)
+        time.sleep(pause_s)
         forced_at = time.monotonic()
-        proc.send_signal(signal.SIGINT)
+        second(proc)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+    return proc, out, err, time.monotonic() - forced_at
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_a_second_signal_exits_at_once_while_a_call_holds_the_loop(
+    tmp_path: Path, loop: str
+) -> None:
+    proc, out, err, took = second_signal_while_held(
+        tmp_path, loop, lambda proc: proc.send_signal(signal.SIGINT), pause_s=0.5
+    )
     assert proc.returncode == 1, out + err
-    assert time.monotonic() - forced_at < 5, "the second signal waited for the call"
+    assert took < 5, "the second signal waited for the call"
     forced = [e for e in events(out) if e["event"] == "shutdown_forced"]
     assert [(e["signal"], e["first_signal"]) for e in forced] == [("SIGINT", "SIGTERM")], out
     assert "Traceback" not in err, err
@@ -60,22 +77,12 @@ def test_a_second_signal_another_thread_takes_exits_at_once_while_a_call_holds_t
     tmp_path: Path, loop: str
 ) -> None:
     """The handler had run only once the call returned, 60 s later."""
-    write_partitions(tmp_path / "data", "in", {0: [{"n": i} for i in range(3)]})
-    job = job_yaml(tmp_path, "BlockFirstOnPool", **{"job.loop": loop})
-    proc = started(job, tmp_path / "ready", {"SAMZAPY_TEST_BLOCK_S": "60"})
-    try:
-        proc.send_signal(signal.SIGTERM)
-        taken(proc, signal.SIGTERM)
-        forced_at = time.monotonic()
-        _to_a_thread_but_the_main_one(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    proc, out, err, took = second_signal_while_held(
+        tmp_path, loop, lambda proc: _to_a_thread_but_the_main_one(proc.pid, signal.SIGINT)
+    )
     assert proc.returncode == 1, out + err
     # Far below the call's 60 s, with room for a loaded machine.
-    assert time.monotonic() - forced_at < 15, "the second signal waited for the call"
+    assert took < 15, "the second signal waited for the call"
     forced = [e for e in events(out) if e["event"] == "shutdown_forced"]
     # Both taken by then, SIGINT's handler may run first: the pair is what matters.
     assert [sorted((e["signal"], e["first_signal"])) for e in forced] == [["SIGINT", "SIGTERM"]]
