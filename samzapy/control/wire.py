@@ -198,8 +198,7 @@ def frame_with_compact_origin(prefix: bytes, offset: int, ordinal: int, payload:
 
 
 def _compact_end(record: bytes | bytearray | memoryview) -> int:
-    """Where a type-5 record's numbers end (its body, or its event time, starts); FrameError
-    if its sizes byte is not one or the record is cut short."""
+    """Where a type-5 record's body (or event time) starts; FrameError: cut short, mis-sized."""
     if len(record) <= SIZES_AT:
         raise FrameError(
             f"the origin of a user message is cut short: {len(record)} bytes, expected at "
