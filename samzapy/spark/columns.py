@@ -11,16 +11,20 @@ so both write methods send the same bytes:
   and, with a timestamp column, the row's event time (``control/wire.py``'s EVENT_TIME flag);
 - packed, for ``method="producer"``: key length, key and value in one binary, which reaches
   a Python worker as plain bytes (no Row objects);
-- event time: the timestamp column in milliseconds since the epoch (a TimestampType or
-  TimestampNTZType column, or an integral column already in epoch milliseconds).
+- event time: the timestamp column in milliseconds since the epoch (a TimestampType column; a
+  TimestampNTZType column read as UTC, whatever the session's time zone, as its JSON text
+  carries no zone either; or an integral column already in epoch milliseconds).
 
-``scan`` runs one Spark job over the DataFrame that counts rows, null keys and null
-timestamps and takes the maximum event time, per Spark partition; a null key or timestamp is
-an error there, before anything is written.
+``scan`` runs one Spark job over the DataFrame that counts rows, null keys, null timestamps and
+NaN or infinite values of floating-point value columns and takes the maximum event time, per
+Spark partition; any of them is an error there, before anything is written (JSON has no NaN
+or infinity: Spark would write the strings ``"NaN"`` and ``"Infinity"``, which a job reads as
+text, where samzapy's ``json`` serde refuses to encode them).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,14 +37,24 @@ from samzapy.spark.errors import SparkWriteError
 
 _INTEGRAL = (st.ByteType, st.ShortType, st.IntegerType, st.LongType)
 _TIMESTAMP = (st.TimestampType, st.TimestampNTZType)
+_FLOATING = (st.FloatType, st.DoubleType)
+#: Milliseconds from the epoch to a TimestampNTZ value, as if in UTC: a difference of two
+#: zoneless times, which no session time zone moves (a cast to TIMESTAMP would read it in the
+#: session's zone).
+_NTZ_MILLIS = "timestampdiff(MILLISECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {})"
 #: Key types whose text in Spark (``cast("string")``) is not ``str()`` of the value in Python.
 _TEXT_DIFFERS = (st.BooleanType, st.FloatType, st.DoubleType)
 
 
+def _quoted(name: str) -> str:
+    """``name`` as a SQL identifier: ``a.b`` would be the field ``b`` of a struct ``a``, and a
+    backtick in a name is a syntax error unquoted."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def _column(name: str) -> Column:
-    """The top-level column ``name`` as named, quoted: ``sf.col("a.b")`` would be the field
-    ``b`` of a struct ``a``, and a backtick in a name is a syntax error unquoted."""
-    return sf.col("`" + name.replace("`", "``") + "`")
+    """The top-level column ``name`` as named."""
+    return sf.col(_quoted(name))
 
 
 @dataclass(frozen=True)
@@ -153,7 +167,9 @@ class RecordColumns:
             return sf.lit(None).cast("long")
         column = _column(self.timestamp_column)
         kind = self.df.schema[self.timestamp_column].dataType
-        if isinstance(kind, _TIMESTAMP):
+        if isinstance(kind, st.TimestampNTZType):
+            return sf.expr(_NTZ_MILLIS.format(_quoted(self.timestamp_column)))
+        if isinstance(kind, st.TimestampType):
             return sf.unix_millis(column.cast("timestamp"))
         return column.cast("long")
 
@@ -161,41 +177,51 @@ class RecordColumns:
 
     def scan(self) -> dict[int, PartitionScan]:
         """Per Spark partition index (empty partitions absent): its rows and greatest event
-        time. SparkWriteError when a key or timestamp is null, naming the column and count."""
-        key_null = sf.when(_column(self.key_column).isNull(), 1).otherwise(0)
-        if self.timestamp_column is None:
-            time_null = sf.lit(0)
-        else:
-            time_null = sf.when(_column(self.timestamp_column).isNull(), 1).otherwise(0)
+        time. SparkWriteError when a key or timestamp is null, or a floating-point value
+        column NaN or infinite, naming the column and count."""
+        counted = {"key": _column(self.key_column).isNull()}
+        if self.timestamp_column is not None:
+            counted["timestamp"] = _column(self.timestamp_column).isNull()
+        kinds = {field.name: field.dataType for field in self.df.schema.fields}
+        floating = [name for name in self.value_columns if isinstance(kinds[name], _FLOATING)]
+        for index, name in enumerate(floating):
+            value = _column(name)
+            counted[f"value{index}"] = sf.isnan(value) | value.isin(math.inf, -math.inf)
+        flags = [sf.when(test, 1).otherwise(0).alias(role) for role, test in counted.items()]
         rows = (
             self.df.select(
                 sf.spark_partition_id().alias("task"),
-                key_null.alias("key_null"),
-                time_null.alias("time_null"),
                 self.event_time().alias("event_time"),
+                *flags,
             )
             .groupBy("task")
             .agg(
                 sf.count(sf.lit(1)).alias("rows"),
-                sf.sum("key_null").alias("key_nulls"),
-                sf.sum("time_null").alias("time_nulls"),
                 sf.max("event_time").alias("max_event_time"),
+                *(sf.sum(role).alias(role) for role in counted),
             )
             .collect()
         )
         total = sum(int(row["rows"]) for row in rows)
-        for column, field in (
-            (self.key_column, "key_nulls"),
-            (self.timestamp_column, "time_nulls"),
-        ):
-            nulls = sum(int(row[field]) for row in rows)
-            if column is not None and nulls:
-                role = "key" if field == "key_nulls" else "timestamp"
+        for role in counted:
+            found = sum(int(row[role]) for row in rows)
+            if not found:
+                continue
+            if role.startswith("value"):
+                column = floating[int(role.removeprefix("value"))]
                 raise SparkWriteError(
-                    f"the {role} column {column!r} is null in {nulls} of {total} rows; every "
-                    f"row needs a {role} (filter or fill the nulls first); nothing was written",
+                    f"the value column {column!r} is NaN or infinite in {found} of {total} "
+                    'rows: JSON has neither (Spark would write the strings "NaN" and '
+                    '"Infinity", which a job reads as text); make them null first '
+                    f"(sf.nanvl, or DataFrame.replace) or fill them; nothing was written",
                     column=column,
                 )
+            column = self.key_column if role == "key" else str(self.timestamp_column)
+            raise SparkWriteError(
+                f"the {role} column {column!r} is null in {found} of {total} rows; every "
+                f"row needs a {role} (filter or fill the nulls first); nothing was written",
+                column=column,
+            )
         return {
             int(row["task"]): PartitionScan(
                 rows=int(row["rows"]),

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import socket
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ from samzapy.control.wire import (
     decode_timed,
 )
 from samzapy.spark import Method, SparkWriteError, WriteSummary, local_session, write_stream
+from samzapy.spark.columns import RecordColumns
 from samzapy.spark.session import kafka_connector_jars
 from samzapy.system.partitioner import partition_for
 
@@ -415,6 +418,70 @@ def test_null_timestamps_are_refused_before_anything_is_written(
         )
     assert info.value.column == "ts"
     assert end_offsets(kafka_bootstrap, topic, 2) == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("kind", "bad", "count"),
+    [("double", "nan", 2), ("float", "inf", 1), ("double", "-inf", 1)],
+)
+def test_nan_and_infinite_values_are_refused_before_anything_is_written(
+    spark: SparkSession, kafka_bootstrap: str, kind: str, bad: str, count: int
+) -> None:
+    """Spark's to_json writes NaN as the string "NaN" (and infinity as "Infinity"), which a
+    job would read as text: JSON has neither, so the write is refused, naming the column."""
+    views = page_views(spark, 10, 2)
+    pages = ["/page/3", "/page/7"][:count]
+    df = views.select(
+        "*",
+        sf.when(sf.col("page").isin(*pages), sf.lit(bad).cast(kind))
+        .otherwise(sf.col("memberId").cast(kind))
+        .alias("score"),
+        sf.lit(None).cast("double").alias("unknown"),  # nulls are JSON's null: kept
+    )
+    topic = create_topic(kafka_bootstrap, 2)
+    for method in METHODS:
+        with pytest.raises(
+            SparkWriteError,
+            match=rf"the value column 'score' is NaN or infinite in {count} of 10 rows",
+        ) as info:
+            write_stream(
+                df,
+                bootstrap_servers=kafka_bootstrap,
+                topic=topic,
+                key_column="memberId",
+                method=method,
+            )
+        assert info.value.column == "score"
+    assert end_offsets(kafka_bootstrap, topic, 2) == [0, 0]
+    # Made null as the message says, the same rows are written.
+    fixed = df.withColumn("score", sf.nanvl("score", sf.lit(None).cast(kind)))
+    fixed = fixed.withColumn(
+        "score", sf.when(sf.col("score").isin(math.inf, -math.inf), None).otherwise("score")
+    )
+    summary = write_stream(
+        fixed, bootstrap_servers=kafka_bootstrap, topic=topic, key_column="memberId"
+    )
+    assert summary.rows == 10
+
+
+def test_a_timestamp_ntz_column_is_read_as_utc_whatever_the_session_time_zone(
+    spark: SparkSession,
+) -> None:
+    """A TimestampNTZ has no zone, and its JSON text carries none: its event time is the same
+    in every session time zone (a cast to TIMESTAMP would read it in the session's)."""
+    rows = [(1, datetime(2024, 1, 1, 0, 0, 0, 123000)), (2, datetime(1969, 12, 31, 23, 0))]
+    schema = "memberId long, ts timestamp_ntz"
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    try:
+        for session_zone in ("UTC", "America/New_York", "Asia/Kolkata"):
+            spark.conf.set("spark.sql.session.timeZone", session_zone)
+            df = spark.createDataFrame(rows, schema).repartition(1)
+            columns = RecordColumns.of(df, key_column="memberId", timestamp_column="ts")
+            times = [row[0] for row in df.select(columns.event_time()).collect()]
+            assert times == [1_704_067_200_123, -3_600_000], session_zone
+            assert [scan.max_event_time for scan in columns.scan().values()] == [1_704_067_200_123]
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
 
 
 @pytest.mark.parametrize(
