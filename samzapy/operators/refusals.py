@@ -30,15 +30,16 @@ _DROP = "task.drop.process.errors"
 
 class Refusals:
     """A window's state its value serde refuses outside its messages' calls (module
-    docstring). ``window``: the operator, whose ``trim_held(value)`` takes the last messages
-    out of such a value until the serde accepts it, and returns its bytes (None: nothing
-    left) and how many it lost; ``context``: its task's, for the drop key and the count."""
+    docstring). ``window``: the operator, whose ``trim_held(skey, value)`` takes the last
+    messages out of such a value (store key ``skey``'s) until the serde accepts it, and
+    returns its bytes (None: nothing left) and how many it lost; ``context``: its task's,
+    for the drop key and the count."""
 
     __slots__ = ("count", "drop", "op_id", "serde", "task", "trim")
 
     def __init__(self, window: Any, context: Any) -> None:
         self.op_id: str = window.op_id
-        self.trim: Callable[[Any], tuple[bytes | None, int]] = window.trim_held
+        self.trim: Callable[[bytes, Any], tuple[bytes | None, int]] = window.trim_held
         serde = window.window.value_serde
         self.serde = (
             "StateSerde"
@@ -57,7 +58,7 @@ class Refusals:
         self._unless_dropping(
             error, "refused a pane it holds", "drop the pane's last messages instead"
         )
-        data, lost = self.trim(value)
+        data, lost = self.trim(skey, value)
         self._dropped(lost, error, "refused the pane they were the last messages of", messages=lost)
         return data
 

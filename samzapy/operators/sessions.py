@@ -117,7 +117,7 @@ class SessionWindowOperator(WindowOperator):
         to_bytes = self.vserde.to_bytes
         return pickle.dumps([(a, b, to_bytes(v), f) for a, b, v, f in value], 5)
 
-    def trim_held(self, value: Any) -> tuple[bytes | None, int]:
+    def trim_held(self, skey: bytes, value: Any) -> tuple[bytes | None, int]:
         """A key's held sessions, one of whose lists the serde refused outside its messages'
         calls (``Refusals``): each such list keeps its first messages, as many as the serde
         accepts (a session left with none is let go)."""

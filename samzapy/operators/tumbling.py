@@ -291,12 +291,21 @@ class TumblingWindowOperator(WindowOperator):
     def encode_held(self, value: Any) -> bytes:
         return self.vserde.to_bytes(value)  # type: ignore[no-any-return]
 
-    def trim_held(self, value: list[Any]) -> tuple[bytes | None, int]:
+    def trim_held(self, skey: bytes, value: list[Any]) -> tuple[bytes | None, int]:
         """A held list the serde refused outside its messages' calls (``Refusals``): its
-        first messages, as many as the serde accepts."""
+        first messages, as many as the serde accepts. Its pane's early trigger counts only
+        what the pane still holds: the messages lost, the last, are the last it counted."""
         kept, data = longest_accepted(self.vserde.to_bytes, value)
         lost = len(value) - kept
         del value[kept:]
+        armed = self.armed.get(skey)
+        if armed is not None and armed.count:
+            # The times are left: the first message counted is still held, and a time since
+            # the last one (which is not known apart from the lost ones') can only come later.
+            armed.count = max(0, armed.count - lost)
+            if not armed.count:
+                armed.first = armed.last = None
+            self.store.put(_ARMED + skey[1:], armed.to_bytes())
         return data, lost
 
     def _trigger_fire(
