@@ -18,8 +18,11 @@ processed, where ``task.drop.process.errors`` can drop it, not at a later write-
 what is held is what the serde gives back (``from_bytes``), not the message object, which
 an operator beside the window may change in place after (as it could not change the bytes).
 The serde may still refuse a whole list (one too large): at the write-back every
-``WRITE_BACK_EVERY`` messages that fails the message it came with, which is taken back out of
-its list (``put``), so what is held and what is stored are as before it.
+``WRITE_BACK_EVERY`` messages (or as the message makes an early trigger fire) that fails the
+message it came with, which is taken back out of its list (``put``), so what is held and what
+is stored are as before it; unless the serde refuses the list without it too
+(``trim_refused``): messages held before it made the list too large, which is settled as a
+refusal outside a message's call (below), and the message is taken again.
 
 A list refused outside its message's call (at a commit, as panes fire at a tick, a watermark
 or end-of-stream, or another pane's at that write-back) goes to ``refused``
@@ -110,6 +113,24 @@ class HeldValues:
             else:
                 self._store(self._encoded([(skey, held[skey])]))
             del held[skey]
+
+    def trim_refused(self, skey: bytes) -> bool:
+        """After a message's call failed on ``skey``'s held entry (the serde refusing it at
+        ``put``'s write-back or as an early trigger fired) and the message was taken back
+        out: whether the serde refuses the entry without it too. Then messages held before it
+        made the entry too large since its last write-back, which is not that message's
+        failure: ``refused`` settles the entry (its last messages dropped, into the store; or
+        raises) and the caller takes its message again, into what the entry keeps."""
+        value = self.held.get(skey, _NONE)
+        if value is _NONE or self.refused is None:
+            return False
+        try:
+            self.encode(value)
+        except Exception as exc:
+            self._store([(skey, self.refused(skey, value, exc))])
+            del self.held[skey]
+            return True
+        return False
 
     def write_back(self) -> None:
         """Every held entry into the store (``refused`` settles those the serde refuses)."""

@@ -1,6 +1,8 @@
 """What a window does with its state when its value serde refuses it outside the call of a
 message (``Refusals``): a held list it cannot write back (at a commit, as panes fire at a tick,
-a watermark or end-of-stream: ``held_values.py``), a pane it cannot read as the pane fires.
+a watermark or end-of-stream: ``held_values.py``; or in a message's call, when the list
+without that message is refused too: grown too large by earlier messages, ``trim_refused``),
+a pane it cannot read as the pane fires.
 
 Such a refusal belongs to no call the container could drop: failing the task there failed it
 again after each restart, on the same input, a crash loop holding the partition. Under
@@ -59,7 +61,8 @@ class Refusals:
             error, "refused a pane it holds", "drop the pane's last messages instead"
         )
         data, lost = self.trim(skey, value)
-        self._dropped(lost, error, "refused the pane they were the last messages of", messages=lost)
+        what = "refused the pane they were the last messages of, held since its last write-back"
+        self._dropped(lost, error, what, messages=lost)
         return data
 
     def unreadable(self, error: Exception, key: Any, pane: int) -> None:

@@ -88,15 +88,22 @@ class SessionWindowOperator(WindowOperator):
             kept.sort(key=_bounds)
             try:
                 held.put(skey, kept)
-            except BaseException:
+            except BaseException as exc:
                 value.pop()  # the message, out of a held list again (``HeldValues.put``)
+                if isinstance(exc, Exception) and held.trim_refused(skey):
+                    return self.message(message, key, t)  # into what the sessions keep
                 raise
         else:
             # Serialized before the LATE pane goes on, which is read back from those bytes
             # as a DEFAULT pane is: what is stored is not what downstream does to the pane,
             # and a serde that refuses leaves what is held as it was.
             if held is not None:
-                kept = [(a, b, self.vserde.to_bytes(v), f) for a, b, v, f in kept]
+                try:
+                    kept = [(a, b, self.vserde.to_bytes(v), f) for a, b, v, f in kept]
+                except Exception:  # another session, held, grew too large before it
+                    if held.trim_refused(skey):
+                        return self.message(message, key, t)
+                    raise
             encoded = self.vserde.to_bytes(value)
             kept.append((start, last, encoded, complete))
             kept.sort()

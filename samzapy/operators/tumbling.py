@@ -195,8 +195,10 @@ class TumblingWindowOperator(WindowOperator):
             value = self._add(message, value)
             try:
                 held.put(skey, value)
-            except BaseException:
+            except BaseException as exc:
                 value.pop()  # the message, out of a held list again (``HeldValues.put``)
+                if isinstance(exc, Exception) and held.trim_refused(skey):
+                    return self.message(message, key, t)  # into what the pane keeps
                 raise
             appended_to, raw = value, None
         else:
@@ -223,8 +225,10 @@ class TumblingWindowOperator(WindowOperator):
             return
         try:
             self._count(skey, key, pane, trigger, LATE if fired else EARLY)
-        except BaseException:
+        except BaseException as exc:
             self._take_back(skey, appended_to, raw)
+            if held is not None and isinstance(exc, Exception) and held.trim_refused(skey):
+                return self.message(message, key, t)  # into what the pane keeps
             raise
 
     def _take_back(self, skey: bytes, appended_to: Any, raw: bytes | None) -> None:
