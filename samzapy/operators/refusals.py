@@ -1,8 +1,9 @@
-"""What a window does with its state when its value serde refuses it outside the call of a
-message (``Refusals``): a held list it cannot write back (at a commit, as panes fire at a tick,
-a watermark or end-of-stream: ``held_values.py``; or in a message's call, when the list
+"""What a window does with its state when its serdes refuse it outside the call of a message
+(``Refusals``): a held list its value serde cannot write back (at a commit, as panes fire at a
+tick, a watermark or end-of-stream: ``held_values.py``; or in a message's call, when the list
 without that message is refused too: grown too large by earlier messages, ``trim_refused``),
-a pane it cannot read as the pane fires.
+a pane whose value or key it cannot read as the pane fires (or whose key, as a restart reads
+its trigger state: that state is let go, its pane dropped as it fires).
 
 Such a refusal belongs to no call the container could drop: failing the task there failed it
 again after each restart, on the same input, a crash loop holding the partition. Under
@@ -13,7 +14,7 @@ the window's ``trim_held``), a pane it cannot read is not sent. Either is logged
 dead letter: no one input record is to blame) and counted in the ``container`` metric
 ``process-errors``, and the commit or firing goes on, its checkpoint past them. Without the
 key the task fails as before, with the serde's own error (a note on it names the window, its
-serde and the key that would drop what it refused).
+serde, the key it could not read, and the drop key that would drop what it refused).
 """
 
 from __future__ import annotations
@@ -37,19 +38,13 @@ class Refusals:
     returns its bytes (None: nothing left) and how many it lost; ``context``: its task's,
     for the drop key and the count."""
 
-    __slots__ = ("count", "drop", "op_id", "serde", "task", "trim")
+    __slots__ = ("count", "drop", "kserde", "op_id", "serde", "task", "trim")
 
     def __init__(self, window: Any, context: Any) -> None:
         self.op_id: str = window.op_id
         self.trim: Callable[[bytes, Any], tuple[bytes | None, int]] = window.trim_held
-        serde = window.window.value_serde
-        self.serde = (
-            "StateSerde"
-            if serde is None
-            else repr(serde)
-            if isinstance(serde, str)
-            else type(serde).__name__
-        )
+        self.serde = _named(window.window.value_serde)
+        self.kserde = _named(window.window.key_serde)
         (key,) = lookup(_DROP)
         self.drop: bool = key.coerce(context.config.get(_DROP, key.default))
         self.task = str(getattr(context, "task_name", ""))
@@ -57,41 +52,71 @@ class Refusals:
         self.count = None if metrics is None else metrics.counter("container", "process-errors")
 
     def __call__(self, skey: bytes, value: Any, error: Exception) -> bytes | None:
+        serde = f"the value serde {self.serde}"
         self._unless_dropping(
-            error, "refused a pane it holds", "drop the pane's last messages instead"
+            error, f"{serde} refused a pane it holds", "drop the pane's last messages instead"
         )
         data, lost = self.trim(skey, value)
         what = "refused the pane they were the last messages of, held since its last write-back"
-        self._dropped(lost, error, what, messages=lost)
+        self._dropped(lost, error, f"{serde} {what}", messages=lost)
         return data
 
     def unreadable(self, error: Exception, key: Any, pane: int) -> None:
         """The serde cannot read (``error``) the value of ``key``'s pane ``pane`` as it
         fires: dropped (logged, counted), or the task fails."""
+        serde = f"the value serde {self.serde}"
         self._unless_dropping(
             error,
-            f"cannot read the pane {pane} of key {key!r} as it fires",
+            f"{serde} cannot read the pane {pane} of key {key!r} as it fires",
             "drop the pane instead",
         )
-        self._dropped(
-            1, error, "cannot read the pane they are the messages of", pane_id=pane, key=repr(key)
+        what = f"{serde} cannot read the pane they are the messages of"
+        self._dropped(1, error, what, pane_id=pane, key=repr(key))
+
+    def unreadable_key(self, error: Exception, kbytes: bytes, pane: int) -> None:
+        """The key serde cannot read (``error``) the key ``kbytes`` of the pane ``pane`` as
+        it fires: dropped (logged, counted), or the task fails."""
+        serde, shown = f"the key serde {self.kserde}", _shown(kbytes)
+        self._unless_dropping(
+            error,
+            f"{serde} cannot read the key {shown} of the pane {pane}",
+            "drop the pane instead",
+        )
+        what = f"{serde} cannot read the key of the pane they are the messages of"
+        self._dropped(1, error, what, pane_id=pane, key_bytes=shown)
+
+    def unreadable_trigger_key(self, error: Exception, kbytes: bytes, pane: int) -> None:
+        """The key serde cannot read (``error``) the key ``kbytes`` of a trigger's state as a
+        restart reads it: let go (logged; its pane, whose messages are held apart, is dropped
+        and counted as it fires), or the task fails."""
+        serde, shown = f"the key serde {self.kserde}", _shown(kbytes)
+        self._unless_dropping(
+            error,
+            f"{serde} cannot read the key {shown} of a trigger's state of the pane {pane}",
+            "let the state go instead",
+        )
+        log.warning(
+            "trigger_state_dropped",
+            task=self.task,
+            operator=self.op_id,
+            pane_id=pane,
+            key_bytes=shown,
+            error=repr(error),
+            reason=f"{serde} cannot read its key, and {_DROP} is true",
         )
 
     def _unless_dropping(self, error: Exception, what: str, instead: str) -> None:
-        """Raise ``error`` (the serde ``what``), noting what the drop key would do
+        """Raise ``error`` (``what`` the serde did), noting what the drop key would do
         (``instead``), unless that key is on; a MemoryError always (the process, not the
         pane, as for a message)."""
         if isinstance(error, MemoryError):
             raise error
         if not self.drop:
-            error.add_note(
-                f"the value serde {self.serde} of window {self.op_id!r} {what}; "
-                f"{_DROP}: true would {instead}"
-            )
+            error.add_note(f"{what}, in window {self.op_id!r}; {_DROP}: true would {instead}")
             raise error
 
     def _dropped(self, count: int, error: Exception, what: str, **fields: Any) -> None:
-        """``count`` messages dropped, the serde having ``what``: counted and logged."""
+        """``count`` messages dropped, the serde having done ``what``: counted and logged."""
         if self.count is not None:
             self.count.inc(count)
         log.warning(
@@ -100,8 +125,20 @@ class Refusals:
             operator=self.op_id,
             **fields,
             error=repr(error),
-            reason=f"the value serde {self.serde} {what}, and {_DROP} is true",
+            reason=f"{what}, and {_DROP} is true",
         )
+
+
+def _named(serde: Any) -> str:
+    """A window's serde as a note names it: a name as given, an object by its class."""
+    if serde is None:
+        return "StateSerde"
+    return repr(serde) if isinstance(serde, str) else type(serde).__name__
+
+
+def _shown(kbytes: bytes) -> str:
+    """A key's bytes as a log line shows them: at most 64."""
+    return repr(kbytes[:64]) + ("..." if len(kbytes) > 64 else "")
 
 
 __all__ = ["Refusals"]

@@ -186,7 +186,7 @@ class SessionWindowOperator(WindowOperator):
             raw = self.store.get(skey)
             if raw is None:
                 continue
-            key = self.kserde.from_bytes(kbytes)
+            key: Any = UNREADABLE  # read as a session fires (again if it could not be)
             left = []
             for start, last, value, fired in _sessions(raw):
                 if fired:
@@ -194,9 +194,12 @@ class SessionWindowOperator(WindowOperator):
                         left.append((start, last, value, True))
                 elif last + self.size <= now:
                     end = last + self.size
-                    read = self.read_pane(value, key, start)
-                    if read is not UNREADABLE:
-                        self.emit_pane(key, start, end, read, DEFAULT)
+                    if key is UNREADABLE:
+                        key = self.read_key(kbytes, start)
+                    read = UNREADABLE if key is UNREADABLE else self.read_pane(value, key, start)
+                    if read is UNREADABLE:
+                        continue  # dropped: not kept for its lateness either
+                    self.emit_pane(key, start, end, read, DEFAULT)
                     if keep and self._due(last, True) > now:
                         left.append((start, last, value, True))
                 else:

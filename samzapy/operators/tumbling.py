@@ -128,13 +128,23 @@ class TumblingWindowOperator(WindowOperator):
         if self.triggered:
             # A trigger's state may outlive its pane's values (a discarding trigger that
             # fired and does not repeat): its pane is open too, so that it goes with it.
+            gone: list[bytes] = []
             with self.store.range(_ARMED, bytes([_ARMED[0] + 1])) as entries:
                 for entry in entries:
                     pane = int.from_bytes(entry.key[1:9], "big") - _OFFSET
-                    panes.append(pane)
                     skey = _TUMBLING + entry.key[1:]
-                    armed = self.armed[skey] = Armed(self.kserde.from_bytes(skey[9:]), pane)
+                    try:
+                        key = self.kserde.from_bytes(skey[9:])
+                    except Exception as exc:  # its pane is dropped as it fires
+                        assert self.refusals is not None  # (opened)
+                        self.refusals.unreadable_trigger_key(exc, skey[9:], pane)
+                        gone.append(entry.key)
+                        continue
+                    panes.append(pane)
+                    armed = self.armed[skey] = Armed(key, pane)
                     armed.load(entry.value)
+            if gone:
+                self.store.delete_all(gone)
         for pane in panes:
             if pane not in self.panes:
                 done = self.event_time and fired is not None and pane + self.size <= fired
@@ -392,9 +402,11 @@ class TumblingWindowOperator(WindowOperator):
                 with store.range(prefix, _pane_prefix(pane + 1)) as entries:
                     found = [(e.key, e.value) for e in entries]
                 for skey, raw in found:
-                    key = self.kserde.from_bytes(skey[9:])
-                    value = self.read_pane(raw, key, pane)
-                    if value is not UNREADABLE:
+                    key = self.read_key(skey[9:], pane)
+                    value = UNREADABLE if key is UNREADABLE else self.read_pane(raw, key, pane)
+                    if value is UNREADABLE:
+                        store.delete(skey)  # dropped: not kept for its lateness either
+                    else:
                         self.emit_pane(key, pane, end, value, DEFAULT)
                 self._disarm(pane)
                 keep = self.event_time and self.lateness > 0 and not final
@@ -414,10 +426,11 @@ class TumblingWindowOperator(WindowOperator):
                     # Late messages the late trigger still held: in discarding mode each
                     # entry is such.
                     if not self.accumulating or (armed is not None and armed.count):
-                        key = self.kserde.from_bytes(skey[9:])
-                        value = self.read_pane(raw, key, pane)
-                        if value is not UNREADABLE:
-                            self.emit_pane(key, pane, end, value, LATE)
+                        key = self.read_key(skey[9:], pane)
+                        if key is not UNREADABLE:
+                            value = self.read_pane(raw, key, pane)
+                            if value is not UNREADABLE:
+                                self.emit_pane(key, pane, end, value, LATE)
                 store.delete_all([skey for skey, _ in stale])
                 self._disarm(pane)
                 del self.panes[pane]

@@ -66,7 +66,8 @@ _LOGGED_LATE = 1024
 
 EARLY, DEFAULT, LATE = FiringType.EARLY, FiringType.DEFAULT, FiringType.LATE
 
-#: ``read_pane``'s value for a pane its serde cannot read, dropped (``refusals.py``).
+#: ``read_pane``'s (``read_key``'s) value for a pane whose value (key) its serde cannot read,
+#: dropped (``refusals.py``).
 UNREADABLE = object()
 
 
@@ -312,6 +313,17 @@ class WindowOperator(SendingOperator):
         except Exception as exc:
             assert self.refusals is not None  # (opened)
             self.refusals.unreadable(exc, key, pane)
+        return UNREADABLE
+
+    def read_key(self, kbytes: bytes, pane: int) -> Any:
+        """A pane's key from the store as it fires outside a message's call; ``UNREADABLE``
+        when the key serde cannot read it and ``task.drop.process.errors`` dropped the pane
+        (``refusals.py``; else the task fails)."""
+        try:
+            return self.kserde.from_bytes(kbytes)
+        except Exception as exc:
+            assert self.refusals is not None  # (opened)
+            self.refusals.unreadable_key(exc, kbytes, pane)
         return UNREADABLE
 
     def emit_pane(self, key: Any, pane: int, end: int, value: Any, firing: FiringType) -> None:
