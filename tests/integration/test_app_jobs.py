@@ -45,6 +45,7 @@ from test_kafka_jobs import (  # noqa: E402
     Job,
     checkpoint_entries,
     create_topic,
+    kill_when,
     name,
     open_transaction,
     output_count,
@@ -209,7 +210,8 @@ def kill_after_a_commit(
     """SIGKILL ``run`` once it has processed ``target`` messages and committed at least once
     itself (so that the restart has a checkpoint of this run to resume from, and output
     after it to take back or write again): within 100 ms of noticing the commit, or, with
-    ``ready``, as soon as that (polled) holds after it."""
+    ``ready``, at the first moment after it when ``ready`` holds of what the run has left on
+    the broker, looked at while the run stands still (``kill_when``)."""
     before = checkpoints(bootstrap, job, exactly_once=exactly_once)
     wait_for(lambda: has_processed(run, target), 60, f"{target} messages", run.proc)
     wait_for(
@@ -218,10 +220,10 @@ def kill_after_a_commit(
         "a commit of this run",
         run.proc,
     )
-    if ready is None:
-        time.sleep(rng.uniform(0, 0.1))
-    else:
-        wait_for(ready, 60, "the moment to kill", run.proc)
+    if ready is not None:
+        kill_when(run, ready, "the moment to kill")
+        return
+    time.sleep(rng.uniform(0, 0.1))
     assert run.proc.poll() is None, f"the run exited before its kill:\n{run.tail()}"
     run.stop(signal.SIGKILL)
 
@@ -306,8 +308,9 @@ def test_word_totals_through_partition_by_are_read_committed_exactly_once_across
         # Of 2n messages: each word is processed from the input, then from the intermediate
         # stream.
         target = rng.randint(n // 20, n // 6)
-        # Killed while a transaction holds totals: what the test is about (a kill at a random
-        # moment may find the open transaction still empty, and on a loaded machine twice).
+        # Killed while a transaction holds totals, the run stood still to make sure: what the
+        # test is about (a kill at a random moment may find the open transaction still empty,
+        # and on a loaded machine twice).
         kill_after_a_commit(
             kafka_bootstrap,
             run,

@@ -230,6 +230,32 @@ class Job:
         return [json.loads(line) for line in lines if line.startswith("{")]
 
 
+#: How long a run stopped with SIGSTOP stands still before kill_when looks at the broker: long
+#: enough for the broker to finish what the run asked of it before it stopped (a write in
+#: flight, or a commit whose markers the transaction coordinator writes by itself).
+SETTLE_S = 0.5
+
+
+def kill_when(run: Job, left: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    """SIGKILL ``run`` at a moment when ``left`` holds of what it has left on the broker
+    (``open_transaction``, say), by construction rather than by timing: ``left`` is looked at
+    while the run stands still (SIGSTOP), once the broker has settled what the run asked of
+    it, so what the look finds is what the kill leaves behind (a stopped producer can neither
+    commit nor abort). When ``left`` does not hold, the run goes on (SIGCONT) for 50 ms and
+    is looked at again, for at most ``timeout`` seconds (``what`` names the moment)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert run.proc.poll() is None, f"the run exited before {what}:\n{run.tail()}"
+        run.proc.send_signal(signal.SIGSTOP)
+        time.sleep(SETTLE_S)
+        if left():
+            run.stop(signal.SIGKILL)
+            return
+        run.proc.send_signal(signal.SIGCONT)
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
 def test_job_output_then_restart_processes_nothing_twice(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:

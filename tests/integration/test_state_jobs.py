@@ -20,6 +20,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from test_kafka_jobs import (  # noqa: E402
     Job,
     checkpointed,
     create_topic,
+    kill_when,
     name,
     output_count,
     read_all,
@@ -188,10 +190,20 @@ def counts_at(placed: dict[int, list[str]], offsets: dict[int, int]) -> Counter[
 
 
 def kill_while_working(
-    run: Job, rng: random.Random, target: int, run_number: int, *, checkpoint: bool = False
+    run: Job,
+    rng: random.Random,
+    target: int,
+    run_number: int,
+    *,
+    checkpoint: bool = False,
+    left: Callable[[], bool] | None = None,
 ) -> None:
     """SIGKILL ``run`` a random moment after it has processed ``target`` messages (and, with
-    ``checkpoint``, written a checkpoint: ``run`` logs at debug level then).
+    ``checkpoint``, written a checkpoint: ``run`` logs at debug level then); with ``left``,
+    the first moment after that when ``left`` holds of what it has left on the broker (an
+    open transaction, changelog records past the checkpoint), looked at while the run
+    stands still (``kill_when``): a random moment may find none, and on a loaded machine
+    at every kill of a test.
 
     The job's progress is read every 20 ms and the kill comes within one progress interval
     (100 ms) of the count: a job processes 100,000 messages or more a second, so waiting
@@ -201,6 +213,9 @@ def kill_while_working(
         assert run.proc.poll() is None, f"run {run_number} exited before {target} messages"
         assert time.monotonic() < deadline, f"run {run_number} did not process {target}"
         time.sleep(0.02)
+    if left is not None:
+        kill_when(run, left, f"the moment to kill run {run_number}")
+        return
     time.sleep(rng.uniform(0, 0.1))
     assert run.proc.poll() is None, f"run {run_number} exited before its kill"
     run.stop(signal.SIGKILL)
