@@ -35,6 +35,7 @@ from samzapy.api.errors import (
     TaskFencedError,
 )
 from samzapy.api.system import SystemStream, TaskName
+from samzapy.container.route import ControlRecord, Route, Waiting
 from samzapy.container.send_errors import (
     RefusingProducer,
     framable,
@@ -52,91 +53,6 @@ from samzapy.system.serde import Serde
 log = structlog.get_logger("samzapy.collector")
 
 _thread = threading.get_ident
-
-
-class _ControlRecord:
-    """A control record waiting in a route's backlog, for every partition."""
-
-    __slots__ = ("record",)
-
-    def __init__(self, record: bytes) -> None:
-        self.record = record
-
-
-class _Waiting:
-    """A message waiting in a route's backlog, with the task that sent it and its origin."""
-
-    __slots__ = ("envelope", "floor", "ordinal", "origin", "task", "writer")
-
-    def __init__(
-        self,
-        envelope: OutgoingMessageEnvelope,
-        task: TaskName | None,
-        writer: WriterOrigins | None,
-        origin: IncomingMessageEnvelope | None,
-        ordinal: int,
-        floor: str | None,
-    ) -> None:
-        self.envelope = envelope
-        self.task = task
-        self.writer = writer
-        self.origin = origin
-        self.ordinal = ordinal
-        self.floor = floor
-
-
-#: Keys whose partition a route remembers (murmur2 costs about 0.5 us a key compiled, 3.4 us
-#: in Python, a dict look-up 0.06 us); past this many, it starts over.
-PARTITION_CACHE_SIZE = 65536
-
-
-class _Route:
-    __slots__ = (
-        "backlog",
-        "ended",
-        "framed",
-        "key_serde",
-        "msg_serde",
-        "origins",
-        "partition_cache",
-        "partitions",
-        "producer",
-        "stream",
-    )
-
-    def __init__(
-        self,
-        stream: SystemStream,
-        producer: SystemProducer | None,
-        key_serde: Serde | None,
-        msg_serde: Serde | None,
-        framed: bool,
-        origins: bool = True,
-    ) -> None:
-        self.stream = stream
-        #: None until the route is ready, for a system connected by its first send.
-        self.producer: SystemProducer = producer  # type: ignore[assignment]
-        self.key_serde = key_serde
-        self.msg_serde = msg_serde
-        self.framed = framed
-        #: Whether its framed records carry their origin.
-        self.origins = framed and origins
-        self.partitions = 0
-        #: The partition of each key bytes seen lately (for ``partitions``).
-        self.partition_cache: dict[bytes, int] = {}
-        #: Messages waiting for the partition count; None once the route is ready.
-        self.backlog: list[_Waiting | _ControlRecord] | None = []
-        #: The tasks that sent it their end-of-stream (None: none did).
-        self.ended: set[TaskName] | None = None
-
-    def partition_of(self, key: bytes) -> int:
-        """Kafka's partition of ``key``, remembered."""
-        partition = partition_for(key, self.partitions)
-        cache = self.partition_cache
-        if len(cache) >= PARTITION_CACHE_SIZE:
-            cache.clear()
-        cache[key] = partition
-        return partition
 
 
 class OutputRouter:
@@ -178,7 +94,7 @@ class OutputRouter:
         self._linger_ms = linger_ms
         self._origins = origins
         self._on_error = on_error
-        self._routes: dict[SystemStream, _Route] = {}
+        self._routes: dict[SystemStream, Route] = {}
         self._resolving: set[asyncio.Task[None]] = set()
         self._connecting: set[asyncio.Future[None]] = set()
         self._held = held
@@ -212,7 +128,7 @@ class OutputRouter:
         if route.backlog is not None:
             if route.framed and route.msg_serde is None and envelope.message is not None:
                 framable(route.stream, envelope.message)  # fail in the task's call, not later
-            route.backlog.append(_Waiting(envelope, task, writer, origin, ordinal, floor))
+            route.backlog.append(Waiting(envelope, task, writer, origin, ordinal, floor))
             return
         # The route is ready: partition, serialize and hand over (the hot path, one call).
         partition = envelope.partition
@@ -304,7 +220,7 @@ class OutputRouter:
         if ended_by is not None:
             route.ended = (route.ended or set()) | {ended_by}
         if route.backlog is not None:
-            route.backlog.append(_ControlRecord(record))
+            route.backlog.append(ControlRecord(record))
             return
         self._broadcast(route, record)
 
@@ -314,11 +230,11 @@ class OutputRouter:
             if route.ended is not None:
                 route.ended.discard(task)
 
-    def _broadcast(self, route: _Route, record: bytes) -> None:
+    def _broadcast(self, route: Route, record: bytes) -> None:
         for partition in range(route.partitions):
             route.producer.send(route.stream, partition, None, record)
 
-    def _open_route(self, stream: SystemStream) -> _Route:
+    def _open_route(self, stream: SystemStream) -> Route:
         producer = self._producers.get(stream.system)
         if producer is None and stream.system not in self._connectable:
             raise StreamSystemError(
@@ -326,7 +242,7 @@ class OutputRouter:
                 f"(expected systems.{stream.system}.samza.factory)"
             )
         key_serde, msg_serde = self._serdes_for(stream)
-        route = _Route(
+        route = Route(
             stream, producer, key_serde, msg_serde, self._framed(stream), self._origins(stream)
         )
         self._routes[stream] = route
@@ -335,13 +251,13 @@ class OutputRouter:
         task.add_done_callback(self._resolving.discard)
         return route
 
-    async def _resolve(self, route: _Route) -> None:
+    async def _resolve(self, route: Route) -> None:
         system = route.stream.system
         try:
             if isinstance(route.producer, RefusingProducer):
                 # Nothing to look up or create: the first send waiting is refused, named.
                 refusal = route.producer.refusal(route.stream)
-                first = next((w for w in route.backlog or () if isinstance(w, _Waiting)), None)
+                first = next((w for w in route.backlog or () if isinstance(w, Waiting)), None)
                 if first is None or first.task is None:
                     raise refusal
                 raise send_failed(refusal, first.task, first.origin) from refusal
@@ -373,7 +289,7 @@ class OutputRouter:
             route.partition_cache.clear()
             backlog, route.backlog = route.backlog or [], None
             for waiting in backlog:
-                if isinstance(waiting, _ControlRecord):
+                if isinstance(waiting, ControlRecord):
                     self._broadcast(route, waiting.record)
                     continue
                 try:

@@ -270,16 +270,16 @@ async def test_a_refusing_system_s_stream_is_not_looked_up_and_its_first_send_fa
 
 
 def test_a_route_remembers_key_partitions_up_to_a_bound() -> None:
-    from samzapy.container import collector
+    from samzapy.container import route as routes
     from samzapy.system.partitioner import partition_for
 
-    route = collector._Route(SystemStream("s", "t"), None, None, None, False)  # type: ignore[arg-type]
+    route = routes.Route(SystemStream("s", "t"), None, None, None, False)  # type: ignore[arg-type]
     route.partitions = 8
-    keys = [f"k{i}".encode() for i in range(collector.PARTITION_CACHE_SIZE + 10)]
+    keys = [f"k{i}".encode() for i in range(routes.PARTITION_CACHE_SIZE + 10)]
     for key in keys:
         assert route.partition_of(key) == partition_for(key, 8)
         assert route.partition_cache[key] == partition_for(key, 8)
-    assert len(route.partition_cache) <= collector.PARTITION_CACHE_SIZE
+    assert len(route.partition_cache) <= routes.PARTITION_CACHE_SIZE
 
 
 def test_framed_streams_ask_their_producer_for_a_longer_linger() -> None:

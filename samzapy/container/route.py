@@ -1,0 +1,99 @@
+"""One output stream's route (``collector.py``): its producer, serdes and partition count, the
+partition of each key seen lately, and the messages waiting while the count is looked up."""
+
+from __future__ import annotations
+
+from samzapy.api.envelope import IncomingMessageEnvelope, OutgoingMessageEnvelope
+from samzapy.api.system import SystemStream, TaskName
+from samzapy.control.origins import WriterOrigins
+from samzapy.system.partitioner import partition_for
+from samzapy.system.ports import SystemProducer
+from samzapy.system.serde import Serde
+
+
+class ControlRecord:
+    """A control record waiting in a route's backlog, for every partition."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: bytes) -> None:
+        self.record = record
+
+
+class Waiting:
+    """A message waiting in a route's backlog, with the task that sent it and its origin."""
+
+    __slots__ = ("envelope", "floor", "ordinal", "origin", "task", "writer")
+
+    def __init__(
+        self,
+        envelope: OutgoingMessageEnvelope,
+        task: TaskName | None,
+        writer: WriterOrigins | None,
+        origin: IncomingMessageEnvelope | None,
+        ordinal: int,
+        floor: str | None,
+    ) -> None:
+        self.envelope = envelope
+        self.task = task
+        self.writer = writer
+        self.origin = origin
+        self.ordinal = ordinal
+        self.floor = floor
+
+
+#: Keys whose partition a route remembers (murmur2 costs about 0.5 us a key compiled, 3.4 us
+#: in Python, a dict look-up 0.06 us); past this many, it starts over.
+PARTITION_CACHE_SIZE = 65536
+
+
+class Route:
+    __slots__ = (
+        "backlog",
+        "ended",
+        "framed",
+        "key_serde",
+        "msg_serde",
+        "origins",
+        "partition_cache",
+        "partitions",
+        "producer",
+        "stream",
+    )
+
+    def __init__(
+        self,
+        stream: SystemStream,
+        producer: SystemProducer | None,
+        key_serde: Serde | None,
+        msg_serde: Serde | None,
+        framed: bool,
+        origins: bool = True,
+    ) -> None:
+        self.stream = stream
+        #: None until the route is ready, for a system connected by its first send.
+        self.producer: SystemProducer = producer  # type: ignore[assignment]
+        self.key_serde = key_serde
+        self.msg_serde = msg_serde
+        self.framed = framed
+        #: Whether its framed records carry their origin.
+        self.origins = framed and origins
+        self.partitions = 0
+        #: The partition of each key bytes seen lately (for ``partitions``).
+        self.partition_cache: dict[bytes, int] = {}
+        #: Messages waiting for the partition count; None once the route is ready.
+        self.backlog: list[Waiting | ControlRecord] | None = []
+        #: The tasks that sent it their end-of-stream (None: none did).
+        self.ended: set[TaskName] | None = None
+
+    def partition_of(self, key: bytes) -> int:
+        """Kafka's partition of ``key``, remembered."""
+        partition = partition_for(key, self.partitions)
+        cache = self.partition_cache
+        if len(cache) >= PARTITION_CACHE_SIZE:
+            cache.clear()
+        cache[key] = partition
+        return partition
+
+
+__all__ = ["PARTITION_CACHE_SIZE", "ControlRecord", "Route", "Waiting"]
