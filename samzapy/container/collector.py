@@ -11,7 +11,9 @@ naming the task, the input partition and offset. Under exactly-once, a stream of
 without the task's transaction is never looked up: its first send fails the job, named
 (``send_errors.py``). A key or message its serde refuses fails the send with a SerdeError
 naming the stream and which part was refused. ``flush`` returns once everything sent so far
-is durable, which is what a commit needs before it writes a checkpoint.
+is durable, which is what a commit needs before it writes a checkpoint. Each ``flush`` first
+lets the plain output streams take up the partitions added to them, once their producer knows
+of them (``route.py``: framed streams keep their count), logging ``output_partitions_added``.
 
 Messages to a framed stream (``samza.intermediate`` or ``samza.framed``) are framed after
 serialization, with their origin when the sender gives one (``samzapy.control.origins``);
@@ -333,7 +335,16 @@ class OutputRouter:
         return None
 
     async def flush(self) -> None:
-        """Return once every message sent so far is durable; raise the first send error."""
+        """Return once every message sent so far is durable; raise the first send error.
+        First, the plain output streams take up partitions added to them (``route.py``)."""
+        for route in self._routes.values():
+            if (counts := route.take_up_added_partitions()) is not None:
+                log.info(
+                    "output_partitions_added",
+                    stream=str(route.stream),
+                    partitions_before=counts[0],
+                    partitions_now=counts[1],
+                )
         # Wait on the unfinished lookups only: awaiting finished ones does not yield to the
         # loop, so the callbacks that forget them would never run.
         while pending := [t for t in self._resolving if not t.done()]:

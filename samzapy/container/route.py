@@ -1,5 +1,14 @@
 """One output stream's route (``collector.py``): its producer, serdes and partition count, the
-partition of each key seen lately, and the messages waiting while the count is looked up."""
+partition of each key seen lately, and the messages waiting while the count is looked up.
+
+A plain output stream takes up the partitions added to it (``take_up_added_partitions``)
+once its producer has learned of them, as Kafka's Java producer does at its metadata refresh:
+its keys hash over the new count from then on, so a key's later messages may go to another
+partition than its earlier ones. A framed stream (an intermediate stream, ``samza.framed``)
+keeps the count it was looked up with: a replay must send each record where it went the first
+time, control records go to every partition it had, and the tasks that read it were planned
+on that count (a reader that finds it changed stops, ``partition_monitor.py``).
+"""
 
 from __future__ import annotations
 
@@ -94,6 +103,18 @@ class Route:
             cache.clear()
         cache[key] = partition
         return partition
+
+    def take_up_added_partitions(self) -> tuple[int, int] | None:
+        """Take up a larger partition count the producer knows for a plain output stream that
+        is ready: (count before, count now) when it did; None when nothing changed."""
+        if self.framed or self.backlog is not None:
+            return None
+        count = self.producer.partition_count(self.stream.stream)
+        if count is None or count <= self.partitions:
+            return None
+        before, self.partitions = self.partitions, count
+        self.partition_cache.clear()
+        return before, count
 
 
 __all__ = ["PARTITION_CACHE_SIZE", "ControlRecord", "Route", "Waiting"]

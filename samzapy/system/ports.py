@@ -259,6 +259,13 @@ class SystemProducer(abc.ABC):
         path): memory stays bounded when the destination is slower than the job."""
         return None
 
+    def partition_count(self, stream: str) -> int | None:
+        """How many partitions ``stream`` has as far as the producer knows now, without I/O
+        (Kafka's: its client's metadata, refreshed every ``metadata.max.age.ms``); None when
+        it does not know. The router takes a larger count up for a plain output stream at
+        its next flush (``container/collector.py``)."""
+        return None
+
 
 class TransactionalProducer(SystemProducer):
     """A producer whose sends are atomic in transactions (exactly-once processing).

@@ -38,6 +38,17 @@ class Tag(StreamTask):
         )
 
 
+class Forward(StreamTask):
+    """Sends each message to the output topic named by SAMZAPY_TEST_OUTPUT with its key (none
+    for a message without one) and no partition: the router and the producer pick it."""
+
+    def __init__(self) -> None:
+        self.out = SystemStream("kafka", os.environ.get("SAMZAPY_TEST_OUTPUT", "out"))
+
+    def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
+        collector.send(OutgoingMessageEnvelope(self.out, envelope.message, key=envelope.key))
+
+
 class TagAndSendAside(Tag):
     """``Tag``; besides, a message ``commit`` asks for a commit once it is processed, and a
     message ``aside`` is also sent to the stream SAMZAPY_TEST_ASIDE names (``system.stream``),

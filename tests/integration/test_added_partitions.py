@@ -3,7 +3,10 @@
 next check, logs ``input_partitions_changed`` and stops the job after a clean commit of what it
 processed, exit 1; the new partition is read by no task. A restart then stops at once on the
 start-up check, naming the input: the checkpoints recorded the old count. A job without
-stores goes on as a new job started from those checkpoints, reading the new partition too."""
+stores goes on as a new job started from those checkpoints, reading the new partition too.
+
+Partitions added to an output topic ("Adding partitions to an output") are written to without
+a restart once the producer's metadata refresh has found them, keyed messages and keyless."""
 
 from __future__ import annotations
 
@@ -11,11 +14,14 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from samzapy.system.partitioner import partition_for
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -28,6 +34,7 @@ from test_kafka_jobs import (  # noqa: E402
     name,
     outputs,
     produce,
+    read_all,
     wait_for,
 )
 
@@ -164,3 +171,67 @@ def test_under_the_group_a_rebalance_after_the_change_stops_the_job_sooner(
     assert any("last checkpointed and has 3 now" in error for error in failed), failed
     assert not [e for e in first.events() if e["event"] == "input_partitions_changed"]
     assert checkpointed(kafka_bootstrap, job) == {0: 2, 1: 2}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+def test_partitions_added_to_an_output_are_written_to_after_the_metadata_refresh(
+    kafka_bootstrap: str, tmp_path: Path, guarantee: str
+) -> None:
+    """As Kafka's Java producer (and Samza's, which hashes over its partitionsFor): keys hash
+    over the new count from the first commit after the producer's metadata refresh
+    (``producer.metadata.max.age.ms``, 300000 by default, 500 here), keyless batches take the
+    new partitions in turn; the job goes on, and nothing is lost."""
+    source, output = name("src"), name("grown-out")
+    asyncio.run(create_topic(kafka_bootstrap, source, 1))
+    asyncio.run(create_topic(kafka_bootstrap, output, 2))
+    keys = [b"key-%d" % i for i in range(40)]
+    asyncio.run(produce(kafka_bootstrap, source, [(0, k, b"before") for k in keys]))
+    job = job_file(
+        tmp_path,
+        kafka_bootstrap,
+        source,
+        **{
+            "task.class": "kafka_jobs:Forward",
+            "task.commit.ms": 200,
+            "task.processing.guarantee": guarantee,
+            "systems.kafka.producer.metadata.max.age.ms": 500,
+        },
+    )
+    eos = guarantee == "exactly-once"
+    run = Job(job, output, tmp_path / "run.log")
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, job, exactly_once=eos) == {0: 39},
+        60,
+        "40 sent",
+        run.proc,
+    )
+    asyncio.run(add_partitions(kafka_bootstrap, output, 4))
+    wait_for(
+        lambda: any(e["event"] == "output_partitions_added" for e in run.events()),
+        30,
+        "the route to take the new partitions up",
+        run.proc,
+    )
+    asyncio.run(produce(kafka_bootstrap, source, [(0, k, b"after") for k in keys]))
+    for i in range(8):  # one keyless batch each
+        asyncio.run(produce(kafka_bootstrap, source, [(0, None, b"keyless-%d" % i)]))
+        time.sleep(0.05)
+    wait_for(
+        lambda: checkpointed(kafka_bootstrap, job, exactly_once=eos) == {0: 87},
+        60,
+        "88 sent",
+        run.proc,
+    )
+    assert run.stop() == 0, run.tail()
+    (added,) = [e for e in run.events() if e["event"] == "output_partitions_added"]
+    assert added["stream"] == f"kafka.{output}"
+    assert (added["partitions_before"], added["partitions_now"]) == (2, 4)
+    records = asyncio.run(read_all(kafka_bootstrap, output, committed=True))
+    placed = {(r.key, r.value): r.partition for r in records}
+    assert len(placed) == len(records) == 88
+    assert all(placed[k, b"before"] == partition_for(k, 2) for k in keys)
+    assert all(placed[k, b"after"] == partition_for(k, 4) for k in keys)
+    assert {placed[k, b"after"] for k in keys} == {0, 1, 2, 3}
+    keyless = {placed[None, b"keyless-%d" % i] for i in range(8)}
+    assert keyless == {0, 1, 2, 3}

@@ -185,6 +185,12 @@ def check_partition(producer: Any, topic: str, partition: Any) -> None:
         raise StreamSystemError(out_of_range(topic, partition, known))
 
 
+def known_count(producer: Any, topic: str) -> int | None:
+    """How many partitions ``topic`` has in the client's metadata (None: unknown, or no client)."""
+    known = None if producer is None else producer.client.cluster.partitions_for_topic(topic)
+    return len(known) if known else None
+
+
 def as_bytes(system_stream: SystemStream, what: str, value: Any) -> bytes:
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
@@ -203,4 +209,5 @@ __all__ = [
     "send_under",
     "SizeLimit",
     "check_partition",
+    "known_count",
 ]

@@ -20,11 +20,10 @@ alone, as in Kafka's Java producer (the broker would refuse its whole batch). ``
 counts the messages whose delivery failed.
 
 ``backpressure`` bounds memory and the time a flush (so a commit) waits: with
-``MAX_UNSETTLED_BATCHES`` batches handed over and not yet delivered (or two per partition
-written to so far, if that is more), it returns a future that resolves once half of them are
-delivered, and the container holds its tasks back until then (aiokafka takes one batch per
-partition at a time: with 1,024 batches a pass-through's commits waited up to 200 ms, with
-64 about 30 ms).
+``MAX_UNSETTLED_BATCHES`` batches handed over and not yet delivered (or two per partition written to
+so far, if that is more), it returns a future that resolves once half of them are delivered, and the
+container holds its tasks back until then (aiokafka takes one batch per partition at a time: with
+1,024 batches a pass-through's commits waited up to 200 ms, with 64 about 30 ms).
 
 ``fence_with``: while the container's lease is held, queued batches wait and ``backpressure``
 holds the tasks back; once it broke, a queued batch is dropped instead of given to aiokafka,
@@ -58,6 +57,7 @@ from samzapy.system.kafka.batches import (
     check_partition,
     drop_held,
     drop_open,
+    known_count,
     send_under,
 )
 from samzapy.system.kafka.batches import as_bytes as _as_bytes
@@ -282,12 +282,13 @@ class KafkaSystemProducer(SystemProducer):
                 self._hand_over(batch)
         return self._capacity
 
+    def partition_count(self, stream: str) -> int | None:
+        return known_count(self._producer, stream)  # the client's metadata: no request
+
     def _keyless_partition(self, topic: str) -> int | None:
         """The next partition of the sticky rotation; None while the count is unknown."""
-        known = self._producer.client.cluster.partitions_for_topic(topic)
-        if not known:
+        if (count := known_count(self._producer, topic)) is None:
             return None
-        count = len(known)
         turn = self._next_keyless.get(topic)
         if turn is None:
             turn = random.randrange(count)  # producers of a topic start on different partitions

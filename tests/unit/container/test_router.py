@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from samzapy import (
     IncomingMessageEnvelope,
@@ -37,6 +38,8 @@ class RecordingProducer(SystemProducer):
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, int | None, Any, Any]] = []
+        #: The partition counts it knows, as a Kafka producer's metadata would.
+        self.counts: dict[str, int] = {}
 
     def send(
         self, system_stream: SystemStream, partition: int | None, key: Any, message: Any
@@ -45,6 +48,9 @@ class RecordingProducer(SystemProducer):
 
     async def flush(self) -> None:
         return None
+
+    def partition_count(self, stream: str) -> int | None:
+        return self.counts.get(stream)
 
 
 class Setup:
@@ -267,6 +273,49 @@ async def test_a_refusing_system_s_stream_is_not_looked_up_and_its_first_send_fa
     assert str(failed.value.__cause__) == refusal
     assert errors == [failed.value]
     assert setup.broker.partition_count("aside") is None
+
+
+async def test_an_output_takes_up_partitions_its_producer_learned_of_at_the_next_flush() -> None:
+    """As Kafka's Java producer at its metadata refresh: keys hash over the new count, and an
+    explicit partition among the new ones is in range; what the producer does not know (yet),
+    or a smaller count, changes nothing."""
+    setup = Setup()
+    keys = [f"key-{i}" for i in range(40)]
+    await setup.send(*(OutgoingMessageEnvelope(OUT, "m", key=k) for k in keys))
+    setup.producer.counts["out"] = 3
+    with capture_logs() as logs:
+        await setup.router.flush()
+    assert logs == []
+    setup.producer.counts["out"] = 8
+    with capture_logs() as logs:
+        await setup.router.flush()
+    assert [e for e in logs if e["event"] == "output_partitions_added"] == [
+        {
+            "event": "output_partitions_added",
+            "log_level": "info",
+            "stream": "memory.out",
+            "partitions_before": 4,
+            "partitions_now": 8,
+        }
+    ]
+    setup.producer.sent.clear()
+    sent = await setup.send(
+        *(OutgoingMessageEnvelope(OUT, "m", key=k) for k in keys),
+        OutgoingMessageEnvelope(OUT, "m", partition=7),
+    )
+    assert [p for _, p, _, _ in sent] == [partition_for(k.encode(), 8) for k in keys] + [7]
+    assert max(p for _, p, _, _ in sent[:-1]) >= 4
+
+
+async def test_a_framed_stream_keeps_the_partition_count_it_was_looked_up_with() -> None:
+    """An intermediate stream's count is the planner's: its replays and control records, and
+    the tasks that read it, depend on it."""
+    setup = Setup(framed=True, pair=(StringSerde(), StringSerde()))
+    await setup.send(OutgoingMessageEnvelope(OUT, "m", key="k"))
+    setup.producer.counts["out"] = 8
+    keys = [f"key-{i}" for i in range(40)]
+    sent = await setup.send(*(OutgoingMessageEnvelope(OUT, "m", key=k) for k in keys))
+    assert [p for _, p, _, _ in sent[1:]] == [partition_for(k.encode(), 4) for k in keys]
 
 
 def test_a_route_remembers_key_partitions_up_to_a_bound() -> None:
