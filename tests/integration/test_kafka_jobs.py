@@ -236,13 +236,16 @@ class Job:
 SETTLE_S = 0.5
 
 
-def kill_when(run: Job, left: Callable[[], bool], what: str, timeout: float = 60) -> None:
+def kill_when(
+    run: Job, left: Callable[[], bool], what: str, timeout: float = 60, anyway: bool = False
+) -> bool:
     """SIGKILL ``run`` at a moment when ``left`` holds of what it has left on the broker
     (``open_transaction``, say), by construction rather than by timing: ``left`` is looked at
     while the run stands still (SIGSTOP), once the broker has settled what the run asked of
     it, so what the look finds is what the kill leaves behind (a stopped producer can neither
     commit nor abort). When ``left`` does not hold, the run goes on (SIGCONT) for 50 ms and
-    is looked at again, for at most ``timeout`` seconds (``what`` names the moment)."""
+    is looked at again, for at most ``timeout`` seconds (``what`` names the moment); then the
+    test fails, or with ``anyway`` the run is killed all the same. Whether ``left`` held."""
     deadline = time.monotonic() + timeout
     while True:
         assert run.proc.poll() is None, f"the run exited before {what}:\n{run.tail()}"
@@ -250,7 +253,10 @@ def kill_when(run: Job, left: Callable[[], bool], what: str, timeout: float = 60
         time.sleep(SETTLE_S)
         if left():
             run.stop(signal.SIGKILL)
-            return
+            return True
+        if anyway and time.monotonic() >= deadline:
+            run.stop(signal.SIGKILL)
+            return False
         run.proc.send_signal(signal.SIGCONT)
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)

@@ -21,10 +21,8 @@ import asyncio
 import json
 import random
 import shutil
-import signal
 import sys
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -40,6 +38,7 @@ from test_kafka_jobs import (  # noqa: E402
     Job,
     checkpoint_entries,
     create_topic,
+    kill_when,
     name,
     open_transaction,
     output_count,
@@ -231,19 +230,16 @@ def end_offsets(bootstrap: str, topic: str, isolation: str = "read_uncommitted")
 
 def kill_while_joining(bootstrap: str, run: Job, topic: str, before: int) -> bool:
     """SIGKILL ``run`` once it has committed KILL_AFTER pairs more than ``before``, at a
-    moment when its output has an open transaction if one comes within 2 s; whether the
-    kill left uncommitted pairs behind (to be aborted)."""
+    moment when its output has an open transaction if one comes within 2 s (looked at while
+    the run stands still, so that the kill leaves it open: ``kill_when``; the feeder may be
+    done by then, and the run idle); whether the kill left uncommitted pairs behind."""
     wait_for(
         lambda: committed_count(bootstrap, topic) >= before + KILL_AFTER,
         60,
         f"{KILL_AFTER} pairs committed by this run",
         run.proc,
     )
-    deadline = time.monotonic() + 2
-    while not open_transaction(bootstrap, topic) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert run.proc.poll() is None, f"the run exited before its kill:\n{run.tail()}"
-    run.stop(signal.SIGKILL)
+    kill_when(run, lambda: open_transaction(bootstrap, topic), "its kill", 2, anyway=True)
     return len(asyncio.run(read_all(bootstrap, topic))) > committed_count(bootstrap, topic)
 
 
