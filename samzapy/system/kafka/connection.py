@@ -355,6 +355,11 @@ class ContactWatch:
         self._error: BaseException | None = None
         self._fatal: BaseException | None = None
 
+    @property
+    def interval_s(self) -> float:
+        """How often, at most, an idle client's broker is probed."""
+        return self._interval_s
+
     def contact(self, now: float) -> None:
         """The broker answered at ``now`` (a fetch that brought records)."""
         self._last_contact = now

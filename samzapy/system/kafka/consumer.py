@@ -21,8 +21,10 @@ An offset that runs out of range while running (retention overtook a slow reader
 to the partition's default with the same warning. Kafka partitions never
 end: there is no end-of-stream here. aiokafka reconnects by itself after a broker restart;
 the consumer only fails once the broker has been silent for longer than
-``connect.timeout.ms`` (see ``connection.ContactWatch``), or at once when an idle-time check
-finds a topic it reads deleted (the brokers answer, the topic is gone).
+``connect.timeout.ms`` (see ``connection.ContactWatch``). A topic it reads that is deleted
+(the brokers answer, the topic is gone) fails it at the next poll once the idle-time probe
+or, while other partitions deliver, the topic check (``topic_watch.TopicWatch``) finds it
+missing: within the probe interval (at most 5 s).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from aiokafka.errors import OffsetOutOfRangeError
 
 from samzapy.api.envelope import IncomingMessageEnvelope
 from samzapy.api.errors import StreamSystemError
@@ -43,9 +45,10 @@ from samzapy.api.system import SystemStreamPartition
 from samzapy.system.entries import EntryBatch
 from samzapy.system.kafka.admin import KafkaSystemAdmin
 from samzapy.system.kafka.connection import ContactWatch, connect, started, stop_client
-from samzapy.system.kafka.errors import KAFKA_ERRORS, missing_topics, stream_error, where
+from samzapy.system.kafka.errors import KAFKA_ERRORS, missing_topics, stream_error
 from samzapy.system.kafka.fetched import build_envelopes, envelopes
 from samzapy.system.kafka.settings import KafkaSettings
+from samzapy.system.kafka.topic_watch import TopicWatch, deleted_topic
 from samzapy.system.offsets import integer_offset
 from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemConsumer
 
@@ -81,6 +84,7 @@ class KafkaSystemConsumer(SystemConsumer):
         self._started = False
         self._consumer: Any = None
         self._watch: ContactWatch | None = None
+        self._topics: TopicWatch | None = None
         self._ssp_of: dict[Any, SystemStreamPartition] = {}
         self._tp_of: dict[SystemStreamPartition, Any] = {}
         self._starts: dict[SystemStreamPartition, int] = {}
@@ -163,6 +167,13 @@ class KafkaSystemConsumer(SystemConsumer):
             system=settings.system_name,
             client="consumer",
         )
+        self._topics = TopicWatch(
+            consumer._client,
+            self._partitions_by_topic(),
+            servers=self._servers,
+            system=settings.system_name,
+            interval_s=self._watch.interval_s,
+        )
 
     async def _bounds(self) -> dict[SystemStreamPartition, OffsetBounds]:
         settings = self._settings
@@ -183,10 +194,7 @@ class KafkaSystemConsumer(SystemConsumer):
         deleted under the job is not a broker lost: aiokafka would wait for it forever)."""
         read = self._partitions_by_topic()
         if missing := await missing_topics(self._consumer._client, read):
-            raise UnknownTopicOrPartitionError(
-                f"{where(missing[0])} no longer exists at {self._servers} (deleted while it was "
-                f"read?): its partitions {read[missing[0]]} cannot be read"
-            )
+            raise deleted_topic(missing[0], read[missing[0]], self._servers)
         await self._consumer.end_offsets(list(self._tp_of.values()))
 
     def _partitions_by_topic(self) -> dict[str, str]:
@@ -227,10 +235,13 @@ class KafkaSystemConsumer(SystemConsumer):
 
     async def stop(self) -> None:
         watch, self._watch = self._watch, None
+        topics, self._topics = self._topics, None
         consumer, self._consumer = self._consumer, None
         try:
             if watch is not None:
                 await watch.close()
+            if topics is not None:
+                await topics.close()
         finally:
             if consumer is not None:
                 await stop_client(consumer)
@@ -290,9 +301,10 @@ class KafkaSystemConsumer(SystemConsumer):
             return {}
         except KAFKA_ERRORS as exc:
             raise stream_error(f"cannot read {self._naming(ssps)}", exc) from exc
-        watch = self._watch
-        assert watch is not None
+        watch, topics = self._watch, self._topics
+        assert watch is not None and topics is not None
         now = asyncio.get_running_loop().time()
+        topics.check(now)
         if not batches:
             watch.check(now)
             return {}

@@ -1,0 +1,92 @@
+"""Noticing a topic deleted under a running consumer while its other partitions deliver.
+
+aiokafka never fails a consumer whose assigned topic was deleted: it asks for the topic's
+metadata again and again and hands out the other topics' records as before. The consumer's
+idle-time probe (``connection.ContactWatch``) finds the topic gone once the brokers have been
+silent for a probe interval, which never happens while another topic keeps delivering.
+``TopicWatch`` asks the brokers every interval (the probe's: at most 5 s, a third of
+``connect.timeout.ms`` when that is less), one metadata request in a task of its own that the
+poll never waits for; once they answer without a topic read, the next poll fails naming the
+topic and its partitions.
+
+A check the brokers do not answer says nothing of the topics: an outage is the contact
+watch's to judge, and the next check runs an interval later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+from aiokafka.errors import UnknownTopicOrPartitionError
+
+from samzapy.api.errors import StreamSystemError
+from samzapy.system.kafka.connection import MIN_ATTEMPT_S
+from samzapy.system.kafka.errors import KAFKA_ERRORS, describe, missing_topics, where
+
+
+def deleted_topic(topic: str, partitions: str, servers: str) -> UnknownTopicOrPartitionError:
+    """What a consumer says of ``topic`` (whose ``partitions`` it reads, ``"0, 1"``) found
+    missing at ``servers`` while it runs."""
+    return UnknownTopicOrPartitionError(
+        f"{where(topic)} no longer exists at {servers} (deleted while it was read?): its "
+        f"partitions {partitions} cannot be read"
+    )
+
+
+class TopicWatch:
+    """Checks every ``interval_s`` that the topics a consumer reads still exist."""
+
+    def __init__(
+        self,
+        client: Any,
+        read: Mapping[str, str],
+        *,
+        servers: str,
+        system: str,
+        interval_s: float,
+    ) -> None:
+        """``client``: the consumer's aiokafka network client; ``read``: the partitions read
+        of each topic, as text (``{"t": "0, 1"}``)."""
+        self._client = client
+        self._read = dict(read)
+        self._servers = servers
+        self._system = system
+        self._interval_s = interval_s
+        self._loop = asyncio.get_running_loop()
+        self._next = self._loop.time() + interval_s
+        self._checking: asyncio.Task[None] | None = None
+        self._gone: UnknownTopicOrPartitionError | None = None
+
+    def check(self, now: float) -> None:
+        """Raise if a check found a topic gone; start a check when one is due."""
+        if self._gone is not None:
+            raise StreamSystemError(
+                f"the Kafka consumer of system {self._system!r} failed: {describe(self._gone)}"
+            ) from self._gone
+        if self._checking is None and now >= self._next:
+            self._next = now + self._interval_s
+            self._checking = self._loop.create_task(self._run_check())
+
+    async def _run_check(self) -> None:
+        try:
+            with contextlib.suppress(TimeoutError, *KAFKA_ERRORS):
+                async with asyncio.timeout(max(self._interval_s, MIN_ATTEMPT_S)):
+                    missing = await missing_topics(self._client, self._read)
+                if missing:
+                    topic = missing[0]
+                    self._gone = deleted_topic(topic, self._read[topic], self._servers)
+        finally:
+            self._checking = None
+
+    async def close(self) -> None:
+        """Stop a check in progress."""
+        checking, self._checking = self._checking, None
+        if checking is not None:
+            checking.cancel()
+            await asyncio.gather(checking, return_exceptions=True)
+
+
+__all__ = ["TopicWatch", "deleted_topic"]
