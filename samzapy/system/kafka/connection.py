@@ -25,9 +25,10 @@ failed, ``check`` raises.
 
 ``stop_client`` stops a client within ``STOP_TIMEOUT_S`` however its brokers fare: past it,
 the client's connections are closed directly. ``pace_metadata`` makes a client wait its
-``retry.backoff.ms`` after a metadata request no broker answered: aiokafka's producer and
-fetcher ask again at once while a partition has no leader (the last answer of a broker that
-shut down), which against a broker refusing connections spun thousands of requests a second.
+``retry.backoff.ms`` after a metadata request no broker answered, or whose answer lacks a
+topic it asked for: aiokafka's producer and fetcher ask again at once while a partition has no
+leader (the last answer of a broker that shut down, or a topic deleted), which against a
+broker refusing connections, or for a deleted topic, spun thousands of requests a second.
 """
 
 from __future__ import annotations
@@ -260,21 +261,23 @@ def keep_bootstrap(client: Any) -> None:
 
 def pace_metadata(client: Any) -> None:
     """Let ``client`` (an aiokafka client, before its start) wait its retry backoff after a
-    metadata request that no broker answered, before its waiters learn it failed.
+    metadata request that no broker answered, or whose answer lacks a topic it asked for,
+    before its waiters learn the outcome.
 
     aiokafka's producer (a batch for a partition without a leader) and fetcher (a partition
     without a leader) ask for metadata again as soon as the last request ends; one that no
     broker answered ends at once when the brokers refuse connections, so while the last
-    metadata names no leader (a broker that shut down says so first) both spin."""
+    metadata names no leader (a broker that shut down says so first) both spin. So does a
+    fetcher whose topic was deleted: the brokers answer at once, without it."""
     network = _network(client)
     update = getattr(network, "_metadata_update", None)
     backoff = getattr(network, "_retry_backoff", None)
     if update is None or not isinstance(backoff, int | float) or backoff <= 0:
         return
 
-    async def paced(*args: Any, **kwargs: Any) -> Any:
-        updated = await update(*args, **kwargs)
-        if not updated:
+    async def paced(cluster: Any, topics: Any) -> Any:
+        updated = await update(cluster, topics)
+        if not updated or any(cluster.partitions_for_topic(t) is None for t in topics or ()):
             await asyncio.sleep(backoff)
         return updated
 

@@ -255,6 +255,31 @@ async def test_a_metadata_request_no_broker_answered_is_followed_by_the_backoff(
     assert unanswered >= 0.2 > answered
 
 
+class _Cluster:
+    """aiokafka's ClusterMetadata, knowing the topics of ``known``."""
+
+    def __init__(self, known: set[str]) -> None:
+        self._known = known
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        return {0} if topic in self._known else None
+
+
+async def test_an_answer_without_a_topic_asked_for_is_followed_by_the_backoff() -> None:
+    """A consumer whose topic was deleted asks for its metadata again as soon as an answer
+    lacks it: without the backoff, thousands of requests a second until the job fails."""
+    network = _UpdatingNetwork([True, True])
+    pace_metadata(_Client(network))
+    cluster = _Cluster({"kept"})
+    began = time.monotonic()
+    assert await network._metadata_update(cluster, {"kept", "deleted"}) is True
+    lacking = time.monotonic() - began
+    began = time.monotonic()
+    assert await network._metadata_update(cluster, {"kept"}) is True
+    complete = time.monotonic() - began
+    assert lacking >= 0.2 > complete
+
+
 class TestOneOutageIsTwoLines:
     async def test_every_client_and_attempt_of_an_outage_shares_one_pair_of_events(self) -> None:
         down = [True]
