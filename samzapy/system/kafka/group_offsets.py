@@ -40,7 +40,7 @@ from aiokafka.structs import OffsetAndMetadata
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStreamPartition
 from samzapy.system.kafka.connection import connect, started, stop_client
-from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
+from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error, where
 from samzapy.system.kafka.settings import KafkaSettings
 from samzapy.system.ports import GroupOffsetCommitter
 
@@ -63,7 +63,8 @@ _COORDINATOR_MOVED = (
 
 async def _commit(coordinator: Any, offsets: Mapping[SystemStreamPartition, int]) -> None:
     """One OffsetCommit request as the coordinator's member (generation -1 and no member id
-    for a consumer that never joined); raises the first partition's error, if any."""
+    for a consumer that never joined); raises the first partition's error, if any, naming
+    the partition (a deleted input's are refused, the others' committed)."""
     await coordinator.ensure_coordinator_known()
     by_topic: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
     for ssp, offset in offsets.items():
@@ -77,8 +78,8 @@ async def _commit(coordinator: Any, offsets: Mapping[SystemStreamPartition, int]
     )
     send: Callable[[Any], Awaitable[Any]] = coordinator._send_req
     response = await send(request)
-    for _topic, partitions in response.topics:
-        for _partition, code in partitions:
+    for topic, partitions in response.topics:
+        for partition, code in partitions:
             error = for_code(code)
             if error is NoError:
                 continue
@@ -86,7 +87,8 @@ async def _commit(coordinator: Any, offsets: Mapping[SystemStreamPartition, int]
                 # Find it again next time (a consumer that never joined has no heartbeat
                 # to notice it for us).
                 coordinator.coordinator_dead()
-            raise error()
+            said = getattr(error, "description", "")
+            raise error(f"{where(topic, partition)}: {said}" if said else where(topic, partition))
 
 
 class KafkaGroupOffsets(GroupOffsetCommitter):

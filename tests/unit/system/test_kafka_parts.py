@@ -32,6 +32,7 @@ from samzapy.system.kafka.connection import (
 )
 from samzapy.system.kafka.consumer import start_position
 from samzapy.system.kafka.errors import describe, error_name
+from samzapy.system.kafka.group_offsets import KafkaGroupOffsets
 from samzapy.system.ports import OffsetBounds, OffsetDefault
 
 SETTINGS = kafka_settings("k", {"bootstrap.servers": "127.0.0.1:9"})
@@ -563,4 +564,36 @@ def test_a_fenced_transactional_producer_names_the_transaction_timeout_too() -> 
         "the transactional producer 'job-P0' was fenced: another container claimed its id, or "
         "the broker aborted its transaction for staying open longer than "
         "task.transaction.timeout.ms (60000 ms) (ProducerFenced"
+    )
+
+
+class _Coordinator:
+    """aiokafka's group coordinator, answering an OffsetCommit with ``codes`` by topic."""
+
+    group_id, generation, member_id = "g", -1, ""
+
+    def __init__(self, codes: list[tuple[str, list[tuple[int, int]]]]) -> None:
+        self._codes = codes
+
+    async def ensure_coordinator_known(self) -> None:
+        return None
+
+    async def _send_req(self, request: Any) -> Any:
+        return type("Response", (), {"topics": self._codes})()
+
+
+async def test_a_refused_group_commit_names_the_partition_refused() -> None:
+    """A commit that includes a deleted input's partitions is refused for them alone: the
+    warning (``group_commit_failed``) says which, not only that some topic or partition does
+    not exist."""
+    ssps = {SystemStreamPartition("kafka", t, p): 3 for t in ("kept", "gone") for p in (0, 1)}
+    coordinator = _Coordinator([("kept", [(0, 0), (1, 0)]), ("gone", [(0, 0), (1, 3)])])
+    member = type("Member", (), {"_coordinator": coordinator})()
+    offsets = KafkaGroupOffsets(SETTINGS, "g", member=lambda: member)
+    with pytest.raises(StreamSystemError) as refused:
+        await offsets.commit(ssps)
+    assert str(refused.value) == (
+        "cannot commit offsets to consumer group 'g': UnknownTopicOrPartitionError: partition 1 "
+        "of Kafka topic 'gone': This request is for a topic or partition that does not exist "
+        "on this broker."
     )
