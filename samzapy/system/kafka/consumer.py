@@ -45,10 +45,10 @@ from samzapy.api.system import SystemStreamPartition
 from samzapy.system.entries import EntryBatch
 from samzapy.system.kafka.admin import KafkaSystemAdmin
 from samzapy.system.kafka.connection import ContactWatch, connect, started, stop_client
-from samzapy.system.kafka.errors import KAFKA_ERRORS, missing_topics, stream_error
+from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
 from samzapy.system.kafka.fetched import build_envelopes, envelopes
 from samzapy.system.kafka.settings import KafkaSettings
-from samzapy.system.kafka.topic_watch import TopicWatch, deleted_topic
+from samzapy.system.kafka.topic_watch import TopicWatch, deleted_topic, gone_topics
 from samzapy.system.offsets import integer_offset
 from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemConsumer
 
@@ -193,7 +193,7 @@ class KafkaSystemConsumer(SystemConsumer):
         """The idle-time check: the brokers answer, and the topics read still exist (a topic
         deleted under the job is not a broker lost: aiokafka would wait for it forever)."""
         read = self._partitions_by_topic()
-        if missing := await missing_topics(self._consumer._client, read):
+        if missing := await gone_topics(self._consumer._client, read):
             raise deleted_topic(missing[0], read[missing[0]], self._servers)
         await self._consumer.end_offsets(list(self._tp_of.values()))
 

@@ -5,9 +5,9 @@ metadata again and again and hands out the other topics' records as before. The 
 idle-time probe (``connection.ContactWatch``) finds the topic gone once the brokers have been
 silent for a probe interval, which never happens while another topic keeps delivering.
 ``TopicWatch`` asks the brokers every interval (the probe's: at most 5 s, a third of
-``connect.timeout.ms`` when that is less), one metadata request in a task of its own that the
-poll never waits for; once they answer without a topic read, the next poll fails naming the
-topic and its partitions.
+``connect.timeout.ms`` when that is less), one metadata request (two when the first lacks a
+topic) in a task of its own that the poll never waits for; once two answers in a row lack a
+topic read (``gone_topics``), the next poll fails naming the topic and its partitions.
 
 A check the brokers do not answer says nothing of the topics: an outage is the contact
 watch's to judge, and the next check runs an interval later.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiokafka.errors import UnknownTopicOrPartitionError
@@ -25,6 +25,14 @@ from aiokafka.errors import UnknownTopicOrPartitionError
 from samzapy.api.errors import StreamSystemError
 from samzapy.system.kafka.connection import MIN_ATTEMPT_S
 from samzapy.system.kafka.errors import KAFKA_ERRORS, describe, missing_topics, where
+
+
+async def gone_topics(client: Any, topics: Iterable[str]) -> list[str]:
+    """Which of ``topics`` two metadata answers in a row of the aiokafka ``client`` lack (the
+    second asked for right after the first: one answer may come from a broker whose metadata
+    lags behind the cluster's, as one just restarted)."""
+    missing = await missing_topics(client, topics)
+    return await missing_topics(client, missing) if missing else []
 
 
 def deleted_topic(topic: str, partitions: str, servers: str) -> UnknownTopicOrPartitionError:
@@ -74,7 +82,7 @@ class TopicWatch:
         try:
             with contextlib.suppress(TimeoutError, *KAFKA_ERRORS):
                 async with asyncio.timeout(max(self._interval_s, MIN_ATTEMPT_S)):
-                    missing = await missing_topics(self._client, self._read)
+                    missing = await gone_topics(self._client, self._read)
                 if missing:
                     topic = missing[0]
                     self._gone = deleted_topic(topic, self._read[topic], self._servers)
@@ -89,4 +97,4 @@ class TopicWatch:
             await asyncio.gather(checking, return_exceptions=True)
 
 
-__all__ = ["TopicWatch", "deleted_topic"]
+__all__ = ["TopicWatch", "deleted_topic", "gone_topics"]

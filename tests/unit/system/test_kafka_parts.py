@@ -33,6 +33,7 @@ from samzapy.system.kafka.connection import (
 from samzapy.system.kafka.consumer import start_position
 from samzapy.system.kafka.errors import describe, error_name
 from samzapy.system.kafka.group_offsets import KafkaGroupOffsets
+from samzapy.system.kafka.topic_watch import TopicWatch
 from samzapy.system.ports import OffsetBounds, OffsetDefault
 
 SETTINGS = kafka_settings("k", {"bootstrap.servers": "127.0.0.1:9"})
@@ -597,3 +598,44 @@ async def test_a_refused_group_commit_names_the_partition_refused() -> None:
         "of Kafka topic 'gone': This request is for a topic or partition that does not exist "
         "on this broker."
     )
+
+
+class _MetadataClient:
+    """aiokafka's network client, whose metadata answers lack the topics of ``lacking``, one
+    answer each."""
+
+    def __init__(self, lacking: list[set[str]]) -> None:
+        self._lacking = lacking
+        self.cluster = _Cluster(set())
+
+    async def force_metadata_update(self) -> bool:
+        self.cluster = _Cluster({"t"} - (self._lacking.pop(0) if self._lacking else set()))
+        return True
+
+
+async def _watched(client: _MetadataClient) -> None:
+    """Polls a TopicWatch of topic ``t`` (partitions 0, 1) through two checks."""
+    watch = TopicWatch(client, {"t": "0, 1"}, servers="h:1", system="k", interval_s=0.05)
+    loop = asyncio.get_running_loop()
+    try:
+        for _ in range(30):
+            watch.check(loop.time())
+            await asyncio.sleep(0.01)
+    finally:
+        await watch.close()
+
+
+async def test_a_topic_missing_from_two_answers_in_a_row_fails_the_poll() -> None:
+    with pytest.raises(
+        StreamSystemError,
+        match=r"^the Kafka consumer of system 'k' failed: UnknownTopicOrPartitionError: Kafka "
+        r"topic 't' no longer exists at h:1 \(deleted while it was read\?\): its partitions "
+        r"0, 1 cannot be read$",
+    ):
+        await _watched(_MetadataClient([set(), {"t"}, {"t"}]))
+
+
+async def test_one_answer_without_the_topic_is_asked_again_before_the_poll_fails() -> None:
+    """A broker whose metadata lags behind the cluster's (just restarted) may answer without
+    a topic that exists: the job goes on when the next answer has it."""
+    await _watched(_MetadataClient([{"t"}, set(), set(), {"t"}]))
