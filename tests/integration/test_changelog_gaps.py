@@ -39,7 +39,7 @@ from samzapy.storage.rocksdb import RocksDBStoreFactory
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from state_jobs import STORE, WordCount  # noqa: E402
-from test_kafka_jobs import create_topic, name, produce, read_all  # noqa: E402
+from test_kafka_jobs import create_topic, delete_topic, name, produce, read_all  # noqa: E402
 
 JOB = "gaps-it"
 TASK = TaskName.for_partition(0)
@@ -150,20 +150,6 @@ class Counts:
             else:
                 state[record.key.decode()] = int.from_bytes(record.value, "big")
         return state
-
-
-async def delete_topic(bootstrap: str, topic: str) -> None:
-    """Delete ``topic`` and wait until the broker no longer lists it."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.delete_topics([topic])
-        deadline = time.monotonic() + 30
-        while topic in await admin.list_topics():
-            assert time.monotonic() < deadline, f"{topic} still listed"
-            await asyncio.sleep(0.1)
-    finally:
-        await admin.close()
 
 
 async def delete_records(bootstrap: str, topic: str, before: int) -> None:

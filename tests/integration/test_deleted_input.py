@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -25,21 +24,13 @@ from test_kafka_jobs import (  # noqa: E402
     Job,
     checkpoint_entries,
     create_topic,
+    delete_topic,
     job_file,
     name,
     outputs,
     produce,
     wait_for,
 )
-
-
-async def delete_topic(bootstrap: str, topic: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.delete_topics([topic])
-    finally:
-        await admin.close()
 
 
 class Feed:

@@ -48,6 +48,20 @@ async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         await admin.close()
 
 
+async def delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete ``topic`` and wait until the broker no longer lists it."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.delete_topics([topic])
+        deadline = time.monotonic() + 30
+        while topic in await admin.list_topics():
+            assert time.monotonic() < deadline, f"{topic} still listed"
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
+
+
 async def add_partitions(bootstrap: str, topic: str, total: int) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -22,6 +21,7 @@ from test_kafka_jobs import (  # noqa: E402
     Job,
     checkpointed,
     create_topic,
+    delete_topic,
     job_file,
     name,
     outputs,
@@ -31,12 +31,7 @@ from test_kafka_jobs import (  # noqa: E402
 
 
 async def recreate(bootstrap: str, topic: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.delete_topics([topic])
-    finally:
-        await admin.close()
+    await delete_topic(bootstrap, topic)
     deadline = time.monotonic() + 30
     while True:  # the broker deletes a topic in the background
         try:
