@@ -276,8 +276,11 @@ def pace_metadata(client: Any) -> None:
         return
 
     async def paced(cluster: Any, topics: Any) -> Any:
+        # The topics asked for: aiokafka passes its live set, which ``add_topic`` may grow
+        # while the request is out (a topic added then is not one the answer lacks).
+        asked = list(topics or ())
         updated = await update(cluster, topics)
-        if not updated or any(cluster.partitions_for_topic(t) is None for t in topics or ()):
+        if not updated or any(cluster.partitions_for_topic(t) is None for t in asked):
             await asyncio.sleep(backoff)
         return updated
 

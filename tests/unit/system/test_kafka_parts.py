@@ -282,6 +282,26 @@ async def test_an_answer_without_a_topic_asked_for_is_followed_by_the_backoff() 
     assert lacking >= 0.2 > complete
 
 
+class _AddingNetwork(_UpdatingNetwork):
+    """An update during which a topic is added to the client's set (aiokafka's ``add_topic``
+    adds to the very set the update was given)."""
+
+    async def _metadata_update(self, cluster: Any, topics: Any) -> bool:
+        topics.add("added")
+        await asyncio.sleep(0)
+        return self._answers.pop(0)
+
+
+async def test_a_topic_added_while_the_request_was_out_is_not_one_it_lacks() -> None:
+    """A producer's first send to a topic adds it while a metadata request is out: the answer
+    to that request lacks it, not being asked for it, and must not hold the waiters back."""
+    network = _AddingNetwork([True])
+    pace_metadata(_Client(network))
+    began = time.monotonic()
+    assert await network._metadata_update(_Cluster({"kept"}), {"kept"}) is True
+    assert time.monotonic() - began < 0.2
+
+
 class TestOneOutageIsTwoLines:
     async def test_every_client_and_attempt_of_an_outage_shares_one_pair_of_events(self) -> None:
         down = [True]
