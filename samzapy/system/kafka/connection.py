@@ -25,10 +25,11 @@ failed, ``check`` raises.
 
 ``stop_client`` stops a client within ``STOP_TIMEOUT_S`` however its brokers fare: past it,
 the client's connections are closed directly. ``pace_metadata`` makes a client wait its
-``retry.backoff.ms`` after a metadata request no broker answered, or whose answer lacks a
-topic it asked for: aiokafka's producer and fetcher ask again at once while a partition has no
-leader (the last answer of a broker that shut down, or a topic deleted), which against a
-broker refusing connections, or for a deleted topic, spun thousands of requests a second.
+``retry.backoff.ms`` after a metadata request no broker answered (the system consumer's, after
+one whose answer lacks a topic it asked for too): aiokafka's producer and fetcher ask again at
+once while a partition has no leader (the last answer of a broker that shut down, or a topic
+deleted), which against a broker refusing connections, or for a deleted topic, spun thousands
+of requests a second.
 """
 
 from __future__ import annotations
@@ -259,16 +260,20 @@ def keep_bootstrap(client: Any) -> None:
     cluster._bootstrap_brokers = cluster._generate_bootstrap_brokers()
 
 
-def pace_metadata(client: Any) -> None:
+def pace_metadata(client: Any, missing: bool = False) -> None:
     """Let ``client`` (an aiokafka client, before its start) wait its retry backoff after a
-    metadata request that no broker answered, or whose answer lacks a topic it asked for,
-    before its waiters learn the outcome.
+    metadata request that no broker answered (with ``missing``, also after one whose answer
+    lacks a topic it asked for), before its waiters learn the outcome.
 
     aiokafka's producer (a batch for a partition without a leader) and fetcher (a partition
     without a leader) ask for metadata again as soon as the last request ends; one that no
     broker answered ends at once when the brokers refuse connections, so while the last
     metadata names no leader (a broker that shut down says so first) both spin. So does a
-    fetcher whose topic was deleted: the brokers answer at once, without it."""
+    fetcher whose topic was deleted: the brokers answer at once, without it. ``missing`` is
+    for the system consumer's client alone, whose topics all exist until deleted: elsewhere
+    a topic is missing from an answer while it is being created (a producer's first send to
+    it), where aiokafka waits its backoff already, and a deleted topic one client still
+    tracks would hold back every later update of that client's healthy topics."""
     network = _network(client)
     update = getattr(network, "_metadata_update", None)
     backoff = getattr(network, "_retry_backoff", None)
@@ -280,21 +285,24 @@ def pace_metadata(client: Any) -> None:
         # while the request is out (a topic added then is not one the answer lacks).
         asked = list(topics or ())
         updated = await update(cluster, topics)
-        if not updated or any(cluster.partitions_for_topic(t) is None for t in asked):
+        if not updated or (missing and any(cluster.partitions_for_topic(t) is None for t in asked)):
             await asyncio.sleep(backoff)
         return updated
 
     network._metadata_update = paced
 
 
-async def started(client: T, close: Callable[[], Awaitable[Any]] | None = None) -> T:
+async def started(
+    client: T, close: Callable[[], Awaitable[Any]] | None = None, missing: bool = False
+) -> T:
     """``client`` (an aiokafka consumer, producer or admin client) started; when its start
     fails it is stopped again (``close``, for a client stopped otherwise: an admin client's
     ``close``), connections closed, and the error raised. It falls back on its bootstrap
     servers when it knows no broker (``keep_bootstrap``) and waits between metadata requests
-    no broker answered (``pace_metadata``)."""
+    no broker answered (``pace_metadata``; with ``missing``, after an answer lacking a topic
+    too)."""
     keep_bootstrap(client)
-    pace_metadata(client)
+    pace_metadata(client, missing)
     try:
         await client.start()  # type: ignore[attr-defined]
     except BaseException:

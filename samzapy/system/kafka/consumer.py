@@ -187,7 +187,7 @@ class KafkaSystemConsumer(SystemConsumer):
         kwargs = self._settings.consumer_kwargs()
         if self._read_committed:
             kwargs["isolation_level"] = "read_committed"
-        return await started(AIOKafkaConsumer(**kwargs))
+        return await started(AIOKafkaConsumer(**kwargs), missing=True)  # its topics exist
 
     async def _probe(self) -> None:
         """The idle-time check: the brokers answer, and the topics read still exist (a topic
@@ -240,11 +240,13 @@ class KafkaSystemConsumer(SystemConsumer):
         try:
             if watch is not None:
                 await watch.close()
-            if topics is not None:
-                await topics.close()
         finally:
-            if consumer is not None:
-                await stop_client(consumer)
+            try:
+                if topics is not None:
+                    await topics.close()
+            finally:
+                if consumer is not None:
+                    await stop_client(consumer)
 
     # -- polling ------------------------------------------------------------------------
 

@@ -20,11 +20,14 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import structlog
 from aiokafka.errors import UnknownTopicOrPartitionError
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.system.kafka.connection import MIN_ATTEMPT_S
 from samzapy.system.kafka.errors import KAFKA_ERRORS, describe, missing_topics, where
+
+log = structlog.get_logger("samzapy.kafka")
 
 
 async def gone_topics(client: Any, topics: Iterable[str]) -> list[str]:
@@ -79,13 +82,19 @@ class TopicWatch:
             self._checking = self._loop.create_task(self._run_check())
 
     async def _run_check(self) -> None:
+        # Two answers that lack a topic wait the client's backoff after each (the consumer's
+        # metadata is paced, ``connection.pace_metadata``): the check's time allows for both.
+        backoff = getattr(self._client, "_retry_backoff", 0)
+        limit = max(self._interval_s, MIN_ATTEMPT_S) + 2 * (backoff if backoff > 0 else 0)
         try:
             with contextlib.suppress(TimeoutError, *KAFKA_ERRORS):
-                async with asyncio.timeout(max(self._interval_s, MIN_ATTEMPT_S)):
+                async with asyncio.timeout(limit):
                     missing = await gone_topics(self._client, self._read)
                 if missing:
                     topic = missing[0]
                     self._gone = deleted_topic(topic, self._read[topic], self._servers)
+        except Exception as exc:  # not the topics' to judge: the next check runs as usual
+            log.warning("topic_check_failed", system=self._system, error=repr(exc))
         finally:
             self._checking = None
 

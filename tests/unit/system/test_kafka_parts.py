@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
+import structlog.testing
 from aiokafka import errors as kafka_errors
 from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
@@ -271,7 +273,7 @@ async def test_an_answer_without_a_topic_asked_for_is_followed_by_the_backoff() 
     """A consumer whose topic was deleted asks for its metadata again as soon as an answer
     lacks it: without the backoff, thousands of requests a second until the job fails."""
     network = _UpdatingNetwork([True, True])
-    pace_metadata(_Client(network))
+    pace_metadata(_Client(network), missing=True)
     cluster = _Cluster({"kept"})
     began = time.monotonic()
     assert await network._metadata_update(cluster, {"kept", "deleted"}) is True
@@ -280,6 +282,17 @@ async def test_an_answer_without_a_topic_asked_for_is_followed_by_the_backoff() 
     assert await network._metadata_update(cluster, {"kept"}) is True
     complete = time.monotonic() - began
     assert lacking >= 0.2 > complete
+
+
+async def test_other_clients_are_not_held_back_by_a_topic_an_answer_lacks() -> None:
+    """A producer's topic is missing from answers while it is being created (aiokafka waits
+    its backoff between those already), and a deleted topic a client still tracks would hold
+    back its every update: only the system consumer's client (``missing``) waits there."""
+    network = _UpdatingNetwork([True])
+    pace_metadata(_Client(network))
+    began = time.monotonic()
+    assert await network._metadata_update(_Cluster({"kept"}), {"kept", "creating"}) is True
+    assert time.monotonic() - began < 0.2
 
 
 class _AddingNetwork(_UpdatingNetwork):
@@ -296,7 +309,7 @@ async def test_a_topic_added_while_the_request_was_out_is_not_one_it_lacks() -> 
     """A producer's first send to a topic adds it while a metadata request is out: the answer
     to that request lacks it, not being asked for it, and must not hold the waiters back."""
     network = _AddingNetwork([True])
-    pace_metadata(_Client(network))
+    pace_metadata(_Client(network), missing=True)
     began = time.monotonic()
     assert await network._metadata_update(_Cluster({"kept"}), {"kept"}) is True
     assert time.monotonic() - began < 0.2
@@ -653,6 +666,48 @@ async def test_a_topic_missing_from_two_answers_in_a_row_fails_the_poll() -> Non
         r"0, 1 cannot be read$",
     ):
         await _watched(_MetadataClient([set(), {"t"}, {"t"}]))
+
+
+class _PacedMetadataClient(_MetadataClient):
+    """A consumer's client whose answers that lack a topic wait its backoff (``pace_metadata``
+    with ``missing``): 0.6 s here, so that two such answers outlast the check interval."""
+
+    _retry_backoff = 0.6
+
+    async def force_metadata_update(self) -> bool:
+        updated = await super().force_metadata_update()
+        if self.cluster.partitions_for_topic("t") is None:
+            await asyncio.sleep(self._retry_backoff)
+        return updated
+
+
+async def test_a_check_allows_for_the_backoff_after_each_answer_that_lacks_the_topic() -> None:
+    """A check of two paced answers takes twice the backoff: timed out at the interval alone
+    (or the 1 s least), the deleted topic was never reported."""
+    client = _PacedMetadataClient([{"t"}, {"t"}])
+    watch = TopicWatch(client, {"t": "0, 1"}, servers="h:1", system="k", interval_s=0.05)
+    loop = asyncio.get_running_loop()
+    try:
+        with pytest.raises(StreamSystemError, match="no longer exists"):
+            for _ in range(200):
+                watch.check(loop.time())
+                await asyncio.sleep(0.01)
+    finally:
+        await watch.close()
+
+
+class _FailingMetadataClient(_MetadataClient):
+    async def force_metadata_update(self) -> bool:
+        raise RuntimeError("a bug")
+
+
+async def test_an_unexpected_error_of_a_check_is_logged_and_the_next_check_runs() -> None:
+    client = _FailingMetadataClient([])
+    with structlog.testing.capture_logs() as logs:
+        await _watched(client)
+    failed = [e for e in logs if e["event"] == "topic_check_failed"]
+    assert len(failed) >= 2, logs  # one each check: the task's error was retrieved
+    assert failed[0]["error"] == "RuntimeError('a bug')"
 
 
 async def test_one_answer_without_the_topic_is_asked_again_before_the_poll_fails() -> None:
