@@ -5,9 +5,11 @@ A plain output stream takes up the partitions added to it (``take_up_added_parti
 once its producer has learned of them, as Kafka's Java producer does at its metadata refresh:
 its keys hash over the new count from then on, so a key's later messages may go to another
 partition than its earlier ones. A framed stream (an intermediate stream, ``samza.framed``)
-keeps the count it was looked up with: a replay must send each record where it went the first
-time, control records go to every partition it had, and the tasks that read it were planned
-on that count (a reader that finds it changed stops, ``partition_monitor.py``).
+keeps the count it was looked up with for its keyed records, those with an origin and its
+control records: a replay must send each record where it went the first time, control records
+go to every partition it had, and the tasks that read it were planned on that count (a reader
+that finds it changed stops, ``partition_monitor.py``). Its keyless records without an origin
+go to the producer's rotation, which follows the topic's count as for any keyless record.
 """
 
 from __future__ import annotations

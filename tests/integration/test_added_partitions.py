@@ -216,7 +216,7 @@ def test_partitions_added_to_an_output_are_written_to_after_the_metadata_refresh
     asyncio.run(produce(kafka_bootstrap, source, [(0, k, b"after") for k in keys]))
     for i in range(8):  # one keyless batch each
         asyncio.run(produce(kafka_bootstrap, source, [(0, None, b"keyless-%d" % i)]))
-        time.sleep(0.05)
+        time.sleep(0.15)  # more than exactly-once's linger (100 ms): a batch each
     wait_for(
         lambda: checkpointed(kafka_bootstrap, job, exactly_once=eos) == {0: 87},
         60,
