@@ -20,6 +20,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.records_to_delete import RecordsToDelete
 from leases import SwitchedLease
 from structlog.testing import capture_logs
+from test_kafka_jobs import delete_topic
 
 from samzapy.api.errors import SendFailedError, StreamSystemError, TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition
@@ -356,12 +357,9 @@ class TestConsumer:
         await consumer.start()
         try:
             await read(consumer, ssps, 2)
-            client = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-            await client.start()
-            try:
-                await client.delete_topics([topic])
-            finally:
-                await client.close()
+            # Gone from the broker's metadata too: the deletion is applied there after the
+            # call returns, and a write racing it could still be taken.
+            await delete_topic(kafka_bootstrap, topic)
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 5.5  # within connect.timeout.ms, which "lost Kafka" waits
             with pytest.raises(StreamSystemError) as failed:
@@ -715,12 +713,9 @@ class TestProducer:
         try:
             producer.send(stream, 0, None, b"written")
             await producer.flush()
-            client = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-            await client.start()
-            try:
-                await client.delete_topics([topic])
-            finally:
-                await client.close()
+            # Gone from the broker's metadata too: the deletion is applied there after the
+            # call returns, and a write racing it could still be taken.
+            await delete_topic(kafka_bootstrap, topic)
             producer.send(stream, 0, None, b"lost")
             with pytest.raises(
                 SendFailedError,
