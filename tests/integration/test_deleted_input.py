@@ -11,9 +11,7 @@ import asyncio
 import sys
 import threading
 import time
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -22,13 +20,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from test_kafka_jobs import (  # noqa: E402
     Job,
-    checkpoint_entries,
+    checkpointed,
     create_topic,
     delete_topic,
     job_file,
     name,
     outputs,
     produce,
+    seconds_between,
     wait_for,
 )
 
@@ -60,17 +59,6 @@ class Feed:
         self._thread.join(30)
 
 
-def seconds_between(earlier: dict[str, Any], later: dict[str, Any]) -> float:
-    at = [datetime.fromisoformat(e["timestamp"]) for e in (earlier, later)]
-    return (at[1] - at[0]).total_seconds()
-
-
-def checkpointed_of(bootstrap: str, job: Path, topic: str) -> dict[int, int]:
-    """The last checkpointed offset of each partition of ``topic``."""
-    entries = checkpoint_entries(bootstrap, job)
-    return {e["partition"]: int(e["offset"]) for e in entries if e["stream"] == topic}
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("coordinator", ["static", "kafka-group"])
 def test_an_input_deleted_while_another_delivers_fails_the_job_naming_it(
@@ -98,7 +86,7 @@ def test_an_input_deleted_while_another_delivers_fails_the_job_naming_it(
     feed = Feed(kafka_bootstrap, live, 3)
     try:
         wait_for(
-            lambda: checkpointed_of(kafka_bootstrap, job, gone) == {0: 1, 1: 1, 2: 1},
+            lambda: checkpointed(kafka_bootstrap, job, stream=gone) == {0: 1, 1: 1, 2: 1},
             60,
             "the deleted input's messages checkpointed",
             run.proc,
@@ -128,5 +116,5 @@ def test_an_input_deleted_while_another_delivers_fails_the_job_naming_it(
     for record in outputs(kafka_bootstrap, output):
         if record["v"] == "live":
             processed[record["p"]] = max(processed.get(record["p"], -1), record["o"])
-    done = checkpointed_of(kafka_bootstrap, job, live)
+    done = checkpointed(kafka_bootstrap, job, stream=live)
     assert done and all(done[p] <= processed[p] for p in done), (done, processed)

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -333,11 +334,24 @@ def checkpoint_entries(
     return [entry for doc in documents.values() for entry in doc.get("offsets", [])]
 
 
-def checkpointed(bootstrap: str, job: Path, *, exactly_once: bool = False) -> dict[int, int]:
-    """The last checkpointed (last processed) input offset of each partition; with
-    ``exactly_once``, in the exactly-once checkpoints, read committed."""
+def checkpointed(
+    bootstrap: str, job: Path, *, exactly_once: bool = False, stream: str | None = None
+) -> dict[int, int]:
+    """The last checkpointed (last processed) input offset of each partition (of ``stream``
+    alone, when given); with ``exactly_once``, in the exactly-once checkpoints, read
+    committed."""
     entries = checkpoint_entries(bootstrap, job, exactly_once=exactly_once)
-    return {entry["partition"]: int(entry["offset"]) for entry in entries}
+    return {
+        entry["partition"]: int(entry["offset"])
+        for entry in entries
+        if stream is None or entry["stream"] == stream
+    }
+
+
+def seconds_between(earlier: dict[str, Any], later: dict[str, Any]) -> float:
+    """The time between two log events (``Job.events``), by their timestamps."""
+    at = [datetime.fromisoformat(e["timestamp"]) for e in (earlier, later)]
+    return (at[1] - at[0]).total_seconds()
 
 
 @pytest.mark.timeout(400)

@@ -16,7 +16,6 @@ import asyncio
 import json
 import time
 import uuid
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from test_kafka_jobs import (
     output_count,
     outputs,
     produce,
+    seconds_between,
     wait_for,
 )
 
@@ -351,11 +351,6 @@ def test_an_end_of_stream_commit_during_an_outage_fails_within_the_connect_timeo
 
     rerun = Job(job, out, tmp_path / "rerun.log", env=env)  # the brokers are back
     assert rerun.wait(timeout=120) == 0, rerun.tail()
-
-
-def seconds_between(earlier: dict[str, Any], later: dict[str, Any]) -> float:
-    at = [datetime.fromisoformat(e["timestamp"]) for e in (earlier, later)]
-    return (at[1] - at[0]).total_seconds()
 
 
 def complete_at_least_once(bootstrap: str, out: str, n: int) -> bool:
