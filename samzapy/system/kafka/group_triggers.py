@@ -31,8 +31,6 @@ GROUP_REBALANCING = (
 MEMBER_UNKNOWN = "the group no longer knew this member: its session expired"
 #: The leader's metadata shows another partition count for an input topic.
 PARTITIONS_CHANGED = "the partition count of an input topic changed"
-#: A rejoin whose cause the member did not see (the group restarted a rebalance under way).
-UNKNOWN = "unknown"
 
 
 class RebalanceTriggers:
@@ -71,10 +69,12 @@ class RebalanceTriggers:
 
         coordinator._do_heartbeat = heartbeat
 
-    def take(self) -> str:
-        """The cause of the rebalance beginning now; the next one's is noted afresh."""
+    def take(self) -> str | None:
+        """The cause of the rebalance beginning now (None: a rejoin whose cause the member did
+        not see, as the group restarting a rebalance under way); the next one's is noted
+        afresh."""
         cause, self._cause = self._cause, None
-        return cause or UNKNOWN
+        return cause
 
     def _caused(self, coordinator: Any, reason: str, call: Callable[[], None]) -> None:
         was_due = _due(coordinator)
@@ -94,6 +94,5 @@ __all__ = [
     "REJOIN_ASKED",
     "MEMBER_UNKNOWN",
     "PARTITIONS_CHANGED",
-    "UNKNOWN",
     "RebalanceTriggers",
 ]
