@@ -34,6 +34,7 @@ from test_kafka_jobs import (  # noqa: E402
     create_topic,
     name,
     open_transaction,
+    output_count,
     produce,
     read_all,
     wait_for,
@@ -323,6 +324,13 @@ def processed_at_least(job: Job, count: int) -> bool:
     return any(e["event"] == "progress" and e["processed"] >= count for e in job.events())
 
 
+def kill_working(run: Job) -> None:
+    """SIGKILL ``run``, failing the test if it had ended by itself (a kill after the end
+    tests nothing: wait_for looks at its condition before at the process)."""
+    assert run.proc.poll() is None, f"the run ended before the kill:\n{run.tail()}"
+    run.stop(signal.SIGKILL)
+
+
 @pytest.mark.timeout(400)
 # at-least-once in the slow tier: test_intermediate_dedup's kill -9s cover its dedupe by
 # default; this adds the ends reconciled across both stages' restarts.
@@ -351,13 +359,16 @@ def test_a_two_stage_pipeline_killed_in_each_stage_ends_once_with_exact_totals(
         split["task.commit.ms"] = 600_000
     count_run = run_job(count, tmp_path, env)
     split_run = run_job(split, tmp_path, env)
-    # Each stage is killed with -9 while it works, and started again.
-    wait_for(lambda: processed_at_least(count_run, 20_000), 120, "counting", count_run.proc)
-    count_run.stop(signal.SIGKILL)
-    count_run = run_job(count, tmp_path, env)
-    wait_for(lambda: processed_at_least(split_run, 20_000), 120, "splitting", split_run.proc)
-    split_run.stop(signal.SIGKILL)
+    # Each stage is killed with -9 while it works, and started again. Stage 1 first, once it
+    # has written 20,000 of its ~200,000 words (killed once stage 2 had counted a number, it
+    # could have finished and checkpointed by then, leaving no copies to drop); stage 2
+    # once it has counted 60,000, far from its end with stage 1's copies still to come.
+    wait_for(lambda: output_count(kafka_bootstrap, words) >= 20_000, 120, "words", split_run.proc)
+    kill_working(split_run)
     split_run = run_job(split, tmp_path, env)
+    wait_for(lambda: processed_at_least(count_run, 60_000), 120, "counts", count_run.proc)
+    kill_working(count_run)
+    count_run = run_job(count, tmp_path, env)
     assert split_run.wait(240) == 0, split_run.tail()
     assert count_run.wait(240) == 0, count_run.tail()
     expected = Counter(w for texts in placed.values() for t in texts for w in t.split())
