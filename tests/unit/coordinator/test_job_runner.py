@@ -10,16 +10,15 @@ from collections import Counter
 from typing import Any, ClassVar
 
 import pytest
+from coordinator_fakes import Members, Share
 
 from samzapy import ConfigError, StreamTask
 from samzapy.config import load_config, resolve
 from samzapy.coordinator.identity import container_index, coordinator_of
 from samzapy.coordinator.job_runner import JobRunner
 from samzapy.coordinator.shares import Shares, plan_handover
-from samzapy.metrics import Health
 from samzapy.system.assignment import assign_tasks, withhold_moving
 from samzapy.system.inmemory import InMemoryBroker
-from samzapy.system.ports import GroupMembership
 
 BASE = "job.name: j\ntask.class: m:C\n"
 
@@ -223,43 +222,6 @@ async def test_two_static_containers_split_the_tasks_and_together_process_everyt
 
 
 # -- kafka-group: readiness across a rebalance -------------------------------------------------
-
-
-class Members(GroupMembership):
-    """A membership that is never asked anything (``_take`` is called directly)."""
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
-
-    def failure(self) -> BaseException | None:
-        return None
-
-
-class Share:
-    """A share's container as Shares uses it; its releases wait for ``gate``."""
-
-    def __init__(self, health: Health, gate: asyncio.Event) -> None:
-        self.health = health
-        self.gate = gate
-        self.started = asyncio.Event()
-        self.metric_groups: list[str] = []
-        self._stop = asyncio.Event()
-
-    async def run(self) -> None:
-        self.started.set()
-        self.health.ready = True
-        await self._stop.wait()
-
-    def request_stop(self, reason: str) -> None:
-        self.health.ready = False  # as SamzaContainer.request_stop: draining
-        self._stop.set()
-
-    async def release(self, tasks: list[Any]) -> bool:
-        await self.gate.wait()
-        return True
 
 
 async def test_a_stop_asked_during_a_rebalance_leaves_the_container_not_ready() -> None:

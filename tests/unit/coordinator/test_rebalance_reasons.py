@@ -3,62 +3,17 @@ of the rebalance_started it completes, next to the tasks it kept, gained and los
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
+from coordinator_fakes import Members, Share
 from structlog.testing import capture_logs
 
 from samzapy.config import load_config, resolve
 from samzapy.coordinator.job_runner import JobRunner
 from samzapy.coordinator.shares import Shares
-from samzapy.metrics import Health
-from samzapy.system.ports import GroupMembership
 
 CONFIG = "job.name: j\ntask.class: x:Y\ntask.inputs: [m.a]\nsystems.m.samza.factory: memory\n"
 JOINED = "a member joined"
-
-
-class Members(GroupMembership):
-    """A membership that gives the rebalance's reason and notes the member's rejoins."""
-
-    def __init__(self) -> None:
-        self.rejoins: list[str] = []
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
-
-    def failure(self) -> BaseException | None:
-        return None
-
-    def released(self, tasks: Any, at: float) -> None:
-        pass
-
-    def rejoin(self, reason: str = "") -> None:
-        self.rejoins.append(reason)
-
-
-class Share:
-    """A share's container as Shares uses it."""
-
-    def __init__(self, health: Health) -> None:
-        self.health = health
-        self.metric_groups: list[str] = []
-        self.started = asyncio.Event()
-        self._stop = asyncio.Event()
-
-    async def run(self) -> None:
-        self.started.set()
-        self.health.ready = True
-        await self._stop.wait()
-
-    def request_stop(self, reason: str) -> None:
-        self._stop.set()
-
-    async def release(self, tasks: list[Any]) -> bool:
-        return True
 
 
 def _events(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
