@@ -12,13 +12,17 @@ its last messages, as few as the serde then accepts (``held_values.longest_accep
 the window's ``trim_held``), a pane it cannot read is not sent. Either is logged as
 ``message_dropped`` (operator, how many messages or which pane; no partition nor offset, and no
 dead letter: no one input record is to blame) and counted in the ``container`` metric
-``process-errors``, and the commit or firing goes on, its checkpoint past them. Without the
+``process-errors``, and the commit or firing goes on, its checkpoint past them. As the
+container's drops are, each kind of line is logged at most once per ``DROP_LOG_INTERVAL_S``
+per window (its task's: there is no partition to name), with ``not_logged``, how many were
+not since the last; the metric counts every one. Without the
 key the task fails as before, with the serde's own error (a note on it names the window, its
 serde, the key it could not read, and the drop key that would drop what it refused).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +33,8 @@ from samzapy.config.schema import lookup
 log = structlog.get_logger("samzapy.operators")
 #: The key that drops what the serde refuses (as it drops the messages a task fails on).
 _DROP = "task.drop.process.errors"
+#: Each kind of line is logged at most once per window per interval (as the container's drops).
+DROP_LOG_INTERVAL_S = 60.0
 
 
 class Refusals:
@@ -38,7 +44,18 @@ class Refusals:
     returns its bytes (None: nothing left) and how many it lost; ``context``: its task's,
     for the drop key and the count."""
 
-    __slots__ = ("count", "drop", "kserde", "op_id", "serde", "task", "trim")
+    __slots__ = (
+        "clock",
+        "count",
+        "drop",
+        "kserde",
+        "logged_at",
+        "op_id",
+        "serde",
+        "task",
+        "trim",
+        "unlogged",
+    )
 
     def __init__(self, window: Any, context: Any) -> None:
         self.op_id: str = window.op_id
@@ -50,6 +67,10 @@ class Refusals:
         self.task = str(getattr(context, "task_name", ""))
         metrics = getattr(context, "metrics", None) if self.drop else None
         self.count = None if metrics is None else metrics.counter("container", "process-errors")
+        #: Seconds, for the logs' interval only (tests set it).
+        self.clock: Callable[[], float] = time.monotonic
+        self.logged_at: dict[str, float] = {}
+        self.unlogged: dict[str, int] = {}
 
     def __call__(self, skey: bytes, value: Any, error: Exception) -> bytes | None:
         serde = f"the value serde {self.serde}"
@@ -95,7 +116,7 @@ class Refusals:
             f"{serde} cannot read the key {shown} of a trigger's state of the pane {pane}",
             "let the state go instead",
         )
-        log.warning(
+        self._log(
             "trigger_state_dropped",
             task=self.task,
             operator=self.op_id,
@@ -119,7 +140,7 @@ class Refusals:
         """``count`` messages dropped, the serde having done ``what``: counted and logged."""
         if self.count is not None:
             self.count.inc(count)
-        log.warning(
+        self._log(
             "message_dropped",
             task=self.task,
             operator=self.op_id,
@@ -127,6 +148,17 @@ class Refusals:
             error=repr(error),
             reason=f"{what}, and {_DROP} is true",
         )
+
+    def _log(self, event: str, **fields: Any) -> None:
+        """A warning ``event``, unless one was logged less than ``DROP_LOG_INTERVAL_S`` ago
+        (then counted for the next one's ``not_logged``)."""
+        now = self.clock()
+        last = self.logged_at.get(event)
+        if last is not None and now - last < DROP_LOG_INTERVAL_S:
+            self.unlogged[event] = self.unlogged.get(event, 0) + 1
+            return
+        self.logged_at[event] = now
+        log.warning(event, **fields, not_logged=self.unlogged.pop(event, 0))
 
 
 def _named(serde: Any) -> str:
