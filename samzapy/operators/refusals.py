@@ -3,7 +3,10 @@
 tick, a watermark or end-of-stream: ``held_values.py``; or in a message's call, when the list
 without that message is refused too: grown too large by earlier messages, ``trim_refused``),
 a pane whose value or key it cannot read as the pane fires (or whose key, as a restart reads
-its trigger state: that state is let go, its pane dropped as it fires).
+its trigger state: that state is let go, its pane dropped as it fires), and a pane's stored
+value it cannot read as a later message of its key comes (``unreadable_stored``: failing that
+message failed each later one of its key on the same entry, so it is let go once, and the
+message starts a fresh pane).
 
 Such a refusal belongs to no call the container could drop: failing the task there failed it
 again after each restart, on the same input, a crash loop holding the partition. Under
@@ -94,6 +97,20 @@ class Refusals:
         what = f"{serde} cannot read the pane they are the messages of"
         self._dropped(1, error, what, pane_id=pane, key=repr(key))
 
+    def unreadable_stored(self, error: Exception, key: Any, pane: int) -> None:
+        """The serde cannot read (``error``) the value stored for ``key``'s pane ``pane`` as
+        a message of that key comes: let go once (logged, counted), the message starting a
+        fresh pane, or the task fails naming the store, the key and the serde."""
+        serde = f"the value serde {self.serde}"
+        self._unless_dropping(
+            error,
+            f"{serde} cannot read the value of key {key!r} in the pane {pane} stored in "
+            f"store {self.op_id!r}",
+            "let that value go instead, the message starting a fresh pane",
+        )
+        what = f"{serde} cannot read the pane's stored value, let go as a message of its key came"
+        self._dropped(1, error, what, pane_id=pane, key=repr(key), event="stored_pane_dropped")
+
     def unreadable_key(self, error: Exception, kbytes: bytes, pane: int) -> None:
         """The key serde cannot read (``error``) the key ``kbytes`` of the pane ``pane`` as
         it fires: dropped (logged, counted), or the task fails."""
@@ -136,12 +153,14 @@ class Refusals:
             error.add_note(f"{what}, in window {self.op_id!r}; {_DROP}: true would {instead}")
             raise error
 
-    def _dropped(self, count: int, error: Exception, what: str, **fields: Any) -> None:
+    def _dropped(
+        self, count: int, error: Exception, what: str, event: str = "message_dropped", **fields: Any
+    ) -> None:
         """``count`` messages dropped, the serde having done ``what``: counted and logged."""
         if self.count is not None:
             self.count.inc(count)
         self._log(
-            "message_dropped",
+            event,
             task=self.task,
             operator=self.op_id,
             **fields,

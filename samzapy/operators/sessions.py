@@ -55,7 +55,7 @@ class SessionWindowOperator(WindowOperator):
             sessions = held.held.get(skey)
             if sessions is None:
                 raw = self.store.get(skey)
-                sessions = [] if raw is None else self._decoded(raw)
+                sessions = [] if raw is None else self._decoded(raw, skey, key)
         else:
             raw = self.store.get(skey)
             sessions = [] if raw is None else _sessions(raw)
@@ -73,9 +73,15 @@ class SessionWindowOperator(WindowOperator):
             kept_message = as_held(self.vserde, message)
         start, last, value = t, t, None
         for s_start, s_last, s_value, fired in joined:
-            start, last = min(start, s_start), max(last, s_last)
             if self.accumulating or not fired:  # a fired one's value was sent (discarding)
-                value = self._merge(value, s_value if held else self.vserde.from_bytes(s_value))
+                if not held:
+                    try:
+                        s_value = self.vserde.from_bytes(s_value)
+                    except Exception as exc:  # let go (or raises): not joined, not kept
+                        self.let_go(exc, skey, key, s_start)
+                        continue
+                value = self._merge(value, s_value)
+            start, last = min(start, s_start), max(last, s_last)
         complete = late and joined_fired  # every session it joins fired: so does it, late
         if complete and held is not None and value is not None:
             # A held fired session's own list: the LATE pane gets a copy, so a failure after
@@ -115,10 +121,16 @@ class SessionWindowOperator(WindowOperator):
                 held.held.pop(skey, None)
         self._schedule_sessions(kbytes, kept)
 
-    def _decoded(self, raw: bytes) -> list[tuple[int, int, Any, bool]]:
-        """A key's stored sessions with their lists as objects (no aggregator: held)."""
-        from_bytes = self.vserde.from_bytes
-        return [(a, b, from_bytes(v), f) for a, b, v, f in _sessions(raw)]
+    def _decoded(self, raw: bytes, skey: bytes, key: Any) -> list[tuple[int, int, Any, bool]]:
+        """A key's stored sessions with their lists as objects (no aggregator: held); one the
+        serde cannot read is let go (``let_go``, or the task fails)."""
+        decoded = []
+        for a, b, v, f in _sessions(raw):
+            try:
+                decoded.append((a, b, self.vserde.from_bytes(v), f))
+            except Exception as exc:
+                self.let_go(exc, skey, key, a)
+        return decoded
 
     def encode_held(self, value: Any) -> bytes:
         to_bytes = self.vserde.to_bytes

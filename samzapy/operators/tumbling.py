@@ -109,7 +109,13 @@ class TumblingWindowOperator(WindowOperator):
         skey = prefix + self.kserde.to_bytes(key)
         store = self.store
         raw = store.get(skey)
-        value = self.initial_value() if raw is None else self.vserde.from_bytes(raw)
+        if raw is None:
+            value = self.initial_value()
+        else:
+            try:
+                value = self.vserde.from_bytes(raw)
+            except Exception as exc:
+                value = self.let_go(exc, skey, key, pane)  # a fresh pane's (or raises)
         try:
             value = self.aggregator(message, value)  # type: ignore[misc]
         except Exception as exc:
@@ -201,7 +207,7 @@ class TumblingWindowOperator(WindowOperator):
             value = held.held.get(skey, _MISSING)
             if value is _MISSING:
                 raw = store.get(skey)
-                value = None if raw is None else self.vserde.from_bytes(raw)
+                value = None if raw is None else self.read_stored(skey, raw, key, pane)
             value = self._add(message, value)
             try:
                 held.put(skey, value)
@@ -215,7 +221,8 @@ class TumblingWindowOperator(WindowOperator):
             if held is not None:
                 held.settle(skey)  # the late pane sent now is not appended to after
             raw = store.get(skey)
-            value = self._add(message, None if raw is None else self.vserde.from_bytes(raw))
+            value = None if raw is None else self.read_stored(skey, raw, key, pane)
+            value = self._add(message, value)
             encoded = self.vserde.to_bytes(value)
             if fired and late_trigger is None:
                 # Accumulating: the whole value, sent before it is stored, so that a message
@@ -312,15 +319,18 @@ class TumblingWindowOperator(WindowOperator):
         kept, data = longest_accepted(self.vserde.to_bytes, value)
         lost = len(value) - kept
         del value[kept:]
+        self.uncount(skey, lost)
+        return data, lost
+
+    def uncount(self, skey: bytes, lost: int | None = None) -> None:
         armed = self.armed.get(skey)
         if armed is not None and armed.count:
-            # The times are left: the first message counted is still held, and a time since
-            # the last one (which is not known apart from the lost ones') can only come later.
-            armed.count = max(0, armed.count - lost)
+            # The times are left when some are: the first message counted is still held, and
+            # a time since the last one (not known apart from the lost ones') only comes later.
+            armed.count = 0 if lost is None else max(0, armed.count - lost)
             if not armed.count:
                 armed.first = armed.last = None
             self.store.put(_ARMED + skey[1:], armed.to_bytes())
-        return data, lost
 
     def _trigger_fire(
         self, skey: bytes, armed: Armed, trigger: Trigger, firing: FiringType, own: bool = True

@@ -315,6 +315,29 @@ class WindowOperator(SendingOperator):
             self.refusals.unreadable(exc, key, pane)
         return UNREADABLE
 
+    def read_stored(self, skey: bytes, raw: bytes, key: Any, pane: int) -> Any:
+        """The value stored under ``skey`` for ``key``'s pane ``pane`` as a message of its key
+        comes; a fresh pane's when the serde cannot read it and ``task.drop.process.errors``
+        let it go (``let_go``; else the task fails)."""
+        try:
+            return self.vserde.from_bytes(raw)
+        except Exception as exc:
+            return self.let_go(exc, skey, key, pane)
+
+    def let_go(self, error: Exception, skey: bytes, key: Any, pane: int) -> Any:
+        """The serde cannot read (``error``) the value stored under ``skey`` as a message of
+        its key comes: let go once, logged and counted (``refusals.py``), with what its
+        trigger counted, and the message starts a fresh pane, whose value this returns (or
+        the task fails). Failing the message instead failed each later one of that key on
+        the same stored value."""
+        assert self.refusals is not None  # (opened)
+        self.refusals.unreadable_stored(error, key, pane)
+        self.uncount(skey)
+        return None if self.aggregator is None else self.initial_value()
+
+    def uncount(self, skey: bytes, lost: int | None = None) -> None:
+        """``lost`` of the messages ``skey``'s trigger counted (None: all) left its pane."""
+
     def read_key(self, kbytes: bytes, pane: int) -> Any:
         """A pane's key from the store as it fires outside a message's call; ``UNREADABLE``
         when the key serde cannot read it and ``task.drop.process.errors`` dropped the pane
