@@ -13,7 +13,10 @@ without the task's transaction is never looked up: its first send fails the job,
 naming the stream and which part was refused. ``flush`` returns once everything sent so far
 is durable, which is what a commit needs before it writes a checkpoint. Each ``flush`` first
 lets the plain output streams take up the partitions added to them, once their producer knows
-of them (``route.py``: framed streams keep their count), logging ``output_partitions_added``.
+of them (``route.py``: framed streams keep their count), logging ``output_partitions_added``;
+a job without periodic commits has them taken up at the partition-count monitor's checks
+instead (``partition_monitor.py``), or it would hash its keys over the old count until it
+stopped.
 
 Messages to a framed stream (``samza.intermediate`` or ``samza.framed``) are framed after
 serialization, with their origin when the sender gives one (``samzapy.control.origins``);
@@ -334,9 +337,10 @@ class OutputRouter:
                 return waiting
         return None
 
-    async def flush(self) -> None:
-        """Return once every message sent so far is durable; raise the first send error.
-        First, the plain output streams take up partitions added to them (``route.py``)."""
+    def take_up_added_partitions(self) -> None:
+        """Let the plain output streams take up the partitions added to them, once their
+        producer knows of them (``route.py``): at each flush, and for a job without periodic
+        commits, at each check of the partition-count monitor (``partition_monitor.py``)."""
         for route in self._routes.values():
             if (counts := route.take_up_added_partitions()) is not None:
                 log.info(
@@ -345,6 +349,11 @@ class OutputRouter:
                     partitions_before=counts[0],
                     partitions_now=counts[1],
                 )
+
+    async def flush(self) -> None:
+        """Return once every message sent so far is durable; raise the first send error.
+        First, the plain output streams take up partitions added to them (``route.py``)."""
+        self.take_up_added_partitions()
         # Wait on the unfinished lookups only: awaiting finished ones does not yield to the
         # loop, so the callbacks that forget them would never run.
         while pending := [t for t in self._resolving if not t.done()]:

@@ -109,9 +109,7 @@ class SamzaContainer:
         self.started = asyncio.Event()
         self._task_factory = task_factory
         self.clock: Clock = clock or LoopClock()
-        self._monitor = PartitionCountMonitor(
-            config.job.monitor_partition_change_ms, self.clock, stateless=not config.stores
-        )
+        self._monitor = PartitionCountMonitor.of(config, self.clock)
         self.metrics = metrics or MetricsRegistry()
         if totals is None:
             totals = ProcessTotals()
@@ -390,7 +388,9 @@ class SamzaContainer:
             await task.init(assembly.context(task_plan.model, task))
         for consumer in systems.consumers.values():
             await consumer.start()
-        self._monitor.start(systems.admins, assembly.partition_counts, self.request_stop)
+        self._monitor.start(
+            systems.admins, assembly.partition_counts, self.request_stop, self._routers
+        )
 
     # -- releasing tasks while the others run ---------------------------------------------------
 

@@ -21,20 +21,27 @@ inputs included. On a change it:
 A look-up that fails (a broker out of reach, a stream being recreated) changes nothing: it is
 logged once (``partition_count_lookup_failed``), the next success once
 (``partition_count_lookup_recovered``), and the monitor keeps going.
+
+A job without periodic commits (``task.commit.ms`` <= 0) also has its output routers take up
+the partitions added to their plain outputs at each check (``collector.py``; no I/O: what the
+producers learned at their own metadata refresh), as a job with commits does at each commit:
+else a keyed output hashed over the count it started with until the job stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
 from samzapy.api.errors import StreamSystemError
 from samzapy.api.system import SystemStream
 from samzapy.checkpoint.codec import STATELESS_REMEDY
+from samzapy.config import ResolvedConfig
 from samzapy.config.directories import OWN_DIRECTORIES
 from samzapy.container.clock import Clock
+from samzapy.container.collector import OutputRouter
 from samzapy.container.streams import partition_counts
 from samzapy.system.ports import SystemAdmin
 
@@ -89,27 +96,43 @@ class PartitionCountMonitor:
     """Looks the inputs' partition counts up every ``interval_ms`` (<= 0: never) on ``clock``
     once started; ``changed`` is the error the container raises once it found a change."""
 
-    def __init__(self, interval_ms: int, clock: Clock, *, stateless: bool = False) -> None:
-        """``stateless``: the job has no stores (what the operator does differs)."""
+    def __init__(
+        self, interval_ms: int, clock: Clock, *, stateless: bool = False, outputs: bool = False
+    ) -> None:
+        """``stateless``: the job has no stores (what the operator does differs);
+        ``outputs``: it has no periodic commits, and its routers take added partitions up at
+        each check (module docstring)."""
         self.interval_s = interval_ms / 1000 if interval_ms > 0 else None
         self._clock = clock
         self._stateless = stateless
+        self._outputs = outputs
         self._task: asyncio.Task[None] | None = None
         #: Set once a change was found (and the container asked to stop).
         self.changed: StreamSystemError | None = None
+
+    @classmethod
+    def of(cls, config: ResolvedConfig, clock: Clock) -> PartitionCountMonitor:
+        """The monitor of a job configured by ``config``."""
+        interval_ms = config.job.monitor_partition_change_ms
+        outputs = config.task.commit_ms <= 0
+        return cls(interval_ms, clock, stateless=not config.stores, outputs=outputs)
 
     def start(
         self,
         admins: Mapping[str, SystemAdmin],
         counts: Mapping[SystemStream, int],
         stop: Callable[[str], None],
+        routers: Sequence[OutputRouter] = (),
     ) -> None:
         """Watch ``counts`` (the inputs' partition counts the tasks were planned with) through
-        ``admins``; on a change, call ``stop`` with the reason."""
+        ``admins``; on a change, call ``stop`` with the reason. ``routers``: the container's
+        (the list it keeps: the tasks it releases leave it), which take the partitions added
+        to their outputs up at each check when the monitor watches ``outputs``."""
         if self.interval_s is None or not counts or self._task is not None:
             return
         self._task = asyncio.get_running_loop().create_task(
-            self._watch(admins, dict(counts), stop), name="partition-count-monitor"
+            self._watch(admins, dict(counts), stop, routers if self._outputs else ()),
+            name="partition-count-monitor",
         )
 
     def stop(self) -> None:
@@ -127,11 +150,14 @@ class PartitionCountMonitor:
         admins: Mapping[str, SystemAdmin],
         before: dict[SystemStream, int],
         stop: Callable[[str], None],
+        routers: Sequence[OutputRouter],
     ) -> None:
         assert self.interval_s is not None
         clock, failing = self._clock, False
         while True:
             await clock.sleep_until(clock.now() + self.interval_s)
+            for router in routers:
+                router.take_up_added_partitions()
             try:
                 now = await partition_counts(admins, before)
             except Exception as exc:  # any admin's failure: the job goes on, checked later

@@ -77,6 +77,18 @@ class InMemoryBroker:
             return
         self._streams[stream] = [InMemoryPartition() for _ in range(partitions)]
 
+    def add_partitions(self, stream: str, partitions: int) -> None:
+        """Grow ``stream`` to ``partitions`` partitions (as Kafka's ``create_partitions``):
+        a count it has already, or a smaller one, is refused."""
+        self.partition(stream, 0)  # raises when it does not exist
+        existing = self._streams[stream]
+        if type(partitions) is not int or partitions <= len(existing):
+            raise StreamSystemError(
+                f"stream {stream!r} in memory namespace {self.namespace!r} has "
+                f"{len(existing)} partitions, cannot grow it to {partitions!r}"
+            )
+        existing.extend(InMemoryPartition() for _ in range(partitions - len(existing)))
+
     def partition_count(self, stream: str) -> int | None:
         """The partition count of ``stream``, or None when it does not exist."""
         partitions = self._streams.get(stream)

@@ -66,10 +66,13 @@ class InMemorySystemAdmin(SystemAdmin):
 
 
 class InMemorySystemProducer(SystemProducer):
-    """Appends each message to the broker at once; ``flush`` has nothing left to do."""
+    """Appends each message to the broker at once; ``flush`` has nothing left to do. It knows
+    each stream's partition count as the broker has it (a Kafka producer whose metadata is
+    always fresh)."""
 
     def __init__(self, broker: InMemoryBroker) -> None:
         self._append = broker.append
+        self.partition_count = broker.partition_count  # type: ignore[method-assign]
 
     def send(
         self,
