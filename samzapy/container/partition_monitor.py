@@ -20,7 +20,11 @@ inputs included. On a change it:
 
 A look-up that fails (a broker out of reach, a stream being recreated) changes nothing: it is
 logged once (``partition_count_lookup_failed``), the next success once
-(``partition_count_lookup_recovered``), and the monitor keeps going.
+(``partition_count_lookup_recovered``), and the monitor keeps going. An input that no
+longer exists (a topic deleted) is no failed look-up: it is logged once as missing
+(``input_stream_missing``; ``input_stream_found`` if it comes back) and the other inputs'
+counts are still compared. For a Kafka input the consumer fails the job for it within its
+check interval (``system/kafka/topic_watch.py``).
 
 A job without periodic commits (``task.commit.ms`` <= 0) also has its output routers take up
 the partitions added to their plain outputs at each check (``collector.py``; no I/O: what the
@@ -31,7 +35,7 @@ else a keyed output hashed over the count it started with until the job stopped.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import structlog
 
@@ -42,7 +46,6 @@ from samzapy.config import ResolvedConfig
 from samzapy.config.directories import OWN_DIRECTORIES
 from samzapy.container.clock import Clock
 from samzapy.container.collector import OutputRouter
-from samzapy.container.streams import partition_counts
 from samzapy.system.ports import SystemAdmin
 
 log = structlog.get_logger("samzapy.container")
@@ -154,12 +157,13 @@ class PartitionCountMonitor:
     ) -> None:
         assert self.interval_s is not None
         clock, failing = self._clock, False
+        missing: set[SystemStream] = set()
         while True:
             await clock.sleep_until(clock.now() + self.interval_s)
             for router in routers:
                 router.take_up_added_partitions()
             try:
-                now = await partition_counts(admins, before)
+                now = await found_counts(admins, before)
             except Exception as exc:  # any admin's failure: the job goes on, checked later
                 if not failing:
                     log.warning(
@@ -174,6 +178,7 @@ class PartitionCountMonitor:
             if failing:
                 log.info("partition_count_lookup_recovered")
                 failing = False
+            _log_missing(missing, [stream for stream in before if stream not in now])
             if changes := changed_counts(before, now):
                 for stream, count, found in changes:
                     log.error(
@@ -188,4 +193,36 @@ class PartitionCountMonitor:
                 return
 
 
-__all__ = ["ACTION", "PartitionCountMonitor", "changed_counts", "changed_error"]
+async def found_counts(
+    admins: Mapping[str, SystemAdmin], streams: Iterable[SystemStream]
+) -> dict[SystemStream, int]:
+    """The partition counts of those of ``streams`` that exist (one call per system); an
+    admin's failure raises."""
+    by_system: dict[str, list[str]] = {}
+    for stream in streams:
+        by_system.setdefault(stream.system, []).append(stream.stream)
+    counts: dict[SystemStream, int] = {}
+    for system, names in by_system.items():
+        found = await admins[system].partition_counts(names)
+        counts.update((SystemStream(system, n), found[n]) for n in names if n in found)
+    return counts
+
+
+def _log_missing(logged: set[SystemStream], missing: list[SystemStream]) -> None:
+    """Log the inputs ``missing`` now that were not (``logged``: those missing at the last
+    check, updated), and those found again."""
+    for stream in sorted(set(missing) - logged):
+        log.warning(
+            "input_stream_missing",
+            stream=str(stream),
+            reason="the input no longer exists on its system (deleted?): its partition count "
+            "is not checked while it is missing, the other inputs' are (a Kafka consumer "
+            "fails the job for a topic deleted under it, topic_watch)",
+        )
+    for stream in sorted(logged - set(missing)):
+        log.info("input_stream_found", stream=str(stream))
+    logged.clear()
+    logged.update(missing)
+
+
+__all__ = ["ACTION", "PartitionCountMonitor", "changed_counts", "changed_error", "found_counts"]

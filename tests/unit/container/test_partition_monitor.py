@@ -1,7 +1,8 @@
 """The partition-count monitor (``container/partition_monitor.py``): a partition added to an
 input while the job runs stops the job, after a clean commit of what it processed, with
 ``input_partitions_changed`` and the start-up check's error; a restart then fails on that
-check. A look-up that fails is logged once and the job goes on."""
+check. A look-up that fails is logged once and the job goes on; an input that no longer exists
+is logged once as missing, the others still checked."""
 
 from __future__ import annotations
 
@@ -150,3 +151,29 @@ async def test_zero_or_minus_one_turns_the_checks_off(tmp_path: Path, ms: str) -
     assert asked == [] and monitor.changed is None
     with pytest.raises(ConfigError, match=f"{key} must be an integer >= -1"):
         config(tmp_path, f"{key}=-2")
+
+
+async def test_a_missing_input_is_logged_as_missing_and_the_others_are_still_checked() -> None:
+    """A deleted input is not a failed look-up (a Kafka consumer fails the job for it, the
+    topic watch): logged once as missing, while the other inputs' counts are still compared
+    (before, the look-up raised for the missing one, and no count was checked)."""
+    a, b = SystemStream("k", "a"), SystemStream("k", "b")
+    answers = [{"a": 2, "b": 3}, {"b": 3}, {"b": 3}, {"a": 2, "b": 3}, {"b": 3}, {"b": 4}]
+    stopped: list[str] = []
+
+    class Admin:
+        async def partition_counts(self, names: Any) -> dict[str, int]:
+            return answers.pop(0) if len(answers) > 1 else answers[0]
+
+    monitor = PartitionCountMonitor(10, LoopClock())
+    with capture_logs() as logs:
+        monitor.start({"k": Admin()}, {a: 2, b: 3}, stopped.append)  # type: ignore[dict-item]
+        await until(lambda: stopped, "the change of k.b")
+    assert [(e["event"], e["stream"]) for e in logs] == [
+        ("input_stream_missing", "k.a"),
+        ("input_stream_found", "k.a"),
+        ("input_stream_missing", "k.a"),
+        ("input_partitions_changed", "k.b"),
+    ]
+    assert logs[0]["log_level"] == "warning" and logs[-1]["partitions_now"] == 4
+    assert stopped == ["input partition count changed"]
