@@ -373,6 +373,38 @@ class TestConsumer:
         finally:
             await consumer.stop()
 
+    async def test_the_idle_probe_uses_the_topic_watch_s_check(
+        self, kafka_bootstrap: str, admin: KafkaSystemAdmin
+    ) -> None:
+        """The idle-time probe asks the brokers for the topics through the topic watch: its
+        check in progress, or the last if it is less than an interval old, or one it runs
+        (which counts as the watch's). Before, each probe made a metadata request of its
+        own besides the watch's: an idle consumer checked its topics twice per interval."""
+        topic = topic_name("idle")
+        await admin.create_stream(topic, 1)
+        await produce(kafka_bootstrap, topic, 0, [b"m0"])
+        consumer = factory(kafka_bootstrap, **{"connect.timeout.ms": 30000}).get_consumer()
+        consumer.register(ssp(topic, 0), None, OffsetDefault.OLDEST)
+        await consumer.start()
+        try:
+            await read(consumer, [ssp(topic, 0)], 1)
+            client = consumer._consumer._client  # type: ignore[attr-defined]
+            asked: list[int] = []
+            update = client.force_metadata_update
+
+            def counted() -> Any:
+                asked.append(1)
+                return update()
+
+            client.force_metadata_update = counted
+            for _ in range(3):  # three probes within the interval (5 s): one check
+                await consumer._probe()  # type: ignore[attr-defined]
+            assert len(asked) == 1
+            consumer._topics.check(asyncio.get_running_loop().time())  # type: ignore[attr-defined]
+            assert len(asked) == 1  # nor is the watch's own due yet
+        finally:
+            await consumer.stop()
+
     async def test_a_codec_not_installed_fails_the_poll_saying_what_to_install(
         self, kafka_bootstrap: str
     ) -> None:

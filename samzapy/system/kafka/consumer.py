@@ -22,9 +22,9 @@ to the partition's default with the same warning. Kafka partitions never
 end: there is no end-of-stream here. aiokafka reconnects by itself after a broker restart;
 the consumer only fails once the broker has been silent for longer than
 ``connect.timeout.ms`` (see ``connection.ContactWatch``). A topic it reads that is deleted
-(the brokers answer, the topic is gone) fails it at the next poll once the idle-time probe
-or, while other partitions deliver, the topic check (``topic_watch.TopicWatch``) finds it
-missing: within the probe interval (at most 5 s).
+(the brokers answer, the topic is gone) fails it at the next poll once the topic check
+(``topic_watch.TopicWatch``, whose checks the idle-time probe shares) finds it missing,
+whether or not other partitions deliver: within the probe interval (at most 5 s).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from samzapy.system.kafka.connection import ContactWatch, connect, started, stop
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
 from samzapy.system.kafka.fetched import build_envelopes, envelopes
 from samzapy.system.kafka.settings import KafkaSettings
-from samzapy.system.kafka.topic_watch import TopicWatch, deleted_topic, gone_topics
+from samzapy.system.kafka.topic_watch import TopicWatch
 from samzapy.system.offsets import integer_offset
 from samzapy.system.ports import OffsetBounds, OffsetDefault, SystemConsumer
 
@@ -191,10 +191,11 @@ class KafkaSystemConsumer(SystemConsumer):
 
     async def _probe(self) -> None:
         """The idle-time check: the brokers answer, and the topics read still exist (a topic
-        deleted under the job is not a broker lost: aiokafka would wait for it forever)."""
-        read = self._partitions_by_topic()
-        if missing := await gone_topics(self._consumer._client, read):
-            raise deleted_topic(missing[0], read[missing[0]], self._servers)
+        deleted under the job is not a broker lost: aiokafka would wait for it forever), by
+        the topic watch's check (``TopicWatch.confirm``: one per interval for both)."""
+        topics = self._topics
+        if topics is not None and not await topics.confirm():
+            return  # the brokers answered without a topic: the watch fails the next poll
         await self._consumer.end_offsets(list(self._tp_of.values()))
 
     def _partitions_by_topic(self) -> dict[str, str]:

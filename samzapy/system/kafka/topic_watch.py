@@ -11,12 +11,19 @@ topic read (``gone_topics``), the next poll fails naming the topic and its parti
 
 A check the brokers do not answer says nothing of the topics: an outage is the contact
 watch's to judge, and the next check runs an interval later.
+
+The idle-time probe checks the topics before it asks for the partitions' ends (which for a
+deleted topic would wait as for a lost broker) through the watch (``confirm``): it awaits the
+check in progress, takes the last one if it started less than an interval ago, or runs one,
+which counts as the watch's. So an idle consumer checks its topics once per interval, not
+once for the watch and once for the probe.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -69,6 +76,8 @@ class TopicWatch:
         self._loop = asyncio.get_running_loop()
         self._next = self._loop.time() + interval_s
         self._checking: asyncio.Task[None] | None = None
+        #: When the last check that completed started (-inf: none did).
+        self._checked_at = -math.inf
         self._gone: UnknownTopicOrPartitionError | None = None
 
     def check(self, now: float) -> None:
@@ -78,10 +87,25 @@ class TopicWatch:
                 f"the Kafka consumer of system {self._system!r} failed: {describe(self._gone)}"
             ) from self._gone
         if self._checking is None and now >= self._next:
-            self._next = now + self._interval_s
-            self._checking = self._loop.create_task(self._run_check())
+            self._start(now)
 
-    async def _run_check(self) -> None:
+    async def confirm(self) -> bool:
+        """For the idle-time probe: whether every topic read still exists (False: one is
+        gone, and the next poll fails), by the check in progress, the last one if it started
+        less than an interval ago, or one started now (the watch's next one an interval
+        later)."""
+        now = self._loop.time()
+        if self._checking is None and now - self._checked_at >= self._interval_s:
+            self._start(now)
+        if self._checking is not None:
+            await asyncio.shield(self._checking)
+        return self._gone is None
+
+    def _start(self, now: float) -> None:
+        self._next = now + self._interval_s
+        self._checking = self._loop.create_task(self._run_check(now))
+
+    async def _run_check(self, started: float) -> None:
         # Two answers that lack a topic wait the client's backoff after each (the consumer's
         # metadata is paced, ``connection.pace_metadata``): the check's time allows for both.
         backoff = getattr(self._client, "_retry_backoff", 0)
@@ -93,6 +117,7 @@ class TopicWatch:
                 if missing:
                     topic = missing[0]
                     self._gone = deleted_topic(topic, self._read[topic], self._servers)
+                self._checked_at = started
         except Exception as exc:  # not the topics' to judge: the next check runs as usual
             log.warning("topic_check_failed", system=self._system, error=repr(exc))
         finally:

@@ -714,3 +714,31 @@ async def test_one_answer_without_the_topic_is_asked_again_before_the_poll_fails
     """A broker whose metadata lags behind the cluster's (just restarted) may answer without
     a topic that exists: the job goes on when the next answer has it."""
     await _watched(_MetadataClient([{"t"}, set(), set(), {"t"}]))
+
+
+async def test_the_probe_s_confirm_shares_the_watch_s_checks() -> None:
+    """``TopicWatch.confirm`` (the idle-time probe's topic check) runs a check when none is
+    fresh, takes the last one while it is, and a topic it found gone fails the next poll."""
+    client = _MetadataClient([set(), {"t"}, {"t"}])
+    asked: list[int] = []
+    update = client.force_metadata_update
+
+    async def counted() -> bool:
+        asked.append(1)
+        return await update()
+
+    client.force_metadata_update = counted  # type: ignore[method-assign]
+    watch = TopicWatch(client, {"t": "0, 1"}, servers="h:1", system="k", interval_s=0.2)
+    loop = asyncio.get_running_loop()
+    try:
+        assert await watch.confirm() and await watch.confirm()
+        assert len(asked) == 1
+        watch.check(loop.time())  # not due: the probe's check was the watch's
+        assert len(asked) == 1
+        await asyncio.sleep(0.2)
+        assert not await watch.confirm()  # two answers without the topic
+        assert len(asked) == 3
+        with pytest.raises(StreamSystemError, match="no longer exists"):
+            watch.check(loop.time())
+    finally:
+        await watch.close()
