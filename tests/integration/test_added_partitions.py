@@ -6,7 +6,8 @@ start-up check, naming the input: the checkpoints recorded the old count. A job 
 stores goes on as a new job started from those checkpoints, reading the new partition too.
 
 Partitions added to an output topic ("Adding partitions to an output") are written to without
-a restart once the producer's metadata refresh has found them, keyed messages and keyless."""
+a restart once the producer's metadata refresh has found them, keyed messages and keyless; by
+a job without periodic commits too, at the partition-count monitor's next check."""
 
 from __future__ import annotations
 
@@ -235,3 +236,52 @@ def test_partitions_added_to_an_output_are_written_to_after_the_metadata_refresh
     assert {placed[k, b"after"] for k in keys} == {0, 1, 2, 3}
     keyless = {placed[None, b"keyless-%d" % i] for i in range(8)}
     assert keyless == {0, 1, 2, 3}
+
+
+@pytest.mark.timeout(120)
+def test_a_job_without_periodic_commits_writes_to_added_output_partitions_as_it_runs(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """``task.commit.ms: -1`` (a commit at the stop only): keys hash over the new count from
+    the partition-count monitor's first check after the producer's metadata refresh."""
+    source, output = name("src"), name("grown-out")
+    asyncio.run(create_topic(kafka_bootstrap, source, 1))
+    asyncio.run(create_topic(kafka_bootstrap, output, 2))
+    keys = [b"key-%d" % i for i in range(40)]
+    asyncio.run(produce(kafka_bootstrap, source, [(0, k, b"before") for k in keys]))
+    job = job_file(
+        tmp_path,
+        kafka_bootstrap,
+        source,
+        **{
+            "task.class": "kafka_jobs:Forward",
+            "task.commit.ms": -1,
+            "systems.kafka.producer.metadata.max.age.ms": 500,
+            "job.coordinator.monitor-partition-change.frequency.ms": 300,
+        },
+    )
+    run = Job(job, output, tmp_path / "run.log")
+    wait_for(
+        lambda: len(asyncio.run(read_all(kafka_bootstrap, output))) == 40,
+        60,
+        "40 sent",
+        run.proc,
+    )
+    asyncio.run(add_partitions(kafka_bootstrap, output, 4))
+    wait_for(
+        lambda: any(e["event"] == "output_partitions_added" for e in run.events()),
+        30,
+        "the route to take the new partitions up",
+        run.proc,
+    )
+    asyncio.run(produce(kafka_bootstrap, source, [(0, k, b"after") for k in keys]))
+    wait_for(
+        lambda: len(asyncio.run(read_all(kafka_bootstrap, output))) == 80,
+        60,
+        "80 sent",
+        run.proc,
+    )
+    assert run.stop() == 0, run.tail()
+    placed = {(r.key, r.value): r.partition for r in asyncio.run(read_all(kafka_bootstrap, output))}
+    assert all(placed[k, b"before"] == partition_for(k, 2) for k in keys)
+    assert all(placed[k, b"after"] == partition_for(k, 4) for k in keys)
