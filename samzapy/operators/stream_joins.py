@@ -16,6 +16,10 @@ Each side's first message is checked to come back from its serde as the type it 
 a ``KV`` kept with a serde for plain values (``json`` gives back a list) fails the join, as
 ``apply`` would get a ``KV`` or a list depending on which side came first.
 
+A message whose result goes on is kept once the operators after the join took it, and taken
+back out when what they still owe fails: one whose processing fails (and that
+``task.drop.process.errors`` drops) leaves nothing behind, its side holding what it held.
+
 A message whose key is None joins nothing and is not kept. What expired (older than the ttl;
 event time: the watermark passed its time by more than the ttl) never joins, and is deleted
 by a sweep that looks at two entries per entry written (at least ``SWEEP_ENTRIES``) at each
@@ -30,7 +34,7 @@ from typing import Any
 from samzapy.api.descriptors import KVSerde
 from samzapy.api.envelope import KV
 from samzapy.operators.event_time import message_time, wall_ms
-from samzapy.operators.impl import OperatorImpl
+from samzapy.operators.impl import _GIVEN, OperatorImpl
 from samzapy.operators.state_serdes import state_serde
 
 #: Entries a join's sweep looks at per tick (``task.window.ms``) at least, and per entry
@@ -82,29 +86,39 @@ class JoinSide(OperatorImpl):
         self.left = left
 
     def on_message(self, message: Any) -> Awaitable[Any] | None:
-        clock = self.join.clock
+        return self._take(message, False)
+
+    def timed(self, message: Any) -> Awaitable[Any] | None:
+        return self._take(message, True)
+
+    def _take(self, message: Any, timed: bool) -> Awaitable[Any] | None:
+        """``message`` into the join, its result on through the operators after it (timed
+        through each when ``timed``); the message is kept on its side once they took the
+        result (``JoinOperator.keep``), so that one they failed on, dropped under
+        ``task.drop.process.errors``, leaves nothing behind."""
+        join = self.join
+        clock = join.clock
         before = None if clock is None else clock.t
-        result = self.join.take(message, self.left)
-        if result is None:
-            return None
         try:
-            return self.join.emit(result)
+            result = join.take(message, self.left)
+            if result is None:
+                return None
+            try:
+                pending = join.timed_after([result]) if timed else join.emit(result)
+            except BaseException:
+                join.owed = None
+                raise
+            return join.keep(pending)
         finally:
             if clock is not None:  # the result's time is not the message's, after it
                 clock.t = before
 
     def transform(self, message: Any) -> list[Any]:
         result = self.join.take(message, self.left)
-        return [] if result is None else [result]
-
-    def timed(self, message: Any) -> Awaitable[Any] | None:
-        clock = self.join.clock
-        before = None if clock is None else clock.t
-        try:
-            return self.join.timed_side(message, self.left)
-        finally:
-            if clock is not None:
-                clock.t = before
+        if result is None:
+            return []
+        self.join.keep(None)
+        return [result]
 
 
 class JoinOperator(OperatorImpl):
@@ -123,6 +137,7 @@ class JoinOperator(OperatorImpl):
         "late",
         "left",
         "now_ms",
+        "owed",
         "pass_floor",
         "pass_min",
         "right",
@@ -164,6 +179,9 @@ class JoinOperator(OperatorImpl):
         #: one it looked at (None: the side's first)
         self.cursor: tuple[int, bytes | None] = (0, None)
         self.written = 0  # entries written since the last tick
+        #: The entry the message whose result goes on is to keep once it went (``keep``):
+        #: its side's store, the key's bytes, the entry, and what it replaces.
+        self.owed: tuple[Any, bytes, bytes, bytes | None] | None = None
         #: no entry kept is older than this (None: not known); a pass's floor and earliest
         self.horizon: int | None = None
         self.pass_floor: int | None = None
@@ -185,8 +203,9 @@ class JoinOperator(OperatorImpl):
         return message_time(self, self.event_time, self.clock)
 
     def take(self, message: Any, left: bool) -> Any:
-        """Keep ``message`` on its side and join it with the other side's; the result or
-        None."""
+        """Join ``message`` with the other side's message of its key: the result or None. The
+        message is kept on its side now when there is no result, else once the operators
+        after the join took it (``keep``): one whose processing fails keeps nothing."""
         side = 0 if left else 1
         try:
             key = (self.first_key if left else self.second_key)(message)
@@ -206,15 +225,27 @@ class JoinOperator(OperatorImpl):
             raise self.failed(exc, "key or message serde") from exc
         if self.unchecked[side]:
             self._check_serde(message, mine, side)
-        store, other_store = self.stores[side], self.stores[1 - side]
-        keep = True
+        store = self.stores[side]
+        held = None
+        entry: bytes | None = t.to_bytes(8, "big", signed=True) + mine
         if self.event_time:
             held = store.get(kb)
-            keep = held is None or int.from_bytes(held[:8], "big", signed=True) <= t
-        if keep:
-            store.put(kb, t.to_bytes(8, "big", signed=True) + mine)
-            self.written += 1
-        other = other_store.get(kb)
+            if held is not None and int.from_bytes(held[:8], "big", signed=True) > t:
+                entry = None  # an older message: it joins, and the newer one stays
+        result = self._join(message, side, kb, t)
+        if result is None:
+            if entry is not None:
+                store.put(kb, entry)
+                self.written += 1
+            return None
+        if entry is not None:
+            self.owed = (store, kb, entry, held)
+        return result
+
+    def _join(self, message: Any, side: int, kb: bytes, t: int) -> Any:
+        """``message`` of ``side`` (its key's bytes ``kb``, its time ``t``) joined with the
+        other side's message of its key: the result, or None."""
+        other = self.stores[1 - side].get(kb)
         if other is None:
             return None
         t_other = int.from_bytes(other[:8], "big", signed=True)
@@ -225,7 +256,7 @@ class JoinOperator(OperatorImpl):
         except Exception as exc:
             raise self.failed(exc, "message serde") from exc
         try:
-            if left:
+            if side == 0:
                 result = self.apply(message, other_message)
             else:
                 result = self.apply(other_message, message)
@@ -237,6 +268,22 @@ class JoinOperator(OperatorImpl):
         if self.event_time and t_other > t:
             self.clock.t = t_other
         return result
+
+    def keep(self, pending: Awaitable[Any] | None) -> Awaitable[Any] | None:
+        """The message whose result the operators after the join took is kept on its side
+        (``take``); ``pending``: what they still owe, which, when it fails, takes the message
+        back out, its side holding again what it held before it."""
+        owed, self.owed = self.owed, None
+        if owed is None:
+            return pending
+        store, kb, entry, held = owed
+        if pending is not None and held is None and not self.event_time:
+            held = store.get(kb)
+        store.put(kb, entry)
+        self.written += 1
+        if pending is None:
+            return None
+        return _undone_on_failure(pending, store, kb, entry, held)
 
     def _check_serde(self, message: Any, data: bytes, side: int) -> None:
         """A side's first message: a ``KV`` must come back from its serde as a ``KV``."""
@@ -256,10 +303,6 @@ class JoinOperator(OperatorImpl):
             "a stream of KVs (or None, the default serde)"
         )
         raise self.failed(error, "message serde") from error
-
-    def timed_side(self, message: Any, left: bool) -> Awaitable[Any] | None:
-        result = self.take(message, left)
-        return None if result is None else self.timed_after([result])
 
     def sweep(self, before: int, budget: int, floor: int | None = None) -> int:
         """Look at up to ``budget`` kept entries, from where the last sweep stopped, and drop
@@ -335,6 +378,27 @@ class JoinOperator(OperatorImpl):
 
     def transform(self, message: Any) -> list[Any]:
         raise AssertionError("a join's messages come through its sides")
+
+
+async def _undone_on_failure(
+    pending: Awaitable[Any], store: Any, kb: bytes, entry: bytes, held: bytes | None
+) -> None:
+    """``pending`` awaited; when it fails, the entry ``entry`` kept for it under ``kb``
+    is taken back out (``held``: what was there before, or nothing) unless a later
+    message of its key replaced it meanwhile, or the sweep deleted it."""
+    try:
+        await pending
+    except Exception:
+        if store.get(kb) == entry:
+            if held is None:
+                store.delete(kb)
+            else:
+                store.put(kb, held)
+        raise
+
+
+#: ``let_go`` lets go of what it awaits, given up before it started (``impl.let_go``).
+_GIVEN[_undone_on_failure.__code__] = "pending"
 
 
 __all__ = ["SWEEP_ENTRIES", "SWEEP_PER_WRITE", "JoinOperator", "JoinSide", "message_serde"]
