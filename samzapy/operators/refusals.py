@@ -6,7 +6,9 @@ a pane whose value or key it cannot read as the pane fires (or whose key, as a r
 its trigger state: that state is let go, its pane dropped as it fires), and a pane's stored
 value it cannot read as a later message of its key comes (``unreadable_stored``: failing that
 message failed each later one of its key on the same entry, so it is let go once, and the
-message starts a fresh pane).
+message starts a fresh pane). A stream-stream join's stored message that its side's serde
+cannot read as a message of its key comes from the other side is the same (``JoinRefusals``):
+let go once, the message joining as if the other side held nothing for its key.
 
 Such a refusal belongs to no call the container could drop: failing the task there failed it
 again after each restart, on the same input, a crash loop holding the partition. Under
@@ -17,7 +19,7 @@ the window's ``trim_held``), a pane it cannot read is not sent. Either is logged
 dead letter: no one input record is to blame) and counted in the ``container`` metric
 ``process-errors``, and the commit or firing goes on, its checkpoint past them. As the
 container's drops are, each kind of line is logged at most once per ``DROP_LOG_INTERVAL_S``
-per window (its task's: there is no partition to name), with ``not_logged``, how many were
+per window or join (its task's: there is no partition to name), with ``not_logged``, how many were
 not since the last; the metric counts every one. Without the
 key the task fails as before, with the serde's own error (a note on it names the window, its
 serde, the key it could not read, and the drop key that would drop what it refused).
@@ -31,6 +33,7 @@ from typing import Any
 
 import structlog
 
+from samzapy.api.descriptors import KVSerde
 from samzapy.config.schema import lookup
 
 log = structlog.get_logger("samzapy.operators")
@@ -40,31 +43,16 @@ _DROP = "task.drop.process.errors"
 DROP_LOG_INTERVAL_S = 60.0
 
 
-class Refusals:
-    """A window's state its value serde refuses outside its messages' calls (module
-    docstring). ``window``: the operator, whose ``trim_held(skey, value)`` takes the last
-    messages out of such a value (store key ``skey``'s) until the serde accepts it, and
-    returns its bytes (None: nothing left) and how many it lost; ``context``: its task's,
-    for the drop key and the count."""
+class Drops:
+    """What ``task.drop.process.errors`` does with state of an operator (``op_id``, a
+    ``kind``: window, join) its serdes refuse outside a message it could drop: the key read
+    from its task's ``context``, the count, the rate-limited log lines."""
 
-    __slots__ = (
-        "clock",
-        "count",
-        "drop",
-        "kserde",
-        "logged_at",
-        "op_id",
-        "serde",
-        "task",
-        "trim",
-        "unlogged",
-    )
+    __slots__ = ("clock", "count", "drop", "logged_at", "op_id", "task", "unlogged", "where")
 
-    def __init__(self, window: Any, context: Any) -> None:
-        self.op_id: str = window.op_id
-        self.trim: Callable[[bytes, Any], tuple[bytes | None, int]] = window.trim_held
-        self.serde = _named(window.window.value_serde)
-        self.kserde = _named(window.window.key_serde)
+    def __init__(self, op_id: str, kind: str, context: Any) -> None:
+        self.op_id = op_id
+        self.where = f"{kind} {op_id!r}"
         (key,) = lookup(_DROP)
         self.drop: bool = key.coerce(context.config.get(_DROP, key.default))
         self.task = str(getattr(context, "task_name", ""))
@@ -74,6 +62,58 @@ class Refusals:
         self.clock: Callable[[], float] = time.monotonic
         self.logged_at: dict[str, float] = {}
         self.unlogged: dict[str, int] = {}
+
+    def _unless_dropping(self, error: Exception, what: str, instead: str) -> None:
+        """Raise ``error`` (``what`` the serde did), noting what the drop key would do
+        (``instead``), unless that key is on; a MemoryError always (the process, not the
+        state, as for a message)."""
+        if isinstance(error, MemoryError):
+            raise error
+        if not self.drop:
+            error.add_note(f"{what}, in {self.where}; {_DROP}: true would {instead}")
+            raise error
+
+    def _dropped(
+        self, count: int, error: Exception, what: str, event: str = "message_dropped", **fields: Any
+    ) -> None:
+        """``count`` messages dropped, the serde having done ``what``: counted and logged."""
+        if self.count is not None:
+            self.count.inc(count)
+        self._log(
+            event,
+            task=self.task,
+            operator=self.op_id,
+            **fields,
+            error=repr(error),
+            reason=f"{what}, and {_DROP} is true",
+        )
+
+    def _log(self, event: str, **fields: Any) -> None:
+        """A warning ``event``, unless one was logged less than ``DROP_LOG_INTERVAL_S`` ago
+        (then counted for the next one's ``not_logged``)."""
+        now = self.clock()
+        last = self.logged_at.get(event)
+        if last is not None and now - last < DROP_LOG_INTERVAL_S:
+            self.unlogged[event] = self.unlogged.get(event, 0) + 1
+            return
+        self.logged_at[event] = now
+        log.warning(event, **fields, not_logged=self.unlogged.pop(event, 0))
+
+
+class Refusals(Drops):
+    """A window's state its value serde refuses outside its messages' calls (module
+    docstring). ``window``: the operator, whose ``trim_held(skey, value)`` takes the last
+    messages out of such a value (store key ``skey``'s) until the serde accepts it, and
+    returns its bytes (None: nothing left) and how many it lost; ``context``: its task's,
+    for the drop key and the count."""
+
+    __slots__ = ("kserde", "serde", "trim")
+
+    def __init__(self, window: Any, context: Any) -> None:
+        super().__init__(window.op_id, "window", context)
+        self.trim: Callable[[bytes, Any], tuple[bytes | None, int]] = window.trim_held
+        self.serde = _named(window.window.value_serde)
+        self.kserde = _named(window.window.key_serde)
 
     def __call__(self, skey: bytes, value: Any, error: Exception) -> bytes | None:
         serde = f"the value serde {self.serde}"
@@ -143,48 +183,39 @@ class Refusals:
             reason=f"{serde} cannot read its key, and {_DROP} is true",
         )
 
-    def _unless_dropping(self, error: Exception, what: str, instead: str) -> None:
-        """Raise ``error`` (``what`` the serde did), noting what the drop key would do
-        (``instead``), unless that key is on; a MemoryError always (the process, not the
-        pane, as for a message)."""
-        if isinstance(error, MemoryError):
-            raise error
-        if not self.drop:
-            error.add_note(f"{what}, in window {self.op_id!r}; {_DROP}: true would {instead}")
-            raise error
 
-    def _dropped(
-        self, count: int, error: Exception, what: str, event: str = "message_dropped", **fields: Any
-    ) -> None:
-        """``count`` messages dropped, the serde having done ``what``: counted and logged."""
-        if self.count is not None:
-            self.count.inc(count)
-        self._log(
-            event,
-            task=self.task,
-            operator=self.op_id,
-            **fields,
-            error=repr(error),
-            reason=f"{what}, and {_DROP} is true",
+class JoinRefusals(Drops):
+    """A stream-stream join's stored message its side's serde cannot read as a message of its
+    key comes from the other side (module docstring). ``join``: the operator, whose
+    ``serdes`` name its sides' serdes."""
+
+    __slots__ = ("serdes",)
+
+    def __init__(self, join: Any, context: Any) -> None:
+        super().__init__(join.op_id, "join", context)
+        self.serdes = (_named(join.serdes[1]), _named(join.serdes[2]))
+
+    def unreadable_stored(self, error: Exception, key: Any, side: int) -> None:
+        """The serde of ``side`` (0: the first stream's) cannot read (``error``) the message
+        it keeps for ``key``: let go once (logged, counted), the incoming message joining
+        nothing, or the task fails naming the store, the key and the serde."""
+        store = f"{self.op_id}-{'LR'[side]}"
+        serde = f"the message serde {self.serdes[side]} of the {('first', 'second')[side]} stream"
+        self._unless_dropping(
+            error,
+            f"{serde} cannot read the message of key {key!r} stored in store {store!r}",
+            "let that message go instead, the incoming message joining nothing",
         )
-
-    def _log(self, event: str, **fields: Any) -> None:
-        """A warning ``event``, unless one was logged less than ``DROP_LOG_INTERVAL_S`` ago
-        (then counted for the next one's ``not_logged``)."""
-        now = self.clock()
-        last = self.logged_at.get(event)
-        if last is not None and now - last < DROP_LOG_INTERVAL_S:
-            self.unlogged[event] = self.unlogged.get(event, 0) + 1
-            return
-        self.logged_at[event] = now
-        log.warning(event, **fields, not_logged=self.unlogged.pop(event, 0))
+        what = f"{serde} cannot read the message stored for its key, let go as the other's came"
+        self._dropped(1, error, what, store=store, key=repr(key), event="stored_message_dropped")
 
 
 def _named(serde: Any) -> str:
-    """A window's serde as a note names it: a name as given, an object by its class."""
+    """A serde as a note names it: a name (or a ``KVSerde`` of names) as given, an object by
+    its class."""
     if serde is None:
         return "StateSerde"
-    return repr(serde) if isinstance(serde, str) else type(serde).__name__
+    return repr(serde) if isinstance(serde, str | KVSerde) else type(serde).__name__
 
 
 def _shown(kbytes: bytes) -> str:
@@ -192,4 +223,4 @@ def _shown(kbytes: bytes) -> str:
     return repr(kbytes[:64]) + ("..." if len(kbytes) > 64 else "")
 
 
-__all__ = ["Refusals"]
+__all__ = ["Drops", "JoinRefusals", "Refusals"]

@@ -20,6 +20,11 @@ A message whose result goes on is kept once the operators after the join took it
 back out when what they still owe fails: one whose processing fails (and that
 ``task.drop.process.errors`` drops) leaves nothing behind, its side holding what it held.
 
+A stored message its side's serde cannot read back (a serde changed since, say) fails the task
+as a message of its key comes from the other side, naming the store, the key and the serde;
+under ``task.drop.process.errors`` it is let go once instead (``refusals.JoinRefusals``:
+logged, counted), and the message joins as if the other side held nothing for its key.
+
 A message whose key is None joins nothing and is not kept. What expired (older than the ttl;
 event time: the watermark passed its time by more than the ttl) never joins, and is deleted
 by a sweep that looks at two entries per entry written (at least ``SWEEP_ENTRIES``) at each
@@ -35,6 +40,7 @@ from samzapy.api.descriptors import KVSerde
 from samzapy.api.envelope import KV
 from samzapy.operators.event_time import message_time, wall_ms
 from samzapy.operators.impl import _GIVEN, OperatorImpl
+from samzapy.operators.refusals import JoinRefusals
 from samzapy.operators.state_serdes import state_serde
 
 #: Entries a join's sweep looks at per tick (``task.window.ms``) at least, and per entry
@@ -140,6 +146,7 @@ class JoinOperator(OperatorImpl):
         "owed",
         "pass_floor",
         "pass_min",
+        "refusals",
         "right",
         "second_key",
         "serdes",
@@ -170,6 +177,8 @@ class JoinOperator(OperatorImpl):
         self.stores: tuple[Any, Any] = (None, None)
         self.kserde: Any = None
         self.vserdes: tuple[Any, Any] = (None, None)
+        #: What becomes of a stored message its serde cannot read (``open``).
+        self.refusals: JoinRefusals | None = None
         #: The sides whose first message was not checked to come back from its serde yet
         #: (a ``KVSerde``'s and the default serde's give a ``KV`` back: no check).
         self.unchecked = [
@@ -198,6 +207,7 @@ class JoinOperator(OperatorImpl):
             message_serde(first, context.config),
             message_serde(second, context.config),
         )
+        self.refusals = JoinRefusals(self, context)
 
     def _now(self) -> int:
         return message_time(self, self.event_time, self.clock)
@@ -232,7 +242,7 @@ class JoinOperator(OperatorImpl):
             held = store.get(kb)
             if held is not None and int.from_bytes(held[:8], "big", signed=True) > t:
                 entry = None  # an older message: it joins, and the newer one stays
-        result = self._join(message, side, kb, t)
+        result = self._join(message, side, key, kb, t)
         if result is None:
             if entry is not None:
                 store.put(kb, entry)
@@ -242,10 +252,11 @@ class JoinOperator(OperatorImpl):
             self.owed = (store, kb, entry, held)
         return result
 
-    def _join(self, message: Any, side: int, kb: bytes, t: int) -> Any:
-        """``message`` of ``side`` (its key's bytes ``kb``, its time ``t``) joined with the
-        other side's message of its key: the result, or None."""
-        other = self.stores[1 - side].get(kb)
+    def _join(self, message: Any, side: int, key: Any, kb: bytes, t: int) -> Any:
+        """``message`` of ``side`` (its ``key``, whose bytes are ``kb``, its time ``t``) joined
+        with the other side's message of its key: the result, or None."""
+        other_store = self.stores[1 - side]
+        other = other_store.get(kb)
         if other is None:
             return None
         t_other = int.from_bytes(other[:8], "big", signed=True)
@@ -254,7 +265,9 @@ class JoinOperator(OperatorImpl):
         try:
             other_message = self.vserdes[1 - side].from_bytes(other[8:])
         except Exception as exc:
-            raise self.failed(exc, "message serde") from exc
+            self._let_go(exc, 1 - side, key)
+            other_store.delete(kb)
+            return None
         try:
             if side == 0:
                 result = self.apply(message, other_message)
@@ -268,6 +281,17 @@ class JoinOperator(OperatorImpl):
         if self.event_time and t_other > t:
             self.clock.t = t_other
         return result
+
+    def _let_go(self, error: Exception, side: int, key: Any) -> None:
+        """The serde of ``side`` cannot read (``error``) the message it keeps for ``key`` as a
+        message of the other side comes: let go once under ``task.drop.process.errors``
+        (logged, counted: ``refusals.py``), the message joining nothing, or the task fails.
+        Failing the message instead failed each later one of that key on the same entry."""
+        assert self.refusals is not None  # (opened)
+        try:
+            self.refusals.unreadable_stored(error, key, side)
+        except Exception as exc:
+            raise self.failed(exc, "message serde") from exc
 
     def keep(self, pending: Awaitable[Any] | None) -> Awaitable[Any] | None:
         """The message whose result the operators after the join took is kept on its side
