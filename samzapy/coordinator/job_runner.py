@@ -313,6 +313,7 @@ class JobRunner:
         (and tell the group), start those that came (promoted from their standbys here);
         the others go on. Then keep ``standbys`` (``warmups`` among them)."""
         structlog.contextvars.bind_contextvars(member=membership.member_id)
+        self._rebalances.taking()
         if self._dropped:
             membership.released(self._dropped, time.time())
             membership.rejoin(RELEASED)

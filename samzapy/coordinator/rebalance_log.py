@@ -6,7 +6,9 @@ own rejoin, or what the group let it see). The assignment that ends the handover
 ``rebalance_completed``: the tasks kept, added and removed, the added ones' pause, the
 handover time counted from the first ``rebalance_started`` since the last assignment, and
 that rebalance's ``reason`` (a rebalance restarted before the assignment came logs a
-``rebalance_started`` of its own; the handover is still the first one's). A container's first
+``rebalance_started`` of its own; the handover is still the first one's). A rebalance that
+begins while an assignment is being taken (the rejoin of a release, which aiokafka starts at
+once) belongs to the next assignment, not to the one being taken. A container's first
 assignment is ``tasks_assigned``, with the same fields and the reason ``JOINED``.
 """
 
@@ -34,13 +36,26 @@ class RebalanceLog:
     def __init__(self) -> None:
         #: The first ``rebalance_started`` since the last assignment: when, and why.
         self._started: tuple[float, str] | None = None
+        #: The first one logged while an assignment is being taken: the next one's.
+        self._next: tuple[float, str] | None = None
+        self._taking = False
 
     def started(self, tasks: Iterable[int], reason: str | None) -> None:
         """A rebalance began, for ``reason`` (None: unknown), while this member ran ``tasks``."""
         reason = reason or UNKNOWN
-        if self._started is None:
+        if self._taking:
+            self._next = self._next or (time.monotonic(), reason)
+        elif self._started is None:
             self._started = (time.monotonic(), reason)
         log.info("rebalance_started", tasks=names(tasks), reason=reason)
+
+    def taking(self) -> None:
+        """An assignment is being taken: a rebalance that begins from now on ends with the
+        next one. (A take that ended without ``completed``, its share failed, leaves what
+        began meanwhile to this one.)"""
+        self._started = self._started or self._next
+        self._next = None
+        self._taking = True
 
     def completed(
         self,
@@ -64,7 +79,7 @@ class RebalanceLog:
             paused_ms=dict(paused_ms),
             handover_ms=round((time.monotonic() - since) * 1000, 1),
         )
-        self._started = None
+        self._started, self._next, self._taking = self._next, None, False
 
 
 def names(tasks: Iterable[int]) -> list[str]:
