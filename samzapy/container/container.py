@@ -272,7 +272,7 @@ class SamzaContainer:
         assembly = self._assemble_tasks(plan, serdes, counts, job_task_count, task_factory)
         named = cfg.task.task_class if self._task_factory is None else repr(task_factory)
         group = None if self._group_offsets is None else self._group_offsets.group_id
-        log_started(cfg, self.tasks, job_task_count, named, group)
+        log_started(cfg, self.tasks, job_task_count, named, group, self._totals)
         # 6. Reporters, producers, stores, init, consumers.
         await (self._not_before or asyncio.sleep(0))
         await self._start_tasks(plan, assembly, job_task_count)

@@ -32,6 +32,8 @@ class ProcessTotals:
     def __init__(self) -> None:
         self._ended = {"processed": 0, "commits": 0, "checkpoints": 0}
         self._running: list[Callable[[], dict[str, int]]] = []
+        #: Whether a container of this process logged ``container_started`` (startup.py).
+        self.announced = False
 
     def running(self, counts: Callable[[], dict[str, int]]) -> None:
         """A container started: its counts are read from ``counts`` until it ends."""

@@ -17,6 +17,7 @@ import structlog
 
 from samzapy.api.envelope import KV_ACCELERATED
 from samzapy.config import ResolvedConfig
+from samzapy.container.gauges import ProcessTotals
 
 log = structlog.get_logger("samzapy.container")
 
@@ -46,13 +47,18 @@ def log_started(
     job_task_count: int,
     task_class: str | None,
     group: str | None,
+    totals: ProcessTotals,
 ) -> None:
     """The ``container_started`` event: what the container runs (``task_class``: as the
     job names it, ``task.class`` or a factory given in code; ``kv_speedups``: whether ``KV``
-    has its C constructor, samzapy/_speedups.c)."""
+    has its C constructor, samzapy/_speedups.c). Once per process (``totals``): under
+    kafka-group, the tasks a later assignment adds start in a share of their own, which
+    ``rebalance_completed`` reports (``tasks_added``); such a share's start is the debug
+    event ``share_started``, with the same fields."""
     broadcasts = cfg.task.broadcast_inputs
-    log.info(
-        "container_started",
+    first, totals.announced = not totals.announced, True
+    (log.info if first else log.debug)(
+        "container_started" if first else "share_started",
         inputs=[str(ss) for ss in dict.fromkeys(cfg.task.inputs)],
         broadcast_inputs=[f"{b.system_stream}#{list(b.partitions)}" for b in broadcasts],
         tasks=len(tasks),
