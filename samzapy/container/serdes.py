@@ -1,6 +1,8 @@
 """Which serdes a job's streams and stores use: the stream's own (``streams.<id>.samza.key.serde``
 and ``msg.serde``), else its system's default; ``none`` means no serde (bytes pass as they are).
-Changelog records are the stores' own bytes and are never serialized again."""
+Changelog records are the stores' own bytes and are never serialized again: read as a stream
+(``samzapy tail``), a changelog's records decode by its store's ``key.serde`` and ``msg.serde``
+(none set: bytes)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ class StreamSerdes:
         self._config = config
         self._factories = factories
         self._registry = SerdeRegistry(config.serializers)
-        self._changelogs = {s.changelog for s in config.stores.values() if s.changelog}
+        self._changelogs = {s.changelog: s for s in config.stores.values() if s.changelog}
 
     def framed(self, ss: SystemStream) -> bool:
         """Whether records of ``ss`` carry a type byte (intermediate or ``samza.framed``)."""
@@ -60,6 +62,8 @@ class StreamSerdes:
         return self._registry.get(name)
 
     def _names(self, ss: SystemStream) -> tuple[str | None, str | None]:
+        if (store := self._changelogs.get(ss)) is not None:
+            return store.key_serde, store.msg_serde
         stream = self._config.stream(ss)
         factory = self._factories[ss.system]
         return (

@@ -39,7 +39,7 @@ from samzapy.control.wire import (
 from samzapy.system.inmemory.broker import InMemoryBroker
 from samzapy.system.inmemory.factory import InMemorySystemFactory
 from samzapy.system.ports import OffsetBounds
-from samzapy.system.serde import JsonSerde, StringSerde
+from samzapy.system.serde import JsonSerde, LongSerde, StringSerde
 
 SSP = SystemStreamPartition("kafka", "words", 3)
 PREFIX = origin_prefix(bytes(range(8)), 7)
@@ -520,3 +520,47 @@ def test_tail_follow_prints_appended_lines_until_ctrl_c(
 
 def _sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_tail_decodes_a_store_changelog_by_the_stores_serdes(
+    request: pytest.FixtureRequest,
+) -> None:
+    """A changelog holds the store's own bytes (its key.serde and msg.serde), not records of
+    its system's default serdes: tail shows them as the store holds them."""
+    namespace = f"tail-{request.node.name}"
+    config = resolve(
+        load_config(
+            text=json.dumps(
+                {
+                    "job.name": "j",
+                    "task.class": "m:T",
+                    "task.inputs": ["mem.in"],
+                    "systems.mem.samza.factory": "memory",
+                    "systems.mem.namespace": namespace,
+                    "systems.mem.samza.msg.serde": "json",
+                    "stores.counts.factory": "inmemory",
+                    "stores.counts.key.serde": "string",
+                    "stores.counts.msg.serde": "long",
+                    "stores.counts.changelog": "mem.counts-log",
+                    "stores.raw.factory": "inmemory",
+                    "stores.raw.changelog": "mem.raw-log",
+                }
+            )
+        )
+    )
+    broker = InMemoryBroker.for_namespace(namespace)
+    request.addfinalizer(lambda: InMemoryBroker.drop_namespace(namespace))
+    broker.create_stream("counts-log", 1)
+    broker.append("counts-log", 0, b"member-1", LongSerde().to_bytes(131))
+    broker.append("counts-log", 0, b"member-2", None)  # a delete
+    broker.create_stream("raw-log", 1)
+    broker.append("raw-log", 0, b"k", b"v")
+    out = io.StringIO()
+    asyncio.run(tail(config, find_stream(config, "counts-log"), Printer(out)))
+    asyncio.run(tail(config, find_stream(config, "mem.raw-log"), Printer(out)))
+    got = [(x["stream"], x["key"], x.get("value"), x.get("error")) for x in printed(out)]
+    assert got == [
+        ("mem.counts-log", "member-1", 131, None),
+        ("mem.counts-log", "member-2", None, None),
+        ("mem.raw-log", "k", "v", None),  # a store without serdes holds bytes
+    ]
