@@ -109,7 +109,21 @@ class SendFailedError(StreamSystemError):
 
 
 class SerdeError(StreamSystemError):
-    """A message could not be serialized or deserialized."""
+    """A message could not be serialized or deserialized. A message read: ``ssp`` and
+    ``offset`` say where, ``task_name`` which task it was for (None when several read it)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        ssp: SystemStreamPartition | None = None,
+        offset: str | None = None,
+        task_name: TaskName | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.ssp = ssp
+        self.offset = offset
+        self.task_name = task_name
 
 
 class CheckpointError(SamzapyError):

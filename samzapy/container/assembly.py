@@ -106,6 +106,7 @@ def assemble_inputs(
         dead_letters=cfg.task.dead_letter_stream is not None,
         heads=plan.heads,
         now=clock.now,
+        readers={ssp: [name for name, qs in queues.items() if ssp in qs] for ssp in by_ssp},
     )
     if cfg.task.dead_letter_stream is not None:
         for consumer in systems.consumers.values():

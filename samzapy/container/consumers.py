@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +36,7 @@ import structlog
 from samzapy.api.descriptors import event_time_ms
 from samzapy.api.envelope import IncomingMessageEnvelope, RawRecord, raw_record
 from samzapy.api.errors import SerdeError
-from samzapy.api.system import SystemStreamPartition
+from samzapy.api.system import SystemStreamPartition, TaskName
 from samzapy.container.bootstrap import CaughtUp, Heads
 from samzapy.container.drops import DropLog, DroppedEnvelope
 from samzapy.container.inputs import NO_OFFSET, ControlEnvelope, Envelope, InputQueue
@@ -92,12 +92,15 @@ class SystemConsumers:
         dead_letters: bool = False,
         heads: Heads | None = None,
         now: Callable[[], float] = time.monotonic,
+        readers: Mapping[SystemStreamPartition, Sequence[TaskName]] | None = None,
     ) -> None:
         """``dead_letters``: the job has a dead-letter stream: every envelope keeps the record
         as read (``raw``), which a message dropped here carries in its ``DroppedEnvelope``
         for its task to write (queued with or without one: the task counts it processed).
         ``heads``: the bootstrap partitions some task is behind on, each with its head.
-        ``now``: monotonic seconds, which the idle timeouts read (the container's clock's)."""
+        ``now``: monotonic seconds, which the idle timeouts read (the container's clock's).
+        ``readers``: the tasks reading each partition (named by a deserialization failure)."""
+        self._readers = readers or {}
         self._consumers = consumers
         self._queues = queues
         self._serdes = serdes
@@ -313,9 +316,13 @@ class SystemConsumers:
                 if not self._drop:
                     what = "framed record" if isinstance(exc, FrameError) else "message"
                     hint = _framing_hint(framed, env.message, msg_serde, ssp)
+                    readers = self._readers.get(ssp, ())
                     raise SerdeError(
                         f"cannot deserialize the {what} at offset {env.offset} of {ssp}: {exc}"
-                        f"{hint}; set task.drop.deserialization.errors: true to drop such records"
+                        f"{hint}; set task.drop.deserialization.errors: true to drop such records",
+                        ssp=ssp,
+                        offset=env.offset,
+                        task_name=readers[0] if len(readers) == 1 else None,
                     ) from exc
                 self._dropped(ssp, env, exc)
                 out.append(DroppedEnvelope(ssp, env.offset, raw_record(env), exc))

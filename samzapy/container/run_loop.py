@@ -39,6 +39,7 @@ import structlog
 from samzapy.api.context import RequestScope
 from samzapy.api.errors import (
     SamzapyError,
+    SerdeError,
     TaskCallbackTimeoutError,
     TaskError,
     TaskFencedError,
@@ -225,13 +226,13 @@ class RunLoop:
         assert isinstance(error, SamzapyError)
         self.failure = error
         fields = {}
-        if isinstance(error, TaskError):
+        if isinstance(error, TaskError | SerdeError):
             fields = {
                 "task": error.task_name,
                 "ssp": str(error.ssp) if error.ssp else None,
                 "offset": error.offset,
             }
-            if error.operator is not None:
+            if isinstance(error, TaskError) and error.operator is not None:
                 fields["operator"] = error.operator
         if isinstance(error, TaskFencedError):
             log.warning("container_fenced", error=str(error), task=error.task_name)

@@ -16,6 +16,7 @@ from samzapy import (
     KV,
     AsyncStreamTask,
     InMemorySystemDescriptor,
+    SerdeError,
     StreamApplication,
     StreamApplicationDescriptor,
     StreamTask,
@@ -424,3 +425,16 @@ def test_a_dead_letter_written_back_is_dropped_only_when_its_record_carries_an_o
     assert metrics["container"]["process-errors"] == (0 if with_origin else 1)
     assert metrics["task.Partition 0"]["duplicates-dropped"] == (1 if with_origin else 0)
     assert len(broker.records("dlq", 0)) == (1 if with_origin else 2)
+
+
+def test_without_the_policy_an_undecodable_message_fails_naming_its_partition_and_offset() -> None:
+    """task_failed's ssp and offset (what `jq '{task, ssp, offset}'` reads) for a message
+    that cannot be deserialized, as for a task's failure."""
+    SENT.clear()
+    runner = TestRunner(Forward, {"streams.in.samza.msg.serde": "json"})
+    runner.add_input("in", [b'"a"', b"{bad", b'"b"'])
+    with capture_logs() as logs, pytest.raises(SerdeError, match="at offset 1 of "):
+        runner.run(timeout=10)
+    (failed,) = [e for e in logs if e["event"] == "task_failed"]
+    assert (failed["ssp"], failed["offset"]) == ("memory.in#0", "1")
+    assert failed["task"] == "Partition 0"
