@@ -236,7 +236,7 @@ class JobRunner:
             if self._group_offsets is not None:
                 await self._group_offsets.stop()  # the final checkpoints' offsets, as a member
             await membership.stop()
-            log.info("group_left", group=group_id)
+            self._rebalances.left(group_id, self.config.job)
         self._check_shares()  # a share that failed while stopping fails the job
         reason = self._stop_reason or "every input partition reached end-of-stream"
         log.info("job_finished", **self._totals.finished(reason, started))

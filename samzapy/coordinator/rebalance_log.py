@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 
 import structlog
 
+from samzapy.config.views import JobConfig
+
 log = structlog.get_logger("samzapy.job_runner")
 
 #: The reasons of this member's own rejoins (``GroupMembership.rejoin``).
@@ -80,6 +82,24 @@ class RebalanceLog:
             handover_ms=round((time.monotonic() - since) * 1000, 1),
         )
         self._started, self._next, self._taking = self._next, None, False
+
+    def left(self, group: str, job: JobConfig) -> None:
+        """``group_left``: this member's membership ended. A static member (KIP-345) sends
+        no leave: the group keeps it, and its tasks, until its session expires or a container
+        with its id rejoins (``samzapy checkpoint set`` refuses the job until then)."""
+        if job.container_id is None:
+            log.info("group_left", group=group, membership="dynamic")
+            return
+        log.info(
+            "group_left",
+            group=group,
+            membership="static",
+            member_until=(
+                "the group keeps this static member and its tasks for job.coordinator.session."
+                f"timeout.ms ({job.coordinator_session_timeout_ms} ms) unless a container "
+                f"with job.container.id {job.container_id!r} rejoins"
+            ),
+        )
 
 
 def names(tasks: Iterable[int]) -> list[str]:

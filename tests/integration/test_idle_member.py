@@ -77,6 +77,7 @@ def test_an_idle_member_logs_no_progress_and_a_clean_leave_hands_its_task_over_a
     assert time.monotonic() - stopped_at < SESSION_MS / 1000 / 4, "the task waited for the session"
     names = [e["event"] for e in first.events()]
     assert names.count("group_left") == 1, names
+    assert of(first, "group_left")[0]["membership"] == "dynamic"
     # It left once its tasks were committed and closed, then summed up, and exited.
     assert names.index("group_left") < names.index("job_finished") < names.index("container_exited")
 
