@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,6 +44,8 @@ _BATCH = 10_000
 _SILENCE_S = 60.0
 #: Nothing read ahead.
 _NOTHING = EntryBatch([], [])
+#: While a copy's directory stays locked, ``standby_waiting`` is repeated at most this often.
+_WAITING_LOG_S = 60.0
 
 
 def standby_directory(active: Path) -> Path:
@@ -83,6 +86,8 @@ class StandbyStore:
         self._ahead = _NOTHING
         #: The offset after the last record the reader returned.
         self._read_to: str | None = None
+        #: While ``open`` fails: since when (monotonic), tries, when it was last logged.
+        self._waiting: tuple[float, int, float] | None = None
 
     # -- opening and closing ------------------------------------------------------------------
 
@@ -100,16 +105,31 @@ class StandbyStore:
                 engine = self._create(self.directory)
             self.engine = engine
         except (StoreError, OSError) as exc:
+            self._still_waiting(exc)
+            return False
+        self._waiting = None
+        self.applied = clean
+        return True
+
+    def _still_waiting(self, exc: Exception) -> None:
+        """``open`` failed again: ``standby_waiting`` at the first try, then at most once a
+        minute (each catch-up, every second, tries again: two standbys of one task on a
+        state directory containers share wait for as long as both run)."""
+        now = time.monotonic()
+        since, tries, logged = self._waiting or (now, 0, now - _WAITING_LOG_S)
+        tries += 1
+        if now - logged >= _WAITING_LOG_S:
+            logged = now
             log.warning(
                 "standby_waiting",
                 task=self.task_name,
                 store=self.name,
                 directory=str(self.directory),
                 reason=str(exc),
+                waiting_s=round(now - since, 1),
+                tries=tries,
             )
-            return False
-        self.applied = clean
-        return True
+        self._waiting = (since, tries, logged)
 
     def _create(self, directory: Path) -> StorageEngine:
         factory = store_factory_for(self.name, self.config.options.get("factory"))

@@ -249,3 +249,27 @@ def test_a_copy_whose_marker_is_no_offset_starts_over(tmp_path: Path) -> None:
         assert read_marker(store.active_directory) == "2"
 
     asyncio.run(run())
+
+
+def test_a_standby_waiting_for_its_directory_warns_once_a_minute_not_at_every_try(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two containers sharing a state directory (docker compose --scale, one volume) with
+    two standbys of one task: one waits for the other's copy for as long as both run, and
+    tries again at every catch-up, each second; its warning is not repeated each time."""
+    _, store = _setup(tmp_path)
+    holder = RocksDBStoreFactory().create("counts", TASK, store.directory, {})
+    now = [1000.0]
+    monkeypatch.setattr("samzapy.coordinator.standby_store.time.monotonic", lambda: now[0])
+    with capture_logs() as logs:
+        for _ in range(30):  # half a minute of catch-ups
+            assert not store.open()
+            now[0] += 1.0
+        now[0] += 31.0
+        assert not store.open()
+        holder.close()
+        assert store.open()
+    waits = [e for e in logs if e["event"] == "standby_waiting"]
+    assert [e.get("waiting_s") for e in waits] == [0.0, 61.0], waits
+    assert waits[1]["tries"] == 31
+    store.close()
