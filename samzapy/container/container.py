@@ -206,13 +206,13 @@ class SamzaContainer:
         if self.run_loop is not None:
             self.run_loop.fail(self._abandoned)
 
-    def request_stop(self, reason: str) -> None:
-        """Graceful stop: stop consuming, finish in-flight work, close, commit."""
+    def request_stop(self, reason: str, quiet: bool = False) -> None:
+        """Graceful stop: stop consuming, finish in-flight work, close, commit (quiet: no log)."""
         self.health.ready = False  # draining: /readyz answers 503 from now on
         self._stop_reason = reason
         self._halted.set()
         if self.run_loop is not None:
-            self.run_loop.request_stop(reason)
+            self.run_loop.request_stop(reason, quiet)
 
     async def run(self) -> None:
         """Run the job until it ends or is stopped; raise SamzapyError if it failed."""

@@ -156,11 +156,13 @@ class RunLoop:
 
     # -- requests: from the container, and from tasks (their listener) ----------------------------
 
-    def request_stop(self, reason: str) -> None:
-        """Stop consuming and end the run after the calls in flight (signals, shutdown)."""
+    def request_stop(self, reason: str, quiet: bool = False) -> None:
+        """Stop consuming and end the run after the calls in flight (signals, shutdown);
+        ``quiet``: the stop was logged already (by another share of the process)."""
         if self.stop_reason is None:
             self.stop_reason = reason
-            log.info("stop_requested", reason=reason)
+            if not quiet:
+                log.info("stop_requested", reason=reason)
             if (
                 self.drain is not None
                 and self._done is not None

@@ -138,8 +138,9 @@ class Shares:
         )
 
     def request_stop(self, reason: str) -> None:
-        for share in self.shares:
-            share.container.request_stop(reason)
+        """One stop of the process: its ``stop_requested`` is logged once (by the first)."""
+        for index, share in enumerate(self.shares):
+            share.container.request_stop(reason, quiet=index > 0)
 
     def abandon(self, reason: str) -> None:
         for share in self.shares:

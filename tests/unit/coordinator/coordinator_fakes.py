@@ -47,7 +47,7 @@ class Share:
         self.health.ready = True
         await self._stop.wait()
 
-    def request_stop(self, reason: str) -> None:
+    def request_stop(self, reason: str, quiet: bool = False) -> None:
         self.health.ready = False  # as SamzaContainer.request_stop: draining
         self._stop.set()
 

@@ -3,6 +3,7 @@ of the rebalance_started it completes, next to the tasks it kept, gained and los
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from coordinator_fakes import Members, Share
