@@ -151,6 +151,10 @@ class RunLoop:
     def processed(self) -> int:
         return sum(t.progress().processed for t in self._tasks.values())
 
+    @property
+    def shutdown_requested(self) -> frozenset[TaskName]:
+        return frozenset(self._shutdown_requested)  # CURRENT_TASK requests, finished tasks
+
     def task_progress(self) -> list[TaskProgress]:
         return [t.progress() for t in self._tasks.values()]
 

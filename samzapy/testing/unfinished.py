@@ -60,9 +60,13 @@ def _unfinished(container: SamzaContainer) -> str:
         )
     intermediate = False
     parts: list[str] = []
+    run_loop = container.run_loop
+    asked = run_loop.shutdown_requested if run_loop is not None else frozenset()
     for task in running:
         progress = task.progress()
         facts = [f"processed {progress.processed}"]
+        if task.name in asked:
+            facts.append("asked to shut down")
         if progress.in_flight and progress.position is not None:
             ssp, offset = progress.position
             facts.append(f"a call in flight on {ssp} at offset {offset}")
@@ -77,6 +81,12 @@ def _unfinished(container: SamzaContainer) -> str:
             facts.append("every input ended, its end-of-stream, commit or close not done")
         parts.append(f"task {str(task.name)!r} ({'; '.join(facts)})")
     text = "still running: " + ", ".join(parts)
+    if any(task.name in asked for task in running):
+        text += (
+            "; a task's coordinator.shutdown() (RequestScope.CURRENT_TASK) stops the job once "
+            "every task has asked, as in Samza: RequestScope.ALL_TASKS_IN_CONTAINER stops it "
+            "at once"
+        )
     if intermediate:
         text += (
             "; an intermediate stream ends once every task writing it has sent "

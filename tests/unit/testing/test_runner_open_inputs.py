@@ -89,3 +89,24 @@ def test_an_applications_input_can_stay_open_too() -> None:
     runner = TestRunner.of(Drops).add_input_stream(numbers, [1, 2], end=False)
     with pytest.raises(TimeoutError, match=r"not ended: kafka\.numbers#0"):
         runner.run(timeout=0.3)
+
+
+class AsksForItself(StreamTask):
+    """Asks to shut down, with the default scope (its own task), at its first message."""
+
+    def process(self, envelope, collector, coordinator):  # type: ignore[no-untyped-def]
+        coordinator.shutdown()
+
+
+def test_a_timeout_says_which_tasks_asked_to_shut_down_and_what_the_job_waits_for() -> None:
+    # Partition 0's task asks to shut down; partition 1's gets no message and never asks:
+    # as in Samza, the job goes on until every task has asked, so the run times out. The
+    # error must not leave the test's author thinking the shutdown was lost.
+    runner = TestRunner(AsksForItself).add_input("in", {0: ["a"], 1: []}, end=False)
+    with pytest.raises(TimeoutError) as raised:
+        runner.run(timeout=0.3)
+    text = str(raised.value)
+    assert "task 'Partition 0' (processed 1; asked to shut down;" in text
+    assert "task 'Partition 1' (processed 0; not ended" in text
+    assert "once every task has asked" in text
+    assert "RequestScope.ALL_TASKS_IN_CONTAINER" in text
