@@ -7,7 +7,8 @@ nothing; it imports the classes the job names and builds its factories, as a run
 
 1. read the file, interpolate ``${VAR}`` and apply ``--set`` (a failure here ends the check:
    nothing else can be read); the values of secret keys are scrubbed from here on;
-2. an application (``app.class``): import, create, describe and plan it, merging its keys;
+2. an application (``app.class``): import, create, describe and plan it, merging its keys
+   (a malformed ``app.class`` is left to step 3, which reports it);
 3. resolve the configuration; when the application failed, the file's own keys are checked
    (``task.inputs``, which the application gives, aside);
 4. an application's task factory over the resolved streams (a task application's factory
@@ -45,6 +46,7 @@ from samzapy.cli.logging import add_secrets
 from samzapy.cli.memory_streams import memory_checkpoints
 from samzapy.config import Config, load_config, resolve
 from samzapy.config.classes import (
+    APP_CLASS_KEY,
     TASK_CLASS_KEY,
     is_application,
     load_task_class,
@@ -195,17 +197,16 @@ def _near_namespaces(raw: Config) -> None:
 
 def _resolve(check: JobCheck, raw: Config) -> Config:
     """2. and 3.; the configuration the later steps read (the application's merged in)."""
-    config, described = raw, True
-    if is_application(raw):
+    config, described = raw, not is_application(raw)
+    if is_application(raw) and _class_path(raw.get(APP_CLASS_KEY), APP_CLASS_KEY):
         # Imported here: a task-class job's start-up does without the operators and tables.
         from samzapy.operators.application import load_application
 
         try:
             check.app = load_application(raw)
-            config = check.app.config
+            config, described = check.app.config, True
         except ConfigError as exc:
             check.errors.append(exc)
-            described = False
     try:
         check.resolved = resolve(config)
     except ConfigError as exc:
@@ -220,12 +221,20 @@ def _task_class(check: JobCheck, raw: Config) -> None:
     if any(p.startswith(TASK_CLASS_KEY) for p in check.problems):
         return
     path: Any = check.resolved.task.task_class if check.resolved else raw.get(TASK_CLASS_KEY)
-    try:
-        split_class_path(path, key=TASK_CLASS_KEY)
-    except ConfigError:
+    if not _class_path(path, TASK_CLASS_KEY):
         return
     with _collected(check):
         check.task_class = load_task_class(path)
+
+
+def _class_path(path: Any, key: str) -> bool:
+    """Whether ``path`` can be imported at all: a malformed one is left to resolving, which
+    reports it (once: loading would report it again, in other words)."""
+    try:
+        split_class_path(path, key=key)
+    except ConfigError:
+        return False
+    return True
 
 
 def _system_factories(config: Config) -> dict[str, Any]:
