@@ -10,7 +10,7 @@ nothing; it imports the classes the job names and builds its factories, as a run
 2. an application (``app.class``): import, create, describe and plan it, merging its keys
    (a malformed ``app.class`` is left to step 3, which reports it);
 3. resolve the configuration; when the application failed, the file's own keys are checked
-   (``task.inputs``, which the application gives, aside);
+   (``task.inputs`` and systems' factories, which the application gives, aside);
 4. an application's task factory over the resolved streams (a task application's factory
    that is not a task class makes its first task's instance now, checked, and keeps it for
    that task; a task class is checked as ``task.class`` is); for a task job, import
@@ -107,9 +107,9 @@ class JobCheck:
         error.__cause__ = causes[0] if causes else None
         return error
 
-    def _add(self, error: ConfigError, *, leave_out: str | None = None) -> None:
+    def _add(self, error: ConfigError, *, leave_out: Callable[[str], bool] | None = None) -> None:
         if leave_out is not None:
-            kept = tuple(p for p in error.problems if not p.startswith(leave_out))
+            kept = tuple(p for p in error.problems if not leave_out(p))
             if not kept:
                 return
             if kept != error.problems:
@@ -210,9 +210,20 @@ def _resolve(check: JobCheck, raw: Config) -> Config:
     try:
         check.resolved = resolve(config)
     except ConfigError as exc:
-        # Without the application's inputs, task.inputs is the job file's (or missing).
-        check._add(exc, leave_out=None if described else "task.inputs ")
+        check._add(exc, leave_out=None if described else _given_by_an_application)
     return config
+
+
+def _given_by_an_application(problem: str) -> bool:
+    """A problem of the job file's own keys that the application, had it been described,
+    may have settled: task.inputs, which it gives, and a system's factory, which its system
+    descriptors give (the file may set only the broker). Reported, if still there, once the
+    application's own problem is fixed."""
+    return (
+        problem.startswith("task.inputs ")
+        or problem.endswith("has no factory")
+        or "', which is not defined (set systems." in problem
+    )
 
 
 def _task_class(check: JobCheck, raw: Config) -> None:
