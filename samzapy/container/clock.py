@@ -107,4 +107,11 @@ def cancelled_here(exc: BaseException) -> bool:
     return isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling() > 0
 
 
-__all__ = ["Clock", "LoopClock", "cancelled_here", "wait_on", "within_bound"]
+def next_after(deadline: float, period: float, now: float) -> float:
+    """The next periodic deadline after ``now`` (missed periods are skipped, not queued)."""
+    while deadline <= now:
+        deadline += period
+    return deadline
+
+
+__all__ = ["Clock", "LoopClock", "cancelled_here", "next_after", "wait_on", "within_bound"]

@@ -45,7 +45,7 @@ from samzapy.api.errors import (
     TaskFencedError,
 )
 from samzapy.api.system import SystemStreamPartition, TaskName
-from samzapy.container.clock import Clock, wait_on
+from samzapy.container.clock import Clock, next_after, wait_on
 from samzapy.container.progress import Rate, TaskProgress, progress_fields
 from samzapy.container.watchdog import Watchdog
 from samzapy.metrics import Health
@@ -263,7 +263,10 @@ class RunLoop:
         if scope is RequestScope.ALL_TASKS_IN_CONTAINER:
             self.request_stop(f"shutdown requested by task {name!r} for all tasks")
             return
-        self._shutdown_requested.add(name)
+        if name not in self._shutdown_requested:  # logged once per task, as Samza does
+            self._shutdown_requested.add(name)
+            waiting = sorted(str(task) for task in self._tasks.keys() - self._shutdown_requested)
+            log.info("shutdown_requested", task=name, scope="current_task", waiting_for=waiting)
         self._stop_when_every_task_is_done()
 
     def task_finished(self, name: TaskName) -> None:
@@ -388,23 +391,23 @@ class RunLoop:
             if now >= next_window and self.window_s:
                 for task in tasks:
                     task.request_window()
-                next_window = _next_after(next_window, self.window_s, now)
+                next_window = next_after(next_window, self.window_s, now)
             if now >= next_commit and self.commit_s:
                 for task in tasks:
                     task.request_commit()
-                next_commit = _next_after(next_commit, self.commit_s, now)
+                next_commit = next_after(next_commit, self.commit_s, now)
             if now >= next_check and check_s:
                 self._check_callback_timeouts(now)
-                next_check = _next_after(next_check, check_s, now)
+                next_check = next_after(next_check, check_s, now)
             if now >= next_watch and watchdog is not None:
                 watchdog.check([t.progress() for t in tasks], now)
-                next_watch = _next_after(next_watch, watchdog.interval_s, now)
+                next_watch = next_after(next_watch, watchdog.interval_s, now)
             if now >= next_progress and self.progress_s:
                 processed = self.processed
                 log.info(
                     "progress", processed=processed, rate=rate(processed), **progress_fields([self])
                 )
-                next_progress = _next_after(next_progress, self.progress_s, now)
+                next_progress = next_after(next_progress, self.progress_s, now)
 
     def _check_callback_timeouts(self, now: float) -> None:
         assert self.callback_timeout_s is not None
@@ -434,13 +437,6 @@ def _doing(progress: TaskProgress) -> str:
     if progress.backpressured:
         return "held back by its producers or the group lease"
     return "a window, commit, watermark or end-of-stream"
-
-
-def _next_after(deadline: float, period: float, now: float) -> float:
-    """The next periodic deadline after ``now`` (missed periods are skipped, not queued)."""
-    while deadline <= now:
-        deadline += period
-    return deadline
 
 
 async def _cancel(tasks: Sequence[asyncio.Future[Any]]) -> None:

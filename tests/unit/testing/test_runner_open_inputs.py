@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from structlog.testing import capture_logs
 
 from samzapy import (
     KafkaSystemDescriptor,
@@ -110,3 +111,13 @@ def test_a_timeout_says_which_tasks_asked_to_shut_down_and_what_the_job_waits_fo
     assert "task 'Partition 1' (processed 0; not ended" in text
     assert "once every task has asked" in text
     assert "RequestScope.ALL_TASKS_IN_CONTAINER" in text
+
+
+def test_a_tasks_shutdown_request_is_logged_once_with_the_tasks_the_job_waits_for() -> None:
+    # As Samza logs "Shutdown has now been requested by tasks ...": in a real job the request
+    # of one task among several otherwise changes nothing anyone can see.
+    runner = TestRunner(AsksForItself).add_input("in", {0: ["a", "b"], 1: []}, end=False)
+    with capture_logs() as logs, pytest.raises(TimeoutError):
+        runner.run(timeout=0.3)
+    asked = [e for e in logs if e["event"] == "shutdown_requested"]
+    assert [(e["task"], e["waiting_for"]) for e in asked] == [("Partition 0", ["Partition 1"])]
