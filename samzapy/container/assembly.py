@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
 from samzapy.api.context import MessageCollector
 from samzapy.api.errors import ConfigError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
@@ -49,6 +51,8 @@ from samzapy.control.rewind import rewind_control
 from samzapy.metrics import Health, MetricsRegistry
 from samzapy.storage.task_stores import TaskStores
 from samzapy.system.ports import SystemProducer
+
+log = structlog.get_logger("samzapy.container")
 
 #: How long a batch of an intermediate (framed) stream is held open by default, in ms
 #: (Kafka Streams' producers linger 100 ms).
@@ -307,6 +311,15 @@ class TaskAssembly:
             # A reset partition is read afresh: its end-of-stream and watermark reports and
             # the origins applied from it go with its offset (its epoch moved above).
             control.restore(rewind_control(checkpoint.control, reset, epochs=False)[0])
+            if control.ended and not control.ended >= set(ssps):
+                log.info(
+                    "partitions_ended_before_restart",
+                    task=plan.name,
+                    ssps=sorted(str(ssp) for ssp in control.ended),
+                    reason="their end is checkpointed (a watermark's at the end of time too): "
+                    "nothing appended since is read; samzapy checkpoint set --to oldest "
+                    "--reset-stores reads them again",
+                )
         return control
 
     def tags_origins(self, plan: TaskPlan) -> bool:

@@ -186,6 +186,9 @@ class ViewsPerTenSeconds(StreamApplication):
         panes = app_desc.get_output_stream(
             FILES.get_output_descriptor("panes", KVSerde("string", "json"))
         )
+        self.count(views, panes, app_desc)
+
+    def count(self, views: Any, panes: Any, app_desc: StreamApplicationDescriptor) -> None:
         per_member = Windows.keyed_tumbling_window(
             lambda view: view["member"],
             timedelta(seconds=10),
@@ -204,6 +207,17 @@ class ViewsPerTenSeconds(StreamApplication):
             )
             .send_to(panes)
         )
+
+
+class ViewsPerTenSecondsByMember(ViewsPerTenSeconds):
+    """ViewsPerTenSeconds with its views repartitioned by member first, on memory."""
+
+    def count(self, views: Any, panes: Any, app_desc: StreamApplicationDescriptor) -> None:
+        app_desc.with_default_system(InMemorySystemDescriptor("mem"))
+        by_member = views.partition_by(
+            lambda view: view["member"], lambda view: view, KVSerde("string", "json"), "by-member"
+        ).map(lambda kv: kv.value)
+        super().count(by_member, panes, app_desc)
 
 
 class CountByKeyToMemory(StreamApplication):

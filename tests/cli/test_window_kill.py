@@ -149,3 +149,28 @@ def test_a_rerun_reads_nothing_more_of_an_ended_partition_whose_watermark_it_tra
     assert len(ended) == PARTITIONS
     assert all(e["processed"] == 0 and e["ended_before_restart"] for e in ended)
     assert (tmp_path / "data" / "panes" / "0.jsonl").read_text() == panes
+
+
+def test_a_rerun_through_a_partition_by_says_which_partitions_it_reads_no_more(
+    tmp_path: Path,
+) -> None:
+    """The same with a partition_by before the window: its memory stream starts empty in the
+    rerun, so the tasks are not all ended and run, reading nothing of the lines appended;
+    each says which of its partitions ended before (else only `processed: 0` showed it)."""
+    inputs = {p: views(p)[:200] for p in range(PARTITIONS)}
+    write_partitions(tmp_path / "data", "views", inputs)
+    batch = app_yaml(tmp_path, "ViewsPerTenSecondsByMember")
+    first = samzapy("run", str(batch))
+    assert first.returncode == 0, first.stdout + first.stderr
+    with (tmp_path / "data" / "views" / "0.jsonl").open("a") as more:
+        more.writelines(json.dumps({"member": "m0", "ts": 10**9 + i}) + "\n" for i in range(5))
+    again = samzapy("run", str(batch))
+    assert again.returncode == 0, again.stdout + again.stderr
+    told = {
+        e["task"]: e["ssps"]
+        for e in events(again.stdout)
+        if e["event"] == "partitions_ended_before_restart"
+    }
+    assert told == {f"Partition {p}": [f"files.views#{p}"] for p in range(PARTITIONS)}
+    ended = [e for e in events(again.stdout) if e["event"] == "task_ended"]
+    assert [e["processed"] for e in ended] == [0] * PARTITIONS
