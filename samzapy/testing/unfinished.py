@@ -7,6 +7,7 @@ timeout names which, per task, so the test's author need not guess.
 
 from __future__ import annotations
 
+from samzapy.api.system import SystemStream
 from samzapy.container import SamzaContainer
 
 #: How late past the timeout the run may notice it before the event loop counts as held.
@@ -58,7 +59,7 @@ def _unfinished(container: SamzaContainer) -> str:
             "every task had finished; the container was still stopping (flushing what "
             "the tasks sent, closing them, their stores and the systems)"
         )
-    intermediate = False
+    intermediate: set[SystemStream] = set()
     parts: list[str] = []
     run_loop = container.run_loop
     asked = run_loop.shutdown_requested if run_loop is not None else frozenset()
@@ -74,8 +75,8 @@ def _unfinished(container: SamzaContainer) -> str:
         if left:
             facts.append(f"not ended: {', '.join(str(ssp) for ssp in left)}")
             config = container.config
-            intermediate = intermediate or any(
-                config.stream(ssp.system_stream).intermediate for ssp in left
+            intermediate.update(
+                ssp.system_stream for ssp in left if config.stream(ssp.system_stream).intermediate
             )
         else:
             facts.append("every input ended, its end-of-stream, commit or close not done")
@@ -88,10 +89,18 @@ def _unfinished(container: SamzaContainer) -> str:
             "at once"
         )
     if intermediate:
-        text += (
-            "; an intermediate stream ends once every task writing it has sent "
-            "end-of-stream: run the job that writes it in this namespace first"
-        )
+        text += "; an intermediate stream ends once every task writing it has sent end-of-stream"
+        # An application's partition_by or broadcast stream is its own: its tasks end it once
+        # its upstream inputs have ended, not another job.
+        upstream = {u for ss in intermediate for u in container.config.stream(ss).upstream_inputs}
+        still_open = {ssp.system_stream for ssps in open_inputs.values() for ssp in ssps}
+        if blamed := sorted(str(ss) for ss in still_open & upstream):
+            text += (
+                ", which each does once its upstream inputs have ended (upstream not ended: "
+                f"{', '.join(blamed)})"
+            )
+        else:
+            text += ": run the job that writes it in this namespace first"
     return text
 
 

@@ -10,6 +10,7 @@ from structlog.testing import capture_logs
 
 from samzapy import (
     KafkaSystemDescriptor,
+    KVSerde,
     RequestScope,
     StreamApplication,
     StreamTask,
@@ -121,3 +122,24 @@ def test_a_tasks_shutdown_request_is_logged_once_with_the_tasks_the_job_waits_fo
         runner.run(timeout=0.3)
     asked = [e for e in logs if e["event"] == "shutdown_requested"]
     assert [(e["task"], e["waiting_for"]) for e in asked] == [("Partition 0", ["Partition 1"])]
+
+
+def test_a_timeout_blames_an_applications_own_partition_by_on_the_input_before_it() -> None:
+    # The application writes its partition_by stream itself: it cannot end while the input
+    # before it is open, and "run the job that writes it first" would send the test's author
+    # looking for another job.
+    kafka = KafkaSystemDescriptor("kafka")
+    numbers = kafka.get_input_descriptor("numbers", "json")
+
+    class ByParity(StreamApplication):
+        def describe(self, app_desc):  # type: ignore[no-untyped-def]
+            app_desc.get_input_stream(numbers).partition_by(
+                lambda n: str(n % 2), lambda n: n, KVSerde("string", "json"), "by-parity"
+            ).sink(lambda m, c, k: None)
+
+    runner = TestRunner.of(ByParity).add_input_stream(numbers, [1, 2], end=False)
+    with pytest.raises(TimeoutError) as raised:
+        runner.run(timeout=0.3)
+    text = str(raised.value)
+    assert "run the job that writes it" not in text
+    assert "its upstream inputs have ended (upstream not ended: kafka.numbers)" in text
