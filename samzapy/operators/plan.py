@@ -346,7 +346,11 @@ def _state_keys(
         window_keys(graph, keys.set, job, system, config, is_asynchronous(graph))
     table_keys(graph, keys.set, job, system, config)
     if joins:  # a join sweeps its expired entries at the tick: off, its stores only grow
-        tick_needed(config, [f"the sweep of join {spec.op_id!r}" for spec in joins])
+        tick_needed(
+            config,
+            [f"the sweep of join {spec.op_id!r}" for spec in joins],
+            "its stores would keep every key, expired or not, for good",
+        )
         keys.values.setdefault("task.window.ms", WINDOW_TICK_MS)
 
 

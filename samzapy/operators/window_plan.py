@@ -112,11 +112,15 @@ def timed_trigger(trigger: Trigger | None) -> bool:
     return False
 
 
-def tick_needed(config: Mapping[str, Any], needs: list[str]) -> None:
+def tick_needed(
+    config: Mapping[str, Any],
+    needs: list[str],
+    without: str = "these fire only at the end of the input",
+) -> None:
     """A job file that turns the tick off (``task.window.ms`` -1 or 0) where the application
     needs it is an error: its processing-time panes, timed triggers, idle inputs or
     asynchronous graph's watermarks would wait for the end of the input (for ever on one that
-    does not end)."""
+    does not end). ``without``: what the job would do without the tick."""
     value = config.get("task.window.ms")
     try:
         off = value is not None and int(value) <= 0
@@ -125,7 +129,7 @@ def tick_needed(config: Mapping[str, Any], needs: list[str]) -> None:
     if off:
         raise ConfigError(
             f"task.window.ms is {value}, which turns the tick off, and the application needs "
-            f"it for {'; '.join(needs)}: without it these fire only at the end of the input. "
+            f"it for {'; '.join(needs)}: without it {without}. "
             f"Leave task.window.ms unset (the application then gets {WINDOW_TICK_MS}) or set "
             "it above 0",
             key="task.window.ms",
