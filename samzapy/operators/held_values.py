@@ -35,6 +35,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from samzapy.api.envelope import KV
+
 #: Written back at the latest after this many messages, so at most this many entries are held
 #: (a pane of n messages is then serialized n / WRITE_BACK_EVERY times).
 WRITE_BACK_EVERY = 4096
@@ -50,8 +52,15 @@ def as_held(serde: Any, message: Any) -> Any:
     """``message`` as a held list keeps it: checked by the window's value ``serde`` as one
     message of a pane (a list of one), so a message it refuses fails now, and read back, so
     an operator beside the window that changes the object after (a fan-out) changes nothing
-    held."""
-    return serde.from_bytes(serde.to_bytes([message]))[0]
+    held. A ``KV`` must come back a ``KV`` (``json`` gives a list), as a join's sides must."""
+    held = serde.from_bytes(serde.to_bytes([message]))[0]
+    if type(message) is KV and type(held) is not KV:
+        raise TypeError(
+            f"the window's messages are KVs, and its value serde gives them back as "
+            f"{type(held).__name__}s: leave value_serde out (pickle keeps KVs), or give the "
+            "window an aggregator and a serde of its value"
+        )
+    return held
 
 
 class HeldValues:
