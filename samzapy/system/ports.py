@@ -78,6 +78,12 @@ class SystemAdmin(abc.ABC):
     async def partition_counts(self, streams: Iterable[str]) -> dict[str, int]:
         """Partition count of each existing stream; a missing stream is left out."""
 
+    async def topic_ids(self, streams: Iterable[str]) -> dict[str, str] | None:
+        """The ID of each existing stream, where the system names a stream's every making
+        apart (Kafka's topic IDs: a topic deleted and created again under its name gets a new
+        one); a missing stream is left out. None: the system (or its server) gives none."""
+        return None
+
     @abc.abstractmethod
     async def create_stream(
         self,

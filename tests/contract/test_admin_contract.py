@@ -152,6 +152,19 @@ class TestAdminContract:
         assert configs.found[deleted] == {"cleanup.policy": "delete", "retention.ms": "3600000"}
         assert "UnknownTopicOrPartition" in configs.unread[missing]
 
+    async def test_topic_ids_are_kafka_s(self, harness: SystemHarness, admin: SystemAdmin) -> None:
+        """Kafka gives each existing topic an ID (as its tools print it) and leaves a missing
+        topic out; the memory and file systems give none (None). A topic made again gets a
+        new one: tests/integration/test_recreated_input.py."""
+        stream, missing = harness.stream("ids"), harness.stream("missing")
+        await harness.create_stream(stream, 1)
+        ids = await admin.topic_ids([stream, missing])
+        if not isinstance(harness, KafkaHarness):
+            assert ids is None
+            return
+        assert ids is not None and list(ids) == [stream] and len(ids[stream]) == 22
+        assert await admin.topic_ids([stream]) == ids  # the same topic, the same ID
+
 
 class TestInMemoryAdminOffsets:
     async def test_a_missing_stream_is_an_error_naming_it(self) -> None:

@@ -1,5 +1,5 @@
-"""The kafka system's admin: topic metadata and configs, topic creation and partition
-offset bounds.
+"""The kafka system's admin: topic metadata (topic IDs too: ``topic_ids.py``) and configs,
+topic creation and partition offset bounds.
 
 It holds an AIOKafkaAdminClient (metadata, configs, creation) and a group-less
 AIOKafkaConsumer (offset look-ups), both connected at ``start`` (or on first use) with the
@@ -18,6 +18,7 @@ import functools
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from typing import Any
 
+import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
@@ -43,11 +44,14 @@ from samzapy.system.kafka.errors import (
     where,
 )
 from samzapy.system.kafka.settings import KafkaSettings
+from samzapy.system.kafka.topic_ids import lookup
 from samzapy.system.ports import OffsetBounds, StreamConfigs, SystemAdmin
 
 #: How long a topic just created may take to show in the metadata before that is an error.
 _CREATED_VISIBLE_S = 30.0
 _METADATA_RETRY_S = 0.05
+
+log = structlog.get_logger("samzapy.kafka")
 
 
 class KafkaSystemAdmin(SystemAdmin):
@@ -59,6 +63,7 @@ class KafkaSystemAdmin(SystemAdmin):
         self._admin: Any = None
         self._consumer: Any = None
         self._connecting = asyncio.Lock()
+        self._no_topic_ids = False
 
     async def start(self) -> None:
         await self._clients()
@@ -147,6 +152,29 @@ class KafkaSystemAdmin(SystemAdmin):
                 return counts
             pending = unsettled
             await asyncio.sleep(_METADATA_RETRY_S)
+
+    async def topic_ids(self, streams: Iterable[str]) -> dict[str, str] | None:
+        """Through Metadata v10 or later (``topic_ids.py``), every topic in one request.
+        Brokers that give no topic IDs (before Kafka 2.8) are logged once, at info, as
+        ``topic_ids_unavailable``."""
+        topics = list(dict.fromkeys(streams))
+        if not topics or self._no_topic_ids:
+            return None if self._no_topic_ids else {}
+        admin, _ = await self._clients()
+        found: dict[str, str] | None = await self._call(
+            lambda: lookup(admin._send_request, topics), f"look up the IDs of Kafka topics {topics}"
+        )
+        if found is None:
+            self._no_topic_ids = True
+            log.info(
+                "topic_ids_unavailable",
+                system=self._settings.system_name,
+                servers=self._servers,
+                reason="the brokers give no topic IDs (Metadata v10, Kafka 2.8 and later): a "
+                "restart cannot tell an input topic deleted and created again since its "
+                "checkpoint from the topic the checkpoint was written for",
+            )
+        return found
 
     async def create_stream(
         self,
