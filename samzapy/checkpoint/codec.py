@@ -6,14 +6,17 @@ The document (version 1)::
      "offsets": [{"system": "kafka", "stream": "in", "partition": 0, "offset": "42"}],
      "extra": {"partition_counts": {"kafka.in": 8},
                "changelog_offsets": {"counts": "1200"},
-               "control": {...}, "epoch": 4, "snapshots": {"counts": "1200"}}}
+               "control": {...}, "epoch": 4, "snapshots": {"counts": "1200"},
+               "topic_ids": {"kafka.in": "vKlMTtsYQrWCVh3lu1ap7g"}}}
 
 ``extra`` holds the typed fields of ``Checkpoint`` besides the offsets, each under its own key
 (absent when empty); keys this version does not know are ignored when read. Decoding checks
 every field's type, so a damaged document fails here, naming where it came from, instead of
 later in the store or control layers.
 
-This module also says what a checkpoint must agree with at start-up: the partition counts.
+This module also says what a checkpoint must agree with at start-up: the partition counts
+(``check_partition_counts``), and the topic IDs, which tell which inputs were made again since
+(``recreated``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ CHANGELOG_OFFSETS = "changelog_offsets"
 CONTROL = "control"
 EPOCH = "epoch"
 SNAPSHOTS = "snapshots"
+TOPIC_IDS = "topic_ids"
 
 
 def encode_checkpoint(task_name: str, checkpoint: Checkpoint) -> bytes:
@@ -71,6 +75,8 @@ def encode_checkpoint(task_name: str, checkpoint: Checkpoint) -> bytes:
         extra[EPOCH] = checkpoint.epoch
     if checkpoint.snapshots:
         extra[SNAPSHOTS] = dict(sorted(checkpoint.snapshots.items()))
+    if checkpoint.topic_ids:
+        extra[TOPIC_IDS] = {str(ss): i for ss, i in sorted(checkpoint.topic_ids.items())}
     document = {"version": DOCUMENT_VERSION, "task": str(task_name), "offsets": offsets}
     document["extra"] = extra
     try:
@@ -104,6 +110,7 @@ def decode_checkpoint(data: bytes, source: str) -> tuple[TaskName, Checkpoint]:
             control=_control(extra.get(CONTROL)),
             epoch=_epoch(extra.get(EPOCH)),
             snapshots=_by_store(SNAPSHOTS, extra.get(SNAPSHOTS)),
+            topic_ids=_topic_ids(extra.get(TOPIC_IDS)),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(f"corrupt checkpoint {source}: {exc}") from exc
@@ -138,6 +145,20 @@ def _partition_counts(value: Any) -> dict[SystemStream, int]:
             raise ValueError(f"malformed partition count {name!r}: {count!r}")
         counts[SystemStream(system, stream)] = count
     return counts
+
+
+def _topic_ids(value: Any) -> dict[SystemStream, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"'{TOPIC_IDS}' must be an object, got {type(value).__name__}")
+    ids: dict[SystemStream, str] = {}
+    for name, topic_id in value.items():
+        system, dot, stream = name.partition(".")
+        if not dot or not stream or not isinstance(topic_id, str):
+            raise ValueError(f"malformed topic ID {name!r}: {topic_id!r}")
+        ids[SystemStream(system, stream)] = topic_id
+    return ids
 
 
 def _by_store(key: str, value: Any) -> dict[str, str]:
@@ -205,6 +226,20 @@ def check_partition_counts(
                 )
 
 
+def recreated(
+    checkpoint: Checkpoint, topic_ids: Mapping[SystemStream, str]
+) -> dict[SystemStream, tuple[str, str]]:
+    """The inputs made again since ``checkpoint`` was written: each stream whose recorded
+    topic ID differs from its current one (``topic_ids``), with both (recorded, current). A
+    stream the checkpoint records no ID for (written before topic IDs, or on a system
+    without), or whose current ID is unknown, is never among them."""
+    return {
+        stream: (before, now)
+        for stream, before in checkpoint.topic_ids.items()
+        if (now := topic_ids.get(stream)) is not None and now != before
+    }
+
+
 __all__ = [
     "CHANGELOG_OFFSETS",
     "CONTROL",
@@ -213,7 +248,9 @@ __all__ = [
     "PARTITION_COUNTS",
     "SNAPSHOTS",
     "STATELESS_REMEDY",
+    "TOPIC_IDS",
     "check_partition_counts",
     "decode_checkpoint",
     "encode_checkpoint",
+    "recreated",
 ]

@@ -31,7 +31,11 @@ class Checkpoint:
       replaying the whole changelog (a logged store's id is ``<changelog offset>-<tag>``)
       or, for a store without changelog (id ``local.<n>-<tag>``), instead of keeping a
       local store that may hold writes after the checkpoint. Empty: none was taken
-      (snapshots off, an in-memory store, or written before snapshots).
+      (snapshots off, an in-memory store, or written before snapshots);
+    - ``topic_ids``: the ID of each input stream whose system gives IDs (Kafka's topic IDs)
+      when it was written: the offsets of a stream whose ID differs at a restart belong to a
+      stream of the same name deleted since, and are not read (``container/stale_offsets.py``).
+      Empty: no system gave IDs (or written before topic IDs), and nothing is checked.
 
     ``samzapy.checkpoint.codec`` turns it into the stored JSON document and back.
     """
@@ -42,6 +46,7 @@ class Checkpoint:
     control: Mapping[str, Any] | None = None
     epoch: int | None = None
     snapshots: Mapping[str, str] = field(default_factory=dict)
+    topic_ids: Mapping[SystemStream, str] = field(default_factory=dict)
 
 
 class CheckpointManager(abc.ABC):

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from samzapy.api.errors import TaskFencedError
-from samzapy.api.system import SystemStreamPartition, TaskName
+from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.checkpoint.group import GroupOffsets
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.checkpoint.transactional import TransactionalCheckpointManager
@@ -47,7 +47,9 @@ class TaskCheckpointWriter:
     lease, ``coordinator/lease.py``): a write waits while it is held, and raises
     TaskFencedError instead of writing once it broke. ``fetched``: where the task's
     consumers will fetch next, for the partitions whose every message handed over the task
-    has processed; called at each write, while nothing is in flight.
+    has processed; called at each write, while nothing is in flight. ``topic_ids``: the
+    inputs' topic IDs, which every checkpoint written records instead of its own (None:
+    each keeps its own, as ``samzapy checkpoint set`` writes them).
     """
 
     def __init__(
@@ -59,8 +61,10 @@ class TaskCheckpointWriter:
         lease: WriteLease | None = None,
         group: GroupOffsets | None = None,
         fetched: Fetched | None = None,
+        topic_ids: Mapping[SystemStream, str] | None = None,
     ) -> None:
         self._manager = manager
+        self._topic_ids = topic_ids
         self.task_name = task_name
         self._last = last
         self._lease = lease
@@ -93,6 +97,8 @@ class TaskCheckpointWriter:
     async def write(self, checkpoint: Checkpoint) -> bool:
         """Write ``checkpoint`` unless it equals the last one; True when it was written."""
         stamped = dataclasses.replace(checkpoint, epoch=self.epoch)
+        if self._topic_ids is not None:
+            stamped = dataclasses.replace(stamped, topic_ids=self._topic_ids)
         if self._manager is None:
             return False
         group = self._group_offsets(checkpoint.offsets)
@@ -182,8 +188,11 @@ class TransactionalCheckpointWriter(TaskCheckpointWriter):
         *,
         group: GroupOffsets | None = None,
         fetched: Fetched | None = None,
+        topic_ids: Mapping[SystemStream, str] | None = None,
     ) -> None:
-        super().__init__(manager, task_name, last, group=group, fetched=fetched)
+        super().__init__(
+            manager, task_name, last, group=group, fetched=fetched, topic_ids=topic_ids
+        )
         self._transactions = manager
         self._producer = producer
 

@@ -21,16 +21,13 @@ producer (``producers``); a send to any other system is refused.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import re
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
 
-from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
-from samzapy.checkpoint.codec import check_partition_counts
+from samzapy.api.system import SystemStream, TaskName
 from samzapy.checkpoint.group import GroupOffsets
 from samzapy.checkpoint.ports import Checkpoint, CheckpointManager
 from samzapy.checkpoint.registry import checkpoint_manager
@@ -42,7 +39,7 @@ from samzapy.checkpoint.writer import (
 )
 from samzapy.config import ResolvedConfig
 from samzapy.container.send_errors import RefusingProducer
-from samzapy.control.rewind import rewind_control
+from samzapy.container.stale_offsets import checked
 from samzapy.system.fencing import WriteLease
 from samzapy.system.ports import (
     SystemAdmin,
@@ -63,73 +60,6 @@ def checkpoint_namespace(config: ResolvedConfig) -> str:
 def transactional_id(config: ResolvedConfig, task: TaskName) -> str:
     """``samzapy-<job.name>-<job.id>-<task>``: the same for a task wherever it runs."""
     return re.sub(r"\s+", "-", f"samzapy-{config.job.name}-{config.job.id}-{task}")
-
-
-async def checked(
-    checkpoints: Mapping[TaskName, Checkpoint],
-    counts: Mapping[SystemStream, int],
-    admins: Mapping[str, SystemAdmin],
-    *,
-    stateless: bool = False,
-) -> dict[TaskName, Checkpoint]:
-    """The checkpoints read at start-up, their partition counts checked against ``counts``
-    (the inputs') and the partitions that went back forgotten (``forget_streams_gone_back``).
-    ``stateless``: the job has no stores (``check_partition_counts``)."""
-    check_partition_counts(checkpoints, counts, stateless=stateless)
-    return await forget_streams_gone_back(checkpoints, counts, admins)
-
-
-async def forget_streams_gone_back(
-    checkpoints: Mapping[TaskName, Checkpoint],
-    counts: Mapping[SystemStream, int],
-    admins: Mapping[str, SystemAdmin],
-) -> dict[TaskName, Checkpoint]:
-    """``checkpoints`` without the input partitions (of ``counts``) whose checkpointed offset
-    is past their end now: the stream was made again (a memory stream lives as long as its
-    process; a topic may be recreated). Such a partition is read from its offset default, as
-    one never read, and its control bookkeeping is rewound (``control/rewind.py``): its
-    end-of-stream and watermark reports are forgotten (an intermediate stream that had ended
-    would never be read again) and its writer epoch goes up; the origins applied from it
-    are kept (its writers' positions did not go back)."""
-    by_system: dict[str, set[SystemStreamPartition]] = defaultdict(set)
-    for checkpoint in checkpoints.values():
-        for ssp in checkpoint.offsets:
-            if ssp.partition < counts.get(ssp.system_stream, 0):
-                by_system[ssp.system].add(ssp)
-    ends = {}
-    for system, read in by_system.items():
-        for ssp, bounds in (await admins[system].offset_bounds(read)).items():
-            ends[ssp] = bounds.upcoming
-    out = dict(checkpoints)
-    for task, checkpoint in checkpoints.items():
-        gone = [
-            ssp
-            for ssp, offset in checkpoint.offsets.items()
-            if ssp in ends and _past(admins[ssp.system], offset, ends[ssp])
-        ]
-        if not gone:
-            continue
-        rewound, _ = rewind_control(checkpoint.control, gone, forget_applied=False)
-        offsets = {ssp: o for ssp, o in checkpoint.offsets.items() if ssp not in gone}
-        out[task] = dataclasses.replace(checkpoint, offsets=offsets, control=rewound)
-        log.info(  # the consumer warns of the offset, on a system where that is news
-            "stream_went_back",
-            task=task,
-            ssps=sorted(str(ssp) for ssp in gone),
-            reason="the checkpointed offset is past the partition's end: the stream was made "
-            "again; it is read from its offset default, and its end-of-stream and watermark "
-            "reports are forgotten",
-        )
-    return out
-
-
-def _past(admin: SystemAdmin, offset: str, end: str) -> bool:
-    """Whether the message after ``offset`` would be past ``end`` (False for offsets the
-    admin cannot compare)."""
-    try:
-        return admin.compare_offsets(admin.offset_after(offset), end) > 0
-    except ValueError:
-        return False
 
 
 class ContainerCheckpoints:
@@ -154,6 +84,8 @@ class ContainerCheckpoints:
         )
         self._producers: dict[TaskName, TransactionalProducer] = {}
         self.writers: list[TaskCheckpointWriter] = []
+        #: The inputs' topic IDs (``checked``), recorded by every checkpoint written.
+        self._topic_ids: dict[SystemStream, str] | None = None
 
     @property
     def transactional_system(self) -> str | None:
@@ -203,6 +135,20 @@ class ContainerCheckpoints:
                 )
         return found
 
+    async def checked(
+        self,
+        found: Mapping[TaskName, Checkpoint],
+        counts: Mapping[SystemStream, int],
+        admins: Mapping[str, SystemAdmin],
+        *,
+        stateless: bool = False,
+    ) -> dict[TaskName, Checkpoint]:
+        """The checkpoints ``start`` found, checked against the inputs (``stale_offsets``:
+        ``counts``, their partition counts; ``stateless``, the job has no stores); the
+        inputs' topic IDs it looked up are recorded by the checkpoints written from now on."""
+        checkpoints, self._topic_ids = await checked(found, counts, admins, stateless=stateless)
+        return checkpoints
+
     def producers(self, task: TaskName, systems: Mapping[str, SystemProducer]) -> dict[str, Any]:
         """The producers ``task`` sends through: the job's shared ones, or under exactly-once
         its transactional producer, and refusals for every other system."""
@@ -227,11 +173,23 @@ class ContainerCheckpoints:
             if group is not None and group.system != manager.system_factory.system_name:
                 group = None  # a transaction commits offsets to its own cluster's groups
             writer = TransactionalCheckpointWriter(
-                manager, self._producers[task], task, last, group=group, fetched=fetched
+                manager,
+                self._producers[task],
+                task,
+                last,
+                group=group,
+                fetched=fetched,
+                topic_ids=self._topic_ids,
             )
         else:
             writer = TaskCheckpointWriter(
-                manager, task, last, lease=self._lease, group=self._group, fetched=fetched
+                manager,
+                task,
+                last,
+                lease=self._lease,
+                group=self._group,
+                fetched=fetched,
+                topic_ids=self._topic_ids,
             )
         self.writers.append(writer)
         return writer
@@ -306,8 +264,6 @@ async def _stop_producer(producer: TransactionalProducer, *, abandon: bool = Fal
 
 __all__ = [
     "ContainerCheckpoints",
-    "checked",
     "checkpoint_namespace",
-    "forget_streams_gone_back",
     "transactional_id",
 ]

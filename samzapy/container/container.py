@@ -5,7 +5,7 @@ Start-up (Samza's container steps, in order):
 1. build the systems (``systems.py``) and start their admins; prepare the streams
    (``streams.py``: create missing intermediate streams, check the inputs, count partitions);
 2. decide the job model: which tasks the job has and which of them this container runs;
-3. read each task's last checkpoint (``checkpoints.py``) and check its partition counts;
+3. read each task's last checkpoint (``checkpoints.py``), checked (``stale_offsets.py``);
    claim the job's store directory (``store_directory.py``: refused if another job's);
 4. plan the tasks (``plan.py``: where each partition resumes, what each task writes);
 5. assemble: input queues and their consumers, the run loop, the output routers, then one
@@ -37,7 +37,7 @@ from samzapy.checkpoint.group import GroupOffsets
 from samzapy.checkpoint.ports import Checkpoint
 from samzapy.config import ResolvedConfig
 from samzapy.container.assembly import TaskAssembly, assemble_inputs, task_factory_of
-from samzapy.container.checkpoints import ContainerCheckpoints, checked, checkpoint_namespace
+from samzapy.container.checkpoints import ContainerCheckpoints, checkpoint_namespace
 from samzapy.container.clock import Clock, LoopClock
 from samzapy.container.collector import OutputRouter
 from samzapy.container.consumers import SystemConsumers
@@ -283,7 +283,7 @@ class SamzaContainer:
     async def _read_checkpoints(
         self, models: list[TaskModel], job_task_count: int, counts: Mapping[SystemStream, int]
     ) -> dict[TaskName, Checkpoint]:
-        """Step 3: each task's last checkpoint, its partition counts checked."""
+        """Step 3: each task's last checkpoint, its counts and topic IDs checked."""
         assert self._systems is not None
         self._checkpoints = ContainerCheckpoints(
             self.config,
@@ -296,7 +296,7 @@ class SamzaContainer:
         checkpoints = await self._checkpoints.start([m.name for m in models])
         claim_store_directory(self.config)  # after the checkpoints': none claimed if refused
         admins, stateless = self._systems.admins, not self.config.stores
-        return await checked(checkpoints, counts, admins, stateless=stateless)
+        return await self._checkpoints.checked(checkpoints, counts, admins, stateless=stateless)
 
     def _assemble_inputs(self, plan: ContainerPlan, serdes: StreamSerdes) -> RunLoop:
         """Step 5, inputs: the queues, the consumers filling them and the run loop."""

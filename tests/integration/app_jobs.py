@@ -94,6 +94,25 @@ class WordTotals(StreamApplication):
         )
 
 
+class RelayedLines(StreamApplication):
+    """Sends each line of ``app.lines`` (string messages) through an intermediate stream
+    (a partition_by on the line, op_id ``by-line``) to ``app.relayed``, keyed by itself."""
+
+    def describe(self, app_desc: StreamApplicationDescriptor) -> None:
+        kafka = KafkaSystemDescriptor("kafka")
+        lines = kafka.get_input_descriptor("lines", "string")
+        lines.with_physical_name(_topic(app_desc, "app.lines"))
+        relayed = kafka.get_output_descriptor("relayed", KVSerde("string", "string"))
+        relayed.with_physical_name(_topic(app_desc, "app.relayed"))
+        (
+            app_desc.get_input_stream(lines)
+            .partition_by(
+                lambda line: line, lambda line: line, KVSerde("string", "string"), "by-line"
+            )
+            .send_to(app_desc.get_output_stream(relayed))
+        )
+
+
 def _count_panes(
     app_desc: StreamApplicationDescriptor,
     kafka: KafkaSystemDescriptor,

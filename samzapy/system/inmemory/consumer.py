@@ -7,7 +7,7 @@ until an append, an end of partition, or the timeout.
 
 A memory stream lives as long as its process: a checkpoint of an earlier run may name an
 offset past its end. The container drops such an offset at start-up, on any system
-(``container/checkpoints.py``, ``forget_streams_gone_back``), before it registers anything.
+(``container/stale_offsets.py``, ``forget_streams_gone_back``), before it registers anything.
 """
 
 from __future__ import annotations
