@@ -19,7 +19,9 @@ again, it writes there again (a file of offsets moves it where its lines say).
 The task's changelog offsets, snapshots and partition counts stay as they were, so its stores
 keep their state; ``--reset-stores`` drops the changelog offsets and snapshots, naming an
 empty snapshot (``snapshots.EMPTY``) for each store without changelog, and the restart then
-empties every store of the task.
+empties every store of the task. The topic IDs of the inputs it moves are dropped: their new
+offsets hold for the topics as they are now, recreated or not, whose IDs the restart records
+(``container/stale_offsets.py``); the others' stay.
 
 The new checkpoint has the task's next owner epoch, as a container taking the task writes it:
 one above the checkpoint's, or ``FIRST_EPOCH`` for a task that has none. Not 1: a container
@@ -383,9 +385,11 @@ def plan_task(
     # A store without changelog starts empty from a checkpoint naming an empty snapshot.
     blank = {*unlogged, *(k for k in old.snapshots if k not in old.changelog_offsets)}
     dropped = tuple(sorted({*old.changelog_offsets, *blank})) if reset_stores else ()
+    moved = {m.ssp.system_stream for m in moves if m.old != m.new}
     new = dataclasses.replace(
         old,
         offsets=offsets,
+        topic_ids={ss: i for ss, i in old.topic_ids.items() if ss not in moved},
         control=control,
         epoch=epoch,
         changelog_offsets={} if reset_stores else old.changelog_offsets,
@@ -407,7 +411,7 @@ def describe(move: TaskMove) -> list[str]:
             continue
         notes = [f"resumes at offset {int(m.new) + 1}"]
         if m.rewound is not None:
-            notes.extend(_rewound_notes(m.rewound))
+            notes.extend(m.rewound.notes())
         old = "none" if m.old is None else m.old
         lines.append(f"{move.task}  {m.ssp}  {old} -> {m.new}  ({'; '.join(notes)})")
     if move.reset_stores:
@@ -416,17 +420,6 @@ def describe(move: TaskMove) -> list[str]:
             "snapshots dropped (the restart empties them)"
         )
     return lines
-
-
-def _rewound_notes(rewound: Rewound) -> list[str]:
-    notes = []
-    if rewound.reports:
-        notes.append("its end-of-stream and watermark reports forgotten")
-    if rewound.applied:
-        notes.append("the origins it applied forgotten")
-    if rewound.epochs is not None:
-        notes.append(f"writer epoch {rewound.epochs[0]} -> {rewound.epochs[1]}")
-    return notes
 
 
 __all__ = [

@@ -36,6 +36,17 @@ class Rewound:
     #: Its writer epoch, before and after (None: the task has no epochs).
     epochs: tuple[int, int] | None = None
 
+    def notes(self) -> list[str]:
+        """What was reset, in words (``samzapy checkpoint set`` prints them)."""
+        notes = []
+        if self.reports:
+            notes.append("its end-of-stream and watermark reports forgotten")
+        if self.applied:
+            notes.append("the origins it applied forgotten")
+        if self.epochs is not None:
+            notes.append(f"writer epoch {self.epochs[0]} -> {self.epochs[1]}")
+        return notes
+
 
 def rewind_control(
     control: Mapping[str, Any] | None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 import time
 import uuid
@@ -150,3 +151,41 @@ def test_what_a_recreated_input_sends_through_an_intermediate_stream_is_taken_as
     assert [e["partitions"] for e in again.events() if e["event"] == "input_topic_recreated"] == [
         [0]
     ]
+
+
+@pytest.mark.timeout(120)
+def test_checkpoint_set_before_the_restart_is_taken_as_it_is(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The operator moves the job on the recreated input with `samzapy checkpoint set --to
+    oldest` before restarting it, under the offset default upcoming: the offsets set are the
+    new topic's, so the restart resumes at them and reads every new message, instead of
+    taking them for the old topic's and starting after the last one."""
+    source, output = name("set-src"), name("set-out")
+    asyncio.run(create_topic(kafka_bootstrap, source, 1))
+    asyncio.run(produce(kafka_bootstrap, source, [(0, None, b"old%d" % i) for i in range(5)]))
+    job = job_file(tmp_path, kafka_bootstrap, source)  # offset default: oldest
+    first = Job(job, output, tmp_path / "first.log")
+    wait_for(lambda: checkpointed(kafka_bootstrap, job) == {0: 4}, 60, "the first run", first.proc)
+    assert first.stop() == 0
+
+    asyncio.run(recreate(kafka_bootstrap, source))
+    asyncio.run(produce(kafka_bootstrap, source, [(0, None, b"new%d" % i) for i in range(8)]))
+    moved = subprocess.run(
+        [sys.executable, "-m", "samzapy", "checkpoint", "set", str(job), "--to", "oldest"],
+        cwd=HERE.parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    config = json.loads(job.read_text())
+    config["systems.kafka.default.stream.samza.offset.default"] = "upcoming"
+    job.write_text(json.dumps(config))
+    again = Job(job, output, tmp_path / "again.log")
+    wait_for(lambda: len(outputs(kafka_bootstrap, output)) >= 13, 60, "the rerun", again.proc)
+    assert again.stop() == 0
+    values = [o["v"] for o in outputs(kafka_bootstrap, output)]
+    assert values == [f"old{i}" for i in range(5)] + [f"new{i}" for i in range(8)]
+    assert not [e for e in again.events() if e["event"] == "input_topic_recreated"]

@@ -245,6 +245,17 @@ def test_only_the_input_offsets_move_and_the_epoch_goes_up() -> None:
     ]
 
 
+def test_the_topic_ids_of_the_inputs_moved_are_dropped_the_others_kept() -> None:
+    """The new offsets hold for the topics as they are now (recreated, say): with the old
+    IDs kept the restart would forget them as offsets of the deleted topics."""
+    old = Checkpoint(
+        {ssp(IN, 0): "41", ssp(SIDE, 0): "7"}, COUNTS, epoch=1, topic_ids={IN: "a", SIDE: "b"}
+    )
+    assert plan_task(P0, old, {ssp(IN, 0): "-1"}, COUNTS).new.topic_ids == {SIDE: "b"}
+    unchanged = plan_task(P0, old, {ssp(IN, 0): "41"}, COUNTS)
+    assert unchanged.new.topic_ids == {IN: "a", SIDE: "b"}
+
+
 def test_reset_stores_drops_the_changelog_offsets_and_snapshots() -> None:
     old = Checkpoint(
         {ssp(IN, 0): "41"}, {IN: 3}, {"b": "5", "a": "9"}, epoch=1, snapshots={"a": "9"}
