@@ -300,7 +300,8 @@ class Window:
         return self
 
     def describe(self) -> str:
-        """How ``samzapy plan`` shows it: kind, size, time domain, lateness."""
+        """How ``samzapy plan`` shows it: kind, size, time domain, lateness, triggers and
+        accumulation mode."""
         size = "interval" if self.kind == "tumbling" else "gap"
         keyed = "keyed " if self.keyed else ""
         text = f"{keyed}{self.kind} {size} {self.size_ms} ms, "
@@ -312,7 +313,7 @@ class Window:
             text += f", early {self.early_trigger.describe()}"
         if self.late_trigger is not None:
             text += f", late {self.late_trigger.describe()}"
-        return text
+        return f"{text}, {self.accumulation_mode.value}"
 
     def __repr__(self) -> str:
         return f"Window({self.describe()})"

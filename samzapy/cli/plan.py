@@ -102,7 +102,7 @@ def _text(document: dict[str, Any]) -> str:
         writes = f" -> {op['writes']}" if "writes" in op else ""
         lines.append(f"  {op['op_id']} ({op['kind']}) <- {', '.join(op['inputs'])}{writes}")
         if "window" in op:
-            lines.append(f"    {op['window']}; store {op['store']}")
+            lines.append(f"    {op['window']}; store {op['store']} ({op['store_factory']})")
         if "table" in op and op["kind"] != "send_to_table":
             lines.append(f"    table {op['table']}")
         if "join" in op:

@@ -385,7 +385,9 @@ def _operator_plans(
             inputs=tuple(_source_name(u, intermediates) for u in spec.upstream),
             writes=writes,
             window=None if window is None else window.describe(),
+            accumulation_mode=None if window is None else window.accumulation_mode.value,
             store=None if window is None else spec.op_id,
+            store_factory=None if window is None else window.store_factory,
             table=None if table is None else table.table_id,
             join=join,
         )

@@ -57,9 +57,12 @@ class OperatorPlan:
     inputs: tuple[str, ...]
     #: send_to, partition_by, broadcast: the stream it writes (``system.stream``).
     writes: str | None = None
-    #: window: its description (kind, size, time domain, lateness) and its store.
+    #: window: its description (kind, size, time domain, lateness, triggers, accumulation
+    #: mode), its accumulation mode, its store and the store's factory (``with_store``).
     window: str | None = None
+    accumulation_mode: str | None = None
     store: str | None = None
+    store_factory: str | None = None
     #: send_to a table, stream_table_join: the table's id.
     table: str | None = None
     #: join: its time domain, ttl and stores.
@@ -71,7 +74,9 @@ class OperatorPlan:
             out["writes"] = self.writes
         if self.window is not None:
             out["window"] = self.window
+            out["accumulation_mode"] = self.accumulation_mode
             out["store"] = self.store
+            out["store_factory"] = self.store_factory
         if self.table is not None:
             out["table"] = self.table
         if self.join is not None:

@@ -11,6 +11,7 @@ import structlog
 
 from samzapy import (
     KV,
+    AccumulationMode,
     ConfigError,
     FileSystemDescriptor,
     KafkaSystemDescriptor,
@@ -74,14 +75,17 @@ def test_a_window_gets_a_store_named_after_its_op_id_with_a_changelog_on_its_sys
         "op_id": "per-user",
         "kind": "window",
         "inputs": ["stream:views"],
-        "window": "keyed tumbling interval 60000 ms, event time, allowed lateness 5000 ms",
+        "window": "keyed tumbling interval 60000 ms, event time, allowed lateness 5000 ms, "
+        "discarding",
+        "accumulation_mode": "discarding",
         "store": "per-user",
+        "store_factory": "rocksdb",
     }
     text = _text(planned.to_dict())
     assert "  per-user (window) <- stream:views\n" in text
     assert (
-        "    keyed tumbling interval 60000 ms, event time, allowed lateness 5000 ms; "
-        "store per-user\n" in text
+        "    keyed tumbling interval 60000 ms, event time, allowed lateness 5000 ms, "
+        "discarding; store per-user (rocksdb)\n" in text
     )
     assert "stores:\n  per-user" in text
     assert "\nintermediate streams: none\n" in text  # a section with nothing says so
@@ -204,6 +208,27 @@ def test_an_in_memory_window_store_and_no_changelog_without_a_kafka_or_memory_sy
     keys = plan(app).config
     assert keys["stores.per-user.factory"] == "inmemory"
     assert "stores.per-user.changelog" not in keys
+
+
+def test_the_plan_shows_a_windows_accumulation_mode_and_store_kind() -> None:
+    """What with_store and set_accumulation_mode set is in the plan, text and JSON."""
+    window = (
+        counting()
+        .with_store("inmemory")
+        .set_early_trigger(Triggers.count(2))
+        .set_accumulation_mode(AccumulationMode.ACCUMULATING)
+    )
+    document = plan(window_app(window)).to_dict()
+    op = next(op for op in document["operators"] if op["kind"] == "window")
+    assert (op["accumulation_mode"], op["store"], op["store_factory"]) == (
+        "accumulating",
+        "per-user",
+        "inmemory",
+    )
+    assert (
+        "    keyed tumbling interval 60000 ms, processing time, early count(2), accumulating; "
+        "store per-user (inmemory)\n" in _text(document)
+    )
 
 
 @pytest.mark.parametrize(
