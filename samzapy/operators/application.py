@@ -155,13 +155,17 @@ def load_application(config: Config, app: Any = None) -> Application:
         raise ConfigError(f"{APP_CLASS_KEY}: {name}: {exc}", key=APP_CLASS_KEY) from exc
     # 4. (a task application gives no broadcast inputs: the job file names them, as a task
     # class's does)
-    given = ("task.inputs",) if task_app else ("task.inputs", "task.broadcast.inputs")
-    for key in given:
-        if config.get(key) is not None:
-            raise ConfigError(
-                f"{key} comes from the application ({APP_CLASS_KEY}): leave it out of the job file",
-                key=key,
-            )
+    owned = ("task.inputs",) if task_app else ("task.inputs", "task.broadcast.inputs")
+    given = [key for key in owned if config.get(key) is not None]
+    if given:  # every one named at once, not one per run of samzapy validate
+        named, verb, them = (
+            (given[0], "comes", "it") if len(given) == 1 else (" and ".join(given), "come", "them")
+        )
+        raise ConfigError(
+            f"{named} {verb} from the application ({APP_CLASS_KEY}): leave {them} out of the "
+            "job file",
+            key=given[0],
+        )
     for op_id, stream_id in unwatermarked(descriptor.graph, config):
         log.warning(
             "window_without_watermarks",

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from test_run import events, read_jsonl, samzapy, signalled, write_partitions
 
 
@@ -224,13 +225,27 @@ def test_a_missing_job_name_is_reported_once_for_an_application(tmp_path: Path) 
     assert "app.class" not in checked.stderr
 
 
-def test_task_inputs_in_an_applications_job_file_is_one_problem(tmp_path: Path) -> None:
-    job = app_yaml(tmp_path, "CountByKey", **{"task.inputs": ["elsewhere.in"]})
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [
+        (
+            {"task.inputs": ["elsewhere.in"]},
+            "task.inputs comes from the application (app.class): leave it out of the job file",
+        ),
+        (
+            {"task.inputs": ["elsewhere.in"], "task.broadcast.inputs": ["elsewhere.b#0"]},
+            "task.inputs and task.broadcast.inputs come from the application (app.class): "
+            "leave them out of the job file",
+        ),
+    ],
+)
+def test_task_inputs_in_an_applications_job_file_is_one_problem(
+    tmp_path: Path, extra: dict[str, object], problem: str
+) -> None:
+    job = app_yaml(tmp_path, "CountByKey", **extra)
     checked = samzapy("validate", str(job), cwd=tmp_path)
     assert checked.returncode == 2
-    assert checked.stderr.splitlines() == [
-        "task.inputs comes from the application (app.class): leave it out of the job file"
-    ]
+    assert checked.stderr.splitlines() == [problem]
 
 
 def test_task_class_and_app_class_together_are_refused(tmp_path: Path) -> None:

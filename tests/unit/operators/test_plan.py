@@ -481,6 +481,15 @@ def test_keys_the_job_file_sets_win_over_the_application() -> None:
     ("extra", "error"),
     [
         ({"task.inputs": ["kafka.x"]}, r"task\.inputs comes from the application"),
+        (
+            {"task.broadcast.inputs": ["kafka.b#0"]},
+            r"^task\.broadcast\.inputs comes from the application",
+        ),
+        (  # both named in one error, not the first alone
+            {"task.inputs": ["kafka.x"], "task.broadcast.inputs": ["kafka.b#0"]},
+            r"^task\.inputs and task\.broadcast\.inputs come from the application \(app\.class\): "
+            r"leave them out of the job file$",
+        ),
         ({"task.class": "t:T"}, r"task\.class and app\.class are both set"),
     ],
 )
