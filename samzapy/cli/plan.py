@@ -102,11 +102,12 @@ def _text(document: dict[str, Any]) -> str:
         writes = f" -> {op['writes']}" if "writes" in op else ""
         lines.append(f"  {op['op_id']} ({op['kind']}) <- {', '.join(op['inputs'])}{writes}")
         if "window" in op:
-            lines.append(f"    {op['window']}; store {op['store']} ({op['store_factory']})")
+            store = f"store {op['store']} ({op['store_factory']})"
+            lines.append(f"    {op['window']}; {store}{_state_serdes(op)}")
         if "table" in op and op["kind"] != "send_to_table":
             lines.append(f"    table {op['table']}")
         if "join" in op:
-            lines.append(f"    {op['join']}")
+            lines.append(f"    {op['join']}{_state_serdes(op)}")
     lines.append("outputs:" + ("" if document["outputs"] else " none"))
     for s in document["outputs"]:
         lines.append(f"  {s['stream_id']}: {s['system']}.{s['physical_name']}{_serdes(s)}")
@@ -123,6 +124,12 @@ def _text(document: dict[str, Any]) -> str:
     lines.append("stores:" + ("" if document["stores"] else " none"))
     lines.extend(f"  {name}" for name in document["stores"])
     return "\n".join(lines)
+
+
+def _state_serdes(op: dict[str, Any]) -> str:
+    """A window's or join's serdes given (not the default), as ``[key string, ...]``."""
+    given = [f"{role} {serde}" for role, serde in op.get("serdes", {}).items() if serde]
+    return f" [{', '.join(given)}]" if given else ""
 
 
 def _serdes(stream: dict[str, Any]) -> str:

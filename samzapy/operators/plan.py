@@ -364,6 +364,7 @@ def _operator_plans(
         writes = None
         table = spec.settings.get("table")
         join = None
+        serdes: tuple[tuple[str, Any], ...] = ()
         if spec.kind == "send_to":
             writes = ".".join(placed(spec.settings["output"].descriptor, config))
         elif spec.kind == "send_to_table" and table is not None:
@@ -374,11 +375,15 @@ def _operator_plans(
                 f"{domain} time, ttl {spec.settings['ttl_ms']} ms; stores {spec.op_id}-L, "
                 f"{spec.op_id}-R"
             )
+            roles = ("key", "message", "other_message")
+            serdes = tuple(zip(roles, spec.settings["serdes"], strict=True))
         elif spec.kind in ("partition_by", "broadcast"):
             writes = intermediates[spec.op_id].qualified_name
         window = spec.settings.get("window") if spec.kind == "window" else None
         if window is not None and window.late_output is not None:
             writes = ".".join(placed(window.late_output.descriptor, config))
+        if window is not None:
+            serdes = (("key", window.key_serde), ("value", window.value_serde))
         yield OperatorPlan(
             op_id=spec.op_id,
             kind=spec.kind,
@@ -390,6 +395,7 @@ def _operator_plans(
             store_factory=None if window is None else window.store_factory,
             table=None if table is None else table.table_id,
             join=join,
+            serdes=tuple((role, serde_label(serde)) for role, serde in serdes),
         )
 
 

@@ -67,6 +67,9 @@ class OperatorPlan:
     table: str | None = None
     #: join: its time domain, ttl and stores.
     join: str | None = None
+    #: window, join: the serdes its stores keep keys and values with, by role (``key``,
+    #: ``value``; a join's ``key``, ``message``, ``other_message``); None: the default.
+    serdes: tuple[tuple[str, str | None], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op_id": self.op_id, "kind": self.kind, "inputs": list(self.inputs)}
@@ -81,6 +84,8 @@ class OperatorPlan:
             out["table"] = self.table
         if self.join is not None:
             out["join"] = self.join
+        if self.serdes:
+            out["serdes"] = dict(self.serdes)
         return out
 
 

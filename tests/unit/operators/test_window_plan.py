@@ -80,6 +80,7 @@ def test_a_window_gets_a_store_named_after_its_op_id_with_a_changelog_on_its_sys
         "accumulation_mode": "discarding",
         "store": "per-user",
         "store_factory": "rocksdb",
+        "serdes": {"key": None, "value": None},
     }
     text = _text(planned.to_dict())
     assert "  per-user (window) <- stream:views\n" in text
@@ -337,3 +338,40 @@ def test_a_join_with_watermarks_on_one_side_only_is_warned_of_as_processing_time
         load_application(Config(dict(JOB)), app=_App(join_app(also_timed)))
     [warning] = [e for e in logs if e["event"] == "join_in_processing_time"]
     assert warning["operator"] == "j" and warning["streams"] == ["plain-payments"]
+
+
+class _ById:
+    def get_first_key(self, message: Any) -> Any:
+        return message["id"]
+
+    def get_second_key(self, message: Any) -> Any:
+        return message["id"]
+
+    def apply(self, first: Any, second: Any) -> Any:
+        return [first, second]
+
+
+def test_the_plan_shows_the_serdes_windows_and_joins_keep_their_state_with() -> None:
+    """The serdes given to a window and a join (their stores' contents) are in the plan; one
+    not given (the default state serde) is null in JSON and left out of the text."""
+    clicks = KAFKA.get_input_descriptor("clicks", "json")
+
+    def app(d: StreamApplicationDescriptor) -> None:
+        views = d.get_input_stream(VIEWS)
+        views.window(
+            Windows.keyed_tumbling_window(
+                lambda m: m["user"], timedelta(seconds=60), key_serde="string"
+            ),
+            "per-user",
+        ).sink(lambda pane, collector, coordinator: None)
+        views.join(
+            d.get_input_stream(clicks), _ById(), "string", "json", None, timedelta(seconds=1), "j"
+        ).sink(lambda pair, collector, coordinator: None)
+
+    document = plan(app).to_dict()
+    ops = {op["op_id"]: op for op in document["operators"]}
+    assert ops["per-user"]["serdes"] == {"key": "string", "value": None}
+    assert ops["j"]["serdes"] == {"key": "string", "message": "json", "other_message": None}
+    text = _text(document)
+    assert "; store per-user (rocksdb) [key string]\n" in text
+    assert "; stores j-L, j-R [key string, message json]\n" in text
