@@ -23,11 +23,12 @@ empties every store of the task. The topic IDs of the inputs it moves are droppe
 offsets hold for the topics as they are now, recreated or not, whose IDs the restart records
 (``container/stale_offsets.py``); the others' stay.
 
-The new checkpoint has the task's next owner epoch, as a container taking the task writes it:
-one above the checkpoint's, or ``FIRST_EPOCH`` for a task that has none. Not 1: a container
-that started the task from no checkpoint owns it under epoch 1 without having written
-anything, and its next commit must not count over the move (a file checkpoint of a higher
-epoch refuses it, other readers keep the highest epoch).
+The new checkpoint's owner epoch is two above the checkpoint's (``FIRST_EPOCH``, 2, for a
+task that has none), not one as a container taking the task claims: a container that read
+the same checkpoint (one that started as ``set`` wrote, or that started the task from none
+and owns it under epoch 1 without having written anything) claims the one above, and its
+claim and commits must not count over the move (a file checkpoint of a higher epoch refuses
+them, other readers keep the highest epoch; on a tie they would keep the latest record).
 """
 
 from __future__ import annotations
@@ -303,23 +304,6 @@ def high_watermark_problems(
     return problems
 
 
-def running_message(
-    group_id: str, job_name: str, members: Sequence[tuple[str, str, str]], session_ms: int
-) -> str:
-    """Why ``set`` refuses: the job's consumer group has live ``members`` (member id, client
-    id, host); ``session_ms``: job.coordinator.session.timeout.ms."""
-    listed = "; ".join(
-        f"{member} (client {client}, host {host})" for member, client, host in members
-    )
-    return (
-        f"refused: consumer group {group_id!r} of job {job_name!r} has {len(members)} live "
-        f"member(s): {listed}. Moving the offsets of a running job would be undone by its next "
-        "commit: stop every container of the job, then run this again (a container killed, "
-        "or stopped with job.container.id set, stays a member until its session times out: "
-        f"job.coordinator.session.timeout.ms, {session_ms} ms)"
-    )
-
-
 # -- the plan -----------------------------------------------------------------------------------
 
 
@@ -363,7 +347,7 @@ def plan_task(
     unlogged: Collection[str] = (),
 ) -> TaskMove:
     """The checkpoint that moves ``task``'s partitions to ``targets`` (last processed
-    offsets), keeping everything else of ``old``, with the next owner epoch. ``unlogged``:
+    offsets), keeping everything else of ``old``, two owner epochs up. ``unlogged``:
     the job's stores without changelog, which ``reset_stores`` empties too."""
     offsets = dict(old.offsets) if old is not None else {}
     back = [
@@ -377,7 +361,8 @@ def plan_task(
         for ssp, new in sorted(targets.items())
     )
     offsets.update(targets)
-    epoch = (old.epoch or 0) + 1 if old is not None else FIRST_EPOCH
+    # Two up: a container that read ``old`` too claims the one above it (module docstring).
+    epoch = (old.epoch or 0) + 2 if old is not None else FIRST_EPOCH
     if old is None:  # no checkpoint covered its stores: the restart empties them, as before
         empty = dict.fromkeys(sorted(unlogged), EMPTY)
         new = Checkpoint(offsets, dict(counts), epoch=epoch, snapshots=empty)
@@ -438,6 +423,5 @@ __all__ = [
     "parse_target",
     "plan_task",
     "rewind_control",
-    "running_message",
     "show_line",
 ]

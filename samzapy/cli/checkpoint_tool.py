@@ -18,9 +18,12 @@ job's tasks, Samza's checkpoint tool in samzapy's terms:
 4. plan each task's checkpoint (``checkpoint_plan.plan_task``) and print what changes, one
    line per task and partition, ``old -> new``; ``--dry-run`` stops here;
 5. write the checkpoints of the tasks that change through the job's own path
-   (``ContainerCheckpoints``: the next owner epoch, and under exactly-once the task's
-   transactional producer, which fences any producer of the task still alive). If the
-   checkpoints read again there differ from those planned from, nothing is written.
+   (``ContainerCheckpoints``, under exactly-once the task's transactional producer, which
+   fences any producer of the task still alive), two owner epochs up (``checkpoint_plan``:
+   above the one a container that read the same checkpoints claims). If the checkpoints
+   read again there differ from those planned from, nothing is written;
+6. look at the group again: a member that joined while ``set`` ran may have read the
+   checkpoints before the write, and is named (exit 1: stop the job, run ``set`` again).
 
 Exit codes: 0 done, 1 refused because the job runs or a system failed, 2 a configuration
 or usage problem (the job file, ``--to``, a line of the file).
@@ -43,9 +46,9 @@ from samzapy.checkpoint.ports import Checkpoint
 from samzapy.checkpoint.registry import checkpoint_manager
 from samzapy.checkpoint.stream import StreamCheckpointManager
 from samzapy.checkpoint.transactional import checkpoint_streams, reading_existing
+from samzapy.cli.checkpoint_members import JobRunningError, joined_error, running_error
 from samzapy.cli.checkpoint_plan import (
     FILE,
-    FIRST_EPOCH,
     OLDEST,
     STDIN,
     TIME,
@@ -59,7 +62,6 @@ from samzapy.cli.checkpoint_plan import (
     parse_target,
     plan_task,
     read_lines,
-    running_message,
     show_line,
 )
 from samzapy.cli.logging import configure_logging, scrub
@@ -83,10 +85,6 @@ HELP = "print a job's checkpoints, or move its input offsets (show|set)"
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
-
-
-class JobRunningError(SamzapyError):
-    """The job's consumer group has live members: its checkpoints are not to be moved."""
 
 
 def add_arguments(
@@ -327,41 +325,38 @@ async def _set(
         lines = read_lines(target.path) if target.path is not None else None
         await job.start()
         # 1. Nobody may be running the job.
-        members = await job.live_members()
-        if members:
-            session_ms = config.job.coordinator_session_timeout_ms
-            group = job_group_id(config)
-            raise JobRunningError(running_message(group, config.job.name, members, session_ms))
+        if members := await job.live_members():
+            raise running_error(config, members)
         # 2. The checkpoints.
         found = await job.read_checkpoints()
         # 3. The new offsets, by task.
         targets = await _targets(job, target, lines)
+        # 4. The plan.
+        unlogged = [s.name for s in config.stores.values() if s.changelog is None]
+        moves = [
+            plan_task(t, found.get(t), offsets, job.counts, reset_stores=reset, unlogged=unlogged)
+            for t, offsets in targets.items()
+        ]
+        for move in moves:
+            for line in describe(move):
+                _say(out, line)
+        changing = [m for m in moves if m.changed]
+        if dry_run:
+            _say(out, f"dry run: {len(changing)} checkpoint(s) would be written, none was")
+            return EXIT_OK
+        if not changing:
+            _say(out, "nothing to change: no checkpoint written")
+            return EXIT_OK
+        # 5. Write.
+        await _write(job, found, changing)
+        epochs = ", ".join(f"{m.task} (epoch {m.new.epoch})" for m in changing)
+        _say(out, f"wrote {len(changing)} checkpoint(s): {epochs}")
+        # 6. A container that joined meanwhile may have read the checkpoints before the write.
+        if members := await job.live_members():
+            raise joined_error(config, len(changing), members)
+        return EXIT_OK
     finally:
         await job.stop()
-    # 4. The plan.
-    unlogged = [s.name for s in config.stores.values() if s.changelog is None]
-    moves = [
-        plan_task(task, found.get(task), offsets, job.counts, reset_stores=reset, unlogged=unlogged)
-        for task, offsets in targets.items()
-    ]
-    for move in moves:
-        for line in describe(move):
-            _say(out, line)
-    changing = [m for m in moves if m.changed]
-    if dry_run:
-        _say(out, f"dry run: {len(changing)} checkpoint(s) would be written, none was")
-        return EXIT_OK
-    if not changing:
-        _say(out, "nothing to change: no checkpoint written")
-        return EXIT_OK
-    # 5. Write.
-    await _write(job, found, changing)
-    _say(
-        out,
-        f"wrote {len(changing)} checkpoint(s): "
-        + ", ".join(f"{m.task} (epoch {m.new.epoch})" for m in changing),
-    )
-    return EXIT_OK
 
 
 def _say(out: TextIO, line: str) -> None:
@@ -437,9 +432,9 @@ async def _write(
                 "something runs the job; nothing was written"
             )
         for move in moves:
-            # A task without a checkpoint is written as if a container had owned it under
-            # FIRST_EPOCH - 1 (as one that runs it from nothing does): under FIRST_EPOCH.
-            last = found.get(move.task) or Checkpoint({}, epoch=FIRST_EPOCH - 1)
+            # Under the plan's epoch, which no container that read ``found`` claims.
+            assert move.new.epoch is not None
+            last = Checkpoint({}, epoch=move.new.epoch - 1)
             await checkpoints.writer(move.task, last).write(move.new)
     finally:
         await checkpoints.stop()

@@ -219,7 +219,9 @@ def test_a_task_without_a_checkpoint_gets_its_stores_without_changelog_emptied()
         assert move.reset_stores == (("w",) if reset else ())
 
 
-def test_only_the_input_offsets_move_and_the_epoch_goes_up() -> None:
+def test_only_the_input_offsets_move_and_the_epoch_goes_up_by_two() -> None:
+    """Two: a container that read the same checkpoint claims the next one (module docstring;
+    tests/unit/cli/test_checkpoint_set_race.py)."""
     old = Checkpoint(
         {ssp(IN, 0): "41", ssp(SIDE, 0): "7"},
         {IN: 3, SIDE: 2},
@@ -233,7 +235,7 @@ def test_only_the_input_offsets_move_and_the_epoch_goes_up() -> None:
         {ssp(IN, 0): "50", ssp(SIDE, 0): "7"},
         {IN: 3, SIDE: 2},
         changelog_offsets={"counts": "120"},
-        epoch=5,
+        epoch=6,
         snapshots={"counts": "120"},
     )
     assert [m.back for m in move.moves] == [False]
