@@ -77,7 +77,9 @@ class Reporting(Protocol):
 
 def progress_fields(loops: Iterable[Reporting]) -> dict[str, Any]:
     """The ``progress`` line's fields, the count and rate aside, over the tasks of ``loops``
-    (one run loop, or every share's in a process)."""
+    (one run loop, or every share's in a process). ``tasks_held``: the running tasks held
+    back at that moment (``TaskProgress.backpressured``), all of them while the group lease
+    is held, when the tasks run but process nothing and their lag is the last one read."""
     progress: list[TaskProgress] = []
     lags: list[tuple[SystemStreamPartition, Callable[[], float]]] = []
     for loop in loops:
@@ -88,6 +90,8 @@ def progress_fields(loops: Iterable[Reporting]) -> dict[str, Any]:
         "in_flight": sum(p.in_flight for p in progress),
         "tasks_running": sum(1 for p in progress if not p.finished),
         "tasks_bootstrapping": sum(1 for p in progress if p.bootstrapping),
+        # Held back now, by a held group lease (nothing processed) or by their producers.
+        "tasks_held": sum(1 for p in progress if p.backpressured and not p.finished),
         **lag_summary(lags),
     }
 
