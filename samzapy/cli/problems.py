@@ -22,8 +22,9 @@ nothing; it imports the classes the job names and builds its factories, as a run
    manager, and place this container (``job.container.id`` within ``job.container.count``);
 7. a job with no problem: warn (``method_never_called``, ``key_without_effect``) of a task
    class's (or a task application's task's) hook that lacks its interface and of keys that
-   do nothing beside the others (``config/no_effect.py``), and of checkpoints that live in
-   this process only (``checkpoints_in_memory``, ``memory_streams.py``).
+   do nothing beside the others (``config/no_effect.py``), of checkpoints that live in
+   this process only (``checkpoints_in_memory``, ``memory_streams.py``), and of a metrics
+   or progress interval under a second (``interval_under_a_second``, ``config/intervals.py``).
 
 What needs the outside world stays with the run: the brokers, the topics, the metrics port.
 A problem found twice by two steps (a client option by steps 5 and 6) is listed once.
@@ -52,6 +53,7 @@ from samzapy.config.classes import (
     load_task_class,
     split_class_path,
 )
+from samzapy.config.intervals import short_intervals
 from samzapy.config.no_effect import keys_without_effect, methods_never_called
 from samzapy.config.schema import NAMESPACES
 from samzapy.config.secrets import secret_values
@@ -313,7 +315,8 @@ def _built(check: JobCheck, resolved: ResolvedConfig) -> None:
 
 
 def _without_effect(raw: Config, resolved: ResolvedConfig, task_class: type | None) -> None:
-    """7. (a job with no problem): warn of what the job sets that would never be used."""
+    """7. (a job with no problem): warn of what the job sets that would never be used, or
+    not as meant (checkpoints in memory, an interval under a second)."""
     log = structlog.get_logger("samzapy.cli")
     if task_class is not None:
         for method, why in methods_never_called(task_class):
@@ -325,6 +328,8 @@ def _without_effect(raw: Config, resolved: ResolvedConfig, task_class: type | No
     lost = memory_checkpoints(resolved)
     if lost is not None:
         log.warning("checkpoints_in_memory", reason=lost)
+    for key, interval_ms, why in short_intervals(resolved):
+        log.warning("interval_under_a_second", key=key, interval_ms=interval_ms, reason=why)
 
 
 @contextmanager
