@@ -105,9 +105,12 @@ def test_a_member_cut_off_from_the_coordinator_holds_its_tasks_before_they_move(
     healed_at = len(cut.events())
     cut.proc.send_signal(signal.SIGUSR2)
     wait_for(
-        lambda: any(e["event"] == "container_started" for e in cut.events()[healed_at:]),
+        lambda: any(
+            e["event"] in ("rebalance_completed", "tasks_assigned") and e["tasks_added"]
+            for e in cut.events()[healed_at:]
+        ),
         90,
-        "the healed container's share again",
+        "the healed container's tasks again",
         cut.proc,
     )
     asyncio.run(produce_words(kafka_bootstrap, source, by_partition(later)))
