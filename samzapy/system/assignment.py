@@ -1,12 +1,15 @@
 """How the tasks of a job are shared among the members of its group: balanced by count and
 sticky (``assign_tasks``), and never given to one member while another still runs them
-(``withhold_moving``, KIP-429's first phase). Pure; the Kafka assignor
+(``withhold_moving``, KIP-429's first phase); with standby replicas, a ``StandbyPlacement``'s
+rule instead (``plan_tasks``, the Kafka assignor's plan). Pure; the Kafka assignor
 (``system/kafka/group.py``) and the standby placement (``coordinator/placement.py``) apply it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from samzapy.system.group import StandbyPlacement
 
 
 def assign_tasks(
@@ -75,4 +78,25 @@ def withhold_moving(
     }
 
 
-__all__ = ["assign_tasks", "withhold_moving"]
+def plan_tasks(
+    task_count: int,
+    previous: Mapping[str, list[int]],
+    reports: Mapping[str, Mapping[int, int | None]],
+    placement: StandbyPlacement | None,
+) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
+    """Active tasks per member (a moving task held back), standby and warmup tasks per
+    member."""
+    if placement is None:
+        active = assign_tasks(range(task_count), previous)
+        none: dict[str, list[int]] = {member: [] for member in active}
+        return withhold_moving(active, previous), none, dict(none)
+    active, standbys, warmups = placement.place(range(task_count), previous, reports)
+    given = withhold_moving(active, previous)
+    for member, tasks in active.items():
+        held_back = set(tasks) - set(given[member])
+        kept_warm = held_back & set(reports.get(member, {}))
+        standbys[member] = sorted(set(standbys.get(member, ())) | kept_warm)
+    return given, standbys, warmups
+
+
+__all__ = ["assign_tasks", "plan_tasks", "withhold_moving"]

@@ -60,9 +60,10 @@ from aiokafka.coordinator.protocol import (
 from aiokafka.errors import InvalidSessionTimeoutError
 
 from samzapy.api.errors import JobCollisionError, StreamSystemError
-from samzapy.system.assignment import assign_tasks, withhold_moving
+from samzapy.system.assignment import plan_tasks
 from samzapy.system.kafka.connection import connect, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
+from samzapy.system.kafka.group_members import GroupMembers
 from samzapy.system.kafka.group_offsets import KafkaGroupOffsets
 from samzapy.system.kafka.group_triggers import REJOIN_ASKED, RebalanceTriggers
 from samzapy.system.kafka.group_wire import (
@@ -100,27 +101,6 @@ def heartbeat_interval_ms(session_timeout_ms: int) -> int:
     return max(100, min(session_timeout_ms // 5, HEARTBEAT_MAX_MS))
 
 
-def _plan(
-    task_count: int,
-    previous: Mapping[str, list[int]],
-    reports: Mapping[str, Mapping[int, int | None]],
-    placement: StandbyPlacement | None,
-) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
-    """Active tasks per member (a moving task held back), standby and warmup tasks per
-    member."""
-    if placement is None:
-        active = assign_tasks(range(task_count), previous)
-        none: dict[str, list[int]] = {member: [] for member in active}
-        return withhold_moving(active, previous), none, dict(none)
-    active, standbys, warmups = placement.place(range(task_count), previous, reports)
-    given = withhold_moving(active, previous)
-    for member, tasks in active.items():
-        held_back = set(tasks) - set(given[member])
-        kept_warm = held_back & set(reports.get(member, {}))
-        standbys[member] = sorted(set(standbys.get(member, ())) | kept_warm)
-    return given, standbys, warmups
-
-
 def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssignor]:
     """An assignor class whose metadata reports this member's tasks and the times it
     released tasks since the last rebalance."""
@@ -134,6 +114,7 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
             report: dict[str, Any] = {
                 "tasks": sorted(membership._owned()),
                 "released": {str(t): at for t, at in membership._reported.items()},
+                **membership._members.identity,  # container, host: group_members.py
             }
             if membership._standbys is not None:
                 standbys = membership._standbys.report()
@@ -149,6 +130,7 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
             cls, cluster: Any, members: Mapping[str, ConsumerProtocolMemberMetadata]
         ) -> dict[str, ConsumerProtocolMemberAssignment]:
             metadata = {member: decode(meta.user_data) for member, meta in members.items()}
+            membership._members.assigned(membership.group_id, metadata, membership._consumer)
             # Another job's members in the group (its name maps to this one): refused, the
             # job that held the group first keeps it (``first_job``), this one's or not.
             jobs = {m: job_of(d) for m, d in metadata.items()}
@@ -169,7 +151,8 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
                     previous[member] = []
                 released.update(released_times(data.get("released")))
                 reports[member] = standby_report(data.get("standbys"))
-            plan, standbys, warmups = _plan(task_count, previous, reports, membership._standbys)
+            placement = membership._standbys
+            plan, standbys, warmups = plan_tasks(task_count, previous, reports, placement)
             out = {}
             for member, tasks in plan.items():
                 assignment = [(topic, [k for k in tasks if k < counts[topic]]) for topic in topics]
@@ -222,6 +205,7 @@ class KafkaGroupMembership(GroupMembership):
         self._refused: JobCollisionError | None = None
         self.instance_id = instance_id
         self._on_fenced = on_fenced
+        self._members = GroupMembers(instance_id)  # the leader's group_members_changed
         #: Wall-clock time this process created the membership: release times before it
         #: (a static member's stored assignment from its previous run) are not this run's.
         self._created_at = time.time()

@@ -1,5 +1,5 @@
 """Where tasks and their standby replicas go (coordinator/placement.py), and how the group's
-assignor applies it (system/kafka/group.py's ``_plan``): pure."""
+assignor applies it (system/assignment.py's ``plan_tasks``): pure."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from samzapy.coordinator.placement import (
     assign_standbys,
     place,
 )
-from samzapy.system.assignment import assign_tasks
-from samzapy.system.kafka.group import _plan
+from samzapy.system.assignment import assign_tasks, plan_tasks
 
 TASKS = list(range(12))
 
@@ -88,7 +87,7 @@ def test_the_assignor_holds_a_moving_task_back_and_keeps_it_warm_on_its_new_owne
     previous = {"a": [0, 1, 2, 3], "b": [4, 5, 6, 7], "c": []}
     reports: dict[str, dict[int, int | None]] = {"a": {}, "b": {}, "c": {3: 0}}
     placement = GroupStandbys(1, dict)
-    given, standbys, warmups = _plan(8, previous, reports, placement)
+    given, standbys, warmups = plan_tasks(8, previous, reports, placement)
     assert given == {"a": [0, 1, 2], "b": [4, 5, 6, 7], "c": []}
     assert 3 in standbys["c"]
     # Task 7 would move from "b" to "c", which has no copy of it: it warms up there first.
@@ -98,7 +97,7 @@ def test_the_assignor_holds_a_moving_task_back_and_keeps_it_warm_on_its_new_owne
 
 def test_the_assignor_without_standbys_gives_none() -> None:
     previous = {"a": [0, 1], "b": []}
-    given, standbys, warmups = _plan(4, previous, {}, None)
+    given, standbys, warmups = plan_tasks(4, previous, {}, None)
     assert standbys == {"a": [], "b": []} == warmups
     assert sorted(t for ts in given.values() for t in ts) == [0, 1, 2, 3]
 

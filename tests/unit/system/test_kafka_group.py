@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
 from aiokafka.structs import TopicPartition
+from structlog.testing import capture_logs
 
 from samzapy.system.kafka.group import (
     HEARTBEAT_MAX_MS,
@@ -20,6 +22,7 @@ from samzapy.system.kafka.group import (
     _Listener,
     heartbeat_interval_ms,
 )
+from samzapy.system.kafka.group_members import GroupMembers
 from samzapy.system.kafka.group_triggers import (
     GROUP_REBALANCING,
     MEMBER_UNKNOWN,
@@ -335,3 +338,36 @@ async def test_the_rebalance_reason_is_what_made_the_member_rejoin(
     coordinator.request_rejoin()
     await listener.on_partitions_revoked(set())
     assert membership.rebalance_reason is None  # logged as unknown (rebalance_log)
+
+
+async def test_the_leader_logs_the_members_that_joined_and_left_since_its_last_assignment() -> None:
+    a, b = Member([0, 1, 2, 3], instance_id="c-0"), Member([], instance_id="c-1")
+    c = Member([])  # a dynamic member: its metadata names its host only
+    a.membership._consumer = Consumer("a")
+    a.membership._consumer._coordinator.generation = 7
+    with capture_logs() as logs:
+        a.assignor.assign(Cluster(), {"a": a.metadata(), "b": b.metadata()})
+        a.membership._consumer._coordinator.generation = 8
+        a.assignor.assign(Cluster(), {"a": a.metadata(), "b": b.metadata()})  # no change
+        a.membership._consumer._coordinator.generation = 9
+        a.assignor.assign(Cluster(), {"a": a.metadata(), "c": c.metadata()})
+    events = [e for e in logs if e["event"] == "group_members_changed"]
+    host = socket.gethostname()
+    first, second = events  # the unchanged generation 8 logs nothing
+    # Its first assignment as leader: no previous one, every member joined.
+    assert first["generation"] == 7 and first["previous_generation"] is None
+    both = [
+        {"member": "a", "host": host, "container": "c-0"},
+        {"member": "b", "host": host, "container": "c-1"},
+    ]
+    assert first["joined"] == first["members"] == both and first["left"] == []
+    assert second["generation"] == 9 and second["previous_generation"] == 8
+    assert second["joined"] == [{"member": "c", "host": host}]
+    assert second["left"] == [{"member": "b", "host": host, "container": "c-1"}]
+    assert [m["member"] for m in second["members"]] == ["a", "c"]
+
+
+def test_a_member_of_an_older_samzapy_is_named_by_its_id_only() -> None:
+    members = GroupMembers(None)
+    assert members.assigned("g", {"m": {"tasks": [1], "host": 5}}) == ([{"member": "m"}], [])
+    assert members.assigned("g", {"m": {}}) is None
