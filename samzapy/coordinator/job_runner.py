@@ -177,7 +177,8 @@ class JobRunner:
         if replicas > 0:
             self._standbys = Standbys(cfg, metrics=self.metrics, health=self.health)
             await self._standbys.start()
-            self._placement = GroupStandbys(replicas, self._standbys.report)
+            own = self._standbys
+            self._placement = GroupStandbys(replicas, own.report, own.directory_id)
         membership: GroupMembership = factory.get_group_membership(
             group_id=group_id,
             streams=[ss.stream for ss in inputs],

@@ -163,9 +163,12 @@ class GroupStandbys(StandbyPlacement):
     """This member's side of standby placement: what it reports in its metadata, the rule
     the leader applies, and the standby tasks of its latest assignment."""
 
-    def __init__(self, replicas: int, report: Callable[[], Report]) -> None:
+    def __init__(
+        self, replicas: int, report: Callable[[], Report], state_directory: str | None = None
+    ) -> None:
         """``replicas``: standbys per task (the replication factor minus one)."""
         self.replicas = replicas
+        self.state_directory = state_directory
         self._report = report
         #: The standby tasks of the latest assignment, and those of them that warm up for a
         #: move here.

@@ -105,6 +105,7 @@ class Standbys:
         self._interval = interval
         self._stores = standby_stores(config)
         self._base = job_store_directory(config)
+        self.directory_id: str | None = None  # store_directory_id, once started
         self.tasks: dict[int, StandbyTask] = {}
         self._factories: dict[str, SystemFactory] = {}
         self._admins: dict[str, SystemAdmin] = {}
@@ -144,7 +145,8 @@ class Standbys:
             await manager.start()
         self._checkpoints = manager
         try:
-            claim_store_directory(cfg)  # where the standbys live; after the checkpoints' claim
+            # Where the standbys live (shared with other containers?); after the checkpoints'.
+            self.directory_id = claim_store_directory(cfg)
         except BaseException:
             await self.stop()
             raise

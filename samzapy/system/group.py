@@ -35,6 +35,10 @@ class StandbyPlacement(abc.ABC):
     a member reports in its metadata, the placement rule the leader applies, and where the
     member hears its standby tasks. Tasks are partition numbers."""
 
+    #: The id of the store directory this member's standbys live in, the same for every
+    #: container that shares it (``container/store_directory.py``); None: unknown.
+    state_directory: str | None = None
+
     @abc.abstractmethod
     def report(self) -> Mapping[int, int | None]:
         """This member's standbys: task -> how far behind the task's latest checkpoint it is

@@ -114,7 +114,7 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
             report: dict[str, Any] = {
                 "tasks": sorted(membership._owned()),
                 "released": {str(t): at for t, at in membership._reported.items()},
-                **membership._members.identity,  # container, host: group_members.py
+                **membership._members.identity,  # container, host, directory: group_members.py
             }
             if membership._standbys is not None:
                 standbys = membership._standbys.report()
@@ -205,7 +205,8 @@ class KafkaGroupMembership(GroupMembership):
         self._refused: JobCollisionError | None = None
         self.instance_id = instance_id
         self._on_fenced = on_fenced
-        self._members = GroupMembers(instance_id)  # the leader's group_members_changed
+        directory = standbys.state_directory if standbys is not None else None
+        self._members = GroupMembers(instance_id, directory)  # group_members_changed
         #: Wall-clock time this process created the membership: release times before it
         #: (a static member's stored assignment from its previous run) are not this run's.
         self._created_at = time.time()

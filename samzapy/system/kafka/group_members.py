@@ -12,8 +12,17 @@ metadata carries), with the group's ``generation`` and ``previous_generation``, 
 last assigned. A member leading for the first time (``previous_generation`` null) has no
 previous one: every member is ``joined``. A static member that restarted is a new member id
 with the same ``container``: it is in ``left`` under its old id and in ``joined`` under its
-new one (a static member's rejoin that starts no rebalance is not seen at all). Nothing
-here runs per message: once per assignment, on the leader only.
+new one (a static member's rejoin that starts no rebalance is not seen at all).
+
+A member with standby replicas also names the id of its store directory (``"directory"``,
+``container/store_directory.py``), the same for containers that share it (one volume under
+``docker compose --scale``). There a standby is of no use: the active store directory is
+shared too, so a task that moves opens its store warm anyway, and the standbys of one task
+share one directory (``<store>/<task>.standby``), so with ``job.standbytasks.replication.
+factor`` above 2 all but one of them wait for it for good. The leader warns
+(``standbys_on_shared_state_directory``, with each such directory's members) whenever the
+members sharing directories change. Nothing here runs per message: once per assignment, on
+the leader only.
 """
 
 from __future__ import annotations
@@ -27,11 +36,14 @@ import structlog
 log = structlog.get_logger("samzapy.kafka")
 
 
-def identity(instance_id: str | None) -> dict[str, str]:
-    """What this member's metadata says about where it runs."""
+def identity(instance_id: str | None, directory: str | None = None) -> dict[str, str]:
+    """What this member's metadata says about where it runs (``directory``: its store
+    directory's id, with standbys)."""
     out = {"host": socket.gethostname()}
     if instance_id is not None:
         out["container"] = instance_id
+    if directory is not None:
+        out["directory"] = directory
     return out
 
 
@@ -39,7 +51,7 @@ def described(member: str, data: Mapping[str, Any]) -> dict[str, str]:
     """``member`` and where its metadata ``data`` says it runs, checked as it comes off the
     wire (a member of an older samzapy names nothing)."""
     out = {"member": member}
-    for key in ("container", "host"):
+    for key in ("container", "host", "directory"):
         if isinstance(value := data.get(key), str):
             out[key] = value
     return out
@@ -48,11 +60,13 @@ def described(member: str, data: Mapping[str, Any]) -> dict[str, str]:
 class GroupMembers:
     """The members of the last assignment this member made as the group's leader."""
 
-    def __init__(self, instance_id: str | None) -> None:
+    def __init__(self, instance_id: str | None, directory: str | None = None) -> None:
         #: What this member's metadata says about it (``identity``).
-        self.identity = identity(instance_id)
+        self.identity = identity(instance_id, directory)
         self._members: dict[str, dict[str, str]] | None = None
         self._generation: int | None = None
+        #: The members of each store directory shared, as last warned.
+        self._shared: dict[str, list[str]] = {}
 
     def assigned(
         self, group: str, metadata: Mapping[str, Mapping[str, Any]], consumer: Any = None
@@ -61,6 +75,7 @@ class GroupMembers:
         the generation aiokafka's ``consumer`` joined; the members that joined and left since
         its previous assignment, logged, or None when none did."""
         members = {m: described(m, data) for m, data in sorted(metadata.items())}
+        self._check_shared(group, members)
         coordinator = getattr(consumer, "_coordinator", None)
         generation = getattr(coordinator, "generation", None)
         generation = generation if type(generation) is int else None
@@ -81,6 +96,29 @@ class GroupMembers:
             members=list(members.values()),
         )
         return joined, left
+
+    def _check_shared(self, group: str, members: Mapping[str, Mapping[str, str]]) -> None:
+        """Warn when the members that share store directories changed (module docstring)."""
+        by_directory: dict[str, list[str]] = {}
+        for member, described in members.items():
+            if "directory" in described:
+                by_directory.setdefault(described["directory"], []).append(member)
+        shared = {d: ms for d, ms in by_directory.items() if len(ms) > 1}
+        if shared == self._shared:
+            return
+        self._shared = shared
+        if shared:
+            log.warning(
+                "standbys_on_shared_state_directory",
+                group=group,
+                shared=[[dict(members[m]) for m in ms] for _, ms in sorted(shared.items())],
+                reason="these containers share one store directory (job.logged.store.base.dir, "
+                "one volume): a standby there brings nothing, as a task that moves opens the "
+                "shared store warm, and with job.standbytasks.replication.factor above 2 the "
+                "standbys of a task wait for each other's directory for good",
+                remedy="set job.standbytasks.replication.factor to 1 on a shared volume, or "
+                "give each container a volume of its own",
+            )
 
 
 __all__ = ["GroupMembers", "described", "identity"]

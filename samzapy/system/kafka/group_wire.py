@@ -5,7 +5,8 @@ A member's metadata is a JSON object: the tasks it runs (``"tasks": [3, 5]``), w
 released tasks since the last rebalance (``"released": {"3": 1712345678.9}``), its standbys'
 lags (``"standbys": {"3": 120}``), the job it belongs to (``"job": ["pageviews", "1"]``,
 ``job.name`` and ``job.id``), when its membership was created (``"since"``, wall clock,
-s), and where it runs (``"container"``, ``"host"``: ``group_members.py``). The group's
+s), and where it runs (``"container"``, ``"host"``, with standbys its store directory's id
+``"directory"``: ``group_members.py``). The group's
 name ``samzapy.<job.name>.<job.id>`` is the same for job ``a.b`` id ``1`` and job ``a`` id
 ``b.1``: the leader gives tasks only to the members of the job that held the group
 first, the one whose oldest member was created first (``first_job``), whichever job's member

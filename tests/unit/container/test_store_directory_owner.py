@@ -15,6 +15,7 @@ import pytest
 from samzapy import InitableTask, StreamTask
 from samzapy.api.errors import JobCollisionError
 from samzapy.config import load_config, resolve
+from samzapy.container.store_directory import DIRECTORY_ID_FILE, store_directory_id
 from samzapy.coordinator.standby import Standbys
 from samzapy.metrics import Health, MetricsRegistry
 from samzapy.system.inmemory import InMemoryBroker
@@ -93,6 +94,8 @@ def test_standbys_are_refused_another_job_s_store_directory(tmp_path: Path) -> N
         first = standbys("1")
         await first.start()
         await first.stop()
+        # Its metadata names the directory's id: the leader compares (group_members.py).
+        assert first.directory_id == store_directory_id(tmp_path / "state" / "twin")
         with pytest.raises(JobCollisionError, match=r"this job \(job.name 'twin' job.id '2'\)"):
             await standbys("2").start()
 
@@ -101,3 +104,15 @@ def test_standbys_are_refused_another_job_s_store_directory(tmp_path: Path) -> N
     finally:
         InMemoryBroker.drop_namespace(namespace)
     assert json.loads((tmp_path / "state" / "twin" / OWNER).read_text())["job.id"] == "1"
+
+
+def test_containers_sharing_the_store_directory_read_one_id_and_others_another(
+    tmp_path: Path,
+) -> None:
+    shared, own = tmp_path / "shared", tmp_path / "own"
+    shared.mkdir()
+    own.mkdir()
+    first = store_directory_id(shared)
+    assert first is not None and store_directory_id(shared) == first  # a second container
+    assert store_directory_id(own) not in (None, first)
+    assert sorted(p.name for p in shared.iterdir()) == [DIRECTORY_ID_FILE]  # no temporary left

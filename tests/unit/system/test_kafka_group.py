@@ -14,6 +14,7 @@ import pytest
 from aiokafka.structs import TopicPartition
 from structlog.testing import capture_logs
 
+from samzapy.coordinator.placement import GroupStandbys
 from samzapy.system.kafka.group import (
     HEARTBEAT_MAX_MS,
     KafkaGroupMembership,
@@ -43,7 +44,11 @@ class Member:
     """A membership whose runner owns ``owned`` and records what it is assigned."""
 
     def __init__(
-        self, owned: list[int], instance_id: str | None = None, job: tuple[str, str] | None = None
+        self,
+        owned: list[int],
+        instance_id: str | None = None,
+        job: tuple[str, str] | None = None,
+        standbys: Any = None,
     ) -> None:
         self.owned = owned
         self.fenced = 0
@@ -67,6 +72,7 @@ class Member:
             instance_id=instance_id,
             on_fenced=self._on_fenced,
             job=job,
+            standbys=standbys,
         )
         self.assignor: Any = _assignor(self.membership)
 
@@ -371,3 +377,24 @@ def test_a_member_of_an_older_samzapy_is_named_by_its_id_only() -> None:
     members = GroupMembers(None)
     assert members.assigned("g", {"m": {"tasks": [1], "host": 5}}) == ([{"member": "m"}], [])
     assert members.assigned("g", {"m": {}}) is None
+
+
+def test_the_leader_warns_when_members_with_standbys_share_a_store_directory() -> None:
+    def member(container: str, directory: str) -> Member:
+        return Member([], instance_id=container, standbys=GroupStandbys(1, dict, directory))
+
+    a, b, c = member("c-0", "volume-1"), member("c-1", "volume-1"), member("c-2", "volume-2")
+    with capture_logs() as logs:
+        a.assignor.assign(Cluster(), {"a": a.metadata(), "c": c.metadata()})  # apart: no warning
+        a.assignor.assign(Cluster(), {"a": a.metadata(), "b": b.metadata(), "c": c.metadata()})
+        a.assignor.assign(Cluster(), {"a": a.metadata(), "b": b.metadata(), "c": c.metadata()})
+    warnings = [e for e in logs if e["event"] == "standbys_on_shared_state_directory"]
+    assert len(warnings) == 1  # once, as b joined a's directory; not again while it stays
+    host = socket.gethostname()
+    assert warnings[0]["shared"] == [
+        [
+            {"member": "a", "host": host, "container": "c-0", "directory": "volume-1"},
+            {"member": "b", "host": host, "container": "c-1", "directory": "volume-1"},
+        ]
+    ]
+    assert "replication.factor to 1" in warnings[0]["remedy"]
