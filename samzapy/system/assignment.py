@@ -83,20 +83,20 @@ def plan_tasks(
     previous: Mapping[str, list[int]],
     reports: Mapping[str, Mapping[int, int | None]],
     placement: StandbyPlacement | None,
-) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
+) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
     """Active tasks per member (a moving task held back), standby and warmup tasks per
-    member."""
+    member, and the active tasks per member planned (a moving task at its new member)."""
     if placement is None:
         active = assign_tasks(range(task_count), previous)
         none: dict[str, list[int]] = {member: [] for member in active}
-        return withhold_moving(active, previous), none, dict(none)
+        return withhold_moving(active, previous), none, dict(none), active
     active, standbys, warmups = placement.place(range(task_count), previous, reports)
     given = withhold_moving(active, previous)
     for member, tasks in active.items():
         held_back = set(tasks) - set(given[member])
         kept_warm = held_back & set(reports.get(member, {}))
         standbys[member] = sorted(set(standbys.get(member, ())) | kept_warm)
-    return given, standbys, warmups
+    return given, standbys, warmups, active
 
 
 __all__ = ["assign_tasks", "plan_tasks", "withhold_moving"]

@@ -63,7 +63,7 @@ from samzapy.api.errors import JobCollisionError, StreamSystemError
 from samzapy.system.assignment import plan_tasks
 from samzapy.system.kafka.connection import connect, started, stop_client
 from samzapy.system.kafka.errors import KAFKA_ERRORS, stream_error
-from samzapy.system.kafka.group_members import GroupMembers
+from samzapy.system.kafka.group_members import GroupMembers, handover
 from samzapy.system.kafka.group_offsets import KafkaGroupOffsets
 from samzapy.system.kafka.group_triggers import REJOIN_ASKED, RebalanceTriggers
 from samzapy.system.kafka.group_wire import (
@@ -142,6 +142,7 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
             task_count = max(counts.values(), default=0)
             previous: dict[str, list[int]] = {}
             released: dict[int, float] = {}
+            released_by: dict[int, str] = {}
             reports: dict[str, dict[int, int | None]] = {}
             for member in ours:
                 data = metadata[member]
@@ -149,15 +150,17 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
                     previous[member] = [int(t) for t in data["tasks"]]
                 except (ValueError, KeyError, TypeError):
                     previous[member] = []
-                released.update(released_times(data.get("released")))
+                released.update(stopped := released_times(data.get("released")))
+                released_by.update(dict.fromkeys(stopped, member))
                 reports[member] = standby_report(data.get("standbys"))
             placement = membership._standbys
-            plan, standbys, warmups = plan_tasks(task_count, previous, reports, placement)
+            plan, standbys, warmups, planned = plan_tasks(task_count, previous, reports, placement)
+            moves = membership._members.moves(plan, planned, previous, released_by)
             out = {}
             for member, tasks in plan.items():
                 assignment = [(topic, [k for k in tasks if k < counts[topic]]) for topic in topics]
                 handed = {str(t): released[t] for t in tasks if t in released}
-                given: dict[str, Any] = {"released": handed}
+                given: dict[str, Any] = {"released": handed, **moves[member]}
                 if membership._standbys is not None:
                     given["standbys"] = standbys.get(member, [])
                     given["warmups"] = warmups.get(member, [])
@@ -171,6 +174,7 @@ def _assignor(membership: KafkaGroupMembership) -> type[AbstractPartitionAssigno
         @classmethod
         def on_assignment(cls, assignment: ConsumerProtocolMemberAssignment) -> None:
             data = decode(assignment.user_data)
+            handover(data)  # task_owners_changed: where its moving tasks come from, go to
             membership._handed = released_times(data.get("released"))
             membership._standby_tasks = task_list(data.get("standbys"))
             membership._warmup_tasks = task_list(data.get("warmups"))

@@ -14,6 +14,13 @@ previous one: every member is ``joined``. A static member that restarted is a ne
 with the same ``container``: it is in ``left`` under its old id and in ``joined`` under its
 new one (a static member's rejoin that starts no rebalance is not seen at all).
 
+Each member's assignment also says where the tasks it gains come from (``"from"``: the
+member that released one, or the one the leader last gave it to, if that one left) and where
+those it loses go (``"to"``: the member the plan moves them to), as the leader describes
+them; the member logs ``task_owners_changed`` (info) with ``tasks_added_from`` and
+``tasks_removed_to`` when either has any (``handover``). A leader new to the role knows no
+previous owner of a task no one released.
+
 A member with standby replicas also names the id of its store directory (``"directory"``,
 ``container/store_directory.py``), the same for containers that share it (one volume under
 ``docker compose --scale``). There a standby is of no use: the active store directory is
@@ -32,6 +39,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import structlog
+
+from samzapy.system.kafka.group_wire import task_list
 
 log = structlog.get_logger("samzapy.kafka")
 
@@ -67,6 +76,8 @@ class GroupMembers:
         self._generation: int | None = None
         #: The members of each store directory shared, as last warned.
         self._shared: dict[str, list[str]] = {}
+        #: Each task's member in the last assignment made (``moves``), as described.
+        self._owners: dict[int, dict[str, str]] = {}
 
     def assigned(
         self, group: str, metadata: Mapping[str, Mapping[str, Any]], consumer: Any = None
@@ -97,6 +108,36 @@ class GroupMembers:
         )
         return joined, left
 
+    def moves(
+        self,
+        given: Mapping[str, list[int]],
+        planned: Mapping[str, list[int]],
+        previous: Mapping[str, list[int]],
+        released_by: Mapping[int, str],
+    ) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """Per member, its assignment's ``"from"`` and ``"to"`` (module docstring): the tasks
+        ``given`` it that it did not report (``previous``), by the member that released each
+        (``released_by``) or last had it; those it reported and is not given, by the member
+        ``planned`` for each. After ``assigned``, whose members it names."""
+        members = self._members or {}
+        planned_for = {t: m for m, tasks in planned.items() for t in tasks}
+        out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for member, tasks in given.items():
+            came: dict[int, dict[str, str]] = {}
+            for task in set(tasks) - set(previous.get(member, ())):
+                releaser = released_by.get(task)
+                source = members[releaser] if releaser in members else self._owners.get(task)
+                if source is not None and source["member"] != member:
+                    came[task] = source
+            went = {
+                task: members[planned_for[task]]
+                for task in set(previous.get(member, ())) - set(tasks)
+                if planned_for.get(task, member) != member and planned_for[task] in members
+            }
+            out[member] = {"from": _by_member(came), "to": _by_member(went)}
+        self._owners = {t: members[m] for m, tasks in given.items() if m in members for t in tasks}
+        return out
+
     def _check_shared(self, group: str, members: Mapping[str, Mapping[str, str]]) -> None:
         """Warn when the members that share store directories changed (module docstring)."""
         by_directory: dict[str, list[str]] = {}
@@ -121,4 +162,32 @@ class GroupMembers:
             )
 
 
-__all__ = ["GroupMembers", "described", "identity"]
+def _by_member(whose: Mapping[int, dict[str, str]]) -> list[dict[str, Any]]:
+    """``{3: member, 5: member}`` as ``[{**member, "tasks": [3, 5]}]``, by member id."""
+    grouped: dict[str, dict[str, Any]] = {}
+    for task, member in sorted(whose.items()):
+        grouped.setdefault(member["member"], {**member, "tasks": []})["tasks"].append(task)
+    return [grouped[m] for m in sorted(grouped)]
+
+
+def handover(data: Mapping[str, Any]) -> None:
+    """Log where this member's assignment (its user data ``data``, decoded) says the tasks it
+    gains come from and those it loses go to, if any."""
+    moved = {key: _named(data.get(key)) for key in ("from", "to")}
+    if moved["from"] or moved["to"]:
+        log.info(
+            "task_owners_changed", tasks_added_from=moved["from"], tasks_removed_to=moved["to"]
+        )
+
+
+def _named(value: Any) -> list[dict[str, Any]]:
+    """``[{"member": ..., "tasks": [3, 5]}]`` from the wire, checked, with task names."""
+    out = []
+    for whom in value if isinstance(value, list) else ():
+        if isinstance(whom, dict) and isinstance(member := whom.get("member"), str):
+            tasks = task_list(whom.get("tasks"))
+            out.append({**described(member, whom), "tasks": [f"Partition {t}" for t in tasks]})
+    return out
+
+
+__all__ = ["GroupMembers", "described", "handover", "identity"]

@@ -1,5 +1,7 @@
 """What the members of a job's consumer group tell each other, checked as it comes off the
-wire: the member metadata and assignment user data of samzapy's assignor (``group.py``).
+wire: the member metadata and assignment user data of samzapy's assignor (``group.py``; an
+assignment's ``"from"`` and ``"to"``, where its moving tasks come from and go to:
+``group_members.py``).
 
 A member's metadata is a JSON object: the tasks it runs (``"tasks": [3, 5]``), when it
 released tasks since the last rebalance (``"released": {"3": 1712345678.9}``), its standbys'

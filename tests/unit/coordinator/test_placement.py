@@ -87,7 +87,7 @@ def test_the_assignor_holds_a_moving_task_back_and_keeps_it_warm_on_its_new_owne
     previous = {"a": [0, 1, 2, 3], "b": [4, 5, 6, 7], "c": []}
     reports: dict[str, dict[int, int | None]] = {"a": {}, "b": {}, "c": {3: 0}}
     placement = GroupStandbys(1, dict)
-    given, standbys, warmups = plan_tasks(8, previous, reports, placement)
+    given, standbys, warmups, _ = plan_tasks(8, previous, reports, placement)
     assert given == {"a": [0, 1, 2], "b": [4, 5, 6, 7], "c": []}
     assert 3 in standbys["c"]
     # Task 7 would move from "b" to "c", which has no copy of it: it warms up there first.
@@ -97,7 +97,7 @@ def test_the_assignor_holds_a_moving_task_back_and_keeps_it_warm_on_its_new_owne
 
 def test_the_assignor_without_standbys_gives_none() -> None:
     previous = {"a": [0, 1], "b": []}
-    given, standbys, warmups = plan_tasks(4, previous, {}, None)
+    given, standbys, warmups, _ = plan_tasks(4, previous, {}, None)
     assert standbys == {"a": [], "b": []} == warmups
     assert sorted(t for ts in given.values() for t in ts) == [0, 1, 2, 3]
 

@@ -398,3 +398,42 @@ def test_the_leader_warns_when_members_with_standbys_share_a_store_directory() -
         ]
     ]
     assert "replication.factor to 1" in warnings[0]["remedy"]
+
+
+async def test_each_member_logs_where_its_moving_tasks_come_from_and_go_to() -> None:
+    a, b = Member([0, 1, 2, 3], instance_id="c-0"), Member([], instance_id="c-1")
+    host = socket.gethostname()
+    c0 = {"member": "a", "host": host, "container": "c-0"}
+    c1 = {"member": "b", "host": host, "container": "c-1"}
+
+    def moved(logs: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
+        return [
+            (e["tasks_added_from"], e["tasks_removed_to"])
+            for e in logs
+            if e["event"] == "task_owners_changed"
+        ]
+
+    with capture_logs() as logs:
+        plan = a.assignor.assign(Cluster(), {"a": a.metadata()})
+        await a.receive(plan["a"])  # a takes every task: from no one the leader knew
+    assert moved(logs) == []
+    # Phase 1: b joined; a loses 2 and 3 to it.
+    with capture_logs() as logs:
+        plan = a.assignor.assign(Cluster(), {"a": a.metadata(), "b": b.metadata()})
+        await a.receive(plan["a"])
+        await b.receive(plan["b"])
+    assert moved(logs) == [([], [{**c1, "tasks": ["Partition 2", "Partition 3"]}])]
+    # Phase 2: a released them; b gains them from a.
+    a.owned = [0, 1]
+    a.membership.released([2, 3], 1234.5)
+    with capture_logs() as logs:
+        plan = a.assignor.assign(Cluster(), {"a": a.metadata(), "b": b.metadata()})
+        await a.receive(plan["a"])
+        await b.receive(plan["b"])
+    assert moved(logs) == [([{**c0, "tasks": ["Partition 2", "Partition 3"]}], [])]
+    # b dies: its tasks come back to a from b, which the leader last gave them to.
+    b.owned = [2, 3]
+    with capture_logs() as logs:
+        plan = a.assignor.assign(Cluster(), {"a": a.metadata()})
+        await a.receive(plan["a"])
+    assert moved(logs) == [([{**c1, "tasks": ["Partition 2", "Partition 3"]}], [])]
