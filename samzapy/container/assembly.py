@@ -89,11 +89,14 @@ def assemble_inputs(
     *,
     clock: Clock,
     health: Health,
-    checkpointing: bool,
+    checkpoints: ContainerCheckpoints,
     on_dropped: Callable[[], None],
 ) -> InputSide:
-    """The input side of ``plan``; ``on_dropped``: a message was dropped as undecodable."""
+    """The input side of ``plan``; ``on_dropped``: a message was dropped as undecodable.
+    Each consumer is told the IDs of its streams that the checkpoints record
+    (``expect_stream_ids``)."""
     cfg = config
+    checkpointing = checkpoints.manager is not None
     queues = input_queues(plan)
     by_ssp: dict[SystemStreamPartition, list[InputQueue]] = defaultdict(list)
     for task_queues in queues.values():
@@ -115,6 +118,9 @@ def assemble_inputs(
     if cfg.task.dead_letter_stream is not None:
         for consumer in systems.consumers.values():
             consumer.keep_raw()
+    for system, consumer in systems.consumers.items():
+        ids = checkpoints.topic_ids
+        consumer.expect_stream_ids({s.stream: i for s, i in ids.items() if s.system == system})
     names = sorted(systems.consumers)
     run_loop = RunLoop(
         consumers=[functools.partial(consumers.run, s) for s in names],

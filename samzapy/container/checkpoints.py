@@ -88,6 +88,11 @@ class ContainerCheckpoints:
         self._topic_ids: dict[SystemStream, str] | None = None
 
     @property
+    def topic_ids(self) -> Mapping[SystemStream, str]:
+        """The inputs' topic IDs looked up at start-up (``checked``; none before)."""
+        return self._topic_ids or {}
+
+    @property
     def transactional_system(self) -> str | None:
         manager = self.manager
         if isinstance(manager, TransactionalCheckpointManager):

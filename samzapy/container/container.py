@@ -308,7 +308,7 @@ class SamzaContainer:
             serdes,
             clock=self.clock,
             health=self.health,
-            checkpointing=self._checkpoints.manager is not None,
+            checkpoints=self._checkpoints,
             on_dropped=lambda: self.metrics.counter(CONTAINER, "deserialization-errors").inc(),
         )
         self.run_loop = inputs.run_loop

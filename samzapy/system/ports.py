@@ -176,6 +176,12 @@ class SystemConsumer(abc.ABC):
         unknown. These three make the lag metric (``gauges.py``)."""
         return None
 
+    def expect_stream_ids(self, ids: Mapping[str, str]) -> None:  # noqa: B027 - optional hook
+        """Called before ``start`` with the ID of each stream read that has one
+        (``SystemAdmin.topic_ids``), as looked up at start-up and recorded by the
+        checkpoints: a consumer that can tell fails once a stream's ID is another (the
+        stream was deleted and made again), as for a stream deleted."""
+
     def keep_raw(self) -> None:  # noqa: B027 - optional hook
         """Called before ``start`` when the job has a dead-letter stream: set ``raw`` on
         every envelope, the record as read with its headers (``RawRecord``). A consumer

@@ -24,7 +24,9 @@ the consumer only fails once the broker has been silent for longer than
 ``connect.timeout.ms`` (see ``connection.ContactWatch``). A topic it reads that is deleted
 (the brokers answer, the topic is gone) fails it at the next poll once the topic check
 (``topic_watch.TopicWatch``, whose checks the idle-time probe shares) finds it missing,
-whether or not other partitions deliver: within the probe interval (at most 5 s).
+whether or not other partitions deliver: within the probe interval (at most 5 s). So does
+one deleted and created again at once, found under another ID than at start-up
+(``expect_stream_ids``).
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ class KafkaSystemConsumer(SystemConsumer):
         #: Whether the fetcher builds entries (``read_entries``), and does so (``start``).
         self._entries = False
         self._builds_entries = False
+        #: The topics' IDs at start-up, which the topic watch compares (``expect_stream_ids``).
+        self._ids: dict[str, str] = {}
 
     def register(self, ssp: SystemStreamPartition, offset: str | None, default: str) -> None:
         if self._started:
@@ -116,6 +120,9 @@ class KafkaSystemConsumer(SystemConsumer):
 
     def keep_raw(self) -> None:
         self._keep_raw = True
+
+    def expect_stream_ids(self, ids: Mapping[str, str]) -> None:
+        self._ids = dict(ids)
 
     def read_entries(self) -> None:
         self._entries = True
@@ -173,6 +180,7 @@ class KafkaSystemConsumer(SystemConsumer):
             servers=self._servers,
             system=settings.system_name,
             interval_s=self._watch.interval_s,
+            ids=self._ids,
         )
 
     async def _bounds(self) -> dict[SystemStreamPartition, OffsetBounds]:

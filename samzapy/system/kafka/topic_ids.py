@@ -9,16 +9,20 @@ response read only for what samzapy needs. An ID is shown as Kafka's tools show 
 (``kafka-topics.sh --describe``: ``TopicId: vKlMTtsYQrWCVh3lu1ap7g``), URL-safe base64
 without padding. A broker older than 2.8 does not know v10; a topic without an ID (all
 zeros: one created by ZooKeeper before its cluster gave IDs) is left out.
+
+The same request, sent through a running consumer's own client (``described``), is the
+consumer's topic check (``topic_watch.py``): it says which topics exist and under which ID.
 """
 
 from __future__ import annotations
 
 import base64
+import random
 from collections.abc import Awaitable, Callable, Sequence
 from io import BytesIO
 from typing import Any
 
-from aiokafka.errors import IncompatibleBrokerVersion
+from aiokafka.errors import IncompatibleBrokerVersion, NodeNotReadyError
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
     AbstractType,
@@ -31,7 +35,7 @@ from aiokafka.protocol.types import (
     TaggedFields,
 )
 
-from samzapy.system.kafka.errors import NO_ERROR
+from samzapy.system.kafka.errors import NO_ERROR, UNREACHABLE
 
 _NO_ID = bytes(16)
 
@@ -165,15 +169,22 @@ def format_id(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
+def existing(response: Any) -> dict[str, str | None]:
+    """Each topic a Metadata response (v10 and up) describes, with its ID (None: it has
+    none); a topic it gives an error for (no such topic) is left out, as aiokafka's
+    metadata leaves it out."""
+    out: dict[str, str | None] = {}
+    for topic in response.topics:
+        code, name, raw = topic[0], topic[1], topic[2]
+        if code == NO_ERROR and name is not None:
+            out[name] = None if raw == _NO_ID else format_id(raw)
+    return out
+
+
 def ids_of(response: Any) -> dict[str, str]:
     """Each topic's ID in a Metadata response (v10 and up); a topic the broker does not
     describe, or without an ID, is left out."""
-    out: dict[str, str] = {}
-    for topic in response.topics:
-        code, name, raw = topic[0], topic[1], topic[2]
-        if code == NO_ERROR and name is not None and raw != _NO_ID:
-            out[name] = format_id(raw)
-    return out
+    return {name: i for name, i in existing(response).items() if i is not None}
 
 
 async def lookup(
@@ -188,4 +199,23 @@ async def lookup(
     return ids_of(response)
 
 
-__all__ = ["TopicIdsRequest", "format_id", "ids_of", "lookup"]
+async def described(client: Any, topics: Sequence[str]) -> dict[str, str | None] | None:
+    """The topics of ``topics`` that exist, each with its ID (``existing``), in one request
+    through the aiokafka network ``client`` to one of its brokers (the next when one cannot
+    be reached); None when the brokers give no topic IDs. Raises when no broker answers."""
+    nodes = [broker.nodeId for broker in client.cluster.brokers()]
+    random.shuffle(nodes)
+    error: BaseException = NodeNotReadyError("no broker is known")
+    for node in nodes:
+        try:
+            response = await client.send(node, TopicIdsRequest(topics))
+        except (IncompatibleBrokerVersion, NotImplementedError):
+            return None
+        except UNREACHABLE as exc:
+            error = exc
+            continue
+        return existing(response)
+    raise error
+
+
+__all__ = ["TopicIdsRequest", "described", "existing", "format_id", "ids_of", "lookup"]
