@@ -21,7 +21,7 @@ keep their state; ``--reset-stores`` drops the changelog offsets and snapshots, 
 empty snapshot (``snapshots.EMPTY``) for each store without changelog, and the restart then
 empties every store of the task. The topic IDs of the inputs it moves are dropped: their new
 offsets hold for the topics as they are now, recreated or not, whose IDs the restart records
-(``container/stale_offsets.py``); the others' stay.
+(``container/stale_offsets.py``; ``describe`` says so); the others' stay.
 
 The new checkpoint's owner epoch is two above the checkpoint's (``FIRST_EPOCH``, 2, for a
 task that has none), not one as a container taking the task claims: a container that read
@@ -50,7 +50,7 @@ from samzapy.control.rewind import Rewound, rewind_control
 from samzapy.storage.snapshots import EMPTY
 
 #: The keys of a line ``show`` prints; ``set --to FILE`` reads ``task`` and ``offsets``.
-LINE_KEYS = ("task", "epoch", "offsets", "changelog_offsets", "snapshots")
+LINE_KEYS = ("task", "epoch", "offsets", "changelog_offsets", "snapshots", "topic_ids")
 OLDEST = "oldest"
 UPCOMING = "upcoming"
 TIME = "time"
@@ -93,6 +93,7 @@ def show_line(task: TaskName, checkpoint: Checkpoint) -> str:
             "offsets": offsets,
             "changelog_offsets": dict(sorted(checkpoint.changelog_offsets.items())),
             "snapshots": dict(sorted(checkpoint.snapshots.items())),
+            "topic_ids": {str(ss): i for ss, i in sorted(checkpoint.topic_ids.items())},
         }
     )
 
@@ -388,8 +389,10 @@ def _number(offset: str | None) -> int | None:
 
 
 def describe(move: TaskMove) -> list[str]:
-    """What ``set`` changes for one task, a line per partition (and one for its stores)."""
+    """What ``set`` changes for one task, a line per partition (saying when the topic ID of
+    its input is dropped, ``plan_task``), and one for its stores."""
     lines = []
+    old_ids = move.old.topic_ids if move.old is not None else {}
     for m in move.moves:
         if m.old == m.new:
             lines.append(f"{move.task}  {m.ssp}  {m.new}  (unchanged)")
@@ -397,6 +400,9 @@ def describe(move: TaskMove) -> list[str]:
         notes = [f"resumes at offset {int(m.new) + 1}"]
         if m.rewound is not None:
             notes.extend(m.rewound.notes())
+        if (ss := m.ssp.system_stream) in old_ids and ss not in move.new.topic_ids:
+            it = "the restart takes the offset as the current topic's"
+            notes.append(f"topic ID {old_ids[ss]} dropped: {it}")
         old = "none" if m.old is None else m.old
         lines.append(f"{move.task}  {m.ssp}  {old} -> {m.new}  ({'; '.join(notes)})")
     if move.reset_stores:

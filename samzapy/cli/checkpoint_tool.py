@@ -1,7 +1,7 @@
 """``samzapy checkpoint show|set JOB_YAML``: read a job's checkpoints, or move its inputs.
 
 ``show`` prints each task's last checkpoint as one JSON object per line on stdout (task,
-owner epoch, input offsets, changelog offsets, snapshots), tasks without one left out.
+owner epoch, input offsets, changelog offsets, snapshots, topic IDs), tasks without one left out.
 
 ``set --to oldest|upcoming|TIME|FILE`` writes a new checkpoint of input offsets for the
 job's tasks, Samza's checkpoint tool in samzapy's terms:

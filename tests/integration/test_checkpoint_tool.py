@@ -145,6 +145,7 @@ def test_show_then_set_oldest_then_a_restart_processes_everything_again(
     }
     epochs = {t: line["epoch"] for t, line in lines.items()}
     assert all(isinstance(e, int) and e >= 1 for e in epochs.values())
+    [topic_id] = {line["topic_ids"][f"kafka.{source}"] for line in lines.values()}
 
     # The restart's offset default is upcoming: were the partitions left out of the
     # checkpoint instead of set to -1, it would read nothing.
@@ -156,7 +157,10 @@ def test_show_then_set_oldest_then_a_restart_processes_everything_again(
     )
     moved = tool("set", str(restart), "--to", "oldest")
     assert moved.returncode == 0, moved.stderr
-    assert f"Partition 0  kafka.{source}#0  49 -> -1  (resumes at offset 0)" in moved.stdout
+    assert (  # the new offsets are the topic's as it is now, whose ID the restart records
+        f"Partition 0  kafka.{source}#0  49 -> -1  (resumes at offset 0; topic ID {topic_id} "
+        "dropped: the restart takes the offset as the current topic's)"
+    ) in moved.stdout.splitlines()
     assert "wrote 2 checkpoint(s)" in moved.stdout
     after = show(restart)
     assert {t: line["offsets"] for t, line in after.items()} == {
@@ -354,7 +358,7 @@ def test_a_writer_moved_back_sends_again_and_its_reader_takes_it(
 
     moved = tool("set", str(writer), "--to", "oldest")
     assert moved.returncode == 0, moved.stderr
-    assert "19 -> -1  (resumes at offset 0; writer epoch 0 -> 1)" in moved.stdout
+    assert "19 -> -1  (resumes at offset 0; writer epoch 0 -> 1; topic ID " in moved.stdout
     run_in_process(writer, tag_to(mid), processed(20))
     run_in_process(reader, tag_to(out), processed(20))
     values = Counter(json.loads(r["v"])["v"] for r in outputs(kafka_bootstrap, out))
@@ -367,7 +371,7 @@ def test_a_writer_moved_back_sends_again_and_its_reader_takes_it(
     assert moved.returncode == 0, moved.stderr
     assert (
         "39 -> -1  (resumes at offset 0; its end-of-stream and watermark reports forgotten; "
-        "the origins it applied forgotten)" in moved.stdout
+        "the origins it applied forgotten; topic ID " in moved.stdout
     )
     run_in_process(reader, tag_to(out), processed(40))
     values = Counter(json.loads(r["v"])["v"] for r in outputs(kafka_bootstrap, out))

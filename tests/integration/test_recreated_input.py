@@ -153,6 +153,17 @@ def test_what_a_recreated_input_sends_through_an_intermediate_stream_is_taken_as
     ]
 
 
+def checkpoint_command(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "samzapy", "checkpoint", *args],
+        cwd=HERE.parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+
+
 @pytest.mark.timeout(120)
 def test_checkpoint_set_before_the_restart_is_taken_as_it_is(
     kafka_bootstrap: str, tmp_path: Path
@@ -171,15 +182,15 @@ def test_checkpoint_set_before_the_restart_is_taken_as_it_is(
 
     asyncio.run(recreate(kafka_bootstrap, source))
     asyncio.run(produce(kafka_bootstrap, source, [(0, None, b"new%d" % i) for i in range(8)]))
-    moved = subprocess.run(
-        [sys.executable, "-m", "samzapy", "checkpoint", "set", str(job), "--to", "oldest"],
-        cwd=HERE.parent.parent,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
+    shown = checkpoint_command("show", str(job))
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    old_id = json.loads(shown.stdout)["topic_ids"][f"kafka.{source}"]  # what show prints
+    moved = checkpoint_command("set", str(job), "--to", "oldest")
     assert moved.returncode == 0, moved.stdout + moved.stderr
+    assert (  # set says that it dropped the old topic's ID
+        f"Partition 0  kafka.{source}#0  4 -> -1  (resumes at offset 0; topic ID {old_id} "
+        "dropped: the restart takes the offset as the current topic's)"
+    ) in moved.stdout.splitlines()
     config = json.loads(job.read_text())
     config["systems.kafka.default.stream.samza.offset.default"] = "upcoming"
     job.write_text(json.dumps(config))

@@ -63,6 +63,7 @@ def test_a_show_line_holds_the_checkpoint_and_its_partitions_parse_back() -> Non
         control={"inputWatermark": 5},
         epoch=4,
         snapshots={"counts": "120"},
+        topic_ids={SIDE: "b", IN: "vKlMTtsYQrWCVh3lu1ap7g"},
     )
     line = show_line(P0, checkpoint)
     assert json.loads(line) == {
@@ -71,7 +72,11 @@ def test_a_show_line_holds_the_checkpoint_and_its_partitions_parse_back() -> Non
         "offsets": {"kafka.page.views#0": "41", "kafka.side#0": "7"},
         "changelog_offsets": {"counts": "120"},
         "snapshots": {"counts": "120"},
+        "topic_ids": {"kafka.page.views": "vKlMTtsYQrWCVh3lu1ap7g", "kafka.side": "b"},
     }
+    # As read back by ``set --to FILE``: the topic IDs are shown, not taken.
+    [entry], problems = parse_positions([line], "f", MODELS, COUNTS)
+    assert problems == [] and entry.offsets == {ssp(IN, 0): 41, ssp(SIDE, 0): 7}
     assert "\n" not in line
     assert parse_ssp("kafka.page.views#0") == ssp(IN, 0)
     for bad in ("kafka.in", "kafka#0", "kafka.in#x", ".in#0", "kafka.in#-1"):
@@ -253,9 +258,15 @@ def test_the_topic_ids_of_the_inputs_moved_are_dropped_the_others_kept() -> None
     old = Checkpoint(
         {ssp(IN, 0): "41", ssp(SIDE, 0): "7"}, COUNTS, epoch=1, topic_ids={IN: "a", SIDE: "b"}
     )
-    assert plan_task(P0, old, {ssp(IN, 0): "-1"}, COUNTS).new.topic_ids == {SIDE: "b"}
+    moved = plan_task(P0, old, {ssp(IN, 0): "-1"}, COUNTS)
+    assert moved.new.topic_ids == {SIDE: "b"}
+    assert describe(moved) == [
+        "Partition 0  kafka.page.views#0  41 -> -1  (resumes at offset 0; topic ID a dropped: "
+        "the restart takes the offset as the current topic's)"
+    ]
     unchanged = plan_task(P0, old, {ssp(IN, 0): "41"}, COUNTS)
     assert unchanged.new.topic_ids == {IN: "a", SIDE: "b"}
+    assert describe(unchanged) == ["Partition 0  kafka.page.views#0  41  (unchanged)"]
 
 
 def test_reset_stores_drops_the_changelog_offsets_and_snapshots() -> None:
