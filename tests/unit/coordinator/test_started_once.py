@@ -9,36 +9,17 @@ import asyncio
 import uuid
 from typing import Any
 
+from coordinator_fakes import Members
 from structlog.testing import capture_logs
 
 from samzapy import StreamTask
 from samzapy.config import load_config, resolve
 from samzapy.coordinator.job_runner import JobRunner
 from samzapy.system.inmemory import InMemoryBroker
-from samzapy.system.ports import GroupMembership
 
 
 class Idle(StreamTask):
     def process(self, envelope: Any, collector: Any, coordinator: Any) -> None:
-        pass
-
-
-class Members(GroupMembership):
-    """A membership that is never asked anything (``_take`` is called directly)."""
-
-    async def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
-
-    def failure(self) -> BaseException | None:
-        return None
-
-    def released(self, tasks: Any, at: float) -> None:
-        pass
-
-    def rejoin(self, reason: str = "") -> None:
         pass
 
 
