@@ -33,6 +33,7 @@ from samzapy.api.errors import TaskError, TaskFencedError
 from samzapy.api.system import SystemStream, SystemStreamPartition, TaskName
 from samzapy.config.views import TaskConfig
 from samzapy.container.inputs import ControlEnvelope
+from samzapy.metrics.log_limit import DROP_LOG_INTERVAL_S, LogLimit
 from samzapy.metrics.registry import Counter
 from samzapy.system.ports import SystemProducer
 
@@ -58,32 +59,16 @@ def never_dropped(cause: BaseException) -> bool:
 
 log = structlog.get_logger("samzapy.drops")
 
-#: Drops (of either kind) are logged at most once per partition per interval.
-DROP_LOG_INTERVAL_S = 60.0
 
+class DropLog(LogLimit[SystemStreamPartition]):
+    """Says when a drop on a partition is to be logged (``LogLimit``), by the loop's clock.
+    The consumers keep one for what they cannot deserialize and each task one for what it
+    fails on: each kind is limited on its own."""
 
-class DropLog:
-    """Says when a drop on a partition is to be logged: at most once per partition per
-    ``DROP_LOG_INTERVAL_S``, by the loop's clock, and how many drops there were since the
-    last one logged (``due``). The consumers keep one for what they cannot deserialize and
-    each task one for what it fails on: each kind is limited on its own."""
-
-    __slots__ = ("_logged_at", "_unlogged")
+    __slots__ = ()
 
     def __init__(self) -> None:
-        self._logged_at: dict[SystemStreamPartition, float] = {}
-        self._unlogged: dict[SystemStreamPartition, int] = {}
-
-    def due(self, ssp: SystemStreamPartition) -> int | None:
-        """None: not to be logged (counted for the next line); else the drops on ``ssp``
-        that were not logged since the last line (its ``not_logged``)."""
-        now = asyncio.get_running_loop().time()
-        last = self._logged_at.get(ssp)
-        if last is not None and now - last < DROP_LOG_INTERVAL_S:
-            self._unlogged[ssp] = self._unlogged.get(ssp, 0) + 1
-            return None
-        self._logged_at[ssp] = now
-        return self._unlogged.pop(ssp, 0)
+        super().__init__(lambda: asyncio.get_running_loop().time())
 
 
 #: The headers a dead letter carries after the input record's own (values UTF-8 text).

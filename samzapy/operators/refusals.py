@@ -27,7 +27,6 @@ serde, the key it could not read, and the drop key that would drop what it refus
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,12 +34,11 @@ import structlog
 
 from samzapy.api.descriptors import KVSerde
 from samzapy.config.schema import lookup
+from samzapy.metrics.log_limit import LogLimit
 
 log = structlog.get_logger("samzapy.operators")
 #: The key that drops what the serde refuses (as it drops the messages a task fails on).
 _DROP = "task.drop.process.errors"
-#: Each kind of line is logged at most once per window per interval (as the container's drops).
-DROP_LOG_INTERVAL_S = 60.0
 
 
 class Drops:
@@ -48,7 +46,7 @@ class Drops:
     ``kind``: window, join) its serdes refuse outside a message it could drop: the key read
     from its task's ``context``, the count, the rate-limited log lines."""
 
-    __slots__ = ("clock", "count", "drop", "logged_at", "op_id", "task", "unlogged", "where")
+    __slots__ = ("count", "drop", "limit", "op_id", "task", "where")
 
     def __init__(self, op_id: str, kind: str, context: Any) -> None:
         self.op_id = op_id
@@ -58,10 +56,8 @@ class Drops:
         self.task = str(getattr(context, "task_name", ""))
         metrics = getattr(context, "metrics", None) if self.drop else None
         self.count = None if metrics is None else metrics.counter("container", "process-errors")
-        #: Seconds, for the logs' interval only (tests set it).
-        self.clock: Callable[[], float] = time.monotonic
-        self.logged_at: dict[str, float] = {}
-        self.unlogged: dict[str, int] = {}
+        #: Each kind of line at most once per interval, as the container's drops.
+        self.limit: LogLimit[str] = LogLimit()
 
     def _unless_dropping(self, error: Exception, what: str, instead: str) -> None:
         """Raise ``error`` (``what`` the serde did), noting what the drop key would do
@@ -91,13 +87,8 @@ class Drops:
     def _log(self, event: str, **fields: Any) -> None:
         """A warning ``event``, unless one was logged less than ``DROP_LOG_INTERVAL_S`` ago
         (then counted for the next one's ``not_logged``)."""
-        now = self.clock()
-        last = self.logged_at.get(event)
-        if last is not None and now - last < DROP_LOG_INTERVAL_S:
-            self.unlogged[event] = self.unlogged.get(event, 0) + 1
-            return
-        self.logged_at[event] = now
-        log.warning(event, **fields, not_logged=self.unlogged.pop(event, 0))
+        if (not_logged := self.limit.due(event)) is not None:
+            log.warning(event, **fields, not_logged=not_logged)
 
 
 class Refusals(Drops):

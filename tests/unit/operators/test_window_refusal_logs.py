@@ -59,7 +59,7 @@ def test_a_refusal_after_the_interval_is_logged_with_how_many_were_not() -> None
     context = _Context()
     refusals = Refusals(_Window(), context)
     now = [100.0]
-    refusals.clock = lambda: now[0]
+    refusals.limit.clock = lambda: now[0]
     error = ValueError("refused")
     with capture_logs() as logs:
         for pane in range(3):
