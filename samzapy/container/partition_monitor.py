@@ -35,7 +35,7 @@ else a keyed output hashed over the count it started with until the job stopped.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
@@ -46,6 +46,7 @@ from samzapy.config import ResolvedConfig
 from samzapy.config.directories import OWN_DIRECTORIES
 from samzapy.container.clock import Clock
 from samzapy.container.collector import OutputRouter
+from samzapy.container.streams import partition_counts
 from samzapy.system.ports import SystemAdmin
 
 log = structlog.get_logger("samzapy.container")
@@ -163,7 +164,7 @@ class PartitionCountMonitor:
             for router in routers:
                 router.take_up_added_partitions()
             try:
-                now = await found_counts(admins, before)
+                now = await partition_counts(admins, before, missing_ok=True)
             except Exception as exc:  # any admin's failure: the job goes on, checked later
                 if not failing:
                     log.warning(
@@ -193,21 +194,6 @@ class PartitionCountMonitor:
                 return
 
 
-async def found_counts(
-    admins: Mapping[str, SystemAdmin], streams: Iterable[SystemStream]
-) -> dict[SystemStream, int]:
-    """The partition counts of those of ``streams`` that exist (one call per system); an
-    admin's failure raises."""
-    by_system: dict[str, list[str]] = {}
-    for stream in streams:
-        by_system.setdefault(stream.system, []).append(stream.stream)
-    counts: dict[SystemStream, int] = {}
-    for system, names in by_system.items():
-        found = await admins[system].partition_counts(names)
-        counts.update((SystemStream(system, n), found[n]) for n in names if n in found)
-    return counts
-
-
 def _log_missing(logged: set[SystemStream], missing: list[SystemStream]) -> None:
     """Log the inputs ``missing`` now that were not (``logged``: those missing at the last
     check, updated), and those found again."""
@@ -225,4 +211,4 @@ def _log_missing(logged: set[SystemStream], missing: list[SystemStream]) -> None
     logged.update(missing)
 
 
-__all__ = ["ACTION", "PartitionCountMonitor", "changed_counts", "changed_error", "found_counts"]
+__all__ = ["ACTION", "PartitionCountMonitor", "changed_counts", "changed_error"]

@@ -66,9 +66,12 @@ async def partition_counts(
     admins: Mapping[str, SystemAdmin],
     streams: Iterable[SystemStream],
     config: ResolvedConfig | None = None,
+    *,
+    missing_ok: bool = False,
 ) -> dict[SystemStream, int]:
     """The partition count of each of ``streams``; InputMissingError (a configuration
-    problem, with how to create it when ``config`` says) if one is missing."""
+    problem, with how to create it when ``config`` says) if one is missing, unless
+    ``missing_ok`` (then it is left out)."""
     by_system: dict[str, list[str]] = defaultdict(list)
     for ss in dict.fromkeys(streams):
         by_system[ss.system].append(ss.stream)
@@ -77,6 +80,8 @@ async def partition_counts(
         found = await admins[system].partition_counts(names)
         for name in names:
             if name not in found:
+                if missing_ok:
+                    continue
                 hint = how_to_create(config, system, name)
                 raise InputMissingError(
                     f"input stream {system}.{name} does not exist on system {system!r}: {hint}",
