@@ -24,6 +24,7 @@ from typing import Any
 from samzapy.api.descriptors import MAX_EVENT_TIME, MIN_EVENT_TIME, event_time_ms
 from samzapy.api.envelope import KV, OutgoingMessageEnvelope
 from samzapy.api.errors import OperatorError, SerdeError
+from samzapy.operators.awaiting import not_awaited
 from samzapy.operators.event_time import firing_failed
 from samzapy.operators.impl import (
     SAMPLE_EVERY,
@@ -31,7 +32,6 @@ from samzapy.operators.impl import (
     InputOperator,
     MapOperator,
     OperatorImpl,
-    not_awaited,
 )
 from samzapy.operators.sends import PartitionByOperator, SendToOperator
 

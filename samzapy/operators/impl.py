@@ -27,6 +27,7 @@ from typing import Any
 
 from samzapy.api.errors import OperatorError
 from samzapy.api.system import SystemStream
+from samzapy.operators.awaiting import await_all, awaits_argument, not_awaited
 
 #: One message in this many is timed through the operators it reaches.
 SAMPLE_EVERY = 1024
@@ -36,64 +37,6 @@ _clock = time.perf_counter_ns
 
 def _nothing(message: Any) -> None:
     return None
-
-
-async def await_all(pending: list[Awaitable[Any]], failure: Exception | None = None) -> None:
-    """Await each of ``pending`` in turn. When one fails the rest are still awaited (no
-    branch of a fan-out is left never awaited, nor what its function started running on its
-    own), then the first failure is raised: ``failure``, a synchronous one that came after
-    them, first. A cancellation lets go of those not awaited yet (``let_go``)."""
-    for i, awaitable in enumerate(pending):
-        try:
-            await awaitable
-        except Exception as exc:
-            if failure is None:
-                failure = exc
-        except BaseException:
-            for rest in pending[i + 1 :]:
-                let_go(rest)
-            raise
-    if failure is not None:
-        raise failure
-
-
-def let_go(awaitable: Awaitable[Any]) -> None:
-    """Give up ``awaitable``, never awaited (its message's processing was cancelled first:
-    the task stopped): a future (a Task, ``asyncio.gather``'s) is cancelled, so that what it
-    runs stops with the message; a coroutine is closed. One of the operators' own not started
-    yet (``await_all``'s, ``FlatMapAsyncOperator._complete``'s) first has what it was to await
-    let go of, which closing it would leave as it was: a Task running on its own, a coroutine
-    never awaited. (That is read off its arguments: the operators return bare coroutines, the
-    cheapest awaitable, not an object keeping it.)"""
-    if asyncio.isfuture(awaitable):
-        awaitable.cancel()
-        awaitable.add_done_callback(_outcome_taken)
-    elif inspect.iscoroutine(awaitable):
-        given = _GIVEN.get(awaitable.cr_code)
-        if given is not None and inspect.getcoroutinestate(awaitable) == inspect.CORO_CREATED:
-            owed = inspect.getcoroutinelocals(awaitable)[given]
-            for each in owed if type(owed) is list else (owed,):
-                let_go(each)
-        awaitable.close()
-
-
-def not_awaited(result: Any, what: str) -> TypeError:
-    """The error of a function of an operator that awaits nothing (a ``filter``, a ``sink``)
-    that returned an awaitable anyway (a sync function calling an ``async def`` one), which is
-    let go of (``let_go``): a coroutine would never run, and is true (a filter would keep
-    every message)."""
-    let_go(result)
-    return TypeError(
-        f"{what} returned {type(result).__name__}, an awaitable it does not await: do "
-        "asynchronous work in a flat_map_async"
-    )
-
-
-def _outcome_taken(future: asyncio.Future[Any]) -> None:
-    """A future let go of ended: its outcome goes nowhere (``asyncio.gather``'s, cancelled,
-    ends with a CancelledError as its exception, which asyncio would log as never retrieved)."""
-    if not future.cancelled():
-        future.exception()
 
 
 def as_messages(given: Any, what: str) -> list[Any]:
@@ -415,11 +358,7 @@ class FlatMapAsyncOperator(OperatorImpl):
                     await pending
 
 
-#: The operators' own coroutines, by their code: the argument each awaits (``let_go``).
-_GIVEN = {
-    await_all.__code__: "pending",
-    FlatMapAsyncOperator._complete.__code__: "awaitable",
-}
+awaits_argument(FlatMapAsyncOperator._complete, "awaitable")
 
 
 class MergeOperator(OperatorImpl):
@@ -435,9 +374,6 @@ class MergeOperator(OperatorImpl):
 
 __all__ = [
     "as_messages",
-    "await_all",
-    "let_go",
-    "not_awaited",
     "SAMPLE_EVERY",
     "FilterOperator",
     "FlatMapAsyncOperator",

@@ -15,7 +15,8 @@ from typing import Any
 from samzapy.api.envelope import KV, OutgoingMessageEnvelope
 from samzapy.api.errors import OperatorError, SamzapyError, SerdeError
 from samzapy.api.system import SystemStream
-from samzapy.operators.impl import OperatorImpl, not_awaited
+from samzapy.operators.awaiting import not_awaited
+from samzapy.operators.impl import OperatorImpl
 
 
 def _nothing(envelope: OutgoingMessageEnvelope) -> None:

@@ -38,8 +38,9 @@ from typing import Any
 
 from samzapy.api.descriptors import KVSerde
 from samzapy.api.envelope import KV
+from samzapy.operators.awaiting import awaits_argument
 from samzapy.operators.event_time import message_time, wall_ms
-from samzapy.operators.impl import _GIVEN, OperatorImpl
+from samzapy.operators.impl import OperatorImpl
 from samzapy.operators.refusals import JoinRefusals
 from samzapy.operators.state_serdes import state_serde
 
@@ -421,8 +422,7 @@ async def _undone_on_failure(
         raise
 
 
-#: ``let_go`` lets go of what it awaits, given up before it started (``impl.let_go``).
-_GIVEN[_undone_on_failure.__code__] = "pending"
+awaits_argument(_undone_on_failure, "pending")
 
 
 __all__ = ["SWEEP_ENTRIES", "SWEEP_PER_WRITE", "JoinOperator", "JoinSide", "message_serde"]

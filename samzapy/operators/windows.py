@@ -51,9 +51,9 @@ from samzapy.api.windows import (
     WindowKey,
     WindowPane,
 )
+from samzapy.operators.awaiting import await_all
 from samzapy.operators.event_time import EventClock, message_time, wall_ms
 from samzapy.operators.held_values import WRITE_BACK_EVERY, HeldValues
-from samzapy.operators.impl import await_all
 from samzapy.operators.refusals import Refusals
 from samzapy.operators.sends import SendingOperator
 from samzapy.operators.state_serdes import state_serde
