@@ -10,8 +10,11 @@ time where the test says so).
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import itertools
 import json
+import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from test_apps import flat, run
 
 from samzapy import KafkaSystemDescriptor, StreamApplicationDescriptor
 from samzapy.api.system import TaskName
+from samzapy.operators.awaiting import let_go
 from samzapy.operators.stream_joins import JoinOperator
 from samzapy.storage.inmemory import InMemoryStorageEngine
 from samzapy.storage.serialized import SerializedKeyValueStore
@@ -180,3 +184,35 @@ async def test_a_failed_result_does_not_take_out_a_later_message_of_its_key() ->
     assert json.loads(kept.value[8:])["v"] == "y2"
     with pytest.raises(ValueError):
         await second
+
+
+@pytest.mark.parametrize("owes", ["task", "coroutine"])
+async def test_a_result_given_up_before_it_started_lets_go_of_what_it_awaits(owes: str) -> None:
+    """The task stops while a join's result is still owed, its coroutine not started: letting
+    it go (``let_go``) cancels the Task the operators after the join started, or closes their
+    coroutine, rather than leaving one running on its own or the other never awaited."""
+    join = JoinOperator("j", ByKey(False), ("string", "json", "json"), ttl_ms=3_600_000)
+    join.open(_Context())
+    started: list[asyncio.Task[None]] = []
+
+    async def later() -> None:
+        await asyncio.sleep(10)
+
+    def emit(result: Any) -> Any:
+        if owes == "coroutine":
+            return later()
+        started.append(asyncio.ensure_future(later()))
+        return started[-1]
+
+    join.left.emit = join.emit = emit
+    assert join.left.on_message(ev("L", "x")) is None
+    owed = join.right.on_message(ev("R", "y"))
+    assert owed is not None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        let_go(owed)
+        del owed
+        gc.collect()
+        await asyncio.sleep(0)
+    assert all(task.cancelled() for task in started)
+    assert not [w for w in caught if "never awaited" in str(w.message)]
